@@ -1,0 +1,209 @@
+"""The ``scalpel`` command: inspect the machine, simulate policies, run the demo.
+
+Each sub-command prints what a person needs, or JSON with ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+from collections.abc import Sequence
+
+from scalpel_executor.profile_files import load_profile, shipped_profiles
+from scalpel_executor.scheduling import POLICIES
+from scalpel_executor.simulate import ContentionModel, SimTask, simulate
+from scalpel_executor.topology import Topology, parse_cpu_list
+from scalpel_executor.units import format_size, parse_size
+
+DEFAULT_PROFILE = "polybench-xeon-e5620"
+
+
+def _topology_from_args(args: argparse.Namespace) -> Topology:
+    if args.spec:
+        return Topology.from_spec(args.spec)
+    if args.cpus:
+        lists = [parse_cpu_list(part) for part in args.cpus.split(";") if part.strip()]
+        return Topology.from_cpu_lists(lists, llc_size=args.llc)
+    topology = Topology.detect(args.sysfs, smt=args.smt)
+    return topology
+
+
+def cmd_topology(args: argparse.Namespace) -> int:
+    topology = _topology_from_args(args)
+    if args.json:
+        print(json.dumps(topology.to_dict(), indent=2))
+    else:
+        print(topology.describe())
+    return 0
+
+
+def _pick(tasks: list[SimTask], count: int, rng: random.Random) -> list[SimTask]:
+    """``count`` tasks in a random submission order: a sample, with repeats only past the pool."""
+    if count <= len(tasks):
+        return rng.sample(tasks, count)
+    return [rng.choice(tasks) for _ in range(count)]
+
+
+def compare_policies(
+    pool: list[SimTask],
+    topology: Topology,
+    llc_size: float,
+    counts: Sequence[int],
+    policies: Sequence[str],
+    repeats: int,
+    seed: int,
+    model: ContentionModel,
+) -> list[dict]:
+    """Simulate each policy on the same random batches; one row per (task count, policy)."""
+    domains = [d.cpus for d in topology.domains]
+    rows = []
+    for count in counts:
+        makespans: dict[str, list[float]] = {p: [] for p in policies}
+        bounds = []
+        for repeat in range(repeats):
+            batch = _pick(pool, count, random.Random(seed * 1_000_003 + count * 1009 + repeat))
+            for policy in policies:
+                result = simulate(batch, domains, llc_size, policy, model=model, seed=seed + repeat)
+                makespans[policy].append(result.makespan)
+            bounds.append(result.lower_bound)
+        reference = makespans.get("fifo")
+        for policy in policies:
+            row = {
+                "tasks": count,
+                "policy": policy,
+                "repeats": repeats,
+                "mean_makespan": statistics.fmean(makespans[policy]),
+                "mean_lower_bound": statistics.fmean(bounds),
+            }
+            if reference:
+                row["speedup_vs_fifo"] = statistics.geometric_mean(
+                    [f / m for f, m in zip(reference, makespans[policy])]
+                )
+            rows.append(row)
+    return rows
+
+
+def _print_rows(rows: list[dict]) -> None:
+    header = f"{'tasks':>5}  {'policy':<14} {'makespan s':>11} {'lower bound':>12} {'vs fifo':>8}"
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        vs = f"{row['speedup_vs_fifo']:.3f}x" if "speedup_vs_fifo" in row else "-"
+        print(
+            f"{row['tasks']:>5}  {row['policy']:<14} {row['mean_makespan']:>11.2f} "
+            f"{row['mean_lower_bound']:>12.2f} {vs:>8}"
+        )
+
+
+def _parse_counts(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise SystemExit(f"scalpel: --tasks takes task counts like 8,16,23, got {text!r}") from None
+    if not counts or any(c < 1 for c in counts):
+        raise SystemExit(f"scalpel: --tasks takes positive task counts like 8,16,23, got {text!r}")
+    return counts
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    document, pool = load_profile(args.profile)
+    spec = args.machine or document.get("machine", {}).get("spec")
+    if not spec:
+        raise SystemExit(f"scalpel: profile {args.profile!r} names no machine; pass --machine like 2x4:12MiB")
+    topology = Topology.from_spec(spec)
+    llc_size = parse_size(args.llc, what="--llc") if args.llc else topology.llc_size
+    if not llc_size:
+        raise SystemExit(f"scalpel: machine {spec!r} has no LLC size; add one like {spec}:12MiB or pass --llc")
+    policies = args.policies.split(",") if args.policies else list(POLICIES)
+    for policy in policies:
+        if policy not in POLICIES:
+            raise SystemExit(f"scalpel: unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
+    if "fifo" not in policies:
+        policies.append("fifo")
+    counts = _parse_counts(args.tasks) if args.tasks else [len(pool)]
+    model = ContentionModel(args.capacity_fraction, args.sensitivity)
+    rows = compare_policies(pool, topology, llc_size, counts, policies, args.repeats, args.seed, model)
+    if args.json:
+        print(json.dumps({"profile": document.get("name"), "machine": spec, "llc_size": llc_size,
+                          "model": vars(model), "rows": rows}, indent=2))
+        return 0
+    print(f"profile {document.get('name')}: {len(pool)} task kinds; machine {spec} "
+          f"({topology.processors} domains, {topology.total_cores} cores, LLC {format_size(llc_size)} each)")
+    print(f"contention model: rho={model.capacity_fraction}, sigma={model.sensitivity}; "
+          f"{args.repeats} random batches per task count, seed {args.seed}\n")
+    _print_rows(rows)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """A simulated comparison on the paper's machine until the live demo exists."""
+    args.profile, args.machine, args.llc = DEFAULT_PROFILE, None, None
+    args.policies, args.tasks = None, "8,16,23" if not args.quick else "16"
+    args.repeats = 3 if args.quick else 20
+    args.capacity_fraction, args.sensitivity = 0.5, 1.0
+    if not args.json:
+        print("scalpel demo: simulated Polybench batches (Scalpel paper, Table II) on the paper's "
+              "2 x Xeon E5620, every scheduling policy on the same batches.\n")
+    return cmd_simulate(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="scalpel",
+        description="Contention-aware co-scheduling of many-task workflows on shared last-level caches.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    topo = commands.add_parser("topology", help="show the last-level-cache domains this process can use")
+    topo.add_argument("--spec", help='describe a machine instead, e.g. "2x4:12MiB" (2 domains of 4 cores)')
+    topo.add_argument("--cpus", help='explicit CPU lists per domain, ";"-separated, e.g. "0-3;4-7"')
+    topo.add_argument("--llc", help="LLC size per domain for --cpus, e.g. 32MiB")
+    topo.add_argument("--smt", action="store_true", help="use every hardware thread, not one per core")
+    topo.add_argument("--sysfs", default="/sys", help="sysfs root to read (default /sys)")
+    topo.add_argument("--json", action="store_true", help="print JSON")
+    topo.set_defaults(run=cmd_topology)
+
+    sim = commands.add_parser(
+        "simulate",
+        help="simulate a profiled batch under every policy",
+        description="Simulate random batches drawn from a profile under each scheduling policy "
+        "and print mean makespans and speedups over fifo. Shipped profiles: "
+        + ", ".join(shipped_profiles()),
+    )
+    sim.add_argument("--profile", default=DEFAULT_PROFILE, help=f"shipped profile name or JSON file (default {DEFAULT_PROFILE})")
+    sim.add_argument("--machine", help='machine spec, e.g. "8x8:32MiB" (default: the profile\'s machine)')
+    sim.add_argument("--llc", help="override the LLC size per domain, e.g. 12MiB")
+    sim.add_argument("--tasks", help="comma-separated batch sizes, e.g. 8,16,23 (default: every task once)")
+    sim.add_argument("--repeats", type=int, default=10, help="random batches per size (default 10)")
+    sim.add_argument("--policies", help=f"comma-separated subset of: {', '.join(POLICIES)}")
+    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--capacity-fraction", type=float, default=0.5, help="rho: usable share of the LLC (default 0.5)")
+    sim.add_argument("--sensitivity", type=float, default=1.0, help="sigma: slowdown when every access misses (default 1)")
+    sim.add_argument("--json", action="store_true", help="print JSON")
+    sim.set_defaults(run=cmd_simulate)
+
+    demo = commands.add_parser("demo", help="the main job: compare scheduling policies")
+    demo.add_argument("--quick", action="store_true", help="a smaller run")
+    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--json", action="store_true", help="print JSON")
+    demo.set_defaults(run=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "repeats", 1) is not None and getattr(args, "repeats", 1) < 1:
+        parser.error(f"--repeats must be at least 1, got {args.repeats}")
+    try:
+        return args.run(args)
+    except (ValueError, FileNotFoundError) as error:
+        print(f"scalpel: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

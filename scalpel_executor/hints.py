@@ -1,0 +1,85 @@
+"""Scheduling hints from ``parsl_resource_specification``, validated with errors that name the key.
+
+Recognised keys: ``footprint`` (bytes, or a size such as ``"24MiB"``), ``runtime`` (seconds),
+``priority`` (a number, higher first, as in Parsl's HighThroughputExecutor) and ``profile_key``
+(a string naming the task's profile). Other keys (``cores``, ``memory``, ``running_time_min``, ...)
+mean something to other executors; they are ignored here, with one warning per key per process.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from parsl.executors.errors import InvalidResourceSpecification
+
+from scalpel_executor.units import parse_size
+
+logger = logging.getLogger(__name__)
+
+KNOWN_KEYS = ("footprint", "runtime", "priority", "profile_key")
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class Hints:
+    footprint: float | None = None
+    runtime: float | None = None
+    priority: float = 0.0
+    profile_key: str | None = None
+
+
+def _invalid(key: str, message: str) -> InvalidResourceSpecification:
+    return InvalidResourceSpecification({key}, f"resource specification key {key!r}: {message}")
+
+
+def _number(key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _invalid(key, f"must be a number, got {value!r} of type {type(value).__name__}")
+    if math.isnan(value) or math.isinf(value):
+        raise _invalid(key, f"must be a finite number, got {value!r}")
+    return float(value)
+
+
+def parse_hints(specification: dict[str, Any] | None) -> Hints:
+    """Validate a resource specification and return the hints this executor uses.
+
+    Raises
+    ------
+    InvalidResourceSpecification
+        For a wrong type, a negative, NaN or infinite value, or an unparseable size; the message
+        names the key and the value.
+    """
+    if not specification:
+        return Hints()
+    if not isinstance(specification, dict):
+        raise InvalidResourceSpecification(set(), f"resource specification must be a dict, got {specification!r}")
+    for key in specification:
+        if key not in KNOWN_KEYS:
+            with _warned_lock:
+                first = key not in _warned
+                _warned.add(key)
+            if first:
+                logger.warning(
+                    "ignoring resource specification key %r: ScalpelExecutor uses only %s", key, ", ".join(KNOWN_KEYS)
+                )
+    footprint = runtime = None
+    if specification.get("footprint") is not None:
+        value = specification["footprint"]
+        try:
+            footprint = float(parse_size(value, what="footprint"))
+        except ValueError as error:
+            raise _invalid("footprint", str(error)) from None
+    if specification.get("runtime") is not None:
+        runtime = _number("runtime", specification["runtime"])
+        if runtime < 0:
+            raise _invalid("runtime", f"must be a non-negative number of seconds, got {runtime!r}")
+    priority = _number("priority", specification["priority"]) if specification.get("priority") is not None else 0.0
+    profile_key = specification.get("profile_key")
+    if profile_key is not None and not isinstance(profile_key, str):
+        raise _invalid("profile_key", f"must be a string, got {profile_key!r}")
+    return Hints(footprint, runtime, priority, profile_key)

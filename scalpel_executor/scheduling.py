@@ -1,0 +1,362 @@
+"""Two-level task scheduling (Scalpel Algorithm 2) and its baselines, as a state machine with no I/O.
+
+A driver — the live executor or the simulator — owns the clock and the processes; this module
+only decides. The conversation is always the same three calls::
+
+    scheduler.add(tasks)          # tasks arrived; they join the waiting set (regrouped lazily)
+    scheduler.dispatch()          # -> [Assignment(slot, task), ...] for every idle core that can work
+    scheduler.release(slot)       # the task on this core finished (or died); the core is idle again
+
+Cores are *slots*: positions in the topology's CPU order, each belonging to one LLC domain.
+
+How a free core chooses (Algorithm 2, generalised):
+
+1. Tasks are planned by the policy into *groups*, ordered for dispatch. ``scalpel`` forms
+   Algorithm 1 groups; full groups go before partial ones and the longest group (its longest task)
+   first; inside a group the longest task first.
+2. A free core on domain d runs the next task of d's *buffer*, the rest of the group that d took.
+3. If d's buffer is empty, it takes the next waiting group: the core runs its first task and the
+   rest goes into d's buffer.
+4. If no group waits either, it takes the head of the fullest other buffer. The paper's algorithm
+   would leave the core idle here; we steal so that no core ever idles while a task waits
+   (work conservation), at the cost of one reassociated task.
+
+Regrouping: tasks that arrive while others run are grouped again together with every task that has
+not left the waiting set; tasks in a buffer belong to a group that has started on its domain and
+stay there, and running tasks are never touched.
+
+Priorities (``Task.priority``, higher first): the policy plans each priority level separately, and
+the levels are dispatched highest first. A free core whose buffer head has a lower priority than
+the best waiting group takes from that group instead (its rest goes to the front of the buffer).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from scalpel_executor.grouping import group_with_capacities
+
+
+@dataclass(slots=True, eq=False)
+class Task:
+    """What the scheduler knows of one task. ``payload`` is the driver's, never read here."""
+
+    id: Hashable
+    footprint: float = 0.0  # bytes touched in an LLC-share window
+    runtime: float = 1.0  # estimated solo run time, seconds
+    priority: float = 0.0
+    intensity: float | None = None  # LLC miss rate for `di`; footprint when unknown
+    payload: Any = None
+    seq: int = -1  # submission order, set by Scheduler.add
+
+
+@dataclass(slots=True, eq=False)
+class Group:
+    """Tasks meant to co-run on one LLC domain, in the order they should start."""
+
+    tasks: list[Task]
+    capacity: int  # cores of the domain it was formed for
+    domain: int | None = None  # pinned to a domain (the `di` baseline); None: any domain
+
+    @property
+    def full(self) -> bool:
+        return len(self.tasks) >= self.capacity
+
+    @property
+    def runtime(self) -> float:
+        return max(t.runtime for t in self.tasks)
+
+    @property
+    def footprint(self) -> float:
+        return sum(t.footprint for t in self.tasks)
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    index: int  # position in the topology's CPU order
+    cpu: int
+    domain: int
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    slot: Slot
+    task: Task
+
+
+# --------------------------------------------------------------------------------------------
+# Policies: pure functions from (tasks of one priority level, domain core counts) to an ordered
+# list of groups.
+
+PlanFunction = Callable[[list[Task], Sequence[int], random.Random], list[Group]]
+
+
+def _alg1_groups(tasks: list[Task], cores_per_domain: Sequence[int]) -> list[Group]:
+    formed = group_with_capacities([t.footprint for t in tasks], cores_per_domain)
+    return [Group([tasks[i] for i in members], capacity) for members, capacity in formed]
+
+
+def _singletons(tasks: Iterable[Task]) -> list[Group]:
+    return [Group([t], 1) for t in tasks]
+
+
+def plan_scalpel(tasks, cores_per_domain, rng):
+    """Algorithm 1 groups; full before partial, longest group first, longest task first (Alg. 2)."""
+    groups = _alg1_groups(tasks, cores_per_domain)
+    for group in groups:
+        group.tasks.sort(key=lambda t: (-t.runtime, t.seq))
+    groups.sort(key=lambda g: (not g.full, -g.runtime, min(t.seq for t in g.tasks)))
+    return groups
+
+
+def plan_longer_first(tasks, cores_per_domain, rng):
+    """LPT without grouping: the longest waiting task goes to whichever core frees first."""
+    return _singletons(sorted(tasks, key=lambda t: (-t.runtime, t.seq)))
+
+
+def plan_grouping_fifo(tasks, cores_per_domain, rng):
+    """Algorithm 1 groups, dispatched in submission order (of each group's earliest task)."""
+    groups = _alg1_groups(tasks, cores_per_domain)
+    for group in groups:
+        group.tasks.sort(key=lambda t: t.seq)
+    groups.sort(key=lambda g: g.tasks[0].seq)
+    return groups
+
+
+def plan_fifo(tasks, cores_per_domain, rng):
+    """Submission order, any free core: what a plain task queue does."""
+    return _singletons(sorted(tasks, key=lambda t: t.seq))
+
+
+def plan_random(tasks, cores_per_domain, rng):
+    """A seeded random order, any free core."""
+    shuffled = sorted(tasks, key=lambda t: t.seq)
+    rng.shuffle(shuffled)
+    return _singletons(shuffled)
+
+
+def plan_di(tasks, cores_per_domain, rng):
+    """Distributed Intensity (Zhuravlev et al., ASPLOS 2010): spread intensity over the domains.
+
+    Tasks are ranked by intensity (LLC miss rate where measured, footprint otherwise), most
+    intensive first, and dealt round-robin over the domains (in proportion to their cores), so
+    each domain gets a similar mix. Each domain then runs its share in submission order.
+    """
+    ranked = sorted(tasks, key=lambda t: (-(t.intensity if t.intensity is not None else t.footprint), t.seq))
+    turns = [d for round_ in range(max(cores_per_domain)) for d, c in enumerate(cores_per_domain) if round_ < c]
+    shares: list[list[Task]] = [[] for _ in cores_per_domain]
+    for position, task in enumerate(ranked):
+        shares[turns[position % len(turns)]].append(task)
+    groups = []
+    for domain, share in enumerate(shares):
+        if share:
+            share.sort(key=lambda t: t.seq)
+            groups.append(Group(share, cores_per_domain[domain], domain=domain))
+    return groups
+
+
+POLICIES: dict[str, PlanFunction] = {
+    "scalpel": plan_scalpel,
+    "longer_first": plan_longer_first,
+    "grouping+fifo": plan_grouping_fifo,
+    "fifo": plan_fifo,
+    "random": plan_random,
+    "di": plan_di,
+}
+
+
+def resolve_policy(name: str) -> PlanFunction:
+    """The plan function of a policy name; ValueError listing the valid names otherwise."""
+    try:
+        return POLICIES[name]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"unknown scheduling policy {name!r}; choose one of: {', '.join(POLICIES)}"
+        ) from None
+
+
+# --------------------------------------------------------------------------------------------
+
+
+class Scheduler:
+    """Decides which waiting task runs on which free core; see the module docstring.
+
+    Parameters
+    ----------
+    domains : sequence of sequence of int
+        The CPUs of each LLC domain, e.g. ``topology.domains`` mapped to ``d.cpus``, or
+        ``[[0, 1, 2, 3], [4, 5, 6, 7]]``. Slots are numbered in this order.
+    policy : str
+        One of :data:`POLICIES`.
+    seed : int
+        Seeds the ``random`` policy; every other policy is deterministic.
+
+    Examples
+    --------
+    >>> s = Scheduler([[0, 1], [2, 3]], "scalpel")
+    >>> s.add(Task(i, footprint=f, runtime=1.0) for i, f in enumerate([8, 1, 7, 2]))
+    >>> [(a.slot.cpu, a.task.id) for a in s.dispatch()]
+    [(0, 0), (2, 2), (1, 1), (3, 3)]
+    """
+
+    def __init__(self, domains: Sequence[Sequence[int]], policy: str = "scalpel", *, seed: int = 0):
+        self._plan_function = resolve_policy(policy)
+        self.policy = policy
+        cpu_lists = [list(cpus) for cpus in domains]
+        if not cpu_lists or any(len(cpus) == 0 for cpus in cpu_lists):
+            raise ValueError(f"every LLC domain needs at least one core, got domains {cpu_lists!r}")
+        self.cores_per_domain = [len(cpus) for cpus in cpu_lists]
+        self.slots = tuple(
+            Slot(index, cpu, domain)
+            for index, (domain, cpu) in enumerate((d, cpu) for d, cpus in enumerate(cpu_lists) for cpu in cpus)
+        )
+        self._rng = random.Random(seed)
+        self._seq = 0
+        self._waiting: dict[int, Task] = {}  # seq -> task, tasks in no buffer and not running
+        self._plan: list[Group] = []  # dispatch order reversed: the next group is _plan[-1]
+        self._dirty = False  # tasks were added since the plan was made
+        self._buffers = [deque() for _ in cpu_lists]
+        self._running: dict[int, Task] = {}  # slot index -> task
+        self._idle = [True] * len(self.slots)
+
+    # -- driver API -------------------------------------------------------------------------
+
+    def add(self, tasks: Iterable[Task]) -> None:
+        """Tasks arrived. They wait until :meth:`dispatch` finds them a core."""
+        for task in tasks:
+            task.seq = self._seq
+            self._seq += 1
+            self._waiting[task.seq] = task
+            self._dirty = True
+
+    def dispatch(self) -> list[Assignment]:
+        """Give a task to every idle core that can get one; returns what to start.
+
+        Idle cores are served round-robin over domains (the first idle core of each domain, then
+        the second, ...) so that the first P groups go to P different domains (Alg. 2 line 10).
+        """
+        per_domain: list[list[Slot]] = [[] for _ in self.cores_per_domain]
+        for slot in self.slots:
+            if self._idle[slot.index]:
+                per_domain[slot.domain].append(slot)
+        assignments = []
+        for rank in range(max(self.cores_per_domain)):
+            for slots in per_domain:
+                if rank < len(slots):
+                    task = self.next_for(slots[rank])
+                    if task is not None:
+                        assignments.append(Assignment(slots[rank], task))
+        return assignments
+
+    def next_for(self, slot: Slot | int) -> Task | None:
+        """Core ``slot`` is free: the task it runs next, marked running; None if nothing waits."""
+        slot = self.slots[slot] if isinstance(slot, int) else slot
+        if not self._idle[slot.index]:
+            raise ValueError(f"core {slot.cpu} (slot {slot.index}) is still running task {self._running[slot.index].id!r}")
+        task = self._choose(slot.domain)
+        if task is not None:
+            self._idle[slot.index] = False
+            self._running[slot.index] = task
+        return task
+
+    def release(self, slot: Slot | int) -> Task:
+        """The task on ``slot`` ended (done, failed or its worker died); the core is idle."""
+        index = slot if isinstance(slot, int) else slot.index
+        if self._idle[index]:
+            raise ValueError(f"slot {index} has no running task to release")
+        self._idle[index] = True
+        return self._running.pop(index)
+
+    def drain(self) -> list[Task]:
+        """Remove and return every task that has not started (for shutdown); running ones stay."""
+        left = [t for buffer in self._buffers for t in buffer] + list(self._waiting.values())
+        for buffer in self._buffers:
+            buffer.clear()
+        self._waiting.clear()
+        self._plan = []
+        self._dirty = False
+        return left
+
+    # -- state ------------------------------------------------------------------------------
+
+    @property
+    def waiting(self) -> int:
+        """Tasks that have not started: waiting to be grouped, or buffered on a domain."""
+        return len(self._waiting) + sum(len(b) for b in self._buffers)
+
+    @property
+    def running(self) -> dict[int, Task]:
+        return dict(self._running)
+
+    @property
+    def idle_slots(self) -> list[Slot]:
+        return [s for s in self.slots if self._idle[s.index]]
+
+    def buffered(self, domain: int) -> list[Task]:
+        return list(self._buffers[domain])
+
+    # -- the decision -----------------------------------------------------------------------
+
+    def _replan(self) -> None:
+        levels: dict[float, list[Task]] = {}
+        for task in self._waiting.values():
+            levels.setdefault(task.priority, []).append(task)
+        plan: list[Group] = []
+        for priority in sorted(levels, reverse=True):
+            plan += self._plan_function(levels[priority], self.cores_per_domain, self._rng)
+        # Pinned groups (di) go straight to their domain's buffer; the rest wait in order.
+        self._plan = []
+        for group in plan:
+            if group.domain is not None:
+                self._commit(group.tasks, group.domain)
+            else:
+                self._plan.append(group)
+        self._plan.reverse()
+        self._dirty = False
+
+    def _commit(self, tasks: list[Task], domain: int, *, front: bool = False) -> None:
+        for task in tasks:
+            del self._waiting[task.seq]
+        if front:
+            self._buffers[domain].extendleft(reversed(tasks))
+        else:
+            self._buffers[domain].extend(tasks)
+
+    def _next_group(self, cores: int) -> int | None:
+        """Position in ``_plan`` of the group a domain of ``cores`` cores should take next.
+
+        The head of the plan, unless it was formed for a larger domain and a group of the same
+        priority further on fits (only on topologies with unequal domains).
+        """
+        if self._dirty:
+            self._replan()
+        if not self._plan:
+            return None
+        head = self._plan[-1]
+        if head.capacity > cores:
+            for position in range(len(self._plan) - 2, -1, -1):
+                group = self._plan[position]
+                if group.tasks[0].priority != head.tasks[0].priority:
+                    break
+                if group.capacity <= cores:
+                    return position
+        return len(self._plan) - 1
+
+    def _choose(self, domain: int) -> Task | None:
+        buffer = self._buffers[domain]
+        position = self._next_group(self.cores_per_domain[domain])
+        group = None if position is None else self._plan[position]
+        if buffer and (group is None or group.tasks[0].priority <= buffer[0].priority):
+            return buffer.popleft()
+        if group is not None:
+            del self._plan[position]
+            self._commit(group.tasks, domain, front=True)
+            return buffer.popleft()
+        fullest = max(range(len(self._buffers)), key=lambda d: len(self._buffers[d]))
+        if self._buffers[fullest]:
+            return self._buffers[fullest].popleft()
+        return None

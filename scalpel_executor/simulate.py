@@ -1,0 +1,271 @@
+"""Discrete-event simulation of a multi-domain machine running a task batch under any policy.
+
+The simulator is the second driver of :class:`scalpel_executor.scheduling.Scheduler` (the live
+executor is the first): it feeds the same ``add`` / ``dispatch`` / ``release`` calls, with a
+simulated clock instead of worker processes, so what it predicts is what the executor would do
+given the same completions.
+
+Contention model
+----------------
+Each task i has a solo run time s_i, a footprint f_i (bytes) and a sensitivity σ_i ≥ 0. The tasks
+running at one moment on one LLC domain share its effective capacity L = ρ · LLC max-min fairly
+(water-filling): a task whose footprint is below the equal share keeps all of it, and what it
+leaves is split among the larger ones. This mirrors LRU, under which a small, often reused
+working set stays cached next to a large streaming one. With capacity c a task misses the
+fraction m(f, c) = max(0, 1 − c / f) of its accesses; with share c_i it progresses at rate
+1 / slowdown with
+
+    slowdown_i = 1 + σ_i · (m(f_i, c_i) − m(f_i, L))      (= 1 when Σ f_j ≤ L)
+
+so a task slows down as the summed footprint of its co-runners exceeds the cache, more the more
+of its own data fitted when alone, and never runs faster than alone. Rates change whenever a task
+starts or ends on the domain. The defaults ρ = 0.5, σ = 1 reproduce pairs measured on a 2-core
+machine with a 32 MiB L3 (two 20 MiB random-gather tasks: 1.4× each, model 1.40×; two 12 MiB:
+1.34×, model 1.33×; 20 MiB next to 0.25 MiB: 1.04×, model 1.01×). The model overstates pairs
+that each overflow the cache alone (two 28 MiB: 1.08× measured, 1.29× modelled), because such
+tasks are already memory-bound when alone.
+
+Cost: O(C) per start or end of a task on a domain of C cores, plus a heap operation; a million
+tasks on 64 domains simulate in seconds to tens of seconds.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from scalpel_executor.scheduling import Scheduler, Task
+
+
+@dataclass(frozen=True)
+class SimTask:
+    """A task of a simulated batch."""
+
+    name: str
+    solo_time: float  # seconds when running alone on the machine
+    footprint: float = 0.0  # bytes
+    sensitivity: float | None = None  # None: the model's default
+    arrival: float = 0.0  # seconds after the start
+    runtime_estimate: float | None = None  # what the scheduler is told; None: solo_time
+    priority: float = 0.0
+    intensity: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("solo_time", "footprint", "arrival"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or math.isnan(value) or math.isinf(value) or value < 0:
+                raise ValueError(f"task {self.name!r}: {name} must be a finite number ≥ 0, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ContentionModel:
+    """See the module docstring. ``capacity_fraction`` is ρ, ``sensitivity`` the default σ."""
+
+    capacity_fraction: float = 0.5
+    sensitivity: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (self.capacity_fraction > 0):
+            raise ValueError(f"capacity_fraction must be > 0, got {self.capacity_fraction!r}")
+        if not (self.sensitivity >= 0):
+            raise ValueError(f"sensitivity must be ≥ 0, got {self.sensitivity!r}")
+
+    def slowdowns(self, footprints: Sequence[float], sensitivities: Sequence[float], llc_size: float) -> list[float]:
+        """Slowdown factor (≥ 1) of each of the tasks co-running on one domain."""
+        capacity = self.capacity_fraction * llc_size
+        if sum(footprints) <= capacity:
+            return [1.0] * len(footprints)
+        shares = [0.0] * len(footprints)
+        left, remaining = capacity, len(footprints)
+        for i in sorted(range(len(footprints)), key=footprints.__getitem__):  # water-filling
+            shares[i] = min(footprints[i], left / remaining)
+            left -= shares[i]
+            remaining -= 1
+        return [
+            1.0 + sigma * (_miss(f, share) - _miss(f, capacity))
+            for f, share, sigma in zip(footprints, shares, sensitivities)
+        ]
+
+
+def _miss(footprint: float, capacity: float) -> float:
+    """Fraction of accesses that miss when ``footprint`` bytes get ``capacity`` bytes of cache."""
+    return max(0.0, 1.0 - capacity / footprint) if footprint > 0 else 0.0
+
+
+@dataclass
+class TaskRecord:
+    name: str
+    cpu: int
+    domain: int
+    start: float
+    end: float
+    solo_time: float
+    footprint: float
+
+    @property
+    def slowdown(self) -> float:
+        return (self.end - self.start) / self.solo_time if self.solo_time > 0 else 1.0
+
+
+@dataclass
+class SimResult:
+    policy: str
+    makespan: float
+    lower_bound: float
+    utilisation: float  # busy core-seconds / (cores × makespan)
+    records: list[TaskRecord] = field(repr=False)
+
+    @property
+    def mean_slowdown(self) -> float:
+        return sum(r.slowdown for r in self.records) / len(self.records) if self.records else 1.0
+
+    def to_dict(self, *, with_tasks: bool = False) -> dict:
+        out = {
+            "policy": self.policy,
+            "makespan": self.makespan,
+            "lower_bound": self.lower_bound,
+            "utilisation": self.utilisation,
+            "mean_slowdown": self.mean_slowdown,
+            "tasks": len(self.records),
+        }
+        if with_tasks:
+            out["records"] = [vars(r) for r in self.records]
+        return out
+
+
+def lower_bound(solo_times: Sequence[float], cores: int) -> float:
+    """No schedule beats max(longest task, total work / cores) (solo times, no contention)."""
+    return max(max(solo_times, default=0.0), sum(solo_times) / cores)
+
+
+def simulate(
+    tasks: Sequence[SimTask],
+    domains: Sequence[Sequence[int]],
+    llc_size: float,
+    policy: str = "scalpel",
+    *,
+    model: ContentionModel | None = None,
+    seed: int = 0,
+) -> SimResult:
+    """Run ``tasks`` on a machine of LLC ``domains`` (CPU lists) under ``policy``.
+
+    Parameters
+    ----------
+    tasks : sequence of SimTask
+    domains : sequence of sequence of int
+        CPUs of each LLC domain, e.g. ``[d.cpus for d in Topology.from_spec("2x4:12MiB").domains]``.
+    llc_size : float
+        Bytes of LLC per domain.
+    policy : str
+        A name from :data:`scalpel_executor.scheduling.POLICIES`.
+    model : ContentionModel, optional
+    seed : int
+        Seeds the ``random`` policy.
+
+    Returns
+    -------
+    SimResult
+        Makespan, lower bound, utilisation and one record per task.
+    """
+    if not llc_size or llc_size <= 0:
+        raise ValueError(f"llc_size must be a positive number of bytes, got {llc_size!r}")
+    model = model or ContentionModel()
+    scheduler = Scheduler(domains, policy, seed=seed)
+    slots = scheduler.slots
+    n_domains = len(scheduler.cores_per_domain)
+    default_sigma = model.sensitivity
+
+    # Per domain: running slot -> [sim task, remaining solo-seconds of work, rate]
+    running: list[dict[int, list]] = [{} for _ in range(n_domains)]
+    updated_at = [0.0] * n_domains
+    version = [0] * n_domains
+    starts: dict[int, float] = {}
+    records: list[TaskRecord] = []
+    events: list[tuple[float, int, int, int]] = []  # (time, order, domain or -1 for arrival, version)
+    order = 0
+
+    def advance(domain: int, now: float) -> None:
+        elapsed = now - updated_at[domain]
+        if elapsed > 0:
+            for entry in running[domain].values():
+                entry[1] -= elapsed * entry[2]
+        updated_at[domain] = now
+
+    def reschedule(domain: int, now: float) -> None:
+        nonlocal order
+        version[domain] += 1
+        entries = list(running[domain].values())
+        if not entries:
+            return
+        factors = model.slowdowns(
+            [e[0].footprint for e in entries],
+            [default_sigma if e[0].sensitivity is None else e[0].sensitivity for e in entries],
+            llc_size,
+        )
+        for entry, factor in zip(entries, factors):
+            entry[2] = 1.0 / factor
+        finish = min(max(e[1], 0.0) / e[2] for e in entries)
+        order += 1
+        heapq.heappush(events, (now + finish, order, domain, version[domain]))
+
+    def start_assigned(now: float) -> None:
+        touched = set()
+        for assignment in scheduler.dispatch():
+            slot = assignment.slot
+            if slot.domain not in touched:
+                advance(slot.domain, now)
+                touched.add(slot.domain)
+            sim_task = assignment.task.payload
+            running[slot.domain][slot.index] = [sim_task, sim_task.solo_time, 1.0]
+            starts[slot.index] = now
+        for domain in touched:
+            reschedule(domain, now)
+
+    def to_task(i: int, t: SimTask) -> Task:
+        estimate = t.solo_time if t.runtime_estimate is None else t.runtime_estimate
+        return Task(i, t.footprint, estimate, t.priority, t.intensity, payload=t)
+
+    arrivals = sorted(range(len(tasks)), key=lambda i: tasks[i].arrival)
+    now = 0.0
+    first_batch = [to_task(i, tasks[i]) for i in arrivals if tasks[i].arrival <= 0]
+    scheduler.add(first_batch)
+    for i in arrivals:
+        if tasks[i].arrival > 0:
+            order += 1
+            heapq.heappush(events, (tasks[i].arrival, order, -1, i))
+    start_assigned(now)
+
+    busy = 0.0
+    while events:
+        now, _, domain, stamp = heapq.heappop(events)
+        if domain == -1:
+            scheduler.add([to_task(stamp, tasks[stamp])])
+            start_assigned(now)
+            continue
+        if stamp != version[domain]:
+            continue  # superseded by a later start or end on this domain
+        advance(domain, now)
+        done = [s for s, e in running[domain].items() if e[1] <= 1e-9 * max(1.0, e[0].solo_time)]
+        for slot_index in done:
+            sim_task = running[domain].pop(slot_index)[0]
+            began = starts.pop(slot_index)
+            busy += now - began
+            slot = slots[slot_index]
+            records.append(TaskRecord(sim_task.name, slot.cpu, domain, began, now, sim_task.solo_time, sim_task.footprint))
+            scheduler.release(slot_index)
+        start_assigned(now)
+        reschedule(domain, now)
+
+    if scheduler.waiting or any(running):
+        raise AssertionError("simulation ended with unfinished tasks")  # a scheduler bug, never user input
+    makespan = max((r.end for r in records), default=0.0)
+    cores = len(slots)
+    return SimResult(
+        policy=policy,
+        makespan=makespan,
+        lower_bound=lower_bound([t.solo_time for t in tasks], cores),
+        utilisation=busy / (cores * makespan) if makespan > 0 else 0.0,
+        records=records,
+    )
