@@ -13,8 +13,21 @@ from scalpel_executor.units import parse_size
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str):
+    # The executor imports Parsl; load it only when asked for, so the pure core stays light.
+    if name in ("ScalpelExecutor", "scalpel_config", "WorkerDied", "ExecutorShutdown"):
+        from scalpel_executor import executor
+
+        return getattr(executor, name)
+    raise AttributeError(f"module 'scalpel_executor' has no attribute {name!r}")
+
 __all__ = [
     "POLICIES",
+    "ExecutorShutdown",
+    "ScalpelExecutor",
+    "WorkerDied",
+    "scalpel_config",
     "Assignment",
     "ContentionModel",
     "Domain",

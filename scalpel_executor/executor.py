@@ -17,8 +17,9 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-import os
+import time
 from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 import typeguard
@@ -37,7 +38,23 @@ from scalpel_executor.units import parse_size
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ScalpelExecutor", "ExecutorShutdown", "WorkerDied", "scalpel_config"]
+__all__ = ["ScalpelExecutor", "ExecutorShutdown", "TaskRecord", "WorkerDied", "scalpel_config"]
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """What happened to one task: where it ran (slot, LLC domain, CPU), when, and its estimates."""
+
+    task_id: int
+    slot: int | None  # None: it never started (shutdown)
+    domain: int | None
+    cpu: int | None
+    started: float | None  # time.monotonic() when it was sent to its worker
+    finished: float
+    footprint: float
+    runtime: float
+    ok: bool  # False for a task exception, a worker death or a shutdown
+    stats: dict  # wall / cpu seconds and peak RSS measured in the worker
 
 
 class ScalpelExecutor(ParslExecutor, RepresentationMixin):
@@ -125,6 +142,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self._default_footprint_bytes = float(parse_size(default_footprint, what="default_footprint"))
         self._topology = Topology.resolve(topology, smt=smt)  # bad CPUs fail here, not at start()
         self._ids = itertools.count()
+        self.records: list[TaskRecord] = []  # one per finished task, in completion order
         self._node: NodeScheduler | None = None
         self._shut_down = False
 
@@ -183,8 +201,11 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         )
         return future
 
-    @staticmethod
-    def _complete(task: NodeTask, outcome: Outcome) -> None:
+    def _complete(self, task: NodeTask, outcome: Outcome) -> None:
+        self.records.append(
+            TaskRecord(task.id, task.slot, task.domain, task.cpu, task.started, time.monotonic(),
+                       task.footprint, task.runtime, outcome.ok and outcome.error is None, outcome.stats)
+        )
         future: Future = task.context
         try:
             if outcome.error is not None:

@@ -67,8 +67,10 @@ class NodeTask:
     runtime: float = 1.0
     priority: float = 0.0
     context: Any = None
-    cpu: int | None = field(default=None, init=False)  # where it ran, once dispatched
-    started: float | None = field(default=None, init=False)  # monotonic start time
+    slot: int | None = field(default=None, init=False)  # where it ran, once dispatched
+    domain: int | None = field(default=None, init=False)
+    cpu: int | None = field(default=None, init=False)
+    started: float | None = field(default=None, init=False)  # monotonic time it was sent to its worker
 
 
 @dataclass
@@ -270,7 +272,9 @@ class NodeScheduler:
         deadline: float | None = None
         try:
             while not self._stopping.is_set():
-                timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+                timeout = None  # a completion or a submit wakes us
+                if deadline is not None and (self._scheduler.waiting < 2 * len(self._slot_cpus)):
+                    timeout = max(0.0, deadline - time.monotonic())
                 by_connection = {w.connection: w for w in self._workers.values()}
                 for ready in wait([*by_connection, self._wake_r], timeout):
                     if ready == self._wake_r:
@@ -286,7 +290,10 @@ class NodeScheduler:
                     now = time.monotonic()
                     if deadline is None:
                         deadline = now + self.batch_window
-                    if now >= deadline or len(arrived) >= self.max_batch:
+                    # Regrouping costs O(n log n) in the waiting tasks, so while the scheduler still
+                    # holds plenty of work, arrivals keep collecting and join it in one regroup.
+                    starving = self._scheduler.waiting < 2 * len(self._slot_cpus)
+                    if (now >= deadline and starving) or len(arrived) >= self.max_batch:
                         self._scheduler.add(
                             Task(t.id, t.footprint, t.runtime, t.priority, payload=t) for t in arrived
                         )
@@ -302,6 +309,7 @@ class NodeScheduler:
         for assignment in self._scheduler.dispatch():
             worker = self._workers[assignment.slot.index]
             task: NodeTask = assignment.task.payload
+            task.slot, task.domain = assignment.slot.index, assignment.slot.domain
             task.cpu, task.started = worker.cpus[0], time.monotonic()
             worker.task = task
             try:
@@ -341,8 +349,8 @@ class NodeScheduler:
                 f"task {task.id} was lost: its worker (pid {worker.process.pid}) on core "
                 f"{','.join(map(str, worker.cpus))} died from {cause}")))
         if not self._stopping.is_set():
-            self.respawns += 1
             self._spawn(worker.slot)  # the slot stays busy in the Scheduler until it is ready
+            self.respawns += 1
 
     def _complete(self, task: NodeTask, outcome: Outcome) -> None:
         try:

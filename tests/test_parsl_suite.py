@@ -1,0 +1,28 @@
+"""Parsl's own executor-agnostic test suite (shipped inside the parsl package) with ScalpelExecutor."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import parsl.tests
+
+CONFIG = Path(__file__).with_name("parsl_suite_config.py")
+PARSL_TESTS = os.path.dirname(parsl.tests.__file__)
+# Parsl's ThreadPoolExecutor and HighThroughputExecutor configs pass this many on this kind of machine.
+EXPECTED_PASSES = 143
+
+
+def test_parsl_config_mode_suite_passes(tmp_path):
+    command = [
+        sys.executable, "-m", "pytest", PARSL_TESTS, "--config", str(CONFIG),
+        "-k", "not cleannet and not unix_filesystem_permissions_required",
+        "-q", "-p", "no:cacheprovider", "-o", "addopts=",  # keep this project's pytest options out
+    ]
+    run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=1200)
+    summary = run.stdout.strip().splitlines()[-1] if run.stdout.strip() else run.stderr[-2000:]
+    assert run.returncode == 0, f"{summary}\n{run.stdout[-6000:]}\n{run.stderr[-3000:]}"
+    passed = int(re.search(r"(\d+) passed", summary).group(1))
+    assert passed >= EXPECTED_PASSES, summary
+    assert " failed" not in summary and "error" not in summary, summary
