@@ -4,12 +4,12 @@ Parsl's DataFlowKernel calls ``submit(func, resource_specification, *args, **kwa
 own thread; this class validates the hints, serializes the call with Parsl's serializer, and hands
 an opaque buffer to the node-level part (:class:`~scalpel_executor.node.NodeScheduler`), which
 batches, groups, dispatches to pinned workers and calls back with the outcome. The callback turns
-the outcome into the Future's result or exception — on the dispatch thread, holding no lock, so
+the outcome into the Future's result or exception — on the completion thread, holding no lock, so
 the DFK's callbacks (which may submit more tasks) run freely::
 
     DFK thread ── submit() ── parse_hints ── pack_apply_message ──> NodeScheduler.submit ──┐
                                                                                             │
-    Future.set_result / set_exception <── _complete (dispatch thread) <── worker result ──┘
+    Future.set_result / set_exception <── _complete (completion thread) <── worker result ┘
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ Data flow::
                            │<──────────────────────────────│ (scalpel_executor.   │
                            │   ("result", id, ok, ...)     │  worker)             │
                            │                               └──────────────────────┘
-                           └──> on_complete(task, outcome)   (called on this thread, holding no lock)
+                           └──> completions (SimpleQueue) ──> completion thread: on_complete(task, outcome)
+                                                              (holding no lock; Parsl's callbacks run here)
 
 The dispatch thread owns the Scheduler and the worker table outright, so neither needs a lock;
 ``submit`` only appends to the inbox and writes one byte to wake the thread. A worker that dies
@@ -117,7 +118,7 @@ class NodeScheduler:
     policy : str
         A scheduling policy name (:data:`scalpel_executor.scheduling.POLICIES`).
     on_complete : callable(NodeTask, Outcome)
-        Called once per task, on the dispatch thread, with no lock held.
+        Called once per task, in completion order, on the completion thread, with no lock held.
     pin : "core" or "domain"
     batch_window : float
         Seconds to collect arrivals before grouping them; 0 adds each arrival at once.
@@ -160,6 +161,8 @@ class NodeScheduler:
         self._stopping = threading.Event()
         self._accepting = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._completions: queue.SimpleQueue = queue.SimpleQueue()
+        self._completer: threading.Thread | None = None
         self.respawns = 0
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -181,6 +184,8 @@ class NodeScheduler:
                     f"(exit code {worker.process.poll()}); its error output is above"
                 )
             worker.ready = True
+        self._completer = threading.Thread(target=self._completion_loop, name="scalpel-complete", daemon=True)
+        self._completer.start()
         self._thread = threading.Thread(target=self._loop, name="scalpel-dispatch", daemon=True)
         self._thread.start()
 
@@ -200,6 +205,10 @@ class NodeScheduler:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
         self._kill_all()
+        if self._completer is not None:
+            self._completions.put(None)  # after every outcome the dispatch thread delivered
+            if self._completer is not threading.current_thread():
+                self._completer.join(timeout)
 
     @property
     def worker_pids(self) -> list[int]:
@@ -353,10 +362,16 @@ class NodeScheduler:
             self.respawns += 1
 
     def _complete(self, task: NodeTask, outcome: Outcome) -> None:
-        try:
-            self._on_complete(task, outcome)
-        except Exception:  # noqa: BLE001 - a failing callback must not stop dispatching
-            logger.exception("completion callback failed for task %s", task.id)
+        self._completions.put((task, outcome))
+
+    def _completion_loop(self) -> None:
+        # Completing a Future runs Parsl's callbacks (state updates, logging, launching dependent
+        # tasks); on their own thread they do not hold up the next dispatch.
+        while (item := self._completions.get()) is not None:
+            try:
+                self._on_complete(*item)
+            except Exception:  # noqa: BLE001 - a failing callback must not stop the others
+                logger.exception("completion callback failed for task %s", item[0].id)
 
     def _fail_unfinished(self, arrived: list[NodeTask]) -> None:
         unfinished = list(arrived) + [t.payload for t in self._scheduler.drain()]
