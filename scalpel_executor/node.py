@@ -88,7 +88,6 @@ class _Worker:
     cpus: tuple[int, ...]
     process: subprocess.Popen
     connection: Connection
-    ready: bool = False
     task: NodeTask | None = None
 
 
@@ -183,7 +182,6 @@ class NodeScheduler:
                     f"the worker for CPUs {worker.cpus} did not start within {READY_TIMEOUT:.0f} s "
                     f"(exit code {worker.process.poll()}); its error output is above"
                 )
-            worker.ready = True
         self._completer = threading.Thread(target=self._completion_loop, name="scalpel-complete", daemon=True)
         self._completer.start()
         self._thread = threading.Thread(target=self._loop, name="scalpel-dispatch", daemon=True)
@@ -333,7 +331,6 @@ class NodeScheduler:
             self._worker_lost(worker)
             return
         if message[0] == "ready":  # a replacement: its slot was kept busy until now
-            worker.ready = True
             self._scheduler.release(worker.slot)
             return
         _, task_id, ok, payload, stats = message

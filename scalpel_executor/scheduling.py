@@ -35,7 +35,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from scalpel_executor.grouping import group_with_capacities

@@ -21,7 +21,9 @@ def dfk(tmp_path_factory):
     executor = ScalpelExecutor(label="scalpel", batch_window=0.002)
     loaded = parsl.load(Config(executors=[executor], run_dir=str(run_dir), retries=1))
     yield loaded
+    pids = executor.node.worker_pids
     loaded.cleanup()
+    assert not [p for p in pids if psutil.pid_exists(p)], "workers outlived dfk.cleanup()"
 
 
 def executor_of(dfk):
