@@ -16,7 +16,7 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str):
     # The executor imports Parsl; load it only when asked for, so the pure core stays light.
-    if name in ("ScalpelExecutor", "scalpel_config", "WorkerDied", "ExecutorShutdown"):
+    if name in ("ScalpelExecutor", "scalpel_config", "WorkerDied", "ExecutorShutdown", "WalltimeExceeded"):
         from scalpel_executor import executor
 
         return getattr(executor, name)
@@ -26,6 +26,7 @@ __all__ = [
     "POLICIES",
     "ExecutorShutdown",
     "ScalpelExecutor",
+    "WalltimeExceeded",
     "WorkerDied",
     "scalpel_config",
     "Assignment",

@@ -4,6 +4,9 @@ Recognised keys: ``footprint`` (bytes, or a size such as ``"24MiB"``), ``runtime
 ``priority`` (a number, higher first, as in Parsl's HighThroughputExecutor) and ``profile_key``
 (a string naming the task's profile). Other keys (``cores``, ``memory``, ``running_time_min``, ...)
 mean something to other executors; they are ignored here, with one warning per key per process.
+
+Parsl's ``walltime`` is not a hint but an app keyword argument; :func:`parse_walltime` reads it
+from the call's keyword arguments so the node scheduler can kill a task that ignores it.
 """
 
 from __future__ import annotations
@@ -54,10 +57,14 @@ def parse_hints(specification: dict[str, Any] | None) -> Hints:
         For a wrong type, a negative, NaN or infinite value, or an unparseable size; the message
         names the key and the value.
     """
-    if not specification:
+    if specification is None:
         return Hints()
     if not isinstance(specification, dict):
-        raise InvalidResourceSpecification(set(), f"resource specification must be a dict, got {specification!r}")
+        raise InvalidResourceSpecification(
+            set(), f"resource specification must be a dict such as {{'footprint': '24MiB'}}, "
+                   f"got {specification!r} of type {type(specification).__name__}")
+    if not specification:
+        return Hints()
     for key in specification:
         if key not in KNOWN_KEYS:
             with _warned_lock:
@@ -80,6 +87,33 @@ def parse_hints(specification: dict[str, Any] | None) -> Hints:
             raise _invalid("runtime", f"must be a non-negative number of seconds, got {runtime!r}")
     priority = _number("priority", specification["priority"]) if specification.get("priority") is not None else 0.0
     profile_key = specification.get("profile_key")
-    if profile_key is not None and not isinstance(profile_key, str):
-        raise _invalid("profile_key", f"must be a string, got {profile_key!r}")
+    if profile_key is not None and (not isinstance(profile_key, str) or not profile_key.strip()):
+        raise _invalid("profile_key", f"must be a non-empty string naming the task's profile, got {profile_key!r}")
     return Hints(footprint, runtime, priority, profile_key)
+
+
+def parse_walltime(kwargs: dict[str, Any]) -> float | None:
+    """Return the ``walltime`` keyword argument of a Parsl app call, in seconds, or None.
+
+    Parsl enforces ``walltime`` itself (an exception raised in the task's Python bytecode, or a
+    timeout on a ``bash_app``'s command); the executor reads it only to kill a worker whose task
+    runs past it anyway.
+
+    Raises
+    ------
+    ValueError
+        For a value that is not a positive, finite number of seconds; the message names it.
+
+    Examples
+    --------
+    >>> parse_walltime({"walltime": 30})
+    30.0
+    >>> parse_walltime({}) is None
+    True
+    """
+    value = kwargs.get("walltime")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"walltime must be a positive number of seconds such as walltime=60, got {value!r}")
+    return float(value)

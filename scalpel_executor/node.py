@@ -19,16 +19,29 @@ Data flow::
                                                               (holding no lock; Parsl's callbacks run here)
 
 The dispatch thread owns the Scheduler and the worker table outright, so neither needs a lock;
-``submit`` only appends to the inbox and writes one byte to wake the thread. A worker that dies
-mid-task fails that task alone (``WorkerDied``); its slot stays busy in the Scheduler until a
-replacement on the same CPUs says it is ready.
+``submit`` only appends to the inbox and writes one byte to wake the thread.
+
+Failures, all handled on the dispatch thread::
+
+    worker socket EOF (os._exit, signal, OOM kill) ──> task fails with WorkerDied ──┐
+    task past walltime + walltime_grace ──> SIGKILL its worker's process group      ├─> replacement
+        ──> task fails with WalltimeExceeded ────────────────────────────────────────┘   on the same CPUs
+    replacement silent for READY_TIMEOUT, or dead before "ready" ──> counted; after
+        MAX_FAILED_STARTS in a row the slot is retired; with no slot left every unfinished task fails
+
+A dead worker's slot stays busy in the Scheduler until its replacement says it is ready, so no task
+is sent to a core without a worker. Every task ends exactly once: with a result, its exception,
+``WorkerDied``, ``WalltimeExceeded`` or ``ExecutorShutdown``.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
+import math
 import os
 import pickle
+import platform
 import queue
 import signal
 import socket
@@ -36,10 +49,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
+
+from parsl.app.errors import AppTimeout
+from parsl.executors.high_throughput.errors import WorkerLost
 
 from scalpel_executor.scheduling import Scheduler, Task, resolve_policy
 from scalpel_executor.topology import Topology
@@ -48,10 +65,39 @@ logger = logging.getLogger(__name__)
 
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
 READY_TIMEOUT = 60.0  # seconds a new worker may take to import and report ready
+WALLTIME_GRACE = 3.0  # seconds past a task's walltime before its worker is killed
+MAX_FAILED_STARTS = 3  # replacements in a row that die before "ready" before a slot is retired
 
 
-class WorkerDied(RuntimeError):
-    """The worker process running a task died (signal, os._exit, out of memory)."""
+class WorkerDied(WorkerLost, RuntimeError):
+    """The worker process running a task died (signal, ``os._exit``, out of memory).
+
+    A subclass of Parsl's ``WorkerLost`` (what HighThroughputExecutor raises when a worker is lost),
+    so ``except WorkerLost`` clauses and retry handlers written for Parsl's executors keep working.
+    ``task_id``, ``cpus`` and ``cause`` say which task, where and why; ``worker_id`` is the pid.
+    """
+
+    def __init__(self, message: str, *, task_id: int | None = None, pid: int | None = None,
+                 cpus: tuple[int, ...] = (), cause: str = ""):
+        RuntimeError.__init__(self, message)  # args == (message,): pickles and prints as itself
+        self.worker_id, self.hostname = pid, platform.node()
+        self.task_id, self.cpus, self.cause = task_id, tuple(cpus), cause
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class WalltimeExceeded(AppTimeout):
+    """A task ran past its ``walltime`` plus the grace period and its worker was killed.
+
+    Parsl's own ``walltime`` raises ``AppTimeout`` inside the task's Python bytecode; a task blocked
+    in C code never sees it, so the node scheduler kills the worker as a last resort. A subclass of
+    ``AppTimeout``, so callers catch both cases with one clause.
+    """
+
+    def __init__(self, message: str, *, task_id: int | None = None, walltime: float | None = None):
+        super().__init__(message)
+        self.task_id, self.walltime = task_id, walltime
 
 
 class ExecutorShutdown(RuntimeError):
@@ -68,6 +114,7 @@ class NodeTask:
     runtime: float = 1.0
     priority: float = 0.0
     context: Any = None
+    walltime: float | None = None  # seconds; past walltime + grace the worker is killed
     slot: int | None = field(default=None, init=False)  # where it ran, once dispatched
     domain: int | None = field(default=None, init=False)
     cpu: int | None = field(default=None, init=False)
@@ -89,6 +136,9 @@ class _Worker:
     process: subprocess.Popen
     connection: Connection
     task: NodeTask | None = None
+    spawned: float = field(default_factory=time.monotonic)
+    ready: bool = False
+    replaces_since: float | None = None  # monotonic time its predecessor was found dead
 
 
 def slot_cpus(topology: Topology, pin: str, real_cpus: Sequence[int]) -> list[tuple[int, ...]]:
@@ -125,6 +175,8 @@ class NodeScheduler:
         Arrivals that trigger grouping before the window ends.
     worker_env : dict
         Extra environment for workers (overrides the BLAS/OpenMP thread counts set from ``pin``).
+    walltime_grace : float
+        Seconds past a task's ``walltime`` before its worker is killed (default WALLTIME_GRACE).
     """
 
     def __init__(
@@ -138,10 +190,15 @@ class NodeScheduler:
         max_batch: int = 4096,
         worker_env: dict[str, str] | None = None,
         seed: int = 0,
+        walltime_grace: float = WALLTIME_GRACE,
     ):
         resolve_policy(policy)
         if pin not in ("core", "domain"):
             raise ValueError(f"pin must be 'core' or 'domain', got {pin!r}")
+        if isinstance(walltime_grace, bool) or not isinstance(walltime_grace, (int, float)) \
+                or not math.isfinite(walltime_grace) or walltime_grace < 0:
+            raise ValueError(f"walltime_grace must be a finite number of seconds >= 0, got {walltime_grace!r}")
+        self.walltime_grace = float(walltime_grace)
         self.topology = topology
         self.policy = policy
         self.pin = pin
@@ -163,6 +220,10 @@ class NodeScheduler:
         self._completions: queue.SimpleQueue = queue.SimpleQueue()
         self._completer: threading.Thread | None = None
         self.respawns = 0
+        self.respawn_seconds: deque[float] = deque(maxlen=1024)  # death noticed -> replacement ready
+        self.retired_slots: set[int] = set()  # slots whose replacements kept dying before "ready"
+        self._failed_starts: dict[int, int] = {}  # slot -> replacements in a row that died unready
+        self._no_workers_left = False
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -178,28 +239,40 @@ class NodeScheduler:
             if not message or message[0] != "ready":
                 self._stopping.set()
                 self._kill_all()
+                self._close_wake_pipe()
                 raise RuntimeError(
                     f"the worker for CPUs {worker.cpus} did not start within {READY_TIMEOUT:.0f} s "
                     f"(exit code {worker.process.poll()}); its error output is above"
                 )
+            worker.ready = True
         self._completer = threading.Thread(target=self._completion_loop, name="scalpel-complete", daemon=True)
         self._completer.start()
         self._thread = threading.Thread(target=self._loop, name="scalpel-dispatch", daemon=True)
         self._thread.start()
+        # Parsl's DFK only warns at interpreter exit (Ctrl-C, an uncaught exception): shut down here,
+        # so running tasks end as ExecutorShutdown and every worker is reaped before the process goes.
+        atexit.register(self.shutdown)
 
     def submit(self, task: NodeTask) -> None:
         """Queue a task (thread-safe, never blocks). Raises ExecutorShutdown after shutdown."""
-        with self._accepting:
+        with self._accepting:  # the wake pipe closes under this lock, so the write cannot miss it
             if self._stopping.is_set():
-                raise ExecutorShutdown("the executor is shut down; no new tasks are accepted")
+                raise ExecutorShutdown(
+                    "no worker could be started on any core (see the log); no new tasks are accepted"
+                    if self._no_workers_left else "the executor is shut down; no new tasks are accepted")
             self._inbox.put(task)
-        self._wake()
+            self._wake()
 
     def shutdown(self, timeout: float = 10.0) -> None:
-        """Fail unfinished tasks with ExecutorShutdown and end every worker. Idempotent."""
+        """Fail unfinished tasks with ExecutorShutdown and end every worker. Idempotent.
+
+        Leaves nothing behind: every worker process group is killed and reaped, both threads
+        are joined and every descriptor (worker sockets, the wake pipe) is closed.
+        """
         with self._accepting:  # after this, no submit can slip a task past the final drain
             self._stopping.set()
-        self._wake()
+            self._wake()
+        atexit.unregister(self.shutdown)
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
         self._kill_all()
@@ -207,6 +280,15 @@ class NodeScheduler:
             self._completions.put(None)  # after every outcome the dispatch thread delivered
             if self._completer is not threading.current_thread():
                 self._completer.join(timeout)
+        if self._thread is None or not self._thread.is_alive():
+            self._close_wake_pipe()  # a dispatch thread that outlived the join may still wait on it
+
+    def _close_wake_pipe(self) -> None:
+        with self._accepting:
+            for fd in (self._wake_r, self._wake_w):
+                if fd >= 0:
+                    os.close(fd)
+            self._wake_r = self._wake_w = -1
 
     @property
     def worker_pids(self) -> list[int]:
@@ -253,11 +335,8 @@ class NodeScheduler:
         with self._spawn_lock:
             processes = list(self._spawned)
         for process in processes:
-            if process.poll() is None:
-                try:
-                    os.killpg(process.pid, signal.SIGKILL)  # the worker and any bash_app children
-                except (ProcessLookupError, PermissionError):
-                    pass
+            if process.returncode is None:  # not reaped, so its pid still names its group
+                self._kill_group(process)
         for process in processes:
             try:
                 process.wait(timeout=5)
@@ -269,10 +348,12 @@ class NodeScheduler:
     # -- the dispatch thread ----------------------------------------------------------------
 
     def _wake(self) -> None:
+        if self._wake_w < 0:
+            return  # closed at shutdown
         try:
             os.write(self._wake_w, b"x")
         except (BlockingIOError, OSError):
-            pass  # the pipe is full of wake-ups already, or closed at shutdown
+            pass  # the pipe is full of wake-ups already
 
     def _loop(self) -> None:
         arrived: list[NodeTask] = []
@@ -282,6 +363,10 @@ class NodeScheduler:
                 timeout = None  # a completion or a submit wakes us
                 if deadline is not None and (self._scheduler.waiting < 2 * len(self._slot_cpus)):
                     timeout = max(0.0, deadline - time.monotonic())
+                kill_at = self._enforce_deadlines()
+                if kill_at is not None:
+                    timeout = max(0.0, kill_at - time.monotonic()) if timeout is None \
+                        else min(timeout, max(0.0, kill_at - time.monotonic()))
                 by_connection = {w.connection: w for w in self._workers.values()}
                 for ready in wait([*by_connection, self._wake_r], timeout):
                     if ready == self._wake_r:
@@ -306,9 +391,10 @@ class NodeScheduler:
                         )
                         arrived, deadline = [], None
                 self._dispatch()
-        except BaseException:  # noqa: BLE001 - a bug here must not leave futures pending forever
+        except BaseException:  # a bug here must not leave futures pending forever
             logger.exception("dispatch thread failed; failing every unfinished task")
-            self._stopping.set()
+            with self._accepting:
+                self._stopping.set()
         finally:
             self._fail_unfinished(arrived)
 
@@ -331,32 +417,111 @@ class NodeScheduler:
             self._worker_lost(worker)
             return
         if message[0] == "ready":  # a replacement: its slot was kept busy until now
+            worker.ready = True
+            self._failed_starts.pop(worker.slot, None)
+            if worker.replaces_since is not None:
+                self.respawn_seconds.append(time.monotonic() - worker.replaces_since)
             self._scheduler.release(worker.slot)
             return
         _, task_id, ok, payload, stats = message
         task, worker.task = worker.task, None
+        if task is None or task.id != task_id:
+            logger.error("worker pid %d answered for task %s while running %s; replacing it",
+                         worker.process.pid, task_id, task.id if task else "nothing")
+            worker.task = task
+            self._worker_lost(worker)
+            return
         self._scheduler.release(worker.slot)
         self._complete(task, Outcome(ok, payload, None, stats))
 
-    def _worker_lost(self, worker: _Worker) -> None:
+    def _enforce_deadlines(self) -> float | None:
+        """Kill workers past a task's walltime + grace or silent past READY_TIMEOUT.
+
+        Returns the monotonic time of the next such deadline, or None if nothing is timed.
+        """
+        now, next_at = time.monotonic(), None
+        for worker in list(self._workers.values()):
+            task = worker.task
+            if task is not None and task.walltime is not None and task.started is not None:
+                at = task.started + task.walltime + self.walltime_grace
+            elif not worker.ready:
+                at = worker.spawned + READY_TIMEOUT
+            else:
+                continue
+            if now < at:
+                next_at = at if next_at is None else min(next_at, at)
+                continue
+            error = None
+            if task is not None:
+                error = WalltimeExceeded(
+                    f"task {task.id} exceeded its walltime of {task.walltime:g} s on core "
+                    f"{','.join(map(str, worker.cpus))} and was still running {self.walltime_grace:g} s "
+                    f"later (blocked outside Python bytecode, where Parsl's walltime cannot reach it); "
+                    f"its worker (pid {worker.process.pid}) was killed and replaced",
+                    task_id=task.id, walltime=task.walltime)
+            logger.warning("killing worker pid %d on CPUs %s: %s", worker.process.pid, worker.cpus,
+                           error or f"not ready after {READY_TIMEOUT:.0f} s")
+            self._kill_group(worker.process)
+            self._worker_lost(worker, error)
+        return next_at
+
+    @staticmethod
+    def _kill_group(process: subprocess.Popen) -> None:
         try:
-            code = worker.process.wait(timeout=5)
+            os.killpg(process.pid, signal.SIGKILL)  # the worker and any bash_app children
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _worker_lost(self, worker: _Worker, error: BaseException | None = None) -> None:
+        """Fail the worker's task (with ``error``, else WorkerDied) and start its replacement."""
+        noticed = time.monotonic()
+        try:  # a worker whose socket closed may still be on its way out: let it say why
+            code = worker.process.wait(timeout=2)
         except subprocess.TimeoutExpired:
-            os.killpg(worker.process.pid, signal.SIGKILL)
+            self._kill_group(worker.process)
             code = worker.process.wait()
-        cause = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        # A bash_app child or monitoring fork left behind goes with its worker (a process group
+        # keeps its id, which no new process can take, while any member lives).
+        self._kill_group(worker.process)
+        try:
+            cause = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        except ValueError:
+            cause = f"signal {-code}"
         worker.connection.close()
         del self._workers[worker.slot]
+        with self._spawn_lock:  # reaped: shutdown has nothing left to kill here
+            self._spawned.remove(worker.process)
         task = worker.task
         logger.warning("worker pid %d on CPUs %s died (%s)%s", worker.process.pid, worker.cpus, cause,
                        f" while running task {task.id}" if task else "")
         if task is not None:
-            self._complete(task, Outcome(False, error=WorkerDied(
+            self._complete(task, Outcome(False, error=error or WorkerDied(
                 f"task {task.id} was lost: its worker (pid {worker.process.pid}) on core "
-                f"{','.join(map(str, worker.cpus))} died from {cause}")))
-        if not self._stopping.is_set():
-            self._spawn(worker.slot)  # the slot stays busy in the Scheduler until it is ready
+                f"{','.join(map(str, worker.cpus))} died from {cause}",
+                task_id=task.id, pid=worker.process.pid, cpus=worker.cpus, cause=cause)))
+        if self._stopping.is_set():
+            return
+        if not worker.ready:
+            failures = self._failed_starts[worker.slot] = self._failed_starts.get(worker.slot, 0) + 1
+            if failures >= MAX_FAILED_STARTS:
+                self._retire(worker)
+                return
+        replacement = self._spawn(worker.slot)  # the slot stays busy in the Scheduler until it is ready
+        if replacement is not None:
+            replacement.replaces_since = worker.replaces_since if not worker.ready else noticed
             self.respawns += 1
+
+    def _retire(self, worker: _Worker) -> None:
+        """Give up on a slot whose replacements keep dying; with no slot left, stop the node."""
+        self.retired_slots.add(worker.slot)
+        logger.error("no longer starting workers on CPUs %s: %d replacements in a row died before reporting "
+                     "ready (exit code %s); check the workers' error output above",
+                     worker.cpus, MAX_FAILED_STARTS, worker.process.returncode)
+        if not self._workers:
+            logger.error("no worker is left on any core; failing every unfinished task")
+            self._no_workers_left = True
+            with self._accepting:  # as in shutdown(): no submit slips a task past the final drain
+                self._stopping.set()
 
     def _complete(self, task: NodeTask, outcome: Outcome) -> None:
         self._completions.put((task, outcome))
@@ -367,7 +532,7 @@ class NodeScheduler:
         while (item := self._completions.get()) is not None:
             try:
                 self._on_complete(*item)
-            except Exception:  # noqa: BLE001 - a failing callback must not stop the others
+            except Exception:  # a failing callback must not stop the others
                 logger.exception("completion callback failed for task %s", item[0].id)
 
     def _fail_unfinished(self, arrived: list[NodeTask]) -> None:
@@ -383,5 +548,11 @@ class NodeScheduler:
             self._complete(task, Outcome(False, error=ExecutorShutdown(
                 f"task {task.id} was running on core {task.cpu} when the executor shut down")))
         for task in unfinished:
-            self._complete(task, Outcome(False, error=ExecutorShutdown(
-                f"task {task.id} had not started when the executor shut down")))
+            if self._no_workers_left:
+                error: BaseException = WorkerDied(
+                    f"task {task.id} cannot run: no worker could be started on any core "
+                    f"(slots {sorted(self.retired_slots)} retired); see the log for the workers' errors",
+                    task_id=task.id, cause="no worker left")
+            else:
+                error = ExecutorShutdown(f"task {task.id} had not started when the executor shut down")
+            self._complete(task, Outcome(False, error=error))

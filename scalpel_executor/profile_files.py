@@ -30,6 +30,20 @@ def shipped_profiles() -> list[str]:
     return sorted(p.name[: -len(".json")] for p in folder.iterdir() if p.name.endswith(".json"))
 
 
+def _shipped_text(name: str) -> str:
+    shipped = resources.files("scalpel_executor.profiles").joinpath(f"{name}.json")
+    if not shipped.is_file():
+        raise FileNotFoundError(
+            f"no profile file or shipped profile named {name!r}; shipped profiles: {', '.join(shipped_profiles())}"
+        )
+    return shipped.read_text()
+
+
+def shipped_document(name: str) -> dict:
+    """The JSON document of a shipped profile, by name (FileNotFoundError lists the names)."""
+    return json.loads(_shipped_text(name))
+
+
 def load_profile(name_or_path: str | Path) -> tuple[dict, list[SimTask]]:
     """Read a profile by shipped name or file path; returns (document, tasks).
 
@@ -40,13 +54,7 @@ def load_profile(name_or_path: str | Path) -> tuple[dict, list[SimTask]]:
     if path.is_file():
         text, where = path.read_text(), str(path)
     else:
-        shipped = resources.files("scalpel_executor.profiles").joinpath(f"{name_or_path}.json")
-        if not shipped.is_file():
-            raise FileNotFoundError(
-                f"no profile file or shipped profile named {str(name_or_path)!r}; "
-                f"shipped profiles: {', '.join(shipped_profiles())}"
-            )
-        text, where = shipped.read_text(), f"shipped profile {name_or_path!r}"
+        text, where = _shipped_text(str(name_or_path)), f"shipped profile {name_or_path!r}"
     try:
         document = json.loads(text)
     except json.JSONDecodeError as error:

@@ -7,7 +7,9 @@ Data flow (one worker; the node scheduler holds the other end of the socket pair
     spawn: python -m scalpel_executor.worker FD --cpus 0 --slot 0   (own session, env with
            OMP/BLAS thread counts, pinned to its core before it says anything)
                           <── ("ready", pid)
-    ("task", id, buffer) ──>  unpack_apply_message(buffer) → fn(*args, **kwargs)
+    ("task", id, buffer) ──>  probe.start(): one message to the probe's sampler process (probe.py)
+                              unpack_apply_message(buffer) → fn(*args, **kwargs)
+                              probe.stop(): footprint, peak RSS/USS, LLC counts (never waits)
                           <── ("result", id, ok, serialized result or RemoteExceptionWrapper, stats)
     ("stop",)            ──>  exit 0
     socket closed (EOF)  ──>  exit 0: the node scheduler is gone
@@ -17,6 +19,13 @@ worker, so the socket needs no queue of its own. The payload is Parsl's own seri
 (``parsl.serialize``); the envelope is a pickled tuple of numbers, strings and bytes that only
 ever crosses this private socket pair.
 
+``stats`` always holds ``wall``, ``cpu``, ``max_rss`` and ``children_cpu``; with the probe on
+(``--probe on``, the default, or ``SCALPEL_PROBE=on`` in the environment) it also holds the fields
+of :class:`~scalpel_executor.probe.ProbeReport` (``footprint``, ``footprint_source``,
+``peak_rss``, ``peak_uss``, ``llc_references``, ``llc_misses``, ...). With ``--probe off`` no
+sampler process runs and ``footprint_source`` says so. The sampler is the worker's child, pinned
+like it and in its process group, so it ends with it.
+
 A worker outlives nothing: when the scheduler process dies, the socket reaches EOF between tasks,
 and a watchdog thread notices the parent's pid change during a long task; either way the worker
 kills its own process group (itself and any ``bash_app`` children) and exits.
@@ -25,6 +34,7 @@ kills its own process group (itself and any ``bash_app`` children) and exits.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import pickle
 import resource
@@ -35,6 +45,9 @@ import time
 from multiprocessing.connection import Connection
 
 PARENT_CHECK_INTERVAL = 1.0  # seconds between checks that the scheduler process still lives
+PROBE_OFF = {"footprint": None, "footprint_source": "unavailable: probe off"}
+
+logger = logging.getLogger(__name__)
 
 
 def _watch_parent(parent_pid: int) -> None:
@@ -62,9 +75,46 @@ def _run(buffer: bytes) -> tuple[bool, bytes]:
             return False, serialize(RemoteExceptionWrapper(*sys.exc_info()))
 
 
-def serve(connection: Connection, parent_pid: int) -> None:
+def _open_probe():
+    try:
+        from scalpel_executor.probe import Probe
+
+        return Probe()
+    except Exception:  # a worker without a probe still runs tasks
+        logger.exception("the measurement probe could not be set up; tasks run unmeasured")
+        return None
+
+
+def _probe_stats(probe) -> dict:
+    try:
+        return probe.stop().to_dict()
+    except Exception as error:  # noqa: BLE001 - a probe failure must not fail the task
+        return {"footprint": None, "footprint_source": f"unavailable: probe error {error}"}
+
+
+def serve(connection: Connection, parent_pid: int, probe: bool = True) -> None:
+    """Run tasks from ``connection`` until told to stop or the scheduler goes away.
+
+    Parameters
+    ----------
+    connection : Connection
+        This worker's end of the socket pair.
+    parent_pid : int
+        The node scheduler's pid, watched so the worker dies with it.
+    probe : bool
+        Measure each task with :class:`~scalpel_executor.probe.Probe`.
+    """
+    meter = _open_probe() if probe else None
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True, name="parent-watch").start()
     connection.send_bytes(pickle.dumps(("ready", os.getpid())))
+    try:
+        _serve_tasks(connection, meter)
+    finally:
+        if meter is not None:
+            meter.close()
+
+
+def _serve_tasks(connection: Connection, meter) -> None:
     while True:
         try:
             message = pickle.loads(connection.recv_bytes())
@@ -73,19 +123,97 @@ def serve(connection: Connection, parent_pid: int) -> None:
         if message[0] == "stop":
             return
         _, task_id, buffer = message
+        if meter is not None:
+            meter.start()
         wall_start, cpu_start = time.perf_counter(), time.process_time()
         ok, payload = _run(buffer)
+        wall, cpu = time.perf_counter() - wall_start, time.process_time() - cpu_start
+        measured = _probe_stats(meter) if meter is not None else PROBE_OFF
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
-        stats = {
-            "wall": time.perf_counter() - wall_start,
-            "cpu": time.process_time() - cpu_start,
+        stats = {key: value for key, value in measured.items() if key not in ("wall", "cpu")}
+        stats.update({
+            "wall": wall,
+            "cpu": cpu,
             "max_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             "children_cpu": children.ru_utime + children.ru_stime,
-        }
+        })
         try:
             connection.send_bytes(pickle.dumps(("result", task_id, ok, payload, stats), protocol=pickle.HIGHEST_PROTOCOL))
         except (EOFError, OSError):
             return
+
+
+class WorkerClient:
+    """One worker process driven directly, without a node scheduler (benchmarks and tests).
+
+    Spawned as :mod:`scalpel_executor.node` spawns workers: ``python -m scalpel_executor.worker``
+    with its end of a socket pair, in its own session, pinned to ``cpus``.
+
+    Parameters
+    ----------
+    cpus : sequence of int
+        CPUs to pin the worker to; default the first CPU this process may use.
+    probe : bool
+        Start the worker with ``--probe on`` or ``--probe off``.
+    env : dict, optional
+        The worker's environment; default this process's.
+
+    Example
+    -------
+    >>> with WorkerClient() as worker:
+    ...     ok, value, stats = worker.run(pow, 2, 10)
+    >>> ok, value, sorted(k for k in ("wall", "cpu", "footprint") if k in stats)
+    (True, 1024, ['cpu', 'footprint', 'wall'])
+    """
+
+    def __init__(self, cpus=None, probe: bool = True, env: dict[str, str] | None = None):
+        import socket
+        import subprocess
+
+        cpus = tuple(cpus) if cpus is not None else (min(os.sched_getaffinity(0)),)
+        ours, theirs = socket.socketpair()
+        env = dict(os.environ if env is None else env)
+        env["SCALPEL_SYS_PATH"] = os.pathsep.join(p for p in sys.path if p)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "scalpel_executor.worker", str(theirs.fileno()), "--cpus", ",".join(map(str, cpus)),
+             "--parent", str(os.getpid()), "--probe", "on" if probe else "off"],
+            pass_fds=(theirs.fileno(),), env=env, start_new_session=True, stdin=subprocess.DEVNULL,
+        )
+        theirs.close()
+        self.connection = Connection(ours.detach())
+        self._next_id = 0
+        message = pickle.loads(self.connection.recv_bytes()) if self.connection.poll(60) else None
+        if not message or message[0] != "ready":
+            self.close()
+            raise RuntimeError(f"worker pid {self.process.pid} did not report ready within 60 s")
+
+    def run(self, func, *args, **kwargs):
+        """Run ``func(*args, **kwargs)`` in the worker; returns ``(ok, result or RemoteExceptionWrapper, stats)``."""
+        from parsl.serialize import deserialize, pack_apply_message
+
+        self._next_id += 1
+        self.connection.send_bytes(pickle.dumps(("task", self._next_id, pack_apply_message(func, args, kwargs))))
+        _, _, ok, payload, stats = pickle.loads(self.connection.recv_bytes())
+        return ok, deserialize(payload), stats
+
+    def close(self) -> None:
+        """Ask the worker to stop and wait for it (killing it after 10 s). Idempotent."""
+        import subprocess
+
+        if self.process.poll() is None:
+            try:
+                self.connection.send_bytes(pickle.dumps(("stop",)))
+                self.process.wait(10)
+            except (OSError, subprocess.TimeoutExpired):
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self.connection.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,13 +221,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("fd", type=int, help="file descriptor of this worker's end of the socket pair")
     parser.add_argument("--cpus", required=True, help="comma-separated CPUs to pin to")
     parser.add_argument("--parent", type=int, required=True, help="pid of the node scheduler process")
+    parser.add_argument("--probe", choices=("on", "off"), default="off" if os.environ.get("SCALPEL_PROBE") == "off" else "on",
+                        help="measure each task's footprint (default: $SCALPEL_PROBE, else on)")
     args = parser.parse_args(argv)
     cpus = {int(c) for c in args.cpus.split(",")}
     os.sched_setaffinity(0, cpus)
     for entry in reversed(os.environ.get("SCALPEL_SYS_PATH", "").split(os.pathsep)):
         if entry and entry not in sys.path:
             sys.path.insert(0, entry)
-    serve(Connection(args.fd), args.parent)
+    serve(Connection(args.fd), args.parent, probe=args.probe == "on")
     return 0
 
 

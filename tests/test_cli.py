@@ -47,9 +47,14 @@ def test_simulate_unknown_profile(capsys):
     assert code == 2 and "polybench-xeon-e5620" in err
 
 
-def test_demo_quick_runs_as_a_console_script():
+def test_console_script_help_lists_every_command():
     out = subprocess.run(
-        [sys.executable, "-m", "scalpel_executor.cli", "demo", "--quick"], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "scalpel_executor.cli", "--help"], capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0, out.stderr
-    assert "scalpel" in out.stdout and "fifo" in out.stdout
+    for command in ("topology", "simulate", "demo", "profile"):
+        assert command in out.stdout
+    demo = subprocess.run(
+        [sys.executable, "-m", "scalpel_executor.cli", "demo", "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert "--quick" in demo.stdout and "--llc" in demo.stdout and "HighThroughputExecutor" in demo.stdout

@@ -1,0 +1,215 @@
+"""``scalpel profile``: look into, move and prepare the profile store.
+
+::
+
+    scalpel profile list [--prefix P]            one line per key: runs, run time, footprint, origin
+    scalpel profile show KEY                     every statistic of one key
+    scalpel profile export [--prefix P] [-o F]   a scalpel-profile/1 JSON document (stdout or F)
+    scalpel profile import FILE|NAME [--prefix]  load a document or a shipped profile (e.g. polybench-xeon-e5620)
+    scalpel profile clear (--all | --prefix P | KEY)
+    scalpel profile run MODULE:FUNC [ARG ...]    run an app once on sample inputs and store what it measured
+
+Every command takes ``--store PATH`` (default: the executor's default store) and ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import json
+import os
+import sys
+from typing import Any
+
+from scalpel_executor.profile_store import ProfileStore, default_path
+from scalpel_executor.units import format_size
+
+
+def _store(args: argparse.Namespace) -> ProfileStore:
+    return ProfileStore(args.store or default_path())
+
+
+def _fmt_seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g} s"
+
+
+def _fmt_bytes(value: float | None) -> str:
+    return "-" if value is None else format_size(value)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    with _store(args) as store:
+        profiles = store.profiles(args.prefix)
+        if args.json:
+            print(json.dumps([p.to_dict() for p in profiles], indent=1))
+            return 0
+        print(f"{len(profiles)} profiles in {store.path or ':memory:'}")
+        for p in profiles:
+            print(f"  {p.key}\n      runs {p.runs:>5}  run time {_fmt_seconds(p.runtime):>10}  "
+                  f"footprint {_fmt_bytes(p.footprint):>11}  ({p.origin})")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    with _store(args) as store:
+        profile = store.get(args.key)
+        if profile is None:
+            raise ValueError(f"no profile with key {args.key!r} in {store.path}; `scalpel profile list` shows the keys")
+        if args.json:
+            print(json.dumps(profile.to_dict(), indent=1))
+            return 0
+        for name, value in profile.to_dict().items():
+            if name.startswith("footprint") and name != "footprint_runs" or name == "peak_rss":
+                value = _fmt_bytes(value)
+            print(f"{name:>15}: {value}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    with _store(args) as store:
+        document = store.export(args.prefix, name=args.name)
+    text = json.dumps(document, indent=1)
+    if args.output:
+        with open(args.output, "w") as stream:
+            stream.write(text + "\n")
+        print(f"exported {len(document['tasks'])} profiles to {args.output}", file=sys.stderr)
+    else:
+        print(text)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from scalpel_executor.profile_files import shipped_document
+
+    if os.path.isfile(args.source):
+        try:
+            with open(args.source) as stream:
+                document = json.load(stream)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{args.source} is not valid JSON: {error}") from None
+    else:
+        document = shipped_document(args.source)
+    with _store(args) as store:
+        count = store.import_document(document, prefix=args.prefix)
+        where = store.path
+    print(f"imported {count} profiles into {where}" + (f" under {args.prefix!r}" if args.prefix else ""))
+    return 0
+
+
+def cmd_clear(args: argparse.Namespace) -> int:
+    if not (args.all or args.prefix or args.key):
+        raise ValueError("say what to clear: a KEY, --prefix PREFIX, or --all")
+    with _store(args) as store:
+        if args.key:
+            removed = store.delete(args.key, exact=True)
+        else:
+            removed = store.delete("" if args.all else args.prefix)
+    print(f"removed {removed} profiles")
+    return 0
+
+
+def _literal(text: str) -> Any:
+    """``2000`` → 2000, ``'[1, 2]'`` → [1, 2], anything else stays a string."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def load_function(target: str):
+    """``"package.module:function"`` → the function (the plain function behind a Parsl app)."""
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"expected MODULE:FUNCTION, e.g. mypkg.kernels:matmul, got {target!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(f"cannot import module {module_name!r}: {error}") from None
+    function = module
+    for part in attribute.split("."):
+        try:
+            function = getattr(function, part)
+        except AttributeError:
+            raise ValueError(f"module {module_name!r} has no attribute {attribute!r}") from None
+    function = getattr(function, "func", function)  # a Parsl app wraps the user's function
+    if not callable(function):
+        raise ValueError(f"{target!r} is not callable")
+    return function
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """The paper's pre-run, for users who want one: measure an app on sample inputs, store it."""
+    from scalpel_executor.executor import ScalpelExecutor
+    from scalpel_executor.profile_keys import profile_key
+
+    if args.repeat < 1:
+        raise ValueError(f"--repeat must be at least 1, got {args.repeat}")
+    function = load_function(args.target)
+    positional = [_literal(value) for value in args.args]
+    keywords = {}
+    for item in args.kw:
+        name, equals, value = item.partition("=")
+        if not equals or not name.isidentifier():
+            raise ValueError(f"--kw expects NAME=VALUE, got {item!r}")
+        keywords[name] = _literal(value)
+    key = args.key or profile_key(function, tuple(positional), keywords)
+    store = _store(args)
+    executor = ScalpelExecutor(label="profile-run", profiles=store, batch_window=0.0,
+                               topology=[[min(os.sched_getaffinity(0))]])
+    executor.start()
+    try:
+        spec = {"profile_key": key}
+        for repeat in range(args.repeat):
+            executor.submit(function, spec, *positional, **keywords).result()
+            if not args.json:
+                stats = executor.records[-1].stats
+                print(f"run {repeat + 1}/{args.repeat}: {stats.get('wall', 0):.3g} s, "
+                      f"footprint {_fmt_bytes(stats.get('footprint'))} ({stats.get('footprint_source', 'not measured')})")
+    finally:
+        executor.shutdown()
+    profile = store.get(key)
+    store.close()
+    if args.json:
+        print(json.dumps(profile.to_dict() if profile else None, indent=1))
+    elif profile is not None:
+        print(f"stored {key}: run time {_fmt_seconds(profile.runtime)}, footprint {_fmt_bytes(profile.footprint)} "
+              f"after {profile.runs} runs")
+    return 0
+
+
+def add_profile_commands(commands: argparse._SubParsersAction) -> None:
+    profile = commands.add_parser(
+        "profile", help="list, show, export, import, clear or measure stored task profiles",
+        description=__doc__.split("\n\n")[0] + " Default store: " + str(default_path()) + " ($SCALPEL_PROFILE_STORE).",
+    )
+    actions = profile.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def action(name: str, run, help_text: str) -> argparse.ArgumentParser:
+        parser = actions.add_parser(name, help=help_text, description=help_text)
+        parser.add_argument("--store", help="the profile store file (default: $SCALPEL_PROFILE_STORE or ~/.local/share/...)")
+        parser.add_argument("--json", action="store_true", help="print JSON")
+        parser.set_defaults(run=run)
+        return parser
+
+    action("list", cmd_list, "one line per stored profile").add_argument("--prefix", default="", help="only keys starting with this")
+    action("show", cmd_show, "every statistic of one profile").add_argument("key", help="the profile key (see `list`)")
+    export = action("export", cmd_export, "write profiles as a scalpel-profile/1 JSON document")
+    export.add_argument("--prefix", default="", help="only keys starting with this")
+    export.add_argument("-o", "--output", help="file to write (default: standard output)")
+    export.add_argument("--name", default="profile-store", help="the document's name")
+    importer = action("import", cmd_import, "load a scalpel-profile/1 document, or a shipped profile by name")
+    importer.add_argument("source", help="a JSON file, or a shipped profile name such as polybench-xeon-e5620")
+    importer.add_argument("--prefix", default="", help="prepended to every imported key, e.g. polybench/")
+    clear = action("clear", cmd_clear, "remove profiles")
+    clear.add_argument("key", nargs="?", help="remove exactly this key")
+    clear.add_argument("--prefix", default="", help="remove every key starting with this")
+    clear.add_argument("--all", action="store_true", help="remove every profile")
+    run = action("run", cmd_run, "run an app once (or --repeat N times) on sample inputs and store its measured profile")
+    run.add_argument("target", help="MODULE:FUNCTION (the module is imported from the current directory or sys.path)")
+    run.add_argument("args", nargs="*", help="positional arguments, as Python literals where they parse (2000, 'x', [1, 2])")
+    run.add_argument("--kw", action="append", default=[], metavar="NAME=VALUE", help="a keyword argument (repeatable)")
+    run.add_argument("--repeat", type=int, default=1, help="runs to measure (default 1)")
+    run.add_argument("--key", help="store under this key instead of the computed one")

@@ -1,0 +1,1 @@
+"""Real workloads: a kernel suite and a Montage mosaic pipeline."""

@@ -1,0 +1,408 @@
+"""The measurement probe: accuracy on real processes, degradation on fake /proc trees, the parsers.
+
+Accuracy kernels run in real workers (``python -m scalpel_executor.worker``, driven through
+:class:`~scalpel_executor.worker.WorkerClient`) and keep each sweep inside one numpy call: a Python
+loop around numpy calls touches about 0.2 MiB of interpreter data per window, which is part of
+such a task's footprint but not of the sizes asserted here.
+"""
+
+import os
+import signal
+import sys
+import tempfile
+import time
+
+import psutil
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scalpel_executor.probe import (
+    REFERENCED_PAGES,
+    LLCCounters,
+    MemorySample,
+    Probe,
+    descendants,
+    detect_capabilities,
+    smaps_totals,
+    weighted_percentile,
+)
+from scalpel_executor.worker import WorkerClient
+
+MiB = 1 << 20
+UNTOUCHED = 64 * MiB
+CAPABILITIES = detect_capabilities()
+needs_referenced_pages = pytest.mark.skipif(
+    CAPABILITIES.referenced_pages is not None, reason=f"this kernel: {CAPABILITIES.referenced_pages}")
+
+
+# -- kernels (run inside workers) -----------------------------------------------------------------
+
+
+def allocate_untouched(size):
+    """Write ``size`` bytes once and keep them alive in the worker: RSS that is not working set."""
+    import builtins
+
+    import numpy as np
+
+    builtins._probe_test_untouched = np.ones(size // 8)
+    return builtins._probe_test_untouched.nbytes
+
+
+def sweep(size, total):
+    """Read the same ``size`` bytes until ``total`` bytes were read, in one numpy call."""
+    import numpy as np
+
+    data = np.ones(size // 8)
+    rows = np.lib.stride_tricks.as_strided(data, shape=(max(1, total // size), data.size), strides=(0, 8))
+    return float(rows.sum())
+
+
+def spawn_child_touching(size, seconds):
+    """Run a child process that writes one byte in every page of ``size`` bytes, over and over."""
+    import subprocess
+    import sys
+
+    code = (
+        "import time\n"
+        f"data = bytearray({size})\n"
+        "pages = bytes(len(data) // 4096)\n"
+        f"end = time.monotonic() + {seconds}\n"
+        "while time.monotonic() < end:\n"
+        "    data[::4096] = pages\n"
+    )
+    return subprocess.run([sys.executable, "-I", "-S", "-c", code], check=True).returncode
+
+
+def worker_children():
+    import os
+
+    import psutil
+
+    return [" ".join(child.cmdline()) for child in psutil.Process(os.getpid()).children()]
+
+
+def fail():
+    raise KeyError("inside the task")
+
+
+@pytest.fixture(scope="module")
+def worker():
+    with WorkerClient() as client:
+        assert client.run(allocate_untouched, UNTOUCHED)[1] == UNTOUCHED
+        yield client
+
+
+# -- accuracy -------------------------------------------------------------------------------------
+
+
+@needs_referenced_pages
+@pytest.mark.parametrize("size", [1 * MiB, 8 * MiB, 24 * MiB])
+def test_footprint_of_a_repeated_sweep_is_the_swept_size_not_the_rss(worker, size):
+    ok, _, stats = worker.run(sweep, size, 6 << 30)
+    assert ok
+    assert stats["footprint_source"] == REFERENCED_PAGES, stats
+    assert stats["windows"] >= 1, stats
+    assert abs(stats["footprint"] - size) <= 0.2 * size, (stats["footprint"] / MiB, stats)
+    # RSS counts the 64 MiB written once and the interpreter: it would overstate the working set.
+    assert stats["peak_rss"] >= UNTOUCHED + size
+    assert stats["peak_rss"] > 2 * stats["footprint"]
+    assert stats["peak_uss"] >= UNTOUCHED + size
+    for key in ("wall", "cpu", "max_rss", "children_cpu"):
+        assert key in stats
+
+
+@needs_referenced_pages
+def test_a_child_process_working_set_is_counted(worker):
+    size = 16 * MiB
+    ok, _, stats = worker.run(spawn_child_touching, size, 1.6)
+    assert ok
+    assert stats["footprint_source"] == REFERENCED_PAGES, stats
+    assert stats["processes"] >= 2, stats
+    assert abs(stats["footprint"] - size) <= 0.2 * size, (stats["footprint"] / MiB, stats)
+
+
+# -- the worker's side ----------------------------------------------------------------------------
+
+
+def test_probe_off_runs_no_sampler_and_says_so():
+    with WorkerClient(probe=False) as client:
+        ok, children, stats = client.run(worker_children)
+    assert ok and children == []
+    assert stats["footprint"] is None and stats["footprint_source"] == "unavailable: probe off"
+    assert {"wall", "cpu", "max_rss", "children_cpu"} <= set(stats)
+
+
+@needs_referenced_pages
+def test_probe_on_runs_one_sampler_child_and_reports_short_tasks_without_footprint(worker):
+    ok, children, stats = worker.run(worker_children)
+    assert ok
+    assert len([c for c in children if "--sampler" in c]) == 1, children
+    assert stats["footprint"] is None
+    assert "before its first window closed at 100 ms" in stats["footprint_source"]
+
+
+def test_a_failing_task_still_carries_its_measurements(worker):
+    ok, error, stats = worker.run(fail)
+    assert not ok
+    with pytest.raises(KeyError, match="inside the task"):
+        error.reraise()
+    assert "footprint" in stats and "footprint_source" in stats and "wall" in stats
+
+
+@needs_referenced_pages
+def test_a_dead_sampler_leaves_tasks_running_unmeasured():
+    with WorkerClient() as client:
+        client.run(pow, 2, 2)  # the worker is up and its sampler running
+        sampler = next(p for p in psutil.Process(client.process.pid).children() if "--sampler" in " ".join(p.cmdline()))
+        os.kill(sampler.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10  # not our child: it stays a zombie until the worker reaps it
+        while sampler.is_running() and sampler.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for _ in range(2):  # the first task may find out on send, the next one on start
+            ok, value, stats = client.run(pow, 3, 4)
+            assert ok and value == 81
+        assert stats["footprint"] is None
+        assert "sampler" in stats["footprint_source"], stats
+
+
+# -- degradation on fake /proc trees --------------------------------------------------------------
+
+FAKE_PID = 4242
+
+
+def smaps_entry(start, perms, path, rss_kb, private_kb, referenced_kb):
+    """One entry of /proc/PID/smaps in the kernel's layout."""
+    header = f"{start:012x}-{start + max(rss_kb, 4) * 1024:012x} {perms} 00000000 fe:00 {1000 if path else 0}"
+    header = f"{header:<73}{path}" if path else header + " "
+    fields = [
+        ("Size", max(rss_kb, 4)), ("KernelPageSize", 4), ("MMUPageSize", 4), ("Rss", rss_kb), ("Pss", rss_kb),
+        ("Pss_Dirty", 0), ("Shared_Clean", rss_kb - private_kb), ("Shared_Dirty", 0),
+        ("Private_Clean", 0), ("Private_Dirty", private_kb), ("Referenced", referenced_kb),
+        ("Anonymous", private_kb), ("KSM", 0), ("LazyFree", 0), ("AnonHugePages", 0), ("Swap", 0), ("Locked", 0),
+    ]
+    lines = [header] + [f"{name + ':':<16}{value:>8} kB" for name, value in fields]
+    lines += ["THPeligible:           0", "VmFlags: rd wr mr mw me ac"]
+    return "\n".join(lines) + "\n"
+
+
+def write_fake_process(root, pid, ppid, data_kb, library_kb=512):
+    folder = os.path.join(root, str(pid))
+    os.makedirs(folder, exist_ok=True)
+    text = "".join([
+        smaps_entry(0x7F0000000000, "r-xp", "/usr/lib/libfake.so", library_kb, 0, library_kb),
+        smaps_entry(0x7F0000100000, "rw-p", "/usr/lib/libfake.so", 8, 8, 8),
+        smaps_entry(0x7F0000200000, "r--p", "/usr/lib/locale/C.utf8/LC_CTYPE", 120, 0, 120),
+        smaps_entry(0x7F0001000000, "rw-p", "", data_kb * 4, data_kb * 4, data_kb),
+        smaps_entry(0x7FFF00000000, "r-xp", "[vdso]", 8, 0, 8),
+    ])
+    with open(os.path.join(folder, "smaps"), "w") as file:
+        file.write(text)
+    with open(os.path.join(folder, "clear_refs"), "w"):
+        pass
+    with open(os.path.join(folder, "stat"), "w") as file:
+        file.write(f"{pid} (fake task) S {ppid} {pid} {pid} 0 -1 4194304 0 0 0 0\n")
+    return folder
+
+
+def measure(probe, seconds):
+    probe.start()
+    time.sleep(seconds)
+    return probe.stop()
+
+
+FAST = (0.01, 1.0, 0.01)  # windows of 10 ms, so a fake run closes several quickly
+
+
+def test_fake_tree_is_read_through_the_whole_pipeline_with_descendants(tmp_path):
+    write_fake_process(tmp_path, FAKE_PID, 1, data_kb=3 * 1024)
+    write_fake_process(tmp_path, FAKE_PID + 1, FAKE_PID, data_kb=1024)  # a bash_app's child
+    write_fake_process(tmp_path, FAKE_PID + 2, 1, data_kb=50 * 1024)  # not a descendant
+    with Probe(FAKE_PID, proc_root=str(tmp_path), schedule=FAST) as probe:
+        report = measure(probe, 0.3)
+    assert report.footprint_source == REFERENCED_PAGES
+    assert report.footprint == 4 * MiB  # the libraries, the locale file and [vdso] are left out
+    assert report.processes == 2 and report.windows >= 2
+    assert report.peak_rss == (512 + 8 + 120 + 4 * 3 * 1024 + 8) * 1024 + (512 + 8 + 120 + 4 * 1024 + 8) * 1024
+
+
+@pytest.mark.parametrize("breakage, reason", [
+    ("no clear_refs", "clear_refs"),
+    ("no smaps", "cannot read"),
+    ("smaps is a directory", "cannot read"),
+    ("smaps without Referenced", "no Referenced"),
+])
+def test_missing_proc_features_give_no_footprint_and_a_reason(tmp_path, breakage, reason):
+    folder = write_fake_process(tmp_path, FAKE_PID, 1, data_kb=1024)
+    smaps = os.path.join(folder, "smaps")
+    if breakage == "no clear_refs":
+        os.remove(os.path.join(folder, "clear_refs"))
+    elif breakage == "no smaps":
+        os.remove(smaps)
+    elif breakage == "smaps is a directory":
+        os.remove(smaps)
+        os.mkdir(smaps)
+    else:
+        with open(smaps) as file:
+            text = file.read()
+        with open(smaps, "w") as file:
+            file.write(text.replace("Referenced:", "Unreferenced:"))
+    with Probe(FAKE_PID, proc_root=str(tmp_path), schedule=FAST) as probe:
+        assert reason in probe.capabilities.referenced_pages
+        assert probe.sampler_pid is None  # nothing samples what cannot be measured
+        report = measure(probe, 0.05)
+    assert report.footprint is None
+    assert report.footprint_source.startswith("unavailable: ") and reason in report.footprint_source
+    assert report.wall > 0
+
+
+def test_a_feature_vanishing_mid_task_costs_that_task_its_footprint_only(tmp_path):
+    folder = write_fake_process(tmp_path, FAKE_PID, 1, data_kb=2048)
+    smaps = os.path.join(folder, "smaps")
+    with Probe(FAKE_PID, proc_root=str(tmp_path), schedule=(0.05, 1.0, 0.05)) as probe:
+        os.rename(smaps, smaps + ".away")
+        broken = measure(probe, 0.3)
+        os.rename(smaps + ".away", smaps)
+        healed = measure(probe, 0.3)
+    assert broken.footprint is None and "sampling failed" in broken.footprint_source, broken
+    assert healed.footprint == 2 * MiB, healed
+
+
+def test_stop_without_start_reports_instead_of_raising(tmp_path):
+    write_fake_process(tmp_path, FAKE_PID, 1, data_kb=1024)
+    with Probe(FAKE_PID, proc_root=str(tmp_path), schedule=FAST) as probe:
+        report = probe.stop()
+    assert report.footprint is None and "without start" in report.footprint_source
+
+
+def test_llc_counters_degrade_to_none_without_a_cpu_event_source(tmp_path):
+    assert LLCCounters.open(str(tmp_path)) is None
+    assert "no hardware performance counters" in detect_capabilities(event_source_root=str(tmp_path)).llc_counters
+    write_fake_process(tmp_path / "proc", FAKE_PID, 1, data_kb=1024)
+    with Probe(FAKE_PID, proc_root=str(tmp_path / "proc"), event_source_root=str(tmp_path), schedule=FAST) as probe:
+        report = measure(probe, 0.05)
+    assert report.llc_references is None and report.llc_misses is None
+
+
+@pytest.mark.skipif(os.path.isdir("/sys/bus/event_source/devices/cpu"), reason="this machine has a cpu PMU")
+def test_llc_counters_degrade_to_none_when_the_kernel_refuses_them(tmp_path):
+    (tmp_path / "cpu").mkdir()  # the sysfs entry exists, the hardware does not
+    assert LLCCounters.open(str(tmp_path)) is None
+
+
+@needs_referenced_pages
+@pytest.mark.skipif(os.path.isdir("/sys/bus/event_source/devices/cpu"), reason="this machine has a cpu PMU")
+def test_a_real_probe_without_counters_reports_none_for_them():
+    with Probe(schedule=FAST) as probe:
+        report = measure(probe, 0.05)
+    assert report.llc_references is None and report.llc_misses is None
+
+
+# -- the parsers and the estimator ----------------------------------------------------------------
+
+KINDS = ["anonymous", "heap", "stack", "library", "data file", "writable file", "vdso"]
+
+
+@st.composite
+def mappings(draw):
+    kinds = draw(st.lists(st.sampled_from(KINDS), min_size=1, max_size=12))
+    entries, start = [], 0x7F0000000000
+    for index, kind in enumerate(kinds):
+        rss = draw(st.integers(0, 4096))
+        referenced = draw(st.integers(0, rss))
+        private = draw(st.integers(0, rss))
+        if kind == "library":  # code, then its data: both belong to the image
+            path = f"/usr/lib/lib{index}.so"
+            entries.append((start, "r-xp", path, rss, 0, referenced, False))
+            start += 0x10000000
+            entries.append((start, "rw-p", path, rss, private, referenced, False))
+        else:
+            perms, path, counted = {
+                "anonymous": ("rw-p", "", True), "heap": ("rw-p", "[heap]", True),
+                "stack": ("rw-p", "[stack]", True), "data file": ("r--p", f"/data/input{index}.bin", False),
+                "writable file": ("rw-s", f"/dev/shm/buffer{index}", True), "vdso": ("r-xp", "[vdso]", False),
+            }[kind]
+            entries.append((start, perms, path, rss, private, referenced, counted))
+        start += 0x10000000
+    return entries
+
+
+@given(mappings())
+@settings(max_examples=150, deadline=None)
+def test_smaps_totals_counts_data_mappings_and_sums_memory(entries):
+    text = "".join(smaps_entry(start, perms, path, rss, private, referenced)
+                   for start, perms, path, rss, private, referenced, _ in entries)
+    expected = MemorySample(
+        sum(e[5] for e in entries if e[6]) * 1024,
+        sum(e[3] for e in entries) * 1024,
+        sum(e[4] for e in entries) * 1024,
+    )
+    assert smaps_totals(text.encode()) == expected
+
+
+def test_smaps_totals_reads_this_process():
+    with open(f"/proc/{os.getpid()}/smaps", "rb") as file:
+        totals = smaps_totals(file.read())
+    rss = psutil.Process().memory_info().rss
+    assert 0 < totals.referenced_data <= totals.rss
+    assert abs(totals.rss - rss) < 0.1 * rss
+
+
+def test_smaps_totals_rejects_text_that_is_not_smaps():
+    with pytest.raises(ValueError, match="Referenced"):
+        smaps_totals(b"7f0000000000-7f0000001000 rw-p 00000000 00:00 0 \nRss: 4 kB\nVmFlags: rd\n")
+
+
+@given(st.lists(st.tuples(st.integers(0, 10**9), st.floats(0.001, 10.0)), min_size=1, max_size=30),
+       st.floats(0.01, 1.0))
+def test_weighted_percentile_is_a_value_monotone_in_q_and_the_max_at_one(pairs, q):
+    values, weights = [v for v, _ in pairs], [w for _, w in pairs]
+    result = weighted_percentile(values, weights, q)
+    assert result in values
+    assert result <= weighted_percentile(values, weights, min(1.0, q + 0.1))
+    assert weighted_percentile(values, weights, 1.0) == max(values)
+    share = sum(w for v, w in pairs if v <= result) / sum(weights)
+    assert share >= q * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("values, weights, q", [([], [], 0.5), ([1.0], [1.0, 2.0], 0.5), ([1.0], [1.0], 0.0)])
+def test_weighted_percentile_names_bad_arguments(values, weights, q):
+    with pytest.raises(ValueError):
+        weighted_percentile(values, weights, q)
+
+
+@given(st.lists(st.integers(0, 30), min_size=1, max_size=30))
+@settings(max_examples=50, deadline=None)
+def test_descendants_follow_parent_links_transitively(parents):
+    # process 100 + i has parent 100 + parents[i] when that is an earlier process, else init
+    with tempfile.TemporaryDirectory() as root:
+        links = {}
+        for index, parent in enumerate(parents):
+            pid = 100 + index
+            ppid = 100 + parent if parent < index else 1
+            links[pid] = ppid
+            os.makedirs(os.path.join(root, str(pid)))
+            with open(os.path.join(root, str(pid), "stat"), "w") as file:
+                file.write(f"{pid} (a (tricky) name) S {ppid} 0 0\n")
+        expected = {pid for pid in links if pid != 100 and _ancestors(pid, links) >= {100}}
+        found = descendants(100, root)
+    assert set(found) == expected and len(found) == len(expected)
+
+
+def _ancestors(pid, links):
+    seen = set()
+    while pid in links and links[pid] not in seen:
+        pid = links[pid]
+        seen.add(pid)
+    return seen
+
+
+def test_descendants_of_this_process_include_a_real_child():
+    import subprocess
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+    try:
+        assert child.pid in descendants(os.getpid())
+    finally:
+        child.kill()
+        child.wait()

@@ -1,0 +1,313 @@
+"""Profile keys, the SQLite profile store, estimates and `scalpel profile`: real files, real processes."""
+
+import json
+import logging
+import math
+import multiprocessing
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scalpel_executor.cli import main
+from scalpel_executor.estimates import Estimator
+from scalpel_executor.hints import Hints
+from scalpel_executor.profile_keys import app_name, bucket, profile_key, signature
+from scalpel_executor.profile_store import Observation, ProfileStore
+
+
+def matmul(n, dtype="float64"):
+    return n
+
+
+# -- keys ---------------------------------------------------------------------------------------
+
+
+def test_matmul_sizes_do_not_share_a_profile():
+    assert profile_key(matmul, (2000,)) != profile_key(matmul, (200,))
+    assert profile_key(matmul, (2000,)) == profile_key(matmul, (2010,))
+    assert profile_key(matmul, (2000,)).startswith(f"{__name__}.matmul(")
+
+
+@given(st.floats(min_value=16, max_value=1e15))
+def test_bucket_representative_is_within_a_ninth_of_the_value(value):
+    representative = float(bucket(value)[1:])
+    assert 2 ** -0.126 <= representative / value <= 2 ** 0.126
+
+
+@given(st.integers(min_value=16, max_value=10**12), st.integers(min_value=16, max_value=10**12))
+def test_buckets_never_merge_values_more_than_a_quarter_octave_and_a_bit_apart(a, b):
+    if max(a, b) / min(a, b) > 2 ** 0.26:
+        assert bucket(a) != bucket(b)
+
+
+def test_arrays_files_and_strings_have_size_signatures(tmp_path):
+    numpy = pytest.importorskip("numpy")
+    assert signature(numpy.zeros((1000, 3))) == "f8[~1024x3]"
+    assert signature(numpy.zeros((1000, 3), dtype=numpy.float32)) == "f4[~1024x3]"
+    small, large = tmp_path / "small.fits", tmp_path / "large.fits"
+    small.write_bytes(b"x" * 1000)
+    large.write_bytes(b"x" * 100_000)
+    assert signature(str(small)) != signature(str(large))
+    assert signature(str(small)).startswith("file~")
+    # unique labels and not-yet-existing output names must not make every task a new key
+    assert signature("out/tile_17.fits") == signature("out/tile_18.fits")
+    assert signature("gemm") != signature("jacobi-2d")
+
+
+def test_parsl_files_bash_apps_and_parsl_kwargs(tmp_path):
+    from functools import partial
+
+    from parsl.app.bash import remote_side_bash_executor
+    from parsl.data_provider.files import File
+
+    data = tmp_path / "in.dat"
+    data.write_bytes(b"x" * 50_000)
+    assert signature(File(str(data))).startswith("file~")
+
+    def mosaic(n, stdout=None):
+        return f"mosaic {n}"
+
+    bash = partial(remote_side_bash_executor, mosaic)
+    assert app_name(bash).endswith("mosaic")
+    direct = profile_key(mosaic, (8,), {"stdout": "a.out"})
+    assert profile_key(bash, (8,), {"stdout": "b.out", "walltime": 5, "_parsl_monitoring_task_id": 3}) == direct
+    assert profile_key(mosaic, (8,), {"inputs": [File(str(data))]}) != profile_key(mosaic, (8,))
+
+
+def test_estimator_order_hint_then_store_then_prior(tmp_path):
+    store = ProfileStore(tmp_path / "p.sqlite")
+    key = profile_key(matmul, (500,))
+    store.record([Observation(key, "m", runtime=4.0, footprint=8e6)])
+    estimator = Estimator(store, default_footprint=1.0, default_runtime=2.0)
+    stored = estimator.estimate(matmul, (500,), {}, Hints())
+    assert (stored.footprint, stored.runtime, stored.footprint_source) == (8e6, 4.0, "store")
+    hinted = estimator.estimate(matmul, (500,), {}, Hints(footprint=5.0))
+    assert (hinted.footprint, hinted.footprint_source, hinted.runtime_source) == (5.0, "hint", "store")
+    fresh = estimator.estimate(matmul, (50,), {}, Hints())
+    assert (fresh.footprint, fresh.runtime, fresh.runtime_source) == (1.0, 2.0, "prior")
+    assert estimator.priors == {fresh.key}
+    estimator.observe(fresh, {"wall": 0.5, "footprint": 3e5})
+    learned = estimator.estimate(matmul, (50,), {}, Hints())
+    assert (learned.runtime, learned.footprint, learned.runtime_source) == (0.5, 3e5, "learned")
+    named = estimator.estimate(matmul, (50,), {}, Hints(profile_key="mine"))
+    assert named.key == "mine"
+    estimator.flush()
+    assert store.get(fresh.key).runs == 1
+
+
+def test_key_function_overrides_and_names_itself_when_it_breaks():
+    def by_first_argument(func, args, kwargs):
+        return None if args[0] == 0 else f"size-{args[0]}"
+
+    estimator = Estimator(None, 0, 1, key_function=by_first_argument)
+    assert estimator.estimate(matmul, (7,), {}, Hints()).key == "size-7"
+    assert estimator.estimate(matmul, (0,), {}, Hints()).key == profile_key(matmul, (0,))
+
+    def broken(func, args, kwargs):
+        raise KeyError("nope")
+
+    with pytest.raises(ValueError, match="'broken' raised KeyError"):
+        Estimator(None, 0, 1, key_function=broken).estimate(matmul, (1,), {}, Hints())
+
+
+# -- the store ----------------------------------------------------------------------------------
+
+finite = st.floats(min_value=0, max_value=1e9, allow_nan=False)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(finite, min_size=1, max_size=30))
+def test_running_statistics_match_the_textbook(values):
+    with ProfileStore(":memory:") as store:
+        for value in values:
+            store.record([Observation("k", "app", runtime=value, footprint=value)])
+        profile = store.get("k")
+    assert profile.runs == profile.footprint_runs == len(values)
+    assert math.isclose(profile.runtime_mean, statistics.fmean(values), rel_tol=1e-9, abs_tol=1e-6)
+    if len(values) > 1:
+        assert math.isclose(profile.runtime_std, statistics.stdev(values), rel_tol=1e-6, abs_tol=1e-3)
+    ewma = values[0]
+    for value in values[1:]:
+        ewma = 0.3 * value + 0.7 * ewma
+    assert math.isclose(profile.runtime, ewma, rel_tol=1e-9, abs_tol=1e-6)
+
+
+def test_unmeasured_values_teach_nothing():
+    with ProfileStore(":memory:") as store:
+        store.record([Observation("k", "a", runtime=1.0, footprint=None), Observation("k", "a", runtime=float("nan"))])
+        profile = store.get("k")
+    assert (profile.runs, profile.footprint_runs, profile.footprint) == (1, 0, None)
+
+
+def test_new_store_is_private_to_its_user(tmp_path):
+    path = tmp_path / "deep" / "profiles.sqlite"
+    with ProfileStore(path) as store:
+        store.record([Observation("k", "a", runtime=1.0)])
+        assert store.persistent
+    assert (path.parent.stat().st_mode & 0o777) == 0o700
+    for candidate in path.parent.iterdir():
+        assert (candidate.stat().st_mode & 0o077) == 0, candidate
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def _hammer(path, worker, count):
+    with ProfileStore(path) as store:
+        for i in range(count):
+            store.record([Observation("shared", "app", runtime=1.0 + worker, footprint=float(i))])
+            store.record([Observation(f"own-{worker}", "app", runtime=1.0)])
+
+
+def test_two_processes_writing_at_once_lose_no_counts(tmp_path):
+    path = tmp_path / "p.sqlite"
+    ProfileStore(path).close()
+    context = multiprocessing.get_context("spawn")
+    processes = [context.Process(target=_hammer, args=(path, worker, 300)) for worker in range(2)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(120)
+        assert process.exitcode == 0
+    with ProfileStore(path) as store:
+        assert store.get("shared").runs == 600
+        assert store.get("shared").footprint_runs == 600
+        assert store.get("own-0").runs == store.get("own-1").runs == 300
+        assert math.isclose(store.get("shared").runtime_mean, 1.5)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_a_damaged_store_warns_once_and_the_run_goes_on(tmp_path, caplog, damage):
+    path = tmp_path / "p.sqlite"
+    with ProfileStore(path) as store:
+        store.record([Observation(f"k{i}", "a", runtime=float(i)) for i in range(2000)])
+    data = path.read_bytes() if path.stat().st_size else b""
+    for extra in ("-wal", "-shm"):
+        (tmp_path / f"p.sqlite{extra}").unlink(missing_ok=True)
+    path.write_bytes(b"this is not a database " * 500 if damage == "garbage" else data[: len(data) // 3])
+    with caplog.at_level(logging.WARNING, logger="scalpel_executor"):
+        store = ProfileStore(path)
+        store.record([Observation("new", "a", runtime=2.0)])
+        store.record([Observation("new", "a", runtime=4.0)])
+        assert store.get("new").runs == 2
+        store.profiles()
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "running without persistence" in warnings[0].getMessage()
+    assert not store.persistent and store.problem
+
+
+def _make_read_only(folder):
+    """chattr +i stops even root; plain permissions do for everyone else."""
+    if os.geteuid() == 0:
+        if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(folder)], check=False).returncode != 0:
+            pytest.skip("cannot make a directory read-only for root here")
+        return lambda: subprocess.run(["chattr", "-i", str(folder)], check=True)
+    folder.chmod(0o500)
+    return lambda: folder.chmod(0o700)
+
+
+def test_a_read_only_store_keeps_answering_and_stops_saving(tmp_path, caplog):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    path = folder / "p.sqlite"
+    with ProfileStore(path) as store:
+        store.record([Observation("known", "a", runtime=3.0, footprint=1e6)])
+    for extra in ("-wal", "-shm"):
+        (folder / f"p.sqlite{extra}").unlink(missing_ok=True)
+    undo = _make_read_only(folder)
+    try:
+        with caplog.at_level(logging.WARNING, logger="scalpel_executor"):
+            store = ProfileStore(path)
+            assert store.get("known").runtime == 3.0  # what was stored still answers
+            store.record([Observation("fresh", "a", runtime=1.0)])
+            assert store.get("fresh").runs == 1
+            store.close()
+    finally:
+        undo()
+    assert not ProfileStore(path).get("fresh")  # nothing was written to the read-only file
+    assert len([r for r in caplog.records if r.levelno >= logging.WARNING]) == 1
+
+
+def test_a_directory_is_refused_with_the_fix(tmp_path):
+    with pytest.raises(ValueError, match="is a directory; give a file path such as"):
+        ProfileStore(tmp_path)
+    from scalpel_executor import ScalpelExecutor
+
+    with pytest.raises(ValueError, match="profiles=False"):
+        ScalpelExecutor(profiles=str(tmp_path))
+
+
+def test_export_import_round_trip_and_bad_documents(tmp_path):
+    with ProfileStore(":memory:") as source:
+        source.record([Observation("a(1)", "a", runtime=r, footprint=r * 10) for r in (1.0, 2.0, 4.0)])
+        document = json.loads(json.dumps(source.export()))
+    with ProfileStore(":memory:") as target:
+        assert target.import_document(document, prefix="x/") == 1
+        imported, original = target.get("x/a(1)"), None
+    with ProfileStore(":memory:") as again:
+        again.record([Observation("a(1)", "a", runtime=r, footprint=r * 10) for r in (1.0, 2.0, 4.0)])
+        original = again.get("a(1)")
+    for field in ("runs", "runtime", "runtime_mean", "runtime_std", "footprint", "footprint_std"):
+        assert getattr(imported, field) == pytest.approx(getattr(original, field)), field
+    with ProfileStore(":memory:") as target:
+        with pytest.raises(ValueError, match="format"):
+            target.import_document({"tasks": []})
+        with pytest.raises(ValueError, match="task #1"):
+            target.import_document({"format": "scalpel-profile/1", "tasks": [{"name": "ok", "runtime": 1},
+                                                                           {"name": "bad", "runtime": "soon"}]})
+
+
+def test_the_store_holds_only_numbers_and_strings(tmp_path):
+    path = tmp_path / "p.sqlite"
+    with ProfileStore(path) as store:
+        store.record([Observation("k", "a", runtime=1.0, footprint=2.0, peak_rss=3.0)])
+    connection = sqlite3.connect(path)
+    types = {row[0] for row in connection.execute("SELECT DISTINCT typeof(value) FROM meta")}
+    for column in ("key", "app", "runs", "runtime_ewma", "footprint_ewma", "peak_rss", "llc_miss_rate", "origin"):
+        types |= {row[0] for row in connection.execute(f"SELECT DISTINCT typeof({column}) FROM profiles")}
+    assert types <= {"text", "integer", "real", "null"}
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+
+def test_cli_import_list_show_export_clear(tmp_path, capsys):
+    store = str(tmp_path / "p.sqlite")
+    assert main(["profile", "import", "polybench-xeon-e5620", "--prefix", "pb/", "--store", store]) == 0
+    assert "imported 23 profiles" in capsys.readouterr().out
+    assert main(["profile", "list", "--store", store, "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert len(listed) == 23 and listed[0]["key"].startswith("pb/")
+    assert main(["profile", "show", "pb/adi", "--store", store, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["runtime"] == 41.47
+    assert main(["profile", "show", "pb/nope", "--store", store]) == 2
+    assert "no profile with key 'pb/nope'" in capsys.readouterr().err
+    out = tmp_path / "export.json"
+    assert main(["profile", "export", "--store", store, "-o", str(out)]) == 0
+    assert len(json.loads(out.read_text())["tasks"]) == 23
+    assert main(["profile", "clear", "--store", store]) == 2  # says what to clear
+    assert main(["profile", "clear", "pb/adi", "--store", store]) == 0
+    assert main(["profile", "clear", "--prefix", "pb/2", "--store", store]) == 0
+    capsys.readouterr()
+    assert main(["profile", "list", "--store", store, "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 23 - 1 - 1  # adi and 2mm
+    # an exported store is also a profile the simulator reads
+    assert main(["simulate", "--profile", str(out), "--machine", "2x4:12MiB", "--tasks", "8", "--repeats", "1",
+                 "--json"]) == 0
+
+
+def test_cli_run_measures_an_app_once_and_stores_it(tmp_path, capsys, monkeypatch):
+    module = tmp_path / "sample_kernels.py"
+    module.write_text("def square_sum(n):\n    return sum(i * i for i in range(n))\n")
+    monkeypatch.chdir(tmp_path)
+    store = str(tmp_path / "p.sqlite")
+    assert main(["profile", "run", "sample_kernels:square_sum", "20000", "--repeat", "2", "--store", store, "--json"]) == 0
+    profile = json.loads(capsys.readouterr().out)
+    assert profile["key"] == "sample_kernels.square_sum(~2e+04)" or profile["key"].startswith("sample_kernels.square_sum(")
+    assert profile["runs"] == 2 and profile["runtime"] > 0
+    assert main(["profile", "run", "sample_kernels:nothing", "--store", store]) == 2
+    assert "has no attribute 'nothing'" in capsys.readouterr().err
