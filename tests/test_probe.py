@@ -99,7 +99,7 @@ def worker():
 @needs_referenced_pages
 @pytest.mark.parametrize("size", [1 * MiB, 8 * MiB, 24 * MiB])
 def test_footprint_of_a_repeated_sweep_is_the_swept_size_not_the_rss(worker, size):
-    ok, _, stats = worker.run(sweep, size, 6 << 30)
+    ok, _, stats = worker.run(sweep, size, 16 << 30)  # at least 0.4 s: past the first window at 100 ms
     assert ok
     assert stats["footprint_source"] == REFERENCED_PAGES, stats
     assert stats["windows"] >= 1, stats

@@ -311,3 +311,78 @@ def test_cli_run_measures_an_app_once_and_stores_it(tmp_path, capsys, monkeypatc
     assert profile["runs"] == 2 and profile["runtime"] > 0
     assert main(["profile", "run", "sample_kernels:nothing", "--store", store]) == 2
     assert "has no attribute 'nothing'" in capsys.readouterr().err
+
+
+# -- learning across runs, through real workers and the real probe -------------------------------
+
+
+def _warm():
+    import numpy  # noqa: F401
+
+    return 0
+
+
+def _touch(mib, seconds=1.2):
+    import time
+
+    import numpy as np
+
+    hot = np.ones(int(mib * 2**20) // 8)
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        hot += 1.0
+    return mib
+
+
+def _run_batch(store_path, sizes):
+    from scalpel_executor import ScalpelExecutor
+
+    executor = ScalpelExecutor(profiles=str(store_path), topology="2x2:8MiB", batch_window=0.0)
+    executor.start()
+    try:
+        for future in [executor.submit(_warm, {"profile_key": "warm-up"}) for _ in range(8)]:
+            future.result()
+        futures = [executor.submit(_touch, {}, mib) for mib in sizes]
+        assert [future.result() for future in futures] == list(sizes)
+    finally:
+        executor.shutdown()
+    by_key = {record.profile_key: record for record in executor.records if record.profile_key != "warm-up"}
+    return executor, [by_key[profile_key(_touch, (mib,))] for mib in sizes]
+
+
+def test_a_second_run_groups_by_what_the_first_measured(tmp_path):
+    from scalpel_executor.grouping import group_tasks
+
+    sizes = (1, 24, 4, 12)
+    store = tmp_path / "p.sqlite"
+    first, records = _run_batch(store, sizes)
+    assert {r.footprint_source for r in records} == {"prior"}
+    assert len(first.run_report()["priors"]) == len(sizes) + 1  # the four sizes and the warm-up key
+    measured = [r.stats.get("footprint") for r in records]
+    assert all(m is not None for m in measured), [r.stats.get("footprint_source") for r in records]
+
+    second, records = _run_batch(store, sizes)
+    assert {r.footprint_source for r in records} == {"store"}
+    assert {r.runtime_source for r in records} == {"store"}
+    assert second.run_report()["priors"] == []
+    estimated = [r.footprint for r in records]
+    true = [mib * 2**20 for mib in sizes]
+    assert group_tasks(estimated, 2, 2) == group_tasks(true, 2, 2)
+
+
+def test_a_run_on_a_garbage_store_completes_and_says_so(tmp_path, caplog):
+    from scalpel_executor import ScalpelExecutor
+
+    store = tmp_path / "p.sqlite"
+    store.write_bytes(b"\x00garbage" * 1000)
+    executor = ScalpelExecutor(profiles=str(store), batch_window=0.0)
+    with caplog.at_level(logging.WARNING, logger="scalpel_executor"):
+        executor.start()
+        try:
+            assert [executor.submit(pow, {}, 2, n).result() for n in range(20)] == [2**n for n in range(20)]
+        finally:
+            executor.shutdown()
+    report = executor.run_report()
+    assert report["profile_store"]["persistent"] is False and "not a database" in report["profile_store"]["problem"]
+    assert report["tasks_finished"] == 20 and report["tasks_failed"] == 0
+    assert len([r for r in caplog.records if "running without persistence" in r.getMessage()]) == 1
