@@ -499,11 +499,19 @@ def _jacobi_half(src: np.ndarray, dst: np.ndarray) -> None:
     inner *= 0.2
 
 
-def _jacobi_run(s: State, steps: int) -> np.ndarray:
-    for _ in range(steps):
-        _jacobi_half(s["A"], s["B"])
-        _jacobi_half(s["B"], s["A"])
-    return s["A"]
+def _ping_pong(half: Callable[[np.ndarray, np.ndarray], None]) -> Callable[[State, int], np.ndarray]:
+    """A two-grid stencil's run: each step updates B from A, then A from B."""
+
+    def run(s: State, steps: int) -> np.ndarray:
+        for _ in range(steps):
+            half(s["A"], s["B"])
+            half(s["B"], s["A"])
+        return s["A"]
+
+    return run
+
+
+_jacobi_run = _ping_pong(_jacobi_half)
 
 
 def _jacobi_naive(s: State, steps: int) -> np.ndarray:
@@ -527,11 +535,7 @@ def _heat_half(src: np.ndarray, dst: np.ndarray) -> None:
     inner *= 0.5  # = src + 0.125 (discrete Laplacian along each axis)
 
 
-def _heat_run(s: State, steps: int) -> np.ndarray:
-    for _ in range(steps):
-        _heat_half(s["A"], s["B"])
-        _heat_half(s["B"], s["A"])
-    return s["A"]
+_heat_run = _ping_pong(_heat_half)
 
 
 def _heat_naive(s: State, steps: int) -> np.ndarray:
