@@ -169,6 +169,46 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+SMOKE = {"mixes": "contention,suite-2x,light,noop-throughput,noop-latency",
+         "peers": "htex-block,threads,processpool,scalpel:scalpel,oracle"}
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Workload mixes under Parsl's executors and every Scalpel policy, interleaved and repeated."""
+    from pathlib import Path
+
+    from scalpel_executor.bench import MIXES, PEERS, format_table, parse_list, run_bench
+
+    default_mixes = [m for m in MIXES if m != "montage"]
+    if args.smoke:
+        args.mixes = args.mixes or SMOKE["mixes"]
+        args.peers = args.peers or SMOKE["peers"]
+    mixes = parse_list(args.mixes, MIXES, "--mixes", default_mixes)
+    peers = parse_list(args.peers, PEERS, "--peers", PEERS)
+    smoke = args.smoke
+    printer = (lambda text: print(text, file=sys.stderr)) if args.json else print
+    record = run_bench(
+        mixes=mixes, peers=peers, repeats=args.repeats if args.repeats is not None else (2 if smoke else 5),
+        llc_override=args.llc, out=Path(args.out), scale="quick" if smoke else args.scale, seed=args.seed,
+        noop_tasks=args.noop_tasks if args.noop_tasks is not None else (50 if smoke else 2000),
+        latency_tasks=args.latency_tasks if args.latency_tasks is not None else (20 if smoke else 200),
+        montage_tiles=args.montage_tiles, resamples=200 if smoke else 10_000, printer=printer,
+    )
+    if args.json:
+        print(json.dumps(record, indent=1))
+        return 0
+    print()
+    for line in format_table(record["summary"]):
+        print(line)
+    files = record["files"]
+    print(f"\nrecord: {files['json']}" + (f"\nplot:   {files['png']}" if "png" in files else ""))
+    if files.get("pyperf"):
+        peer_files = list(files["pyperf"].values())
+        print(f"pyperf: {len(peer_files)} suites in {Path(peer_files[0]).parent}; compare with\n"
+              f"  python -m pyperf compare_to {' '.join(peer_files[:2])} --table")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scalpel",
@@ -219,11 +259,41 @@ def build_parser() -> argparse.ArgumentParser:
                       "(default scalpel,fifo)")
     demo.add_argument("--no-htex", action="store_true", help="leave out Parsl's HighThroughputExecutor")
     demo.add_argument("--llc", help="LLC size per domain to size the batch for, e.g. 32MiB (default: sysfs, "
-                      "with a 32 MiB guess inside a VM whose sysfs reports a huge host cache)")
+                      "with a 56 MiB guess inside a VM whose sysfs reports a huge host cache)")
     demo.add_argument("--out", default="scalpel-demo", help="folder for the PNG, JSON, run logs and profile store (default ./scalpel-demo)")
     demo.add_argument("--seed", type=int, default=0)
     demo.add_argument("--json", action="store_true", help="print the JSON record instead of the table")
     demo.set_defaults(run=cmd_demo)
+
+    bench = commands.add_parser(
+        "bench", help="benchmark workload mixes under Parsl's executors and every Scalpel policy",
+        description="Runs workload mixes (contention-heavy kernels, the kernel suite at 2x/4x/8x the cores, "
+        "small kernels only, no-op throughput and latency, optionally Montage) under Parsl's "
+        "HighThroughputExecutor (cpu_affinity block and none), Parsl's ThreadPoolExecutor, "
+        "concurrent.futures.ProcessPoolExecutor, ScalpelExecutor with each policy, and an oracle order for "
+        "the contention mix; peers interleaved in every repetition. Reports median makespans, the ratio to "
+        "htex-block with a paired bootstrap 95%% interval, the ratio to the lower bound and the share of the "
+        "HTEX-to-oracle gap; writes <out>/bench.json, <out>/bench.png and pyperf suites <out>/pyperf/<peer>.json "
+        "(python -m pyperf compare_to works on them). The full default run takes about half an hour.",
+    )
+    bench.add_argument("--mixes", help="comma-separated, from: contention, suite-2x, suite-4x, suite-8x, light, "
+                       "noop-throughput, noop-latency, montage (default: all but montage)")
+    bench.add_argument("--peers", help="comma-separated, from: htex-block, htex-none, threads, processpool, "
+                       "scalpel:<policy> (scalpel:* for all), oracle (default: all)")
+    bench.add_argument("--repeats", type=int, help="repetitions, peers interleaved in each (default 5; 2 with --smoke)")
+    bench.add_argument("--llc", help="LLC size per domain to size the mixes for, e.g. 64MiB (default: sysfs, with a "
+                       "56 MiB guess inside a VM whose sysfs reports a huge host cache)")
+    bench.add_argument("--scale", default="bench", choices=("quick", "bench", "full"),
+                       help="solo run times of kernel cases: 0.05-0.5 s, 0.4-2 s (default) or 1-10 s")
+    bench.add_argument("--noop-tasks", type=int, help="tasks of noop-throughput (default 2000)")
+    bench.add_argument("--latency-tasks", type=int, help="round trips of noop-latency (default 200)")
+    bench.add_argument("--montage-tiles", type=int, default=16, help="tiles of the montage mix (default 16)")
+    bench.add_argument("--out", default="scalpel-bench", help="output folder (default ./scalpel-bench)")
+    bench.add_argument("--seed", type=int, default=0)
+    bench.add_argument("--smoke", action="store_true", help="a one-minute check that the harness works: small "
+                       "mixes, five peers, 2 repetitions; its figures mean nothing")
+    bench.add_argument("--json", action="store_true", help="print the JSON record instead of the table")
+    bench.set_defaults(run=cmd_bench)
 
     add_profile_commands(commands)
     return parser

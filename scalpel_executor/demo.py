@@ -41,7 +41,11 @@ from scalpel_executor.units import format_size, parse_size
 
 logger = logging.getLogger(__name__)
 
-VM_LLC_ASSUMED = 32 * 2**20
+#: Inside a VM whose sysfs reports a huge (host-wide) LLC, the mixes are sized for this instead.
+#: On the development VM (2 vCPUs, sysfs: 480 MiB) pairs of random-gather kernels showed no co-run
+#: slowdown at 16 MiB each and 1.25x at 32 MiB each (benchmarks/corun.py, docs/benchmarks.md):
+#: the cache the two cores really share behaves like one of about 56 MiB.
+VM_LLC_ASSUMED = 56 * 2**20
 VM_LLC_SUSPICIOUS = 64 * 2**20
 THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 

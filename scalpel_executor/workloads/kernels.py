@@ -1328,7 +1328,7 @@ def measure_rates(kernels: Sequence[str] | None = None, footprints: tuple[float,
 # Workloads sized for a cache
 
 #: Solo run time ranges, in seconds, of the cases :func:`suite` builds.
-SCALES = {"full": (1.0, 10.0), "quick": (0.05, 0.5)}
+SCALES = {"full": (1.0, 10.0), "bench": (0.4, 2.0), "quick": (0.05, 0.5)}
 
 
 def _validated_machine(llc_bytes: object, cores: int, scale: str) -> tuple[int, tuple[float, float]]:
