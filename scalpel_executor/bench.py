@@ -475,33 +475,47 @@ def write_pyperf(runs: Sequence[MixRun], directory: Path, metadata: dict) -> dic
 
 
 def plot(rows: Sequence[dict], path: Path, reference: str = REFERENCE) -> Path:
-    """Ratio to the reference (with its 95% interval) per mix and peer: > 1 is faster."""
+    """Ratio to the reference (with its 95% interval) per mix and peer, > 1 is faster: work mixes
+    on a linear axis, the no-op mixes (where the spread is tenfold) on a log axis beside them."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     mixes = list(dict.fromkeys(row["mix"] for row in rows))
+    panels = [[m for m in mixes if not m.startswith("noop")], [m for m in mixes if m.startswith("noop")]]
+    panels = [panel for panel in panels if panel]
     peers = [p for p in PEERS if any(row["peer"] == p for row in rows)]
-    figure, axis = plt.subplots(figsize=(max(8, 1.4 * len(mixes) + 2), 4.8), layout="constrained")
+    figure, axes = plt.subplots(1, len(panels), figsize=(4 + 1.5 * len(mixes), 5), layout="constrained",
+                                squeeze=False, gridspec_kw={"width_ratios": [len(p) for p in panels]})
     width = 0.8 / max(len(peers), 1)
     cmap = matplotlib.colormaps["tab10"]
-    for k, peer in enumerate(peers):
-        xs, ys, lows, highs = [], [], [], []
-        for i, mix in enumerate(mixes):
-            row = next((r for r in rows if r["mix"] == mix and r["peer"] == peer and "vs_reference" in r), None)
-            if row:
-                xs.append(i - 0.4 + width * (k + 0.5))
-                ys.append(row["vs_reference"])
-                lows.append(row["vs_reference"] - row["ci_low"])
-                highs.append(row["ci_high"] - row["vs_reference"])
-        axis.bar(xs, ys, width, yerr=[lows, highs], capsize=2, label=peer, color=cmap(k % 10), edgecolor="black",
-                 linewidth=0.4)
-    axis.axhline(1.0, color="black", linewidth=0.8)
-    axis.set_xticks(range(len(mixes)), mixes, rotation=20)
-    axis.set_ylabel(f"speed relative to {reference} (median makespan ratio)")
-    axis.set_title(f"Makespan ratio to {reference}, > 1 is faster; bars: paired bootstrap 95% interval", fontsize=10)
-    axis.legend(fontsize=7, ncol=2)
+    for axis, panel in zip(axes[0], panels):
+        for k, peer in enumerate(peers):
+            xs, ys, lows, highs = [], [], [], []
+            for i, mix in enumerate(panel):
+                row = next((r for r in rows if r["mix"] == mix and r["peer"] == peer and "vs_reference" in r), None)
+                if row:
+                    xs.append(i - 0.4 + width * (k + 0.5))
+                    ys.append(row["vs_reference"])
+                    lows.append(max(row["vs_reference"] - row["ci_low"], 0.0))
+                    highs.append(max(row["ci_high"] - row["vs_reference"], 0.0))
+            axis.bar(xs, ys, width, yerr=[lows, highs], capsize=2, label=peer, color=cmap(k % 10),
+                     edgecolor="black", linewidth=0.4)
+        axis.axhline(1.0, color="black", linewidth=0.8)
+        axis.set_xticks(range(len(panel)), panel, rotation=20)
+        if panel[0].startswith("noop"):
+            axis.set_yscale("log")
+            axis.set_title("per-task overhead (log scale)", fontsize=10)
+        else:
+            values = [r["ci_low"] for r in rows if r["mix"] in panel and "ci_low" in r] + \
+                     [r["ci_high"] for r in rows if r["mix"] in panel and "ci_high" in r]
+            axis.set_ylim(max(0.0, min(values) - 0.05), max(values) + 0.05)
+            axis.set_title(f"work mixes: makespan ratio to {reference}", fontsize=10)
+            axis.set_ylabel(f"median makespan of {reference} / peer's (> 1: faster)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    figure.legend(handles, labels, fontsize=8, ncol=min(len(peers), 6), loc="outside lower center")
+    figure.suptitle("bars: paired bootstrap 95% interval over repetitions", fontsize=9)
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
@@ -527,6 +541,33 @@ def format_table(rows: Sequence[dict], reference: str = REFERENCE) -> list[str]:
             note.append(f"{row['failed']} failed")
         lines.append(f"{row['mix']:<16} {row['peer']:<22} {row['runs']:>4} {row['median']:>9.3f} {ratio:>14} {ci:>15} "
                      f"{bound:>7} {gap:>6}  {', '.join(note)}")
+    return lines
+
+
+def markdown_table(rows: Sequence[dict], reference: str = REFERENCE) -> list[str]:
+    """The summary as a Markdown table (for reports)."""
+    lines = [f"| mix | peer | runs | median makespan | vs {reference} | 95% CI | / lower bound | gap closed | note |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        if "median" not in row:
+            lines.append(f"| {row['mix']} | {row['peer']} | 0 | failed: {'; '.join(row['errors'])} | | | | | |")
+            continue
+        note = []
+        if "tasks_per_second" in row:
+            note.append(f"{row['tasks_per_second']:.0f} tasks/s")
+        if "median_latency_ms" in row:
+            note.append(f"{row['median_latency_ms']:.2f} ms median, {row['p99_latency_ms']:.2f} ms p99")
+        if "mean_slowdown_vs_solo" in row:
+            note.append(f"mean slowdown vs solo {row['mean_slowdown_vs_solo']:.3f}")
+        cells = [
+            row["mix"], f"`{row['peer']}`", str(row["runs"]), f"{row['median']:.3f} s",
+            f"{row['vs_reference']:.3f}x" if "vs_reference" in row else "-",
+            f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]" if "ci_low" in row else "-",
+            f"{row['over_lower_bound']:.3f}" if "over_lower_bound" in row else "-",
+            f"{100 * row['gap_captured']:.0f}%" if row.get("gap_captured") is not None else "-",
+            ", ".join(note),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 

@@ -127,6 +127,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         policies.append("fifo")
     counts = _parse_counts(args.tasks) if args.tasks else [len(pool)]
     model = ContentionModel(args.capacity_fraction, args.sensitivity)
+    if args.model:
+        from scalpel_executor.calibration import load_model
+
+        model = load_model(_read_json(args.model, "calibration"))
     rows = compare_policies(pool, topology, llc_size, counts, policies, args.repeats, args.seed, model)
     if args.json:
         print(json.dumps({"profile": document.get("name"), "machine": spec, "llc_size": llc_size,
@@ -177,8 +181,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     """Workload mixes under Parsl's executors and every Scalpel policy, interleaved and repeated."""
     from pathlib import Path
 
-    from scalpel_executor.bench import MIXES, PEERS, format_table, parse_list, run_bench
+    from scalpel_executor.bench import MIXES, PEERS, format_table, markdown_table, parse_list, run_bench
 
+    if args.report:
+        record = _read_json(args.report, "bench record")
+        if record.get("format") != "scalpel-bench/1":
+            raise ValueError(f"{args.report} is not a bench record (scalpel bench writes bench.json)")
+        for line in (markdown_table if args.markdown else format_table)(record["summary"]):
+            print(line)
+        return 0
     default_mixes = [m for m in MIXES if m != "montage"]
     if args.smoke:
         args.mixes = args.mixes or SMOKE["mixes"]
@@ -207,6 +218,85 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"pyperf: {len(peer_files)} suites in {Path(peer_files[0]).parent}; compare with\n"
               f"  python -m pyperf compare_to {' '.join(peer_files[:2])} --table")
     return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Fit the contention model to measured pairs; predict the bench's mixes with it."""
+    from pathlib import Path
+
+    from scalpel_executor import calibration
+
+    corun = _read_json(args.corun, "co-run document")
+    llc = parse_size(args.llc, what="--llc") if args.llc else corun.get("llc_bytes")
+    if not llc:
+        raise ValueError("the co-run document names no LLC size; pass --llc like 56MiB")
+    fit = calibration.fit_model(calibration.pairs_from_corun(corun), llc)
+    record = {**fit.to_dict(), "corun": args.corun}
+    printer = (lambda text: print(text, file=sys.stderr)) if args.json else print
+    printer(f"fitted on {fit.pairs} measured pair slowdowns, LLC {format_size(llc)}: rho = "
+            f"{fit.model.capacity_fraction:.3f}, sigma = {fit.model.sensitivity:.3f}; rms error "
+            f"{fit.rms_error:.3f} (default model rho=0.5, sigma=1: {fit.default_rms_error:.3f})")
+    predictions = []
+    if args.bench:
+        bench = _read_json(args.bench, "bench record")
+        predictions = calibration.predict_bench(bench, fit.model, llc)
+        record["bench"] = args.bench
+        record["held_out"] = {**calibration.summary(predictions), "rows": calibration.prediction_rows(predictions)}
+        printer(f"\n{'mix':<12} {'peer':<22} {'policy':<14} {'measured s':>10} {'predicted s':>11} {'error':>7}")
+        for p in predictions:
+            printer(f"{p.mix:<12} {p.peer:<22} {p.policy:<14} {p.measured:>10.3f} {p.predicted:>11.3f} {100 * p.error:>6.1f}%")
+        held = record["held_out"]
+        if predictions:
+            printer(f"held-out mixes: mean |error| {100 * held['mean_abs_error']:.1f}%, max {100 * held['max_abs_error']:.1f}%, "
+                    f"{held['within_15_percent']}/{held['predictions']} within 15%")
+    if args.out:
+        Path(args.out).write_text(json.dumps(record, indent=1))
+        printer(f"wrote {args.out}")
+    if args.plot:
+        _plot_calibration(fit, predictions, args.plot)
+        printer(f"wrote {args.plot}")
+    if args.json:
+        print(json.dumps(record, indent=1))
+    return 0
+
+
+def _read_json(path: str, what: str) -> dict:
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not a JSON {what}: {error}") from None
+
+
+def _plot_calibration(fit, predictions, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (pairs, mixes) = plt.subplots(1, 2, figsize=(11, 4.6), layout="constrained")
+    measured = [r[2] for r in fit.residuals]
+    modelled = [r[3] for r in fit.residuals]
+    pairs.scatter(measured, modelled, s=14)
+    low, high = min(measured + modelled + [1.0]) * 0.97, max(measured + modelled) * 1.03
+    pairs.plot([low, high], [low, high], color="black", linewidth=0.8)
+    pairs.set_xlabel("measured slowdown next to a co-runner")
+    pairs.set_ylabel("fitted model")
+    pairs.set_title(f"pairs: rho={fit.model.capacity_fraction:.2f}, sigma={fit.model.sensitivity:.2f}, "
+                    f"rms {fit.rms_error:.3f}", fontsize=10)
+    if predictions:
+        xs = [p.measured for p in predictions]
+        ys = [p.predicted for p in predictions]
+        mixes.scatter(xs, ys, s=14)
+        top = max(xs + ys) * 1.05
+        mixes.plot([0, top], [0, top], color="black", linewidth=0.8)
+        mixes.fill_between([0, top], [0, 0.85 * top], [0, 1.15 * top], color="grey", alpha=0.2, label="within 15%")
+        mixes.legend(fontsize=8)
+    mixes.set_xlabel("measured median makespan (s)")
+    mixes.set_ylabel("simulated with the fitted model (s)")
+    mixes.set_title("held-out mixes, every peer and policy", fontsize=10)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -241,6 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--capacity-fraction", type=float, default=0.5, help="rho: usable share of the LLC (default 0.5)")
     sim.add_argument("--sensitivity", type=float, default=1.0, help="sigma: slowdown when every access misses (default 1)")
+    sim.add_argument("--model", help="calibration JSON from `scalpel calibrate --out` (sets rho and sigma)")
     sim.add_argument("--json", action="store_true", help="print JSON")
     sim.set_defaults(run=cmd_simulate)
 
@@ -293,7 +384,24 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--smoke", action="store_true", help="a one-minute check that the harness works: small "
                        "mixes, five peers, 2 repetitions; its figures mean nothing")
     bench.add_argument("--json", action="store_true", help="print the JSON record instead of the table")
+    bench.add_argument("--report", metavar="BENCH_JSON", help="run nothing: print the table of an earlier run's bench.json")
+    bench.add_argument("--markdown", action="store_true", help="with --report: as a Markdown table")
     bench.set_defaults(run=cmd_bench)
+
+    cal = commands.add_parser(
+        "calibrate", help="fit the simulator's contention model to measured co-runs; check it on bench mixes",
+        description="Fits rho and sigma of the contention model to the pairwise slowdowns of a co-run document "
+        "(python benchmarks/corun.py --out corun.json), then, with --bench, simulates every kernel mix of a "
+        "`scalpel bench` record with the fitted model and reports the error against the measured makespans "
+        "(those mixes are held out of the fit). The --out file feeds `scalpel simulate --model`.",
+    )
+    cal.add_argument("corun", help="co-run JSON written by benchmarks/corun.py --out")
+    cal.add_argument("--bench", help="bench.json written by scalpel bench, to predict")
+    cal.add_argument("--llc", help="LLC size the model assumes, e.g. 56MiB (default: the co-run document's)")
+    cal.add_argument("--out", help="write the fit (and the predictions) to this JSON file")
+    cal.add_argument("--plot", help="write a PNG: measured against modelled pairs, and mixes")
+    cal.add_argument("--json", action="store_true", help="print the JSON record")
+    cal.set_defaults(run=cmd_calibrate)
 
     add_profile_commands(commands)
     return parser

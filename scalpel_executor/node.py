@@ -170,7 +170,10 @@ class NodeScheduler:
         Called once per task, in completion order, on the completion thread, with no lock held.
     pin : "core" or "domain"
     batch_window : float
-        Seconds to collect arrivals before grouping them; 0 adds each arrival at once.
+        Longest time to collect arrivals before grouping them; 0 adds each arrival at once.
+    batch_quiet : float
+        How long a lone arrival waits for a second one (default 0.001 s); once a second arrives,
+        the collection runs the whole ``batch_window`` from the first.
     max_batch : int
         Arrivals that trigger grouping before the window ends.
     worker_env : dict
@@ -187,6 +190,7 @@ class NodeScheduler:
         *,
         pin: str = "core",
         batch_window: float = 0.005,
+        batch_quiet: float = 0.001,
         max_batch: int = 4096,
         worker_env: dict[str, str] | None = None,
         seed: int = 0,
@@ -203,6 +207,7 @@ class NodeScheduler:
         self.policy = policy
         self.pin = pin
         self.batch_window = batch_window
+        self.batch_quiet = batch_quiet
         self.max_batch = max_batch
         self.worker_env = dict(worker_env or {})
         self._on_complete = on_complete
@@ -358,6 +363,7 @@ class NodeScheduler:
     def _loop(self) -> None:
         arrived: list[NodeTask] = []
         deadline: float | None = None
+        first_at = 0.0
         try:
             while not self._stopping.is_set():
                 timeout = None  # a completion or a submit wakes us
@@ -381,7 +387,12 @@ class NodeScheduler:
                 if arrived:
                     now = time.monotonic()
                     if deadline is None:
-                        deadline = now + self.batch_window
+                        first_at = now
+                    # A lone arrival waits batch_quiet; a second one within that time marks a burst,
+                    # and the window then runs batch_window from the first, so a burst is grouped
+                    # whole even when a submit stalls for a few milliseconds mid-burst.
+                    window = self.batch_window if len(arrived) > 1 else min(self.batch_quiet, self.batch_window)
+                    deadline = first_at + window
                     # Regrouping costs O(n log n) in the waiting tasks, so while the scheduler still
                     # holds plenty of work, arrivals keep collecting and join it in one regroup.
                     starving = self._scheduler.waiting < 2 * len(self._slot_cpus)

@@ -225,6 +225,17 @@ def test_shutdown_fails_running_and_queued_tasks_and_leaves_no_worker():
     executor.shutdown()
 
 
+def test_a_lone_task_waits_for_the_quiet_period_not_the_whole_window():
+    executor = ScalpelExecutor(batch_window=30, batch_quiet=0.01, profiles=False)
+    executor.start()
+    try:
+        started = time.monotonic()
+        assert executor.submit(_sleep, {}, 0.01).result(timeout=60) == 0.01
+        assert time.monotonic() - started < 20  # a 30 s window alone would have held it
+    finally:
+        executor.shutdown()
+
+
 def test_context_manager_shuts_down():
     with ScalpelExecutor() as executor:
         executor.start()
@@ -236,6 +247,7 @@ def test_context_manager_shuts_down():
 @pytest.mark.parametrize(
     "kwargs, message",
     [({"policy": "lpt"}, "unknown scheduling policy 'lpt'"), ({"pin": "socket"}, "pin"), ({"batch_window": -1}, "batch_window"),
+     ({"batch_quiet": float("inf")}, "batch_quiet"),
      ({"max_batch": 0}, "max_batch"), ({"topology": [[0, 99999]]}, "99999"), ({"topology": "2x"}, "2x"),
      ({"default_footprint": "huge"}, "default_footprint")],
 )
@@ -246,7 +258,7 @@ def test_bad_construction_is_a_clear_error(kwargs, message):
 
 def test_fake_2x4_topology_dispatches_by_the_two_level_schedule():
     footprints = [13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1]
-    executor = ScalpelExecutor(topology="2x4:12MiB", batch_window=0.3)
+    executor = ScalpelExecutor(topology="2x4:12MiB", batch_window=0.3, batch_quiet=0.3)
     executor.start()
     try:
         futures = [

@@ -1,0 +1,132 @@
+"""Machines this one cannot show, simulated with a contention model calibrated here.
+
+    python benchmarks/scale.py --model calibration.json --out docs/figures/scale
+
+Two studies, every policy on the same random batches (seeded), contention model from
+``scalpel calibrate --out`` (or the defaults without ``--model``):
+
+* **paper**: the Scalpel paper's machine, 2 x Xeon E5620 (2 LLC domains x 4 cores, 12 MiB L3 each),
+  batches of 8-23 tasks drawn from its Table II kernels (``polybench-xeon-e5620`` profile).
+* **wide**: a two-socket machine with 8 LLC domains of 8 cores and 32 MiB L3 each, batches of 10x
+  to 100x as many tasks as cores, drawn from the kernel suite sized for that cache (small, medium
+  and large footprints of every kernel, solo times 1-10 s from the shipped rate table).
+
+Printed: mean makespan per policy, geometric-mean speedup over ``fifo`` and the makespan over the
+lower bound; written: ``<out>.json`` and ``<out>.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from scalpel_executor.calibration import load_model
+from scalpel_executor.profile_files import load_profile
+from scalpel_executor.scheduling import POLICIES
+from scalpel_executor.simulate import ContentionModel, SimTask, simulate
+from scalpel_executor.topology import Topology
+
+POLICY_ORDER = [p for p in ("scalpel", "longer_first", "grouping+fifo", "di", "random", "fifo") if p in POLICIES]
+
+
+def wide_pool(llc: int, cores: int) -> list[SimTask]:
+    from scalpel_executor.workloads.kernels import suite
+
+    return [SimTask(c.name, c.estimated_seconds(), c.footprint_bytes) for c in suite(llc, cores, "full", seed=7)]
+
+
+def study(name: str, pool: list[SimTask], spec: str, counts: list[int], repeats: int, model: ContentionModel,
+          seed: int) -> list[dict]:
+    topology = Topology.from_spec(spec)
+    domains = [d.cpus for d in topology.domains]
+    llc = topology.llc_size
+    rows = []
+    for count in counts:
+        makespans = {p: [] for p in POLICY_ORDER}
+        bounds = []
+        started = time.perf_counter()
+        for repeat in range(repeats):
+            rng = random.Random(seed * 1_000_003 + count * 1009 + repeat)
+            batch = rng.sample(pool, count) if count <= len(pool) else [rng.choice(pool) for _ in range(count)]
+            for policy in POLICY_ORDER:
+                result = simulate(batch, domains, llc, policy, model=model, seed=seed + repeat)
+                makespans[policy].append(result.makespan)
+            bounds.append(result.lower_bound)
+        for policy in POLICY_ORDER:
+            rows.append({
+                "study": name, "machine": spec, "tasks": count, "policy": policy, "repeats": repeats,
+                "mean_makespan": statistics.fmean(makespans[policy]),
+                "speedup_vs_fifo": statistics.geometric_mean([f / m for f, m in zip(makespans["fifo"], makespans[policy])]),
+                "over_lower_bound": statistics.fmean([m / b for m, b in zip(makespans[policy], bounds)]),
+            })
+        print(f"  {name}: {count} tasks x {repeats} batches x {len(POLICY_ORDER)} policies in "
+              f"{time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+    return rows
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    studies = list(dict.fromkeys(r["study"] for r in rows))
+    figure, axes = plt.subplots(1, len(studies), figsize=(6 * len(studies), 4.4), layout="constrained", squeeze=False)
+    for axis, name in zip(axes[0], studies):
+        of = [r for r in rows if r["study"] == name]
+        for policy in POLICY_ORDER:
+            points = [(r["tasks"], r["speedup_vs_fifo"]) for r in of if r["policy"] == policy]
+            axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=policy)
+        axis.axhline(1.0, color="black", linewidth=0.8)
+        axis.set_xlabel("tasks in the batch")
+        axis.set_ylabel("speedup over fifo (geometric mean)")
+        axis.set_title(f"{name}: {of[0]['machine']}", fontsize=10)
+        axis.legend(fontsize=8)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", help="calibration JSON from `scalpel calibrate --out` (default: the model's defaults)")
+    parser.add_argument("--paper-tasks", default="8,11,15,16,19,23")
+    parser.add_argument("--paper-repeats", type=int, default=50)
+    parser.add_argument("--wide-spec", default="8x8:32MiB")
+    parser.add_argument("--wide-factors", default="10,25,50,100", help="tasks as multiples of the wide machine's cores")
+    parser.add_argument("--wide-repeats", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="scale", help="write <out>.json and <out>.png")
+    args = parser.parse_args(argv)
+    model = ContentionModel()
+    if args.model:
+        with open(args.model) as handle:
+            model = load_model(json.load(handle))
+    print(f"contention model: rho={model.capacity_fraction:.3f}, sigma={model.sensitivity:.3f}", flush=True)
+    _, paper_pool = load_profile("polybench-xeon-e5620")
+    rows = study("paper", paper_pool, "2x4:12MiB", [int(x) for x in args.paper_tasks.split(",")],
+                 args.paper_repeats, model, args.seed)
+    wide = Topology.from_spec(args.wide_spec)
+    cores = wide.total_cores
+    pool = wide_pool(wide.llc_size, len(wide.domains[0].cpus))
+    rows += study("wide", pool, args.wide_spec, [int(f) * cores for f in args.wide_factors.split(",")],
+                  args.wide_repeats, model, args.seed)
+    print(f"\n{'study':<6} {'tasks':>6}  {'policy':<14} {'makespan s':>11} {'vs fifo':>8} {'/ bound':>8}")
+    for row in rows:
+        print(f"{row['study']:<6} {row['tasks']:>6}  {row['policy']:<14} {row['mean_makespan']:>11.1f} "
+              f"{row['speedup_vs_fifo']:>7.3f}x {row['over_lower_bound']:>8.3f}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps({"model": vars(model), "command": " ".join(sys.argv), "rows": rows},
+                                                   indent=1))
+    plot(rows, out.with_suffix(".png"))
+    print(f"wrote {out.with_suffix('.json')} and {out.with_suffix('.png')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

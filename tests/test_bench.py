@@ -1,0 +1,201 @@
+"""``scalpel bench`` and ``scalpel calibrate``: statistics, oracle, fit, and a smoke run end to end.
+
+The smoke run checks that the harness works (every peer ran, pyperf reads what it wrote, the
+calibration predicts its mixes), not that any figure is reached: figures come from real runs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scalpel_executor import bench, calibration
+from scalpel_executor.bench import Mix, MixRun, bootstrap_ratio, oracle_order, parse_list, summarise
+from scalpel_executor.simulate import ContentionModel, SimTask, simulate
+from scalpel_executor.workloads.kernels import KernelCase, size_for_footprint
+
+MiB = 2**20
+
+
+@given(st.lists(st.floats(0.1, 100), min_size=1, max_size=9), st.floats(0.2, 5))
+@settings(max_examples=60, deadline=None)
+def test_a_constant_speedup_has_a_degenerate_interval(reference, factor):
+    other = [x / factor for x in reference]
+    ratio, low, high = bootstrap_ratio(reference, other, resamples=200)
+    assert ratio == pytest.approx(factor)
+    assert low == pytest.approx(factor) and high == pytest.approx(factor)
+
+
+@given(st.lists(st.tuples(st.floats(0.5, 2), st.floats(0.5, 2)), min_size=2, max_size=8))
+@settings(max_examples=60, deadline=None)
+def test_the_interval_brackets_the_resampled_ratios_and_swaps_to_its_reciprocal(pairs):
+    reference, other = [a for a, _ in pairs], [b for _, b in pairs]
+    ratio, low, high = bootstrap_ratio(reference, other, resamples=300, seed=1)
+    back, back_low, back_high = bootstrap_ratio(other, reference, resamples=300, seed=1)
+    assert low <= high
+    assert back == pytest.approx(1 / ratio)
+    assert back_low == pytest.approx(1 / high) and back_high == pytest.approx(1 / low)
+
+
+def test_bootstrap_refuses_unpaired_samples():
+    with pytest.raises(ValueError, match="paired"):
+        bootstrap_ratio([1.0, 2.0], [1.0])
+
+
+def _case(kernel: str, footprint: float, steps: int) -> KernelCase:
+    return KernelCase(kernel, size_for_footprint(kernel, footprint), steps)
+
+
+@given(st.lists(st.tuples(st.booleans(), st.floats(0.5, 2.0)), min_size=2, max_size=6))
+@settings(max_examples=40, deadline=None)
+def test_the_oracle_order_is_never_worse_than_fifo_or_lpt_in_the_model(draws):
+    llc = 56 * MiB
+    cases = [_case("spmv", 34 * MiB if big else 1.8 * MiB, k + 1) for k, (big, _) in enumerate(draws)]
+    seconds = [s for _, s in draws]
+    best = oracle_order(cases, seconds, 2, llc)
+    assert sorted(c.name for c in best) == sorted(c.name for c in cases)  # a reordering, nothing lost
+
+    def makespan(order, policy):
+        tasks = [SimTask(c.name, seconds[cases.index(c)], c.footprint_bytes) for c in order]
+        return simulate(tasks, [[0, 1]], llc, policy).makespan
+
+    for policy in ("fifo", "longer_first"):
+        assert makespan(best, "fifo") <= makespan(cases, policy) + 1e-9
+
+
+def test_the_oracle_pairs_large_with_small_when_large_pairs_thrash():
+    llc = 56 * MiB
+    cases = [_case("spmv", 34 * MiB, 10 + k) for k in range(2)] + [_case("spmv", 1.8 * MiB, 20 + k) for k in range(2)]
+    best = oracle_order(cases, [1.0] * 4, 2, llc)
+    # fifo hands the first two cases to the two cores: one large, one small
+    assert sorted(c.footprint_bytes > llc / 2 for c in best[:2]) == [False, True]
+
+
+def _runs(peer: str, mix: str, makespans: list[float]) -> list[MixRun]:
+    return [MixRun(peer, mix, r, m) for r, m in enumerate(makespans)]
+
+
+def test_summary_gives_ratios_bounds_and_the_share_of_the_oracle_gap():
+    cases = (_case("spmv", 1 * MiB, 1), _case("spmv", 1 * MiB, 2))
+    mix = Mix("contention", "kernels", cases, cases)
+    solo = {cases[0].name: [1.0, 1.0, 1.0], cases[1].name: [3.0, 3.0, 3.0]}
+    runs = (_runs("htex-block", "contention", [5.0, 5.0, 5.0]) + _runs("oracle", "contention", [4.0, 4.0, 4.0])
+            + _runs("scalpel:scalpel", "contention", [4.5, 4.5, 4.5])
+            + [MixRun("threads", "contention", 0, None, error="RuntimeError: boom")])
+    rows = {row["peer"]: row for row in summarise(runs, [mix], solo, cores=2, resamples=100)}
+    assert rows["scalpel:scalpel"]["vs_reference"] == pytest.approx(5.0 / 4.5)
+    assert rows["scalpel:scalpel"]["lower_bound"] == pytest.approx(3.0)  # longest task beats 4 s / 2 cores
+    assert rows["scalpel:scalpel"]["over_lower_bound"] == pytest.approx(1.5)
+    assert rows["scalpel:scalpel"]["gap_captured"] == pytest.approx(0.5)
+    assert rows["oracle"]["gap_captured"] == pytest.approx(1.0)
+    assert rows["threads"]["runs"] == 0 and rows["threads"]["errors"] == ["RuntimeError: boom"]
+    assert "median" not in rows["threads"]
+    lines = bench.format_table(list(rows.values()))
+    assert any("failed: RuntimeError: boom" in line for line in lines)
+
+
+def test_lists_name_what_is_wrong():
+    assert parse_list("scalpel:*,htex-block", bench.PEERS, "--peers", ()) == [
+        *(f"scalpel:{p}" for p in bench.SCALPEL_POLICIES), "htex-block"]
+    with pytest.raises(ValueError, match="'htex-blok'"):
+        parse_list("htex-blok", bench.PEERS, "--peers", ())
+    with pytest.raises(ValueError, match="'random' is not benchmarked"):
+        parse_list("scalpel:random", bench.PEERS, "--peers", ())
+    with pytest.raises(ValueError, match="unknown mix 'suite-3x'"):
+        bench.build_mixes(["suite-3x"], 56 * MiB, 2)
+
+
+@given(st.floats(0.2, 2.0), st.floats(0.1, 3.0))
+@settings(max_examples=25, deadline=None)
+def test_the_fit_reproduces_pairs_that_a_model_generated(rho, sigma):
+    llc = 56 * MiB
+    truth = ContentionModel(rho, sigma)
+    sizes = [1 * MiB, 8 * MiB, 16 * MiB, 24 * MiB, 34 * MiB, 48 * MiB, 64 * MiB, 96 * MiB]
+    pairs = [calibration.PairObservation(str(a), str(b), a, b, truth.slowdowns([a, b], [sigma] * 2, llc)[0])
+             for a in sizes for b in sizes]
+    fit = calibration.fit_model(pairs, llc)
+    assert fit.rms_error < 0.01  # the grid is coarse in rho; the slowdowns it predicts are not
+
+
+def test_calibration_documents_are_checked():
+    with pytest.raises(ValueError, match="co-run document"):
+        calibration.pairs_from_corun({"cases": []})
+    with pytest.raises(ValueError, match="calibration document"):
+        calibration.load_model({"rho": 1})
+    with pytest.raises(ValueError, match="bench record"):
+        calibration.predict_bench({"format": "other"}, ContentionModel())
+    with pytest.raises(ValueError, match="at least one"):
+        calibration.fit_model([], 56 * MiB)
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    done = subprocess.run([sys.executable, "-m", "scalpel_executor.cli", "bench", "--smoke", "--llc", "8MiB",
+                           "--out", str(out)], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out, done
+
+
+def test_the_smoke_run_runs_every_peer_on_every_mix_and_pyperf_reads_it(smoke):
+    import pyperf
+
+    out, done = smoke
+    record = json.loads((out / "bench.json").read_text())
+    mixes = [m["name"] for m in record["mixes"]]
+    assert mixes == ["contention", "suite-2x", "light", "noop-throughput", "noop-latency"]
+    peers = {row["peer"] for row in record["summary"]}
+    assert peers == {"htex-block", "threads", "processpool", "scalpel:scalpel", "oracle"}
+    for row in record["summary"]:
+        assert row["failed"] == 0, row
+        assert row["runs"] == 2 and all(m > 0 for m in row["makespans"])
+    contention = [row for row in record["summary"] if row["mix"] == "contention"]
+    assert {row["peer"] for row in contention} == peers  # the oracle runs the contention mix only
+    assert all(row["peer"] != "oracle" for row in record["summary"] if row["mix"] != "contention")
+    kernel_rows = [r for r in record["summary"] if r["mix"] in ("contention", "suite-2x", "light")]
+    assert all(r["lower_bound"] > 0 and "ci_low" in r for r in kernel_rows)
+    assert all(len(times) == 2 for times in record["solo"].values())  # a solo pass per repeat
+    latency = next(r for r in record["summary"] if r["mix"] == "noop-latency" and r["peer"] == "htex-block")
+    assert latency["median_latency_ms"] > 0
+    suites = {p: pyperf.BenchmarkSuite.load(path) for p, path in record["files"]["pyperf"].items()}
+    assert set(suites) == peers
+    assert sorted(suites["htex-block"].get_benchmark_names()) == sorted(mixes)
+    assert suites["scalpel:scalpel"].get_benchmark("contention").get_nrun() == 2
+    compared = subprocess.run([sys.executable, "-m", "pyperf", "compare_to", record["files"]["pyperf"]["htex-block"],
+                               record["files"]["pyperf"]["scalpel:scalpel"], "--table"],
+                              capture_output=True, text=True, timeout=120)
+    assert compared.returncode == 0, compared.stderr
+    assert (out / "bench.png").stat().st_size > 10_000
+    assert "vs htex-block" in done.stdout and "pyperf compare_to" in done.stdout
+
+
+def test_calibrate_fits_a_corun_document_and_predicts_the_smoke_mixes(smoke, tmp_path):
+    out, _ = smoke
+    sizes = [1 * MiB, 4 * MiB, 6 * MiB]
+    truth = ContentionModel(0.8, 0.6)
+    document = {"llc_bytes": 8 * MiB, "cases": [{"label": f"spmv@{s}", "footprint_bytes": s} for s in sizes],
+                "slowdown": [[truth.slowdowns([a, b], [0.6, 0.6], 8 * MiB)[0] for b in sizes] for a in sizes]}
+    corun = tmp_path / "corun.json"
+    corun.write_text(json.dumps(document))
+    done = subprocess.run([sys.executable, "-m", "scalpel_executor.cli", "calibrate", str(corun), "--bench",
+                           str(out / "bench.json"), "--out", str(tmp_path / "cal.json"), "--plot",
+                           str(tmp_path / "cal.png")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    record = json.loads((tmp_path / "cal.json").read_text())
+    assert record["rms_error"] < 0.01
+    held = record["held_out"]
+    assert held["predictions"] >= 6  # contention, suite-2x, light under three fifo-like peers and Scalpel
+    assert all(row["predicted"] > 0 and math.isfinite(row["error"]) for row in held["rows"])
+    assert "held-out mixes" in done.stdout
+    simulated = subprocess.run([sys.executable, "-m", "scalpel_executor.cli", "simulate", "--tasks", "8",
+                                "--repeats", "2", "--model", str(tmp_path / "cal.json"), "--json"],
+                               capture_output=True, text=True, timeout=300)
+    assert simulated.returncode == 0, simulated.stderr
+    assert json.loads(simulated.stdout)["model"] == {"capacity_fraction": record["capacity_fraction"],
+                                                     "sensitivity": record["sensitivity"]}
