@@ -154,7 +154,7 @@ def build_mixes(names: Sequence[str], llc: int, cores: int, *, scale: str = "ben
         if name == "contention":
             cases = contention_mix(llc, cores, 4 * cores, scale=scale, seed=seed)
             if calibrate_cases:
-                cases, seconds = _calibrated_alike(cases, calibrate)
+                cases, seconds = calibrated_alike(cases, calibrate)
             else:
                 seconds = [c.estimated_seconds() for c in cases]
             large = [c for c in cases if c.footprint_bytes > llc / cores]
@@ -182,7 +182,7 @@ def build_mixes(names: Sequence[str], llc: int, cores: int, *, scale: str = "ben
     return mixes
 
 
-def _calibrated_alike(cases: list, calibrate: Callable) -> tuple[list, list[float]]:
+def calibrated_alike(cases: list, calibrate: Callable) -> tuple[list, list[float]]:
     """Each distinct (kernel, size) timed here; every case keeps its planned run time, so its
     jitter survives and large and small last alike. Returns the cases and their expected seconds."""
     from scalpel_executor.workloads.kernels import KernelCase
@@ -193,8 +193,9 @@ def _calibrated_alike(cases: list, calibrate: Callable) -> tuple[list, list[floa
     out = []
     for case in cases:
         key = (case.kernel, case.size)
-        if key not in per_step:  # median of three one-second probes: one short probe was seen 30% off
-            per_step[key] = statistics.median(target / calibrate(case, target, probe_seconds=target).steps
+        if key not in per_step:  # median of three probes of up to 1 s: one short probe was seen 30% off
+            probe = min(target, 1.0)
+            per_step[key] = statistics.median(target / calibrate(case, target, probe_seconds=probe).steps
                                               for _ in range(3))
         out.append(KernelCase(case.kernel, case.size, max(1, round(planned[case] / per_step[key]))))
     return out, [c.steps * per_step[(c.kernel, c.size)] for c in out]

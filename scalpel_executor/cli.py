@@ -261,8 +261,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def _read_json(path: str, what: str) -> dict:
+    """A JSON document, gzip-compressed when its name ends in .gz."""
+    import gzip
+
     try:
-        with open(path) as handle:
+        with (gzip.open(path, "rt") if str(path).endswith(".gz") else open(path)) as handle:
             return json.load(handle)
     except json.JSONDecodeError as error:
         raise ValueError(f"{path} is not a JSON {what}: {error}") from None

@@ -3,7 +3,8 @@
 ::
 
     topology (sysfs) ─ LLC size (--llc overrides) ─> contention_mix: large kernels (~60% of the LLC,
-                                                     fit alone, not together) then small ones
+                                                     fit alone, not together) then small ones,
+                                                     each distinct case timed here so all last alike
     for repeat in 1..R:                                                          (interleaved)
     1.     solo pass: every case alone on one pinned core, through a ScalpelExecutor with the
            demo's own profile store: solo times (median over repeats: slowdowns, lower bound) and
@@ -297,6 +298,10 @@ def run_demo(*, tasks: int | None, scale: str, repeats: int, policies: Sequence[
     llc, llc_note = machine_llc(topology, llc_override)
     tasks = tasks if tasks is not None else 4 * cores
     cases = contention_mix(llc, cores, tasks, scale=scale, seed=seed)
+    from scalpel_executor.bench import calibrated_alike
+    from scalpel_executor.workloads.kernels import calibrate
+
+    cases, _ = calibrated_alike(cases, calibrate)  # time each distinct case here: large and small last alike
     out.mkdir(parents=True, exist_ok=True)
     store = str(out / "profiles.sqlite")
     for suffix in ("", "-wal", "-shm"):

@@ -173,6 +173,11 @@ def test_the_smoke_run_runs_every_peer_on_every_mix_and_pyperf_reads_it(smoke):
     assert compared.returncode == 0, compared.stderr
     assert (out / "bench.png").stat().st_size > 10_000
     assert "vs htex-block" in done.stdout and "pyperf compare_to" in done.stdout
+    report = subprocess.run([sys.executable, "-m", "scalpel_executor.cli", "bench", "--report", str(out / "bench.json"),
+                             "--markdown"], capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr
+    table = report.stdout.splitlines()
+    assert table[0].startswith("| mix | peer |") and len(table) == 2 + len(record["summary"])
 
 
 def test_calibrate_fits_a_corun_document_and_predicts_the_smoke_mixes(smoke, tmp_path):
