@@ -51,6 +51,7 @@ from scalpel_executor.demo import (
     warm_up,
 )
 from scalpel_executor.scheduling import POLICIES
+from scalpel_executor.simulate import lower_bound
 from scalpel_executor.topology import Topology
 from scalpel_executor.units import format_size
 
@@ -60,7 +61,6 @@ REFERENCE = "htex-block"
 SCALPEL_POLICIES = ("scalpel", "longer_first", "grouping+fifo", "fifo", "di")
 PEERS = ("htex-block", "htex-none", "threads", "processpool", *(f"scalpel:{p}" for p in SCALPEL_POLICIES), "oracle")
 MIXES = ("contention", "suite-2x", "suite-4x", "suite-8x", "light", "noop-throughput", "noop-latency", "montage")
-KERNEL_KINDS = ("kernels",)
 
 
 def noop(parsl_resource_specification=None) -> int:
@@ -357,11 +357,6 @@ def run_mix(submitter, peer: str, mix: Mix, repeat: int, out: Path, timeout: flo
 # Statistics (pure).
 
 
-def lower_bound(solo_times: Sequence[float], cores: int) -> float:
-    """No schedule of these tasks beats max(longest solo time, total solo time / cores)."""
-    return max(max(solo_times, default=0.0), sum(solo_times) / cores)
-
-
 def bootstrap_ratio(reference: Sequence[float], other: Sequence[float], *, resamples: int = 10_000,
                     seed: int = 0, confidence: float = 0.95) -> tuple[float, float, float]:
     """median(reference) / median(other) and a percentile bootstrap interval, resampling the
@@ -587,8 +582,10 @@ def run_bench(*, mixes: Sequence[str], peers: Sequence[str], repeats: int, llc_o
     for peer in peers:
         if peer not in PEERS:
             raise ValueError(f"unknown peer {peer!r} in --peers; choose from {', '.join(PEERS)}")
-    if repeats < 1:
-        raise ValueError(f"repeats must be at least 1, got {repeats}")
+    for name, value, least in (("repeats", repeats, 1), ("noop_tasks", noop_tasks, 1),
+                               ("latency_tasks", latency_tasks, 1), ("montage_tiles", montage_tiles, 2)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name.replace('_', '-')} must be a whole number >= {least}, got {value!r}")
     if "montage" in mixes:
         from scalpel_executor.workloads.montage import require_montage
 
@@ -607,7 +604,7 @@ def run_bench(*, mixes: Sequence[str], peers: Sequence[str], repeats: int, llc_o
     built = build_mixes(list(mixes), llc, cores, scale=scale, seed=seed, noop_tasks=noop_tasks,
                         latency_tasks=latency_tasks, montage_tiles=montage_tiles, model=model)
     for mix in built:
-        printer(f"mix {mix.name:<16} {mix.tasks:>5} tasks  {mix.note}")
+        printer(f"mix {mix.name:<16} {mix.tasks:>5} {'tiles' if mix.kind == 'montage' else 'tasks'}  {mix.note}")
     kernel_cases = list(dict.fromkeys(c for mix in built if mix.kind == "kernels" for c in mix.cases))
     solo: dict[str, list[float]] = {}
     runs: list[MixRun] = []

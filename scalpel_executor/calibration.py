@@ -22,7 +22,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
-from scalpel_executor.simulate import ContentionModel, SimTask, simulate
+from scalpel_executor.simulate import ContentionModel, SimTask, lower_bound, simulate
 
 #: How each peer hands tasks to workers, as a scheduler policy: Parsl's executors and the process
 #: pool give the next task in submission order to whichever worker is free.
@@ -154,8 +154,6 @@ def predict_bench(bench: dict, model: ContentionModel, llc: float | None = None)
     order the peer submitted them; the machine is the bench machine's domains and LLC (``llc``
     overrides the LLC). Peers whose policy is unknown are skipped.
     """
-    from scalpel_executor.bench import lower_bound
-
     if bench.get("format") != "scalpel-bench/1":
         raise ValueError("not a bench record: expected format scalpel-bench/1 (scalpel bench writes bench.json)")
     machine = bench["machine"]

@@ -197,13 +197,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
     mixes = parse_list(args.mixes, MIXES, "--mixes", default_mixes)
     peers = parse_list(args.peers, PEERS, "--peers", PEERS)
     smoke = args.smoke
+    model = None
+    if args.model:
+        from scalpel_executor.calibration import load_model
+
+        model = load_model(_read_json(args.model, "calibration"))
     printer = (lambda text: print(text, file=sys.stderr)) if args.json else print
     record = run_bench(
         mixes=mixes, peers=peers, repeats=args.repeats if args.repeats is not None else (2 if smoke else 5),
         llc_override=args.llc, out=Path(args.out), scale="quick" if smoke else args.scale, seed=args.seed,
         noop_tasks=args.noop_tasks if args.noop_tasks is not None else (50 if smoke else 2000),
         latency_tasks=args.latency_tasks if args.latency_tasks is not None else (20 if smoke else 200),
-        montage_tiles=args.montage_tiles, resamples=200 if smoke else 10_000, printer=printer,
+        montage_tiles=args.montage_tiles, resamples=200 if smoke else 10_000, printer=printer, model=model,
     )
     if args.json:
         print(json.dumps(record, indent=1))
@@ -382,6 +387,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--noop-tasks", type=int, help="tasks of noop-throughput (default 2000)")
     bench.add_argument("--latency-tasks", type=int, help="round trips of noop-latency (default 200)")
     bench.add_argument("--montage-tiles", type=int, default=16, help="tiles of the montage mix (default 16)")
+    bench.add_argument("--model", help="calibration JSON (scalpel calibrate --out) for the oracle's search "
+                       "(default: the contention model's defaults)")
     bench.add_argument("--out", default="scalpel-bench", help="output folder (default ./scalpel-bench)")
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("--smoke", action="store_true", help="a one-minute check that the harness works: small "

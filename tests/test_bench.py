@@ -16,7 +16,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scalpel_executor import bench, calibration
-from scalpel_executor.bench import Mix, MixRun, bootstrap_ratio, oracle_order, parse_list, summarise
+from scalpel_executor.bench import (
+    Mix,
+    MixRun,
+    bootstrap_ratio,
+    oracle_order,
+    parse_list,
+    summarise,
+)
 from scalpel_executor.simulate import ContentionModel, SimTask, simulate
 from scalpel_executor.workloads.kernels import KernelCase, size_for_footprint
 
@@ -109,6 +116,10 @@ def test_lists_name_what_is_wrong():
         parse_list("scalpel:random", bench.PEERS, "--peers", ())
     with pytest.raises(ValueError, match="unknown mix 'suite-3x'"):
         bench.build_mixes(["suite-3x"], 56 * MiB, 2)
+    with pytest.raises(ValueError, match="noop-tasks must be a whole number >= 1, got 0"):
+        bench.run_bench(mixes=["noop-throughput"], peers=["threads"], repeats=1, out=None, noop_tasks=0)
+    with pytest.raises(ValueError, match="unknown peer 'htex'"):
+        bench.run_bench(mixes=["noop-throughput"], peers=["htex"], repeats=1, out=None)
 
 
 @given(st.floats(0.2, 2.0), st.floats(0.1, 3.0))
@@ -204,3 +215,25 @@ def test_calibrate_fits_a_corun_document_and_predicts_the_smoke_mixes(smoke, tmp
     assert simulated.returncode == 0, simulated.stderr
     assert json.loads(simulated.stdout)["model"] == {"capacity_fraction": record["capacity_fraction"],
                                                      "sensitivity": record["sensitivity"]}
+
+
+class _FailingSubmitter:
+    """A started peer whose every task fails, as a crashed worker pool would."""
+
+    def app(self, function):
+        from concurrent.futures import Future
+
+        def submit(*args):
+            future = Future()
+            future.set_exception(RuntimeError(f"worker lost running {function.__name__}"))
+            return future
+
+        return submit
+
+
+def test_a_failing_mix_is_recorded_with_its_error_and_the_bench_goes_on(tmp_path):
+    mix = Mix("light", "kernels", (_case("spmv", 1 * MiB, 1),))
+    run = bench.run_mix(_FailingSubmitter(), "threads", mix, 0, tmp_path, timeout=5)
+    assert run.makespan is None and run.error == "RuntimeError: worker lost running timed_kernel"
+    noop = bench.run_mix(_FailingSubmitter(), "threads", Mix("noop-latency", "latency", count=3), 0, tmp_path, 5)
+    assert noop.error.startswith("RuntimeError") and noop.makespan is None
