@@ -203,6 +203,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         model = load_model(_read_json(args.model, "calibration"))
     printer = (lambda text: print(text, file=sys.stderr)) if args.json else print
+    if "montage" in mixes:
+        from scalpel_executor.workloads.montage import MontageUnavailable, require_montage
+
+        try:
+            require_montage()
+        except MontageUnavailable as error:
+            raise ValueError(f"--mixes montage: {error}") from None
     record = run_bench(
         mixes=mixes, peers=peers, repeats=args.repeats if args.repeats is not None else (2 if smoke else 5),
         llc_override=args.llc, out=Path(args.out), scale="quick" if smoke else args.scale, seed=args.seed,

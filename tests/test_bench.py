@@ -237,3 +237,23 @@ def test_a_failing_mix_is_recorded_with_its_error_and_the_bench_goes_on(tmp_path
     assert run.makespan is None and run.error == "RuntimeError: worker lost running timed_kernel"
     noop = bench.run_mix(_FailingSubmitter(), "threads", Mix("noop-latency", "latency", count=3), 0, tmp_path, 5)
     assert noop.error.startswith("RuntimeError") and noop.makespan is None
+
+
+def test_the_montage_mix_without_montagepy_is_one_clear_line(monkeypatch, capsys, tmp_path):
+    import importlib
+
+    from scalpel_executor import cli
+    from scalpel_executor.workloads import montage
+
+    real = importlib.import_module
+
+    def without_montagepy(name, *args):
+        if name.startswith("MontagePy"):
+            raise ImportError(f"No module named {name!r}")
+        return real(name, *args)
+
+    monkeypatch.setattr(montage.importlib, "import_module", without_montagepy)
+    assert cli.main(["bench", "--mixes", "montage", "--out", str(tmp_path)]) == 2
+    error = capsys.readouterr().err
+    assert "--mixes montage" in error and "MontagePy" in error and "pip install" in error
+    assert not (tmp_path / "bench.json").exists()  # refused before anything ran
