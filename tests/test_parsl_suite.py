@@ -11,13 +11,18 @@ import parsl.tests
 CONFIG = Path(__file__).with_name("parsl_suite_config.py")
 PARSL_TESTS = os.path.dirname(parsl.tests.__file__)
 # Parsl's ThreadPoolExecutor and HighThroughputExecutor configs pass this many on this kind of machine.
-EXPECTED_PASSES = 143
+EXPECTED_PASSES = 142
+# test_stdout_stderr_staging_zip reads the zip file as soon as stdout's DataFuture resolves, while
+# stderr's stage-out may still be writing into the same file: it fails now and then under any
+# executor (Parsl issue #3467, "bad zip file CI failure"), so it is left out here.
+KNOWN_FLAKY = ("test_stdout_stderr_staging_zip",)
 
 
 def test_parsl_config_mode_suite_passes(tmp_path):
     command = [
         sys.executable, "-m", "pytest", PARSL_TESTS, "--config", str(CONFIG),
-        "-k", "not cleannet and not unix_filesystem_permissions_required",
+        "-k", " and ".join(["not cleannet", "not unix_filesystem_permissions_required",
+                            *(f"not {name}" for name in KNOWN_FLAKY)]),
         "-q", "-p", "no:cacheprovider", "-o", "addopts=",  # keep this project's pytest options out
     ]
     run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=1200)
