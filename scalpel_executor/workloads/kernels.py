@@ -157,6 +157,21 @@ def _uniform(state: State, rng: np.random.Generator, names: Iterable[str]) -> No
         state[name][...] = rng.random(state[name].shape)
 
 
+def _checked_init(inputs: Iterable[str], accumulator: str | None = None) -> Callable[[State, np.random.Generator], None]:
+    """The init of a kernel checked by Freivalds' test: ``inputs`` uniform in [0, 1), the check
+    vector ``x`` uniform in [-1, 1), and, for a kernel that accumulates into ``accumulator``, that
+    matrix's initial product with ``x``, kept as ``<accumulator, lower case>0x``."""
+    inputs = tuple(inputs)
+
+    def init(s: State, rng: np.random.Generator) -> None:
+        _uniform(s, rng, inputs)
+        s["x"][...] = rng.uniform(-1, 1, s["x"].shape)
+        if accumulator is not None:
+            np.matmul(s[accumulator], s["x"], out=s[f"{accumulator.lower()}0x"])
+
+    return init
+
+
 # ----------------------------------------------------------------------------------------------
 # Linear algebra: gemm, 2mm, 3mm, syrk, syr2k, trisolv, covariance, correlation, doitgen.
 # Each step recomputes or accumulates a matrix product with BLAS into a preallocated buffer;
@@ -168,10 +183,7 @@ def _gemm_arrays(n: int) -> ArraySpec:
     return _square(n, "ABCT") | _vectors(n, ("x", "c0x"))
 
 
-def _gemm_init(s: State, rng: np.random.Generator) -> None:
-    _uniform(s, rng, "ABC")
-    s["x"][...] = rng.uniform(-1, 1, s["x"].shape)
-    np.matmul(s["C"], s["x"], out=s["c0x"])
+_gemm_init = _checked_init("ABC", "C")
 
 
 def _gemm_run(s: State, steps: int) -> np.ndarray:
@@ -202,10 +214,7 @@ def _mm2_arrays(n: int) -> ArraySpec:
     return _square(n, "ABCDTU") | _vectors(n, ("x", "d0x"))
 
 
-def _mm2_init(s: State, rng: np.random.Generator) -> None:
-    _uniform(s, rng, "ABCD")
-    s["x"][...] = rng.uniform(-1, 1, s["x"].shape)
-    np.matmul(s["D"], s["x"], out=s["d0x"])
+_mm2_init = _checked_init("ABCD", "D")
 
 
 def _mm2_run(s: State, steps: int) -> np.ndarray:
@@ -236,9 +245,7 @@ def _mm3_arrays(n: int) -> ArraySpec:
     return _square(n, "ABCDEFG") | _vectors(n, "x")
 
 
-def _mm3_init(s: State, rng: np.random.Generator) -> None:
-    _uniform(s, rng, "ABCD")
-    s["x"][...] = rng.uniform(-1, 1, s["x"].shape)
+_mm3_init = _checked_init("ABCD")
 
 
 def _mm3_run(s: State, steps: int) -> np.ndarray:
@@ -262,10 +269,7 @@ def _syrk_arrays(n: int) -> ArraySpec:
     return _square(n, "ACT") | _vectors(n, ("x", "c0x"))
 
 
-def _syrk_init(s: State, rng: np.random.Generator) -> None:
-    _uniform(s, rng, "AC")
-    s["x"][...] = rng.uniform(-1, 1, s["x"].shape)
-    np.matmul(s["C"], s["x"], out=s["c0x"])
+_syrk_init = _checked_init("AC", "C")
 
 
 def _syrk_run(s: State, steps: int) -> np.ndarray:
@@ -358,9 +362,7 @@ def _covariance_arrays(n: int) -> ArraySpec:
     return _square(n, ("data", "cov")) | _vectors(n, ("mean", "x"))
 
 
-def _covariance_init(s: State, rng: np.random.Generator) -> None:
-    _uniform(s, rng, ("data",))
-    s["x"][...] = rng.uniform(-1, 1, s["x"].shape)
+_covariance_init = _checked_init(("data",))
 
 
 def _covariance_run(s: State, steps: int) -> np.ndarray:
