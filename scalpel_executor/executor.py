@@ -35,7 +35,8 @@ from parsl.utils import RepresentationMixin
 
 from scalpel_executor.estimates import Estimator
 from scalpel_executor.hints import parse_hints, parse_walltime
-from scalpel_executor.node import ExecutorShutdown, NodeScheduler, NodeTask, Outcome, WalltimeExceeded, WorkerDied
+from scalpel_executor.errors import ExecutorFailed, ExecutorShutdown, TaskExit, WalltimeExceeded, WorkerDied
+from scalpel_executor.node import NodeScheduler, NodeTask, Outcome
 from scalpel_executor.profile_store import ProfileStore, default_path
 from scalpel_executor.scheduling import resolve_policy
 from scalpel_executor.topology import Topology
@@ -43,7 +44,8 @@ from scalpel_executor.units import parse_size
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ExecutorShutdown", "ScalpelExecutor", "TaskRecord", "WalltimeExceeded", "WorkerDied", "scalpel_config"]
+__all__ = ["ExecutorFailed", "ExecutorShutdown", "ScalpelExecutor", "TaskExit", "TaskRecord", "WalltimeExceeded",
+           "WorkerDied", "scalpel_config"]
 
 RECORDS_KEPT = 100_000  # finished tasks remembered in ``records`` (a campaign may run millions)
 
@@ -150,6 +152,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             raise ValueError(f"pin must be 'core' or 'domain', got {pin!r}")
         if not label.strip():
             raise ValueError(f"label must name the executor, as in executors=['scalpel'], got {label!r}")
+        if "/" in label or "\0" in label or label in (".", ".."):
+            raise ValueError(f"label names the executor's files in the run directory and cannot contain '/' "
+                             f"or NUL or be '.' or '..'; got {label!r}; try {label.replace('/', '-')!r}")
         for name, value in (("batch_window", batch_window), ("batch_quiet", batch_quiet), ("max_batch", max_batch),
                             ("default_runtime", default_runtime)):
             if isinstance(value, bool):
@@ -297,8 +302,10 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                 wrapper = deserialize(outcome.payload)
                 try:
                     wrapper.reraise()
-                except BaseException as error:  # noqa: BLE001 - the task's own exception, re-raised
+                except Exception as error:  # the task's own exception, re-raised
                     future.set_exception(error)
+                except BaseException as error:  # noqa: BLE001 - sys.exit() in a task fails that task alone
+                    future.set_exception(TaskExit.wrap(error))
         except InvalidStateError:
             pass  # cancelled by the caller; nothing to deliver
         except Exception as error:  # noqa: BLE001 - e.g. a result that cannot be deserialized here

@@ -29,9 +29,11 @@ Failures, all handled on the dispatch thread::
     replacement silent for READY_TIMEOUT, or dead before "ready" ──> counted; after
         MAX_FAILED_STARTS in a row the slot is retired; with no slot left every unfinished task fails
 
-A dead worker's slot stays busy in the Scheduler until its replacement says it is ready, so no task
-is sent to a core without a worker. Every task ends exactly once: with a result, its exception,
-``WorkerDied``, ``WalltimeExceeded`` or ``ExecutorShutdown``.
+A dead worker's slot is disabled in the Scheduler (``disable``) until its replacement says it is
+ready (``enable``), whether it died idle, running a task or starting, so no task is sent to a core
+without a worker and no message order can book a core twice. Every task ends exactly once: with a
+result, its exception, ``WorkerDied``, ``WalltimeExceeded``, ``ExecutorShutdown`` or, if the
+dispatch thread itself breaks, ``ExecutorFailed`` naming what broke (``scalpel_executor.errors``).
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ import logging
 import math
 import os
 import pickle
-import platform
 import queue
 import signal
 import socket
@@ -55,9 +56,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from parsl.app.errors import AppTimeout
-from parsl.executors.high_throughput.errors import WorkerLost
-
+from scalpel_executor.errors import ExecutorFailed, ExecutorShutdown, WalltimeExceeded, WorkerDied
 from scalpel_executor.scheduling import Scheduler, Task, resolve_policy
 from scalpel_executor.topology import Topology
 
@@ -67,41 +66,6 @@ THREAD_ENV_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
 READY_TIMEOUT = 60.0  # seconds a new worker may take to import and report ready
 WALLTIME_GRACE = 3.0  # seconds past a task's walltime before its worker is killed
 MAX_FAILED_STARTS = 3  # replacements in a row that die before "ready" before a slot is retired
-
-
-class WorkerDied(WorkerLost, RuntimeError):
-    """The worker process running a task died (signal, ``os._exit``, out of memory).
-
-    A subclass of Parsl's ``WorkerLost`` (what HighThroughputExecutor raises when a worker is lost),
-    so ``except WorkerLost`` clauses and retry handlers written for Parsl's executors keep working.
-    ``task_id``, ``cpus`` and ``cause`` say which task, where and why; ``worker_id`` is the pid.
-    """
-
-    def __init__(self, message: str, *, task_id: int | None = None, pid: int | None = None,
-                 cpus: tuple[int, ...] = (), cause: str = ""):
-        RuntimeError.__init__(self, message)  # args == (message,): pickles and prints as itself
-        self.worker_id, self.hostname = pid, platform.node()
-        self.task_id, self.cpus, self.cause = task_id, tuple(cpus), cause
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-
-class WalltimeExceeded(AppTimeout):
-    """A task ran past its ``walltime`` plus the grace period and its worker was killed.
-
-    Parsl's own ``walltime`` raises ``AppTimeout`` inside the task's Python bytecode; a task blocked
-    in C code never sees it, so the node scheduler kills the worker as a last resort. A subclass of
-    ``AppTimeout``, so callers catch both cases with one clause.
-    """
-
-    def __init__(self, message: str, *, task_id: int | None = None, walltime: float | None = None):
-        super().__init__(message)
-        self.task_id, self.walltime = task_id, walltime
-
-
-class ExecutorShutdown(RuntimeError):
-    """The executor was shut down before the task finished."""
 
 
 @dataclass(eq=False)
@@ -229,27 +193,46 @@ class NodeScheduler:
         self.retired_slots: set[int] = set()  # slots whose replacements kept dying before "ready"
         self._failed_starts: dict[int, int] = {}  # slot -> replacements in a row that died unready
         self._no_workers_left = False
+        self._failure: str | None = None  # why the dispatch thread itself failed, if it did
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
-        workers = [self._spawn(slot) for slot in range(len(self._slot_cpus))]
+        """Start one worker per slot and wait until each reports ready.
+
+        A worker that dies before it is ready is replaced, as later in the run; a slot whose
+        starts fail MAX_FAILED_STARTS times in a row, or a worker silent past READY_TIMEOUT, fails
+        ``start`` with the reason, leaving no process behind.
+        """
+        for slot in range(len(self._slot_cpus)):
+            self._spawn(slot)
         deadline = time.monotonic() + READY_TIMEOUT
-        for worker in workers:
-            ready = worker.connection.poll(max(0.0, deadline - time.monotonic()))
-            try:
-                message = pickle.loads(worker.connection.recv_bytes()) if ready else None
-            except (EOFError, OSError):
-                message = None
-            if not message or message[0] != "ready":
-                self._stopping.set()
-                self._kill_all()
-                self._close_wake_pipe()
-                raise RuntimeError(
-                    f"the worker for CPUs {worker.cpus} did not start within {READY_TIMEOUT:.0f} s "
-                    f"(exit code {worker.process.poll()}); its error output is above"
-                )
-            worker.ready = True
+        while starting := {w.connection: w for w in self._workers.values() if not w.ready}:
+            for connection in wait(list(starting), max(0.0, deadline - time.monotonic())):
+                worker = starting[connection]
+                try:
+                    message = pickle.loads(connection.recv_bytes())
+                except (EOFError, OSError):
+                    message = None
+                if message and message[0] == "ready":
+                    worker.ready = True
+                    continue
+                code = worker.process.wait()
+                failures = self._failed_starts[worker.slot] = self._failed_starts.get(worker.slot, 0) + 1
+                logger.warning("worker pid %d on CPUs %s exited (code %s) before it was ready", worker.process.pid,
+                               worker.cpus, code)
+                if failures >= MAX_FAILED_STARTS:
+                    self._abort_start(f"the worker for CPUs {worker.cpus} failed to start {failures} times in a row "
+                                      f"(last exit code {code}); its error output is above")
+                with self._spawn_lock:
+                    self._spawned.remove(worker.process)
+                worker.connection.close()
+                self._spawn(worker.slot)
+            if time.monotonic() >= deadline and any(not w.ready for w in self._workers.values()):
+                late = next(w for w in self._workers.values() if not w.ready)
+                self._abort_start(f"the worker for CPUs {late.cpus} did not start within {READY_TIMEOUT:.0f} s "
+                                  f"(exit code {late.process.poll()}); its error output is above")
+        self._failed_starts.clear()
         self._completer = threading.Thread(target=self._completion_loop, name="scalpel-complete", daemon=True)
         self._completer.start()
         self._thread = threading.Thread(target=self._loop, name="scalpel-dispatch", daemon=True)
@@ -258,10 +241,18 @@ class NodeScheduler:
         # so running tasks end as ExecutorShutdown and every worker is reaped before the process goes.
         atexit.register(self.shutdown)
 
+    def _abort_start(self, reason: str) -> None:
+        self._stopping.set()
+        self._kill_all()
+        self._close_wake_pipe()
+        raise RuntimeError(reason)
+
     def submit(self, task: NodeTask) -> None:
         """Queue a task (thread-safe, never blocks). Raises ExecutorShutdown after shutdown."""
         with self._accepting:  # the wake pipe closes under this lock, so the write cannot miss it
             if self._stopping.is_set():
+                if self._failure is not None:
+                    raise ExecutorFailed(self._failure)
                 raise ExecutorShutdown(
                     "no worker could be started on any core (see the log); no new tasks are accepted"
                     if self._no_workers_left else "the executor is shut down; no new tasks are accepted")
@@ -402,9 +393,11 @@ class NodeScheduler:
                         )
                         arrived, deadline = [], None
                 self._dispatch()
-        except BaseException:  # a bug here must not leave futures pending forever
+        except BaseException as error:  # a bug here must not leave futures pending forever
             logger.exception("dispatch thread failed; failing every unfinished task")
             with self._accepting:
+                self._failure = (f"the executor's dispatch thread failed with {error!r} (a bug: please "
+                                 f"report it with the log); no new tasks are accepted")
                 self._stopping.set()
         finally:
             self._fail_unfinished(arrived)
@@ -427,12 +420,12 @@ class NodeScheduler:
         except (EOFError, OSError):
             self._worker_lost(worker)
             return
-        if message[0] == "ready":  # a replacement: its slot was kept busy until now
+        if message[0] == "ready":  # a replacement: its slot was disabled until now
             worker.ready = True
             self._failed_starts.pop(worker.slot, None)
             if worker.replaces_since is not None:
                 self.respawn_seconds.append(time.monotonic() - worker.replaces_since)
-            self._scheduler.release(worker.slot)
+            self._scheduler.enable(worker.slot)
             return
         _, task_id, ok, payload, stats = message
         task, worker.task = worker.task, None
@@ -500,6 +493,9 @@ class NodeScheduler:
             cause = f"signal {-code}"
         worker.connection.close()
         del self._workers[worker.slot]
+        # Whether it died idle, busy or before "ready", its core takes no task until a replacement
+        # says it is ready; the task the scheduler had there is the one failed below.
+        self._scheduler.disable(worker.slot)
         with self._spawn_lock:  # reaped: shutdown has nothing left to kill here
             self._spawned.remove(worker.process)
         task = worker.task
@@ -543,7 +539,7 @@ class NodeScheduler:
         while (item := self._completions.get()) is not None:
             try:
                 self._on_complete(*item)
-            except Exception:  # a failing callback must not stop the others
+            except BaseException:  # noqa: BLE001 - not even SystemExit from a callback may stop the others
                 logger.exception("completion callback failed for task %s", item[0].id)
 
     def _fail_unfinished(self, arrived: list[NodeTask]) -> None:
@@ -556,11 +552,14 @@ class NodeScheduler:
         running = [w.task for w in self._workers.values() if w.task is not None]
         self._kill_all()
         for task in running:
-            self._complete(task, Outcome(False, error=ExecutorShutdown(
+            self._complete(task, Outcome(False, error=ExecutorFailed(f"task {task.id} was lost: {self._failure}")
+                                         if self._failure else ExecutorShutdown(
                 f"task {task.id} was running on core {task.cpu} when the executor shut down")))
         for task in unfinished:
-            if self._no_workers_left:
-                error: BaseException = WorkerDied(
+            if self._failure is not None:
+                error: BaseException = ExecutorFailed(f"task {task.id} did not run: {self._failure}")
+            elif self._no_workers_left:
+                error = WorkerDied(
                     f"task {task.id} cannot run: no worker could be started on any core "
                     f"(slots {sorted(self.retired_slots)} retired); see the log for the workers' errors",
                     task_id=task.id, cause="no worker left")

@@ -7,6 +7,11 @@ only decides. The conversation is always the same three calls::
     scheduler.dispatch()          # -> [Assignment(slot, task), ...] for every idle core that can work
     scheduler.release(slot)       # the task on this core finished (or died); the core is idle again
 
+A live driver also loses cores for a while (a worker died and its replacement is starting):
+``disable(slot)`` takes a core out of dispatch and hands back the task it was running, if any;
+``enable(slot)`` puts it back. Both are idempotent, so the driver's bookkeeping does not depend on
+whether a death, a replacement's "ready" or a late result reaches it first.
+
 Cores are *slots*: positions in the topology's CPU order, each belonging to one LLC domain.
 
 How a free core chooses (Algorithm 2, generalised):
@@ -222,6 +227,7 @@ class Scheduler:
         self._buffers = [deque() for _ in cpu_lists]
         self._running: dict[int, Task] = {}  # slot index -> task
         self._idle = [True] * len(self.slots)
+        self._disabled: set[int] = set()  # slots with no worker to run a task (being replaced)
 
     # -- driver API -------------------------------------------------------------------------
 
@@ -241,7 +247,7 @@ class Scheduler:
         """
         per_domain: list[list[Slot]] = [[] for _ in self.cores_per_domain]
         for slot in self.slots:
-            if self._idle[slot.index]:
+            if self._idle[slot.index] and slot.index not in self._disabled:
                 per_domain[slot.domain].append(slot)
         assignments = []
         for rank in range(max(self.cores_per_domain)):
@@ -257,6 +263,8 @@ class Scheduler:
         slot = self.slots[slot] if isinstance(slot, int) else slot
         if not self._idle[slot.index]:
             raise ValueError(f"core {slot.cpu} (slot {slot.index}) is still running task {self._running[slot.index].id!r}")
+        if slot.index in self._disabled:
+            raise ValueError(f"core {slot.cpu} (slot {slot.index}) is disabled; enable() it first")
         task = self._choose(slot.domain)
         if task is not None:
             self._idle[slot.index] = False
@@ -270,6 +278,22 @@ class Scheduler:
             raise ValueError(f"slot {index} has no running task to release")
         self._idle[index] = True
         return self._running.pop(index)
+
+    def disable(self, slot: Slot | int) -> Task | None:
+        """Core ``slot`` cannot run tasks until :meth:`enable`; returns the task it was running, if any.
+
+        The returned task leaves the scheduler (the driver fails or resubmits it). Idempotent.
+        """
+        index = slot if isinstance(slot, int) else slot.index
+        self._disabled.add(index)
+        if self._idle[index]:
+            return None
+        self._idle[index] = True
+        return self._running.pop(index)
+
+    def enable(self, slot: Slot | int) -> None:
+        """Core ``slot`` can run tasks again (its new worker is ready). Idempotent."""
+        self._disabled.discard(slot if isinstance(slot, int) else slot.index)
 
     def drain(self) -> list[Task]:
         """Remove and return every task that has not started (for shutdown); running ones stay."""
@@ -294,7 +318,12 @@ class Scheduler:
 
     @property
     def idle_slots(self) -> list[Slot]:
-        return [s for s in self.slots if self._idle[s.index]]
+        """Cores that can take a task now: idle and not disabled."""
+        return [s for s in self.slots if self._idle[s.index] and s.index not in self._disabled]
+
+    @property
+    def disabled_slots(self) -> frozenset[int]:
+        return frozenset(self._disabled)
 
     def buffered(self, domain: int) -> list[Task]:
         return list(self._buffers[domain])

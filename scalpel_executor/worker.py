@@ -44,7 +44,7 @@ import threading
 import time
 from multiprocessing.connection import Connection
 
-PARENT_CHECK_INTERVAL = 1.0  # seconds between checks that the scheduler process still lives
+PARENT_CHECK_INTERVAL = 0.2  # seconds between checks that the scheduler process still lives (a getppid call)
 PROBE_OFF = {"footprint": None, "footprint_source": "unavailable: probe off"}
 
 logger = logging.getLogger(__name__)
@@ -58,21 +58,56 @@ def _watch_parent(parent_pid: int) -> None:
 
 
 def _run(buffer: bytes) -> tuple[bool, bytes]:
-    from parsl.app.errors import RemoteExceptionWrapper
     from parsl.serialize import serialize, unpack_apply_message
 
+    from scalpel_executor.errors import TaskExit
+
+    serving = os.getpid()
     try:
-        func, args, kwargs = unpack_apply_message(buffer)
-        result = func(*args, **kwargs)
-    except BaseException:  # noqa: BLE001 - every failure of user code travels back to the caller
-        return False, serialize(RemoteExceptionWrapper(*sys.exc_info()))
+        try:
+            func, args, kwargs = unpack_apply_message(buffer)
+            result = func(*args, **kwargs)
+        finally:
+            if os.getpid() != serving:  # a fork without exec came back here: it must not answer
+                os._exit(0)
+    except Exception:  # every failure of user code travels back to the caller
+        return False, _serialized_failure(sys.exc_info())
+    except BaseException as error:  # noqa: BLE001 - sys.exit() and the like end the task, not the worker
+        try:
+            raise TaskExit.wrap(error) from error
+        except TaskExit:
+            return False, _serialized_failure(sys.exc_info())
     try:
         return True, serialize(result)
     except BaseException as error:  # noqa: BLE001 - an unpicklable result fails this task alone
+        kind = type(result).__name__
+        del result
         try:
-            raise TypeError(f"the task's result of type {type(result).__name__} cannot be serialized: {error}") from error
+            raise TypeError(f"the task's result of type {kind} cannot be serialized: {type(error).__name__}: {error}") from error
         except TypeError:
-            return False, serialize(RemoteExceptionWrapper(*sys.exc_info()))
+            return False, _serialized_failure(sys.exc_info())
+
+
+def _serialized_failure(exc_info) -> bytes:
+    """The task's exception as Parsl's RemoteExceptionWrapper, serialized.
+
+    An exception that cannot itself be serialized (it holds an unpicklable value, or its cause is a
+    RecursionError from a 100,000-deep result) still ends the task: it travels as a RuntimeError
+    carrying its type and message, without its traceback.
+    """
+    from parsl.app.errors import RemoteExceptionWrapper
+    from parsl.serialize import serialize
+
+    try:
+        return serialize(RemoteExceptionWrapper(*exc_info))
+    except BaseException as error:  # noqa: BLE001 - the fallback below always serializes
+        text = f"{exc_info[0].__name__}: {str(exc_info[1])[:2000]}"
+        try:
+            raise RuntimeError(f"{text} (the exception itself could not be sent back: "
+                               f"{type(error).__name__}: {str(error)[:200]})") from None
+        except RuntimeError:
+            fallback = sys.exc_info()
+        return serialize(RemoteExceptionWrapper(fallback[0], fallback[1], None))
 
 
 def _open_probe():
