@@ -16,7 +16,8 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str):
     # The executor imports Parsl; load it only when asked for, so the pure core stays light.
-    if name in ("ScalpelExecutor", "scalpel_config", "WorkerDied", "ExecutorShutdown", "WalltimeExceeded"):
+    if name in ("ScalpelExecutor", "scalpel_config", "WorkerDied", "ExecutorShutdown", "ExecutorFailed", "TaskExit",
+                "WalltimeExceeded"):
         from scalpel_executor import executor
 
         return getattr(executor, name)
@@ -24,8 +25,10 @@ def __getattr__(name: str):
 
 __all__ = [
     "POLICIES",
+    "ExecutorFailed",
     "ExecutorShutdown",
     "ScalpelExecutor",
+    "TaskExit",
     "WalltimeExceeded",
     "WorkerDied",
     "scalpel_config",

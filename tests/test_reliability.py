@@ -512,3 +512,64 @@ def test_a_core_whose_replacements_cannot_start_is_retired_and_the_rest_carry_on
             executor.submit(len, {}, "ab")
     finally:
         executor.shutdown()
+
+
+# -- faults a user found: an idle worker's death, BaseException in a task, a broken dispatch thread --
+
+
+def _exit_with(code):
+    import sys
+
+    sys.exit(code)
+
+
+def _raise_keyboard_interrupt():
+    raise KeyboardInterrupt
+
+
+def test_an_idle_workers_death_replaces_it_and_later_tasks_run():
+    executor = ScalpelExecutor(profiles=False)
+    executor.start()
+    try:
+        assert executor.submit(len, {}, "a").result(timeout=GENEROUS) == 1
+        node = executor.node
+        victim = node.worker_pids[0]
+        os.kill(victim, signal.SIGKILL)
+        assert wait_until(lambda: victim not in node.worker_pids and all_workers_ready(node))
+        assert [executor.submit(len, {}, "ab").result(timeout=GENEROUS) for _ in range(6)] == [2] * 6
+        assert node.respawns == 1 and len(node.worker_pids) == 2
+    finally:
+        executor.shutdown()
+
+
+@pytest.mark.parametrize("task, args, names", [
+    (_exit_with, (3,), "sys.exit().*SystemExit\\(3\\)"),
+    (_raise_keyboard_interrupt, (), "KeyboardInterrupt"),
+])
+def test_sys_exit_or_keyboard_interrupt_in_a_task_fails_it_with_task_exit_and_the_next_completes(dfk, task, args, names):
+    from scalpel_executor import TaskExit
+
+    bad = python_app(task, executors=["scalpel"])(*args)
+    with pytest.raises(TaskExit, match=names) as caught:
+        bad.result(timeout=GENEROUS)
+    assert isinstance(caught.value.exception, (SystemExit, KeyboardInterrupt))
+    assert echo(1).result(timeout=GENEROUS) == 1
+
+
+def test_a_failing_dispatch_thread_fails_every_task_naming_what_broke():
+    from scalpel_executor import ExecutorFailed
+
+    executor = ScalpelExecutor(profiles=False)
+    executor.start()
+    try:
+        def broken():
+            raise ValueError("injected scheduler bug")
+
+        executor.node._scheduler.dispatch = broken
+        future = executor.submit(len, {}, "ab")
+        with pytest.raises(ExecutorFailed, match="dispatch thread failed with ValueError\\('injected scheduler bug'\\)"):
+            future.result(timeout=GENEROUS)
+        with pytest.raises(ExecutorFailed, match="injected scheduler bug"):
+            executor.submit(len, {}, "ab")
+    finally:
+        executor.shutdown()

@@ -214,3 +214,46 @@ def test_work_conserving_and_each_task_runs_once(policy, shape, batches, frees):
         started += [a.task.id for a in s.dispatch()]
         assert not s.idle_slots or s.waiting == 0
     assert len(started) == len(set(started)) == total
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    policy=st.sampled_from(sorted(POLICIES)),
+    tasks=st.integers(min_value=0, max_value=30),
+    events=st.lists(st.tuples(st.sampled_from(["disable", "enable", "release", "dispatch"]),
+                              st.integers(min_value=0, max_value=5)), max_size=60),
+)
+def test_disabled_cores_get_no_task_and_every_task_ends_once_in_any_event_order(policy, tasks, events):
+    """A worker's death (disable), its replacement's ready (enable) and results (release) may arrive in
+    any order, repeated: no core is booked twice, a disabled core gets nothing, no task is lost."""
+    s = Scheduler([[0, 1, 2], [3, 4, 5]], policy)
+    s.add(Task(i, footprint=i % 7, runtime=1 + i % 3) for i in range(tasks))
+    ended, running = [], {}
+
+    def dispatch():
+        for a in s.dispatch():
+            assert a.slot.index not in s.disabled_slots and a.slot.index not in running
+            running[a.slot.index] = a.task.id
+
+    for kind, slot in events:
+        if kind == "disable":
+            lost = s.disable(slot)
+            assert (lost.id if lost else None) == running.pop(slot, None)
+            if lost:
+                ended.append(lost.id)
+        elif kind == "enable":
+            s.enable(slot)
+        elif kind == "release" and slot in running:
+            assert s.release(slot).id == running[slot]
+            ended.append(running.pop(slot))
+        dispatch()
+    for slot in range(6):
+        s.enable(slot)
+    dispatch()
+    while running:
+        slot = min(running)
+        ended.append(running.pop(slot))
+        s.release(slot)
+        dispatch()
+    assert s.waiting == 0
+    assert sorted(ended) == list(range(tasks))  # each task ended exactly once
