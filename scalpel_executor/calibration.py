@@ -18,11 +18,13 @@ The mixes are held out: the fit sees pairs only. Pure functions on the two JSON 
 from __future__ import annotations
 
 import math
+import numbers
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 from scalpel_executor.simulate import ContentionModel, SimTask, lower_bound, simulate
+from scalpel_executor.units import parse_size
 
 #: How each peer hands tasks to workers, as a scheduler policy: Parsl's executors and the process
 #: pool give the next task in submission order to whichever worker is free.
@@ -56,21 +58,44 @@ class Fit:
                 "residuals": [list(r) for r in self.residuals]}
 
 
+def _positive_finite(value: object) -> bool:
+    return (not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(float(value))
+            and value > 0)
+
+
 def pairs_from_corun(document: dict) -> list[PairObservation]:
-    """The median slowdowns of a ``benchmarks/corun.py --out`` document, one per ordered pair."""
+    """The median slowdowns of a ``benchmarks/corun.py --out`` document, one per ordered pair.
+
+    Raises ValueError, one line saying which field is missing or wrong, for anything else: a
+    document that is not an object, cases without a ``footprint_bytes`` size, a matrix that is
+    not square or holds anything but finite numbers > 0.
+    """
     try:
         cases, matrix = document["cases"], document["slowdown"]
     except (KeyError, TypeError):
         raise ValueError("not a co-run document: it needs 'cases' and 'slowdown' (benchmarks/corun.py --out)") from None
-    if len(matrix) != len(cases) or any(len(row) != len(cases) for row in matrix):
-        raise ValueError(f"the slowdown matrix is not {len(cases)} x {len(cases)}")
+    if not isinstance(cases, list) or not all(isinstance(case, dict) for case in cases):
+        raise ValueError("'cases' must be a list of objects such as {\"label\": \"spmv@4MiB\", "
+                         "\"footprint_bytes\": 4194304}")
+    labels, footprints = [], []
+    for i, case in enumerate(cases):
+        label = str(case.get("label", f"case #{i}"))
+        if "footprint_bytes" not in case:
+            raise ValueError(f"case #{i} ({label}) has no footprint_bytes; give its size in bytes, "
+                             "e.g. \"footprint_bytes\": 4194304")
+        labels.append(label)
+        footprints.append(float(parse_size(case["footprint_bytes"], what=f"footprint_bytes of case #{i} ({label})")))
+    if (not isinstance(matrix, list) or len(matrix) != len(cases)
+            or any(not isinstance(row, list) or len(row) != len(cases) for row in matrix)):
+        raise ValueError(f"'slowdown' must be a {len(cases)} x {len(cases)} matrix (a list of {len(cases)} lists, "
+                         "one per case)")
     out = []
     for i, row in enumerate(matrix):
         for j, value in enumerate(row):
-            if value is None or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"slowdown of {cases[i]['label']} next to {cases[j]['label']} is {value!r}")
-            out.append(PairObservation(cases[i]["label"], cases[j]["label"], float(cases[i]["footprint_bytes"]),
-                                       float(cases[j]["footprint_bytes"]), float(value)))
+            if not _positive_finite(value):
+                raise ValueError(f"slowdown of {labels[i]} next to {labels[j]} must be a finite number > 0, "
+                                 f"got {value!r}")
+            out.append(PairObservation(labels[i], labels[j], footprints[i], footprints[j], float(value)))
     return out
 
 
@@ -126,10 +151,14 @@ def fit_model(pairs: Sequence[PairObservation], llc: float, *, rhos: Iterable[fl
 def load_model(document: dict) -> ContentionModel:
     """The model of a ``calibration.json`` (:meth:`Fit.to_dict`)."""
     try:
-        return ContentionModel(float(document["capacity_fraction"]), float(document["sensitivity"]))
-    except (KeyError, TypeError, ValueError):
+        rho, sigma = document["capacity_fraction"], document["sensitivity"]
+    except (KeyError, TypeError):
         raise ValueError("not a calibration document: it needs capacity_fraction and sensitivity "
                          "(scalpel calibrate --out)") from None
+    for name, value in (("capacity_fraction", rho), ("sensitivity", sigma)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number (scalpel calibrate --out writes it), got {value!r}")
+    return ContentionModel(float(rho), float(sigma))
 
 
 @dataclass(frozen=True)
@@ -153,9 +182,23 @@ def predict_bench(bench: dict, model: ContentionModel, llc: float | None = None)
     Tasks get the median solo time of the bench's solo passes and their case's footprint, in the
     order the peer submitted them; the machine is the bench machine's domains and LLC (``llc``
     overrides the LLC). Peers whose policy is unknown are skipped.
+
+    Raises ValueError, one line, for a record that is not a bench record or lacks a field or holds
+    one of the wrong type.
     """
-    if bench.get("format") != "scalpel-bench/1":
+    if not isinstance(bench, dict) or bench.get("format") != "scalpel-bench/1":
         raise ValueError("not a bench record: expected format scalpel-bench/1 (scalpel bench writes bench.json)")
+    try:
+        return _predict_bench(bench, model, llc)
+    except KeyError as error:
+        raise ValueError(f"not a usable bench record: a field {error} is missing") from None
+    except StopIteration:
+        raise ValueError("not a usable bench record: a summary row names a mix that 'mixes' lacks") from None
+    except (TypeError, AttributeError, IndexError, statistics.StatisticsError) as error:
+        raise ValueError(f"not a usable bench record: a field has the wrong type ({error})") from None
+
+
+def _predict_bench(bench: dict, model: ContentionModel, llc: float | None) -> list[Prediction]:
     machine = bench["machine"]
     size = float(llc or machine["llc"])
     domains = machine["domains"]

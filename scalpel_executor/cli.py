@@ -13,8 +13,8 @@ import statistics
 import sys
 from collections.abc import Sequence
 
-from scalpel_executor.cli_profile import add_profile_commands
-from scalpel_executor.profile_files import load_profile, shipped_profiles
+from scalpel_executor.cli_profile import CommandFailed, add_profile_commands
+from scalpel_executor.profile_files import load_profile, read_json_object, shipped_profiles
 from scalpel_executor.scheduling import POLICIES
 from scalpel_executor.simulate import ContentionModel, SimTask, simulate
 from scalpel_executor.topology import Topology, parse_cpu_list
@@ -24,10 +24,16 @@ DEFAULT_PROFILE = "polybench-xeon-e5620"
 
 
 def _topology_from_args(args: argparse.Namespace) -> Topology:
-    if args.spec:
+    if args.spec is not None:
+        if not args.spec.strip():
+            raise ValueError(f'--spec is empty ({args.spec!r}); describe the machine like --spec "2x4:12MiB" '
+                             "(2 domains of 4 cores, 12 MiB LLC each), or leave --spec out to read this machine")
         return Topology.from_spec(args.spec)
-    if args.cpus:
+    if args.cpus is not None:
         lists = [parse_cpu_list(part) for part in args.cpus.split(";") if part.strip()]
+        if not lists:
+            raise ValueError(f'--cpus names no CPUs ({args.cpus!r}); give one CPU list per domain like --cpus "0-3;4-7", '
+                             "or leave --cpus out to read this machine")
         return Topology.from_cpu_lists(lists, llc_size=args.llc)
     topology = Topology.detect(args.sysfs, smt=args.smt)
     return topology
@@ -128,9 +134,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     counts = _parse_counts(args.tasks) if args.tasks else [len(pool)]
     model = ContentionModel(args.capacity_fraction, args.sensitivity)
     if args.model:
-        from scalpel_executor.calibration import load_model
-
-        model = load_model(_read_json(args.model, "calibration"))
+        model = _load_model(args.model)
     rows = compare_policies(pool, topology, llc_size, counts, policies, args.repeats, args.seed, model)
     if args.json:
         print(json.dumps({"profile": document.get("name"), "machine": spec, "llc_size": llc_size,
@@ -184,10 +188,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from scalpel_executor.bench import MIXES, PEERS, format_table, markdown_table, parse_list, run_bench
 
     if args.report:
-        record = _read_json(args.report, "bench record")
-        if record.get("format") != "scalpel-bench/1":
-            raise ValueError(f"{args.report} is not a bench record (scalpel bench writes bench.json)")
-        for line in (markdown_table if args.markdown else format_table)(record["summary"]):
+        for line in _report_lines(args.report, markdown_table if args.markdown else format_table):
             print(line)
         return 0
     default_mixes = [m for m in MIXES if m != "montage"]
@@ -199,9 +200,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     smoke = args.smoke
     model = None
     if args.model:
-        from scalpel_executor.calibration import load_model
-
-        model = load_model(_read_json(args.model, "calibration"))
+        model = _load_model(args.model)
     printer = (lambda text: print(text, file=sys.stderr)) if args.json else print
     if "montage" in mixes:
         from scalpel_executor.workloads.montage import MontageUnavailable, require_montage
@@ -239,10 +238,18 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from scalpel_executor import calibration
 
     corun = _read_json(args.corun, "co-run document")
-    llc = parse_size(args.llc, what="--llc") if args.llc else corun.get("llc_bytes")
+    if args.llc:
+        llc = parse_size(args.llc, what="--llc")
+    else:
+        if corun.get("llc_bytes") is None:
+            raise ValueError(f"{args.corun} names no LLC size (llc_bytes); pass --llc like 56MiB")
+        llc = parse_size(corun["llc_bytes"], what=f"{args.corun}: llc_bytes")
     if not llc:
-        raise ValueError("the co-run document names no LLC size; pass --llc like 56MiB")
-    fit = calibration.fit_model(calibration.pairs_from_corun(corun), llc)
+        raise ValueError("the LLC size must be positive, got 0; pass --llc like 56MiB")
+    try:
+        fit = calibration.fit_model(calibration.pairs_from_corun(corun), llc)
+    except ValueError as error:
+        raise ValueError(f"{args.corun}: {error}") from None
     record = {**fit.to_dict(), "corun": args.corun}
     printer = (lambda text: print(text, file=sys.stderr)) if args.json else print
     printer(f"fitted on {fit.pairs} measured pair slowdowns, LLC {format_size(llc)}: rho = "
@@ -251,7 +258,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     predictions = []
     if args.bench:
         bench = _read_json(args.bench, "bench record")
-        predictions = calibration.predict_bench(bench, fit.model, llc)
+        try:
+            predictions = calibration.predict_bench(bench, fit.model, llc)
+        except ValueError as error:
+            raise ValueError(f"{args.bench}: {error}") from None
         record["bench"] = args.bench
         record["held_out"] = {**calibration.summary(predictions), "rows": calibration.prediction_rows(predictions)}
         printer(f"\n{'mix':<12} {'peer':<22} {'policy':<14} {'measured s':>10} {'predicted s':>11} {'error':>7}")
@@ -273,14 +283,43 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def _read_json(path: str, what: str) -> dict:
-    """A JSON document, gzip-compressed when its name ends in .gz."""
-    import gzip
+    """A JSON object, gzip-compressed when its name ends in .gz; ValueError naming the file otherwise."""
+    return read_json_object(path, what)
 
+
+def _load_model(path: str):
+    """The contention model of a calibration file (``--model``); ValueError naming the file."""
+    from scalpel_executor.calibration import load_model
+
+    document = _read_json(path, "calibration")
     try:
-        with (gzip.open(path, "rt") if str(path).endswith(".gz") else open(path)) as handle:
-            return json.load(handle)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not a JSON {what}: {error}") from None
+        return load_model(document)
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
+
+
+def _report_lines(path: str, table) -> list[str]:
+    """The table of an earlier bench record (``bench --report``), row by row, naming a bad row."""
+    record = _read_json(path, "bench record")
+    if record.get("format") != "scalpel-bench/1":
+        raise ValueError(f"{path} is not a bench record: it needs \"format\": \"scalpel-bench/1\" "
+                         "(scalpel bench writes bench.json)")
+    rows = record.get("summary")
+    if not isinstance(rows, list):
+        raise ValueError(f"{path}: \"summary\" must be a list of rows, one per mix and peer, got "
+                         + ("nothing" if rows is None else repr(rows)[:80]))
+    header = table([])
+    lines = list(header)
+    for position, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}: summary row #{position} must be a JSON object, got {repr(row)[:80]}")
+        try:
+            lines.extend(table([row])[len(header):])
+        except KeyError as error:
+            raise ValueError(f"{path}: summary row #{position} lacks the field {error}") from None
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{path}: summary row #{position} has a field of the wrong type ({error})") from None
+    return lines
 
 
 def _plot_calibration(fit, predictions, path: str) -> None:
@@ -431,12 +470,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--repeats must be at least 1, got {args.repeats}")
     try:
         return args.run(args)
-    except (ValueError, FileNotFoundError) as error:
+    except CommandFailed as error:  # the command ran, and what it ran failed (exit 1)
         print(f"scalpel: {error}", file=sys.stderr)
-        return 2
+        return 1
     except BrokenPipeError:  # e.g. `scalpel profile list | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except (ValueError, OSError) as error:  # bad input, a file that cannot be read or written (exit 2)
+        print(f"scalpel: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -10,24 +10,68 @@
     scalpel profile run MODULE:FUNC [ARG ...]    run an app once on sample inputs and store what it measured
 
 Every command takes ``--store PATH`` (default: the executor's default store) and ``--json``.
+
+Exit status: 0 done; 2 bad input, or a store that cannot be written (``import``, ``clear`` and
+``run`` refuse a corrupt or read-only store with one line saying why, rather than change a copy in
+memory that is lost at exit); 1 when the function of ``profile run`` raised or called ``sys.exit``.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import importlib
 import json
+import logging
 import os
 import sys
+import traceback
+from collections.abc import Iterator
 from typing import Any
 
 from scalpel_executor.profile_store import ProfileStore, default_path
 from scalpel_executor.units import format_size
 
 
+class CommandFailed(Exception):
+    """What the command ran failed (exit status 1), as opposed to bad input (exit status 2)."""
+
+
 def _store(args: argparse.Namespace) -> ProfileStore:
     return ProfileStore(args.store or default_path())
+
+
+def _unwritable(store: ProfileStore, doing: str) -> ValueError:
+    return ValueError(
+        f"cannot {doing}: the profile store {store.path} cannot be written ({store.problem}), so nothing was "
+        "saved; move the file aside or pass --store with a writable file path"
+    )
+
+
+class _Quiet(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False
+
+
+@contextlib.contextmanager
+def _writing(args: argparse.Namespace, doing: str) -> Iterator[ProfileStore]:
+    """The store, for a command that changes it: ValueError unless the change reaches the file.
+
+    The store's own warning about falling back to memory is held back: the error says it instead.
+    """
+    store_logger = logging.getLogger("scalpel_executor.profile_store")
+    quiet = _Quiet()
+    store_logger.addFilter(quiet)
+    try:
+        with _store(args) as store:
+            if not store.persistent:
+                raise _unwritable(store, doing)
+            yield store
+            if not store.persistent:  # it failed over to memory while writing
+                raise _unwritable(store, doing)
+    finally:
+        store_logger.removeFilter(quiet)
 
 
 def _fmt_seconds(value: float | None) -> str:
@@ -82,15 +126,18 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from scalpel_executor.profile_files import shipped_document
 
-    if os.path.isfile(args.source):
-        try:
-            with open(args.source) as stream:
-                document = json.load(stream)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{args.source} is not valid JSON: {error}") from None
+    from scalpel_executor.profile_files import read_json_object
+
+    if os.path.exists(args.source):
+        document = read_json_object(args.source, "profile document")
+        with ProfileStore(":memory:") as check:  # a malformed file is named before the store is touched
+            try:
+                check.import_document(document, prefix=args.prefix)
+            except ValueError as error:
+                raise ValueError(f"{args.source}: {error}") from None
     else:
         document = shipped_document(args.source)
-    with _store(args) as store:
+    with _writing(args, "import profiles") as store:
         count = store.import_document(document, prefix=args.prefix)
         where = store.path
     print(f"imported {count} profiles into {where}" + (f" under {args.prefix!r}" if args.prefix else ""))
@@ -100,7 +147,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_clear(args: argparse.Namespace) -> int:
     if not (args.all or args.prefix or args.key):
         raise ValueError("say what to clear: a KEY, --prefix PREFIX, or --all")
-    with _store(args) as store:
+    with _writing(args, "clear profiles") as store:
         if args.key:
             removed = store.delete(args.key, exact=True)
         else:
@@ -156,6 +203,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise ValueError(f"--kw expects NAME=VALUE, got {item!r}")
         keywords[name] = _literal(value)
     key = args.key or profile_key(function, tuple(positional), keywords)
+    with _writing(args, "store what the run measures"):
+        pass  # refuse a store that cannot keep the measurement before running anything
     store = _store(args)
     executor = ScalpelExecutor(label="profile-run", profiles=store, batch_window=0.0,
                                topology=[[min(os.sched_getaffinity(0))]])
@@ -163,7 +212,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         spec = {"profile_key": key}
         for repeat in range(args.repeat):
-            executor.submit(function, spec, *positional, **keywords).result()
+            future = executor.submit(function, spec, *positional, **keywords)
+            try:
+                future.result()
+            except (Exception, SystemExit) as error:
+                raise CommandFailed(_failure(args.target, error, repeat + 1, args.repeat)) from None
             if not args.json:
                 stats = executor.records[-1].stats
                 print(f"run {repeat + 1}/{args.repeat}: {stats.get('wall', 0):.3g} s, "
@@ -178,6 +231,28 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"stored {key}: run time {_fmt_seconds(profile.runtime)}, footprint {_fmt_bytes(profile.footprint)} "
               f"after {profile.runs} runs")
     return 0
+
+
+def _failure(target: str, error: BaseException, run: int, runs: int) -> str:
+    """One line: how the function of ``profile run`` failed, and where in its own code."""
+    # sys.exit() in the function arrives as SystemExit, or wrapped (the worker's TaskExit keeps it
+    # as ``exception``).
+    exited = next((e for e in (error, getattr(error, "exception", None), error.__cause__)
+                   if isinstance(e, SystemExit)), None)
+    if exited is not None:
+        what = f"called sys.exit({'' if exited.code is None else repr(exited.code)}) instead of returning"
+    else:
+        what = f"raised {type(error).__name__}: {' '.join(str(error).split())}"
+    import concurrent.futures
+
+    import parsl
+
+    machinery = tuple(os.path.dirname(module.__file__) + os.sep for module in (parsl, concurrent.futures))
+    machinery += (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__)
+              if not os.path.abspath(frame.filename).startswith(machinery)]
+    where = f" at {frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
+    return f"{target} {what}{where} (run {run} of {runs})"
 
 
 def add_profile_commands(commands: argparse._SubParsersAction) -> None:

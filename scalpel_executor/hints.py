@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 import threading
 from dataclasses import dataclass
 from typing import Any
 
 from parsl.executors.errors import InvalidResourceSpecification
 
-from scalpel_executor.units import parse_size
+from scalpel_executor.units import parse_size, show
 
 logger = logging.getLogger(__name__)
 
@@ -36,31 +37,51 @@ class Hints:
     profile_key: str | None = None
 
 
-def _invalid(key: str, message: str) -> InvalidResourceSpecification:
-    return InvalidResourceSpecification({key}, f"resource specification key {key!r}: {message}")
+class InvalidHint(InvalidResourceSpecification, ValueError):
+    """A bad hint: Parsl's :class:`InvalidResourceSpecification`, and a ``ValueError`` too."""
+
+
+def _invalid(key: str, message: str) -> InvalidHint:
+    return InvalidHint({key}, f"resource specification key {key!r}: {message}")
+
+
+def _finite_float(value: Any) -> float | None:
+    """``value`` as a finite float, or None. Any ``numbers.Real`` but bool counts (numpy scalars
+    do); an int too large for a float (``10**400``) is not finite."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _number(key: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _invalid(key, f"must be a number, got {value!r} of type {type(value).__name__}")
-    if math.isnan(value) or math.isinf(value):
-        raise _invalid(key, f"must be a finite number, got {value!r}")
-    return float(value)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise _invalid(key, f"must be a number, got {show(value)} of type {type(value).__name__}")
+    number = _finite_float(value)
+    if number is None:
+        raise _invalid(key, f"must be a finite number, got {show(value)}")
+    return number
 
 
 def parse_hints(specification: dict[str, Any] | None) -> Hints:
     """Validate a resource specification and return the hints this executor uses.
 
+    Numbers may be any ``numbers.Real`` but bool, numpy scalars included.
+
     Raises
     ------
-    InvalidResourceSpecification
-        For a wrong type, a negative, NaN or infinite value, or an unparseable size; the message
-        names the key and the value.
+    InvalidHint
+        (an ``InvalidResourceSpecification`` and a ``ValueError``) for a wrong type, a negative,
+        NaN, infinite or too large value, or an unparseable size; the message names the key and
+        the value.
     """
     if specification is None:
         return Hints()
     if not isinstance(specification, dict):
-        raise InvalidResourceSpecification(
+        raise InvalidHint(
             set(), f"resource specification must be a dict such as {{'footprint': '24MiB'}}, "
                    f"got {specification!r} of type {type(specification).__name__}")
     if not specification:
@@ -114,6 +135,7 @@ def parse_walltime(kwargs: dict[str, Any]) -> float | None:
     value = kwargs.get("walltime")
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"walltime must be a positive number of seconds such as walltime=60, got {value!r}")
-    return float(value)
+    number = _finite_float(value)
+    if number is None or number <= 0:
+        raise ValueError(f"walltime must be a positive number of seconds such as walltime=60, got {show(value)}")
+    return number

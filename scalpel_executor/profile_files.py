@@ -14,14 +14,51 @@ as "24MiB"); ``sensitivity`` (optional) is the task's σ in the contention model
 
 from __future__ import annotations
 
+import gzip
 import json
+import math
 from importlib import resources
 from pathlib import Path
 
 from scalpel_executor.simulate import SimTask
-from scalpel_executor.units import parse_size
+from scalpel_executor.units import parse_size, show
 
 FORMAT = "scalpel-profile/1"
+
+
+_JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true or false",
+               type(None): "null"}
+
+
+def read_json_object(path: str | Path, what: str) -> dict:
+    """The JSON object in the file ``path`` (gzip-compressed when the name ends in ``.gz``).
+
+    Raises ValueError, one line naming the file and what is wrong with it, for a missing file, a
+    directory, an unreadable or empty file, bytes that are not UTF-8 JSON, and JSON that is not an
+    object (an array, a number, ...). ``what`` names the document, e.g. ``"bench record"``.
+    """
+    path = str(path)
+    if Path(path).is_dir():
+        raise ValueError(f"{path} is a directory; give the {what} file itself")
+    try:
+        with (gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8")) as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file (expected a JSON {what})") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} is not a JSON {what}: byte {error.start} is not UTF-8 text") from None
+    except (OSError, EOFError) as error:  # unreadable, or a .gz that is not gzip
+        raise ValueError(f"cannot read {path} as a JSON {what}: {getattr(error, 'strerror', None) or error}") from None
+    if not text.strip():
+        raise ValueError(f"{path} is empty; expected a JSON {what}")
+    try:
+        document = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as error:
+        raise ValueError(f"{path} is not a JSON {what}: {error}") from None
+    if not isinstance(document, dict):
+        raise ValueError(f"{path} is not a {what}: expected a JSON object {{...}}, got "
+                         f"{_JSON_KINDS.get(type(document), type(document).__name__)}")
+    return document
 
 
 def shipped_profiles() -> list[str]:
@@ -51,22 +88,28 @@ def load_profile(name_or_path: str | Path) -> tuple[dict, list[SimTask]]:
     FileNotFoundError listing the shipped names when neither a name nor a file matches.
     """
     path = Path(name_or_path)
-    if path.is_file():
-        text, where = path.read_text(), str(path)
+    if path.exists():  # a file (or a directory: read_json_object says so); else a shipped name
+        document, where = read_json_object(path, "profile"), str(path)
     else:
-        text, where = _shipped_text(str(name_or_path)), f"shipped profile {name_or_path!r}"
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{where} is not valid JSON: {error}") from None
+        document, where = json.loads(_shipped_text(str(name_or_path))), f"shipped profile {name_or_path!r}"
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise ValueError(f"{where} must be a JSON object with \"format\": \"{FORMAT}\"")
     entries = document.get("tasks")
     if not isinstance(entries, list) or not entries:
         raise ValueError(f"{where} must have a non-empty list \"tasks\"")
+    machine = document.get("machine")
+    if machine is not None and not (isinstance(machine, dict) and isinstance(machine.get("spec", ""), str)):
+        raise ValueError(f"{where}: \"machine\" must be an object such as {{\"spec\": \"2x4:12MiB\"}}, got {machine!r}")
     tasks = []
     for position, entry in enumerate(entries):
         try:
+            if not isinstance(entry, dict):
+                raise TypeError("a task must be a JSON object such as {\"name\": \"adi\", \"runtime\": 41.5}")
+            for field in ("runtime", "sensitivity"):
+                value = entry.get(field)
+                if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                          or not math.isfinite(value) or value < 0):
+                    raise ValueError(f"{field} must be a finite number >= 0, got {value!r}")
             tasks.append(
                 SimTask(
                     name=str(entry["name"]),
@@ -75,6 +118,8 @@ def load_profile(name_or_path: str | Path) -> tuple[dict, list[SimTask]]:
                     sensitivity=None if entry.get("sensitivity") is None else float(entry["sensitivity"]),
                 )
             )
-        except (KeyError, TypeError, ValueError) as error:
-            raise ValueError(f"{where}: task #{position} ({entry!r}) is malformed: {error}") from None
+        except KeyError as error:
+            raise ValueError(f"{where}: task #{position} ({show(entry, 120)}) is malformed: it needs a field {error}") from None
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{where}: task #{position} ({show(entry, 120)}) is malformed: {error}") from None
     return document, tasks

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 import os
 import sqlite3
 import threading
@@ -134,6 +135,33 @@ def _welford(count: int, mean: float | None, m2: float | None, ewma: float | Non
     m2 = (m2 or 0.0) + delta * (value - mean)
     ewma = value if ewma is None else alpha * value + (1 - alpha) * ewma
     return count, mean, m2, ewma
+
+
+def _show(value: object) -> str:
+    from scalpel_executor.units import show
+
+    return show(value, 120)
+
+
+def _number_field(entry: dict, name: str, *, required: bool = False) -> float | None:
+    """A numeric field of an imported task: a number (not bool) or absent; negative or non-finite
+    numbers count as absent. TypeError naming the field for anything else."""
+    value = entry[name] if required else entry.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {value!r} of type {type(value).__name__}")
+    try:
+        return _finite(value)
+    except OverflowError:
+        return None
+
+
+def _count_field(entry: dict, name: str, default: int) -> int:
+    value = entry.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(f"{name} must be a whole number >= 0, got {value!r}")
+    return int(value)
 
 
 def _finite(value: float | None, minimum: float = 0.0) -> float | None:
@@ -383,30 +411,34 @@ class ProfileStore:
         now = time.time()
         for position, entry in enumerate(entries):
             try:
+                if not isinstance(entry, dict):
+                    raise TypeError("a task must be a JSON object such as {\"name\": \"adi\", \"runtime\": 41.5}")
                 key = prefix + str(entry["name"])
-                runtime = _finite(float(entry["runtime"]))
+                runtime = _number_field(entry, "runtime", required=True)
                 footprint = entry.get("footprint")
                 if isinstance(footprint, str):
                     footprint = float(parse_size(footprint, what="footprint"))
-                footprint = None if footprint is None else _finite(float(footprint))
-                runs = int(entry.get("runs", 1))
-                fp_runs = int(entry.get("footprint_runs", runs if footprint is not None else 0))
-                if runtime is None or runs < 0 or fp_runs < 0:
-                    raise ValueError("runtime must be a finite number >= 0 and runs a count >= 0")
-            except (KeyError, TypeError, ValueError) as error:
-                raise ValueError(f"task #{position} ({entry!r}) is malformed: {error}") from None
+                footprint = _number_field({"footprint": footprint}, "footprint")
+                runs = _count_field(entry, "runs", 1)
+                fp_runs = _count_field(entry, "footprint_runs", runs if footprint is not None else 0)
+                if runtime is None:
+                    raise ValueError(f"runtime must be a finite number of seconds >= 0, got {entry['runtime']!r}")
 
-            def m2(std_key: str, count: int, entry: dict = entry) -> float:
-                std = _finite(entry.get(std_key))
-                return std * std * (count - 1) if std is not None and count > 1 else 0.0
+                def m2(std_key: str, count: int, entry: dict = entry) -> float:
+                    std = _number_field(entry, std_key)
+                    return std * std * (count - 1) if std is not None and count > 1 else 0.0
 
-            rows.append((
-                key, str(entry.get("app", key)), runs,
-                _finite(entry.get("runtime_mean")) or runtime, m2("runtime_std", runs), runtime,
-                fp_runs, None if footprint is None else (_finite(entry.get("footprint_mean")) or footprint),
-                None if footprint is None else m2("footprint_std", fp_runs), footprint,
-                _finite(entry.get("peak_rss")), _finite(entry.get("llc_miss_rate")), origin, now,
-            ))
+                rows.append((
+                    key, str(entry.get("app", key)), runs,
+                    _number_field(entry, "runtime_mean") or runtime, m2("runtime_std", runs), runtime,
+                    fp_runs, None if footprint is None else (_number_field(entry, "footprint_mean") or footprint),
+                    None if footprint is None else m2("footprint_std", fp_runs), footprint,
+                    _number_field(entry, "peak_rss"), _number_field(entry, "llc_miss_rate"), origin, now,
+                ))
+            except KeyError as error:
+                raise ValueError(f"task #{position} ({_show(entry)}) is malformed: it needs a field {error}") from None
+            except (TypeError, ValueError) as error:
+                raise ValueError(f"task #{position} ({_show(entry)}) is malformed: {error}") from None
 
         self._write(lambda connection: connection.executemany(
             f"INSERT OR REPLACE INTO profiles ({_COLUMNS}) VALUES ({','.join('?' * 14)})", rows))

@@ -7,10 +7,25 @@ Cache sizes are binary by convention (Linux's sysfs writes ``32768K`` for 32 MiB
 from __future__ import annotations
 
 import math
+import numbers
 import re
 
-_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([KMGT]?)(I?B?)\s*$", re.IGNORECASE)
+# A number, then nothing, "B", or a prefix K/M/G/T alone or followed by "B" or "iB". A stray "i"
+# ("12i", "12 iB", "12Mi") or any other letter does not parse.
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(?:([KMGT])(?:I?B)?|B)?\s*$", re.IGNORECASE)
 _POWERS = {"": 0, "K": 1, "M": 2, "G": 3, "T": 4}
+
+
+def show(value: object, limit: int = 40) -> str:
+    """``repr(value)``, shortened in the middle when longer than ``limit`` (e.g. ``10**400``)."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:16]}...{text[-8:]} ({len(text)} characters)"
+
+
+def _wrong(what: str, value: object, why: str = "") -> ValueError:
+    return ValueError(f"{what} must be a non-negative number of bytes or a size like \"24MiB\", got {show(value)}{why}")
 
 
 def parse_size(value: object, *, what: str = "size") -> int:
@@ -18,17 +33,18 @@ def parse_size(value: object, *, what: str = "size") -> int:
 
     Parameters
     ----------
-    value : int, float or str
+    value : a real number (int, float, numpy scalar; not bool) or str
         A non-negative number of bytes, or a string such as ``"24MiB"``, ``"12MB"``, ``"512K"``,
-        ``"1.5GiB"``. Suffixes are binary (see the module docstring) and case-insensitive.
+        ``"1.5GiB"``: a number, then nothing, ``B``, or K/M/G/T alone or followed by ``B`` or
+        ``iB``. Suffixes are binary (see the module docstring) and case-insensitive.
     what : str
         Names the value in error messages, e.g. ``"footprint for key 'footprint'"``.
 
     Raises
     ------
     ValueError
-        For negative, NaN or infinite numbers, booleans and unparseable strings; the message
-        names the bad value.
+        For negative, NaN or infinite numbers, numbers too large for a float, booleans and
+        unparseable strings (``"12i"``, ``"12 iB"``, ``"lots"``); the message names the bad value.
 
     Examples
     --------
@@ -39,25 +55,26 @@ def parse_size(value: object, *, what: str = "size") -> int:
     >>> parse_size(4096)
     4096
     """
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(
-            f"{what} must be a non-negative number of bytes or a size like \"24MiB\", "
-            f"got {value!r} of type {type(value).__name__}"
-        )
     if isinstance(value, str):
         match = _SIZE.match(value)
         if not match:
-            raise ValueError(
-                f"{what} must be a non-negative number of bytes or a size like \"24MiB\", "
-                f"got {value!r}"
-            )
-        number, prefix, _ = match.groups()
-        return int(round(float(number) * 1024 ** _POWERS[prefix.upper()]))
-    if math.isnan(value) or math.isinf(value) or value < 0:
-        raise ValueError(
-            f"{what} must be a non-negative number of bytes or a size like \"24MiB\", got {value!r}"
-        )
-    return int(round(value))
+            raise _wrong(what, value, "; units are B, K/KB/KiB, M/MB/MiB, G/GB/GiB, T/TB/TiB")
+        number, prefix = match.groups()
+        size = float(number) * 1024 ** _POWERS[(prefix or "").upper()]
+        if not math.isfinite(size):
+            raise _wrong(what, value, ", which is too large")
+        return int(round(size))
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy scalars are numbers.Real
+        raise _wrong(what, value, f" of type {type(value).__name__}")
+    if value < 0:
+        raise _wrong(what, value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond a float, e.g. 10**400
+        raise _wrong(what, value, ", which is too large") from None
+    if math.isnan(number) or math.isinf(number):
+        raise _wrong(what, value)
+    return int(value) if isinstance(value, numbers.Integral) else int(round(number))
 
 
 def format_size(n_bytes: float) -> str:

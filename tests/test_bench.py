@@ -145,6 +145,57 @@ def test_calibration_documents_are_checked():
         calibration.fit_model([], 56 * MiB)
 
 
+@pytest.mark.parametrize("document, message", [
+    ([], "not a co-run document: it needs 'cases' and 'slowdown'"),
+    ({"cases": "ab", "slowdown": []}, "'cases' must be a list of objects"),
+    ({"cases": [{"label": "a"}], "slowdown": [[1.0]]}, "case #0 (a) has no footprint_bytes"),
+    ({"cases": [{"label": "a", "footprint_bytes": -1}], "slowdown": [[1.0]]}, "footprint_bytes of case #0 (a) must be"),
+    ({"cases": [{"label": "a", "footprint_bytes": 1}], "slowdown": [["1.2"]]}, "must be a finite number > 0, got '1.2'"),
+    ({"cases": [{"label": "a", "footprint_bytes": 1}], "slowdown": [[True]]}, "must be a finite number > 0, got True"),
+    ({"cases": [{"label": "a", "footprint_bytes": 1}], "slowdown": [1.0]}, "'slowdown' must be a 1 x 1 matrix"),
+])
+def test_a_malformed_corun_document_is_one_value_error_saying_what_is_wrong(document, message):
+    with pytest.raises(ValueError) as error:
+        calibration.pairs_from_corun(document)
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_corun_case_may_give_its_footprint_as_a_size():
+    pairs = calibration.pairs_from_corun({"cases": [{"label": "a", "footprint_bytes": "4MiB"}], "slowdown": [[1.0]]})
+    assert pairs == [calibration.PairObservation("a", "a", 4 * MiB, 4 * MiB, 1.0)]
+
+
+@pytest.mark.parametrize("document, message", [
+    ({"capacity_fraction": "0.5", "sensitivity": 1}, "capacity_fraction must be a finite number"),
+    ({"capacity_fraction": 0.5, "sensitivity": float("nan")}, "sensitivity must be a finite number"),
+    ({"capacity_fraction": True, "sensitivity": 1}, "capacity_fraction must be a finite number"),
+    ([0.5, 1], "not a calibration document"),
+])
+def test_a_malformed_calibration_is_a_value_error(document, message):
+    with pytest.raises(ValueError, match=message):
+        calibration.load_model(document)
+
+
+@pytest.mark.parametrize("bench_record, message", [
+    ({"format": "scalpel-bench/1"}, "a field 'machine' is missing"),
+    ({"format": "scalpel-bench/1", "machine": [], "solo": {}, "mixes": [], "summary": []}, "wrong type"),
+    ({"format": "scalpel-bench/1", "machine": {"llc": 1, "domains": [[0]]}, "solo": {}, "mixes": [],
+      "summary": [{"mix": "x"}]}, "names a mix that 'mixes' lacks"),
+])
+def test_a_malformed_bench_record_is_a_value_error(bench_record, message):
+    with pytest.raises(ValueError, match=message):
+        calibration.predict_bench(bench_record, ContentionModel())
+
+
+def test_calibrate_on_a_json_array_is_one_line_and_no_traceback(tmp_path):
+    corun = tmp_path / "corun.json"
+    corun.write_text("[1, 2]")
+    done = subprocess.run([sys.executable, "-m", "scalpel_executor.cli", "calibrate", str(corun)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr == f"scalpel: {corun} is not a co-run document: expected a JSON object {{...}}, got an array\n"
+
+
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")

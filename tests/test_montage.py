@@ -32,8 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "montage" / "mosaic.py"
 HAVE_ASTROPY = importlib.util.find_spec("astropy") is not None
 HAVE_MONTAGE = HAVE_ASTROPY and importlib.util.find_spec("MontagePy") is not None
-needs_astropy = pytest.mark.skipif(not HAVE_ASTROPY, reason='needs astropy: pip install "scalpel-executor[montage]"')
-needs_montage = pytest.mark.skipif(not HAVE_MONTAGE, reason='needs MontagePy: pip install "scalpel-executor[montage]"')
+needs_astropy = pytest.mark.skipif(not HAVE_ASTROPY, reason=f"needs astropy: {montage.INSTALL_HINT}")
+needs_montage = pytest.mark.skipif(not HAVE_MONTAGE, reason=f"needs MontagePy: {montage.INSTALL_HINT}")
 
 
 def child_env():
@@ -164,7 +164,8 @@ def test_a_failed_montage_status_names_the_step_and_the_input():
 def test_require_montage_says_what_to_install(monkeypatch, blocked, missing):
     for name in blocked:
         monkeypatch.setitem(sys.modules, name, None)  # None in sys.modules: the import fails
-    with pytest.raises(MontageUnavailable, match=rf"missing: {missing}\): pip install \"scalpel-executor\[montage\]\""):
+    with pytest.raises(MontageUnavailable, match=rf"missing: {missing}\): python3 -m pip install -e \"\.\[montage\]\" "
+                                                 r"in a scalpel-executor checkout"):
         require_montage()
 
 
@@ -181,7 +182,7 @@ def test_the_example_without_montagepy_prints_what_to_install_not_a_traceback(tm
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     assert (f"MontageUnavailable: the Montage pipeline needs MontagePy and astropy (missing: {missing}): "
-            'pip install "scalpel-executor[montage]"') in done.stderr
+            'python3 -m pip install -e ".[montage]" in a scalpel-executor checkout') in done.stderr
     assert not (tmp_path / "out" / "runinfo").exists(), "Parsl must not start without the toolkit"
 
 
@@ -192,14 +193,33 @@ def load_example():
     return module
 
 
-def test_the_example_refuses_a_tile_count_out_of_range_by_value(capsys):
-    example = load_example()
+@pytest.mark.parametrize("tiles", [2, 4, 9, 16, 400, 1000])
+def test_the_example_takes_every_tile_count_the_library_takes(tiles):
+    SkyPlan(n_tiles=tiles)  # the library takes it ...
+    args = load_example().parse_args(["--tiles", str(tiles), "--executor", "htex", "--show-dag"])
+    assert (args.tiles, args.executor, args.show_dag, args.seed) == (tiles, "htex", True, 0)  # ... and so does --tiles
+
+
+@pytest.mark.parametrize("text, message", [
+    ("1", "n_tiles must be an integer >= 2 (a mosaic needs overlapping tiles), got 1"),
+    ("0", "got 0"), ("-4", "got -4"),
+    ("4.5", "takes a whole number of tiles such as 16, got '4.5'"), ("many", "got 'many'"),
+])
+def test_the_example_refuses_what_the_library_refuses_by_value(capsys, text, message):
+    with pytest.raises(ValueError):
+        SkyPlan(n_tiles=int(text) if text.lstrip("-").isdigit() else text)
     with pytest.raises(SystemExit) as exit_status:
-        example.parse_args(["--tiles", "9"])
+        load_example().parse_args(["--tiles", text])
     assert exit_status.value.code == 2
-    assert "--tiles must be between 16 and 400, got 9" in capsys.readouterr().err
-    args = example.parse_args(["--tiles", "400", "--executor", "htex", "--show-dag"])
-    assert (args.tiles, args.executor, args.show_dag, args.seed) == (400, "htex", True, 0)
+    err = capsys.readouterr().err
+    assert "argument --tiles: " in err and message in err
+
+
+def test_the_example_readme_installs_from_a_checkout_not_the_package_index():
+    readme = (REPO / "examples" / "montage" / "README.md").read_text()
+    assert 'pip install "scalpel-executor[montage]"' not in readme  # not on the package index
+    assert 'python3 -m pip install -e ".[montage]"' in readme
+    assert 'pip install "scalpel-executor[montage]"' not in montage.INSTALL_HINT
 
 
 # ---- the pipeline under Parsl ---------------------------------------------------------------

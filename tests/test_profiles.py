@@ -386,3 +386,88 @@ def test_a_run_on_a_garbage_store_completes_and_says_so(tmp_path, caplog):
     assert report["profile_store"]["persistent"] is False and "not a database" in report["profile_store"]["problem"]
     assert report["tasks_finished"] == 20 and report["tasks_failed"] == 0
     assert len([r for r in caplog.records if "running without persistence" in r.getMessage()]) == 1
+
+
+# -- commands that write refuse a store they cannot write ------------------------------------------
+
+
+def _garbage_store(folder):
+    path = folder / "p.sqlite"
+    path.write_bytes(b"this is not a database " * 500)
+    return path, lambda: None
+
+
+def _read_only_store(folder):
+    path = folder / "p.sqlite"
+    with ProfileStore(path) as store:
+        store.record([Observation("known", "a", runtime=3.0)])
+    for extra in ("-wal", "-shm"):
+        (folder / f"p.sqlite{extra}").unlink(missing_ok=True)
+    return path, _make_read_only(folder)
+
+
+@pytest.mark.parametrize("make", [_garbage_store, _read_only_store], ids=["corrupt", "read-only"])
+def test_import_clear_and_run_refuse_a_store_they_cannot_write(tmp_path, capsys, make):
+    folder = tmp_path / "store"
+    folder.mkdir()
+    path, undo = make(folder)
+    before = path.read_bytes()
+    commands = {
+        "import": ["profile", "import", "polybench-xeon-e5620", "--store", str(path)],
+        "clear": ["profile", "clear", "--all", "--store", str(path)],
+        "clear key": ["profile", "clear", "known", "--store", str(path)],
+        "run": ["profile", "run", "math:sqrt", "4", "--store", str(path)],
+    }
+    try:
+        for name, argv in commands.items():
+            assert main(argv) == 2, name
+            captured = capsys.readouterr()
+            assert captured.out == "", name  # no "imported 23 profiles", no "removed 0 profiles"
+            assert len(captured.err.strip().splitlines()) == 1, captured.err  # the store's warning is folded in
+            assert captured.err.startswith("scalpel: cannot ") and f"the profile store {path} cannot be written" in captured.err
+            assert "nothing was saved" in captured.err and "--store" in captured.err
+    finally:
+        undo()
+    assert path.read_bytes() == before  # nothing was written
+    if make is _read_only_store:
+        with ProfileStore(path) as store:
+            assert [p.key for p in store.profiles()] == ["known"]
+
+
+def test_import_and_clear_still_report_what_they_did_on_a_good_store(tmp_path, capsys):
+    store = str(tmp_path / "p.sqlite")
+    assert main(["profile", "import", "polybench-xeon-e5620", "--store", store]) == 0
+    assert capsys.readouterr().out.startswith("imported 23 profiles")
+    assert main(["profile", "clear", "--all", "--store", store]) == 0
+    assert capsys.readouterr().out == "removed 23 profiles\n"
+
+
+def test_import_of_a_malformed_file_names_the_file_and_touches_no_store(tmp_path, capsys):
+    document = tmp_path / "profiles.json"
+    document.write_text(json.dumps({"format": "scalpel-profile/1", "tasks": [{"name": "ok", "runtime": 1},
+                                                                             {"name": "bad", "runtime": [2]}]}))
+    store = tmp_path / "p.sqlite"
+    assert main(["profile", "import", str(document), "--store", str(store)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"scalpel: {document}: task #1") and "runtime must be a number, got [2]" in err
+    assert not store.exists()
+
+
+@pytest.mark.parametrize("number, body, message", [
+    (0, "import sys\n\ndef f():\n    sys.exit(3)\n", "called sys.exit(3) instead of returning (run 1 of 1)"),
+    (1, "import sys\n\ndef f():\n    sys.exit()\n", "called sys.exit() instead of returning"),
+    (2, "def f():\n    raise RuntimeError('kaboom')\n", "raised RuntimeError: kaboom at "),
+    (3, "def f():\n    raise ValueError('bad\\nvalue')\n", "raised ValueError: bad value at "),
+])
+def test_cli_run_of_a_function_that_fails_or_exits_says_so_in_one_line(tmp_path, capsys, monkeypatch, number, body,
+                                                                       message):
+    module = f"sample_failing_{number}"  # a name of its own: workers keep the modules they imported
+    (tmp_path / f"{module}.py").write_text(body)
+    monkeypatch.chdir(tmp_path)
+    code = main(["profile", "run", f"{module}:f", "--store", str(tmp_path / "p.sqlite")])
+    captured = capsys.readouterr()
+    assert code == 1  # the function failed; 2 is for bad usage
+    assert len(captured.err.strip().splitlines()) == 1 and "Traceback" not in captured.err, captured.err
+    assert captured.err.startswith(f"scalpel: {module}:f {message}"), captured.err
+    if " at " in message:
+        assert f"{module}.py:" in captured.err  # where in the user's code

@@ -93,7 +93,8 @@ STAGES = (
     "mViewer",
 )
 
-INSTALL_HINT = 'pip install "scalpel-executor[montage]"'
+# scalpel-executor is not on the package index: its "montage" extra installs from a checkout.
+INSTALL_HINT = 'python3 -m pip install -e ".[montage]" in a scalpel-executor checkout (or pip install MontagePy astropy)'
 
 
 class MontageUnavailable(ImportError):
@@ -161,6 +162,17 @@ def grid_shape(n_tiles: int) -> tuple[int, int]:
     return rows, cols
 
 
+def check_tile_count(n_tiles: object) -> int:
+    """``n_tiles`` if a mosaic can be made of that many tiles (an integer >= 2), else ValueError.
+
+    The one rule for a tile count: :class:`SkyPlan` applies it, and so does the example's
+    ``--tiles``.
+    """
+    if isinstance(n_tiles, bool) or not isinstance(n_tiles, int) or n_tiles < 2:
+        raise ValueError(f"n_tiles must be an integer >= 2 (a mosaic needs overlapping tiles), got {n_tiles!r}")
+    return n_tiles
+
+
 @dataclass(frozen=True)
 class SkyPlan:
     """Where the synthetic tiles lie and what they hold, all derived from ``seed``.
@@ -185,10 +197,7 @@ class SkyPlan:
     psf_sigma: float = 1.5  # pixels
 
     def __post_init__(self) -> None:
-        if isinstance(self.n_tiles, bool) or not isinstance(self.n_tiles, int) or self.n_tiles < 2:
-            raise ValueError(
-                f"n_tiles must be an integer >= 2 (a mosaic needs overlapping tiles), got {self.n_tiles!r}"
-            )
+        check_tile_count(self.n_tiles)
         if not isinstance(self.tile_pixels, int) or self.tile_pixels < 32:
             raise ValueError(f"tile_pixels must be an integer >= 32, got {self.tile_pixels!r}")
         if not 0.05 <= self.overlap < 0.5:
