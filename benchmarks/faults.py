@@ -487,6 +487,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cases < 1 or args.per_round < 1:
         parser.error(f"--cases and --per-round must be at least 1, got {args.cases} and {args.per_round}")
     logging.basicConfig(level=logging.ERROR)
+    logging.getLogger("parsl").setLevel(logging.CRITICAL)  # each injected failure would print its traceback
 
     def progress(report: Report) -> None:
         if report.cases % 10 == 0 or report.cases == args.cases:
