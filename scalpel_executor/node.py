@@ -101,7 +101,8 @@ class _Worker:
     connection: Connection
     task: NodeTask | None = None
     spawned: float = field(default_factory=time.monotonic)
-    ready: bool = False
+    ready: bool = False  # said "ready": takes tasks
+    warm: bool = False  # said "warm": has imported what tasks need (start() waits for it)
     replaces_since: float | None = None  # monotonic time its predecessor was found dead
 
 
@@ -207,7 +208,8 @@ class NodeScheduler:
         for slot in range(len(self._slot_cpus)):
             self._spawn(slot)
         deadline = time.monotonic() + READY_TIMEOUT
-        while starting := {w.connection: w for w in self._workers.values() if not w.ready}:
+        # Wait for "warm" too: once start() returns, no core's first task waits for imports.
+        while starting := {w.connection: w for w in self._workers.values() if not w.warm}:
             for connection in wait(list(starting), max(0.0, deadline - time.monotonic())):
                 worker = starting[connection]
                 try:
@@ -216,6 +218,9 @@ class NodeScheduler:
                     message = None
                 if message and message[0] == "ready":
                     worker.ready = True
+                    continue
+                if message and message[0] == "warm":
+                    worker.warm = True
                     continue
                 code = worker.process.wait()
                 failures = self._failed_starts[worker.slot] = self._failed_starts.get(worker.slot, 0) + 1
@@ -228,8 +233,8 @@ class NodeScheduler:
                     self._spawned.remove(worker.process)
                 worker.connection.close()
                 self._spawn(worker.slot)
-            if time.monotonic() >= deadline and any(not w.ready for w in self._workers.values()):
-                late = next(w for w in self._workers.values() if not w.ready)
+            if time.monotonic() >= deadline and any(not w.warm for w in self._workers.values()):
+                late = next(w for w in self._workers.values() if not w.warm)
                 self._abort_start(f"the worker for CPUs {late.cpus} did not start within {READY_TIMEOUT:.0f} s "
                                   f"(exit code {late.process.poll()}); its error output is above")
         self._failed_starts.clear()
@@ -419,6 +424,9 @@ class NodeScheduler:
             message = pickle.loads(worker.connection.recv_bytes())
         except (EOFError, OSError):
             self._worker_lost(worker)
+            return
+        if message[0] == "warm":  # done importing what tasks need; a replacement took tasks before
+            worker.warm = True
             return
         if message[0] == "ready":  # a replacement: its slot was disabled until now
             worker.ready = True

@@ -7,6 +7,9 @@ Data flow (one worker; the node scheduler holds the other end of the socket pair
     spawn: python -m scalpel_executor.worker FD --cpus 0 --slot 0   (own session, env with
            OMP/BLAS thread counts, pinned to its core before it says anything)
                           <── ("ready", pid)
+                              imports Parsl while it waits (_preload), so no first task pays for it
+                          <── ("warm",)       (the executor's start() waits for this; a respawned
+                                              worker takes tasks from "ready" on)
     ("task", id, buffer) ──>  probe.start(): one message to the probe's sampler process (probe.py)
                               unpack_apply_message(buffer) → fn(*args, **kwargs)
                               probe.stop(): footprint, peak RSS/USS, LLC counts (never waits)
@@ -127,6 +130,25 @@ def _probe_stats(probe) -> dict:
         return {"footprint": None, "footprint_source": f"unavailable: probe error {error}"}
 
 
+PRELOAD = ("parsl", "parsl.serialize", "parsl.app.errors", "parsl.app.python", "parsl.app.bash", "scalpel_executor.errors")
+
+
+def _preload() -> None:
+    """Import what every task's unpickling and error path needs, while the worker waits for one.
+
+    Unpickling the first task imports Parsl whole (about 1,000 modules, 0.8 s here); done after
+    "ready", a task that arrives meanwhile waits no longer than it would have, and no first task
+    on a core, nor the first after a respawn, pays for it.
+    """
+    import importlib
+
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a task that needs it will report the error itself
+            logger.exception("could not preload %s", name)
+
+
 def serve(connection: Connection, parent_pid: int, probe: bool = True) -> None:
     """Run tasks from ``connection`` until told to stop or the scheduler goes away.
 
@@ -142,6 +164,8 @@ def serve(connection: Connection, parent_pid: int, probe: bool = True) -> None:
     meter = _open_probe() if probe else None
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True, name="parent-watch").start()
     connection.send_bytes(pickle.dumps(("ready", os.getpid())))
+    _preload()
+    connection.send_bytes(pickle.dumps(("warm",)))
     try:
         _serve_tasks(connection, meter)
     finally:
@@ -217,10 +241,11 @@ class WorkerClient:
         theirs.close()
         self.connection = Connection(ours.detach())
         self._next_id = 0
-        message = pickle.loads(self.connection.recv_bytes()) if self.connection.poll(60) else None
-        if not message or message[0] != "ready":
-            self.close()
-            raise RuntimeError(f"worker pid {self.process.pid} did not report ready within 60 s")
+        for expected in ("ready", "warm"):
+            message = pickle.loads(self.connection.recv_bytes()) if self.connection.poll(60) else None
+            if not message or message[0] != expected:
+                self.close()
+                raise RuntimeError(f"worker pid {self.process.pid} did not report {expected} within 60 s")
 
     def run(self, func, *args, **kwargs):
         """Run ``func(*args, **kwargs)`` in the worker; returns ``(ok, result or RemoteExceptionWrapper, stats)``."""
