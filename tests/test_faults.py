@@ -2,28 +2,18 @@
 
 Each run covers every (state, fault) combination the harness knows once, in an order and with
 timings drawn from a fresh seed, printed on failure (``SCALPEL_FAULT_SEED`` fixes it). The long run
-is ``python benchmarks/faults.py --cases 3000``; its figures are in docs/reliability.md.
+is ``python benchmarks/faults.py --cases 600``; its figures are in docs/reliability.md.
 """
 
 import os
-import pathlib
 import random
-import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="module")
-def faults():
-    sys.path.insert(0, str(ROOT / "benchmarks"))  # workers import fault_task from there too
-    try:
-        import faults
-
-        yield faults
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+def faults(benchmark_module):
+    return benchmark_module("faults")
 
 
 def test_every_fault_in_every_state_ends_each_task_exactly_once_and_leaves_nothing(faults):

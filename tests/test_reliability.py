@@ -381,14 +381,8 @@ def test_workers_exit_when_the_driving_process_is_killed(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def soak():
-    sys.path.insert(0, str(ROOT / "benchmarks"))  # workers import soak_task from there too
-    try:
-        import soak
-
-        yield soak
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+def soak(benchmark_module):
+    return benchmark_module("soak")
 
 
 def test_soak_every_future_resolves_exactly_the_crashes_fail_and_nothing_leaks(soak, tmp_path):
