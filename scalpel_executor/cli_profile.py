@@ -240,7 +240,9 @@ def _failure(target: str, error: BaseException, run: int, runs: int) -> str:
     exited = next((e for e in (error, getattr(error, "exception", None), error.__cause__)
                    if isinstance(e, SystemExit)), None)
     if exited is not None:
-        what = f"called sys.exit({'' if exited.code is None else repr(exited.code)}) instead of returning"
+        # After a round trip through Parsl's serializer ``code`` may read None while ``args`` keeps it.
+        code = exited.code if exited.code is not None else (exited.args[0] if exited.args else None)
+        what = f"called sys.exit({'' if code is None else repr(code)}) instead of returning"
     else:
         what = f"raised {type(error).__name__}: {' '.join(str(error).split())}"
     import concurrent.futures
