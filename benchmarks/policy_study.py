@@ -1,0 +1,1291 @@
+"""Which rule should replace ``scalpel`` as the default policy? A simulated study with a search baseline.
+
+::
+
+    python benchmarks/policy_study.py check --machine paper         # the fast evaluator agrees with simulate()
+    python benchmarks/policy_study.py fit-xeon16                     # the 16-core machine's contention model
+    python benchmarks/policy_study.py run --machine paper --model default --out study/paper-default.json
+    python benchmarks/policy_study.py report study/*.json            # the tables of docs/policy-study.md
+
+``run`` simulates every candidate policy on the same seeded batches as ``benchmarks/scale.py``
+(same pools, same batch seeds), plus a search for the best first-come-first-served dispatch order in
+the same contention model, and writes one JSON record; ``--sizes``, ``--repeats`` and
+``--first-repeat`` split a study over several short runs, which ``report`` merges (same machine,
+model and estimate error) into tables that check the goals of the future default policy:
+
+* never more than 1% below max(``longer_first``, ``scalpel``) at any batch size (speedups over
+  ``fifo``, geometric means over the batches of that size);
+* geometric-mean speedup over ``fifo`` above both on every machine;
+* closes at least half of the ``longer_first``-to-search gap (makespan over the search's best,
+  geometric means pooled over every batch of a machine).
+
+Machines (``MACHINES``): ``paper`` 2x4 cores, 12 MiB per domain, Table II tasks, 8-23 per batch;
+``wide`` 8x8, 32 MiB; ``epyc`` 16 domains (2 sockets x 8 CCDs) x 8 cores, 32 MiB per CCD;
+``xeon16`` 1x16 cores sharing one 300 MiB LLC. The last three draw 10x and 25x their cores from the
+kernel suite sized for their cache, as ``benchmarks/scale.py`` does. Models: ``default``
+(rho 0.5, sigma 1), ``calibrated`` (docs/data/calibration-dev-vm.json) and ``xeon16-fit`` (fitted by
+``fit-xeon16`` to the k-copies surface in ../shared/data/xeon16-spmv-corun-surface.json).
+``--estimate-noise s`` gives the schedulers run-time estimates off by exp(N(0, s)) per distinct
+task; the simulator and the search keep the true times.
+
+Policies
+--------
+Package policies (``fifo``, ``longer_first``, ``scalpel``) run through the package's
+:class:`Scheduler`. ``scalpel-lpt`` is a plan function run by the same Scheduler. Candidates that
+need the scheduler's online state (the footprints running on the freed core's domain, and for some
+the clock) subclass Scheduler and override ``_choose`` (:class:`OnlineScheduler`): ``lpt-aware-x``,
+``lpt-added-10``, ``finish-time``, ``finish-ratio``, ``net-longest``. They are driven by
+:func:`drive`, a copy of ``simulate()``'s loop that takes a scheduler factory, exposes the clock and
+records the dispatch order; the contention model is the package's ``ContentionModel``.
+Model-checked plans simulate candidate orders in the model on what the scheduler knows (estimates)
+and dispatch the chosen order first come first served: ``best-of`` (the best predicted of
+longest-first, scalpel, scalpel-lpt, lpt-aware-10 and finish-ratio), ``rollout`` (a rollout of
+longest-first over the last 2 x cores positions, 8 candidates per position), ``rollout-best`` (the
+same rollout from the ``best-of`` order) and ``best-of+ls200`` (``best-of`` then 200 local-search
+evaluations).
+
+Search
+------
+Any schedule a work-conserving policy produces is reproduced by ``fifo`` fed its dispatch order
+(the order in which tasks started), so the search runs over dispatch orders under
+first-come-first-served, with :class:`FcfsEvaluator`, a fast copy of the simulator specialised to
+that case (checked against ``simulate(..., "fifo")`` by ``check``):
+
+1. up to ``--bnb-max-tasks`` tasks, branch and bound over dispatch decisions (which waiting task a
+   freed core starts), with identical cores of a domain and identical empty domains at time 0
+   taken once, identical tasks taken once, and a bound from solo work (max(core free times), mean
+   of core free times plus waiting work, earliest free core plus longest waiting task); a node
+   budget per batch, after which the best order found so far is kept (``proven`` says whether the
+   search finished);
+2. a seeded local search (swap and insert moves, ties accepted) from the best of the policies'
+   dispatch orders and the branch and bound's best, ``--ls-evals`` evaluations; above 64 tasks
+   the moves are confined to the tail (the last ``--tail-waves`` x cores positions), each
+   evaluation resuming from a snapshot taken where the tail starts.
+
+The best makespan is the minimum of the search and of every policy's own makespan.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import heapq
+import importlib.util
+import json
+import math
+import random
+import statistics
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from scalpel_executor.calibration import load_model
+from scalpel_executor.grouping import group_with_capacities
+from scalpel_executor.profile_files import load_profile
+from scalpel_executor.scheduling import Group, Scheduler, Task
+from scalpel_executor.simulate import ContentionModel, SimTask, simulate
+from scalpel_executor.topology import Topology
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+CALIBRATION = ROOT / "docs" / "data" / "calibration-dev-vm.json"
+SURFACE = ROOT.parent / "shared" / "data" / "xeon16-spmv-corun-surface.json"
+MiB = 2 ** 20
+
+
+def _scale_module():
+    """benchmarks/scale.py, for its pool builder (the same pools as the scale study)."""
+    spec = importlib.util.spec_from_file_location("scale_study", HERE / "scale.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# --------------------------------------------------------------------------------------------
+# Machines and task pools
+
+MACHINES = {
+    # name: (spec, pool, cores per domain for the pool, batch sizes or None for factors, factors)
+    "paper": {"spec": "2x4:12MiB", "pool": "table2", "sizes": list(range(8, 24))},
+    "wide": {"spec": "8x8:32MiB", "pool": "suite", "factors": [10, 25]},
+    "epyc": {"spec": "16x8:32MiB", "pool": "suite", "factors": [10, 25]},  # 2 sockets x 8 CCDs x 8 cores
+    "xeon16": {"spec": "1x16:300MiB", "pool": "suite", "factors": [10, 25]},  # one LLC (sysfs: 300 MiB)
+}
+
+
+def machine_setup(name: str) -> tuple[list[list[int]], float, list[SimTask], list[int]]:
+    """Domains (CPU lists), LLC bytes, task pool and default batch sizes of a machine."""
+    entry = MACHINES[name]
+    topology = Topology.from_spec(entry["spec"])
+    domains = [list(d.cpus) for d in topology.domains]
+    llc = float(topology.llc_size)
+    if entry["pool"] == "table2":
+        _, pool = load_profile("polybench-xeon-e5620")
+        sizes = list(entry["sizes"])
+    else:
+        pool = _scale_module().wide_pool(int(llc), len(domains[0]))
+        sizes = [f * topology.total_cores for f in entry["factors"]]
+    return domains, llc, pool, sizes
+
+
+def batch_for(pool: list[SimTask], count: int, repeat: int, seed: int) -> list[SimTask]:
+    """The batch benchmarks/scale.py draws for (count, repeat, seed)."""
+    rng = random.Random(seed * 1_000_003 + count * 1009 + repeat)
+    return rng.sample(pool, count) if count <= len(pool) else [rng.choice(pool) for _ in range(count)]
+
+
+# --------------------------------------------------------------------------------------------
+# Contention models
+
+def fit_k_copies(surface: dict, llc: float, *, max_sensitivity: float = 8.0) -> dict:
+    """rho, sigma of ContentionModel fitted to the slowdown of k identical co-running copies.
+
+    The same method as ``calibration.fit_model`` (least squares on slowdowns; rho on a geometric
+    grid 0.05-4, refined twice between the best point's neighbours; sigma in closed form for each
+    rho), with k copies of footprint f instead of pairs: every point with k >= 2.
+    """
+    points = [(float(f) * MiB, int(k), float(v)) for f, row in surface["slowdown"].items()
+              for k, v in row.items() if int(k) >= 2]
+
+    def predict(model: ContentionModel, f: float, k: int) -> float:
+        return model.slowdowns([f] * k, [model.sensitivity] * k, llc)[0]
+
+    def rms(model: ContentionModel) -> float:
+        return math.sqrt(statistics.fmean((predict(model, f, k) - v) ** 2 for f, k, v in points))
+
+    def best_on(rhos):
+        best = None
+        for rho in rhos:
+            excess = [predict(ContentionModel(rho, 1.0), f, k) - 1.0 for f, k, _ in points]
+            denominator = sum(e * e for e in excess)
+            sigma = sum(e * (v - 1.0) for e, (_, _, v) in zip(excess, points)) / denominator if denominator else 0.0
+            model = ContentionModel(rho, min(max(sigma, 0.0), max_sensitivity))
+            error = rms(model)
+            if best is None or error < best[0] - 1e-15:
+                best = (error, model)
+        return best
+
+    grid = [0.05 * (4 / 0.05) ** (k / 159) for k in range(160)]
+    error, model = best_on(grid)
+    for _ in range(2):
+        k = min(range(len(grid)), key=lambda i: abs(grid[i] - model.capacity_fraction))
+        low, high = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
+        grid = [low + (high - low) * i / 40 for i in range(41)]
+        error, model = min((error, model), best_on(grid), key=lambda pair: pair[0])
+    calibrated = load_model(json.loads(CALIBRATION.read_text()))
+    return {
+        "capacity_fraction": model.capacity_fraction, "sensitivity": model.sensitivity, "llc_bytes": llc,
+        "effective_capacity_mib": model.capacity_fraction * llc / MiB, "rms_error": error,
+        "max_abs_error": max(abs(predict(model, f, k) - v) for f, k, v in points),
+        "default_rms_error": rms(ContentionModel()), "dev_vm_rms_error": rms(calibrated), "points": len(points),
+        "residuals": [[f / MiB, k, v, predict(model, f, k)] for f, k, v in points],
+    }
+
+
+def model_named(name: str) -> ContentionModel:
+    if name == "default":
+        return ContentionModel()
+    if name == "calibrated":
+        return load_model(json.loads(CALIBRATION.read_text()))
+    if name == "xeon16-fit":
+        fit = fit_k_copies(json.loads(SURFACE.read_text()), float(Topology.from_spec(MACHINES["xeon16"]["spec"]).llc_size))
+        return ContentionModel(fit["capacity_fraction"], fit["sensitivity"])
+    raise SystemExit(f"unknown model {name!r}: default, calibrated or xeon16-fit")
+
+
+# --------------------------------------------------------------------------------------------
+# The driver: a copy of simulate()'s loop that takes a scheduler factory, exposes the clock and
+# records the order in which tasks were dispatched.
+
+class Clock:
+    now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def drive(tasks: Sequence[SimTask], domains, llc: float, model: ContentionModel,
+          make_scheduler: Callable[[Clock], Scheduler]) -> tuple[float, list[int]]:
+    """(makespan, dispatch order as indices into ``tasks``) of one batch arriving at time 0."""
+    clock = Clock()
+    scheduler = make_scheduler(clock)
+    n_domains = len(scheduler.cores_per_domain)
+    sigma0 = model.sensitivity
+    running: list[dict[int, list]] = [{} for _ in range(n_domains)]
+    updated_at = [0.0] * n_domains
+    version = [0] * n_domains
+    events: list[tuple[float, int, int, int]] = []
+    order = 0
+    dispatched: list[int] = []
+    makespan = 0.0
+
+    def advance(domain: int, now: float) -> None:
+        elapsed = now - updated_at[domain]
+        if elapsed > 0:
+            for entry in running[domain].values():
+                entry[1] -= elapsed * entry[2]
+        updated_at[domain] = now
+
+    def reschedule(domain: int, now: float) -> None:
+        nonlocal order
+        version[domain] += 1
+        entries = list(running[domain].values())
+        if not entries:
+            return
+        factors = model.slowdowns([e[0].footprint for e in entries],
+                                  [sigma0 if e[0].sensitivity is None else e[0].sensitivity for e in entries], llc)
+        for entry, factor in zip(entries, factors):
+            entry[2] = 1.0 / factor
+        finish = min(max(e[1], 0.0) / e[2] for e in entries)
+        order += 1
+        heapq.heappush(events, (now + finish, order, domain, version[domain]))
+
+    def start_assigned(now: float) -> None:
+        touched = set()
+        for assignment in scheduler.dispatch():
+            slot = assignment.slot
+            if slot.domain not in touched:
+                advance(slot.domain, now)
+                touched.add(slot.domain)
+            sim_task = assignment.task.payload
+            running[slot.domain][slot.index] = [sim_task, sim_task.solo_time, 1.0]
+            dispatched.append(assignment.task.id)
+        for domain in touched:
+            reschedule(domain, now)
+
+    scheduler.add(Task(i, t.footprint, t.solo_time if t.runtime_estimate is None else t.runtime_estimate,
+                       t.priority, t.intensity, payload=t) for i, t in enumerate(tasks))
+    start_assigned(0.0)
+    while events:
+        now, _, domain, stamp = heapq.heappop(events)
+        if stamp != version[domain]:
+            continue
+        clock.now = now
+        advance(domain, now)
+        done = [s for s, e in running[domain].items() if e[1] <= 1e-9 * max(1.0, e[0].solo_time)]
+        for slot_index in done:
+            running[domain].pop(slot_index)
+            scheduler.release(slot_index)
+            makespan = now
+        start_assigned(now)
+        reschedule(domain, now)
+    if scheduler.waiting or any(running):
+        raise AssertionError("drive(): unfinished tasks")
+    return makespan, dispatched
+
+
+# --------------------------------------------------------------------------------------------
+# Candidate policies
+
+def kind_of(task: Task, sigma0: float) -> tuple[float, float, float]:
+    sigma = task.payload.sensitivity if task.payload is not None and task.payload.sensitivity is not None else sigma0
+    return (task.runtime, task.footprint, sigma)
+
+
+def plan_scalpel_lpt(tasks, cores_per_domain, rng):
+    """(a) Algorithm 1 groups, every group ordered by its longest task; fullness only breaks ties."""
+    formed = group_with_capacities([t.footprint for t in tasks], cores_per_domain)
+    groups = [Group([tasks[i] for i in members], capacity) for members, capacity in formed]
+    for group in groups:
+        group.tasks.sort(key=lambda t: (-t.runtime, t.seq))
+    groups.sort(key=lambda g: (-g.runtime, not g.full, min(t.seq for t in g.tasks)))
+    return groups
+
+
+class OnlineScheduler(Scheduler):
+    """Longest-first family that decides when a core frees, from what runs on that core's domain.
+
+    ``rule(self, domain, running, kinds)`` returns the kind to start, where ``running`` is the
+    tasks running on ``domain`` and ``kinds`` the waiting kinds (runtime, footprint, sigma) with at
+    least one task, longest first. Identical tasks (same kind) are interchangeable, so a decision
+    costs O(kinds x cores of a domain) model evaluations at most. Priorities are ignored (the
+    study's batches have one level).
+    """
+
+    def __init__(self, domains, rule, *, llc: float, model: ContentionModel, clock: Clock):
+        super().__init__(domains, "longer_first")
+        self.rule, self.llc, self.model, self.clock = rule, llc, model, clock
+        self.total_cores = len(self.slots)
+        self.queues: dict[tuple, deque] = {}
+        self.order: list[tuple] = []  # kinds, longest first
+        self.started: dict[int, float] = {}  # task seq -> dispatch time
+        self.waiting_work = 0.0
+
+    def add(self, tasks):
+        tasks = list(tasks)
+        super().add(tasks)
+        for task in tasks:
+            kind = kind_of(task, self.model.sensitivity)
+            if kind not in self.queues:
+                self.queues[kind] = deque()
+                self.order.append(kind)
+            self.queues[kind].append(task)
+            self.waiting_work += task.runtime
+        self.order.sort(key=lambda k: (-k[0], -k[1], k[2]))
+
+    def next_for(self, slot):
+        task = super().next_for(slot)
+        if task is not None:
+            self.started[task.seq] = self.clock()
+        return task
+
+    def release(self, slot):
+        task = super().release(slot)
+        self.started.pop(task.seq, None)
+        return task
+
+    def _choose(self, domain):
+        kinds = [k for k in self.order if self.queues[k]]
+        if not kinds:
+            return None
+        running = [t for index, t in self._running.items() if self.slots[index].domain == domain]
+        kind = self.rule(self, domain, running, kinds) if len(kinds) > 1 else kinds[0]
+        task = self.queues[kind].popleft()
+        del self._waiting[task.seq]
+        self.waiting_work -= task.runtime
+        return task
+
+    # helpers for rules
+    def slowdowns_with(self, running: list[Task], kind: tuple) -> list[float]:
+        """Predicted slowdowns of ``running`` + one task of ``kind`` on one domain (last: the new one)."""
+        sig0 = self.model.sensitivity
+        fps = [t.footprint for t in running] + [kind[1]]
+        sigs = [kind_of(t, sig0)[2] for t in running] + [kind[2]]
+        return self.model.slowdowns(fps, sigs, self.llc)
+
+
+def rule_lpt_aware(share: float, cost: str = "own"):
+    """(b) Longest first, but among the waiting kinds within ``share`` of the longest remaining run
+    time, the one with the smallest predicted slowdown on the freed core's domain (``cost="own"``:
+    the candidate's own slowdown; ``"added"``: the extra core-seconds it and its co-runners incur,
+    solo-work estimates). Ties: longest first."""
+
+    def rule(s: OnlineScheduler, domain, running, kinds):
+        longest = kinds[0][0]
+        best, best_key = None, None
+        for kind in kinds:
+            if kind[0] < (1.0 - share) * longest:
+                break
+            factors = s.slowdowns_with(running, kind)
+            if cost == "own":
+                penalty = factors[-1]
+            else:
+                before = s.model.slowdowns([t.footprint for t in running],
+                                           [kind_of(t, s.model.sensitivity)[2] for t in running], s.llc) if running else []
+                now = s.clock()
+                penalty = kind[0] * (factors[-1] - 1.0) + sum(
+                    max(t.runtime - (now - s.started.get(t.seq, now)), 0.0) * (f - b)
+                    for t, f, b in zip(running, factors, before))
+            key = (round(penalty, 12), -kind[0])
+            if best_key is None or key < best_key:
+                best, best_key = kind, key
+        return best
+
+    return rule
+
+
+def rule_finish_time(s: OnlineScheduler, domain, running, kinds):
+    """(c) The kind minimising a one-step makespan bound if it starts now on this domain:
+
+    max( its own predicted run time next to the domain's co-runners,
+         the next core's free time + the longest task still waiting after it,
+         (remaining work + the extra core-seconds it causes) / cores ),
+    remaining work from solo estimates (running tasks: run time minus time since start). Ties:
+    longest first. Needs the driver's clock.
+    """
+    now = s.clock()
+    rem_all = [max(t.runtime - (now - s.started.get(t.seq, now)), 0.0) for t in s._running.values()]
+    work = sum(rem_all) + s.waiting_work
+    idle_other = s.total_cores - len(s._running) - 1  # cores besides this one that are idle now
+    next_free = 0.0 if idle_other > 0 or not rem_all else min(rem_all)
+    sig0 = s.model.sensitivity
+    before = s.model.slowdowns([t.footprint for t in running], [kind_of(t, sig0)[2] for t in running], s.llc) if running else []
+    rem_here = [max(t.runtime - (now - s.started.get(t.seq, now)), 0.0) for t in running]
+    best, best_key = None, None
+    for index, kind in enumerate(kinds):
+        factors = s.slowdowns_with(running, kind)
+        extra = kind[0] * (factors[-1] - 1.0) + sum(r * (f - b) for r, f, b in zip(rem_here, factors, before))
+        if len(s.queues[kind]) > 1:
+            longest_after = kinds[0][0]
+        else:
+            longest_after = kinds[1][0] if index == 0 else kinds[0][0]
+        bound = max(kind[0] * factors[-1], next_free + longest_after, (work + extra) / s.total_cores)
+        key = (round(bound, 9), -kind[0])
+        if best_key is None or key < best_key:
+            best, best_key = kind, key
+    return best
+
+
+def rule_net_longest(s: OnlineScheduler, domain, running, kinds):
+    """(c') The longest task net of the contention it adds: maximise run time minus the extra
+    core-seconds (its own and its co-runners', solo-work estimates) it causes on this domain."""
+    now = s.clock()
+    sig0 = s.model.sensitivity
+    before = s.model.slowdowns([t.footprint for t in running], [kind_of(t, sig0)[2] for t in running], s.llc) if running else []
+    rem_here = [max(t.runtime - (now - s.started.get(t.seq, now)), 0.0) for t in running]
+    best, best_key = None, None
+    for kind in kinds:
+        factors = s.slowdowns_with(running, kind)
+        extra = kind[0] * (factors[-1] - 1.0) + sum(r * (f - b) for r, f, b in zip(rem_here, factors, before))
+        key = (-round(kind[0] - extra, 9), -kind[0])
+        if best_key is None or key < best_key:
+            best, best_key = kind, key
+    return best
+
+
+def rule_finish_ratio(s: OnlineScheduler, domain, running, kinds):
+    """(c'') Smallest predicted finish time over run time: (now + run time x slowdown) / run time."""
+    now = s.clock()
+    best, best_key = None, None
+    for kind in kinds:
+        factor = s.slowdowns_with(running, kind)[-1]
+        key = (round((now + kind[0] * factor) / kind[0], 12), -kind[0])
+        if best_key is None or key < best_key:
+            best, best_key = kind, key
+    return best
+
+
+# ---- (d) a model-checked plan: simulate a few orders in the model, keep the best ----
+
+BASE_RULES = ("scalpel", "scalpel-lpt", "lpt-aware-10", "finish-ratio")
+
+
+def planned_best_of(batch: Sequence[SimTask], domains, llc, model, rules: Sequence[str],
+                    search_evals: int = 0, seed: int = 0, cache: dict | None = None) -> tuple[float, list[int]]:
+    """(d) A model-checked plan: run longest-first and each rule in ``rules`` in the contention
+    model on what the scheduler knows (the run-time estimates), keep the dispatch order with the
+    shortest predicted makespan, optionally improve it with a ``search_evals``-evaluation local
+    search, and dispatch that order first come first served.
+
+    ``longer_first`` is always a candidate, so the plan is never predicted worse than it.
+    """
+    known = [estimated(t) for t in batch]
+    if any(t.runtime_estimate is not None for t in batch):
+        cache = None  # the cache holds runs on the true times
+    evaluator = FcfsEvaluator(known, [len(d) for d in domains], llc, model)
+    best_order, best_time = None, math.inf
+    for name in dict.fromkeys(["longer_first", *rules]):
+        _, order = run_policy(name, known, domains, llc, model, cache=cache)
+        predicted = evaluator.run(order)
+        if predicted < best_time - 1e-9:
+            best_order, best_time = order, predicted
+    if search_evals:
+        best_order, best_time = local_search(evaluator, best_order, best_time, search_evals, random.Random(seed),
+                                             tail_waves=None if len(batch) <= 64 else 2)
+    # What the plan does: its order, first come first served, in the package's own simulator.
+    makespan = simulate([batch[i] for i in best_order], domains, llc, "fifo", model=model).makespan
+    return makespan, list(best_order)
+
+
+def rollout_order(ev: FcfsEvaluator, *, tail: int | None = None, window: int | None = None,
+                  base: Sequence[int] | None = None) -> list[int]:
+    """(d) Rollout (a pilot method) over the dispatch order, with ``base`` (default: longest-first)
+    as the heuristic that completes partial orders.
+
+    For each of the last ``tail`` positions (all when None), in turn: the base's own next task and
+    every other distinct waiting task among the ``window`` longest distinct ones (all when None)
+    are tried at that position, the rest of the order kept in the base's order, and each order
+    simulated first come first served in the contention model from a snapshot of the fixed
+    prefix; the task with the shortest predicted makespan is fixed there (ties: the base's own
+    choice). The base's choice is always a candidate, so each step's prediction is at most the
+    previous one, and the result is never predicted worse than the base. Cost: tail x window
+    evaluations, each simulating the tail and the tasks running when it begins.
+    """
+    n = ev.n
+    solo = ev.solo
+    lpt_key = lambda i: (-solo[i], ev.kind[i], i)
+    order = list(base) if base is not None else sorted(range(n), key=lpt_key)
+    start = 0 if tail is None else max(0, n - tail)
+    fixed = order[:start]
+    remaining = order[start:]
+    current = ev.run(fixed + remaining)
+    snapshot = None
+    for p in range(start, n - 1):
+        # the prefix before p is fixed, so the previous snapshot (taken before p - 1) stays valid
+        snapshot = ev.run(fixed + remaining, state=snapshot, stop=p)
+        seen = {(solo[remaining[0]], ev.kind[remaining[0]])}
+        candidates = []
+        for i in sorted(remaining, key=lpt_key):
+            signature = (solo[i], ev.kind[i])
+            if signature not in seen:
+                seen.add(signature)
+                candidates.append(i)
+                if window is not None and len(candidates) >= window - 1:
+                    break
+        best_i, best_value = remaining[0], current
+        for i in candidates:
+            rest = [i] + [j for j in remaining if j != i]
+            value = ev.run(fixed + rest, state=snapshot)
+            if value < best_value - 1e-9:
+                best_i, best_value = i, value
+        fixed.append(best_i)
+        remaining.remove(best_i)
+        current = best_value
+    return fixed + remaining
+
+
+def planned_rollout(batch, domains, llc, model, tail_factor: float | None, window: int | None,
+                    passes: int = 1, base_rules: Sequence[str] = (), cache: dict | None = None
+                    ) -> tuple[float, list[int]]:
+    """Plan ``rollout_order`` on what the scheduler knows (run-time estimates), dispatch it FCFS.
+
+    With ``base_rules``, the base is the best predicted of longest-first and those rules'
+    dispatch orders (each run in the model on the estimates)."""
+    known = [estimated(t) for t in batch]
+    ev = FcfsEvaluator(known, [len(d) for d in domains], llc, model)
+    cores = sum(len(d) for d in domains)
+    tail = None if tail_factor is None else int(tail_factor * cores)
+    order = None
+    if base_rules:
+        best_time = math.inf
+        if any(t.runtime_estimate is not None for t in batch):
+            cache = None  # the cache holds runs on the true times
+        for name in dict.fromkeys(["longer_first", *base_rules]):
+            candidate = run_policy(name, known, domains, llc, model, cache=cache)[1]
+            predicted = ev.run(candidate)
+            if predicted < best_time - 1e-9:
+                order, best_time = candidate, predicted
+    for _ in range(passes):
+        order = rollout_order(ev, tail=tail, window=window, base=order)
+    makespan = simulate([batch[i] for i in order], domains, llc, "fifo", model=model).makespan
+    return makespan, order
+
+
+def estimated(task: SimTask) -> SimTask:
+    """The task as the scheduler sees it: its run-time estimate as its solo time."""
+    if task.runtime_estimate is None:
+        return task
+    return SimTask(task.name, task.runtime_estimate, task.footprint, task.sensitivity)
+
+
+def _package(name):
+    return lambda domains, llc, model, clock: Scheduler(domains, name)
+
+
+def _plan(function, name):
+    def make(domains, llc, model, clock):
+        scheduler = Scheduler(domains, "fifo")
+        scheduler._plan_function = function
+        scheduler.policy = name
+        return scheduler
+    return make
+
+
+def _online(rule):
+    return lambda domains, llc, model, clock: OnlineScheduler(domains, rule, llc=llc, model=model, clock=clock)
+
+
+POLICY_FACTORIES: dict[str, Callable] = {
+    "fifo": _package("fifo"),
+    "longer_first": _package("longer_first"),
+    "scalpel": _package("scalpel"),
+    "scalpel-lpt": _plan(plan_scalpel_lpt, "scalpel-lpt"),
+    "lpt-aware-5": _online(rule_lpt_aware(0.05)),
+    "lpt-aware-10": _online(rule_lpt_aware(0.10)),
+    "lpt-aware-25": _online(rule_lpt_aware(0.25)),
+    "lpt-added-10": _online(rule_lpt_aware(0.10, "added")),
+    "finish-time": _online(rule_finish_time),
+    "net-longest": _online(rule_net_longest),
+    "finish-ratio": _online(rule_finish_ratio),
+}
+
+# Composite candidates: (rules simulated by the planner, local-search evaluations)
+COMPOSITES = {
+    "best-of": (BASE_RULES, 0),
+    "best-of+ls200": (BASE_RULES, 200),
+}
+
+DEFAULT_POLICIES = ["fifo", "longer_first", "scalpel", "scalpel-lpt", "lpt-aware-5", "lpt-aware-10", "lpt-aware-25",
+                    "lpt-added-10", "finish-time", "finish-ratio", "net-longest", "best-of", "rollout", "rollout-best",
+                    "best-of+ls200"]
+
+
+ROLLOUTS = {
+    # name: (tail in waves of the machine's cores, None: every position; window, passes, base rules)
+    "rollout": (2, 8, 1, ()),  # from longest-first
+    "rollout-best": (2, 8, 1, BASE_RULES),  # from the best-of plan
+    "rollout-full": (None, None, 1, ()),  # every position, every distinct task (not in the default set)
+}
+
+
+def run_policy(name: str, batch, domains, llc, model, seed: int = 0, cache: dict | None = None
+               ) -> tuple[float, list[int]]:
+    """(makespan, dispatch order) of policy ``name`` on ``batch``; ``cache`` (one per batch) keeps results."""
+    if cache is not None and name in cache:
+        return cache[name]
+    if name in ROLLOUTS:
+        result = planned_rollout(batch, domains, llc, model, *ROLLOUTS[name], cache=cache)
+    elif name in COMPOSITES:
+        rules, evals = COMPOSITES[name]
+        result = planned_best_of(batch, domains, llc, model, rules, evals, seed, cache)
+    else:
+        factory = POLICY_FACTORIES[name]
+        result = drive(batch, domains, llc, model, lambda clock: factory(domains, llc, model, clock))
+    if cache is not None:
+        cache[name] = result
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# Search over dispatch orders under first-come-first-served
+
+class FcfsEvaluator:
+    """Makespan of a dispatch order under ``fifo``, with simulate()'s rules (round-robin dispatch
+    over domains, rates from the ContentionModel, completions within 1e-9 relative)."""
+
+    def __init__(self, batch: Sequence[SimTask], cores_per_domain: Sequence[int], llc: float, model: ContentionModel):
+        self.n = len(batch)
+        self.solo = [t.solo_time for t in batch]
+        sigma0 = model.sensitivity
+        kinds: dict[tuple, int] = {}
+        self.kind = []
+        for t in batch:
+            key = (t.footprint, sigma0 if t.sensitivity is None else t.sensitivity)
+            self.kind.append(kinds.setdefault(key, len(kinds)))
+        self.kind_fp = [k[0] for k in kinds]
+        self.kind_sig = [k[1] for k in kinds]
+        self.cpd = list(cores_per_domain)
+        self.P, self.N, self.maxc = len(self.cpd), sum(self.cpd), max(self.cpd)
+        self.llc, self.model = llc, model
+        self._rates: dict[tuple, dict[int, float]] = {}
+        self.tol = [1e-9 * max(1.0, s) for s in self.solo]
+        self.evaluations = 0
+
+    def rates(self, kinds_running: list[int]) -> dict[int, float]:
+        key = tuple(sorted(kinds_running))
+        hit = self._rates.get(key)
+        if hit is None:
+            factors = self.model.slowdowns([self.kind_fp[k] for k in key], [self.kind_sig[k] for k in key], self.llc)
+            hit = {k: 1.0 / f for k, f in zip(key, factors)}
+            if len(self._rates) < 200_000:
+                self._rates[key] = hit
+        return hit
+
+    def start_state(self) -> list:
+        # [now, pos, running per domain ([idx, rem, rate]), updated_at, next finish, idle, makespan,
+        #  (tie-break stamp per domain, counter)]: simultaneous events on two domains are taken in
+        # the order simulate()'s heap takes them, the domain rescheduled first goes first
+        return [0.0, 0, [[] for _ in range(self.P)], [0.0] * self.P, [math.inf] * self.P, list(self.cpd), 0.0,
+                [[0] * self.P, 0]]
+
+    @staticmethod
+    def copy_state(state: list) -> list:
+        now, pos, running, upd, nxt, idle, mk, (stamp, counter) = state
+        return [now, pos, [[e[:] for e in dom] for dom in running], upd[:], nxt[:], idle[:], mk, [stamp[:], counter]]
+
+    @staticmethod
+    def next_domain(nxt: list, ties: list) -> int:
+        stamp = ties[0]
+        return min(range(len(nxt)), key=lambda d: (nxt[d], stamp[d]))
+
+    def _refresh(self, running_d: list, d: int, now: float, nxt: list, ties: list) -> None:
+        if not running_d:
+            nxt[d] = math.inf
+            return
+        ties[1] += 1
+        ties[0][d] = ties[1]
+        rates = self.rates([self.kind[e[0]] for e in running_d])
+        kind = self.kind
+        finish = math.inf
+        for e in running_d:
+            e[2] = rates[kind[e[0]]]
+            t = max(e[1], 0.0) / e[2]
+            if t < finish:
+                finish = t
+        nxt[d] = now + finish
+
+    def run(self, order: Sequence[int], state: list | None = None, stop: int | None = None):
+        """Makespan of ``order`` (from ``state``, a snapshot, when given). With ``stop``: return
+        the state just before the dispatch step that would start position ``stop``."""
+        self.evaluations += 1
+        st = self.start_state() if state is None else self.copy_state(state)
+        now, pos, running, upd, nxt, idle, mk, ties = st
+        stamp, counter = ties
+        n, P, maxc = len(order), self.P, self.maxc
+        solo, tol, kind, rates_of = self.solo, self.tol, self.kind, self.rates
+        inf = math.inf
+        heap = [(nxt[d], stamp[d], d) for d in range(P) if nxt[d] != inf]
+        heapq.heapify(heap)
+        push, pop = heapq.heappush, heapq.heappop
+
+        def refresh(d: int) -> None:
+            nonlocal counter
+            entries = running[d]
+            if not entries:
+                nxt[d] = inf
+                return
+            counter += 1
+            stamp[d] = counter
+            rates = rates_of([kind[e[0]] for e in entries])
+            finish = inf
+            for e in entries:
+                rate = e[2] = rates[kind[e[0]]]
+                t = (e[1] if e[1] > 0.0 else 0.0) / rate
+                if t < finish:
+                    finish = t
+            nxt[d] = now + finish
+            push(heap, (now + finish, counter, d))
+
+        dispatch = True
+        while True:
+            if dispatch and pos < n:
+                if stop is not None and pos + sum(idle) > stop:
+                    return [now, pos, running, upd, nxt, idle, mk, [stamp, counter]]
+                domains = [d for d in range(P) if idle[d]]
+                if len(domains) == 1:  # the usual case: only the domain that just freed a core
+                    d = domains[0]
+                    elapsed = now - upd[d]
+                    if elapsed > 0:
+                        for e in running[d]:
+                            e[1] -= elapsed * e[2]
+                    upd[d] = now
+                    take = min(idle[d], n - pos)
+                    for i in order[pos:pos + take]:
+                        running[d].append([i, solo[i], 1.0])
+                    pos += take
+                    idle[d] -= take
+                    refresh(d)
+                else:
+                    counts = idle[:]
+                    touched = []
+                    for rank in range(maxc):
+                        for d in domains:
+                            if rank < counts[d] and pos < n:
+                                if idle[d] == counts[d]:  # first start on d in this step
+                                    elapsed = now - upd[d]
+                                    if elapsed > 0:
+                                        for e in running[d]:
+                                            e[1] -= elapsed * e[2]
+                                    upd[d] = now
+                                    touched.append(d)
+                                i = order[pos]
+                                pos += 1
+                                running[d].append([i, solo[i], 1.0])
+                                idle[d] -= 1
+                    for d in touched:
+                        refresh(d)
+            dispatch = False
+            # next event: the earliest finish, ties in the order simulate()'s heap takes them
+            while heap:
+                t, s_, d = pop(heap)
+                if s_ == stamp[d] and nxt[d] != inf:
+                    break
+            else:
+                break
+            now = t
+            elapsed = now - upd[d]
+            if elapsed > 0:
+                for e in running[d]:
+                    e[1] -= elapsed * e[2]
+            upd[d] = now
+            left = [e for e in running[d] if e[1] > tol[e[0]]]
+            finished = len(running[d]) - len(left)
+            if finished:
+                running[d] = left
+                idle[d] += finished
+                mk = now
+                dispatch = True
+            refresh(d)
+        if stop is not None:
+            return [now, pos, running, upd, nxt, idle, mk, [stamp, counter]]
+        return mk
+
+
+def local_search(ev: FcfsEvaluator, order: Sequence[int], best_time: float, evals: int, rng: random.Random,
+                 tail_waves: int | None = None) -> tuple[list[int], float]:
+    """Hill climbing on the order: random swap or insert moves, ties accepted; ``evals`` evaluations.
+    With ``tail_waves``, moves only touch the last tail_waves x cores positions, each evaluated from
+    a snapshot of the simulation where that tail begins."""
+    best = list(order)
+    n = len(best)
+    if n < 2 or evals <= 0:
+        return best, best_time
+    snapshot, low = None, 0
+    if tail_waves is not None and n > tail_waves * ev.N:
+        snapshot = ev.run(best, stop=n - tail_waves * ev.N)
+        low = snapshot[1]
+    if n - low < 2:
+        return best, best_time
+    for _ in range(evals):
+        i, j = rng.randrange(low, n), rng.randrange(low, n)
+        if i == j:
+            continue
+        candidate = best[:]
+        if rng.random() < 0.5:
+            candidate[i], candidate[j] = candidate[j], candidate[i]
+        else:
+            candidate.insert(j, candidate.pop(i))
+        value = ev.run(candidate, state=snapshot)
+        if value <= best_time + 1e-12:
+            best, best_time = candidate, min(value, best_time)
+    return best, best_time
+
+
+class BudgetExceeded(Exception):
+    pass
+
+
+def branch_and_bound(ev: FcfsEvaluator, incumbent: float, incumbent_order: Sequence[int], budget: int
+                     ) -> tuple[list[int], float, bool, int]:
+    """Best FCFS dispatch order by depth-first branch and bound over dispatch decisions.
+
+    Returns (order, makespan, proven optimal, nodes). Children are tried longest task first.
+    """
+    n, P, N = ev.n, ev.P, ev.N
+    solo = ev.solo
+    rank = sorted(range(n), key=lambda i: (-solo[i], ev.kind[i], i))  # canonical order: longest first
+    position = {i: r for r, i in enumerate(rank)}
+    signature = [(solo[i], ev.kind[i]) for i in range(n)]
+    best = [incumbent, list(incumbent_order)]
+    nodes = 0
+    tol = ev.tol
+
+    def bound(now, running, idle, waiting_work, longest_waiting):
+        free = []
+        for d in range(P):
+            for e in running[d]:
+                free.append(now + max(e[1], 0.0))
+            free.extend([now] * idle[d])
+        lb = max(max(free), (sum(free) + waiting_work) / N)
+        if longest_waiting:
+            lb = max(lb, min(free) + longest_waiting)
+        return lb
+
+    def settle(state):
+        """Advance to the next decision (or the end): returns (state, slots to fill) or the makespan."""
+        now, pos, running, upd, nxt, idle, mk, ties = state
+        while True:
+            d = ev.next_domain(nxt, ties)
+            t = nxt[d]
+            if t == math.inf:
+                return None, mk
+            now = t
+            elapsed = now - upd[d]
+            if elapsed > 0:
+                for e in running[d]:
+                    e[1] -= elapsed * e[2]
+            upd[d] = now
+            left = [e for e in running[d] if e[1] > tol[e[0]]]
+            finished = len(running[d]) - len(left)
+            running[d] = left
+            ev._refresh(running[d], d, now, nxt, ties)
+            if finished:
+                idle[d] += finished
+                mk = now
+                state[0], state[6] = now, mk
+                return state, None
+
+    def fill_slots(idle):
+        return [d for r in range(ev.maxc) for d in range(P) if r < idle[d]]
+
+    def dfs(state, waiting: list[int], slots: list[int], step_picks: dict, order: list[int]):
+        nonlocal nodes
+        nodes += 1
+        if nodes > budget:
+            raise BudgetExceeded
+        now, pos, running, upd, nxt, idle, mk, ties = state
+        if not waiting:
+            # no decision left: run to the end
+            st = state
+            while True:
+                st2, done = settle(st)
+                if st2 is None:
+                    if done < best[0] - 1e-9:
+                        best[0], best[1] = done, list(order)
+                    return
+                st = st2
+        if not slots:
+            # step finished: rates of touched domains were refreshed at each start; move on
+            st2, done = settle(state)
+            if st2 is None:  # cannot happen with tasks waiting
+                return
+            dfs(st2, waiting, fill_slots(st2[5]), {}, order)
+            return
+        waiting_work = sum(solo[i] for i in waiting)
+        if bound(now, running, idle, waiting_work, max(solo[i] for i in waiting)) >= best[0] - 1e-9:
+            return
+        d = slots[0]
+        seen = set()
+        previous = step_picks.get(d)  # last task this step put on d: picks on a domain increase
+        first_wave = now == 0.0
+        for i in waiting:  # waiting is kept in canonical order
+            if signature[i] in seen:
+                continue
+            seen.add(signature[i])
+            if previous is not None and position[i] < position[previous]:
+                continue
+            if first_wave and previous is None and d > 0 and ev.cpd[d] == ev.cpd[d - 1]:
+                prior = step_picks.get(("first", d - 1))
+                if prior is not None and position[i] < position[prior]:
+                    continue
+            child = ev.copy_state(state)
+            c_now, _, c_running, c_upd, c_nxt, c_idle, _, c_ties = child
+            elapsed = c_now - c_upd[d]
+            if elapsed > 0:
+                for e in c_running[d]:
+                    e[1] -= elapsed * e[2]
+            c_upd[d] = c_now
+            c_running[d].append([i, solo[i], 1.0])
+            c_idle[d] -= 1
+            ev._refresh(c_running[d], d, c_now, c_nxt, c_ties)
+            picks = dict(step_picks)
+            picks[d] = i
+            if first_wave and previous is None:
+                picks[("first", d)] = i
+            rest = [w for w in waiting if w != i]
+            order.append(i)
+            dfs(child, rest, slots[1:], picks, order)
+            order.pop()
+
+    start = ev.start_state()
+    waiting = sorted(range(n), key=position.__getitem__)
+    proven = True
+    try:
+        dfs(start, waiting, fill_slots(start[5]), {}, [])
+    except BudgetExceeded:
+        proven = False
+    return best[1], best[0], proven, nodes
+
+
+# --------------------------------------------------------------------------------------------
+# The study
+
+def with_estimates(batch: list[SimTask], noise: float, rng: random.Random) -> list[SimTask]:
+    """The batch with run-time estimates off by a log-normal factor exp(N(0, noise)), one draw per
+    distinct task (a profile's error belongs to the task, not to each copy)."""
+    if noise <= 0:
+        return batch
+    factors: dict[int, float] = {}
+    out = []
+    for t in batch:
+        if id(t) not in factors:
+            factors[id(t)] = math.exp(rng.gauss(0.0, noise))
+        out.append(dataclasses.replace(t, runtime_estimate=t.solo_time * factors[id(t)]))
+    return out
+
+
+def study(machine: str, model_name: str, policies: list[str], sizes: list[int] | None, repeats: int, seed: int,
+          bnb_max_tasks: int, bnb_budget: int, ls_evals: int, tail_waves: int | None, log=print,
+          first_repeat: int = 0, noise: float = 0.0) -> dict:
+    domains, llc, pool, default_sizes = machine_setup(machine)
+    model = model_named(model_name)
+    sizes = sizes or default_sizes
+    cores = sum(len(d) for d in domains)
+    rows = []
+    started_all = time.perf_counter()
+    for count in sizes:
+        started = time.perf_counter()
+        for repeat in range(first_repeat, first_repeat + repeats):
+            batch = batch_for(pool, count, repeat, seed)
+            batch = with_estimates(batch, noise, random.Random(seed * 8191 + count * 131 + repeat))
+            makespans, orders, cache = {}, {}, {}
+            seconds = {}
+            for policy in policies:
+                began = time.perf_counter()
+                makespans[policy], orders[policy] = run_policy(policy, batch, domains, llc, model, seed + repeat, cache)
+                seconds[policy] = time.perf_counter() - began  # with the cache: beyond the rules already run
+            ev = FcfsEvaluator(batch, [len(d) for d in domains], llc, model)
+            seed_name = min(policies, key=lambda p: (makespans[p], p))
+            seed_order, seed_time = orders[seed_name], ev.run(orders[seed_name])
+            proven, nodes = False, 0
+            if count <= bnb_max_tasks:
+                seed_order, seed_time, proven, nodes = branch_and_bound(ev, seed_time, seed_order, bnb_budget)
+                replayed = ev.run(seed_order)
+                if abs(replayed - seed_time) > 1e-9 * seed_time:
+                    raise AssertionError(f"branch and bound order replays to {replayed}, not {seed_time}")
+            tail = tail_waves if count > 64 else None
+            search_order, search_time = local_search(ev, seed_order, seed_time, 0 if proven else ls_evals,
+                                                     random.Random(seed * 7919 + count * 31 + repeat), tail)
+            best = min(search_time, *makespans.values())
+            rows.append({"tasks": count, "repeat": repeat, "makespans": makespans, "seconds": seconds, "search": search_time,
+                         "best": best, "proven": proven, "bnb_nodes": nodes,
+                         "lower_bound": max(max(t.solo_time for t in batch), sum(t.solo_time for t in batch) / cores)})
+        log(f"  {machine}/{model_name}: {count} tasks x {repeats} batches in {time.perf_counter() - started:.1f} s",
+            file=sys.stderr, flush=True)
+    return {"machine": machine, "spec": MACHINES[machine]["spec"], "model": model_name,
+            "rho": model.capacity_fraction, "sigma": model.sensitivity, "policies": policies,
+            "repeats": repeats, "first_repeat": first_repeat, "estimate_noise": noise, "seed": seed, "search": {"bnb_max_tasks": bnb_max_tasks, "bnb_budget": bnb_budget,
+                                                         "ls_evals": ls_evals, "tail_waves": tail_waves},
+            "seconds": time.perf_counter() - started_all, "command": " ".join(sys.argv), "rows": rows}
+
+
+def gmean(values):
+    return math.exp(statistics.fmean(math.log(v) for v in values))
+
+
+def summarise(record: dict) -> dict:
+    rows, policies = record["rows"], record["policies"]
+    sizes = sorted({r["tasks"] for r in rows})
+    per_size = {}
+    for size in sizes:
+        of = [r for r in rows if r["tasks"] == size]
+        speed = {p: gmean([r["makespans"]["fifo"] / r["makespans"][p] for r in of]) for p in policies}
+        over = {p: gmean([r["makespans"][p] / r["best"] for r in of]) for p in policies}
+        per_size[size] = {"speedup": speed, "over_best": over, "batches": len(of),
+                          "proven": sum(r["proven"] for r in of)}
+    out = {}
+    for p in policies:
+        speedups = [per_size[s]["speedup"][p] for s in sizes]
+        ratios = [per_size[s]["speedup"][p] / max(per_size[s]["speedup"]["longer_first"], per_size[s]["speedup"]["scalpel"])
+                  for s in sizes]
+        lf_over = gmean([r["makespans"]["longer_first"] / r["best"] for r in rows])
+        p_over = gmean([r["makespans"][p] / r["best"] for r in rows])
+        gap = (lf_over - p_over) / (lf_over - 1.0) if lf_over > 1.0 + 1e-12 else float("nan")
+        out[p] = {"speedup": gmean(speedups), "worst_ratio": min(ratios),
+                  "worst_size": sizes[ratios.index(min(ratios))], "over_best": p_over, "gap_closed": gap}
+    gm_lf, gm_sc = out["longer_first"]["speedup"], out["scalpel"]["speedup"]
+    for p in policies:
+        o = out[p]
+        o["meets"] = {"within_1pct": o["worst_ratio"] >= 0.99, "above_both": o["speedup"] > max(gm_lf, gm_sc) + 1e-12,
+                      "half_gap": (o["gap_closed"] >= 0.5) if not math.isnan(o["gap_closed"]) else False}
+    return {"sizes": sizes, "per_size": per_size, "policies": out}
+
+
+def plan_seconds(policy: str, seconds: dict) -> float:
+    """A policy's own time on a batch plus that of the cached rules it ran (composites)."""
+    rules = COMPOSITES[policy][0] if policy in COMPOSITES else ROLLOUTS[policy][3] if policy in ROLLOUTS else ()
+    extra = ["longer_first", *rules] if rules else []
+    return seconds[policy] + sum(seconds.get(r, 0.0) for r in dict.fromkeys(extra) if r != policy)
+
+
+def merge_records(records: list[dict]) -> list[dict]:
+    """Records of the same machine, model and estimate noise (a study split over runs) as one."""
+    merged: dict[tuple, dict] = {}
+    for record in records:
+        key = (record["machine"], record["model"], record.get("estimate_noise", 0.0))
+        if key not in merged:
+            merged[key] = {**record, "rows": list(record["rows"]), "commands": [record["command"]]}
+            continue
+        into = merged[key]
+        if into["policies"] != record["policies"] or into["search"] != record["search"]:
+            raise SystemExit(f"records of {key} differ in policies or search settings; run them alike")
+        have = {(r["tasks"], r["repeat"]) for r in into["rows"]}
+        into["rows"] += [r for r in record["rows"] if (r["tasks"], r["repeat"]) not in have]
+        into["seconds"] += record["seconds"]
+        into["commands"].append(record["command"])
+    for record in merged.values():
+        sizes = {r["tasks"] for r in record["rows"]}
+        record["repeats"] = min(sum(r["tasks"] == x for r in record["rows"]) for x in sizes)
+    return list(merged.values())
+
+
+MACHINE_ORDER = list(MACHINES)
+MODEL_ORDER = ["default", "calibrated", "xeon16-fit"]
+
+
+def print_summary(records: list[dict]) -> None:
+    """Cross-machine tables: speedup, worst per-size ratio, gap closed, and per-batch checks."""
+    records = sorted(records, key=lambda r: (MACHINE_ORDER.index(r["machine"]), MODEL_ORDER.index(r["model"]),
+                                             r.get("estimate_noise", 0.0)))
+    columns = [p for p in dict.fromkeys(p for r in records for p in r["policies"]) if p != "fifo"
+               and all(p in r["policies"] for r in records)]
+    sums = [summarise(r) for r in records]
+
+    def label(r):
+        noise = r.get("estimate_noise", 0.0)
+        return f"{r['machine']}, {r['model']}" + (f", estimates off by exp(N(0, {noise:g}))" if noise else "")
+
+    def table(title, cell):
+        print(f"\n**{title}**\n")
+        print("| machine, model | " + " | ".join(f"`{c}`" for c in columns) + " |")
+        print("|---" * (len(columns) + 1) + "|")
+        for r, s in zip(records, sums):
+            print(f"| {label(r)} | " + " | ".join(cell(s["policies"][c]) for c in columns) + " |")
+
+    table("Geometric-mean speedup over `fifo` (geometric mean of the sizes' geometric means)",
+          lambda o: f"{o['speedup']:.3f}")
+    table("Worst per-size ratio of speedups against max(`longer_first`, `scalpel`)", lambda o: f"{o['worst_ratio']:.3f}")
+    table("Share of the `longer_first`-to-search gap closed (makespan / best, geometric mean over all batches)",
+          lambda o: "n/a" if math.isnan(o["gap_closed"]) else f"{100 * o['gap_closed']:.0f}%")
+    table("Goals met (within 1% / above both / half the gap)",
+          lambda o: "".join("Y" if v else "-" for v in o["meets"].values()))
+    print("\n**The runs**\n")
+    print("| machine, model | `longer_first` / best | batches per size | sizes | search proven optimal | run time |")
+    print("|---|---|---|---|---|---|")
+    for r, s in zip(records, sums):
+        print(f"| {label(r)} | {s['policies']['longer_first']['over_best']:.4f} | {r['repeats']} | "
+              f"{', '.join(map(str, s['sizes']))} | {sum(v['proven'] for v in s['per_size'].values())} of "
+              f"{len(r['rows'])} | {r['seconds']:.0f} s |")
+    checked = [p for p in columns if p in COMPOSITES or p in ROLLOUTS]
+    if checked:
+        print("\n**Batches on which a model-checked plan ended later than `longer_first` / than `scalpel`**\n")
+        print("| machine, model | batches | " + " | ".join(f"`{c}`" for c in checked) + " |")
+        print("|---" * (len(checked) + 2) + "|")
+        for r in records:
+            rows = r["rows"]
+            cells = []
+            for p in checked:
+                lf = sum(x["makespans"][p] > x["makespans"]["longer_first"] * (1 + 1e-9) for x in rows)
+                sc = sum(x["makespans"][p] > x["makespans"]["scalpel"] * (1 + 1e-9) for x in rows)
+                worst = max(x["makespans"][p] / x["makespans"]["longer_first"] for x in rows)
+                cells.append(f"{lf} / {sc} (worst {worst:.3f}x LF)")
+            print(f"| {label(r)} | {len(rows)} | " + " | ".join(cells) + " |")
+    proven = [(r, [x for x in r["rows"] if x["proven"]]) for r in records]
+    proven = [(r, rows) for r, rows in proven if rows]
+    if proven:
+        print("\n**Batches where the search proved the optimum: makespan over the optimum (geometric mean), and "
+              "batches not optimal**\n")
+        shown = ["longer_first", "scalpel", *checked]
+        print("| machine, model | batches (sizes) | " + " | ".join(f"`{c}`" for c in shown) + " |")
+        print("|---" * (len(shown) + 2) + "|")
+        for r, rows in proven:
+            cells = [f"{gmean([x['makespans'][p] / x['best'] for x in rows]):.4f}, "
+                     f"{sum(x['makespans'][p] > x['best'] * (1 + 1e-9) for x in rows)} not optimal" for p in shown]
+            sizes = sorted({x["tasks"] for x in rows})
+            print(f"| {label(r)} | {len(rows)} ({sizes[0]}-{sizes[-1]}) | " + " | ".join(cells) + " |")
+
+
+def print_report(records: list[dict]) -> None:
+    if len(records) > 1:
+        print_summary(records)
+    for record in records:
+        s = summarise(record)
+        search = record["search"]
+        proven = sum(v["proven"] for v in s["per_size"].values())
+        total = sum(v["batches"] for v in s["per_size"].values())
+        noise = record.get("estimate_noise", 0.0)
+        print(f"\n### {record['machine']} ({record['spec']}), model {record['model']} "
+              f"(rho = {record['rho']:.3f}, sigma = {record['sigma']:.3f})"
+              + (f", run-time estimates off by exp(N(0, {noise:g}))" if noise else "") + "\n")
+        print(f"{record['repeats']} batches per size, sizes {', '.join(map(str, s['sizes']))}; search: branch and bound "
+              f"up to {search['bnb_max_tasks']} tasks ({search['bnb_budget']} nodes), proven optimal in {proven} of "
+              f"{total} batches; local search {search['ls_evals']} evaluations"
+              + (f" (tail of {search['tail_waves']} waves above 64 tasks)" if search['tail_waves'] else "")
+              + f"; run {record['seconds']:.0f} s.\n")
+        lf_over = s["policies"]["longer_first"]["over_best"]
+        print(f"`longer_first` is {100 * (lf_over - 1):.2f}% above the search's best (geometric mean).\n")
+        print("| policy | speedup over fifo (gmean) | worst per-size ratio vs max(LF, scalpel) | makespan / best | "
+              "gap closed | goals (1% / above both / half gap) |")
+        print("|---|---|---|---|---|---|")
+        for p, o in s["policies"].items():
+            gap = "n/a" if math.isnan(o["gap_closed"]) else f"{100 * o['gap_closed']:.0f}%"
+            meets = " / ".join("yes" if v else "no" for v in o["meets"].values())
+            print(f"| `{p}` | {o['speedup']:.4f}x | {o['worst_ratio']:.4f} (at {o['worst_size']}) | "
+                  f"{o['over_best']:.4f} | {gap} | {meets} |")
+        print("\nPer size, speedup over fifo (gmean); last rows: the search's best and makespan / best of longer_first\n")
+        header = "| policy | " + " | ".join(str(x) for x in s["sizes"]) + " |"
+        print(header)
+        print("|---" * (len(s["sizes"]) + 1) + "|")
+        for p in record["policies"]:
+            print(f"| `{p}` | " + " | ".join(f"{s['per_size'][x]['speedup'][p]:.3f}" for x in s["sizes"]) + " |")
+        best_speed = [gmean([r["makespans"]["fifo"] / r["best"] for r in record["rows"] if r["tasks"] == x])
+                      for x in s["sizes"]]
+        print("| search best | " + " | ".join(f"{v:.3f}" for v in best_speed) + " |")
+        print("| LF / best | " + " | ".join(f"{s['per_size'][x]['over_best']['longer_first']:.4f}" for x in s["sizes"]) + " |")
+        print("| LF mean makespan, s | " + " | ".join(
+            f"{statistics.fmean(r['makespans']['longer_first'] for r in record['rows'] if r['tasks'] == x):.1f}"
+            for x in s["sizes"]) + " |")
+        if all("seconds" in r for r in record["rows"]):
+            print("\nPlanning and simulation cost, seconds per batch (mean; for `best-of`, `rollout-best` and "
+                  "`best-of+ls200` including the rules they run; this script, pure Python)\n")
+            print(header)
+            print("|---" * (len(s["sizes"]) + 1) + "|")
+            for p in record["policies"]:
+                costs = []
+                for x in s["sizes"]:
+                    of = [r for r in record["rows"] if r["tasks"] == x]
+                    costs.append(statistics.fmean(plan_seconds(p, r["seconds"]) for r in of))
+                print(f"| `{p}` | " + " | ".join(f"{c:.3f}" for c in costs) + " |")
+            print()
+
+
+# --------------------------------------------------------------------------------------------
+
+def check(machine: str, model_name: str, batches: int) -> int:
+    """drive() and FcfsEvaluator agree with simulate(); replayed dispatch orders reproduce makespans."""
+    domains, llc, pool, sizes = machine_setup(machine)
+    model = model_named(model_name)
+    worst = 0.0
+    for count in sizes[:3]:
+        for repeat in range(batches):
+            batch = batch_for(pool, count, repeat, 0)
+            ev = FcfsEvaluator(batch, [len(d) for d in domains], llc, model)
+            for policy in ("fifo", "longer_first", "scalpel"):
+                reference = simulate(batch, domains, llc, policy, model=model).makespan
+                mine, order = run_policy(policy, batch, domains, llc, model)
+                replay = ev.run(order)
+                worst = max(worst, abs(mine / reference - 1), abs(replay / reference - 1))
+            for policy in ("lpt-aware-10", "finish-time", "scalpel-lpt", "best-of"):
+                mine, order = run_policy(policy, batch, domains, llc, model)
+                worst = max(worst, abs(ev.run(order) / mine - 1))
+            rng = random.Random(repeat)
+            shuffled = list(range(count))
+            rng.shuffle(shuffled)
+            fifo_batch = [batch[i] for i in shuffled]
+            reference = simulate(fifo_batch, domains, llc, "fifo", model=model).makespan
+            worst = max(worst, abs(ev.run(shuffled) / reference - 1))
+    print(f"{machine}/{model_name}: largest relative disagreement {worst:.2e}")
+    return 0 if worst < 1e-9 else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    fit = sub.add_parser("fit-xeon16", help="fit the contention model to the 16-core k-copies surface")
+    fit.add_argument("--out")
+    run = sub.add_parser("run", help="simulate the candidates and the search on one machine and model")
+    run.add_argument("--machine", choices=list(MACHINES), required=True)
+    run.add_argument("--model", default="default", help="default, calibrated (docs/data/calibration-dev-vm.json) or xeon16-fit")
+    run.add_argument("--sizes", help="batch sizes, comma-separated (default: the machine's)")
+    run.add_argument("--repeats", type=int, default=50)
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--policies", default=",".join(DEFAULT_POLICIES))
+    run.add_argument("--bnb-max-tasks", type=int, default=12)
+    run.add_argument("--bnb-budget", type=int, default=20000)
+    run.add_argument("--ls-evals", type=int, default=1000)
+    run.add_argument("--tail-waves", type=int, default=2)
+    run.add_argument("--first-repeat", type=int, default=0, help="first batch index (to split a study over runs)")
+    run.add_argument("--estimate-noise", type=float, default=0.0,
+                     help="run-time estimates off by exp(N(0, s)) per distinct task (0: exact)")
+    run.add_argument("--out", required=True)
+    rep = sub.add_parser("report", help="tables from run records")
+    rep.add_argument("records", nargs="+")
+    chk = sub.add_parser("check", help="the fast evaluator and drive() against simulate()")
+    chk.add_argument("--machine", choices=list(MACHINES), default="paper")
+    chk.add_argument("--model", default="default")
+    chk.add_argument("--batches", type=int, default=5)
+    args = parser.parse_args(argv)
+
+    if args.command == "fit-xeon16":
+        surface = json.loads(SURFACE.read_text())
+        llc = float(Topology.from_spec(MACHINES["xeon16"]["spec"]).llc_size)
+        result = fit_k_copies(surface, llc)
+        print(f"k-copies fit on {result['points']} points (k = 2, 4, 8, 16 copies; 2-128 MiB), LLC {llc / MiB:.0f} MiB: "
+              f"rho = {result['capacity_fraction']:.4f}, sigma = {result['sensitivity']:.4f} "
+              f"(effective capacity {result['effective_capacity_mib']:.0f} MiB); rms error {result['rms_error']:.4f}, "
+              f"largest {result['max_abs_error']:.4f}; default model rms {result['default_rms_error']:.4f}, "
+              f"dev-VM calibration rms {result['dev_vm_rms_error']:.4f}")
+        print("| footprint MiB | copies | measured | model |\n|---|---|---|---|")
+        for f, k, v, m in result["residuals"]:
+            print(f"| {f:g} | {k} | {v:.3f} | {m:.3f} |")
+        if args.out:
+            Path(args.out).write_text(json.dumps(result, indent=1))
+        return 0
+    if args.command == "check":
+        return check(args.machine, args.model, args.batches)
+    if args.command == "report":
+        print_report(merge_records([json.loads(Path(p).read_text()) for p in args.records]))
+        return 0
+    policies = args.policies.split(",")
+    for required in ("fifo", "longer_first", "scalpel"):
+        if required not in policies:
+            policies.insert(0, required)
+    for p in policies:
+        if p not in POLICY_FACTORIES and p not in COMPOSITES and p not in ROLLOUTS:
+            raise SystemExit(f"unknown policy {p!r}: {', '.join([*POLICY_FACTORIES, *COMPOSITES])}")
+    sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else None
+    record = study(args.machine, args.model, policies, sizes, args.repeats, args.seed, args.bnb_max_tasks,
+                   args.bnb_budget, args.ls_evals, args.tail_waves, log=print, first_repeat=args.first_repeat,
+                   noise=args.estimate_noise)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record))
+    print_report([record])
+    print(f"\nwrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
