@@ -20,7 +20,7 @@ Data flow::
 
 Children come from a forkserver that has imported the kernels, so a measurement pays no import.
 The machine may be shared: the figures are medians of interleaved repeats, and say nothing about
-one run. The model columns are ``scalpel_executor.simulate.ContentionModel`` with its defaults.
+one run. The model columns are ``scalpel_executor.core.simulate.ContentionModel`` with its defaults.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import statistics
 import sys
 import time
 
-from scalpel_executor.simulate import ContentionModel
-from scalpel_executor.units import format_size, parse_size
+from scalpel_executor.core.simulate import ContentionModel
+from scalpel_executor.core.units import format_size, parse_size
 from scalpel_executor.workloads.kernels import (
     KERNELS,
     KernelCase,

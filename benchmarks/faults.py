@@ -204,7 +204,7 @@ class Round:
         import parsl
         from parsl.config import Config
 
-        import scalpel_executor.node as node_module
+        import scalpel_executor.runtime.pool as node_module
         from scalpel_executor import ScalpelExecutor
 
         node_module.READY_TIMEOUT = READY_TIMEOUT

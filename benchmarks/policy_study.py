@@ -81,12 +81,12 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from scalpel_executor.calibration import load_model
-from scalpel_executor.grouping import group_with_capacities
-from scalpel_executor.profile_files import load_profile
-from scalpel_executor.scheduling import Group, Scheduler, Task
-from scalpel_executor.simulate import ContentionModel, SimTask, simulate
-from scalpel_executor.topology import Topology
+from scalpel_executor.experiments.calibration import load_model
+from scalpel_executor.core.grouping import group_with_capacities
+from scalpel_executor.learning.exchange import load_profile
+from scalpel_executor.core.scheduler import Group, Scheduler, Task
+from scalpel_executor.core.simulate import ContentionModel, SimTask, simulate
+from scalpel_executor.core.topology import Topology
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

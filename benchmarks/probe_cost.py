@@ -1,6 +1,6 @@
 """What the measurement probe costs a task: the same ~1 s CPU+memory task with the probe on and off.
 
-For every pair, two fresh workers (``python -m scalpel_executor.worker``), one started with
+For every pair, two fresh workers (``python -m scalpel_executor.runtime.worker``), one started with
 ``--probe on`` and one with ``--probe off``, are pinned to the same CPU and run the task once
 each, the order alternating from pair to pair, so the machine's drift hits both alike (and no
 worker's memory placement favours one side for the whole run). ``--control`` starts both with the
@@ -22,8 +22,8 @@ import os
 import statistics
 import sys
 
-from scalpel_executor.units import parse_size
-from scalpel_executor.worker import WorkerClient
+from scalpel_executor.core.units import parse_size
+from scalpel_executor.runtime.worker import WorkerClient
 
 
 def work(size: int, sweeps: int) -> float:

@@ -25,11 +25,11 @@ import sys
 import time
 from pathlib import Path
 
-from scalpel_executor.calibration import load_model
-from scalpel_executor.profile_files import load_profile
-from scalpel_executor.scheduling import POLICIES
-from scalpel_executor.simulate import ContentionModel, SimTask, simulate
-from scalpel_executor.topology import Topology
+from scalpel_executor.experiments.calibration import load_model
+from scalpel_executor.learning.exchange import load_profile
+from scalpel_executor.core.scheduler import POLICIES
+from scalpel_executor.core.simulate import ContentionModel, SimTask, simulate
+from scalpel_executor.core.topology import Topology
 
 POLICY_ORDER = [p for p in ("scalpel", "longer_first", "grouping+fifo", "di", "random", "fifo") if p in POLICIES]
 

@@ -1,37 +1,54 @@
 """scalpel-executor: contention-aware co-scheduling of many-task workflows on shared caches.
 
-The pure core (no I/O): :class:`Topology` (what the machine looks like), :func:`group_tasks`
-(Algorithm 1), :class:`Scheduler` (Algorithm 2 and the baselines), :func:`simulate`.
+The package tree is the architecture (docs/design.md has the map):
+
+- :mod:`scalpel_executor.core` — pure decisions: topology model, grouping (Algorithm 1),
+  policies and the scheduler (Algorithm 2), batching, the simulator. No I/O, no numpy, no Parsl.
+- :mod:`scalpel_executor.host` — reads this machine: sysfs topology, the footprint probe.
+- :mod:`scalpel_executor.runtime` — the live path: worker protocol, workers, the worker pool,
+  the Parsl executor.
+- :mod:`scalpel_executor.learning` — hints, profile keys, the profile store, estimates.
+- :mod:`scalpel_executor.workloads`, :mod:`scalpel_executor.experiments`,
+  :mod:`scalpel_executor.cli` — what runs on it, what measures it, and the ``scalpel`` command.
+
+Importing this package loads only the core; the names below that need Parsl or numpy load their
+module when first used.
 """
 
-from scalpel_executor.footprint import average_footprint, footprint_curve, window_length
-from scalpel_executor.grouping import group_for_domains, group_tasks
-from scalpel_executor.scheduling import POLICIES, Assignment, Scheduler, Task
-from scalpel_executor.simulate import ContentionModel, SimResult, SimTask, simulate
-from scalpel_executor.topology import Domain, Topology
-from scalpel_executor.units import parse_size
+from scalpel_executor.core.grouping import group_for_domains, group_tasks
+from scalpel_executor.core.scheduler import POLICIES, Assignment, Scheduler, Task
+from scalpel_executor.core.simulate import ContentionModel, SimResult, SimTask, simulate
+from scalpel_executor.core.topology import Domain, Topology
+from scalpel_executor.core.units import parse_size
 
 __version__ = "0.1.0"
 
+# name -> module that defines it, loaded on first use (Parsl and numpy stay out of `import scalpel_executor`)
+_LAZY = {
+    "ScalpelExecutor": "scalpel_executor.runtime.executor",
+    "scalpel_config": "scalpel_executor.runtime.executor",
+    "WorkerDied": "scalpel_executor.runtime.errors",
+    "ExecutorShutdown": "scalpel_executor.runtime.errors",
+    "ExecutorFailed": "scalpel_executor.runtime.errors",
+    "TaskExit": "scalpel_executor.runtime.errors",
+    "WalltimeExceeded": "scalpel_executor.runtime.errors",
+    "average_footprint": "scalpel_executor.learning.hotl",
+    "footprint_curve": "scalpel_executor.learning.hotl",
+    "window_length": "scalpel_executor.learning.hotl",
+}
+
 
 def __getattr__(name: str):
-    # The executor imports Parsl; load it only when asked for, so the pure core stays light.
-    if name in ("ScalpelExecutor", "scalpel_config", "WorkerDied", "ExecutorShutdown", "ExecutorFailed", "TaskExit",
-                "WalltimeExceeded"):
-        from scalpel_executor import executor
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'scalpel_executor' has no attribute {name!r}")
+    import importlib
 
-        return getattr(executor, name)
-    raise AttributeError(f"module 'scalpel_executor' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "POLICIES",
-    "ExecutorFailed",
-    "ExecutorShutdown",
-    "ScalpelExecutor",
-    "TaskExit",
-    "WalltimeExceeded",
-    "WorkerDied",
-    "scalpel_config",
     "Assignment",
     "ContentionModel",
     "Domain",
@@ -40,11 +57,9 @@ __all__ = [
     "SimTask",
     "Task",
     "Topology",
-    "average_footprint",
-    "footprint_curve",
     "group_for_domains",
     "group_tasks",
     "parse_size",
     "simulate",
-    "window_length",
+    *_LAZY,
 ]

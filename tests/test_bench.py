@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalpel_executor import bench, calibration
-from scalpel_executor.bench import (
+from scalpel_executor.experiments import bench, calibration
+from scalpel_executor.experiments.bench import (
     Mix,
     MixRun,
     bootstrap_ratio,
@@ -24,7 +24,7 @@ from scalpel_executor.bench import (
     parse_list,
     summarise,
 )
-from scalpel_executor.simulate import ContentionModel, SimTask, simulate
+from scalpel_executor.core.simulate import ContentionModel, SimTask, simulate
 from scalpel_executor.workloads.kernels import KernelCase, size_for_footprint
 
 MiB = 2**20
@@ -293,7 +293,7 @@ def test_a_failing_mix_is_recorded_with_its_error_and_the_bench_goes_on(tmp_path
 def test_the_montage_mix_without_montagepy_is_one_clear_line(monkeypatch, capsys, tmp_path):
     import importlib
 
-    from scalpel_executor import cli
+    from scalpel_executor.cli import app as cli
     from scalpel_executor.workloads import montage
 
     real = importlib.import_module

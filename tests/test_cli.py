@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from scalpel_executor.cli import main
+from scalpel_executor.cli.app import main
 
 
 def run(capsys, *argv):

@@ -12,7 +12,7 @@ from parsl.config import Config
 from parsl.executors.errors import InvalidResourceSpecification
 
 from scalpel_executor import ExecutorShutdown, ScalpelExecutor, WorkerDied
-from scalpel_executor.grouping import group_tasks
+from scalpel_executor.core.grouping import group_tasks
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalpel_executor.footprint import average_footprint, footprint_curve, window_length
+from scalpel_executor.learning.hotl import average_footprint, footprint_curve, window_length
 
 
 def brute_force(trace, window):

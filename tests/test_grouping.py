@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scalpel_executor import group_tasks
-from scalpel_executor.grouping import expected_group_count, group_for_domains
+from scalpel_executor.core.grouping import expected_group_count, group_for_domains
 
 
 def paper_group_count(tasks, processors, cores):

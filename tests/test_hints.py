@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from parsl.executors.errors import InvalidResourceSpecification
 
-from scalpel_executor.hints import InvalidHint, parse_hints, parse_walltime
-from scalpel_executor.units import parse_size
+from scalpel_executor.learning.hints import InvalidHint, parse_hints, parse_walltime
+from scalpel_executor.core.units import parse_size
 
 MiB = 2**20
 

@@ -1,7 +1,7 @@
 """The measurement probe: accuracy on real processes, degradation on fake /proc trees, the parsers.
 
-Accuracy kernels run in real workers (``python -m scalpel_executor.worker``, driven through
-:class:`~scalpel_executor.worker.WorkerClient`) and keep each sweep inside one numpy call: a Python
+Accuracy kernels run in real workers (``python -m scalpel_executor.runtime.worker``, driven through
+:class:`~scalpel_executor.runtime.worker.WorkerClient`) and keep each sweep inside one numpy call: a Python
 loop around numpy calls touches about 0.2 MiB of interpreter data per window, which is part of
 such a task's footprint but not of the sizes asserted here.
 """
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalpel_executor.probe import (
+from scalpel_executor.host.probe import (
     REFERENCED_PAGES,
     LLCCounters,
     MemorySample,
@@ -27,7 +27,7 @@ from scalpel_executor.probe import (
     smaps_totals,
     weighted_percentile,
 )
-from scalpel_executor.worker import WorkerClient
+from scalpel_executor.runtime.worker import WorkerClient
 
 MiB = 1 << 20
 UNTOUCHED = 64 * MiB

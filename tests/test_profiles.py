@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalpel_executor.cli import main
-from scalpel_executor.estimates import Estimator
-from scalpel_executor.hints import Hints
-from scalpel_executor.profile_keys import app_name, bucket, profile_key, signature
-from scalpel_executor.profile_store import Observation, ProfileStore
+from scalpel_executor.cli.app import main
+from scalpel_executor.learning.estimates import Estimator
+from scalpel_executor.learning.hints import Hints
+from scalpel_executor.learning.keys import app_name, bucket, profile_key, signature
+from scalpel_executor.learning.store import Observation, ProfileStore
 
 
 def matmul(n, dtype="float64"):
@@ -351,7 +351,7 @@ def _run_batch(store_path, sizes):
 
 
 def test_a_second_run_groups_by_what_the_first_measured(tmp_path):
-    from scalpel_executor.grouping import group_tasks
+    from scalpel_executor.core.grouping import group_tasks
 
     sizes = (1, 24, 4, 12)
     store = tmp_path / "p.sqlite"

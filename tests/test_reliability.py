@@ -25,7 +25,7 @@ from parsl.executors.errors import InvalidResourceSpecification
 from parsl.executors.high_throughput.errors import WorkerLost
 
 from scalpel_executor import ExecutorShutdown, ScalpelExecutor, WorkerDied
-from scalpel_executor.node import WalltimeExceeded
+from scalpel_executor.runtime.pool import WalltimeExceeded
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GENEROUS = 30.0  # seconds: a bound that only a broken mechanism misses, never a slow machine

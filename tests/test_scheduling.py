@@ -2,8 +2,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalpel_executor.grouping import group_tasks
-from scalpel_executor.scheduling import POLICIES, Scheduler, Task
+from scalpel_executor.core.grouping import group_tasks
+from scalpel_executor.core.scheduler import POLICIES, Scheduler, Task
 
 XEON = [[0, 1, 2, 3], [4, 5, 6, 7]]  # the paper's 2 x 4 cores
 

@@ -3,7 +3,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scalpel_executor import POLICIES, ContentionModel, SimTask, simulate
-from scalpel_executor.simulate import lower_bound
+from scalpel_executor.core.simulate import lower_bound
 
 MiB = 2**20
 ONE_DOMAIN = [[0, 1]]

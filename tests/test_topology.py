@@ -1,4 +1,4 @@
-"""Behaviour of scalpel_executor.topology: sysfs detection on fake trees, specs, CPU lists."""
+"""Behaviour of scalpel_executor.core.topology: sysfs detection on fake trees, specs, CPU lists."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalpel_executor.topology import Domain, Topology, format_cpu_list, parse_cpu_list
+from scalpel_executor.core.topology import Domain, Topology, format_cpu_list, parse_cpu_list
+from scalpel_executor.host.topology import detect_topology, resolve_topology
 
 try:
     from sysfs_trees import amd_4ccx, build_tree, this_machine, two_packages_no_cache, xeon_e5620_2s
@@ -46,7 +47,7 @@ def cpus_of(topology: Topology) -> list[tuple[int, ...]]:
 
 
 def test_one_socket_two_cpus_like_this_machine(tmp_path):
-    topo = Topology.detect(this_machine(tmp_path), allowed_cpus={0, 1})
+    topo = detect_topology(this_machine(tmp_path), allowed_cpus={0, 1})
     assert cpus_of(topo) == [(0, 1)]
     assert topo.source == "sysfs:L3"
     assert topo.llc_size == 32 * MiB
@@ -55,7 +56,7 @@ def test_one_socket_two_cpus_like_this_machine(tmp_path):
 
 
 def test_xeon_e5620_without_smt_keeps_one_thread_per_core(xeon_root):
-    topo = Topology.detect(xeon_root, allowed_cpus=ALL)
+    topo = detect_topology(xeon_root, allowed_cpus=ALL)
     assert cpus_of(topo) == [(0, 1, 2, 3), (4, 5, 6, 7)]
     assert topo.source == "sysfs:L3"
     assert [d.llc_size for d in topo.domains] == [12 * MiB, 12 * MiB]
@@ -66,7 +67,7 @@ def test_xeon_e5620_without_smt_keeps_one_thread_per_core(xeon_root):
 
 
 def test_xeon_e5620_with_smt_keeps_every_thread(xeon_root):
-    topo = Topology.detect(xeon_root, allowed_cpus=ALL, smt=True)
+    topo = detect_topology(xeon_root, allowed_cpus=ALL, smt=True)
     assert cpus_of(topo) == [(0, 1, 2, 3, 8, 9, 10, 11), (4, 5, 6, 7, 12, 13, 14, 15)]
     assert topo.cores_per_domain == (8, 8)
     # Slot order is domain by domain, not CPU-number order.
@@ -77,13 +78,13 @@ def test_siblings_come_from_thread_siblings_list_on_older_kernels(tmp_path):
     root = build_tree(tmp_path, 4, llc_groups=[range(4)], siblings=[[0, 2], [1, 3]],
                       core_cpus_list=False)
     assert not (root / "devices/system/cpu/cpu0/topology/core_cpus_list").exists()
-    assert cpus_of(Topology.detect(root, allowed_cpus=ALL)) == [(0, 1)]
+    assert cpus_of(detect_topology(root, allowed_cpus=ALL)) == [(0, 1)]
 
 
 @pytest.mark.parametrize("smt", [False, True])
 def test_amd_four_ccx_with_smt_siblings(amd_smt_root, smt):
     # 4 CCX x 8 cores with 2 threads each; thread N+32 is the sibling of N.
-    topo = Topology.detect(amd_smt_root, allowed_cpus=ALL, smt=smt)
+    topo = detect_topology(amd_smt_root, allowed_cpus=ALL, smt=smt)
     assert topo.source == "sysfs:L3"
     assert topo.llc_size == 32 * MiB
     for i, domain in enumerate(topo.domains):
@@ -95,7 +96,7 @@ def test_amd_four_ccx_with_smt_siblings(amd_smt_root, smt):
 
 
 def test_cpuset_restriction_gives_unequal_domains(xeon_root):
-    topo = Topology.detect(xeon_root, allowed_cpus={0, 1, 2, 5})
+    topo = detect_topology(xeon_root, allowed_cpus={0, 1, 2, 5})
     assert cpus_of(topo) == [(0, 1, 2), (5,)]
     assert topo.cores_per_domain == (3, 1)
     assert not topo.is_uniform()
@@ -103,7 +104,7 @@ def test_cpuset_restriction_gives_unequal_domains(xeon_root):
 
 
 def test_domains_emptied_by_the_cpuset_are_dropped_and_renumbered(xeon_root):
-    topo = Topology.detect(xeon_root, allowed_cpus={4, 5})
+    topo = detect_topology(xeon_root, allowed_cpus={4, 5})
     assert cpus_of(topo) == [(4, 5)]
     assert topo.domains[0].index == 0
     assert topo.llc_size == 12 * MiB
@@ -111,40 +112,40 @@ def test_domains_emptied_by_the_cpuset_are_dropped_and_renumbered(xeon_root):
 
 def test_lowest_allowed_sibling_stands_for_its_core(xeon_root):
     # CPU 0 is excluded but its sibling 8 is allowed: the core is kept, as CPU 8.
-    topo = Topology.detect(xeon_root, allowed_cpus={8, 9, 1, 12})
+    topo = detect_topology(xeon_root, allowed_cpus={8, 9, 1, 12})
     assert cpus_of(topo) == [(1, 8), (12,)]
 
 
 def test_both_siblings_allowed_counts_one_core_unless_smt(xeon_root):
     root = xeon_root
-    assert cpus_of(Topology.detect(root, allowed_cpus={0, 8})) == [(0,)]
-    assert cpus_of(Topology.detect(root, allowed_cpus={0, 8}, smt=True)) == [(0, 8)]
+    assert cpus_of(detect_topology(root, allowed_cpus={0, 8})) == [(0,)]
+    assert cpus_of(detect_topology(root, allowed_cpus={0, 8}, smt=True)) == [(0, 8)]
 
 
 def test_allowed_cpus_accepts_a_cpu_list_string(xeon_root):
-    topo = Topology.detect(xeon_root, allowed_cpus="0-2,5")
+    topo = detect_topology(xeon_root, allowed_cpus="0-2,5")
     assert cpus_of(topo) == [(0, 1, 2), (5,)]
 
 
 def test_default_allowed_cpus_is_the_affinity_mask(xeon_root, monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {1, 2, 6}, raising=False)
-    topo = Topology.detect(xeon_root)
+    topo = detect_topology(xeon_root)
     assert cpus_of(topo) == [(1, 2), (6,)]
 
 
 def test_offline_cpu_is_skipped(tmp_path):
     root = build_tree(tmp_path, 6, llc_groups=[range(3), range(3, 6)], offline={2})
-    topo = Topology.detect(root, allowed_cpus=ALL)
+    topo = detect_topology(root, allowed_cpus=ALL)
     assert cpus_of(topo) == [(0, 1), (3, 4, 5)]
 
 
 def test_offline_first_thread_hands_its_core_to_the_sibling(tmp_path):
     root = build_tree(tmp_path, 4, llc_groups=[range(4)], siblings=[[0, 2], [1, 3]], offline={0})
-    assert cpus_of(Topology.detect(root, allowed_cpus=ALL)) == [(1, 2)]
+    assert cpus_of(detect_topology(root, allowed_cpus=ALL)) == [(1, 2)]
 
 
 def test_no_cache_directories_fall_back_to_packages(tmp_path):
-    topo = Topology.detect(two_packages_no_cache(tmp_path), allowed_cpus=ALL)
+    topo = detect_topology(two_packages_no_cache(tmp_path), allowed_cpus=ALL)
     assert topo.source == "sysfs:package"
     assert cpus_of(topo) == [(0, 1), (2, 3)]
     assert topo.llc_size is None
@@ -153,21 +154,21 @@ def test_no_cache_directories_fall_back_to_packages(tmp_path):
 
 @pytest.mark.parametrize("make_root", [lambda p: p, lambda p: p / "missing"])
 def test_no_cpu_tree_falls_back_to_one_domain_of_allowed_cpus(tmp_path, make_root):
-    topo = Topology.detect(make_root(tmp_path), allowed_cpus={0, 1, 2, 5})
+    topo = detect_topology(make_root(tmp_path), allowed_cpus={0, 1, 2, 5})
     assert topo.source == "psutil"
     assert cpus_of(topo) == [(0, 1, 2, 5)]
     assert topo.llc_size is None
 
 
 def test_psutil_fallback_defaults_to_the_affinity_mask(tmp_path):
-    topo = Topology.detect(tmp_path)
+    topo = detect_topology(tmp_path)
     assert set(topo.cpus) == set(os.sched_getaffinity(0))
     assert topo.processors == 1
 
 
 def test_llc_is_the_highest_level_present(tmp_path):
     root = build_tree(tmp_path, 4, llc_groups=[[0, 1], [2, 3]], llc_level=2, llc_size="1024K")
-    topo = Topology.detect(root, allowed_cpus=ALL)
+    topo = detect_topology(root, allowed_cpus=ALL)
     assert topo.source == "sysfs:L2"
     assert cpus_of(topo) == [(0, 1), (2, 3)]
     assert topo.llc_size == 1 * MiB
@@ -183,7 +184,7 @@ def test_instruction_caches_never_decide_the_llc(tmp_path):
         for name, text in [("level", "3"), ("type", "Instruction"), ("shared_cpu_list", "0-1"),
                            ("size", "8192K")]:
             (index / name).write_text(text + "\n")
-    topo = Topology.detect(root, allowed_cpus=ALL)
+    topo = detect_topology(root, allowed_cpus=ALL)
     assert topo.source == "sysfs:L2"
     assert cpus_of(topo) == [(0,), (1,)]
 
@@ -194,7 +195,7 @@ def test_shared_cpu_map_is_used_when_the_list_is_missing(tmp_path):
         shared = parse_cpu_list(path.read_text())
         path.with_name("shared_cpu_map").write_text(f"00000000,{sum(1 << c for c in shared):08x}\n")
         path.unlink()
-    topo = Topology.detect(root, allowed_cpus=ALL)
+    topo = detect_topology(root, allowed_cpus=ALL)
     assert cpus_of(topo) == [(0, 1, 2, 3), (4, 5, 6, 7)]
 
 
@@ -202,8 +203,8 @@ def test_unreadable_llc_size_becomes_unknown_with_a_warning(tmp_path, caplog):
     root = this_machine(tmp_path)
     for cpu in (0, 1):
         (root / f"devices/system/cpu/cpu{cpu}/cache/index3/size").write_text("lots\n")
-    with caplog.at_level(logging.WARNING, logger="scalpel_executor.topology"):
-        topo = Topology.detect(root, allowed_cpus=ALL)
+    with caplog.at_level(logging.WARNING, logger="scalpel_executor.core.topology"):
+        topo = detect_topology(root, allowed_cpus=ALL)
     assert cpus_of(topo) == [(0, 1)]
     assert topo.llc_size is None
     assert "lots" in caplog.text
@@ -211,14 +212,14 @@ def test_unreadable_llc_size_becomes_unknown_with_a_warning(tmp_path, caplog):
 
 def test_nothing_allowed_names_found_and_allowed_cpus(xeon_root):
     with pytest.raises(ValueError) as info:
-        Topology.detect(xeon_root, allowed_cpus={100, 101})
+        detect_topology(xeon_root, allowed_cpus={100, 101})
     message = str(info.value)
     assert "0-15" in message and "100-101" in message and "taskset" in message
 
 
 def test_detect_on_this_machine():
     allowed = os.sched_getaffinity(0)
-    topo = Topology.detect()
+    topo = detect_topology()
     assert topo.processors >= 1
     assert set(topo.cpus) <= allowed
     assert all(domain.cores >= 1 for domain in topo.domains)
@@ -345,25 +346,25 @@ def test_bad_llc_size_is_rejected(llc_size):
 
 
 def test_resolve_none_detects(xeon_root):
-    topo = Topology.resolve(None, sysfs_root=xeon_root, allowed_cpus=ALL, smt=True)
+    topo = resolve_topology(None, sysfs_root=xeon_root, allowed_cpus=ALL, smt=True)
     assert topo.source == "sysfs:L3"
     assert topo.cores_per_domain == (8, 8)
 
 
 def test_resolve_passes_topologies_specs_and_cpu_lists():
     spec = Topology.from_spec("2x4")
-    assert Topology.resolve(spec) is spec
-    assert Topology.resolve("4+2:16MiB").cores_per_domain == (4, 2)
-    topo = Topology.resolve([[0], [1]], allowed_cpus={0, 1})
+    assert resolve_topology(spec) is spec
+    assert resolve_topology("4+2:16MiB").cores_per_domain == (4, 2)
+    topo = resolve_topology([[0], [1]], allowed_cpus={0, 1})
     assert topo.source == "cpu-lists" and cpus_of(topo) == [(0,), (1,)]
     with pytest.raises(ValueError, match="CPU 7"):
-        Topology.resolve([[7]], allowed_cpus={0, 1})
+        resolve_topology([[7]], allowed_cpus={0, 1})
 
 
 @pytest.mark.parametrize("bad", [42, 2.5, {"a": 1}])
 def test_resolve_rejects_other_types(bad):
     with pytest.raises(TypeError, match=type(bad).__name__):
-        Topology.resolve(bad)
+        resolve_topology(bad)
 
 
 # --------------------------------------------------------------------------------------------
@@ -426,7 +427,7 @@ def test_cpu_list_text_round_trips(cpus):
 
 
 def test_to_dict_is_json_ready(xeon_root):
-    topo = Topology.detect(xeon_root, allowed_cpus={0, 1, 2, 5})
+    topo = detect_topology(xeon_root, allowed_cpus={0, 1, 2, 5})
     data = json.loads(json.dumps(topo.to_dict()))
     assert data == {
         "source": "sysfs:L3",
@@ -443,7 +444,7 @@ def test_to_dict_is_json_ready(xeon_root):
 
 
 def test_describe(xeon_root):
-    text = Topology.detect(xeon_root, allowed_cpus=ALL).describe()
+    text = detect_topology(xeon_root, allowed_cpus=ALL).describe()
     lines = text.splitlines()
     assert lines[0] == "2 LLC domains (sysfs:L3), 8 cores"
     assert lines[1] == "  domain 0: 4 cores, CPUs 0-3, L3 12.0 MiB"

@@ -1334,7 +1334,7 @@ SCALES = {"full": (1.0, 10.0), "bench": (0.4, 2.0), "quick": (0.05, 0.5)}
 
 
 def _validated_machine(llc_bytes: object, cores: int, scale: str) -> tuple[int, tuple[float, float]]:
-    from scalpel_executor.units import parse_size
+    from scalpel_executor.core.units import parse_size
 
     llc = parse_size(llc_bytes, what="llc_bytes")
     if llc <= 0:

@@ -28,10 +28,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scalpel_executor.hints import Hints
-from scalpel_executor.profile_keys import app_name, profile_key
-from scalpel_executor.profile_store import Observation, ProfileStore
-from scalpel_executor.units import format_size
+from scalpel_executor.learning.hints import Hints
+from scalpel_executor.learning.keys import app_name, profile_key
+from scalpel_executor.learning.store import Observation, ProfileStore
+from scalpel_executor.core.units import format_size
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class Estimator:
     default_footprint, default_runtime : float
         The prior for never-seen keys.
     key_function : callable(func, args, kwargs) -> str or None, optional
-        Replaces :func:`~scalpel_executor.profile_keys.profile_key`; returning None falls back to it.
+        Replaces :func:`~scalpel_executor.learning.keys.profile_key`; returning None falls back to it.
     alpha : float
         Weight of a new measurement in this run's in-memory estimate.
     """

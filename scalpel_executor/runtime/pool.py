@@ -1,7 +1,7 @@
 """The node-level part: one pinned worker per core, one dispatch thread, one Scheduler.
 
 This module knows nothing of Parsl: it moves opaque task buffers to workers and results back.
-The Parsl-facing :class:`~scalpel_executor.executor.ScalpelExecutor` sits on top of it, and a
+The Parsl-facing :class:`~scalpel_executor.runtime.executor.ScalpelExecutor` sits on top of it, and a
 later multi-node mode runs one of these per node.
 
 Data flow::
@@ -33,7 +33,7 @@ A dead worker's slot is disabled in the Scheduler (``disable``) until its replac
 ready (``enable``), whether it died idle, running a task or starting, so no task is sent to a core
 without a worker and no message order can book a core twice. Every task ends exactly once: with a
 result, its exception, ``WorkerDied``, ``WalltimeExceeded``, ``ExecutorShutdown`` or, if the
-dispatch thread itself breaks, ``ExecutorFailed`` naming what broke (``scalpel_executor.errors``).
+dispatch thread itself breaks, ``ExecutorFailed`` naming what broke (``scalpel_executor.runtime.errors``).
 """
 
 from __future__ import annotations
@@ -56,9 +56,9 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from scalpel_executor.errors import ExecutorFailed, ExecutorShutdown, WalltimeExceeded, WorkerDied
-from scalpel_executor.scheduling import Scheduler, Task, resolve_policy
-from scalpel_executor.topology import Topology
+from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, WalltimeExceeded, WorkerDied
+from scalpel_executor.core.scheduler import Scheduler, Task, resolve_policy
+from scalpel_executor.core.topology import Topology
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ class NodeScheduler:
     ----------
     topology : Topology
     policy : str
-        A scheduling policy name (:data:`scalpel_executor.scheduling.POLICIES`).
+        A scheduling policy name (:data:`scalpel_executor.core.scheduler.POLICIES`).
     on_complete : callable(NodeTask, Outcome)
         Called once per task, in completion order, on the completion thread, with no lock held.
     pin : "core" or "domain"
@@ -318,7 +318,7 @@ class NodeScheduler:
                 theirs.close()
                 return None
             process = subprocess.Popen(
-                [sys.executable, "-m", "scalpel_executor.worker", str(theirs.fileno()),
+                [sys.executable, "-m", "scalpel_executor.runtime.worker", str(theirs.fileno()),
                  "--cpus", ",".join(map(str, cpus)), "--parent", str(os.getpid())],
                 pass_fds=(theirs.fileno(),),
                 env=self._worker_environment(cpus),

@@ -21,7 +21,7 @@
     write: <out>/bench.json (everything), <out>/pyperf/<peer>.json (pyperf suites: one benchmark
            per mix, one run per repeat, so ``python -m pyperf compare_to`` works), <out>/bench.png
 
-Every peer runs the same app bodies (:func:`scalpel_executor.demo.timed_kernel`, :func:`noop`) with
+Every peer runs the same app bodies (:func:`scalpel_executor.experiments.demo.timed_kernel`, :func:`noop`) with
 one BLAS thread, and every makespan spans first submit to last result, after the warm-up.
 pyperf's ``Runner`` is not used to drive the runs: it times one benchmark at a time in its own
 worker processes, which would put minutes of machine drift between the executors compared.
@@ -43,17 +43,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scalpel_executor.demo import (
+from scalpel_executor.experiments.demo import (
     THREAD_ENV,
     machine_llc,
     solo_pass,
     timed_kernel,
     warm_up,
 )
-from scalpel_executor.scheduling import POLICIES
-from scalpel_executor.simulate import lower_bound
-from scalpel_executor.topology import Topology
-from scalpel_executor.units import format_size
+from scalpel_executor.core.scheduler import POLICIES
+from scalpel_executor.core.simulate import lower_bound
+from scalpel_executor.core.topology import Topology
+from scalpel_executor.host.topology import detect_topology
+from scalpel_executor.core.units import format_size
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +99,7 @@ def oracle_order(cases: Sequence, seconds: Sequence[float], cores: int, llc: flo
     """
     from itertools import combinations, permutations
 
-    from scalpel_executor.simulate import SimTask, simulate
+    from scalpel_executor.core.simulate import SimTask, simulate
 
     n = len(cases)
     large = [i for i in range(n) if cases[i].footprint_bytes > llc / cores]
@@ -278,7 +279,7 @@ def _parsl_executor(peer: str, label: str, cores: int, topology: Topology, store
         from parsl.executors import ThreadPoolExecutor
 
         return ThreadPoolExecutor(label=label, max_threads=cores)
-    from scalpel_executor.executor import ScalpelExecutor
+    from scalpel_executor.runtime.executor import ScalpelExecutor
 
     policy = "fifo" if peer == "oracle" else peer.split(":", 1)[1]
     return ScalpelExecutor(label=label, policy=policy, profiles=store, topology=topology)
@@ -590,7 +591,7 @@ def run_bench(*, mixes: Sequence[str], peers: Sequence[str], repeats: int, llc_o
         from scalpel_executor.workloads.montage import require_montage
 
         require_montage()
-    topology = Topology.detect()
+    topology = detect_topology()
     cores = len(topology.cpus)
     llc, llc_note = machine_llc(topology, llc_override)
     os.environ.update(THREAD_ENV)

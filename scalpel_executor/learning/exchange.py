@@ -8,7 +8,7 @@ Format ``scalpel-profile/1``::
 
 ``runtime`` is seconds when running alone; ``footprint`` is bytes (a number, or a size string such
 as "24MiB"); ``sensitivity`` (optional) is the task's σ in the contention model of
-:mod:`scalpel_executor.simulate`. Profiles shipped with the package live in the top-level
+:mod:`scalpel_executor.core.simulate`. Profiles shipped with the package live in the top-level
 ``profiles/`` folder and are found by name.
 """
 
@@ -20,8 +20,8 @@ import math
 from importlib import resources
 from pathlib import Path
 
-from scalpel_executor.simulate import SimTask
-from scalpel_executor.units import parse_size, show
+from scalpel_executor.core.simulate import SimTask
+from scalpel_executor.core.units import parse_size, show
 
 FORMAT = "scalpel-profile/1"
 

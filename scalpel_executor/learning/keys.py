@@ -36,7 +36,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from scalpel_executor.units import format_size
+from scalpel_executor.core.units import format_size
 
 MAX_KEY_LENGTH = 240
 _WORD = re.compile(r"^[A-Za-z][A-Za-z0-9_+\-]{0,31}$")
@@ -139,7 +139,7 @@ def app_name(func: Callable) -> str:
     """The qualified name of the app behind ``func``, e.g. ``"mypkg.kernels.matmul"``.
 
     >>> app_name(functools.partial(bucket, 3))
-    'scalpel_executor.profile_keys.bucket'
+    'scalpel_executor.learning.keys.bucket'
     """
     func = _unwrap(func)
     module = getattr(func, "__module__", None) or "?"

@@ -92,7 +92,7 @@ from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass
 
-logger = logging.getLogger("scalpel_executor.probe")
+logger = logging.getLogger("scalpel_executor.host.probe")
 
 SETTLE = 0.020  # seconds from a task's start to its first window: unpacking arguments, allocating
 FIRST_WINDOW = 0.080  # seconds: the first window; tasks of SETTLE + FIRST_WINDOW get a footprint

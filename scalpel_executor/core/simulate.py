@@ -1,6 +1,6 @@
 """Discrete-event simulation of a multi-domain machine running a task batch under any policy.
 
-The simulator is the second driver of :class:`scalpel_executor.scheduling.Scheduler` (the live
+The simulator is the second driver of :class:`scalpel_executor.core.scheduler.Scheduler` (the live
 executor is the first): it feeds the same ``add`` / ``dispatch`` / ``release`` calls, with a
 simulated clock instead of worker processes, so what it predicts is what the executor would do
 given the same completions.
@@ -36,7 +36,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from scalpel_executor.scheduling import Scheduler, Task
+from scalpel_executor.core.scheduler import Scheduler, Task
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ def simulate(
     llc_size : float
         Bytes of LLC per domain.
     policy : str
-        A name from :data:`scalpel_executor.scheduling.POLICIES`.
+        A name from :data:`scalpel_executor.core.scheduler.POLICIES`.
     model : ContentionModel, optional
     seed : int
         Seeds the ``random`` policy.

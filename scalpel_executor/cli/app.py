@@ -13,12 +13,13 @@ import statistics
 import sys
 from collections.abc import Sequence
 
-from scalpel_executor.cli_profile import CommandFailed, add_profile_commands
-from scalpel_executor.profile_files import load_profile, read_json_object, shipped_profiles
-from scalpel_executor.scheduling import POLICIES
-from scalpel_executor.simulate import ContentionModel, SimTask, simulate
-from scalpel_executor.topology import Topology, parse_cpu_list
-from scalpel_executor.units import format_size, parse_size
+from scalpel_executor.cli.profile import CommandFailed, add_profile_commands
+from scalpel_executor.learning.exchange import load_profile, read_json_object, shipped_profiles
+from scalpel_executor.core.scheduler import POLICIES
+from scalpel_executor.core.simulate import ContentionModel, SimTask, simulate
+from scalpel_executor.core.topology import Topology, parse_cpu_list
+from scalpel_executor.host.topology import detect_topology
+from scalpel_executor.core.units import format_size, parse_size
 
 DEFAULT_PROFILE = "polybench-xeon-e5620"
 
@@ -35,7 +36,7 @@ def _topology_from_args(args: argparse.Namespace) -> Topology:
             raise ValueError(f'--cpus names no CPUs ({args.cpus!r}); give one CPU list per domain like --cpus "0-3;4-7", '
                              "or leave --cpus out to read this machine")
         return Topology.from_cpu_lists(lists, llc_size=args.llc)
-    topology = Topology.detect(args.sysfs, smt=args.smt)
+    topology = detect_topology(args.sysfs, smt=args.smt)
     return topology
 
 
@@ -152,7 +153,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """The main job: the contention-heavy kernel batch under Scalpel and HTEX on this machine."""
     from pathlib import Path
 
-    from scalpel_executor.demo import print_summary, run_demo
+    from scalpel_executor.experiments.demo import print_summary, run_demo
 
     policies = [p.strip() for p in (args.policies or ("scalpel" if args.quick else "scalpel,fifo")).split(",") if p.strip()]
     for policy in policies:
@@ -185,7 +186,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     """Workload mixes under Parsl's executors and every Scalpel policy, interleaved and repeated."""
     from pathlib import Path
 
-    from scalpel_executor.bench import MIXES, PEERS, format_table, markdown_table, parse_list, run_bench
+    from scalpel_executor.experiments.bench import MIXES, PEERS, format_table, markdown_table, parse_list, run_bench
 
     if args.report:
         for line in _report_lines(args.report, markdown_table if args.markdown else format_table):
@@ -235,7 +236,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     """Fit the contention model to measured pairs; predict the bench's mixes with it."""
     from pathlib import Path
 
-    from scalpel_executor import calibration
+    from scalpel_executor.experiments import calibration
 
     corun = _read_json(args.corun, "co-run document")
     if args.llc:
@@ -289,7 +290,7 @@ def _read_json(path: str, what: str) -> dict:
 
 def _load_model(path: str):
     """The contention model of a calibration file (``--model``); ValueError naming the file."""
-    from scalpel_executor.calibration import load_model
+    from scalpel_executor.experiments.calibration import load_model
 
     document = _read_json(path, "calibration")
     try:

@@ -20,7 +20,7 @@ from typing import Any
 
 from parsl.executors.errors import InvalidResourceSpecification
 
-from scalpel_executor.units import parse_size, show
+from scalpel_executor.core.units import parse_size, show
 
 logger = logging.getLogger(__name__)
 

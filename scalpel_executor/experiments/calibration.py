@@ -23,8 +23,8 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
-from scalpel_executor.simulate import ContentionModel, SimTask, lower_bound, simulate
-from scalpel_executor.units import parse_size
+from scalpel_executor.core.simulate import ContentionModel, SimTask, lower_bound, simulate
+from scalpel_executor.core.units import parse_size
 
 #: How each peer hands tasks to workers, as a scheduler policy: Parsl's executors and the process
 #: pool give the next task in submission order to whichever worker is free.
@@ -112,7 +112,7 @@ def _rms(model: ContentionModel, pairs: Sequence[PairObservation], llc: float) -
 
 def fit_model(pairs: Sequence[PairObservation], llc: float, *, rhos: Iterable[float] | None = None,
               max_sensitivity: float = 8.0) -> Fit:
-    """rho and sigma of :class:`~scalpel_executor.simulate.ContentionModel` that best explain
+    """rho and sigma of :class:`~scalpel_executor.core.simulate.ContentionModel` that best explain
     ``pairs`` on an LLC of ``llc`` bytes (least squares on the slowdowns).
 
     For each rho on a geometric grid (0.05 to 4 by default), refined twice between the best

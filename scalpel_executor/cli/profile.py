@@ -30,8 +30,8 @@ import traceback
 from collections.abc import Iterator
 from typing import Any
 
-from scalpel_executor.profile_store import ProfileStore, default_path
-from scalpel_executor.units import format_size
+from scalpel_executor.learning.store import ProfileStore, default_path
+from scalpel_executor.core.units import format_size
 
 
 class CommandFailed(Exception):
@@ -60,7 +60,7 @@ def _writing(args: argparse.Namespace, doing: str) -> Iterator[ProfileStore]:
 
     The store's own warning about falling back to memory is held back: the error says it instead.
     """
-    store_logger = logging.getLogger("scalpel_executor.profile_store")
+    store_logger = logging.getLogger("scalpel_executor.learning.store")
     quiet = _Quiet()
     store_logger.addFilter(quiet)
     try:
@@ -124,9 +124,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from scalpel_executor.profile_files import shipped_document
+    from scalpel_executor.learning.exchange import shipped_document
 
-    from scalpel_executor.profile_files import read_json_object
+    from scalpel_executor.learning.exchange import read_json_object
 
     if os.path.exists(args.source):
         document = read_json_object(args.source, "profile document")
@@ -189,8 +189,8 @@ def load_function(target: str):
 
 def cmd_run(args: argparse.Namespace) -> int:
     """The paper's pre-run, for users who want one: measure an app on sample inputs, store it."""
-    from scalpel_executor.executor import ScalpelExecutor
-    from scalpel_executor.profile_keys import profile_key
+    from scalpel_executor.runtime.executor import ScalpelExecutor
+    from scalpel_executor.learning.keys import profile_key
 
     if args.repeat < 1:
         raise ValueError(f"--repeat must be at least 1, got {args.repeat}")

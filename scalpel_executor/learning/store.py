@@ -138,7 +138,7 @@ def _welford(count: int, mean: float | None, m2: float | None, ewma: float | Non
 
 
 def _show(value: object) -> str:
-    from scalpel_executor.units import show
+    from scalpel_executor.core.units import show
 
     return show(value, 120)
 
@@ -404,7 +404,7 @@ class ProfileStore:
         entries = document.get("tasks")
         if not isinstance(entries, list):
             raise ValueError("a profile document needs a list \"tasks\"")
-        from scalpel_executor.units import parse_size
+        from scalpel_executor.core.units import parse_size
 
         rows = []
         origin = origin or f"imported:{document.get('name', 'unnamed')}"

@@ -4,7 +4,7 @@ Data flow (one worker; the node scheduler holds the other end of the socket pair
 
     node scheduler thread                         worker process (this module)
     ─────────────────────                         ────────────────────────────
-    spawn: python -m scalpel_executor.worker FD --cpus 0 --slot 0   (own session, env with
+    spawn: python -m scalpel_executor.runtime.worker FD --cpus 0 --slot 0   (own session, env with
            OMP/BLAS thread counts, pinned to its core before it says anything)
                           <── ("ready", pid)
                               imports Parsl while it waits (_preload), so no first task pays for it
@@ -24,7 +24,7 @@ ever crosses this private socket pair.
 
 ``stats`` always holds ``wall``, ``cpu``, ``max_rss`` and ``children_cpu``; with the probe on
 (``--probe on``, the default, or ``SCALPEL_PROBE=on`` in the environment) it also holds the fields
-of :class:`~scalpel_executor.probe.ProbeReport` (``footprint``, ``footprint_source``,
+of :class:`~scalpel_executor.host.probe.ProbeReport` (``footprint``, ``footprint_source``,
 ``peak_rss``, ``peak_uss``, ``llc_references``, ``llc_misses``, ...). With ``--probe off`` no
 sampler process runs and ``footprint_source`` says so. The sampler is the worker's child, pinned
 like it and in its process group, so it ends with it.
@@ -63,7 +63,7 @@ def _watch_parent(parent_pid: int) -> None:
 def _run(buffer: bytes) -> tuple[bool, bytes]:
     from parsl.serialize import serialize, unpack_apply_message
 
-    from scalpel_executor.errors import TaskExit
+    from scalpel_executor.runtime.errors import TaskExit
 
     serving = os.getpid()
     try:
@@ -115,7 +115,7 @@ def _serialized_failure(exc_info) -> bytes:
 
 def _open_probe():
     try:
-        from scalpel_executor.probe import Probe
+        from scalpel_executor.host.probe import Probe
 
         return Probe()
     except Exception:  # a worker without a probe still runs tasks
@@ -130,7 +130,7 @@ def _probe_stats(probe) -> dict:
         return {"footprint": None, "footprint_source": f"unavailable: probe error {error}"}
 
 
-PRELOAD = ("parsl", "parsl.serialize", "parsl.app.errors", "parsl.app.python", "parsl.app.bash", "scalpel_executor.errors")
+PRELOAD = ("parsl", "parsl.serialize", "parsl.app.errors", "parsl.app.python", "parsl.app.bash", "scalpel_executor.runtime.errors")
 
 
 def _preload() -> None:
@@ -159,7 +159,7 @@ def serve(connection: Connection, parent_pid: int, probe: bool = True) -> None:
     parent_pid : int
         The node scheduler's pid, watched so the worker dies with it.
     probe : bool
-        Measure each task with :class:`~scalpel_executor.probe.Probe`.
+        Measure each task with :class:`~scalpel_executor.host.probe.Probe`.
     """
     meter = _open_probe() if probe else None
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True, name="parent-watch").start()
@@ -205,7 +205,7 @@ def _serve_tasks(connection: Connection, meter) -> None:
 class WorkerClient:
     """One worker process driven directly, without a node scheduler (benchmarks and tests).
 
-    Spawned as :mod:`scalpel_executor.node` spawns workers: ``python -m scalpel_executor.worker``
+    Spawned as :mod:`scalpel_executor.runtime.pool` spawns workers: ``python -m scalpel_executor.runtime.worker``
     with its end of a socket pair, in its own session, pinned to ``cpus``.
 
     Parameters
@@ -234,7 +234,7 @@ class WorkerClient:
         env = dict(os.environ if env is None else env)
         env["SCALPEL_SYS_PATH"] = os.pathsep.join(p for p in sys.path if p)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "scalpel_executor.worker", str(theirs.fileno()), "--cpus", ",".join(map(str, cpus)),
+            [sys.executable, "-m", "scalpel_executor.runtime.worker", str(theirs.fileno()), "--cpus", ",".join(map(str, cpus)),
              "--parent", str(os.getpid()), "--probe", "on" if probe else "off"],
             pass_fds=(theirs.fileno(),), env=env, start_new_session=True, stdin=subprocess.DEVNULL,
         )
@@ -277,7 +277,7 @@ class WorkerClient:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scalpel_executor.worker", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m scalpel_executor.runtime.worker", description=__doc__.splitlines()[0])
     parser.add_argument("fd", type=int, help="file descriptor of this worker's end of the socket pair")
     parser.add_argument("--cpus", required=True, help="comma-separated CPUs to pin to")
     parser.add_argument("--parent", type=int, required=True, help="pid of the node scheduler process")

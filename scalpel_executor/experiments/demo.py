@@ -37,8 +37,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from scalpel_executor.topology import Topology
-from scalpel_executor.units import format_size, parse_size
+from scalpel_executor.core.topology import Topology
+from scalpel_executor.host.topology import detect_topology
+from scalpel_executor.core.units import format_size, parse_size
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +137,7 @@ def _config(name: str, run_dir: str, cores: int, store: str, topology: Topology)
             provider=LocalProvider(init_blocks=1, min_blocks=1, max_blocks=1, worker_init=exports),
         )
     else:
-        from scalpel_executor.executor import ScalpelExecutor
+        from scalpel_executor.runtime.executor import ScalpelExecutor
 
         policy = name.split(":", 1)[1]
         executor = ScalpelExecutor(label=name.replace(":", "-"), policy=policy, profiles=store, topology=topology)
@@ -195,7 +196,7 @@ def solo_pass(cases, run_dir: str, store: str, cpu: int, stream, repeat: int = 0
     from parsl import python_app
     from parsl.config import Config
 
-    from scalpel_executor.executor import ScalpelExecutor
+    from scalpel_executor.runtime.executor import ScalpelExecutor
 
     executor = ScalpelExecutor(label="solo", profiles=store, topology=[[cpu]], batch_window=0.0)
     dfk = parsl.load(Config(executors=[executor], run_dir=run_dir, strategy="none"))
@@ -293,12 +294,12 @@ def run_demo(*, tasks: int | None, scale: str, repeats: int, policies: Sequence[
     """The whole demo (see the module docstring); returns the JSON record."""
     from scalpel_executor.workloads.kernels import contention_mix, limit_blas_threads
 
-    topology = Topology.detect()
+    topology = detect_topology()
     cores = len(topology.cpus)
     llc, llc_note = machine_llc(topology, llc_override)
     tasks = tasks if tasks is not None else 4 * cores
     cases = contention_mix(llc, cores, tasks, scale=scale, seed=seed)
-    from scalpel_executor.bench import calibrated_alike
+    from scalpel_executor.experiments.bench import calibrated_alike
     from scalpel_executor.workloads.kernels import calibrate
 
     cases, _ = calibrated_alike(cases, calibrate)  # time each distinct case here: large and small last alike

@@ -1,0 +1,5 @@
+import sys
+
+from scalpel_executor.cli.app import main
+
+sys.exit(main())

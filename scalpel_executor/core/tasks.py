@@ -1,0 +1,59 @@
+"""The task as every decision sees it, and the groups, cores and assignments made of it.
+
+One :class:`Task` type serves both drivers: the live pool puts its job (the serialized call, the
+walltime, where it ran) in ``payload`` and the simulator its simulated task; the scheduler and the
+policies read only the fields here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(slots=True, eq=False)
+class Task:
+    """What the scheduler knows of one task. ``payload`` is the driver's, never read here."""
+
+    id: Hashable
+    footprint: float = 0.0  # bytes touched in an LLC-share window
+    runtime: float = 1.0  # estimated solo run time, seconds
+    priority: float = 0.0
+    intensity: float | None = None  # LLC miss rate for `di`; footprint when unknown
+    payload: Any = None
+    seq: int = -1  # submission order, set by Scheduler.add
+
+
+@dataclass(slots=True, eq=False)
+class Group:
+    """Tasks meant to co-run on one LLC domain, in the order they should start."""
+
+    tasks: list[Task]
+    capacity: int  # cores of the domain it was formed for
+    domain: int | None = None  # pinned to a domain (the `di` baseline); None: any domain
+
+    @property
+    def full(self) -> bool:
+        return len(self.tasks) >= self.capacity
+
+    @property
+    def runtime(self) -> float:
+        return max(t.runtime for t in self.tasks)
+
+    @property
+    def footprint(self) -> float:
+        return sum(t.footprint for t in self.tasks)
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    index: int  # position in the topology's CPU order
+    cpu: int
+    domain: int
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    slot: Slot
+    task: Task

@@ -1,0 +1,1 @@
+"""What the executor learns from real runs: hints, profile keys, the profile store, estimates."""

@@ -1,0 +1,7 @@
+"""The live path: the worker protocol, pinned workers, the worker pool and the Parsl executor.
+
+Data flow: ``ScalpelExecutor.submit`` (Parsl) ─> :class:`~scalpel_executor.runtime.pool.WorkerPool`
+(batching + the core scheduler on a dispatch thread) ─> one pinned
+:mod:`~scalpel_executor.runtime.worker` per core ─> results back through the pool's completion
+thread to the executor, which settles Parsl's futures and records what was measured.
+"""

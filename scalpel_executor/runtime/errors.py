@@ -1,0 +1,89 @@
+"""The errors a task can end with besides its own exception, and the one a broken executor gives.
+
+Every task ends exactly once: with its result, its own exception, or one of these.
+
+- :class:`WorkerDied` — its worker process died (signal, ``os._exit``, out of memory); a
+  subclass of Parsl's ``WorkerLost``, so handlers written for HighThroughputExecutor keep working.
+- :class:`WalltimeExceeded` — it ran past ``walltime`` plus a grace period, blocked where Parsl's
+  own timeout cannot reach it, and its worker was killed; a subclass of Parsl's ``AppTimeout``.
+- :class:`TaskExit` — it raised a ``BaseException`` that is not an ``Exception``
+  (``sys.exit()``, ``KeyboardInterrupt``, an ``argparse`` error); the original is its
+  ``__cause__``. Parsl's DataFlowKernel only handles ``Exception``, so the executor wraps these.
+- :class:`ExecutorShutdown` — the executor was shut down before it finished.
+- :class:`ExecutorFailed` — the executor itself broke (a bug in its dispatch thread); the
+  message says what broke.
+"""
+
+from __future__ import annotations
+
+import platform
+
+from parsl.app.errors import AppTimeout
+from parsl.executors.high_throughput.errors import WorkerLost
+
+
+__all__ = ["WorkerDied", "WalltimeExceeded", "ExecutorShutdown", "ExecutorFailed", "TaskExit"]
+
+
+class WorkerDied(WorkerLost, RuntimeError):
+    """The worker process running a task died (signal, ``os._exit``, out of memory).
+
+    A subclass of Parsl's ``WorkerLost`` (what HighThroughputExecutor raises when a worker is lost),
+    so ``except WorkerLost`` clauses and retry handlers written for Parsl's executors keep working.
+    ``task_id``, ``cpus`` and ``cause`` say which task, where and why; ``worker_id`` is the pid.
+    """
+
+    def __init__(self, message: str, *, task_id: int | None = None, pid: int | None = None,
+                 cpus: tuple[int, ...] = (), cause: str = ""):
+        RuntimeError.__init__(self, message)  # args == (message,): pickles and prints as itself
+        self.worker_id, self.hostname = pid, platform.node()
+        self.task_id, self.cpus, self.cause = task_id, tuple(cpus), cause
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class WalltimeExceeded(AppTimeout):
+    """A task ran past its ``walltime`` plus the grace period and its worker was killed.
+
+    Parsl's own ``walltime`` raises ``AppTimeout`` inside the task's Python bytecode; a task blocked
+    in C code never sees it, so the node scheduler kills the worker as a last resort. A subclass of
+    ``AppTimeout``, so callers catch both cases with one clause.
+    """
+
+    def __init__(self, message: str, *, task_id: int | None = None, walltime: float | None = None):
+        super().__init__(message)
+        self.task_id, self.walltime = task_id, walltime
+
+
+class ExecutorShutdown(RuntimeError):
+    """The executor was shut down before the task finished."""
+
+
+class ExecutorFailed(RuntimeError):
+    """The executor's dispatch thread failed; unfinished tasks end with this, naming the cause."""
+
+
+class TaskExit(Exception):
+    """The task raised a BaseException that is not an Exception, such as ``SystemExit(3)``.
+
+    ``exception`` (and ``__cause__``) is the original. A plain ``Exception``, so Parsl's retries,
+    dependency failures and ``future.exception()`` treat the task as failed, as with any error.
+    """
+
+    def __init__(self, message: str, exception: BaseException | None = None):
+        super().__init__(message)
+        self.exception = exception
+
+    def __reduce__(self):
+        return (type(self), (self.args[0], self.exception))
+
+    @classmethod
+    def wrap(cls, exception: BaseException) -> "TaskExit":
+        """``exception`` as a TaskExit whose message names it, with it as the cause."""
+        detail = {SystemExit: "the task called sys.exit()", KeyboardInterrupt: "the task raised KeyboardInterrupt"}
+        reason = next((text for kind, text in detail.items() if isinstance(exception, kind)),
+                      f"the task raised {type(exception).__name__}, a BaseException that is not an Exception")
+        wrapped = cls(f"{reason}: {exception!r}", exception)
+        wrapped.__cause__ = exception
+        return wrapped

@@ -1,0 +1,398 @@
+"""ScalpelExecutor: the Parsl-facing executor.
+
+Parsl's DataFlowKernel calls ``submit(func, resource_specification, *args, **kwargs)`` from its
+own thread; this class validates the hints, serializes the call with Parsl's serializer, and hands
+an opaque buffer to the node-level part (:class:`~scalpel_executor.runtime.pool.NodeScheduler`), which
+batches, groups, dispatches to pinned workers and calls back with the outcome. The callback turns
+the outcome into the Future's result or exception — on the completion thread, holding no lock, so
+the DFK's callbacks (which may submit more tasks) run freely::
+
+    DFK thread ── submit() ── parse_hints ── pack_apply_message ──> NodeScheduler.submit ──┐
+                                                                                            │
+    Future.set_result / set_exception <── _complete (completion thread) <── worker result ┘
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import math
+import os
+import time
+from collections import Counter, deque
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+
+import typeguard
+from parsl.executors.base import ParslExecutor
+from parsl.executors.errors import InvalidResourceSpecification  # noqa: F401 - re-exported for users
+from parsl.monitoring.radios.base import RadioConfig
+from parsl.monitoring.radios.filesystem import FilesystemRadio
+from parsl.serialize import deserialize, pack_apply_message
+from parsl.utils import RepresentationMixin
+
+from scalpel_executor.learning.estimates import Estimator
+from scalpel_executor.learning.hints import parse_hints, parse_walltime
+from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, TaskExit, WalltimeExceeded, WorkerDied
+from scalpel_executor.runtime.pool import NodeScheduler, NodeTask, Outcome
+from scalpel_executor.learning.store import ProfileStore, default_path
+from scalpel_executor.core.scheduler import resolve_policy
+from scalpel_executor.core.topology import Topology
+from scalpel_executor.host.topology import resolve_topology
+from scalpel_executor.core.units import parse_size
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ExecutorFailed", "ExecutorShutdown", "ScalpelExecutor", "TaskExit", "TaskRecord", "WalltimeExceeded",
+           "WorkerDied", "scalpel_config"]
+
+RECORDS_KEPT = 100_000  # finished tasks remembered in ``records`` (a campaign may run millions)
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """What happened to one task: where it ran (slot, LLC domain, CPU), when, and its estimates."""
+
+    task_id: int
+    slot: int | None  # None: it never started (shutdown)
+    domain: int | None
+    cpu: int | None
+    started: float | None  # time.monotonic() when it was sent to its worker
+    finished: float
+    footprint: float  # the estimates the scheduler used
+    runtime: float
+    ok: bool  # False for a task exception, a worker death or a shutdown
+    stats: dict  # measured in the worker: wall / cpu seconds, peak RSS, footprint (probe)
+    profile_key: str = ""
+    footprint_source: str = "prior"  # hint | learned | store | prior (see scalpel_executor.learning.estimates)
+    runtime_source: str = "prior"
+
+
+class ScalpelExecutor(ParslExecutor, RepresentationMixin):
+    """Runs Parsl apps on one pinned worker per core, co-scheduled to spare the shared caches.
+
+    Parameters
+    ----------
+    label : str
+        The executor's name in Parsl (``executors=`` of an app).
+    policy : str
+        ``"scalpel"`` (grouping + two-level LPT, default), or a baseline: ``"longer_first"``,
+        ``"grouping+fifo"``, ``"fifo"``, ``"random"``, ``"di"``.
+    topology : Topology, str or list of CPU lists, optional
+        The LLC domains to schedule for. Default: detected from sysfs and this process's affinity.
+        A spec such as ``"2x4:12MiB"`` describes a machine you do not have; its decisions are then
+        laid over the real cores (for tests and demonstrations). ``[[0, 1], [2, 3]]`` picks CPUs.
+    pin : "core" or "domain"
+        Pin each worker to its core (default), or to every core of its LLC domain.
+    batch_window : float
+        Longest time (seconds) to collect arriving tasks before grouping them (default 0.005).
+        0: group whatever has arrived whenever a core frees, dispatching at once to idle cores.
+    batch_quiet : float
+        How long a lone arriving task waits for a second one (default 0.001 s). If one comes, the
+        collection runs the whole ``batch_window`` from the first, so a workflow's burst of submits
+        is grouped whole; if none does, the lone task is dispatched after about 1 ms, not 5.
+    max_batch : int
+        Arrivals that start grouping before the window ends.
+    default_footprint : int or str
+        The prior: footprint assumed for a task with no hint and no profile yet (default 0 bytes).
+    default_runtime : float
+        The prior run time (seconds) for a task with no hint and no profile yet (default 1.0).
+    profiles : str, path, ProfileStore or bool, optional
+        The profile store that remembers measured footprints and run times across runs. Default
+        (None or True): ``$SCALPEL_PROFILE_STORE`` or ``~/.local/share/scalpel-executor/profiles.sqlite``.
+        A path or a :class:`~scalpel_executor.learning.store.ProfileStore` picks another; False
+        turns persistence off (the executor still learns within a run).
+    profile_key : callable(func, args, kwargs) -> str or None, optional
+        Names a task's profile instead of :func:`scalpel_executor.learning.keys.profile_key` (app
+        name plus a size signature of the arguments); None falls back to the default.
+    probe : bool
+        Measure each task's footprint in its worker (referenced-page sampling; default True).
+    worker_env : dict, optional
+        Extra environment for workers; overrides the OMP/BLAS thread counts (set to the number
+        of cores each worker owns).
+    smt : bool
+        Use every hardware thread rather than one per physical core when detecting the topology.
+    storage_access : list of Staging, optional
+        Parsl staging providers; None uses Parsl's defaults.
+    working_dir : str, optional
+        Where staged files go (read by Parsl's staging).
+    remote_monitoring_radio : RadioConfig, optional
+        How tasks report to Parsl monitoring; default a filesystem radio (opens no socket).
+    seed : int
+        Seeds the ``random`` policy.
+    """
+
+    @typeguard.typechecked
+    def __init__(
+        self,
+        label: str = "scalpel",
+        policy: str = "scalpel",
+        topology: Union[Topology, str, Sequence[Sequence[int]], None] = None,
+        pin: str = "core",
+        batch_window: Union[int, float] = 0.005,
+        batch_quiet: Union[int, float] = 0.001,
+        max_batch: int = 4096,
+        default_footprint: Union[int, float, str] = 0,
+        default_runtime: Union[int, float] = 1.0,
+        profiles: Union[str, os.PathLike, ProfileStore, bool, None] = None,
+        profile_key: Optional[Callable[..., Optional[str]]] = None,
+        probe: bool = True,
+        worker_env: Optional[Dict[str, str]] = None,
+        smt: bool = False,
+        storage_access: Optional[List[Any]] = None,
+        working_dir: Optional[str] = None,
+        remote_monitoring_radio: Optional[RadioConfig] = None,
+        seed: int = 0,
+    ):
+        ParslExecutor.__init__(self)
+        self._unset_run_dir = self.run_dir
+        resolve_policy(policy)
+        if pin not in ("core", "domain"):
+            raise ValueError(f"pin must be 'core' or 'domain', got {pin!r}")
+        if not label.strip():
+            raise ValueError(f"label must name the executor, as in executors=['scalpel'], got {label!r}")
+        if "/" in label or "\0" in label or label in (".", ".."):
+            raise ValueError(f"label names the executor's files in the run directory and cannot contain '/' "
+                             f"or NUL or be '.' or '..'; got {label!r}; try {label.replace('/', '-')!r}")
+        for name, value in (("batch_window", batch_window), ("batch_quiet", batch_quiet), ("max_batch", max_batch),
+                            ("default_runtime", default_runtime)):
+            if isinstance(value, bool):
+                raise TypeError(f"{name} must be a number, got the boolean {value!r}")
+        for name, value in (("batch_window", batch_window), ("batch_quiet", batch_quiet)):
+            if math.isnan(value) or math.isinf(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, got {max_batch!r}")
+        if math.isnan(default_runtime) or math.isinf(default_runtime) or default_runtime < 0:
+            raise ValueError(f"default_runtime must be a finite number of seconds >= 0, got {default_runtime!r}")
+        self.label = label
+        self.policy = policy
+        self.topology = topology
+        self.pin = pin
+        self.batch_window = float(batch_window)
+        self.batch_quiet = float(batch_quiet)
+        self.max_batch = max_batch
+        self.default_footprint = default_footprint
+        self.default_runtime = float(default_runtime)
+        self.profiles = profiles
+        self.profile_key = profile_key
+        self.probe = probe
+        self.worker_env = worker_env
+        self.smt = smt
+        self.storage_access = storage_access
+        self.working_dir = working_dir
+        self.seed = seed
+        self.remote_monitoring_radio = remote_monitoring_radio or FilesystemRadio()
+        self._default_footprint_bytes = float(parse_size(default_footprint, what="default_footprint"))
+        self._topology = resolve_topology(topology, smt=smt)  # bad CPUs fail here, not at start()
+        self._store_path = self._check_store_path(profiles)  # a directory fails here; faults warn at start()
+        self._estimator: Estimator | None = None
+        self._ids = itertools.count()
+        self.records: deque[TaskRecord] = deque(maxlen=RECORDS_KEPT)  # the latest finished tasks, in completion order
+        self._node: NodeScheduler | None = None
+        self._shut_down = False
+
+    @staticmethod
+    def _check_store_path(profiles: Union[str, os.PathLike, ProfileStore, bool, None]) -> Optional[str]:
+        if profiles is False or isinstance(profiles, ProfileStore):
+            return None
+        path = str(default_path()) if profiles is None or profiles is True else os.fspath(profiles)
+        if path != ":memory:" and os.path.isdir(os.path.expanduser(path)):
+            raise ValueError(
+                f"profiles={path!r} is a directory; give a file path such as "
+                f"{os.path.join(path, 'profiles.sqlite')!r}, or profiles=False to run without a profile store"
+            )
+        return path
+
+    def _open_store(self) -> Optional[ProfileStore]:
+        if self.profiles is False:
+            return None
+        if isinstance(self.profiles, ProfileStore):
+            return self.profiles
+        return ProfileStore(self._store_path)
+
+    @property
+    def resolved_topology(self) -> Topology:
+        """The LLC domains this executor schedules for."""
+        return self._topology
+
+    @property
+    def node(self) -> NodeScheduler | None:
+        """The node-level scheduler (None before ``start()``)."""
+        return self._node
+
+    def start(self) -> None:
+        if self._shut_down:
+            raise ExecutorShutdown(f"executor {self.label!r} was shut down and cannot be restarted")
+        if self._node is not None:
+            return
+        self._estimator = Estimator(self._open_store(), self._default_footprint_bytes, self.default_runtime,
+                                    key_function=self.profile_key)
+        worker_env = dict(self.worker_env or {})
+        if not self.probe:
+            worker_env.setdefault("SCALPEL_PROBE", "off")
+        node = NodeScheduler(
+            self._topology,
+            self.policy,
+            self._complete,
+            pin=self.pin,
+            batch_window=self.batch_window,
+            batch_quiet=self.batch_quiet,
+            max_batch=self.max_batch,
+            worker_env=worker_env,
+            seed=self.seed,
+        )
+        node.start()
+        self._node = node
+        logger.info(
+            "executor %r started %d workers (policy %s, pin %s) on %s",
+            self.label, len(node.worker_pids), self.policy, self.pin, self._topology.describe().replace("\n", ";"),
+        )
+
+    def submit(self, func, resource_specification: Dict[str, Any], *args: Any, **kwargs: Any) -> Future:
+        node = self._node  # read once: a concurrent shutdown() sets it to None
+        if node is None:
+            raise ExecutorShutdown(
+                f"executor {self.label!r} is shut down" if self._shut_down
+                else f"executor {self.label!r} has not been started: call start() or use it through parsl.load()"
+            )
+        hints = parse_hints(resource_specification)
+        walltime = parse_walltime(kwargs)
+        estimate = self._estimator.estimate(func, args, kwargs, hints)
+        task_id = next(self._ids)
+        future: Future = Future()
+        future.parsl_executor_task_id = task_id  # type: ignore[attr-defined]
+        try:
+            buffer = pack_apply_message(func, args, kwargs)
+        except Exception as error:
+            raise TypeError(
+                f"the call of {getattr(func, '__name__', func)!r} cannot be serialized for a worker: {error}; "
+                f"pass only values that pickle (no open files, locks held by others, generators, sockets)"
+            ) from error
+        node.submit(  # raises ExecutorShutdown if shutdown() began since the check above
+            NodeTask(
+                task_id,
+                buffer,
+                footprint=estimate.footprint,
+                runtime=estimate.runtime,
+                priority=hints.priority,
+                context=(future, estimate),
+                walltime=walltime,
+            )
+        )
+        return future
+
+    def _complete(self, task: NodeTask, outcome: Outcome) -> None:
+        future, estimate = task.context
+        succeeded = outcome.ok and outcome.error is None
+        self.records.append(
+            TaskRecord(task.id, task.slot, task.domain, task.cpu, task.started, time.monotonic(),
+                       task.footprint, task.runtime, succeeded, outcome.stats,
+                       estimate.key, estimate.footprint_source, estimate.runtime_source)
+        )
+        if succeeded and self._estimator is not None:
+            self._estimator.observe(estimate, outcome.stats)
+        try:
+            if outcome.error is not None:
+                future.set_exception(outcome.error)
+            elif outcome.ok:
+                future.set_result(deserialize(outcome.payload))
+            else:
+                wrapper = deserialize(outcome.payload)
+                try:
+                    wrapper.reraise()
+                except Exception as error:  # the task's own exception, re-raised
+                    future.set_exception(error)
+                except BaseException as error:  # noqa: BLE001 - sys.exit() in a task fails that task alone
+                    future.set_exception(TaskExit.wrap(error))
+        except InvalidStateError:
+            pass  # cancelled by the caller; nothing to deliver
+        except Exception as error:  # noqa: BLE001 - e.g. a result that cannot be deserialized here
+            try:
+                future.set_exception(error)
+            except InvalidStateError:
+                pass
+
+    def shutdown(self) -> None:
+        """Fail unfinished tasks with ExecutorShutdown and end every worker. Idempotent."""
+        if self._shut_down:
+            return
+        self._shut_down = True
+        node, self._node = self._node, None
+        if node is not None:
+            node.shutdown()
+        if self._estimator is not None:
+            self._estimator.flush()
+            if self._estimator.store is not None and not isinstance(self.profiles, ProfileStore):
+                self._estimator.store.close()
+            self._write_report()
+        super().shutdown()
+
+    def run_report(self) -> dict:
+        """Where every finished task ran and where its estimates came from (JSON-ready).
+
+        ``sources`` counts tasks per source of each estimate (``hint``, ``learned`` earlier in
+        this run, ``store`` from earlier runs, ``prior`` for keys never seen before); ``priors``
+        lists the keys that started with the prior; ``tasks`` has one row per task.
+        """
+        records = list(self.records)
+        store = self._estimator.store if self._estimator is not None else None
+        return {
+            "executor": self.label,
+            "policy": self.policy,
+            "topology": self._topology.to_dict(),
+            "profile_store": None if store is None else {
+                "path": str(store.path) if store.path else ":memory:",
+                "persistent": store.persistent,
+                "problem": store.problem,
+            },
+            "tasks_finished": len(records),
+            "tasks_failed": sum(not record.ok for record in records),
+            "sources": {
+                "footprint": dict(Counter(record.footprint_source for record in records)),
+                "runtime": dict(Counter(record.runtime_source for record in records)),
+            },
+            "priors": sorted(self._estimator.priors) if self._estimator is not None else [],
+            "tasks": [
+                {
+                    "task_id": record.task_id, "profile_key": record.profile_key, "ok": record.ok,
+                    "slot": record.slot, "domain": record.domain, "cpu": record.cpu,
+                    "estimated_footprint": record.footprint, "footprint_source": record.footprint_source,
+                    "estimated_runtime": record.runtime, "runtime_source": record.runtime_source,
+                    "measured_runtime": record.stats.get("wall"), "measured_footprint": record.stats.get("footprint"),
+                }
+                for record in sorted(records, key=lambda record: record.task_id)
+            ],
+        }
+
+    def _write_report(self) -> None:
+        """Write the run report next to Parsl's logs (``<run_dir>/scalpel-<label>-report.json``, mode 0600)."""
+        run_dir = self.run_dir
+        if run_dir == self._unset_run_dir or not os.path.isdir(run_dir) or not self.records:
+            return  # not run by a DataFlowKernel, which sets run_dir: do not litter the working directory
+        path = os.path.join(run_dir, f"scalpel-{self.label}-report.json")
+        report = self.run_report()
+        try:
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(descriptor, "w") as stream:
+                json.dump(report, stream, indent=1)
+        except OSError as error:
+            logger.warning("could not write the run report %s: %s", path, error)
+            return
+        logger.info("run report %s: %d tasks; footprint sources %s; run time sources %s", path,
+                    report["tasks_finished"], report["sources"]["footprint"], report["sources"]["runtime"])
+
+    def monitor_resources(self) -> bool:
+        return True
+
+
+def scalpel_config(run_dir: str = "runinfo", **executor_options: Any):
+    """A ready ``parsl.Config`` with one ScalpelExecutor: ``parsl.load(scalpel_config())``.
+
+    Keyword arguments go to :class:`ScalpelExecutor` (``policy=``, ``topology=``, ...).
+    """
+    from parsl.config import Config
+
+    return Config(executors=[ScalpelExecutor(**executor_options)], run_dir=run_dir)
