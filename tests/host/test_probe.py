@@ -1,4 +1,4 @@
-"""The measurement probe: accuracy on real processes, degradation on fake /proc trees, the parsers.
+"""The measurement probe, the worker's side: accuracy on real processes, degradation on fake /proc trees.
 
 Accuracy kernels run in real workers (``python -m scalpel_executor.runtime.worker``, driven through
 :class:`~scalpel_executor.runtime.worker.WorkerClient`) and keep each sweep inside one numpy call: a Python
@@ -9,25 +9,20 @@ such a task's footprint but not of the sizes asserted here.
 import os
 import signal
 import sys
-import tempfile
 import time
 
 import psutil
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from scalpel_executor.host.probe import (
-    REFERENCED_PAGES,
-    LLCCounters,
-    MemorySample,
-    Probe,
-    descendants,
-    detect_capabilities,
-    smaps_totals,
-    weighted_percentile,
-)
+from scalpel_executor.host.probe import REFERENCED_PAGES, LLCCounters, Probe, detect_capabilities
 from scalpel_executor.runtime.worker import WorkerClient
+
+try:
+    from proc_trees import FAKE_PID, write_fake_process
+except ImportError:
+    # Under --import-mode=importlib (see pyproject.toml) pytest does not put tests/host/ on sys.path.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from proc_trees import FAKE_PID, write_fake_process
 
 MiB = 1 << 20
 UNTOUCHED = 64 * MiB
@@ -168,42 +163,6 @@ def test_a_dead_sampler_leaves_tasks_running_unmeasured():
 
 # -- degradation on fake /proc trees --------------------------------------------------------------
 
-FAKE_PID = 4242
-
-
-def smaps_entry(start, perms, path, rss_kb, private_kb, referenced_kb):
-    """One entry of /proc/PID/smaps in the kernel's layout."""
-    header = f"{start:012x}-{start + max(rss_kb, 4) * 1024:012x} {perms} 00000000 fe:00 {1000 if path else 0}"
-    header = f"{header:<73}{path}" if path else header + " "
-    fields = [
-        ("Size", max(rss_kb, 4)), ("KernelPageSize", 4), ("MMUPageSize", 4), ("Rss", rss_kb), ("Pss", rss_kb),
-        ("Pss_Dirty", 0), ("Shared_Clean", rss_kb - private_kb), ("Shared_Dirty", 0),
-        ("Private_Clean", 0), ("Private_Dirty", private_kb), ("Referenced", referenced_kb),
-        ("Anonymous", private_kb), ("KSM", 0), ("LazyFree", 0), ("AnonHugePages", 0), ("Swap", 0), ("Locked", 0),
-    ]
-    lines = [header] + [f"{name + ':':<16}{value:>8} kB" for name, value in fields]
-    lines += ["THPeligible:           0", "VmFlags: rd wr mr mw me ac"]
-    return "\n".join(lines) + "\n"
-
-
-def write_fake_process(root, pid, ppid, data_kb, library_kb=512):
-    folder = os.path.join(root, str(pid))
-    os.makedirs(folder, exist_ok=True)
-    text = "".join([
-        smaps_entry(0x7F0000000000, "r-xp", "/usr/lib/libfake.so", library_kb, 0, library_kb),
-        smaps_entry(0x7F0000100000, "rw-p", "/usr/lib/libfake.so", 8, 8, 8),
-        smaps_entry(0x7F0000200000, "r--p", "/usr/lib/locale/C.utf8/LC_CTYPE", 120, 0, 120),
-        smaps_entry(0x7F0001000000, "rw-p", "", data_kb * 4, data_kb * 4, data_kb),
-        smaps_entry(0x7FFF00000000, "r-xp", "[vdso]", 8, 0, 8),
-    ])
-    with open(os.path.join(folder, "smaps"), "w") as file:
-        file.write(text)
-    with open(os.path.join(folder, "clear_refs"), "w"):
-        pass
-    with open(os.path.join(folder, "stat"), "w") as file:
-        file.write(f"{pid} (fake task) S {ppid} {pid} {pid} 0 -1 4194304 0 0 0 0\n")
-    return folder
-
 
 def measure(probe, seconds):
     probe.start()
@@ -296,113 +255,3 @@ def test_a_real_probe_without_counters_reports_none_for_them():
     with Probe(schedule=FAST) as probe:
         report = measure(probe, 0.05)
     assert report.llc_references is None and report.llc_misses is None
-
-
-# -- the parsers and the estimator ----------------------------------------------------------------
-
-KINDS = ["anonymous", "heap", "stack", "library", "data file", "writable file", "vdso"]
-
-
-@st.composite
-def mappings(draw):
-    kinds = draw(st.lists(st.sampled_from(KINDS), min_size=1, max_size=12))
-    entries, start = [], 0x7F0000000000
-    for index, kind in enumerate(kinds):
-        rss = draw(st.integers(0, 4096))
-        referenced = draw(st.integers(0, rss))
-        private = draw(st.integers(0, rss))
-        if kind == "library":  # code, then its data: both belong to the image
-            path = f"/usr/lib/lib{index}.so"
-            entries.append((start, "r-xp", path, rss, 0, referenced, False))
-            start += 0x10000000
-            entries.append((start, "rw-p", path, rss, private, referenced, False))
-        else:
-            perms, path, counted = {
-                "anonymous": ("rw-p", "", True), "heap": ("rw-p", "[heap]", True),
-                "stack": ("rw-p", "[stack]", True), "data file": ("r--p", f"/data/input{index}.bin", False),
-                "writable file": ("rw-s", f"/dev/shm/buffer{index}", True), "vdso": ("r-xp", "[vdso]", False),
-            }[kind]
-            entries.append((start, perms, path, rss, private, referenced, counted))
-        start += 0x10000000
-    return entries
-
-
-@given(mappings())
-@settings(max_examples=150, deadline=None)
-def test_smaps_totals_counts_data_mappings_and_sums_memory(entries):
-    text = "".join(smaps_entry(start, perms, path, rss, private, referenced)
-                   for start, perms, path, rss, private, referenced, _ in entries)
-    expected = MemorySample(
-        sum(e[5] for e in entries if e[6]) * 1024,
-        sum(e[3] for e in entries) * 1024,
-        sum(e[4] for e in entries) * 1024,
-    )
-    assert smaps_totals(text.encode()) == expected
-
-
-def test_smaps_totals_reads_this_process():
-    with open(f"/proc/{os.getpid()}/smaps", "rb") as file:
-        totals = smaps_totals(file.read())
-    rss = psutil.Process().memory_info().rss
-    assert 0 < totals.referenced_data <= totals.rss
-    assert abs(totals.rss - rss) < 0.1 * rss
-
-
-def test_smaps_totals_rejects_text_that_is_not_smaps():
-    with pytest.raises(ValueError, match="Referenced"):
-        smaps_totals(b"7f0000000000-7f0000001000 rw-p 00000000 00:00 0 \nRss: 4 kB\nVmFlags: rd\n")
-
-
-@given(st.lists(st.tuples(st.integers(0, 10**9), st.floats(0.001, 10.0)), min_size=1, max_size=30),
-       st.floats(0.01, 1.0))
-def test_weighted_percentile_is_a_value_monotone_in_q_and_the_max_at_one(pairs, q):
-    values, weights = [v for v, _ in pairs], [w for _, w in pairs]
-    result = weighted_percentile(values, weights, q)
-    assert result in values
-    assert result <= weighted_percentile(values, weights, min(1.0, q + 0.1))
-    assert weighted_percentile(values, weights, 1.0) == max(values)
-    share = sum(w for v, w in pairs if v <= result) / sum(weights)
-    assert share >= q * (1 - 1e-9)
-
-
-@pytest.mark.parametrize("values, weights, q", [([], [], 0.5), ([1.0], [1.0, 2.0], 0.5), ([1.0], [1.0], 0.0)])
-def test_weighted_percentile_names_bad_arguments(values, weights, q):
-    with pytest.raises(ValueError):
-        weighted_percentile(values, weights, q)
-
-
-@given(st.lists(st.integers(0, 30), min_size=1, max_size=30))
-@settings(max_examples=50, deadline=None)
-def test_descendants_follow_parent_links_transitively(parents):
-    # process 100 + i has parent 100 + parents[i] when that is an earlier process, else init
-    with tempfile.TemporaryDirectory() as root:
-        links = {}
-        for index, parent in enumerate(parents):
-            pid = 100 + index
-            ppid = 100 + parent if parent < index else 1
-            links[pid] = ppid
-            os.makedirs(os.path.join(root, str(pid)))
-            with open(os.path.join(root, str(pid), "stat"), "w") as file:
-                file.write(f"{pid} (a (tricky) name) S {ppid} 0 0\n")
-        expected = {pid for pid in links if pid != 100 and _ancestors(pid, links) >= {100}}
-        found = descendants(100, root)
-    assert set(found) == expected and len(found) == len(expected)
-
-
-def _ancestors(pid, links):
-    seen = set()
-    while pid in links and links[pid] not in seen:
-        pid = links[pid]
-        seen.add(pid)
-    return seen
-
-
-def test_descendants_of_this_process_include_a_real_child():
-    import subprocess
-
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
-    try:
-        assert child.pid in descendants(os.getpid())
-    finally:
-        child.kill()
-        child.wait()
