@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -28,8 +26,10 @@ from pathlib import Path
 from scalpel_executor.experiments.calibration import load_model
 from scalpel_executor.learning.exchange import load_profile
 from scalpel_executor.core.scheduler import POLICIES
-from scalpel_executor.core.simulate import ContentionModel, SimTask, simulate
+from scalpel_executor.core.simulate import ContentionModel, SimTask
 from scalpel_executor.core.topology import Topology
+from scalpel_executor.experiments.simulated_policies import compare_policies
+from scalpel_executor.experiments.tables import format_table
 
 POLICY_ORDER = [p for p in ("scalpel", "longer_first", "grouping+fifo", "di", "random", "fifo") if p in POLICIES]
 
@@ -42,28 +42,13 @@ def wide_pool(llc: int, cores: int) -> list[SimTask]:
 
 def study(name: str, pool: list[SimTask], spec: str, counts: list[int], repeats: int, model: ContentionModel,
           seed: int) -> list[dict]:
+    """Every policy of POLICY_ORDER on the same random batches of each size, on machine ``spec``."""
     topology = Topology.from_spec(spec)
-    domains = [d.cpus for d in topology.domains]
-    llc = topology.llc_size
     rows = []
     for count in counts:
-        makespans = {p: [] for p in POLICY_ORDER}
-        bounds = []
         started = time.perf_counter()
-        for repeat in range(repeats):
-            rng = random.Random(seed * 1_000_003 + count * 1009 + repeat)
-            batch = rng.sample(pool, count) if count <= len(pool) else [rng.choice(pool) for _ in range(count)]
-            for policy in POLICY_ORDER:
-                result = simulate(batch, domains, llc, policy, model=model, seed=seed + repeat)
-                makespans[policy].append(result.makespan)
-            bounds.append(result.lower_bound)
-        for policy in POLICY_ORDER:
-            rows.append({
-                "study": name, "machine": spec, "tasks": count, "policy": policy, "repeats": repeats,
-                "mean_makespan": statistics.fmean(makespans[policy]),
-                "speedup_vs_fifo": statistics.geometric_mean([f / m for f, m in zip(makespans["fifo"], makespans[policy])]),
-                "over_lower_bound": statistics.fmean([m / b for m, b in zip(makespans[policy], bounds)]),
-            })
+        rows += [{"study": name, "machine": spec, **row} for row in
+                 compare_policies(pool, topology, topology.llc_size, [count], POLICY_ORDER, repeats, seed, model)]
         print(f"  {name}: {count} tasks x {repeats} batches x {len(POLICY_ORDER)} policies in "
               f"{time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
     return rows
@@ -115,10 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     pool = wide_pool(wide.llc_size, len(wide.domains[0].cpus))
     rows += study("wide", pool, args.wide_spec, [int(f) * cores for f in args.wide_factors.split(",")],
                   args.wide_repeats, model, args.seed)
-    print(f"\n{'study':<6} {'tasks':>6}  {'policy':<14} {'makespan s':>11} {'vs fifo':>8} {'/ bound':>8}")
-    for row in rows:
-        print(f"{row['study']:<6} {row['tasks']:>6}  {row['policy']:<14} {row['mean_makespan']:>11.1f} "
-              f"{row['speedup_vs_fifo']:>7.3f}x {row['over_lower_bound']:>8.3f}")
+    print()
+    cells = [[row["study"], row["tasks"], row["policy"], f"{row['mean_makespan']:.1f}", f"{row['speedup_vs_fifo']:.3f}x",
+              f"{row['over_lower_bound']:.3f}"] for row in rows]
+    for line in format_table(["study", "tasks", "policy", "makespan s", "vs fifo", "/ bound"], cells, right=[1, 3, 4, 5]):
+        print(line)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps({"model": vars(model), "command": " ".join(sys.argv), "rows": rows},

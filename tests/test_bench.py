@@ -291,20 +291,11 @@ def test_a_failing_mix_is_recorded_with_its_error_and_the_bench_goes_on(tmp_path
 
 
 def test_the_montage_mix_without_montagepy_is_one_clear_line(monkeypatch, capsys, tmp_path):
-    import importlib
+    from scalpel_executor.cli import main
 
-    from scalpel_executor.cli import app as cli
-    from scalpel_executor.workloads import montage
-
-    real = importlib.import_module
-
-    def without_montagepy(name, *args):
-        if name.startswith("MontagePy"):
-            raise ImportError(f"No module named {name!r}")
-        return real(name, *args)
-
-    monkeypatch.setattr(montage.importlib, "import_module", without_montagepy)
-    assert cli.main(["bench", "--mixes", "montage", "--out", str(tmp_path)]) == 2
+    for name in ("MontagePy", "MontagePy.main"):
+        monkeypatch.setitem(sys.modules, name, None)  # None in sys.modules: importing it fails
+    assert main(["bench", "--mixes", "montage", "--out", str(tmp_path)]) == 2
     error = capsys.readouterr().err
     assert "--mixes montage" in error and "MontagePy" in error and "pip install" in error
     assert not (tmp_path / "bench.json").exists()  # refused before anything ran

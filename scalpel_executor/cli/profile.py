@@ -30,12 +30,12 @@ import traceback
 from collections.abc import Iterator
 from typing import Any
 
-from scalpel_executor.learning.store import ProfileStore, default_path
+from scalpel_executor.cli.common import CommandFailed, at_least
 from scalpel_executor.core.units import format_size
-
-
-class CommandFailed(Exception):
-    """What the command ran failed (exit status 1), as opposed to bad input (exit status 2)."""
+from scalpel_executor.experiments.tables import format_table
+from scalpel_executor.learning.exchange import read_json_object, shipped_document
+from scalpel_executor.learning.keys import profile_key
+from scalpel_executor.learning.store import ProfileStore, default_path
 
 
 def _store(args: argparse.Namespace) -> ProfileStore:
@@ -89,9 +89,10 @@ def cmd_list(args: argparse.Namespace) -> int:
             print(json.dumps([p.to_dict() for p in profiles], indent=1))
             return 0
         print(f"{len(profiles)} profiles in {store.path or ':memory:'}")
-        for p in profiles:
-            print(f"  {p.key}\n      runs {p.runs:>5}  run time {_fmt_seconds(p.runtime):>10}  "
-                  f"footprint {_fmt_bytes(p.footprint):>11}  ({p.origin})")
+        if profiles:
+            cells = [[p.key, p.runs, _fmt_seconds(p.runtime), _fmt_bytes(p.footprint), p.origin] for p in profiles]
+            for line in format_table(["key", "runs", "run time", "footprint", "origin"], cells, right=[1, 2, 3]):
+                print(line)
     return 0
 
 
@@ -124,10 +125,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from scalpel_executor.learning.exchange import shipped_document
-
-    from scalpel_executor.learning.exchange import read_json_object
-
     if os.path.exists(args.source):
         document = read_json_object(args.source, "profile document")
         with ProfileStore(":memory:") as check:  # a malformed file is named before the store is touched
@@ -189,11 +186,9 @@ def load_function(target: str):
 
 def cmd_run(args: argparse.Namespace) -> int:
     """The paper's pre-run, for users who want one: measure an app on sample inputs, store it."""
+    # Parsl loads only for `profile run`, not for the commands that only read or write the store.
     from scalpel_executor.runtime.executor import ScalpelExecutor
-    from scalpel_executor.learning.keys import profile_key
 
-    if args.repeat < 1:
-        raise ValueError(f"--repeat must be at least 1, got {args.repeat}")
     function = load_function(args.target)
     positional = [_literal(value) for value in args.args]
     keywords = {}
@@ -247,7 +242,7 @@ def _failure(target: str, error: BaseException, run: int, runs: int) -> str:
         what = f"raised {type(error).__name__}: {' '.join(str(error).split())}"
     import concurrent.futures
 
-    import parsl
+    import parsl  # loaded already: only `profile run` gets here
 
     machinery = tuple(os.path.dirname(module.__file__) + os.sep for module in (parsl, concurrent.futures))
     machinery += (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
@@ -257,7 +252,7 @@ def _failure(target: str, error: BaseException, run: int, runs: int) -> str:
     return f"{target} {what}{where} (run {run} of {runs})"
 
 
-def add_profile_commands(commands: argparse._SubParsersAction) -> None:
+def add_command(commands: argparse._SubParsersAction) -> None:
     profile = commands.add_parser(
         "profile", help="list, show, export, import, clear or measure stored task profiles",
         description=__doc__.split("\n\n")[0] + " Default store: " + str(default_path()) + " ($SCALPEL_PROFILE_STORE).",
@@ -288,5 +283,5 @@ def add_profile_commands(commands: argparse._SubParsersAction) -> None:
     run.add_argument("target", help="MODULE:FUNCTION (the module is imported from the current directory or sys.path)")
     run.add_argument("args", nargs="*", help="positional arguments, as Python literals where they parse (2000, 'x', [1, 2])")
     run.add_argument("--kw", action="append", default=[], metavar="NAME=VALUE", help="a keyword argument (repeatable)")
-    run.add_argument("--repeat", type=int, default=1, help="runs to measure (default 1)")
+    run.add_argument("--repeat", type=at_least(1), default=1, help="runs to measure (default %(default)s)")
     run.add_argument("--key", help="store under this key instead of the computed one")

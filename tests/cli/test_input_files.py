@@ -1,66 +1,8 @@
+"""Every ``scalpel`` command that reads a file refuses a malformed one in one line, exit 2, no traceback."""
+
 import json
-import subprocess
-import sys
 
 import pytest
-
-from scalpel_executor.cli.app import main
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def test_topology_json_describes_this_machine(capsys):
-    code, out, _ = run(capsys, "topology", "--json")
-    doc = json.loads(out)
-    assert code == 0 and doc["total_cores"] >= 1 and doc["domains"]
-
-
-def test_topology_spec(capsys):
-    code, out, _ = run(capsys, "topology", "--spec", "2x4:12MiB")
-    assert code == 0 and "12.0 MiB" in out
-
-
-def test_malformed_spec_is_a_clear_error(capsys):
-    code, _, err = run(capsys, "topology", "--spec", "2x")
-    assert code == 2 and "2x" in err
-
-
-def test_simulate_reports_every_policy_against_fifo(capsys):
-    code, out, _ = run(capsys, "simulate", "--tasks", "8,16", "--repeats", "2", "--json")
-    doc = json.loads(out)
-    assert code == 0
-    assert {(r["tasks"], r["policy"]) for r in doc["rows"]} >= {(16, "scalpel"), (16, "fifo"), (8, "di")}
-    assert all(r["mean_makespan"] >= r["mean_lower_bound"] * 0.999 for r in doc["rows"])
-
-
-def test_simulate_unknown_policy(capsys):
-    with pytest.raises(SystemExit, match="unknown policy 'lpt'"):
-        main(["simulate", "--policies", "lpt"])
-
-
-def test_simulate_unknown_profile(capsys):
-    code, _, err = run(capsys, "simulate", "--profile", "nope")
-    assert code == 2 and "polybench-xeon-e5620" in err
-
-
-def test_console_script_help_lists_every_command():
-    out = subprocess.run(
-        [sys.executable, "-m", "scalpel_executor.cli", "--help"], capture_output=True, text=True, timeout=120
-    )
-    assert out.returncode == 0, out.stderr
-    for command in ("topology", "simulate", "demo", "profile"):
-        assert command in out.stdout
-    demo = subprocess.run(
-        [sys.executable, "-m", "scalpel_executor.cli", "demo", "--help"], capture_output=True, text=True, timeout=120
-    )
-    assert "--quick" in demo.stdout and "--llc" in demo.stdout and "HighThroughputExecutor" in demo.stdout
-
-
-# -- malformed input files: one line on stderr, exit 2, never a traceback ---------------------------
 
 GOOD_CORUN = {"llc_bytes": 8 * 2**20, "cases": [{"label": "a", "footprint_bytes": 2**20},
                                                 {"label": "b", "footprint_bytes": 6 * 2**20}],
@@ -156,7 +98,7 @@ def _argv(command, path, tmp_path):
     *[(command, name, content) for command, cases in FIELDS.items() for name, content in cases],
     ("bench --model", "gzip-not-gzip", ("x.json.gz", b"not gzip at all")),
 ])
-def test_every_command_that_reads_a_file_refuses_a_malformed_one_in_one_line(capsys, tmp_path, command, case,
+def test_every_command_that_reads_a_file_refuses_a_malformed_one_in_one_line(scalpel, tmp_path, command, case,
                                                                                content):
     path = tmp_path / f"{case}.json"
     if isinstance(content, tuple):
@@ -169,7 +111,7 @@ def test_every_command_that_reads_a_file_refuses_a_malformed_one_in_one_line(cap
         path.write_bytes(content)
     else:
         path.write_text(content if isinstance(content, str) else json.dumps(content))
-    code, out, err = run(capsys, *_argv(command, str(path), tmp_path))
+    code, out, err = scalpel(*_argv(command, str(path), tmp_path))
     assert code == 2, (out, err)
     assert "Traceback" not in err
     assert len(err.strip().splitlines()) == 1 and err.startswith("scalpel: "), err
@@ -179,7 +121,7 @@ def test_every_command_that_reads_a_file_refuses_a_malformed_one_in_one_line(cap
     assert not (tmp_path / "bench-out").exists()  # nothing ran
 
 
-def test_calibrate_names_what_is_wrong_with_a_corun_document(capsys, tmp_path):
+def test_calibrate_names_what_is_wrong_with_a_corun_document(scalpel, tmp_path):
     corun = tmp_path / "corun.json"
     for document, message in [
         ([1, 2], "corun.json is not a co-run document: expected a JSON object {...}, got an array"),
@@ -189,20 +131,5 @@ def test_calibrate_names_what_is_wrong_with_a_corun_document(capsys, tmp_path):
          "corun.json: case #0 (spmv) has no footprint_bytes; give its size in bytes"),
     ]:
         corun.write_text(json.dumps(document))
-        code, _, err = run(capsys, "calibrate", str(corun))
+        code, _, err = scalpel("calibrate", str(corun))
         assert code == 2 and message in err, err
-
-
-@pytest.mark.parametrize("option, value", [("--cpus", ""), ("--cpus", "   "), ("--cpus", ";"), ("--cpus", " ; ; "),
-                                           ("--spec", ""), ("--spec", "  ")])
-def test_an_empty_cpus_or_spec_is_an_error_that_says_how_to_write_it(capsys, option, value):
-    code, out, err = run(capsys, "topology", option, value)
-    assert code == 2 and out == ""
-    assert len(err.strip().splitlines()) == 1
-    example = '--cpus "0-3;4-7"' if option == "--cpus" else '--spec "2x4:12MiB"'
-    assert f"{option} " in err and repr(value) in err and example in err, err
-
-
-def test_a_cpus_list_still_builds_the_domains_it_names(capsys):
-    code, out, _ = run(capsys, "topology", "--cpus", "0;", "--llc", "8MiB", "--json")
-    assert code == 0 and [d["cpus"] for d in json.loads(out)["domains"]] == [[0]]
