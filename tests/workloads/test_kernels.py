@@ -1,11 +1,18 @@
+"""The kernel suite: every kernel against its reference, its checks, sizing, workloads, BLAS threads."""
+
 import dataclasses
+import os
 import pickle
+import subprocess
+import sys
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from threadpoolctl import threadpool_info
 
 from scalpel_executor.workloads.kernels import (
     KERNELS,
@@ -17,11 +24,13 @@ from scalpel_executor.workloads.kernels import (
     check_kernel,
     contention_mix,
     footprint_bytes,
+    limit_blas_threads,
     run_kernel,
     size_for_footprint,
     suite,
 )
 
+REPO = Path(__file__).resolve().parents[2]
 MiB = 2**20
 # Their real-size check is "finite"; the tiny-instance reference is what guards them.
 CHECKED_ONLY_FOR_FINITENESS = {"fdtd-2d", "adi"}
@@ -225,3 +234,39 @@ def test_run_kernel_works_in_a_process_pool():
         assert result["checksum"] == case.run()["checksum"]
         assert result["footprint_bytes"] == case.footprint_bytes
 
+
+def test_run_kernel_keeps_its_public_name_for_pickles_and_profile_keys():
+    assert f"{run_kernel.__module__}.{run_kernel.__qualname__}" == "scalpel_executor.workloads.kernels.run_kernel"
+    assert pickle.loads(pickle.dumps(run_kernel)) is run_kernel
+
+
+def _blas_threads() -> set[int]:
+    return {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}
+
+
+def test_limit_blas_threads_resizes_every_loaded_blas():
+    from scalpel_executor.host import blas
+
+    assert limit_blas_threads is blas.limit_blas_threads
+    if not _blas_threads():
+        pytest.skip("numpy's BLAS is not one threadpoolctl controls")
+    limit_blas_threads(2)
+    assert _blas_threads() == {2}
+    limit_blas_threads(1)  # what run_kernel leaves behind anyway
+    assert _blas_threads() == {1}
+
+
+def test_limit_blas_threads_reaches_numpy_when_called_before_numpy_is_imported():
+    code = (
+        "import sys\n"
+        "from scalpel_executor.host.blas import limit_blas_threads\n"
+        "assert 'numpy' not in sys.modules, 'importing host.blas imported numpy'\n"
+        "limit_blas_threads(1)\n"
+        "from threadpoolctl import threadpool_info\n"
+        "print(sorted({p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas'}))\n"
+    )
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS="2")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    child = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.strip() in ("[1]", "[]"), child.stdout

@@ -13,6 +13,7 @@ from parsl.config import Config
 from parsl.executors import ThreadPoolExecutor
 
 from scalpel_executor.workloads import montage
+from scalpel_executor.workloads.montage import apps, toolkit
 from scalpel_executor.workloads.montage import (
     STAGES,
     MontageStepFailed,
@@ -28,7 +29,7 @@ from scalpel_executor.workloads.montage import (
     write_fit_table,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "montage" / "mosaic.py"
 HAVE_ASTROPY = importlib.util.find_spec("astropy") is not None
 HAVE_MONTAGE = HAVE_ASTROPY and importlib.util.find_spec("MontagePy") is not None
@@ -152,8 +153,8 @@ def test_fit_table_refuses_a_dict_that_is_not_a_fit(tmp_path):
 
 def test_a_failed_montage_status_names_the_step_and_the_input():
     with pytest.raises(MontageStepFailed, match="mProject failed on raw/tile_007.fits: Output wrote no pixels"):
-        montage._checked("mProject", "raw/tile_007.fits", {"status": "1", "msg": b"Output wrote no pixels"})
-    assert montage._checked("mAdd", "x", {"status": "0", "time": 1.0})["time"] == 1.0
+        toolkit._checked("mProject", "raw/tile_007.fits", {"status": "1", "msg": b"Output wrote no pixels"})
+    assert toolkit._checked("mAdd", "x", {"status": "0", "time": 1.0})["time"] == 1.0
 
 
 # ---- MontagePy or astropy missing -----------------------------------------------------------
@@ -278,14 +279,14 @@ def test_four_tiles_under_the_scalpel_executor_remove_the_injected_offsets(tmp_p
 
 @needs_montage
 def test_a_failing_step_surfaces_as_itself_not_as_a_dependency_error(tmp_path, monkeypatch):
-    real = montage._montage_function
+    real = apps._montage_function
 
     def broken(name):
         if name == "mMakeHdr":
             return lambda *args, **kwargs: {"status": "1", "msg": "no images in table"}
         return real(name)
 
-    monkeypatch.setattr(montage, "_montage_function", broken)  # threads: the apps run in this process
+    monkeypatch.setattr(apps, "_montage_function", broken)  # threads: the apps run in this process
     parsl.load(Config(executors=[ThreadPoolExecutor(max_threads=2)], run_dir=str(tmp_path / "runinfo")))
     try:
         with pytest.raises(MontageStepFailed, match="mMakeHdr failed on .*images.tbl: no images in table"):
@@ -301,3 +302,11 @@ def test_a_rerun_in_the_same_directory_replaces_the_previous_tiles(tmp_path):
     montage.MosaicPaths(out).prepare()
     assert not list((out / "raw").iterdir())
     assert {p.name for p in out.iterdir()} == {"raw", "projected", "corrected", "diffs"}
+
+
+def test_every_app_keeps_its_public_module_for_profile_keys():
+    from parsl.app.python import PythonApp
+
+    found = [value for value in vars(apps).values() if isinstance(value, PythonApp)]
+    assert len(found) == len(STAGES)  # one app per stage ("mImgtbl" is one app, run three times)
+    assert {app.func.__module__ for app in found} == {"scalpel_executor.workloads.montage"}
