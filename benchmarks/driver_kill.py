@@ -24,9 +24,9 @@ def sleepy(t):
     import time; time.sleep(t); return t
 ex = ScalpelExecutor(profiles=False)
 parsl.load(Config(executors=[ex]))
-busy = [sleepy(60) for _ in ex.node.worker_pids] if sys.argv[1] == "busy" else None
+busy = [sleepy(60) for _ in ex.pool.worker_pids] if sys.argv[1] == "busy" else None
 time.sleep(1.5)
-print(" ".join(map(str, ex.node.worker_pids)), flush=True)
+print(" ".join(map(str, ex.pool.worker_pids)), flush=True)
 time.sleep(600)
 '''
 

@@ -204,10 +204,10 @@ class Round:
         import parsl
         from parsl.config import Config
 
-        import scalpel_executor.runtime.pool as node_module
+        import scalpel_executor.runtime.pool as pool_module
         from scalpel_executor import ScalpelExecutor
 
-        node_module.READY_TIMEOUT = READY_TIMEOUT
+        pool_module.READY_TIMEOUT = READY_TIMEOUT
         self.report = report
         self.executor = ScalpelExecutor(label="faults", profiles=False, batch_window=0.001)
         self.completions: Counter = Counter()  # task id -> times the executor completed it
@@ -220,8 +220,8 @@ class Round:
         self.executor._complete = counted
         self.dfk = parsl.load(Config(executors=[self.executor], run_dir=run_dir, retries=0,
                                      initialize_logging=False))
-        self.node = self.executor.node
-        self.node.walltime_grace = WALLTIME_GRACE
+        self.pool = self.executor.pool
+        self.pool.walltime_grace = WALLTIME_GRACE
         self.app = parsl.python_app(fault_task, executors=["faults"])
         self.futures = []  # (future, allowed error names or None for "must succeed", case)
         self.seen_pids: set[int] = set()
@@ -241,11 +241,11 @@ class Round:
             time.sleep(0.01)
 
     def workers(self) -> dict:
-        return dict(self.node._workers)
+        return dict(self.pool._workers)
 
     def wait_all_ready(self, timeout: float = 30.0) -> bool:
         deadline = time.monotonic() + timeout
-        slots = len(self.node.slot_cpus_map) - len(self.node.retired_slots)
+        slots = len(self.pool.slot_cpus_map) - len(self.pool.retired_slots)
         while time.monotonic() < deadline:
             workers = self.workers()
             if len(workers) == slots and all(w.ready for w in workers.values()):
@@ -278,7 +278,7 @@ class Round:
             task_id = getattr(future, "tid", None)
             for worker in self.workers().values():
                 task = worker.task
-                if task is not None and worker.ready and task.context[0] is not None \
+                if task is not None and worker.ready and task.payload.context[0] is not None \
                         and self._dfk_task_of(task) == task_id:
                     return worker
             time.sleep(0.002)
@@ -286,7 +286,7 @@ class Round:
 
     def _dfk_task_of(self, task) -> int | None:
         """The DataFlowKernel's task id of an executor task (its executor future maps back to it)."""
-        executor_future = task.context[0]
+        executor_future = task.payload.context[0]
         for record in self.dfk.tasks.values():
             if record.get("exec_fu") is executor_future:
                 return record["id"]
@@ -298,7 +298,7 @@ class Round:
         # A task already sent to a worker that an outside signal or a left-behind thread kills is lost
         # with it (WorkerDied), as under any executor: bystanders may end so, nothing else may.
         bystander_errors = {"WorkerDied"} if fault in ("sigkill", "bg_exit") or state == "starting" else None
-        cores = len(self.node.slot_cpus_map)
+        cores = len(self.pool.slot_cpus_map)
         for i in range(rng.randrange(0, 2 * cores + 1)):  # bystanders: short tasks no fault targets
             self.submit("sleep", rng.randrange(0, 30), bystander_errors, case)
         victim, faulted = self.inject(case, rng)
@@ -306,7 +306,7 @@ class Round:
             faulted.exception(timeout=60)
         if victim is not None and fault == "sigkill":  # until the executor has noticed the death
             deadline = time.monotonic() + 10
-            while victim in self.node.worker_pids and time.monotonic() < deadline:
+            while victim in self.pool.worker_pids and time.monotonic() < deadline:
                 time.sleep(0.002)
         time.sleep(STOP_FOR + 0.05 if fault == "sigstop" else 0.1 if fault == "bg_exit" else 0)
         # Recovery: once replacements are ready, a task on every core succeeds.
@@ -362,7 +362,7 @@ class Round:
             worker = self.busy_worker(future)
             if worker is not None:
                 time.sleep(max(0.0, WALLTIME + WALLTIME_GRACE + rng.uniform(-0.1, 0.05)
-                               - (time.monotonic() - worker.task.started)))
+                               - (time.monotonic() - worker.task.payload.started)))
                 self.signal(worker.process.pid, fault)
             return worker and worker.process.pid, future
         if state == "probing":

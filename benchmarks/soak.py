@@ -78,7 +78,7 @@ def run_tasks(n_tasks: int, crash_every: int = 100, sample_every: int = 2000, ru
     dfk = DataFlowKernel(Config(executors=[executor], run_dir=run_dir, retries=0, initialize_logging=False))
     app = python_app(soak_task, data_flow_kernel=dfk, executors=["soak"])
     try:
-        node = executor.node
+        node = executor.pool
         slots = len(node.slot_cpus_map)
         started_pids = sorted(node.worker_pids)
         before = process_resources()
@@ -140,7 +140,7 @@ def run_cycles(n_cycles: int, tasks_per_cycle: int = 20, log=print) -> dict:
         executor = ScalpelExecutor(label="cycle", profiles=False)
         executor.start()
         try:
-            pids = executor.node.worker_pids
+            pids = executor.pool.worker_pids
             futures = [executor.submit(_noop, {}, i) for i in range(tasks_per_cycle)]
             assert [f.result(timeout=60) for f in futures] == list(range(tasks_per_cycle))
         finally:

@@ -5,25 +5,11 @@ executor is the first): it feeds the same ``add`` / ``dispatch`` / ``release`` c
 simulated clock instead of worker processes, so what it predicts is what the executor would do
 given the same completions.
 
-Contention model
-----------------
-Each task i has a solo run time s_i, a footprint f_i (bytes) and a sensitivity σ_i ≥ 0. The tasks
-running at one moment on one LLC domain share its effective capacity L = ρ · LLC max-min fairly
-(water-filling): a task whose footprint is below the equal share keeps all of it, and what it
-leaves is split among the larger ones. This mirrors LRU, under which a small, often reused
-working set stays cached next to a large streaming one. With capacity c a task misses the
-fraction m(f, c) = max(0, 1 − c / f) of its accesses; with share c_i it progresses at rate
-1 / slowdown with
-
-    slowdown_i = 1 + σ_i · (m(f_i, c_i) − m(f_i, L))      (= 1 when Σ f_j ≤ L)
-
-so a task slows down as the summed footprint of its co-runners exceeds the cache, more the more
-of its own data fitted when alone, and never runs faster than alone. Rates change whenever a task
-starts or ends on the domain. The defaults ρ = 0.5, σ = 1 reproduce pairs measured on a 2-core
-machine with a 32 MiB L3 (two 20 MiB random-gather tasks: 1.4× each, model 1.40×; two 12 MiB:
-1.34×, model 1.33×; 20 MiB next to 0.25 MiB: 1.04×, model 1.01×). The model overstates pairs
-that each overflow the cache alone (two 28 MiB: 1.08× measured, 1.29× modelled), because such
-tasks are already memory-bound when alone.
+Each task runs at the rate the contention model
+(:class:`~scalpel_executor.core.contention.ContentionModel`) gives it next to the tasks sharing its
+LLC domain; rates change whenever a task starts or ends on the domain. Tasks that arrive later
+(``SimTask.arrival``) join the scheduler through the same batch rule as the live pool
+(:mod:`scalpel_executor.core.batching`) when ``batching`` is given, so the window's cost shows.
 
 Cost: O(C) per start or end of a task on a domain of C cores, plus a heap operation; a million
 tasks on 64 domains simulate in seconds to tens of seconds.
@@ -36,7 +22,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from scalpel_executor.core.batching import Batcher, Batching
+from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.scheduler import Scheduler, Task
+
+__all__ = ["SimTask", "SimResult", "TaskRecord", "ContentionModel", "Batching", "simulate", "lower_bound"]
 
 
 @dataclass(frozen=True)
@@ -57,41 +47,6 @@ class SimTask:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or math.isnan(value) or math.isinf(value) or value < 0:
                 raise ValueError(f"task {self.name!r}: {name} must be a finite number ≥ 0, got {value!r}")
-
-
-@dataclass(frozen=True)
-class ContentionModel:
-    """See the module docstring. ``capacity_fraction`` is ρ, ``sensitivity`` the default σ."""
-
-    capacity_fraction: float = 0.5
-    sensitivity: float = 1.0
-
-    def __post_init__(self) -> None:
-        if not (self.capacity_fraction > 0):
-            raise ValueError(f"capacity_fraction must be > 0, got {self.capacity_fraction!r}")
-        if not (self.sensitivity >= 0):
-            raise ValueError(f"sensitivity must be ≥ 0, got {self.sensitivity!r}")
-
-    def slowdowns(self, footprints: Sequence[float], sensitivities: Sequence[float], llc_size: float) -> list[float]:
-        """Slowdown factor (≥ 1) of each of the tasks co-running on one domain."""
-        capacity = self.capacity_fraction * llc_size
-        if sum(footprints) <= capacity:
-            return [1.0] * len(footprints)
-        shares = [0.0] * len(footprints)
-        left, remaining = capacity, len(footprints)
-        for i in sorted(range(len(footprints)), key=footprints.__getitem__):  # water-filling
-            shares[i] = min(footprints[i], left / remaining)
-            left -= shares[i]
-            remaining -= 1
-        return [
-            1.0 + sigma * (_miss(f, share) - _miss(f, capacity))
-            for f, share, sigma in zip(footprints, shares, sensitivities)
-        ]
-
-
-def _miss(footprint: float, capacity: float) -> float:
-    """Fraction of accesses that miss when ``footprint`` bytes get ``capacity`` bytes of cache."""
-    return max(0.0, 1.0 - capacity / footprint) if footprint > 0 else 0.0
 
 
 @dataclass
@@ -148,6 +103,7 @@ def simulate(
     *,
     model: ContentionModel | None = None,
     seed: int = 0,
+    batching: Batching | None = None,
 ) -> SimResult:
     """Run ``tasks`` on a machine of LLC ``domains`` (CPU lists) under ``policy``.
 
@@ -163,6 +119,9 @@ def simulate(
     model : ContentionModel, optional
     seed : int
         Seeds the ``random`` policy.
+    batching : Batching, optional
+        Hold arrivals as the live pool does (its ``batch_window``, ``batch_quiet``, ``max_batch``);
+        None (default) hands each arrival to the scheduler at once.
 
     Returns
     -------
@@ -227,10 +186,32 @@ def simulate(
         estimate = t.solo_time if t.runtime_estimate is None else t.runtime_estimate
         return Task(i, t.footprint, estimate, t.priority, t.intensity, payload=t)
 
+    batcher: Batcher[Task] | None = None if batching is None else Batcher(batching, len(slots))
+    batch_due: float | None = None  # the pending "batch due" event's time, if one is queued
+
+    def arrive(new: list[Task], now: float) -> None:
+        if batcher is None:
+            scheduler.add(new)
+            return
+        batcher.hold(new, now)
+        release_batch(now)
+
+    def release_batch(now: float) -> None:
+        nonlocal batch_due, order
+        if batcher is None:
+            return
+        batch = batcher.release(now, scheduler.waiting)
+        if batch:
+            scheduler.add(batch)
+        due = batcher.wake_at(scheduler.waiting)
+        if due is not None and due != batch_due:
+            batch_due = due
+            order += 1
+            heapq.heappush(events, (max(due, now), order, -2, 0))
+
     arrivals = sorted(range(len(tasks)), key=lambda i: tasks[i].arrival)
     now = 0.0
-    first_batch = [to_task(i, tasks[i]) for i in arrivals if tasks[i].arrival <= 0]
-    scheduler.add(first_batch)
+    arrive([to_task(i, tasks[i]) for i in arrivals if tasks[i].arrival <= 0], now)
     for i in arrivals:
         if tasks[i].arrival > 0:
             order += 1
@@ -241,7 +222,11 @@ def simulate(
     while events:
         now, _, domain, stamp = heapq.heappop(events)
         if domain == -1:
-            scheduler.add([to_task(stamp, tasks[stamp])])
+            arrive([to_task(stamp, tasks[stamp])], now)
+            start_assigned(now)
+            continue
+        if domain == -2:  # the held batch may be due
+            release_batch(now)
             start_assigned(now)
             continue
         if stamp != version[domain]:
@@ -255,10 +240,11 @@ def simulate(
             slot = slots[slot_index]
             records.append(TaskRecord(sim_task.name, slot.cpu, domain, began, now, sim_task.solo_time, sim_task.footprint))
             scheduler.release(slot_index)
+        release_batch(now)  # fewer tasks wait now: a held batch may be due
         start_assigned(now)
         reschedule(domain, now)
 
-    if scheduler.waiting or any(running):
+    if scheduler.waiting or any(running) or (batcher is not None and batcher.held):
         raise AssertionError("simulation ended with unfinished tasks")  # a scheduler bug, never user input
     makespan = max((r.end for r in records), default=0.0)
     cores = len(slots)

@@ -2,7 +2,7 @@
 
 ::
 
-    submit (DFK thread) ── estimate(func, args, kwargs, hints) ──> Estimate(key, footprint, runtime, sources)
+    submit (DFK thread) ── estimate(func, args, kwargs, hints) ──> Estimate(key, footprint, runtime, sources, intensity)
                               │ 1. hints            (footprint= / runtime= in the resource specification)
                               │ 2. this run         (a key measured earlier in this run: "learned")
                               │ 3. the store        (an earlier run, or an imported profile: "store")
@@ -50,6 +50,8 @@ class Estimate:
     runtime: float
     footprint_source: str  # one of SOURCES
     runtime_source: str
+    intensity: float | None = None  # LLC miss rate (misses / references) where counters measured it
+
 
 
 @dataclass
@@ -57,6 +59,7 @@ class _Known:
     footprint: float | None
     runtime: float | None
     source: str  # "store" or "learned"
+    intensity: float | None = None  # LLC miss rate; only hardware counters give one
 
 
 class Estimator:
@@ -112,7 +115,8 @@ class Estimator:
         if self.store is not None:
             profile = self.store.get(key)
             if profile is not None and (profile.runs or profile.footprint_runs):
-                found = _Known(profile.footprint, profile.runtime if profile.runs else None, "store")
+                found = _Known(profile.footprint, profile.runtime if profile.runs else None, "store",
+                               profile.llc_miss_rate)
         with self._lock:
             return self._known.setdefault(key, found)
 
@@ -129,7 +133,8 @@ class Estimator:
                         key, format_size(self.default_footprint), self.default_runtime)
         footprint, footprint_source = self._pick(hints.footprint, known, "footprint", self.default_footprint)
         runtime, runtime_source = self._pick(hints.runtime, known, "runtime", self.default_runtime)
-        return Estimate(key, name, footprint, runtime, footprint_source, runtime_source)
+        intensity = known.intensity if known is not None else None
+        return Estimate(key, name, footprint, runtime, footprint_source, runtime_source, intensity)
 
     @staticmethod
     def _pick(hint: float | None, known: _Known | None, field: str, prior: float) -> tuple[float, str]:
@@ -145,10 +150,9 @@ class Estimator:
         runtime = stats.get("wall")
         footprint = stats.get("footprint")
         references, misses = stats.get("llc_references"), stats.get("llc_misses")
+        miss_rate = misses / references if references and misses is not None else None
         observation = Observation(
-            estimate.key, estimate.app, runtime, footprint,
-            stats.get("peak_rss") or stats.get("max_rss"),
-            misses / references if references and misses is not None else None,
+            estimate.key, estimate.app, runtime, footprint, stats.get("peak_rss") or stats.get("max_rss"), miss_rate,
         )
         with self._lock:
             known = self._known.get(estimate.key)
@@ -156,6 +160,7 @@ class Estimator:
                 known = self._known[estimate.key] = _Known(None, None, "learned")
             known.runtime = self._blend(known.runtime, runtime)
             known.footprint = self._blend(known.footprint, footprint)
+            known.intensity = self._blend(known.intensity, miss_rate)
             if self.store is None:
                 return
             self._pending.append(observation)

@@ -2,14 +2,14 @@
 
 Parsl's DataFlowKernel calls ``submit(func, resource_specification, *args, **kwargs)`` from its
 own thread; this class validates the hints, serializes the call with Parsl's serializer, and hands
-an opaque buffer to the node-level part (:class:`~scalpel_executor.runtime.pool.NodeScheduler`), which
+an opaque buffer to the worker pool (:class:`~scalpel_executor.runtime.pool.WorkerPool`), which
 batches, groups, dispatches to pinned workers and calls back with the outcome. The callback turns
 the outcome into the Future's result or exception — on the completion thread, holding no lock, so
 the DFK's callbacks (which may submit more tasks) run freely::
 
-    DFK thread ── submit() ── parse_hints ── pack_apply_message ──> NodeScheduler.submit ──┐
-                                                                                            │
-    Future.set_result / set_exception <── _complete (completion thread) <── worker result ┘
+    DFK thread ── submit() ── parse_hints ── estimate ── pack_apply_message ──> WorkerPool.submit(Task) ─┐
+                                                                                                        │
+    Future.set_result / set_exception <── _complete (completion thread) <────────────── worker result ─┘
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from parsl.utils import RepresentationMixin
 from scalpel_executor.learning.estimates import Estimator
 from scalpel_executor.learning.hints import parse_hints, parse_walltime
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, TaskExit, WalltimeExceeded, WorkerDied
-from scalpel_executor.runtime.pool import NodeScheduler, NodeTask, Outcome
+from scalpel_executor.core.tasks import Task
+from scalpel_executor.runtime.pool import Job, Outcome, WorkerPool
 from scalpel_executor.learning.store import ProfileStore, default_path
 from scalpel_executor.core.scheduler import resolve_policy
 from scalpel_executor.core.topology import Topology
@@ -191,7 +192,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self._estimator: Estimator | None = None
         self._ids = itertools.count()
         self.records: deque[TaskRecord] = deque(maxlen=RECORDS_KEPT)  # the latest finished tasks, in completion order
-        self._node: NodeScheduler | None = None
+        self._pool: WorkerPool | None = None
         self._shut_down = False
 
     @staticmethod
@@ -219,21 +220,21 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         return self._topology
 
     @property
-    def node(self) -> NodeScheduler | None:
-        """The node-level scheduler (None before ``start()``)."""
-        return self._node
+    def pool(self) -> WorkerPool | None:
+        """The worker pool: pinned workers and the scheduler driving them (None before ``start()``)."""
+        return self._pool
 
     def start(self) -> None:
         if self._shut_down:
             raise ExecutorShutdown(f"executor {self.label!r} was shut down and cannot be restarted")
-        if self._node is not None:
+        if self._pool is not None:
             return
         self._estimator = Estimator(self._open_store(), self._default_footprint_bytes, self.default_runtime,
                                     key_function=self.profile_key)
         worker_env = dict(self.worker_env or {})
         if not self.probe:
             worker_env.setdefault("SCALPEL_PROBE", "off")
-        node = NodeScheduler(
+        pool = WorkerPool(
             self._topology,
             self.policy,
             self._complete,
@@ -244,16 +245,16 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             worker_env=worker_env,
             seed=self.seed,
         )
-        node.start()
-        self._node = node
+        pool.start()
+        self._pool = pool
         logger.info(
             "executor %r started %d workers (policy %s, pin %s) on %s",
-            self.label, len(node.worker_pids), self.policy, self.pin, self._topology.describe().replace("\n", ";"),
+            self.label, len(pool.worker_pids), self.policy, self.pin, self._topology.describe().replace("\n", ";"),
         )
 
     def submit(self, func, resource_specification: Dict[str, Any], *args: Any, **kwargs: Any) -> Future:
-        node = self._node  # read once: a concurrent shutdown() sets it to None
-        if node is None:
+        pool = self._pool  # read once: a concurrent shutdown() sets it to None
+        if pool is None:
             raise ExecutorShutdown(
                 f"executor {self.label!r} is shut down" if self._shut_down
                 else f"executor {self.label!r} has not been started: call start() or use it through parsl.load()"
@@ -271,24 +272,18 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                 f"the call of {getattr(func, '__name__', func)!r} cannot be serialized for a worker: {error}; "
                 f"pass only values that pickle (no open files, locks held by others, generators, sockets)"
             ) from error
-        node.submit(  # raises ExecutorShutdown if shutdown() began since the check above
-            NodeTask(
-                task_id,
-                buffer,
-                footprint=estimate.footprint,
-                runtime=estimate.runtime,
-                priority=hints.priority,
-                context=(future, estimate),
-                walltime=walltime,
-            )
+        pool.submit(  # raises ExecutorShutdown if shutdown() began since the check above
+            Task(task_id, estimate.footprint, estimate.runtime, hints.priority, estimate.intensity,
+                 payload=Job(buffer, context=(future, estimate), walltime=walltime))
         )
         return future
 
-    def _complete(self, task: NodeTask, outcome: Outcome) -> None:
-        future, estimate = task.context
+    def _complete(self, task: Task, outcome: Outcome) -> None:
+        job: Job = task.payload
+        future, estimate = job.context
         succeeded = outcome.ok and outcome.error is None
         self.records.append(
-            TaskRecord(task.id, task.slot, task.domain, task.cpu, task.started, time.monotonic(),
+            TaskRecord(task.id, job.slot, job.domain, job.cpu, job.started, time.monotonic(),
                        task.footprint, task.runtime, succeeded, outcome.stats,
                        estimate.key, estimate.footprint_source, estimate.runtime_source)
         )
@@ -320,9 +315,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         if self._shut_down:
             return
         self._shut_down = True
-        node, self._node = self._node, None
-        if node is not None:
-            node.shutdown()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown()
         if self._estimator is not None:
             self._estimator.flush()
             if self._estimator.store is not None and not isinstance(self.profiles, ProfileStore):

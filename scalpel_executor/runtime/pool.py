@@ -1,19 +1,18 @@
-"""The node-level part: one pinned worker per core, one dispatch thread, one Scheduler.
+"""The worker pool: one pinned worker per core, one dispatch thread driving the core's Scheduler.
 
-This module knows nothing of Parsl: it moves opaque task buffers to workers and results back.
-The Parsl-facing :class:`~scalpel_executor.runtime.executor.ScalpelExecutor` sits on top of it, and a
-later multi-node mode runs one of these per node.
+This module never imports Parsl: it moves opaque task buffers to workers and results back. The
+Parsl-facing :class:`~scalpel_executor.runtime.executor.ScalpelExecutor` sits on top of it.
 
 Data flow::
 
-    submit() (any thread) ──> inbox (SimpleQueue) ──┐  + a byte on the wake pipe
-                                                    v
-                         dispatch thread ── collects arrivals for batch_window (or max_batch),
-                           │                adds them to the Scheduler, calls dispatch()
-                           │   ("task", id, buffer)        ┌──────────────────────┐
+    submit(Task) (any thread) ──> inbox (SimpleQueue) ──┐  + a byte on the wake pipe
+                                                        v
+                         dispatch thread ── holds arrivals in the Batcher (core.batching) until the
+                           │                batch is due, adds them to the Scheduler, calls dispatch()
+                           │   Run(id, buffer)             ┌──────────────────────┐
                            ├──────────────────────────────>│ worker, core 0       │ ...one per slot
-                           │<──────────────────────────────│ (scalpel_executor.   │
-                           │   ("result", id, ok, ...)     │  worker)             │
+                           │<──────────────────────────────│ (runtime.worker)     │
+                           │   Result(id, ok, ...)         │                      │
                            │                               └──────────────────────┘
                            └──> completions (SimpleQueue) ──> completion thread: on_complete(task, outcome)
                                                               (holding no lock; Parsl's callbacks run here)
@@ -42,7 +41,6 @@ import atexit
 import logging
 import math
 import os
-import pickle
 import queue
 import signal
 import socket
@@ -56,27 +54,28 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, WalltimeExceeded, WorkerDied
+from scalpel_executor.core.batching import Batcher, Batching
 from scalpel_executor.core.scheduler import Scheduler, Task, resolve_policy
 from scalpel_executor.core.topology import Topology
+from scalpel_executor.host.blas import THREAD_ENV_VARS
+from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, WalltimeExceeded, WorkerDied
+from scalpel_executor.runtime.protocol import Ready, Result, Run, Warm, decode, encode
 
 logger = logging.getLogger(__name__)
 
-THREAD_ENV_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
 READY_TIMEOUT = 60.0  # seconds a new worker may take to import and report ready
 WALLTIME_GRACE = 3.0  # seconds past a task's walltime before its worker is killed
 MAX_FAILED_STARTS = 3  # replacements in a row that die before "ready" before a slot is retired
 
 
 @dataclass(eq=False)
-class NodeTask:
-    """A task as the node scheduler sees it. ``context`` belongs to the caller."""
+class Job:
+    """What the pool needs to run a task: the ``payload`` of its :class:`~scalpel_executor.core.tasks.Task`.
 
-    id: int
+    ``context`` belongs to the caller; the placement fields are filled in when the task is sent.
+    """
+
     buffer: bytes
-    footprint: float = 0.0
-    runtime: float = 1.0
-    priority: float = 0.0
     context: Any = None
     walltime: float | None = None  # seconds; past walltime + grace the worker is killed
     slot: int | None = field(default=None, init=False)  # where it ran, once dispatched
@@ -99,7 +98,7 @@ class _Worker:
     cpus: tuple[int, ...]
     process: subprocess.Popen
     connection: Connection
-    task: NodeTask | None = None
+    task: Task | None = None  # the task it runs; its payload is a Job
     spawned: float = field(default_factory=time.monotonic)
     ready: bool = False  # said "ready": takes tasks
     warm: bool = False  # said "warm": has imported what tasks need (start() waits for it)
@@ -123,15 +122,18 @@ def slot_cpus(topology: Topology, pin: str, real_cpus: Sequence[int]) -> list[tu
     return [(ordered[i % len(ordered)],) for i in range(len(topology.cpus))]
 
 
-class NodeScheduler:
+class WorkerPool:
     """Runs task buffers on pinned workers in the order a :class:`Scheduler` decides.
+
+    Tasks are :class:`~scalpel_executor.core.tasks.Task` objects whose ``payload`` is a :class:`Job`;
+    every field a policy reads (footprint, runtime, priority, intensity) travels as the caller set it.
 
     Parameters
     ----------
     topology : Topology
     policy : str
         A scheduling policy name (:data:`scalpel_executor.core.scheduler.POLICIES`).
-    on_complete : callable(NodeTask, Outcome)
+    on_complete : callable(Task, Outcome)
         Called once per task, in completion order, on the completion thread, with no lock held.
     pin : "core" or "domain"
     batch_window : float
@@ -151,7 +153,7 @@ class NodeScheduler:
         self,
         topology: Topology,
         policy: str,
-        on_complete: Callable[[NodeTask, Outcome], None],
+        on_complete: Callable[[Task, Outcome], None],
         *,
         pin: str = "core",
         batch_window: float = 0.005,
@@ -171,13 +173,12 @@ class NodeScheduler:
         self.topology = topology
         self.policy = policy
         self.pin = pin
-        self.batch_window = batch_window
-        self.batch_quiet = batch_quiet
-        self.max_batch = max_batch
+        self.batching = Batching(batch_window, batch_quiet, max_batch)
         self.worker_env = dict(worker_env or {})
         self._on_complete = on_complete
         self._scheduler = Scheduler([d.cpus for d in topology.domains], policy, seed=seed)
         self._slot_cpus = slot_cpus(topology, pin, sorted(os.sched_getaffinity(0)))
+        self._batcher: Batcher[Task] = Batcher(self.batching, len(self._slot_cpus))
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
@@ -213,13 +214,13 @@ class NodeScheduler:
             for connection in wait(list(starting), max(0.0, deadline - time.monotonic())):
                 worker = starting[connection]
                 try:
-                    message = pickle.loads(connection.recv_bytes())
-                except (EOFError, OSError):
+                    message = decode(connection.recv_bytes())
+                except (EOFError, OSError, ValueError):
                     message = None
-                if message and message[0] == "ready":
+                if isinstance(message, Ready):
                     worker.ready = True
                     continue
-                if message and message[0] == "warm":
+                if isinstance(message, Warm):
                     worker.warm = True
                     continue
                 code = worker.process.wait()
@@ -252,8 +253,11 @@ class NodeScheduler:
         self._close_wake_pipe()
         raise RuntimeError(reason)
 
-    def submit(self, task: NodeTask) -> None:
-        """Queue a task (thread-safe, never blocks). Raises ExecutorShutdown after shutdown."""
+    def submit(self, task: Task) -> None:
+        """Queue a task whose payload is a :class:`Job` (thread-safe, never blocks).
+
+        Raises ExecutorShutdown after shutdown, ExecutorFailed after the dispatch thread broke.
+        """
         with self._accepting:  # the wake pipe closes under this lock, so the write cannot miss it
             if self._stopping.is_set():
                 if self._failure is not None:
@@ -357,46 +361,16 @@ class NodeScheduler:
             pass  # the pipe is full of wake-ups already
 
     def _loop(self) -> None:
-        arrived: list[NodeTask] = []
-        deadline: float | None = None
-        first_at = 0.0
         try:
             while not self._stopping.is_set():
-                timeout = None  # a completion or a submit wakes us
-                if deadline is not None and (self._scheduler.waiting < 2 * len(self._slot_cpus)):
-                    timeout = max(0.0, deadline - time.monotonic())
-                kill_at = self._enforce_deadlines()
-                if kill_at is not None:
-                    timeout = max(0.0, kill_at - time.monotonic()) if timeout is None \
-                        else min(timeout, max(0.0, kill_at - time.monotonic()))
+                timeout = self._timeout()  # may kill and replace workers: before the table of connections
                 by_connection = {w.connection: w for w in self._workers.values()}
                 for ready in wait([*by_connection, self._wake_r], timeout):
                     if ready == self._wake_r:
                         os.read(self._wake_r, 4096)
                     else:
                         self._handle_message(by_connection[ready])
-                while True:
-                    try:
-                        arrived.append(self._inbox.get_nowait())
-                    except queue.Empty:
-                        break
-                if arrived:
-                    now = time.monotonic()
-                    if deadline is None:
-                        first_at = now
-                    # A lone arrival waits batch_quiet; a second one within that time marks a burst,
-                    # and the window then runs batch_window from the first, so a burst is grouped
-                    # whole even when a submit stalls for a few milliseconds mid-burst.
-                    window = self.batch_window if len(arrived) > 1 else min(self.batch_quiet, self.batch_window)
-                    deadline = first_at + window
-                    # Regrouping costs O(n log n) in the waiting tasks, so while the scheduler still
-                    # holds plenty of work, arrivals keep collecting and join it in one regroup.
-                    starving = self._scheduler.waiting < 2 * len(self._slot_cpus)
-                    if (now >= deadline and starving) or len(arrived) >= self.max_batch:
-                        self._scheduler.add(
-                            Task(t.id, t.footprint, t.runtime, t.priority, payload=t) for t in arrived
-                        )
-                        arrived, deadline = [], None
+                self._take_arrivals()
                 self._dispatch()
         except BaseException as error:  # a bug here must not leave futures pending forever
             logger.exception("dispatch thread failed; failing every unfinished task")
@@ -405,37 +379,69 @@ class NodeScheduler:
                                  f"report it with the log); no new tasks are accepted")
                 self._stopping.set()
         finally:
-            self._fail_unfinished(arrived)
+            self._fail_unfinished(self._batcher.held)
+
+    def _timeout(self) -> float | None:
+        """Seconds until the next deadline of any kind; None: only a message or a submit can wake us."""
+        deadlines = [at for at in (self._batcher.wake_at(self._scheduler.waiting), self._enforce_deadlines())
+                     if at is not None]
+        return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+
+    def _take_arrivals(self) -> None:
+        """Move submitted tasks into the batcher, and a due batch into the Scheduler."""
+        arrived = []
+        while True:
+            try:
+                arrived.append(self._inbox.get_nowait())
+            except queue.Empty:
+                break
+        now = time.monotonic()
+        if arrived:
+            self._batcher.hold(arrived, now)
+        batch = self._batcher.release(now, self._scheduler.waiting)
+        if batch:
+            self._scheduler.add(batch)
 
     def _dispatch(self) -> None:
         for assignment in self._scheduler.dispatch():
             worker = self._workers[assignment.slot.index]
-            task: NodeTask = assignment.task.payload
-            task.slot, task.domain = assignment.slot.index, assignment.slot.domain
-            task.cpu, task.started = worker.cpus[0], time.monotonic()
+            task = assignment.task
+            job: Job = task.payload
+            job.slot, job.domain = assignment.slot.index, assignment.slot.domain
+            job.cpu, job.started = worker.cpus[0], time.monotonic()
             worker.task = task
             try:
-                worker.connection.send_bytes(pickle.dumps(("task", task.id, task.buffer), protocol=pickle.HIGHEST_PROTOCOL))
+                worker.connection.send_bytes(encode(Run(task.id, job.buffer)))
             except OSError:
                 self._worker_lost(worker)
 
     def _handle_message(self, worker: _Worker) -> None:
         try:
-            message = pickle.loads(worker.connection.recv_bytes())
+            data = worker.connection.recv_bytes()
         except (EOFError, OSError):
             self._worker_lost(worker)
             return
-        if message[0] == "warm":  # done importing what tasks need; a replacement took tasks before
+        try:
+            message = decode(data)
+        except Exception as error:  # noqa: BLE001 - garbage on the socket: the worker is not to be trusted
+            message = error
+        if not isinstance(message, (Ready, Warm, Result)):
+            logger.error("worker pid %d sent %r, which is no answer a worker gives; replacing it",
+                         worker.process.pid, message)
+            self._kill_group(worker.process)
+            self._worker_lost(worker)
+            return
+        if isinstance(message, Warm):  # done importing what tasks need; a replacement took tasks before
             worker.warm = True
             return
-        if message[0] == "ready":  # a replacement: its slot was disabled until now
+        if isinstance(message, Ready):  # a replacement: its slot was disabled until now
             worker.ready = True
             self._failed_starts.pop(worker.slot, None)
             if worker.replaces_since is not None:
                 self.respawn_seconds.append(time.monotonic() - worker.replaces_since)
             self._scheduler.enable(worker.slot)
             return
-        _, task_id, ok, payload, stats = message
+        task_id, ok, payload, stats = message
         task, worker.task = worker.task, None
         if task is None or task.id != task_id:
             logger.error("worker pid %d answered for task %s while running %s; replacing it",
@@ -454,8 +460,9 @@ class NodeScheduler:
         now, next_at = time.monotonic(), None
         for worker in list(self._workers.values()):
             task = worker.task
-            if task is not None and task.walltime is not None and task.started is not None:
-                at = task.started + task.walltime + self.walltime_grace
+            job: Job | None = task.payload if task is not None else None
+            if job is not None and job.walltime is not None and job.started is not None:
+                at = job.started + job.walltime + self.walltime_grace
             elif not worker.ready:
                 at = worker.spawned + READY_TIMEOUT
             else:
@@ -466,11 +473,11 @@ class NodeScheduler:
             error = None
             if task is not None:
                 error = WalltimeExceeded(
-                    f"task {task.id} exceeded its walltime of {task.walltime:g} s on core "
+                    f"task {task.id} exceeded its walltime of {job.walltime:g} s on core "
                     f"{','.join(map(str, worker.cpus))} and was still running {self.walltime_grace:g} s "
                     f"later (blocked outside Python bytecode, where Parsl's walltime cannot reach it); "
                     f"its worker (pid {worker.process.pid}) was killed and replaced",
-                    task_id=task.id, walltime=task.walltime)
+                    task_id=task.id, walltime=job.walltime)
             logger.warning("killing worker pid %d on CPUs %s: %s", worker.process.pid, worker.cpus,
                            error or f"not ready after {READY_TIMEOUT:.0f} s")
             self._kill_group(worker.process)
@@ -538,7 +545,7 @@ class NodeScheduler:
             with self._accepting:  # as in shutdown(): no submit slips a task past the final drain
                 self._stopping.set()
 
-    def _complete(self, task: NodeTask, outcome: Outcome) -> None:
+    def _complete(self, task: Task, outcome: Outcome) -> None:
         self._completions.put((task, outcome))
 
     def _completion_loop(self) -> None:
@@ -550,8 +557,8 @@ class NodeScheduler:
             except BaseException:  # noqa: BLE001 - not even SystemExit from a callback may stop the others
                 logger.exception("completion callback failed for task %s", item[0].id)
 
-    def _fail_unfinished(self, arrived: list[NodeTask]) -> None:
-        unfinished = list(arrived) + [t.payload for t in self._scheduler.drain()]
+    def _fail_unfinished(self, arrived: list[Task]) -> None:
+        unfinished = list(arrived) + self._scheduler.drain()
         while True:
             try:
                 unfinished.append(self._inbox.get_nowait())
@@ -562,7 +569,7 @@ class NodeScheduler:
         for task in running:
             self._complete(task, Outcome(False, error=ExecutorFailed(f"task {task.id} was lost: {self._failure}")
                                          if self._failure else ExecutorShutdown(
-                f"task {task.id} was running on core {task.cpu} when the executor shut down")))
+                f"task {task.id} was running on core {task.payload.cpu} when the executor shut down")))
         for task in unfinished:
             if self._failure is not None:
                 error: BaseException = ExecutorFailed(f"task {task.id} did not run: {self._failure}")

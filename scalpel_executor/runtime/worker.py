@@ -1,26 +1,26 @@
 """The worker process: one per core, pinned, running one task at a time.
 
-Data flow (one worker; the node scheduler holds the other end of the socket pair)::
+Data flow (one worker; the worker pool holds the other end of the socket pair; the messages are
+defined once, in :mod:`scalpel_executor.runtime.protocol`)::
 
-    node scheduler thread                         worker process (this module)
-    ─────────────────────                         ────────────────────────────
-    spawn: python -m scalpel_executor.runtime.worker FD --cpus 0 --slot 0   (own session, env with
-           OMP/BLAS thread counts, pinned to its core before it says anything)
-                          <── ("ready", pid)
+    pool's dispatch thread                        worker process (this module)
+    ──────────────────────                        ────────────────────────────
+    spawn: python -m scalpel_executor.runtime.worker FD --cpus 0 --parent PID   (own session, env
+           with OMP/BLAS thread counts, pinned to its core before it says anything)
+                          <── Ready(pid)
                               imports Parsl while it waits (_preload), so no first task pays for it
-                          <── ("warm",)       (the executor's start() waits for this; a respawned
-                                              worker takes tasks from "ready" on)
-    ("task", id, buffer) ──>  probe.start(): one message to the probe's sampler process (probe.py)
+                          <── Warm()          (the executor's start() waits for this; a respawned
+                                              worker takes tasks from Ready on)
+    Run(id, buffer)      ──>  probe.start(): one message to the probe's sampler process
                               unpack_apply_message(buffer) → fn(*args, **kwargs)
                               probe.stop(): footprint, peak RSS/USS, LLC counts (never waits)
-                          <── ("result", id, ok, serialized result or RemoteExceptionWrapper, stats)
-    ("stop",)            ──>  exit 0
-    socket closed (EOF)  ──>  exit 0: the node scheduler is gone
+                          <── Result(id, ok, serialized result or RemoteExceptionWrapper, stats)
+    Stop()               ──>  exit 0
+    socket closed (EOF)  ──>  exit 0: the pool is gone
 
 Only one message is ever in flight per direction: the scheduler sends a task only to an idle
 worker, so the socket needs no queue of its own. The payload is Parsl's own serialization
-(``parsl.serialize``); the envelope is a pickled tuple of numbers, strings and bytes that only
-ever crosses this private socket pair.
+(``parsl.serialize``); the envelope only ever crosses this private socket pair.
 
 ``stats`` always holds ``wall``, ``cpu``, ``max_rss`` and ``children_cpu``; with the probe on
 (``--probe on``, the default, or ``SCALPEL_PROBE=on`` in the environment) it also holds the fields
@@ -29,7 +29,7 @@ of :class:`~scalpel_executor.host.probe.ProbeReport` (``footprint``, ``footprint
 sampler process runs and ``footprint_source`` says so. The sampler is the worker's child, pinned
 like it and in its process group, so it ends with it.
 
-A worker outlives nothing: when the scheduler process dies, the socket reaches EOF between tasks,
+A worker outlives nothing: when the process that started it dies, the socket reaches EOF between tasks,
 and a watchdog thread notices the parent's pid change during a long task; either way the worker
 kills its own process group (itself and any ``bash_app`` children) and exits.
 """
@@ -39,13 +39,14 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import pickle
 import resource
 import signal
 import sys
 import threading
 import time
 from multiprocessing.connection import Connection
+
+from scalpel_executor.runtime.protocol import Ready, Result, Run, Stop, Warm, decode, encode
 
 PARENT_CHECK_INTERVAL = 0.2  # seconds between checks that the scheduler process still lives (a getppid call)
 PROBE_OFF = {"footprint": None, "footprint_source": "unavailable: probe off"}
@@ -157,15 +158,15 @@ def serve(connection: Connection, parent_pid: int, probe: bool = True) -> None:
     connection : Connection
         This worker's end of the socket pair.
     parent_pid : int
-        The node scheduler's pid, watched so the worker dies with it.
+        The pid of the process that started this worker, watched so the worker dies with it.
     probe : bool
         Measure each task with :class:`~scalpel_executor.host.probe.Probe`.
     """
     meter = _open_probe() if probe else None
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True, name="parent-watch").start()
-    connection.send_bytes(pickle.dumps(("ready", os.getpid())))
+    connection.send_bytes(encode(Ready(os.getpid())))
     _preload()
-    connection.send_bytes(pickle.dumps(("warm",)))
+    connection.send_bytes(encode(Warm()))
     try:
         _serve_tasks(connection, meter)
     finally:
@@ -176,12 +177,12 @@ def serve(connection: Connection, parent_pid: int, probe: bool = True) -> None:
 def _serve_tasks(connection: Connection, meter) -> None:
     while True:
         try:
-            message = pickle.loads(connection.recv_bytes())
+            message = decode(connection.recv_bytes())
         except (EOFError, OSError):
             return
-        if message[0] == "stop":
-            return
-        _, task_id, buffer = message
+        if not isinstance(message, Run):
+            return  # Stop
+        task_id, buffer = message
         if meter is not None:
             meter.start()
         wall_start, cpu_start = time.perf_counter(), time.process_time()
@@ -197,13 +198,13 @@ def _serve_tasks(connection: Connection, meter) -> None:
             "children_cpu": children.ru_utime + children.ru_stime,
         })
         try:
-            connection.send_bytes(pickle.dumps(("result", task_id, ok, payload, stats), protocol=pickle.HIGHEST_PROTOCOL))
+            connection.send_bytes(encode(Result(task_id, ok, payload, stats)))
         except (EOFError, OSError):
             return
 
 
 class WorkerClient:
-    """One worker process driven directly, without a node scheduler (benchmarks and tests).
+    """One worker process driven directly, without a worker pool (benchmarks and tests).
 
     Spawned as :mod:`scalpel_executor.runtime.pool` spawns workers: ``python -m scalpel_executor.runtime.worker``
     with its end of a socket pair, in its own session, pinned to ``cpus``.
@@ -241,20 +242,20 @@ class WorkerClient:
         theirs.close()
         self.connection = Connection(ours.detach())
         self._next_id = 0
-        for expected in ("ready", "warm"):
-            message = pickle.loads(self.connection.recv_bytes()) if self.connection.poll(60) else None
-            if not message or message[0] != expected:
+        for expected in (Ready, Warm):
+            message = decode(self.connection.recv_bytes()) if self.connection.poll(60) else None
+            if not isinstance(message, expected):
                 self.close()
-                raise RuntimeError(f"worker pid {self.process.pid} did not report {expected} within 60 s")
+                raise RuntimeError(f"worker pid {self.process.pid} did not report {expected.__name__.lower()} within 60 s")
 
     def run(self, func, *args, **kwargs):
         """Run ``func(*args, **kwargs)`` in the worker; returns ``(ok, result or RemoteExceptionWrapper, stats)``."""
         from parsl.serialize import deserialize, pack_apply_message
 
         self._next_id += 1
-        self.connection.send_bytes(pickle.dumps(("task", self._next_id, pack_apply_message(func, args, kwargs))))
-        _, _, ok, payload, stats = pickle.loads(self.connection.recv_bytes())
-        return ok, deserialize(payload), stats
+        self.connection.send_bytes(encode(Run(self._next_id, pack_apply_message(func, args, kwargs))))
+        result = decode(self.connection.recv_bytes())
+        return result.ok, deserialize(result.payload), result.stats
 
     def close(self) -> None:
         """Ask the worker to stop and wait for it (killing it after 10 s). Idempotent."""
@@ -262,7 +263,7 @@ class WorkerClient:
 
         if self.process.poll() is None:
             try:
-                self.connection.send_bytes(pickle.dumps(("stop",)))
+                self.connection.send_bytes(encode(Stop()))
                 self.process.wait(10)
             except (OSError, subprocess.TimeoutExpired):
                 os.killpg(self.process.pid, signal.SIGKILL)
@@ -280,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scalpel_executor.runtime.worker", description=__doc__.splitlines()[0])
     parser.add_argument("fd", type=int, help="file descriptor of this worker's end of the socket pair")
     parser.add_argument("--cpus", required=True, help="comma-separated CPUs to pin to")
-    parser.add_argument("--parent", type=int, required=True, help="pid of the node scheduler process")
+    parser.add_argument("--parent", type=int, required=True, help="pid of the process that started this worker (the worker exits when it goes)")
     parser.add_argument("--probe", choices=("on", "off"), default="off" if os.environ.get("SCALPEL_PROBE") == "off" else "on",
                         help="measure each task's footprint (default: $SCALPEL_PROBE, else on)")
     args = parser.parse_args(argv)

@@ -21,7 +21,7 @@ def dfk(tmp_path_factory):
     executor = ScalpelExecutor(label="scalpel", batch_window=0.002)
     loaded = parsl.load(Config(executors=[executor], run_dir=str(run_dir), retries=1))
     yield loaded
-    pids = executor.node.worker_pids
+    pids = executor.pool.worker_pids
     loaded.cleanup()
     assert not [p for p in pids if psutil.pid_exists(p)], "workers outlived dfk.cleanup()"
 
@@ -92,7 +92,7 @@ def fan_out(n):
 def test_results_and_each_worker_pinned_to_its_core(dfk):
     results = [f.result() for f in [where(i) for i in range(20)]]
     assert [r[0] for r in results] == [2 * i for i in range(20)]
-    node = executor_of(dfk).node
+    node = executor_of(dfk).pool
     allowed = set(os.sched_getaffinity(0))
     for pid, cpus in zip(node.worker_pids, node.slot_cpus_map):
         assert psutil.Process(pid).cpu_affinity() == list(cpus)
@@ -124,7 +124,7 @@ def test_user_exception_reaches_caller_with_remote_traceback(dfk):
 
 @pytest.mark.parametrize("how, cause", [("exit", "exit code 3"), ("segfault", "SIGSEGV"), ("kill", "SIGKILL")])
 def test_dead_worker_fails_only_its_task_and_is_replaced(dfk, how, cause):
-    node = executor_of(dfk).node
+    node = executor_of(dfk).pool
     before = node.respawns
     others = [where(i) for i in range(6)]
     doomed = crash(how)
@@ -212,7 +212,7 @@ def test_submit_before_start_is_a_clear_error():
 def test_shutdown_fails_running_and_queued_tasks_and_leaves_no_worker():
     executor = ScalpelExecutor(batch_window=0)
     executor.start()
-    pids = executor.node.worker_pids
+    pids = executor.pool.worker_pids
     futures = [executor.submit(_sleep, {}, 30) for _ in range(5)]
     time.sleep(1.0)
     started = time.monotonic()
@@ -240,7 +240,7 @@ def test_context_manager_shuts_down():
     with ScalpelExecutor() as executor:
         executor.start()
         assert executor.submit(_sleep, {}, 0.01).result(timeout=60) == 0.01
-        pids = executor.node.worker_pids
+        pids = executor.pool.worker_pids
     assert not [p for p in pids if psutil.pid_exists(p)]
 
 

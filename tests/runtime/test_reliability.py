@@ -27,7 +27,7 @@ from parsl.executors.high_throughput.errors import WorkerLost
 from scalpel_executor import ExecutorShutdown, ScalpelExecutor, WorkerDied
 from scalpel_executor.runtime.pool import WalltimeExceeded
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 GENEROUS = 30.0  # seconds: a bound that only a broken mechanism misses, never a slow machine
 
 
@@ -43,13 +43,13 @@ def dfk(tmp_path_factory):
     loaded = parsl.load(Config(executors=[executor], run_dir=str(run_dir), retries=1,
                                retry_handler=retry_only_transient))
     yield loaded
-    pids = executor.node.worker_pids
+    pids = executor.pool.worker_pids
     loaded.cleanup()
     assert not [p for p in pids if psutil.pid_exists(p)], "workers outlived dfk.cleanup()"
 
 
 def node_of(dfk):
-    return dfk.executors["scalpel"].node
+    return dfk.executors["scalpel"].pool
 
 
 def wait_until(condition, timeout=GENEROUS, interval=0.02):
@@ -324,7 +324,7 @@ DRIVER = textwrap.dedent("""
     dfk = parsl.load(Config(executors=[executor], run_dir=sys.argv[2], retries=0, initialize_logging=False))
     futures.extend(nap(60) for _ in range(6))  # two run, four wait
     time.sleep(1.5)  # batch_window=0: the first two are on their workers long before this
-    print(json.dumps({"workers": executor.node.worker_pids}), flush=True)
+    print(json.dumps({"workers": executor.pool.worker_pids}), flush=True)
     if sys.argv[1] == "cleanup":
         dfk.cleanup()
         errors = [type(f.exception(timeout=30)).__name__ for f in futures]
@@ -419,7 +419,7 @@ def test_no_process_of_the_executor_opens_a_network_socket():
         me = psutil.Process()
         listening = [c for c in me.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
         assert not listening
-        for pid in executor.node.worker_pids:
+        for pid in executor.pool.worker_pids:
             worker = psutil.Process(pid)
             for process in [worker, *worker.children(recursive=True)]:
                 assert process.net_connections(kind="inet") == [], process  # no TCP or UDP at all
@@ -427,7 +427,7 @@ def test_no_process_of_the_executor_opens_a_network_socket():
 
 
 def test_nothing_read_from_disk_is_unpickled():
-    """Only bytes from a worker's private socket pair are unpickled (node.py, worker.py)."""
+    """Only bytes from a worker's private socket pair are unpickled (the worker protocol's decode)."""
     unpicklers = {"load", "loads", "Unpickler"}
     for path in (ROOT / "scalpel_executor").rglob("*.py"):
         tree = ast.parse(path.read_text())
@@ -438,7 +438,7 @@ def test_nothing_read_from_disk_is_unpickled():
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "pickle":
                 assert node.attr in unpicklers | {"dumps", "HIGHEST_PROTOCOL"}, (path, node.lineno)
                 if node.attr in unpicklers:
-                    assert node.attr == "loads" and path.name in ("node.py", "worker.py"), (path, node.lineno)
+                    assert node.attr == "loads" and path.name == "protocol.py", (path, node.lineno)
 
 
 def test_worker_died_pickles_and_keeps_its_fields():
@@ -487,7 +487,7 @@ def test_a_core_whose_replacements_cannot_start_is_retired_and_the_rest_carry_on
     executor = ScalpelExecutor(batch_window=0, profiles=False)
     executor.start()
     try:
-        node = executor.node
+        node = executor.pool
         node.worker_env["PYTHONHOME"] = "/nonexistent"  # from now on no worker gets as far as "ready"
         with pytest.raises(WorkerDied, match="exit code 5"):
             executor.submit(_crash_after, {}, 0).result(timeout=GENEROUS)
@@ -526,7 +526,7 @@ def test_an_idle_workers_death_replaces_it_and_later_tasks_run():
     executor.start()
     try:
         assert executor.submit(len, {}, "a").result(timeout=GENEROUS) == 1
-        node = executor.node
+        node = executor.pool
         victim = node.worker_pids[0]
         os.kill(victim, signal.SIGKILL)
         assert wait_until(lambda: victim not in node.worker_pids and all_workers_ready(node))
@@ -559,7 +559,7 @@ def test_a_failing_dispatch_thread_fails_every_task_naming_what_broke():
         def broken():
             raise ValueError("injected scheduler bug")
 
-        executor.node._scheduler.dispatch = broken
+        executor.pool._scheduler.dispatch = broken
         future = executor.submit(len, {}, "ab")
         with pytest.raises(ExecutorFailed, match="dispatch thread failed with ValueError\\('injected scheduler bug'\\)"):
             future.result(timeout=GENEROUS)

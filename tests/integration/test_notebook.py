@@ -6,7 +6,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-NOTEBOOK = Path(__file__).resolve().parent.parent / "examples" / "notebook.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "examples" / "notebook.ipynb"
 
 
 def test_example_notebook_runs_and_plots(tmp_path):

@@ -1,0 +1,105 @@
+"""When arrivals join the scheduler: the batch window, as a pure rule both drivers apply.
+
+Grouping needs a batch: Algorithm 1 pairs heavy with light footprints only among tasks it sees
+together, and a regroup costs O(n log n) in the waiting tasks. A Parsl workflow submits a batch
+as a burst of separate ``submit`` calls, so the driver holds arrivals briefly and hands them to the
+scheduler together. The rule, with times passed in by the driver (the core reads no clock):
+
+- a lone arrival waits ``quiet`` seconds; a second arrival within that time marks a burst, and the
+  batch is then held ``window`` seconds from its first arrival, so a burst is grouped whole even
+  when a submit stalls for a few milliseconds mid-burst;
+- ``max_batch`` held tasks are released at once;
+- while the scheduler still holds plenty of work (``waiting >= 2 × cores``), arrivals keep
+  collecting past their deadline and join it in one regroup: no core starves meanwhile.
+
+The live pool calls :meth:`Batcher.hold` as tasks arrive and :meth:`Batcher.release` whenever it
+wakes; :meth:`Batcher.wake_at` says when it must wake. The simulator does the same with simulated
+time, so it models the window's cost (``simulate(..., batching=Batching(...))``).
+
+>>> batcher = Batcher(Batching(window=0.005, quiet=0.001), cores=2)
+>>> batcher.hold(["a"], now=0.0)
+>>> batcher.release(now=0.0005, waiting=0), batcher.wake_at(waiting=0)
+([], 0.001)
+>>> batcher.hold(["b"], now=0.0008)  # a burst: the window runs 5 ms from the first arrival
+>>> batcher.release(now=0.002, waiting=0), batcher.release(now=0.005, waiting=0)
+([], ['a', 'b'])
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+__all__ = ["Batching", "Batcher"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Batching:
+    """The batch window's settings (seconds, tasks); see the module docstring."""
+
+    window: float = 0.005
+    quiet: float = 0.001
+    max_batch: int = 4096
+
+    def __post_init__(self) -> None:
+        for name in ("window", "quiet"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) \
+                    or math.isinf(value) or value < 0:
+                raise ValueError(f"batch_{name} must be a finite number of seconds ≥ 0, got {value!r}")
+        if isinstance(self.max_batch, bool) or not isinstance(self.max_batch, int):
+            raise TypeError(f"max_batch must be an int ≥ 1, got {self.max_batch!r}")
+        if self.max_batch < 1:
+            raise ValueError(f"max_batch must be ≥ 1, got {self.max_batch!r}")
+
+
+class Batcher(Generic[T]):
+    """Holds arrivals until the batch is due (see the module docstring)."""
+
+    def __init__(self, batching: Batching, cores: int):
+        self.batching = batching
+        self.cores = cores
+        self._held: list[T] = []
+        self._first_at = 0.0
+
+    @property
+    def held(self) -> list[T]:
+        """The tasks held now, in arrival order (the driver fails them if it stops)."""
+        return self._held
+
+    def hold(self, tasks: Iterable[T], now: float) -> None:
+        """Tasks arrived at ``now``."""
+        if not self._held:
+            self._first_at = now
+        self._held.extend(tasks)
+
+    def _due_at(self) -> float:
+        held = len(self._held)
+        window = self.batching.window if held > 1 else min(self.batching.quiet, self.batching.window)
+        return self._first_at + window
+
+    def _starving(self, waiting: int) -> bool:
+        return waiting < 2 * self.cores
+
+    def wake_at(self, waiting: int) -> float | None:
+        """When the held batch falls due, given ``waiting`` tasks in the scheduler; None: no deadline.
+
+        While the scheduler holds plenty of work there is none: the driver's next completion
+        calls :meth:`release` again.
+        """
+        if not self._held or not self._starving(waiting):
+            return None
+        return self._due_at()
+
+    def release(self, now: float, waiting: int) -> list[T]:
+        """The held tasks if the batch is due at ``now``, else ``[]``."""
+        if not self._held:
+            return []
+        if len(self._held) >= self.batching.max_batch or (now >= self._due_at() and self._starving(waiting)):
+            batch, self._held = self._held, []
+            return batch
+        return []

@@ -1,0 +1,70 @@
+"""The messages between the worker pool and a worker: one definition of each, and their encoding.
+
+::
+
+    pool                                   worker (one per core, pinned)
+      │                    <── Ready(pid)   imported the minimum; takes tasks from now on
+      │                    <── Warm()       imported what tasks need (Parsl's serialization, ...)
+      │  Run(task_id, buffer) ──>           one at a time: a worker holds at most one task
+      │  <── Result(task_id, ok, payload, stats)
+      │  Stop() ──>                         exit 0
+
+The task and its result are opaque bytes here (Parsl's serialization); the envelope is a pickled
+tuple of numbers, strings and bytes, tagged by kind, so both ends agree on one layout and a
+message of an unknown kind fails loudly instead of being misread. The channel is a socketpair
+between a process and the children it spawned: nobody else can write to it.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any, NamedTuple, Union
+
+__all__ = ["Ready", "Warm", "Run", "Result", "Stop", "Message", "encode", "decode"]
+
+
+class Ready(NamedTuple):
+    pid: int
+
+
+class Warm(NamedTuple):
+    pass
+
+
+class Run(NamedTuple):
+    task_id: int
+    buffer: bytes
+
+
+class Result(NamedTuple):
+    task_id: int
+    ok: bool  # True: payload is the serialized result; False: a serialized RemoteExceptionWrapper
+    payload: bytes
+    stats: dict[str, Any]  # wall time, the probe's measurements
+
+
+class Stop(NamedTuple):
+    pass
+
+
+Message = Union[Ready, Warm, Run, Result, Stop]
+_KINDS: dict[str, type] = {"ready": Ready, "warm": Warm, "task": Run, "result": Result, "stop": Stop}
+_TAGS = {kind: tag for tag, kind in _KINDS.items()}
+
+
+def encode(message: Message) -> bytes:
+    """The bytes of one message.
+
+    >>> decode(encode(Run(7, b"call"))) == Run(7, b"call")
+    True
+    """
+    return pickle.dumps((_TAGS[type(message)], *message), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def decode(data: bytes) -> Message:
+    """The message in ``data``; ValueError for anything that is not one."""
+    envelope = pickle.loads(data)
+    try:
+        return _KINDS[envelope[0]](*envelope[1:])
+    except (KeyError, TypeError, IndexError):
+        raise ValueError(f"not a worker protocol message: {envelope!r:.200}") from None
