@@ -23,20 +23,25 @@ import sys
 import time
 from pathlib import Path
 
-from scalpel_executor.experiments.calibration import load_model
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display
+
+import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+
+from scalpel_executor.experiments.contention_fit import load_model
 from scalpel_executor.learning.exchange import load_profile
 from scalpel_executor.core.scheduler import POLICIES
 from scalpel_executor.core.simulate import ContentionModel, SimTask
 from scalpel_executor.core.topology import Topology
 from scalpel_executor.experiments.simulated_policies import compare_policies
 from scalpel_executor.experiments.tables import format_table
+from scalpel_executor.workloads.kernels import suite
 
 POLICY_ORDER = [p for p in ("scalpel", "longer_first", "grouping+fifo", "di", "random", "fifo") if p in POLICIES]
 
 
 def wide_pool(llc: int, cores: int) -> list[SimTask]:
-    from scalpel_executor.workloads.kernels import suite
-
     return [SimTask(c.name, c.estimated_seconds(), c.footprint_bytes) for c in suite(llc, cores, "full", seed=7)]
 
 
@@ -55,11 +60,6 @@ def study(name: str, pool: list[SimTask], spec: str, counts: list[int], repeats:
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     studies = list(dict.fromkeys(r["study"] for r in rows))
     figure, axes = plt.subplots(1, len(studies), figsize=(6 * len(studies), 4.4), layout="constrained", squeeze=False)
     for axis, name in zip(axes[0], studies):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from scalpel_executor.cli.common import at_least, comma_list, load_model_file, status_printer
 from scalpel_executor.core.scheduler import POLICIES
+from scalpel_executor.experiments.bench.report import summary_table
 from scalpel_executor.experiments.plans import BENCH, BENCH_SMOKE, MIXES, PEERS, SCALES, SCALPEL_POLICIES, with_given
 from scalpel_executor.learning.exchange import read_json_object
 
@@ -69,23 +70,19 @@ def run(args: argparse.Namespace) -> int:
                       peers=tuple(_peers(args.peers)) if args.peers else None)
     model = load_model_file(args.model) if args.model else None
     # Parsl, numpy, matplotlib and pyperf load only once a benchmark runs, not for `scalpel --help`.
-    from scalpel_executor.experiments.bench import format_table, run_bench
+    from scalpel_executor.experiments.bench.run import run_bench
     from scalpel_executor.workloads.montage import MontageUnavailable
 
     try:
-        record = run_bench(
-            mixes=plan.mixes, peers=plan.peers, repeats=plan.repeats, llc_override=args.llc, out=Path(args.out),
-            scale=plan.scale, seed=plan.seed, noop_tasks=plan.noop_tasks, latency_tasks=plan.latency_tasks,
-            montage_tiles=plan.montage_tiles, resamples=plan.resamples, printer=status_printer(args.json),
-            model=model,
-        )
+        record = run_bench(plan, out=Path(args.out), llc_override=args.llc, model=model,
+                           printer=status_printer(args.json))
     except MontageUnavailable as error:
         raise ValueError(f"--mixes montage: {error}") from None
     if args.json:
         print(json.dumps(record, indent=1))
         return 0
     print()
-    for line in format_table(record["summary"]):
+    for line in summary_table(record["summary"]):
         print(line)
     files = record["files"]
     print(f"\nrecord: {files['json']}" + (f"\nplot:   {files['png']}" if "png" in files else ""))
@@ -105,10 +102,7 @@ def _peers(text: str) -> list[str]:
 
 
 def report_lines(path: str, *, markdown: bool = False) -> list[str]:
-    """The table of an earlier bench record (``bench --report``); ValueError naming a bad row."""
-    from scalpel_executor.experiments.bench import format_table, markdown_table
-
-    table = markdown_table if markdown else format_table
+    """The table of an earlier bench record (``bench --report``); ValueError naming the file and a bad row."""
     record = read_json_object(path, "bench record")
     if record.get("format") != "scalpel-bench/1":
         raise ValueError(f"{path} is not a bench record: it needs \"format\": \"scalpel-bench/1\" "
@@ -117,15 +111,7 @@ def report_lines(path: str, *, markdown: bool = False) -> list[str]:
     if not isinstance(rows, list):
         raise ValueError(f"{path}: \"summary\" must be a list of rows, one per mix and peer, got "
                          + ("nothing" if rows is None else repr(rows)[:80]))
-    header = table([])
-    lines = list(header)
-    for position, row in enumerate(rows):
-        if not isinstance(row, dict):
-            raise ValueError(f"{path}: summary row #{position} must be a JSON object, got {repr(row)[:80]}")
-        try:
-            lines.extend(table([row])[len(header):])
-        except KeyError as error:
-            raise ValueError(f"{path}: summary row #{position} lacks the field {error}") from None
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"{path}: summary row #{position} has a field of the wrong type ({error})") from None
-    return lines
+    try:
+        return summary_table(rows, markdown=markdown)
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None

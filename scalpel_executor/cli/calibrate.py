@@ -9,7 +9,7 @@ from pathlib import Path
 
 from scalpel_executor.cli.common import status_printer
 from scalpel_executor.core.units import format_size, parse_size
-from scalpel_executor.experiments import calibration
+from scalpel_executor.experiments import contention_fit
 from scalpel_executor.experiments.tables import format_table
 from scalpel_executor.learning.exchange import read_json_object
 
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     corun = read_json_object(args.corun, "co-run document")
     llc = _llc(args, corun)
     try:
-        fit = calibration.fit_model(calibration.pairs_from_corun(corun), llc)
+        fit = contention_fit.fit_model(contention_fit.pairs_from_corun(corun), llc)
     except ValueError as error:
         raise ValueError(f"{args.corun}: {error}") from None
     record = {**fit.to_dict(), "corun": args.corun}
@@ -47,12 +47,12 @@ def run(args: argparse.Namespace) -> int:
     if args.bench:
         bench = read_json_object(args.bench, "bench record")
         try:
-            predictions = calibration.predict_bench(bench, fit.model, llc)
+            predictions = contention_fit.predict_bench(bench, fit.model, llc)
         except ValueError as error:
             raise ValueError(f"{args.bench}: {error}") from None
         record["bench"] = args.bench
-        held = record["held_out"] = {**calibration.summary(predictions),
-                                     "rows": calibration.prediction_rows(predictions)}
+        held = record["held_out"] = {**contention_fit.summarise_predictions(predictions),
+                                     "rows": contention_fit.prediction_rows(predictions)}
         say("")
         cells = [[p.mix, p.peer, p.policy, f"{p.measured:.3f}", f"{p.predicted:.3f}", f"{100 * p.error:.1f}%"]
                  for p in predictions]

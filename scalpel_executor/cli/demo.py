@@ -47,11 +47,7 @@ def run(args: argparse.Namespace) -> int:
     # Parsl, numpy and matplotlib load only once a demo runs, not for `scalpel --help`.
     from scalpel_executor.experiments.demo import print_summary, run_demo
 
-    record = run_demo(
-        tasks=plan.tasks, scale=plan.scale, repeats=plan.repeats, policies=plan.policies,
-        include_htex=plan.include_htex, llc_override=args.llc, out=Path(args.out), seed=plan.seed,
-        printer=status_printer(args.json),
-    )
+    record = run_demo(plan, llc_override=args.llc, out=Path(args.out), printer=status_printer(args.json))
     if args.json:
         print(json.dumps(record, indent=1))
     else:

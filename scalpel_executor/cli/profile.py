@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import concurrent.futures
 import contextlib
 import importlib
 import json
@@ -240,8 +241,6 @@ def _failure(target: str, error: BaseException, run: int, runs: int) -> str:
         what = f"called sys.exit({'' if code is None else repr(code)}) instead of returning"
     else:
         what = f"raised {type(error).__name__}: {' '.join(str(error).split())}"
-    import concurrent.futures
-
     import parsl  # loaded already: only `profile run` gets here
 
     machinery = tuple(os.path.dirname(module.__file__) + os.sep for module in (parsl, concurrent.futures))

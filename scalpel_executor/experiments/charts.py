@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")  # files only: no display, and no GUI toolkit to load
 
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+from matplotlib import cm, colors  # noqa: E402
+
+from scalpel_executor.core.units import format_size  # noqa: E402
+from scalpel_executor.experiments.plans import PEERS, REFERENCE  # noqa: E402
 
 
 def calibration_chart(fit, predictions: Sequence, path: str) -> None:
@@ -37,3 +42,92 @@ def calibration_chart(fit, predictions: Sequence, path: str) -> None:
     mixes.set_title("held-out mixes, every peer and policy", fontsize=10)
     figure.savefig(path, dpi=110)
     plt.close(figure)
+
+
+def gantt(results: Sequence, llc: int, domains: list[list[int]], path: Path) -> Path:
+    """Draw the median run of each executor (the demo's ``RunResult`` objects): tasks per core over
+    time, coloured by footprint, and below each the summed running footprint per domain against the LLC."""
+    chosen: dict = {}
+    for name in dict.fromkeys(r.executor for r in results):
+        runs = sorted((r for r in results if r.executor == name), key=lambda r: r.makespan)
+        chosen[name] = runs[len(runs) // 2]
+    cpus = sorted({cpu for d in domains for cpu in d} | {row["cpu"] for r in chosen.values() for row in r.tasks})
+    footprints = [row["footprint"] for r in chosen.values() for row in r.tasks]
+    norm = colors.LogNorm(vmin=max(min(footprints), 1), vmax=max(max(footprints), 2))
+    cmap = matplotlib.colormaps["viridis"]
+    horizon = max(row["end"] for r in chosen.values() for row in r.tasks) * 1.02
+    figure, axes = plt.subplots(2 * len(chosen), 1, figsize=(11, 2.4 * len(chosen) * 2), layout="constrained",
+                                gridspec_kw={"height_ratios": [max(len(cpus), 1), 1.4] * len(chosen)},
+                                squeeze=False)
+    for index, (name, run) in enumerate(chosen.items()):
+        lanes, load = axes[2 * index][0], axes[2 * index + 1][0]
+        for row in run.tasks:
+            lane = cpus.index(row["cpu"]) if row["cpu"] in cpus else len(cpus)
+            lanes.barh(lane, row["end"] - row["start"], left=row["start"], height=0.8,
+                       color=cmap(norm(max(row["footprint"], 1))), edgecolor="black", linewidth=0.5)
+            if row["end"] - row["start"] > horizon / 25:
+                lanes.text(row["start"] + (row["end"] - row["start"]) / 2, lane, format_size(row["footprint"]),
+                           ha="center", va="center", fontsize=7, color="white" if norm(row["footprint"]) < 0.6 else "black")
+        lanes.set_yticks(range(len(cpus)), [f"CPU {c}" for c in cpus])
+        lanes.set_xlim(0, horizon)
+        lanes.invert_yaxis()
+        lanes.set_title(f"{name}: makespan {run.makespan:.1f} s (median run)", loc="left", fontsize=10)
+        for domain_index, domain in enumerate(domains):
+            events = sorted({0.0, horizon} | {row[k] for row in run.tasks for k in ("start", "end")})
+            level = [sum(row["footprint"] for row in run.tasks if row["cpu"] in domain and row["start"] <= t < row["end"])
+                     for t in events]
+            load.step(events, [v / 2**20 for v in level], where="post", label=f"domain {domain_index} running footprint")
+        load.axhline(llc / 2**20, color="red", linestyle="--", linewidth=1, label=f"LLC {format_size(llc)}")
+        load.set_xlim(0, horizon)
+        load.set_ylabel("MiB", fontsize=8)
+        load.legend(fontsize=7, loc="upper right")
+        load.set_xlabel("seconds since the batch was submitted", fontsize=8)
+    figure.colorbar(cm.ScalarMappable(norm=norm, cmap=cmap), ax=[row[0] for row in axes], label="task footprint (bytes)",
+                    fraction=0.025, pad=0.01)
+    figure.suptitle("Which task ran on which core when (colour: footprint); below each: the domain's summed "
+                    "running footprint against its LLC", fontsize=10)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def bench_chart(rows: Sequence[dict], path: Path, reference: str = REFERENCE) -> Path:
+    """Ratio to the reference (with its 95% interval) per mix and peer, > 1 is faster: work mixes
+    on a linear axis, the no-op mixes (where the spread is tenfold) on a log axis beside them."""
+    mixes = list(dict.fromkeys(row["mix"] for row in rows))
+    panels = [[m for m in mixes if not m.startswith("noop")], [m for m in mixes if m.startswith("noop")]]
+    panels = [panel for panel in panels if panel]
+    peers = [p for p in PEERS if any(row["peer"] == p for row in rows)]
+    figure, axes = plt.subplots(1, len(panels), figsize=(4 + 1.5 * len(mixes), 5), layout="constrained",
+                                squeeze=False, gridspec_kw={"width_ratios": [len(p) for p in panels]})
+    width = 0.8 / max(len(peers), 1)
+    cmap = matplotlib.colormaps["tab10"]
+    for axis, panel in zip(axes[0], panels):
+        for k, peer in enumerate(peers):
+            xs, ys, lows, highs = [], [], [], []
+            for i, mix in enumerate(panel):
+                row = next((r for r in rows if r["mix"] == mix and r["peer"] == peer and "vs_reference" in r), None)
+                if row:
+                    xs.append(i - 0.4 + width * (k + 0.5))
+                    ys.append(row["vs_reference"])
+                    lows.append(max(row["vs_reference"] - row["ci_low"], 0.0))
+                    highs.append(max(row["ci_high"] - row["vs_reference"], 0.0))
+            axis.bar(xs, ys, width, yerr=[lows, highs], capsize=2, label=peer, color=cmap(k % 10),
+                     edgecolor="black", linewidth=0.4)
+        axis.axhline(1.0, color="black", linewidth=0.8)
+        axis.set_xticks(range(len(panel)), panel, rotation=20)
+        if panel[0].startswith("noop"):
+            axis.set_yscale("log")
+            axis.set_title("per-task overhead (log scale)", fontsize=10)
+        else:
+            values = [r["ci_low"] for r in rows if r["mix"] in panel and "ci_low" in r] + \
+                     [r["ci_high"] for r in rows if r["mix"] in panel and "ci_high" in r]
+            axis.set_ylim(max(0.0, min(values) - 0.05), max(values) + 0.05)
+            axis.set_title(f"work mixes: makespan ratio to {reference}", fontsize=10)
+            axis.set_ylabel(f"median makespan of {reference} / peer's (> 1: faster)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    figure.legend(handles, labels, fontsize=8, ncol=min(len(peers), 6), loc="outside lower center")
+    figure.suptitle("bars: paired bootstrap 95% interval over repetitions", fontsize=9)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path

@@ -1,4 +1,4 @@
-"""``scalpel bench`` and ``scalpel calibrate``: statistics, oracle, fit, and a smoke run end to end.
+"""``scalpel bench`` and ``scalpel calibrate``: statistics, oracle, plans, and a smoke run end to end.
 
 The smoke run checks that the harness works (every peer ran, pyperf reads what it wrote, the
 calibration predicts its mixes), not that any figure is reached: figures come from real runs.
@@ -15,16 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalpel_executor.experiments import bench, calibration
-from scalpel_executor.experiments.bench import (
-    Mix,
-    MixRun,
-    bootstrap_ratio,
-    oracle_order,
-    parse_list,
-    summarise,
-)
 from scalpel_executor.core.simulate import ContentionModel, SimTask, simulate
+from scalpel_executor.experiments.bench.mixes import Mix, MixRun
+from scalpel_executor.experiments.bench.oracle import oracle_order
+from scalpel_executor.experiments.bench.report import summary_table
+from scalpel_executor.experiments.bench.run import run_mix
+from scalpel_executor.experiments.bench.stats import bootstrap_ratio, summarise
+from scalpel_executor.experiments.plans import BENCH, DEMO, SCALES, with_given
+from scalpel_executor.workloads import kernels
 from scalpel_executor.workloads.kernels import KernelCase, size_for_footprint
 
 MiB = 2**20
@@ -103,88 +101,30 @@ def test_summary_gives_ratios_bounds_and_the_share_of_the_oracle_gap():
     assert rows["oracle"]["gap_captured"] == pytest.approx(1.0)
     assert rows["threads"]["runs"] == 0 and rows["threads"]["errors"] == ["RuntimeError: boom"]
     assert "median" not in rows["threads"]
-    lines = bench.format_table(list(rows.values()))
+    lines = summary_table(list(rows.values()))
     assert any("failed: RuntimeError: boom" in line for line in lines)
 
 
-def test_lists_name_what_is_wrong():
-    assert parse_list("scalpel:*,htex-block", bench.PEERS, "--peers", ()) == [
-        *(f"scalpel:{p}" for p in bench.SCALPEL_POLICIES), "htex-block"]
-    with pytest.raises(ValueError, match="'htex-blok'"):
-        parse_list("htex-blok", bench.PEERS, "--peers", ())
-    with pytest.raises(ValueError, match="'random' is not benchmarked"):
-        parse_list("scalpel:random", bench.PEERS, "--peers", ())
+def test_p99_latency_is_the_99th_percentile_of_every_round_trip():
+    mix = Mix("noop-latency", "latency", count=100)
+    runs = [MixRun("threads", "noop-latency", 0, 1.0, latencies=[i / 1000 for i in range(1, 101)])]
+    row = summarise(runs, [mix], {}, cores=2, resamples=10)[0]
+    assert row["p99_latency_ms"] == pytest.approx(99.01)  # interpolated between 99 ms and 100 ms
+    one = summarise([MixRun("threads", "noop-latency", 0, 1.0, latencies=[0.002])], [mix], {}, cores=2)[0]
+    assert one["p99_latency_ms"] == pytest.approx(2.0)
+
+
+def test_plans_name_what_is_wrong():
     with pytest.raises(ValueError, match="unknown mix 'suite-3x'"):
-        bench.build_mixes(["suite-3x"], 56 * MiB, 2)
+        with_given(BENCH, mixes=("suite-3x",))
     with pytest.raises(ValueError, match="noop-tasks must be a whole number >= 1, got 0"):
-        bench.run_bench(mixes=["noop-throughput"], peers=["threads"], repeats=1, out=None, noop_tasks=0)
+        with_given(BENCH, noop_tasks=0)
     with pytest.raises(ValueError, match="unknown peer 'htex'"):
-        bench.run_bench(mixes=["noop-throughput"], peers=["htex"], repeats=1, out=None)
-
-
-@given(st.floats(0.2, 2.0), st.floats(0.1, 3.0))
-@settings(max_examples=25, deadline=None)
-def test_the_fit_reproduces_pairs_that_a_model_generated(rho, sigma):
-    llc = 56 * MiB
-    truth = ContentionModel(rho, sigma)
-    sizes = [1 * MiB, 8 * MiB, 16 * MiB, 24 * MiB, 34 * MiB, 48 * MiB, 64 * MiB, 96 * MiB]
-    pairs = [calibration.PairObservation(str(a), str(b), a, b, truth.slowdowns([a, b], [sigma] * 2, llc)[0])
-             for a in sizes for b in sizes]
-    fit = calibration.fit_model(pairs, llc)
-    assert fit.rms_error < 0.01  # the grid is coarse in rho; the slowdowns it predicts are not
-
-
-def test_calibration_documents_are_checked():
-    with pytest.raises(ValueError, match="co-run document"):
-        calibration.pairs_from_corun({"cases": []})
-    with pytest.raises(ValueError, match="calibration document"):
-        calibration.load_model({"rho": 1})
-    with pytest.raises(ValueError, match="bench record"):
-        calibration.predict_bench({"format": "other"}, ContentionModel())
-    with pytest.raises(ValueError, match="at least one"):
-        calibration.fit_model([], 56 * MiB)
-
-
-@pytest.mark.parametrize("document, message", [
-    ([], "not a co-run document: it needs 'cases' and 'slowdown'"),
-    ({"cases": "ab", "slowdown": []}, "'cases' must be a list of objects"),
-    ({"cases": [{"label": "a"}], "slowdown": [[1.0]]}, "case #0 (a) has no footprint_bytes"),
-    ({"cases": [{"label": "a", "footprint_bytes": -1}], "slowdown": [[1.0]]}, "footprint_bytes of case #0 (a) must be"),
-    ({"cases": [{"label": "a", "footprint_bytes": 1}], "slowdown": [["1.2"]]}, "must be a finite number > 0, got '1.2'"),
-    ({"cases": [{"label": "a", "footprint_bytes": 1}], "slowdown": [[True]]}, "must be a finite number > 0, got True"),
-    ({"cases": [{"label": "a", "footprint_bytes": 1}], "slowdown": [1.0]}, "'slowdown' must be a 1 x 1 matrix"),
-])
-def test_a_malformed_corun_document_is_one_value_error_saying_what_is_wrong(document, message):
-    with pytest.raises(ValueError) as error:
-        calibration.pairs_from_corun(document)
-    assert message in str(error.value) and "\n" not in str(error.value)
-
-
-def test_a_corun_case_may_give_its_footprint_as_a_size():
-    pairs = calibration.pairs_from_corun({"cases": [{"label": "a", "footprint_bytes": "4MiB"}], "slowdown": [[1.0]]})
-    assert pairs == [calibration.PairObservation("a", "a", 4 * MiB, 4 * MiB, 1.0)]
-
-
-@pytest.mark.parametrize("document, message", [
-    ({"capacity_fraction": "0.5", "sensitivity": 1}, "capacity_fraction must be a finite number"),
-    ({"capacity_fraction": 0.5, "sensitivity": float("nan")}, "sensitivity must be a finite number"),
-    ({"capacity_fraction": True, "sensitivity": 1}, "capacity_fraction must be a finite number"),
-    ([0.5, 1], "not a calibration document"),
-])
-def test_a_malformed_calibration_is_a_value_error(document, message):
-    with pytest.raises(ValueError, match=message):
-        calibration.load_model(document)
-
-
-@pytest.mark.parametrize("bench_record, message", [
-    ({"format": "scalpel-bench/1"}, "a field 'machine' is missing"),
-    ({"format": "scalpel-bench/1", "machine": [], "solo": {}, "mixes": [], "summary": []}, "wrong type"),
-    ({"format": "scalpel-bench/1", "machine": {"llc": 1, "domains": [[0]]}, "solo": {}, "mixes": [],
-      "summary": [{"mix": "x"}]}, "names a mix that 'mixes' lacks"),
-])
-def test_a_malformed_bench_record_is_a_value_error(bench_record, message):
-    with pytest.raises(ValueError, match=message):
-        calibration.predict_bench(bench_record, ContentionModel())
+        with_given(BENCH, peers=("htex",))
+    with pytest.raises(ValueError, match="unknown policy 'fastest'"):
+        with_given(DEMO, policies=("fastest",))
+    assert with_given(BENCH, repeats=None, seed=3) == with_given(BENCH, seed=3)  # None: not given
+    assert set(SCALES) == set(kernels.SCALES)
 
 
 def test_calibrate_on_a_json_array_is_one_line_and_no_traceback(tmp_path):
@@ -239,7 +179,8 @@ def test_the_smoke_run_runs_every_peer_on_every_mix_and_pyperf_reads_it(smoke):
                              "--markdown"], capture_output=True, text=True, timeout=120)
     assert report.returncode == 0, report.stderr
     table = report.stdout.splitlines()
-    assert table[0].startswith("| mix | peer |") and len(table) == 2 + len(record["summary"])
+    assert [cell.strip() for cell in table[0].split("|")[1:3]] == ["mix", "peer"]
+    assert len(table) == 2 + len(record["summary"]) and all(line.startswith("|") for line in table)
 
 
 def test_calibrate_fits_a_corun_document_and_predicts_the_smoke_mixes(smoke, tmp_path):
@@ -284,9 +225,9 @@ class _FailingSubmitter:
 
 def test_a_failing_mix_is_recorded_with_its_error_and_the_bench_goes_on(tmp_path):
     mix = Mix("light", "kernels", (_case("spmv", 1 * MiB, 1),))
-    run = bench.run_mix(_FailingSubmitter(), "threads", mix, 0, tmp_path, timeout=5)
+    run = run_mix(_FailingSubmitter(), "threads", mix, 0, tmp_path, timeout=5)
     assert run.makespan is None and run.error == "RuntimeError: worker lost running timed_kernel"
-    noop = bench.run_mix(_FailingSubmitter(), "threads", Mix("noop-latency", "latency", count=3), 0, tmp_path, 5)
+    noop = run_mix(_FailingSubmitter(), "threads", Mix("noop-latency", "latency", count=3), 0, tmp_path, 5)
     assert noop.error.startswith("RuntimeError") and noop.makespan is None
 
 

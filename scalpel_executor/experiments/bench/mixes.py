@@ -1,0 +1,87 @@
+"""The benchmark's workload mixes, sized for the machine at hand (names in ``plans.MIXES``)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from scalpel_executor.core.units import format_size
+from scalpel_executor.experiments.bench.oracle import oracle_order
+from scalpel_executor.experiments.plans import MIXES, BenchPlan
+from scalpel_executor.experiments.sizing import steps_timed_here
+from scalpel_executor.workloads.kernels import contention_mix, suite
+
+
+@dataclass(frozen=True)
+class Mix:
+    """One workload of the benchmark."""
+
+    name: str
+    kind: str  # "kernels", "throughput", "latency" or "montage"
+    cases: tuple = ()  # KernelCase, in submission order
+    oracle: tuple | None = None  # the same cases in the best order this machine allows
+    count: int = 0  # no-op tasks, or Montage tiles
+    note: str = ""
+
+    @property
+    def tasks(self) -> int:
+        return len(self.cases) if self.kind == "kernels" else self.count
+
+
+def build_mixes(plan: BenchPlan, llc: int, cores: int, *, time_here: bool = True, model=None) -> list[Mix]:
+    """The mixes ``plan`` names for a machine of ``cores`` cores sharing ``llc`` bytes.
+
+    ``time_here`` times each distinct contention case on this machine
+    (:func:`~scalpel_executor.experiments.sizing.steps_timed_here`) so large and small ones really
+    last alike. ``model`` (a ``ContentionModel``) is what the contention mix's oracle order is
+    searched with."""
+    unknown = [n for n in plan.mixes if n not in MIXES]
+    if unknown:
+        raise ValueError(f"unknown mix {unknown[0]!r}; choose from {', '.join(MIXES)}")
+    scale, seed = plan.scale, plan.seed
+    noop_tasks, latency_tasks, montage_tiles = plan.noop_tasks, plan.latency_tasks, plan.montage_tiles
+    rng = random.Random(seed)
+    mixes = []
+    for name in plan.mixes:
+        if name == "contention":
+            cases = contention_mix(llc, cores, 4 * cores, scale=scale, seed=seed)
+            if time_here:
+                cases, seconds = steps_timed_here(cases)
+            else:
+                seconds = [c.estimated_seconds() for c in cases]
+            large = [c for c in cases if c.footprint_bytes > llc / cores]
+            small = [c for c in cases if c.footprint_bytes <= llc / cores]
+            mixes.append(Mix(name, "kernels", tuple(cases), oracle_order(cases, seconds, cores, llc, model),
+                             note=f"{len(large)} large ({format_size(large[0].footprint_bytes) if large else '-'}) "
+                                  f"then {len(small)} small ({format_size(small[0].footprint_bytes) if small else '-'})"))
+        elif name.startswith("suite-"):
+            factor = int(name.split("-")[1].rstrip("x"))
+            pool = suite(llc, cores, scale, seed=seed)
+            picked = sorted(rng.sample(range(len(pool)), min(factor * cores, len(pool))))
+            mixes.append(Mix(name, "kernels", tuple(pool[i] for i in picked),
+                             note=f"{factor} x {cores} cases of the kernel suite, in suite order"))
+        elif name == "light":
+            pool = [c for c in suite(llc, cores, scale, seed=seed + 1) if c.footprint_bytes <= llc / cores / 8]
+            mixes.append(Mix(name, "kernels", tuple(rng.sample(pool, min(4 * cores, len(pool)))),
+                             note="small kernels only: nothing to separate"))
+        elif name == "noop-throughput":
+            mixes.append(Mix(name, "throughput", count=noop_tasks, note=f"{noop_tasks} no-op tasks at once"))
+        elif name == "noop-latency":
+            mixes.append(Mix(name, "latency", count=latency_tasks,
+                             note=f"{latency_tasks} no-op tasks, each submitted when the last returned"))
+        elif name == "montage":
+            mixes.append(Mix(name, "montage", count=montage_tiles, note=f"Montage mosaic of {montage_tiles} tiles"))
+    return mixes
+
+
+@dataclass
+class MixRun:
+    """One run of a mix on a peer: its makespan, or the error that ended it."""
+
+    peer: str
+    mix: str
+    repeat: int
+    makespan: float | None
+    tasks: list[dict] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+    error: str | None = None

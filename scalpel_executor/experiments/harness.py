@@ -1,0 +1,194 @@
+"""Running kernel batches on an executor, the same way for the demo and the benchmark.
+
+::
+
+    start_peer(peer)   the executor a peer names (Parsl's HTEX or thread pool, a process pool,
+                       ScalpelExecutor per policy), each worker warmed up before anything is timed
+    run_kernels        submit a whole batch at once, wait for all; makespan from first submit to
+                       last result, and a row per task (where and when it ran)
+    solo_pass          every distinct case alone on one pinned core, through ScalpelExecutor, so the
+                       profile store learns the footprints and the caller gets solo times
+    fresh_store        an empty profile store for one run
+
+Every peer runs the task bodies of :mod:`~scalpel_executor.experiments.apps` with one BLAS thread.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TextIO
+
+import parsl
+from parsl import python_app
+from parsl.config import Config
+from parsl.executors import HighThroughputExecutor, ThreadPoolExecutor
+from parsl.providers import LocalProvider
+from tqdm import tqdm
+
+from scalpel_executor.core.topology import Topology
+from scalpel_executor.experiments.apps import ONE_THREAD_ENV, one_blas_thread, timed_kernel, warm_up
+from scalpel_executor.runtime.executor import ScalpelExecutor
+from scalpel_executor.workloads.kernels import KernelCase
+
+#: Seconds a warm-up task may take: a worker's first one imports numpy and the kernels.
+WARM_UP_TIMEOUT = 300.0
+_BAR = "  {desc:<22} {bar:24} {n_fmt:>3}/{total_fmt} tasks {elapsed_s:6.1f} s"
+_BAR_CHARS = "░█"
+
+
+class Progress:
+    """A progress bar on a terminal; anywhere else (a log file, a pipe) only the finished line."""
+
+    def __init__(self, label: str, total: int, stream: TextIO) -> None:
+        self.label, self.total, self.stream, self.done = label, total, stream, 0
+        self.started = time.monotonic()
+        live = hasattr(stream, "isatty") and stream.isatty()
+        self.bar = tqdm(total=total, desc=label, file=stream, bar_format=_BAR, ascii=_BAR_CHARS, disable=not live)
+
+    def update(self) -> None:
+        self.done += 1
+        self.bar.update()
+
+    def close(self) -> None:
+        if not self.bar.disable:
+            self.bar.close()
+        elif self.done == self.total:
+            self.stream.write(tqdm.format_meter(self.done, self.total, time.monotonic() - self.started,
+                                                prefix=self.label, bar_format=_BAR, ascii=_BAR_CHARS) + "\n")
+            self.stream.flush()
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def fresh_store(out: Path) -> str:
+    """``<out>/profiles.sqlite``, emptied (with its WAL files): each run learns from its own solo pass."""
+    out.mkdir(parents=True, exist_ok=True)
+    store = out / "profiles.sqlite"
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(store) + suffix).unlink(missing_ok=True)
+    return str(store)
+
+
+class ParslSubmitter:
+    """A loaded Parsl DFK with one executor; ``app`` wraps a function as a python_app on it."""
+
+    def __init__(self, executor, run_dir: str) -> None:
+        self.executor = executor
+        self.dfk = parsl.load(Config(executors=[executor], run_dir=run_dir, strategy="none", initialize_logging=True))
+
+    def app(self, function: Callable) -> Callable:
+        return python_app(function, executors=[self.executor.label])
+
+    def close(self) -> None:
+        try:
+            self.dfk.cleanup()
+        finally:
+            parsl.clear()
+
+
+class PoolSubmitter:
+    """``concurrent.futures.ProcessPoolExecutor`` with the submit interface of :class:`ParslSubmitter`."""
+
+    executor = None
+
+    def __init__(self, cores: int) -> None:
+        self.pool = concurrent.futures.ProcessPoolExecutor(
+            max_workers=cores, mp_context=multiprocessing.get_context("forkserver"), initializer=one_blas_thread)
+
+    def app(self, function: Callable) -> Callable:
+        return lambda *args: self.pool.submit(function, *args)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def parsl_executor(peer: str, cores: int, topology: Topology, store: str):
+    """The Parsl executor a peer names, on ``cores`` workers: ``htex-<cpu_affinity>``, ``threads``,
+    ``scalpel:<policy>``, or ``oracle`` (Scalpel's pinned workers, submission order)."""
+    label = peer.replace(":", "-").replace("+", "-")
+    if peer.startswith("htex-"):
+        exports = " ".join(f"export {name}={value};" for name, value in ONE_THREAD_ENV.items())
+        return HighThroughputExecutor(
+            label=label, cpu_affinity=peer.split("-", 1)[1], max_workers_per_node=cores,
+            provider=LocalProvider(init_blocks=1, min_blocks=1, max_blocks=1, worker_init=exports))
+    if peer == "threads":
+        return ThreadPoolExecutor(label=label, max_threads=cores)
+    if peer == "oracle" or peer.startswith("scalpel:"):
+        policy = "fifo" if peer == "oracle" else peer.split(":", 1)[1]
+        return ScalpelExecutor(label=label, policy=policy, profiles=store, topology=topology)
+    raise ValueError(f"unknown peer {peer!r}; name htex-<cpu_affinity>, threads, processpool, scalpel:<policy> "
+                     "or oracle")
+
+
+def start_peer(peer: str, cores: int, topology: Topology, run_dir: str, store: str):
+    """The started, warmed-up submitter of ``peer``; the caller closes it."""
+    if peer == "processpool":
+        submitter = PoolSubmitter(cores)
+    else:
+        submitter = ParslSubmitter(parsl_executor(peer, cores, topology, store), run_dir)
+    try:
+        warm_every_worker(submitter, cores)
+    except BaseException:
+        submitter.close()
+        raise
+    return submitter
+
+
+def warm_every_worker(submitter, workers: int) -> None:
+    """Warm-up tasks until ``workers`` distinct workers have run one (a pool may route to one worker)."""
+    warm = submitter.app(warm_up)
+    pids: set[int] = set()
+    for _ in range(20):
+        pids |= {f.result(timeout=WARM_UP_TIMEOUT) for f in [warm() for _ in range(workers * 2)]}
+        if len(pids) >= workers:
+            break
+
+
+def run_kernels(submitter, cases: Sequence[KernelCase], *, timeout: float,
+                progress: Progress | None = None) -> tuple[float, list[dict]]:
+    """Submit every case at once and wait for all: the makespan (first submit to last result) and a
+    row per case: where it ran, when (seconds since the submit) and for how long. Raises the
+    first failure."""
+    app = submitter.app(timed_kernel)
+    started, wall_zero = time.monotonic(), time.time()
+    futures = [app(case.kernel, case.size, case.steps) for case in cases]
+    for future in concurrent.futures.as_completed(futures, timeout=timeout):
+        future.result()
+        if progress is not None:
+            progress.update()
+    makespan = time.monotonic() - started
+    rows = []
+    for case, future in zip(cases, futures):
+        ran = future.result()
+        rows.append({"case": case.name, "kernel": case.kernel, "footprint": case.footprint_bytes, "cpu": ran["cpu"],
+                     "start": ran["started"] - wall_zero, "end": ran["finished"] - wall_zero,
+                     "seconds": ran["seconds"]})
+    return makespan, rows
+
+
+def solo_pass(cases: Sequence[KernelCase], run_dir: str, store: str, cpu: int, stream: TextIO,
+              label: str) -> dict[str, float]:
+    """Every distinct case alone on core ``cpu``, through Scalpel with the probe: solo seconds per
+    case name; the footprints the probe measured go to ``store``."""
+    submitter = ParslSubmitter(ScalpelExecutor(label="solo", profiles=store, topology=[[cpu]], batch_window=0.0),
+                               run_dir)
+    solo: dict[str, float] = {}
+    try:
+        warm_every_worker(submitter, 1)
+        app = submitter.app(timed_kernel)
+        distinct = list(dict.fromkeys(cases))
+        with Progress(label, len(distinct), stream) as progress:
+            for case in distinct:
+                solo[case.name] = app(case.kernel, case.size, case.steps).result()["seconds"]
+                progress.update()
+    finally:
+        submitter.close()
+    return solo
