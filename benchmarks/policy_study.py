@@ -81,7 +81,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from scalpel_executor.experiments.calibration import load_model
+from scalpel_executor.experiments.contention_fit import load_model
 from scalpel_executor.core.grouping import group_with_capacities
 from scalpel_executor.learning.exchange import load_profile
 from scalpel_executor.core.scheduler import Group, Scheduler, Task

@@ -23,7 +23,7 @@ import statistics
 import sys
 
 from scalpel_executor.core.units import parse_size
-from scalpel_executor.runtime.worker import WorkerClient
+from scalpel_executor.runtime.processes import WorkerClient
 
 
 def work(size: int, sweeps: int) -> float:

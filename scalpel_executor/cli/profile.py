@@ -244,7 +244,7 @@ def _failure(target: str, error: BaseException, run: int, runs: int) -> str:
     import parsl  # loaded already: only `profile run` gets here
 
     machinery = tuple(os.path.dirname(module.__file__) + os.sep for module in (parsl, concurrent.futures))
-    machinery += (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
+    machinery += (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)  # the whole package
     frames = [frame for frame in traceback.extract_tb(error.__traceback__)
               if not os.path.abspath(frame.filename).startswith(machinery)]
     where = f" at {frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""

@@ -26,7 +26,7 @@ from scalpel_executor.core.batching import Batcher, Batching
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.scheduler import Scheduler, Task
 
-__all__ = ["SimTask", "SimResult", "TaskRecord", "ContentionModel", "Batching", "simulate", "lower_bound"]
+__all__ = ["SimTask", "SimResult", "SimRecord", "ContentionModel", "Batching", "simulate", "lower_bound"]
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class SimTask:
 
 
 @dataclass
-class TaskRecord:
+class SimRecord:
     name: str
     cpu: int
     domain: int
@@ -70,7 +70,7 @@ class SimResult:
     makespan: float
     lower_bound: float
     utilisation: float  # busy core-seconds / (cores × makespan)
-    records: list[TaskRecord] = field(repr=False)
+    records: list[SimRecord] = field(repr=False)
 
     @property
     def mean_slowdown(self) -> float:
@@ -141,7 +141,7 @@ def simulate(
     updated_at = [0.0] * n_domains
     version = [0] * n_domains
     starts: dict[int, float] = {}
-    records: list[TaskRecord] = []
+    records: list[SimRecord] = []
     events: list[tuple[float, int, int, int]] = []  # (time, order, domain or -1 for arrival, version)
     order = 0
 
@@ -238,7 +238,7 @@ def simulate(
             began = starts.pop(slot_index)
             busy += now - began
             slot = slots[slot_index]
-            records.append(TaskRecord(sim_task.name, slot.cpu, domain, began, now, sim_task.solo_time, sim_task.footprint))
+            records.append(SimRecord(sim_task.name, slot.cpu, domain, began, now, sim_task.solo_time, sim_task.footprint))
             scheduler.release(slot_index)
         release_batch(now)  # fewer tasks wait now: a held batch may be due
         start_assigned(now)

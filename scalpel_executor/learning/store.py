@@ -43,6 +43,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from scalpel_executor.core.units import parse_size, show
+
 logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = "1"
@@ -138,8 +140,6 @@ def _welford(count: int, mean: float | None, m2: float | None, ewma: float | Non
 
 
 def _show(value: object) -> str:
-    from scalpel_executor.core.units import show
-
     return show(value, 120)
 
 
@@ -404,8 +404,6 @@ class ProfileStore:
         entries = document.get("tasks")
         if not isinstance(entries, list):
             raise ValueError("a profile document needs a list \"tasks\"")
-        from scalpel_executor.core.units import parse_size
-
         rows = []
         origin = origin or f"imported:{document.get('name', 'unnamed')}"
         now = time.time()

@@ -69,6 +69,7 @@ class TaskRecord:
     profile_key: str = ""
     footprint_source: str = "prior"  # hint | learned | store | prior (see scalpel_executor.learning.estimates)
     runtime_source: str = "prior"
+    intensity: float | None = None  # the LLC miss rate the scheduler was told (`di` ranks by it)
 
 
 class ScalpelExecutor(ParslExecutor, RepresentationMixin):
@@ -285,7 +286,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self.records.append(
             TaskRecord(task.id, job.slot, job.domain, job.cpu, job.started, time.monotonic(),
                        task.footprint, task.runtime, succeeded, outcome.stats,
-                       estimate.key, estimate.footprint_source, estimate.runtime_source)
+                       estimate.key, estimate.footprint_source, estimate.runtime_source, task.intensity)
         )
         if succeeded and self._estimator is not None:
             self._estimator.observe(estimate, outcome.stats)

@@ -43,13 +43,11 @@ import math
 import os
 import queue
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -57,8 +55,8 @@ from typing import Any
 from scalpel_executor.core.batching import Batcher, Batching
 from scalpel_executor.core.scheduler import Scheduler, Task, resolve_policy
 from scalpel_executor.core.topology import Topology
-from scalpel_executor.host.blas import THREAD_ENV_VARS
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, WalltimeExceeded, WorkerDied
+from scalpel_executor.runtime.processes import kill_group, slot_cpus, start_worker, worker_environment
 from scalpel_executor.runtime.protocol import Ready, Result, Run, Warm, decode, encode
 
 logger = logging.getLogger(__name__)
@@ -103,23 +101,6 @@ class _Worker:
     ready: bool = False  # said "ready": takes tasks
     warm: bool = False  # said "warm": has imported what tasks need (start() waits for it)
     replaces_since: float | None = None  # monotonic time its predecessor was found dead
-
-
-def slot_cpus(topology: Topology, pin: str, real_cpus: Sequence[int]) -> list[tuple[int, ...]]:
-    """The real CPUs each slot's worker is pinned to.
-
-    On a real topology, slot i is CPU i of the topology (``pin="core"``) or every CPU of its domain
-    (``pin="domain"``). A topology that names CPUs this process cannot use (a spec such as
-    ``"2x4"`` describing a machine we do not have) is laid over the real CPUs round-robin, so its
-    decisions can be exercised here.
-    """
-    allowed = set(real_cpus)
-    if set(topology.cpus) <= allowed:
-        if pin == "domain":
-            return [tuple(topology.domain_of(cpu).cpus) for cpu in topology.cpus]
-        return [(cpu,) for cpu in topology.cpus]
-    ordered = sorted(allowed)
-    return [(ordered[i % len(ordered)],) for i in range(len(topology.cpus))]
 
 
 class WorkerPool:
@@ -305,33 +286,14 @@ class WorkerPool:
 
     # -- workers ----------------------------------------------------------------------------
 
-    def _worker_environment(self, cpus: tuple[int, ...]) -> dict[str, str]:
-        env = dict(os.environ)
-        for name in THREAD_ENV_VARS:
-            env[name] = str(len(cpus))
-        env.update(self.worker_env)
-        env["SCALPEL_SYS_PATH"] = os.pathsep.join(p for p in sys.path if p)
-        return env
-
     def _spawn(self, slot: int) -> _Worker | None:
         cpus = self._slot_cpus[slot]
-        ours, theirs = socket.socketpair()
         with self._spawn_lock:
             if self._stopping.is_set():
-                ours.close()
-                theirs.close()
                 return None
-            process = subprocess.Popen(
-                [sys.executable, "-m", "scalpel_executor.runtime.worker", str(theirs.fileno()),
-                 "--cpus", ",".join(map(str, cpus)), "--parent", str(os.getpid())],
-                pass_fds=(theirs.fileno(),),
-                env=self._worker_environment(cpus),
-                start_new_session=True,  # Ctrl-C reaches the driver, which shuts workers down
-                stdin=subprocess.DEVNULL,
-            )
+            process, connection = start_worker(cpus, worker_environment(cpus, self.worker_env))
             self._spawned.append(process)
-        theirs.close()
-        worker = _Worker(slot, cpus, process, Connection(ours.detach()))
+        worker = _Worker(slot, cpus, process, connection)
         self._workers[slot] = worker
         logger.debug("started worker pid %d for slot %d on CPUs %s", process.pid, slot, cpus)
         return worker
@@ -341,7 +303,7 @@ class WorkerPool:
             processes = list(self._spawned)
         for process in processes:
             if process.returncode is None:  # not reaped, so its pid still names its group
-                self._kill_group(process)
+                kill_group(process)
         for process in processes:
             try:
                 process.wait(timeout=5)
@@ -428,7 +390,7 @@ class WorkerPool:
         if not isinstance(message, (Ready, Warm, Result)):
             logger.error("worker pid %d sent %r, which is no answer a worker gives; replacing it",
                          worker.process.pid, message)
-            self._kill_group(worker.process)
+            kill_group(worker.process)
             self._worker_lost(worker)
             return
         if isinstance(message, Warm):  # done importing what tasks need; a replacement took tasks before
@@ -480,16 +442,9 @@ class WorkerPool:
                     task_id=task.id, walltime=job.walltime)
             logger.warning("killing worker pid %d on CPUs %s: %s", worker.process.pid, worker.cpus,
                            error or f"not ready after {READY_TIMEOUT:.0f} s")
-            self._kill_group(worker.process)
+            kill_group(worker.process)
             self._worker_lost(worker, error)
         return next_at
-
-    @staticmethod
-    def _kill_group(process: subprocess.Popen) -> None:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)  # the worker and any bash_app children
-        except (ProcessLookupError, PermissionError):
-            pass
 
     def _worker_lost(self, worker: _Worker, error: BaseException | None = None) -> None:
         """Fail the worker's task (with ``error``, else WorkerDied) and start its replacement."""
@@ -497,11 +452,11 @@ class WorkerPool:
         try:  # a worker whose socket closed may still be on its way out: let it say why
             code = worker.process.wait(timeout=2)
         except subprocess.TimeoutExpired:
-            self._kill_group(worker.process)
+            kill_group(worker.process)
             code = worker.process.wait()
         # A bash_app child or monitoring fork left behind goes with its worker (a process group
         # keeps its id, which no new process can take, while any member lives).
-        self._kill_group(worker.process)
+        kill_group(worker.process)
         try:
             cause = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
         except ValueError:

@@ -46,7 +46,7 @@ import threading
 import time
 from multiprocessing.connection import Connection
 
-from scalpel_executor.runtime.protocol import Ready, Result, Run, Stop, Warm, decode, encode
+from scalpel_executor.runtime.protocol import Ready, Result, Run, Warm, decode, encode
 
 PARENT_CHECK_INTERVAL = 0.2  # seconds between checks that the scheduler process still lives (a getppid call)
 PROBE_OFF = {"footprint": None, "footprint_source": "unavailable: probe off"}
@@ -201,80 +201,6 @@ def _serve_tasks(connection: Connection, meter) -> None:
             connection.send_bytes(encode(Result(task_id, ok, payload, stats)))
         except (EOFError, OSError):
             return
-
-
-class WorkerClient:
-    """One worker process driven directly, without a worker pool (benchmarks and tests).
-
-    Spawned as :mod:`scalpel_executor.runtime.pool` spawns workers: ``python -m scalpel_executor.runtime.worker``
-    with its end of a socket pair, in its own session, pinned to ``cpus``.
-
-    Parameters
-    ----------
-    cpus : sequence of int
-        CPUs to pin the worker to; default the first CPU this process may use.
-    probe : bool
-        Start the worker with ``--probe on`` or ``--probe off``.
-    env : dict, optional
-        The worker's environment; default this process's.
-
-    Example
-    -------
-    >>> with WorkerClient() as worker:
-    ...     ok, value, stats = worker.run(pow, 2, 10)
-    >>> ok, value, sorted(k for k in ("wall", "cpu", "footprint") if k in stats)
-    (True, 1024, ['cpu', 'footprint', 'wall'])
-    """
-
-    def __init__(self, cpus=None, probe: bool = True, env: dict[str, str] | None = None):
-        import socket
-        import subprocess
-
-        cpus = tuple(cpus) if cpus is not None else (min(os.sched_getaffinity(0)),)
-        ours, theirs = socket.socketpair()
-        env = dict(os.environ if env is None else env)
-        env["SCALPEL_SYS_PATH"] = os.pathsep.join(p for p in sys.path if p)
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "scalpel_executor.runtime.worker", str(theirs.fileno()), "--cpus", ",".join(map(str, cpus)),
-             "--parent", str(os.getpid()), "--probe", "on" if probe else "off"],
-            pass_fds=(theirs.fileno(),), env=env, start_new_session=True, stdin=subprocess.DEVNULL,
-        )
-        theirs.close()
-        self.connection = Connection(ours.detach())
-        self._next_id = 0
-        for expected in (Ready, Warm):
-            message = decode(self.connection.recv_bytes()) if self.connection.poll(60) else None
-            if not isinstance(message, expected):
-                self.close()
-                raise RuntimeError(f"worker pid {self.process.pid} did not report {expected.__name__.lower()} within 60 s")
-
-    def run(self, func, *args, **kwargs):
-        """Run ``func(*args, **kwargs)`` in the worker; returns ``(ok, result or RemoteExceptionWrapper, stats)``."""
-        from parsl.serialize import deserialize, pack_apply_message
-
-        self._next_id += 1
-        self.connection.send_bytes(encode(Run(self._next_id, pack_apply_message(func, args, kwargs))))
-        result = decode(self.connection.recv_bytes())
-        return result.ok, deserialize(result.payload), result.stats
-
-    def close(self) -> None:
-        """Ask the worker to stop and wait for it (killing it after 10 s). Idempotent."""
-        import subprocess
-
-        if self.process.poll() is None:
-            try:
-                self.connection.send_bytes(encode(Stop()))
-                self.process.wait(10)
-            except (OSError, subprocess.TimeoutExpired):
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-        self.connection.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalpel_executor.cli.app import main
+from scalpel_executor.cli import main
 from scalpel_executor.learning.estimates import Estimator
 from scalpel_executor.learning.hints import Hints
 from scalpel_executor.learning.keys import app_name, bucket, profile_key, signature

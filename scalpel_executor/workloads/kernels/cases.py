@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scalpel_executor.core.units import parse_size
 from scalpel_executor.workloads.kernels.registry import KERNELS, _validated, get_kernel
 from scalpel_executor.workloads.kernels.sizing import size_for_footprint, step_seconds
 from scalpel_executor.workloads.kernels.task import run_kernel
@@ -51,8 +52,6 @@ SCALES = {"full": (1.0, 10.0), "bench": (0.4, 2.0), "quick": (0.05, 0.5)}
 
 
 def _validated_machine(llc_bytes: object, cores: int, scale: str) -> tuple[int, tuple[float, float]]:
-    from scalpel_executor.core.units import parse_size
-
     llc = parse_size(llc_bytes, what="llc_bytes")
     if llc <= 0:
         raise ValueError(f"llc_bytes must be positive, got {llc_bytes!r}")

@@ -1,0 +1,141 @@
+"""Worker processes from the outside: which CPUs each gets, how one starts, how one ends.
+
+A worker is ``python -m scalpel_executor.runtime.worker FD --cpus C --parent PID`` with its end
+of a socket pair as FD, in a session of its own (so a Ctrl-C reaches the driver, which shuts
+workers down, and killing the process group takes a ``bash_app``'s children with it), with the
+BLAS/OpenMP thread caps of its CPU count. The pool and :class:`WorkerClient` (one worker driven
+directly, for benchmarks and tests) both start workers here.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from multiprocessing.connection import Connection
+
+from scalpel_executor.core.topology import Topology
+from scalpel_executor.host.blas import THREAD_ENV_VARS
+from scalpel_executor.runtime.protocol import Ready, Run, Stop, Warm, decode, encode
+
+__all__ = ["slot_cpus", "worker_environment", "start_worker", "kill_group", "WorkerClient"]
+
+
+def slot_cpus(topology: Topology, pin: str, real_cpus: Sequence[int]) -> list[tuple[int, ...]]:
+    """The real CPUs each slot's worker is pinned to.
+
+    On a real topology, slot i is CPU i of the topology (``pin="core"``) or every CPU of its domain
+    (``pin="domain"``). A topology that names CPUs this process cannot use (a spec such as
+    ``"2x4"`` describing a machine we do not have) is laid over the real CPUs round-robin, so its
+    decisions can be exercised here.
+    """
+    allowed = set(real_cpus)
+    if set(topology.cpus) <= allowed:
+        if pin == "domain":
+            return [tuple(topology.domain_of(cpu).cpus) for cpu in topology.cpus]
+        return [(cpu,) for cpu in topology.cpus]
+    ordered = sorted(allowed)
+    return [(ordered[i % len(ordered)],) for i in range(len(topology.cpus))]
+
+
+def worker_environment(cpus: Sequence[int], extra: Mapping[str, str] | None = None,
+                       base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A worker's environment: ``base`` (default this process's), BLAS/OpenMP threads = its CPU count, ``extra``."""
+    env = dict(os.environ if base is None else base)
+    for name in THREAD_ENV_VARS:
+        env[name] = str(len(cpus))
+    env.update(extra or {})
+    env["SCALPEL_SYS_PATH"] = os.pathsep.join(p for p in sys.path if p)  # the driver's imports, for the task
+    return env
+
+
+def start_worker(cpus: Sequence[int], env: Mapping[str, str], *, probe: bool | None = None
+                 ) -> tuple[subprocess.Popen, Connection]:
+    """Start one worker pinned to ``cpus``; returns its process and this side's connection.
+
+    ``probe`` None leaves the choice to the worker's environment (``SCALPEL_PROBE``).
+    """
+    ours, theirs = socket.socketpair()
+    command = [sys.executable, "-m", "scalpel_executor.runtime.worker", str(theirs.fileno()),
+               "--cpus", ",".join(map(str, cpus)), "--parent", str(os.getpid())]
+    if probe is not None:
+        command += ["--probe", "on" if probe else "off"]
+    try:
+        process = subprocess.Popen(command, pass_fds=(theirs.fileno(),), env=dict(env), start_new_session=True,
+                                   stdin=subprocess.DEVNULL)
+    except BaseException:
+        ours.close()
+        raise
+    finally:
+        theirs.close()
+    return process, Connection(ours.detach())
+
+
+def kill_group(process: subprocess.Popen) -> None:
+    """SIGKILL a worker's process group: the worker and any ``bash_app`` children it left."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class WorkerClient:
+    """One worker process driven directly, without a worker pool (benchmarks and tests).
+
+    Started by :func:`start_worker`, as the pool starts its workers.
+
+    Parameters
+    ----------
+    cpus : sequence of int
+        CPUs to pin the worker to; default the first CPU this process may use.
+    probe : bool
+        Start the worker with ``--probe on`` or ``--probe off``.
+    env : dict, optional
+        The worker's environment; default this process's.
+
+    Example
+    -------
+    >>> with WorkerClient() as worker:
+    ...     ok, value, stats = worker.run(pow, 2, 10)
+    >>> ok, value, sorted(k for k in ("wall", "cpu", "footprint") if k in stats)
+    (True, 1024, ['cpu', 'footprint', 'wall'])
+    """
+
+    def __init__(self, cpus=None, probe: bool = True, env: dict[str, str] | None = None):
+        cpus = tuple(cpus) if cpus is not None else (min(os.sched_getaffinity(0)),)
+        self.process, self.connection = start_worker(cpus, dict(os.environ if env is None else env), probe=probe)
+        self._next_id = 0
+        for expected in (Ready, Warm):
+            message = decode(self.connection.recv_bytes()) if self.connection.poll(60) else None
+            if not isinstance(message, expected):
+                self.close()
+                raise RuntimeError(f"worker pid {self.process.pid} did not report {expected.__name__.lower()} within 60 s")
+
+    def run(self, func, *args, **kwargs):
+        """Run ``func(*args, **kwargs)`` in the worker; returns ``(ok, result or RemoteExceptionWrapper, stats)``."""
+        from parsl.serialize import deserialize, pack_apply_message
+
+        self._next_id += 1
+        self.connection.send_bytes(encode(Run(self._next_id, pack_apply_message(func, args, kwargs))))
+        result = decode(self.connection.recv_bytes())
+        return result.ok, deserialize(result.payload), result.stats
+
+    def close(self) -> None:
+        """Ask the worker to stop and wait for it (killing it after 10 s). Idempotent."""
+        if self.process.poll() is None:
+            try:
+                self.connection.send_bytes(encode(Stop()))
+                self.process.wait(10)
+            except (OSError, subprocess.TimeoutExpired):
+                kill_group(self.process)
+                self.process.wait()
+        self.connection.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
