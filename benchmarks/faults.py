@@ -40,7 +40,7 @@ Usage::
     python benchmarks/faults.py --cases 3000 --seed 7 --json faults.json
     python benchmarks/faults.py --seed 123 --cases 1  # replay the case a failure printed
 
-``tests/test_faults.py`` runs it at a small size with every fault and state at least once.
+``tests/runtime/test_faults.py`` runs it at a small size with every fault and state at least once.
 """
 
 from __future__ import annotations

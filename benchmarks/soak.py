@@ -14,7 +14,7 @@ Usage::
     python benchmarks/soak.py                                  # 20,000 tasks, 1% crash, 50 cycles
     python benchmarks/soak.py --tasks 2000 --cycles 10 --json soak.json
 
-``tests/test_reliability.py`` runs the same functions at a smaller size and asserts the counts.
+``tests/runtime/test_reliability.py`` runs the same functions at a smaller size and asserts the counts.
 """
 
 from __future__ import annotations

@@ -44,11 +44,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from scalpel_executor.core.units import parse_size, show
+from scalpel_executor.learning.exchange import FORMAT  # one format for files and the store's export
 
 logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = "1"
-EXPORT_FORMAT = "scalpel-profile/1"
 DEFAULT_ALPHA = 0.3
 BUSY_TIMEOUT_MS = 30_000
 
@@ -387,7 +387,7 @@ class ProfileStore:
                 entry["runtime"] = 0.0
             tasks.append(entry)
         return {
-            "format": EXPORT_FORMAT,
+            "format": FORMAT,
             "name": name,
             "description": f"profiles exported from {self.path or 'memory'}",
             "exported": time.time(),
@@ -399,8 +399,8 @@ class ProfileStore:
 
         An imported key replaces what the store held for it. Raises ValueError naming the bad entry.
         """
-        if not isinstance(document, dict) or document.get("format") != EXPORT_FORMAT:
-            raise ValueError(f"a profile document must be a JSON object with \"format\": \"{EXPORT_FORMAT}\"")
+        if not isinstance(document, dict) or document.get("format") != FORMAT:
+            raise ValueError(f"a profile document must be a JSON object with \"format\": \"{FORMAT}\"")
         entries = document.get("tasks")
         if not isinstance(entries, list):
             raise ValueError("a profile document needs a list \"tasks\"")
