@@ -19,12 +19,13 @@ model and estimate error) into tables that check the goals of the future default
 * closes at least half of the ``longer_first``-to-search gap (makespan over the search's best,
   geometric means pooled over every batch of a machine).
 
-Machines (``MACHINES``): ``paper`` 2x4 cores, 12 MiB per domain, Table II tasks, 8-23 per batch;
-``wide`` 8x8, 32 MiB; ``epyc`` 16 domains (2 sockets x 8 CCDs) x 8 cores, 32 MiB per CCD;
-``xeon16`` 1x16 cores sharing one 300 MiB LLC. The last three draw 10x and 25x their cores from the
-kernel suite sized for their cache, as ``benchmarks/scale.py`` does. Models: ``default``
-(rho 0.5, sigma 1), ``calibrated`` (docs/data/calibration-dev-vm.json) and ``xeon16-fit`` (fitted by
-``fit-xeon16`` to the k-copies surface in ../shared/data/xeon16-spmv-corun-surface.json).
+Machines (``MACHINES``, topologies from the package's presets, ``scalpel_executor.core.machines``):
+``paper`` 2x4 cores, 12 MiB per domain, Table II tasks, 8-23 per batch; ``wide`` 8x8, 32 MiB;
+``epyc`` 16 domains (2 sockets x 8 CCDs) x 8 cores, 32 MiB per CCD; ``xeon16`` 1x16 cores sharing
+one 300 MiB LLC. The last three draw 10x and 25x their cores from the kernel suite sized for their
+cache, as ``benchmarks/scale.py`` does. Models: ``default`` (rho 0.5, sigma 1), ``calibrated``
+(docs/data/calibration-dev-vm.json) and ``xeon16-fit`` (the ``xeon16`` preset's model, which
+``fit-xeon16`` fits to the k-copies surface in docs/data/xeon16-spmv-corun-surface.json).
 ``--estimate-noise s`` gives the schedulers run-time estimates off by exp(N(0, s)) per distinct
 task; the simulator and the search keep the true times.
 
@@ -83,6 +84,9 @@ from pathlib import Path
 
 from scalpel_executor.experiments.contention_fit import load_model
 from scalpel_executor.core.grouping import group_with_capacities
+from scalpel_executor.core.machines import MACHINES as PRESETS
+from scalpel_executor.core.machines import fit_k_copies as fit_k_copies_points
+from scalpel_executor.core.machines import k_copies_points, k_copies_rms, k_copies_slowdown
 from scalpel_executor.learning.exchange import load_profile
 from scalpel_executor.core.scheduler import Group, Scheduler, Task
 from scalpel_executor.core.simulate import ContentionModel, SimTask, simulate
@@ -91,7 +95,7 @@ from scalpel_executor.core.topology import Topology
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 CALIBRATION = ROOT / "docs" / "data" / "calibration-dev-vm.json"
-SURFACE = ROOT.parent / "shared" / "data" / "xeon16-spmv-corun-surface.json"
+SURFACE = ROOT / "docs" / "data" / "xeon16-spmv-corun-surface.json"
 MiB = 2 ** 20
 
 
@@ -107,11 +111,11 @@ def _scale_module():
 # Machines and task pools
 
 MACHINES = {
-    # name: (spec, pool, cores per domain for the pool, batch sizes or None for factors, factors)
-    "paper": {"spec": "2x4:12MiB", "pool": "table2", "sizes": list(range(8, 24))},
-    "wide": {"spec": "8x8:32MiB", "pool": "suite", "factors": [10, 25]},
-    "epyc": {"spec": "16x8:32MiB", "pool": "suite", "factors": [10, 25]},  # 2 sockets x 8 CCDs x 8 cores
-    "xeon16": {"spec": "1x16:300MiB", "pool": "suite", "factors": [10, 25]},  # one LLC (sysfs: 300 MiB)
+    # name: (spec from the preset, pool, batch sizes, or factors of the core count)
+    "paper": {"spec": PRESETS["paper"].spec, "pool": "table2", "sizes": list(range(8, 24))},
+    "wide": {"spec": PRESETS["wide"].spec, "pool": "suite", "factors": [10, 25]},
+    "epyc": {"spec": PRESETS["epyc"].spec, "pool": "suite", "factors": [10, 25]},
+    "xeon16": {"spec": PRESETS["xeon16"].spec, "pool": "suite", "factors": [10, 25]},
 }
 
 
@@ -142,45 +146,20 @@ def batch_for(pool: list[SimTask], count: int, repeat: int, seed: int) -> list[S
 def fit_k_copies(surface: dict, llc: float, *, max_sensitivity: float = 8.0) -> dict:
     """rho, sigma of ContentionModel fitted to the slowdown of k identical co-running copies.
 
-    The same method as ``calibration.fit_model`` (least squares on slowdowns; rho on a geometric
-    grid 0.05-4, refined twice between the best point's neighbours; sigma in closed form for each
-    rho), with k copies of footprint f instead of pairs: every point with k >= 2.
+    The fit is the package's (``scalpel_executor.core.machines.fit_k_copies``, every point with
+    k >= 2); this adds what the report prints: the largest error, the default and dev-VM models'
+    errors on the same points, and every point's residual.
     """
-    points = [(float(f) * MiB, int(k), float(v)) for f, row in surface["slowdown"].items()
-              for k, v in row.items() if int(k) >= 2]
-
-    def predict(model: ContentionModel, f: float, k: int) -> float:
-        return model.slowdowns([f] * k, [model.sensitivity] * k, llc)[0]
-
-    def rms(model: ContentionModel) -> float:
-        return math.sqrt(statistics.fmean((predict(model, f, k) - v) ** 2 for f, k, v in points))
-
-    def best_on(rhos):
-        best = None
-        for rho in rhos:
-            excess = [predict(ContentionModel(rho, 1.0), f, k) - 1.0 for f, k, _ in points]
-            denominator = sum(e * e for e in excess)
-            sigma = sum(e * (v - 1.0) for e, (_, _, v) in zip(excess, points)) / denominator if denominator else 0.0
-            model = ContentionModel(rho, min(max(sigma, 0.0), max_sensitivity))
-            error = rms(model)
-            if best is None or error < best[0] - 1e-15:
-                best = (error, model)
-        return best
-
-    grid = [0.05 * (4 / 0.05) ** (k / 159) for k in range(160)]
-    error, model = best_on(grid)
-    for _ in range(2):
-        k = min(range(len(grid)), key=lambda i: abs(grid[i] - model.capacity_fraction))
-        low, high = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
-        grid = [low + (high - low) * i / 40 for i in range(41)]
-        error, model = min((error, model), best_on(grid), key=lambda pair: pair[0])
+    points = k_copies_points(surface["slowdown"])
+    model, error = fit_k_copies_points(points, llc, max_sensitivity=max_sensitivity)
     calibrated = load_model(json.loads(CALIBRATION.read_text()))
     return {
         "capacity_fraction": model.capacity_fraction, "sensitivity": model.sensitivity, "llc_bytes": llc,
         "effective_capacity_mib": model.capacity_fraction * llc / MiB, "rms_error": error,
-        "max_abs_error": max(abs(predict(model, f, k) - v) for f, k, v in points),
-        "default_rms_error": rms(ContentionModel()), "dev_vm_rms_error": rms(calibrated), "points": len(points),
-        "residuals": [[f / MiB, k, v, predict(model, f, k)] for f, k, v in points],
+        "max_abs_error": max(abs(k_copies_slowdown(model, f, k, llc) - v) for f, k, v in points),
+        "default_rms_error": k_copies_rms(ContentionModel(), points, llc),
+        "dev_vm_rms_error": k_copies_rms(calibrated, points, llc), "points": len(points),
+        "residuals": [[f / MiB, k, v, k_copies_slowdown(model, f, k, llc)] for f, k, v in points],
     }
 
 
@@ -189,9 +168,8 @@ def model_named(name: str) -> ContentionModel:
         return ContentionModel()
     if name == "calibrated":
         return load_model(json.loads(CALIBRATION.read_text()))
-    if name == "xeon16-fit":
-        fit = fit_k_copies(json.loads(SURFACE.read_text()), float(Topology.from_spec(MACHINES["xeon16"]["spec"]).llc_size))
-        return ContentionModel(fit["capacity_fraction"], fit["sensitivity"])
+    if name == "xeon16-fit":  # the fit's constants (fit-xeon16 recomputes them from the surface)
+        return PRESETS["xeon16"].model
     raise SystemExit(f"unknown model {name!r}: default, calibrated or xeon16-fit")
 
 
