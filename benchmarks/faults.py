@@ -209,6 +209,9 @@ class Round:
 
         pool_module.READY_TIMEOUT = READY_TIMEOUT
         self.report = report
+        # Children this process had before the round (a multiprocessing resource tracker, another
+        # test's worker) are not the round's to end.
+        self.preexisting = {child.pid for child in psutil.Process().children(recursive=True)}
         self.executor = ScalpelExecutor(label="faults", profiles=False, batch_window=0.001)
         self.completions: Counter = Counter()  # task id -> times the executor completed it
         complete = self.executor._complete
@@ -235,7 +238,8 @@ class Round:
         me = psutil.Process()
         while self._watching:
             try:
-                self.seen_pids.update(child.pid for child in me.children(recursive=True))
+                self.seen_pids.update(child.pid for child in me.children(recursive=True)
+                                      if child.pid not in self.preexisting)
             except psutil.Error:
                 pass
             time.sleep(0.01)
