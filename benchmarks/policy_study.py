@@ -89,6 +89,7 @@ from scalpel_executor.core.machines import fit_k_copies as fit_k_copies_points
 from scalpel_executor.core.machines import k_copies_points, k_copies_rms, k_copies_slowdown
 from scalpel_executor.learning.exchange import load_profile
 from scalpel_executor.core.scheduler import Group, Scheduler, Task
+from scalpel_executor.core.search import FcfsEvaluator, branch_and_bound, local_search, rollout_order
 from scalpel_executor.core.simulate import ContentionModel, SimTask, simulate
 from scalpel_executor.core.topology import Topology
 
@@ -262,16 +263,6 @@ def kind_of(task: Task, sigma0: float) -> tuple[float, float, float]:
     return (task.runtime, task.footprint, sigma)
 
 
-def plan_scalpel_lpt(tasks, cores_per_domain, rng):
-    """(a) Algorithm 1 groups, every group ordered by its longest task; fullness only breaks ties."""
-    formed = group_with_capacities([t.footprint for t in tasks], cores_per_domain)
-    groups = [Group([tasks[i] for i in members], capacity) for members, capacity in formed]
-    for group in groups:
-        group.tasks.sort(key=lambda t: (-t.runtime, t.seq))
-    groups.sort(key=lambda g: (-g.runtime, not g.full, min(t.seq for t in g.tasks)))
-    return groups
-
-
 class OnlineScheduler(Scheduler):
     """Longest-first family that decides when a core frees, from what runs on that core's domain.
 
@@ -427,7 +418,7 @@ def rule_finish_ratio(s: OnlineScheduler, domain, running, kinds):
 
 # ---- (d) a model-checked plan: simulate a few orders in the model, keep the best ----
 
-BASE_RULES = ("scalpel", "scalpel-lpt", "lpt-aware-10", "finish-ratio")
+BASE_RULES = ("scalpel-paper", "scalpel-lpt", "lpt-aware-10", "finish-ratio")
 
 
 def planned_best_of(batch: Sequence[SimTask], domains, llc, model, rules: Sequence[str],
@@ -442,7 +433,7 @@ def planned_best_of(batch: Sequence[SimTask], domains, llc, model, rules: Sequen
     known = [estimated(t) for t in batch]
     if any(t.runtime_estimate is not None for t in batch):
         cache = None  # the cache holds runs on the true times
-    evaluator = FcfsEvaluator(known, [len(d) for d in domains], llc, model)
+    evaluator = FcfsEvaluator.of(known, [len(d) for d in domains], llc, model)
     best_order, best_time = None, math.inf
     for name in dict.fromkeys(["longer_first", *rules]):
         _, order = run_policy(name, known, domains, llc, model, cache=cache)
@@ -457,53 +448,6 @@ def planned_best_of(batch: Sequence[SimTask], domains, llc, model, rules: Sequen
     return makespan, list(best_order)
 
 
-def rollout_order(ev: FcfsEvaluator, *, tail: int | None = None, window: int | None = None,
-                  base: Sequence[int] | None = None) -> list[int]:
-    """(d) Rollout (a pilot method) over the dispatch order, with ``base`` (default: longest-first)
-    as the heuristic that completes partial orders.
-
-    For each of the last ``tail`` positions (all when None), in turn: the base's own next task and
-    every other distinct waiting task among the ``window`` longest distinct ones (all when None)
-    are tried at that position, the rest of the order kept in the base's order, and each order
-    simulated first come first served in the contention model from a snapshot of the fixed
-    prefix; the task with the shortest predicted makespan is fixed there (ties: the base's own
-    choice). The base's choice is always a candidate, so each step's prediction is at most the
-    previous one, and the result is never predicted worse than the base. Cost: tail x window
-    evaluations, each simulating the tail and the tasks running when it begins.
-    """
-    n = ev.n
-    solo = ev.solo
-    lpt_key = lambda i: (-solo[i], ev.kind[i], i)
-    order = list(base) if base is not None else sorted(range(n), key=lpt_key)
-    start = 0 if tail is None else max(0, n - tail)
-    fixed = order[:start]
-    remaining = order[start:]
-    current = ev.run(fixed + remaining)
-    snapshot = None
-    for p in range(start, n - 1):
-        # the prefix before p is fixed, so the previous snapshot (taken before p - 1) stays valid
-        snapshot = ev.run(fixed + remaining, state=snapshot, stop=p)
-        seen = {(solo[remaining[0]], ev.kind[remaining[0]])}
-        candidates = []
-        for i in sorted(remaining, key=lpt_key):
-            signature = (solo[i], ev.kind[i])
-            if signature not in seen:
-                seen.add(signature)
-                candidates.append(i)
-                if window is not None and len(candidates) >= window - 1:
-                    break
-        best_i, best_value = remaining[0], current
-        for i in candidates:
-            rest = [i] + [j for j in remaining if j != i]
-            value = ev.run(fixed + rest, state=snapshot)
-            if value < best_value - 1e-9:
-                best_i, best_value = i, value
-        fixed.append(best_i)
-        remaining.remove(best_i)
-        current = best_value
-    return fixed + remaining
-
-
 def planned_rollout(batch, domains, llc, model, tail_factor: float | None, window: int | None,
                     passes: int = 1, base_rules: Sequence[str] = (), cache: dict | None = None
                     ) -> tuple[float, list[int]]:
@@ -512,7 +456,7 @@ def planned_rollout(batch, domains, llc, model, tail_factor: float | None, windo
     With ``base_rules``, the base is the best predicted of longest-first and those rules'
     dispatch orders (each run in the model on the estimates)."""
     known = [estimated(t) for t in batch]
-    ev = FcfsEvaluator(known, [len(d) for d in domains], llc, model)
+    ev = FcfsEvaluator.of(known, [len(d) for d in domains], llc, model)
     cores = sum(len(d) for d in domains)
     tail = None if tail_factor is None else int(tail_factor * cores)
     order = None
@@ -539,16 +483,7 @@ def estimated(task: SimTask) -> SimTask:
 
 
 def _package(name):
-    return lambda domains, llc, model, clock: Scheduler(domains, name)
-
-
-def _plan(function, name):
-    def make(domains, llc, model, clock):
-        scheduler = Scheduler(domains, "fifo")
-        scheduler._plan_function = function
-        scheduler.policy = name
-        return scheduler
-    return make
+    return lambda domains, llc, model, clock: Scheduler(domains, name, llc=llc, model=model)
 
 
 def _online(rule):
@@ -558,8 +493,9 @@ def _online(rule):
 POLICY_FACTORIES: dict[str, Callable] = {
     "fifo": _package("fifo"),
     "longer_first": _package("longer_first"),
-    "scalpel": _package("scalpel"),
-    "scalpel-lpt": _plan(plan_scalpel_lpt, "scalpel-lpt"),
+    "scalpel-paper": _package("scalpel-paper"),
+    "scalpel-lpt": _package("scalpel-lpt"),
+    "scalpel": _package("scalpel"),  # the package's default: rollout-best's shipped form
     "lpt-aware-5": _online(rule_lpt_aware(0.05)),
     "lpt-aware-10": _online(rule_lpt_aware(0.10)),
     "lpt-aware-25": _online(rule_lpt_aware(0.25)),
@@ -575,7 +511,7 @@ COMPOSITES = {
     "best-of+ls200": (BASE_RULES, 200),
 }
 
-DEFAULT_POLICIES = ["fifo", "longer_first", "scalpel", "scalpel-lpt", "lpt-aware-5", "lpt-aware-10", "lpt-aware-25",
+DEFAULT_POLICIES = ["fifo", "longer_first", "scalpel-paper", "scalpel-lpt", "lpt-aware-5", "lpt-aware-10", "lpt-aware-25",
                     "lpt-added-10", "finish-time", "finish-ratio", "net-longest", "best-of", "rollout", "rollout-best",
                     "best-of+ls200"]
 
@@ -604,327 +540,6 @@ def run_policy(name: str, batch, domains, llc, model, seed: int = 0, cache: dict
     if cache is not None:
         cache[name] = result
     return result
-
-
-# --------------------------------------------------------------------------------------------
-# Search over dispatch orders under first-come-first-served
-
-class FcfsEvaluator:
-    """Makespan of a dispatch order under ``fifo``, with simulate()'s rules (round-robin dispatch
-    over domains, rates from the ContentionModel, completions within 1e-9 relative)."""
-
-    def __init__(self, batch: Sequence[SimTask], cores_per_domain: Sequence[int], llc: float, model: ContentionModel):
-        self.n = len(batch)
-        self.solo = [t.solo_time for t in batch]
-        sigma0 = model.sensitivity
-        kinds: dict[tuple, int] = {}
-        self.kind = []
-        for t in batch:
-            key = (t.footprint, sigma0 if t.sensitivity is None else t.sensitivity)
-            self.kind.append(kinds.setdefault(key, len(kinds)))
-        self.kind_fp = [k[0] for k in kinds]
-        self.kind_sig = [k[1] for k in kinds]
-        self.cpd = list(cores_per_domain)
-        self.P, self.N, self.maxc = len(self.cpd), sum(self.cpd), max(self.cpd)
-        self.llc, self.model = llc, model
-        self._rates: dict[tuple, dict[int, float]] = {}
-        self.tol = [1e-9 * max(1.0, s) for s in self.solo]
-        self.evaluations = 0
-
-    def rates(self, kinds_running: list[int]) -> dict[int, float]:
-        key = tuple(sorted(kinds_running))
-        hit = self._rates.get(key)
-        if hit is None:
-            factors = self.model.slowdowns([self.kind_fp[k] for k in key], [self.kind_sig[k] for k in key], self.llc)
-            hit = {k: 1.0 / f for k, f in zip(key, factors)}
-            if len(self._rates) < 200_000:
-                self._rates[key] = hit
-        return hit
-
-    def start_state(self) -> list:
-        # [now, pos, running per domain ([idx, rem, rate]), updated_at, next finish, idle, makespan,
-        #  (tie-break stamp per domain, counter)]: simultaneous events on two domains are taken in
-        # the order simulate()'s heap takes them, the domain rescheduled first goes first
-        return [0.0, 0, [[] for _ in range(self.P)], [0.0] * self.P, [math.inf] * self.P, list(self.cpd), 0.0,
-                [[0] * self.P, 0]]
-
-    @staticmethod
-    def copy_state(state: list) -> list:
-        now, pos, running, upd, nxt, idle, mk, (stamp, counter) = state
-        return [now, pos, [[e[:] for e in dom] for dom in running], upd[:], nxt[:], idle[:], mk, [stamp[:], counter]]
-
-    @staticmethod
-    def next_domain(nxt: list, ties: list) -> int:
-        stamp = ties[0]
-        return min(range(len(nxt)), key=lambda d: (nxt[d], stamp[d]))
-
-    def _refresh(self, running_d: list, d: int, now: float, nxt: list, ties: list) -> None:
-        if not running_d:
-            nxt[d] = math.inf
-            return
-        ties[1] += 1
-        ties[0][d] = ties[1]
-        rates = self.rates([self.kind[e[0]] for e in running_d])
-        kind = self.kind
-        finish = math.inf
-        for e in running_d:
-            e[2] = rates[kind[e[0]]]
-            t = max(e[1], 0.0) / e[2]
-            if t < finish:
-                finish = t
-        nxt[d] = now + finish
-
-    def run(self, order: Sequence[int], state: list | None = None, stop: int | None = None):
-        """Makespan of ``order`` (from ``state``, a snapshot, when given). With ``stop``: return
-        the state just before the dispatch step that would start position ``stop``."""
-        self.evaluations += 1
-        st = self.start_state() if state is None else self.copy_state(state)
-        now, pos, running, upd, nxt, idle, mk, ties = st
-        stamp, counter = ties
-        n, P, maxc = len(order), self.P, self.maxc
-        solo, tol, kind, rates_of = self.solo, self.tol, self.kind, self.rates
-        inf = math.inf
-        heap = [(nxt[d], stamp[d], d) for d in range(P) if nxt[d] != inf]
-        heapq.heapify(heap)
-        push, pop = heapq.heappush, heapq.heappop
-
-        def refresh(d: int) -> None:
-            nonlocal counter
-            entries = running[d]
-            if not entries:
-                nxt[d] = inf
-                return
-            counter += 1
-            stamp[d] = counter
-            rates = rates_of([kind[e[0]] for e in entries])
-            finish = inf
-            for e in entries:
-                rate = e[2] = rates[kind[e[0]]]
-                t = (e[1] if e[1] > 0.0 else 0.0) / rate
-                if t < finish:
-                    finish = t
-            nxt[d] = now + finish
-            push(heap, (now + finish, counter, d))
-
-        dispatch = True
-        while True:
-            if dispatch and pos < n:
-                if stop is not None and pos + sum(idle) > stop:
-                    return [now, pos, running, upd, nxt, idle, mk, [stamp, counter]]
-                domains = [d for d in range(P) if idle[d]]
-                if len(domains) == 1:  # the usual case: only the domain that just freed a core
-                    d = domains[0]
-                    elapsed = now - upd[d]
-                    if elapsed > 0:
-                        for e in running[d]:
-                            e[1] -= elapsed * e[2]
-                    upd[d] = now
-                    take = min(idle[d], n - pos)
-                    for i in order[pos:pos + take]:
-                        running[d].append([i, solo[i], 1.0])
-                    pos += take
-                    idle[d] -= take
-                    refresh(d)
-                else:
-                    counts = idle[:]
-                    touched = []
-                    for rank in range(maxc):
-                        for d in domains:
-                            if rank < counts[d] and pos < n:
-                                if idle[d] == counts[d]:  # first start on d in this step
-                                    elapsed = now - upd[d]
-                                    if elapsed > 0:
-                                        for e in running[d]:
-                                            e[1] -= elapsed * e[2]
-                                    upd[d] = now
-                                    touched.append(d)
-                                i = order[pos]
-                                pos += 1
-                                running[d].append([i, solo[i], 1.0])
-                                idle[d] -= 1
-                    for d in touched:
-                        refresh(d)
-            dispatch = False
-            # next event: the earliest finish, ties in the order simulate()'s heap takes them
-            while heap:
-                t, s_, d = pop(heap)
-                if s_ == stamp[d] and nxt[d] != inf:
-                    break
-            else:
-                break
-            now = t
-            elapsed = now - upd[d]
-            if elapsed > 0:
-                for e in running[d]:
-                    e[1] -= elapsed * e[2]
-            upd[d] = now
-            left = [e for e in running[d] if e[1] > tol[e[0]]]
-            finished = len(running[d]) - len(left)
-            if finished:
-                running[d] = left
-                idle[d] += finished
-                mk = now
-                dispatch = True
-            refresh(d)
-        if stop is not None:
-            return [now, pos, running, upd, nxt, idle, mk, [stamp, counter]]
-        return mk
-
-
-def local_search(ev: FcfsEvaluator, order: Sequence[int], best_time: float, evals: int, rng: random.Random,
-                 tail_waves: int | None = None) -> tuple[list[int], float]:
-    """Hill climbing on the order: random swap or insert moves, ties accepted; ``evals`` evaluations.
-    With ``tail_waves``, moves only touch the last tail_waves x cores positions, each evaluated from
-    a snapshot of the simulation where that tail begins."""
-    best = list(order)
-    n = len(best)
-    if n < 2 or evals <= 0:
-        return best, best_time
-    snapshot, low = None, 0
-    if tail_waves is not None and n > tail_waves * ev.N:
-        snapshot = ev.run(best, stop=n - tail_waves * ev.N)
-        low = snapshot[1]
-    if n - low < 2:
-        return best, best_time
-    for _ in range(evals):
-        i, j = rng.randrange(low, n), rng.randrange(low, n)
-        if i == j:
-            continue
-        candidate = best[:]
-        if rng.random() < 0.5:
-            candidate[i], candidate[j] = candidate[j], candidate[i]
-        else:
-            candidate.insert(j, candidate.pop(i))
-        value = ev.run(candidate, state=snapshot)
-        if value <= best_time + 1e-12:
-            best, best_time = candidate, min(value, best_time)
-    return best, best_time
-
-
-class BudgetExceeded(Exception):
-    pass
-
-
-def branch_and_bound(ev: FcfsEvaluator, incumbent: float, incumbent_order: Sequence[int], budget: int
-                     ) -> tuple[list[int], float, bool, int]:
-    """Best FCFS dispatch order by depth-first branch and bound over dispatch decisions.
-
-    Returns (order, makespan, proven optimal, nodes). Children are tried longest task first.
-    """
-    n, P, N = ev.n, ev.P, ev.N
-    solo = ev.solo
-    rank = sorted(range(n), key=lambda i: (-solo[i], ev.kind[i], i))  # canonical order: longest first
-    position = {i: r for r, i in enumerate(rank)}
-    signature = [(solo[i], ev.kind[i]) for i in range(n)]
-    best = [incumbent, list(incumbent_order)]
-    nodes = 0
-    tol = ev.tol
-
-    def bound(now, running, idle, waiting_work, longest_waiting):
-        free = []
-        for d in range(P):
-            for e in running[d]:
-                free.append(now + max(e[1], 0.0))
-            free.extend([now] * idle[d])
-        lb = max(max(free), (sum(free) + waiting_work) / N)
-        if longest_waiting:
-            lb = max(lb, min(free) + longest_waiting)
-        return lb
-
-    def settle(state):
-        """Advance to the next decision (or the end): returns (state, slots to fill) or the makespan."""
-        now, pos, running, upd, nxt, idle, mk, ties = state
-        while True:
-            d = ev.next_domain(nxt, ties)
-            t = nxt[d]
-            if t == math.inf:
-                return None, mk
-            now = t
-            elapsed = now - upd[d]
-            if elapsed > 0:
-                for e in running[d]:
-                    e[1] -= elapsed * e[2]
-            upd[d] = now
-            left = [e for e in running[d] if e[1] > tol[e[0]]]
-            finished = len(running[d]) - len(left)
-            running[d] = left
-            ev._refresh(running[d], d, now, nxt, ties)
-            if finished:
-                idle[d] += finished
-                mk = now
-                state[0], state[6] = now, mk
-                return state, None
-
-    def fill_slots(idle):
-        return [d for r in range(ev.maxc) for d in range(P) if r < idle[d]]
-
-    def dfs(state, waiting: list[int], slots: list[int], step_picks: dict, order: list[int]):
-        nonlocal nodes
-        nodes += 1
-        if nodes > budget:
-            raise BudgetExceeded
-        now, pos, running, upd, nxt, idle, mk, ties = state
-        if not waiting:
-            # no decision left: run to the end
-            st = state
-            while True:
-                st2, done = settle(st)
-                if st2 is None:
-                    if done < best[0] - 1e-9:
-                        best[0], best[1] = done, list(order)
-                    return
-                st = st2
-        if not slots:
-            # step finished: rates of touched domains were refreshed at each start; move on
-            st2, done = settle(state)
-            if st2 is None:  # cannot happen with tasks waiting
-                return
-            dfs(st2, waiting, fill_slots(st2[5]), {}, order)
-            return
-        waiting_work = sum(solo[i] for i in waiting)
-        if bound(now, running, idle, waiting_work, max(solo[i] for i in waiting)) >= best[0] - 1e-9:
-            return
-        d = slots[0]
-        seen = set()
-        previous = step_picks.get(d)  # last task this step put on d: picks on a domain increase
-        first_wave = now == 0.0
-        for i in waiting:  # waiting is kept in canonical order
-            if signature[i] in seen:
-                continue
-            seen.add(signature[i])
-            if previous is not None and position[i] < position[previous]:
-                continue
-            if first_wave and previous is None and d > 0 and ev.cpd[d] == ev.cpd[d - 1]:
-                prior = step_picks.get(("first", d - 1))
-                if prior is not None and position[i] < position[prior]:
-                    continue
-            child = ev.copy_state(state)
-            c_now, _, c_running, c_upd, c_nxt, c_idle, _, c_ties = child
-            elapsed = c_now - c_upd[d]
-            if elapsed > 0:
-                for e in c_running[d]:
-                    e[1] -= elapsed * e[2]
-            c_upd[d] = c_now
-            c_running[d].append([i, solo[i], 1.0])
-            c_idle[d] -= 1
-            ev._refresh(c_running[d], d, c_now, c_nxt, c_ties)
-            picks = dict(step_picks)
-            picks[d] = i
-            if first_wave and previous is None:
-                picks[("first", d)] = i
-            rest = [w for w in waiting if w != i]
-            order.append(i)
-            dfs(child, rest, slots[1:], picks, order)
-            order.pop()
-
-    start = ev.start_state()
-    waiting = sorted(range(n), key=position.__getitem__)
-    proven = True
-    try:
-        dfs(start, waiting, fill_slots(start[5]), {}, [])
-    except BudgetExceeded:
-        proven = False
-    return best[1], best[0], proven, nodes
 
 
 # --------------------------------------------------------------------------------------------
@@ -964,7 +579,7 @@ def study(machine: str, model_name: str, policies: list[str], sizes: list[int] |
                 began = time.perf_counter()
                 makespans[policy], orders[policy] = run_policy(policy, batch, domains, llc, model, seed + repeat, cache)
                 seconds[policy] = time.perf_counter() - began  # with the cache: beyond the rules already run
-            ev = FcfsEvaluator(batch, [len(d) for d in domains], llc, model)
+            ev = FcfsEvaluator.of(batch, [len(d) for d in domains], llc, model)
             seed_name = min(policies, key=lambda p: (makespans[p], p))
             seed_order, seed_time = orders[seed_name], ev.run(orders[seed_name])
             proven, nodes = False, 0
@@ -1006,14 +621,14 @@ def summarise(record: dict) -> dict:
     out = {}
     for p in policies:
         speedups = [per_size[s]["speedup"][p] for s in sizes]
-        ratios = [per_size[s]["speedup"][p] / max(per_size[s]["speedup"]["longer_first"], per_size[s]["speedup"]["scalpel"])
+        ratios = [per_size[s]["speedup"][p] / max(per_size[s]["speedup"]["longer_first"], per_size[s]["speedup"]["scalpel-paper"])
                   for s in sizes]
         lf_over = gmean([r["makespans"]["longer_first"] / r["best"] for r in rows])
         p_over = gmean([r["makespans"][p] / r["best"] for r in rows])
         gap = (lf_over - p_over) / (lf_over - 1.0) if lf_over > 1.0 + 1e-12 else float("nan")
         out[p] = {"speedup": gmean(speedups), "worst_ratio": min(ratios),
                   "worst_size": sizes[ratios.index(min(ratios))], "over_best": p_over, "gap_closed": gap}
-    gm_lf, gm_sc = out["longer_first"]["speedup"], out["scalpel"]["speedup"]
+    gm_lf, gm_sc = out["longer_first"]["speedup"], out["scalpel-paper"]["speedup"]
     for p in policies:
         o = out[p]
         o["meets"] = {"within_1pct": o["worst_ratio"] >= 0.99, "above_both": o["speedup"] > max(gm_lf, gm_sc) + 1e-12,
@@ -1086,7 +701,7 @@ def print_summary(records: list[dict]) -> None:
         print(f"| {label(r)} | {s['policies']['longer_first']['over_best']:.4f} | {r['repeats']} | "
               f"{', '.join(map(str, s['sizes']))} | {sum(v['proven'] for v in s['per_size'].values())} of "
               f"{len(r['rows'])} | {r['seconds']:.0f} s |")
-    checked = [p for p in columns if p in COMPOSITES or p in ROLLOUTS]
+    checked = [p for p in columns if p in COMPOSITES or p in ROLLOUTS or p == "scalpel"]
     if checked:
         print("\n**Batches on which a model-checked plan ended later than `longer_first` / than `scalpel`**\n")
         print("| machine, model | batches | " + " | ".join(f"`{c}`" for c in checked) + " |")
@@ -1096,7 +711,7 @@ def print_summary(records: list[dict]) -> None:
             cells = []
             for p in checked:
                 lf = sum(x["makespans"][p] > x["makespans"]["longer_first"] * (1 + 1e-9) for x in rows)
-                sc = sum(x["makespans"][p] > x["makespans"]["scalpel"] * (1 + 1e-9) for x in rows)
+                sc = sum(x["makespans"][p] > x["makespans"]["scalpel-paper"] * (1 + 1e-9) for x in rows)
                 worst = max(x["makespans"][p] / x["makespans"]["longer_first"] for x in rows)
                 cells.append(f"{lf} / {sc} (worst {worst:.3f}x LF)")
             print(f"| {label(r)} | {len(rows)} | " + " | ".join(cells) + " |")
@@ -1105,7 +720,7 @@ def print_summary(records: list[dict]) -> None:
     if proven:
         print("\n**Batches where the search proved the optimum: makespan over the optimum (geometric mean), and "
               "batches not optimal**\n")
-        shown = ["longer_first", "scalpel", *checked]
+        shown = ["longer_first", "scalpel-paper", *checked]
         print("| machine, model | batches (sizes) | " + " | ".join(f"`{c}`" for c in shown) + " |")
         print("|---" * (len(shown) + 2) + "|")
         for r, rows in proven:
@@ -1179,8 +794,8 @@ def check(machine: str, model_name: str, batches: int) -> int:
     for count in sizes[:3]:
         for repeat in range(batches):
             batch = batch_for(pool, count, repeat, 0)
-            ev = FcfsEvaluator(batch, [len(d) for d in domains], llc, model)
-            for policy in ("fifo", "longer_first", "scalpel"):
+            ev = FcfsEvaluator.of(batch, [len(d) for d in domains], llc, model)
+            for policy in ("fifo", "longer_first", "scalpel-paper", "scalpel"):
                 reference = simulate(batch, domains, llc, policy, model=model).makespan
                 mine, order = run_policy(policy, batch, domains, llc, model)
                 replay = ev.run(order)
@@ -1247,7 +862,7 @@ def main(argv: list[str] | None = None) -> int:
         print_report(merge_records([json.loads(Path(p).read_text()) for p in args.records]))
         return 0
     policies = args.policies.split(",")
-    for required in ("fifo", "longer_first", "scalpel"):
+    for required in ("fifo", "longer_first", "scalpel-paper"):
         if required not in policies:
             policies.insert(0, required)
     for p in policies:

@@ -1,23 +1,21 @@
 """Scheduling policies: pure functions from the tasks of one priority level to ordered groups.
 
-Each policy takes ``(tasks, cores_per_domain, rng)`` and returns the groups to dispatch, in order
+Each policy takes ``(tasks, context)`` (:class:`~scalpel_executor.core.planning.PlanContext`: the
+cores of each domain, a seeded ``rng`` and, for the model-checked default, the LLC size, the
+contention model and a planning budget) and returns the groups to dispatch, in order
 (:class:`~scalpel_executor.core.tasks.Group`: tasks meant to co-run on one LLC domain, in the order
 they should start). :data:`POLICIES` names them; docs/design.md compares them.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Iterable, Sequence
 
 from scalpel_executor.core.grouping import group_with_capacities
+from scalpel_executor.core.planning import PlanContext, plan_scalpel
 from scalpel_executor.core.tasks import Group, Task
 
-# --------------------------------------------------------------------------------------------
-# Policies: pure functions from (tasks of one priority level, domain core counts) to an ordered
-# list of groups.
-
-PlanFunction = Callable[[list[Task], Sequence[int], random.Random], list[Group]]
+PlanFunction = Callable[[list[Task], PlanContext], list[Group]]
 
 
 def _alg1_groups(tasks: list[Task], cores_per_domain: Sequence[int]) -> list[Group]:
@@ -29,48 +27,59 @@ def _singletons(tasks: Iterable[Task]) -> list[Group]:
     return [Group([t], 1) for t in tasks]
 
 
-def plan_scalpel(tasks, cores_per_domain, rng):
-    """Algorithm 1 groups; full before partial, longest group first, longest task first (Alg. 2)."""
-    groups = _alg1_groups(tasks, cores_per_domain)
+def plan_scalpel_paper(tasks, context):
+    """The published Scalpel: Algorithm 1 groups; full before partial, longest group first,
+    longest task first (Algorithm 2)."""
+    groups = _alg1_groups(tasks, context.cores_per_domain)
     for group in groups:
         group.tasks.sort(key=lambda t: (-t.runtime, t.seq))
     groups.sort(key=lambda g: (not g.full, -g.runtime, min(t.seq for t in g.tasks)))
     return groups
 
 
-def plan_longer_first(tasks, cores_per_domain, rng):
+def plan_scalpel_lpt(tasks, context):
+    """Algorithm 1 groups, every group ordered by its longest task; fullness only breaks ties."""
+    groups = _alg1_groups(tasks, context.cores_per_domain)
+    for group in groups:
+        group.tasks.sort(key=lambda t: (-t.runtime, t.seq))
+    groups.sort(key=lambda g: (-g.runtime, not g.full, min(t.seq for t in g.tasks)))
+    return groups
+
+
+def plan_longer_first(tasks, context):
     """LPT without grouping: the longest waiting task goes to whichever core frees first."""
     return _singletons(sorted(tasks, key=lambda t: (-t.runtime, t.seq)))
 
 
-def plan_grouping_fifo(tasks, cores_per_domain, rng):
+def plan_grouping_fifo(tasks, context):
     """Algorithm 1 groups, dispatched in submission order (of each group's earliest task)."""
-    groups = _alg1_groups(tasks, cores_per_domain)
+    groups = _alg1_groups(tasks, context.cores_per_domain)
     for group in groups:
         group.tasks.sort(key=lambda t: t.seq)
     groups.sort(key=lambda g: g.tasks[0].seq)
     return groups
 
 
-def plan_fifo(tasks, cores_per_domain, rng):
+def plan_fifo(tasks, context):
     """Submission order, any free core: what a plain task queue does."""
     return _singletons(sorted(tasks, key=lambda t: t.seq))
 
 
-def plan_random(tasks, cores_per_domain, rng):
+def plan_random(tasks, context):
     """A seeded random order, any free core."""
     shuffled = sorted(tasks, key=lambda t: t.seq)
-    rng.shuffle(shuffled)
+    context.rng.shuffle(shuffled)
     return _singletons(shuffled)
 
 
-def plan_di(tasks, cores_per_domain, rng):
+def plan_di(tasks, context):
     """Distributed Intensity (Zhuravlev et al., ASPLOS 2010): spread intensity over the domains.
 
     Tasks are ranked by intensity (LLC miss rate where measured, footprint otherwise), most
     intensive first, and dealt round-robin over the domains (in proportion to their cores), so
     each domain gets a similar mix. Each domain then runs its share in submission order.
     """
+    cores_per_domain = context.cores_per_domain
     ranked = sorted(tasks, key=lambda t: (-(t.intensity if t.intensity is not None else t.footprint), t.seq))
     turns = [d for round_ in range(max(cores_per_domain)) for d, c in enumerate(cores_per_domain) if round_ < c]
     shares: list[list[Task]] = [[] for _ in cores_per_domain]
@@ -86,6 +95,8 @@ def plan_di(tasks, cores_per_domain, rng):
 
 POLICIES: dict[str, PlanFunction] = {
     "scalpel": plan_scalpel,
+    "scalpel-paper": plan_scalpel_paper,
+    "scalpel-lpt": plan_scalpel_lpt,
     "longer_first": plan_longer_first,
     "grouping+fifo": plan_grouping_fifo,
     "fifo": plan_fifo,

@@ -16,9 +16,11 @@ Cores are *slots*: positions in the topology's CPU order, each belonging to one 
 
 How a free core chooses (Algorithm 2, generalised):
 
-1. Tasks are planned by the policy into *groups*, ordered for dispatch. ``scalpel`` forms
+1. Tasks are planned by the policy into *groups*, ordered for dispatch. ``scalpel-paper`` forms
    Algorithm 1 groups; full groups go before partial ones and the longest group (its longest task)
-   first; inside a group the longest task first.
+   first; inside a group the longest task first. The default, ``scalpel``
+   (:mod:`scalpel_executor.core.planning`), plans single-task groups in an order it checked in
+   the contention model, which is why the scheduler takes the LLC size and the model.
 2. A free core on domain d runs the next task of d's *buffer*, the rest of the group that d took.
 3. If d's buffer is empty, it takes the next waiting group: the core runs its first task and the
    rest goes into d's buffer.
@@ -38,9 +40,11 @@ the best waiting group takes from that group instead (its rest goes to the front
 from __future__ import annotations
 
 import random
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 
+from scalpel_executor.core.contention import ContentionModel
+from scalpel_executor.core.planning import DEFAULT_BUDGET, PlanContext
 from scalpel_executor.core.policies import POLICIES, resolve_policy
 from scalpel_executor.core.tasks import Assignment, Group, Slot, Task
 
@@ -59,19 +63,32 @@ class Scheduler:
         One of :data:`POLICIES`.
     seed : int
         Seeds the ``random`` policy; every other policy is deterministic.
+    llc : float, optional
+        Bytes of LLC per domain, for the model-checked ``scalpel`` policy (None: unknown, it then
+        predicts no contention and orders by run time alone).
+    model : ContentionModel, optional
+        The contention model ``scalpel`` plans with (default: ``ContentionModel()``).
+    plan_budget : int
+        Task starts ``scalpel`` may simulate per plan (:data:`~scalpel_executor.core.planning.DEFAULT_BUDGET`).
 
     Examples
     --------
-    >>> s = Scheduler([[0, 1], [2, 3]], "scalpel")
+    >>> s = Scheduler([[0, 1], [2, 3]], "scalpel-paper")
     >>> s.add(Task(i, footprint=f, runtime=1.0) for i, f in enumerate([8, 1, 7, 2]))
     >>> [(a.slot.cpu, a.task.id) for a in s.dispatch()]
     [(0, 0), (2, 2), (1, 1), (3, 3)]
     """
 
-    def __init__(self, domains: Sequence[Sequence[int]], policy: str = "scalpel", *, seed: int = 0):
+    def __init__(self, domains: Sequence[Sequence[int]], policy: str = "scalpel", *, seed: int = 0,
+                 llc: float | None = None, model: ContentionModel | None = None, plan_budget: int = DEFAULT_BUDGET):
         self._plan_function = resolve_policy(policy)
         self.policy = policy
+        if llc is not None and not (isinstance(llc, (int, float)) and llc > 0):
+            raise ValueError(f"llc must be a positive number of bytes or None, got {llc!r}")
+        if isinstance(plan_budget, bool) or not isinstance(plan_budget, int) or plan_budget < 0:
+            raise ValueError(f"plan_budget must be an integer >= 0, got {plan_budget!r}")
         cpu_lists = [list(cpus) for cpus in domains]
+        self._domains = cpu_lists
         if not cpu_lists or any(len(cpus) == 0 for cpus in cpu_lists):
             raise ValueError(f"every LLC domain needs at least one core, got domains {cpu_lists!r}")
         self.cores_per_domain = [len(cpus) for cpus in cpu_lists]
@@ -80,6 +97,8 @@ class Scheduler:
             for index, (domain, cpu) in enumerate((d, cpu) for d, cpus in enumerate(cpu_lists) for cpu in cpus)
         )
         self._rng = random.Random(seed)
+        self._context = PlanContext(self.cores_per_domain, self._rng, llc, model or ContentionModel(), plan_budget,
+                                    self._chooser)
         self._seq = 0
         self._waiting: dict[int, Task] = {}  # seq -> task, tasks in no buffer and not running
         self._plan: list[Group] = []  # dispatch order reversed: the next group is _plan[-1]
@@ -196,7 +215,7 @@ class Scheduler:
             levels.setdefault(task.priority, []).append(task)
         plan: list[Group] = []
         for priority in sorted(levels, reverse=True):
-            plan += self._plan_function(levels[priority], self.cores_per_domain, self._rng)
+            plan += self._plan_function(levels[priority], self._context)
         # Pinned groups (di) go straight to their domain's buffer; the rest wait in order.
         self._plan = []
         for group in plan:
@@ -206,6 +225,27 @@ class Scheduler:
                 self._plan.append(group)
         self._plan.reverse()
         self._dirty = False
+
+    def _chooser(self, policy: str, tasks: list[Task]):
+        """A step function for :func:`~scalpel_executor.core.search.trace`: ``policy``'s decisions
+        on ``tasks`` (by index), made by a scheduler of that policy on this machine's cores."""
+        shadow = Scheduler(self._domains, policy)
+        shadow.add(Task(i, t.footprint, t.runtime, t.priority, t.intensity) for i, t in enumerate(tasks))
+        by_domain = [[s for s in shadow.slots if s.domain == d] for d in range(len(self.cores_per_domain))]
+
+        def choose(slot_domains: list[int]) -> list[int]:
+            idle_wanted = Counter(slot_domains)
+            for d, slots in enumerate(by_domain):  # cores that finished since the last step
+                busy = [s for s in slots if not shadow._idle[s.index]]
+                for slot in busy[:max(0, len(busy) - (len(slots) - idle_wanted[d]))]:
+                    shadow.release(slot)
+            picks = []
+            for d in slot_domains:
+                slot = next(s for s in by_domain[d] if shadow._idle[s.index])
+                picks.append(shadow.next_for(slot).id)
+            return picks
+
+        return choose
 
     def _commit(self, tasks: list[Task], domain: int, *, front: bool = False) -> None:
         for task in tasks:

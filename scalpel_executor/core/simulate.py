@@ -117,6 +117,8 @@ def simulate(
     policy : str
         A name from :data:`scalpel_executor.core.scheduler.POLICIES`.
     model : ContentionModel, optional
+        How co-runners slow each other down; the ``scalpel`` policy plans with the same model (the
+        simulator assumes the scheduler knows the machine).
     seed : int
         Seeds the ``random`` policy.
     batching : Batching, optional
@@ -131,7 +133,7 @@ def simulate(
     if not llc_size or llc_size <= 0:
         raise ValueError(f"llc_size must be a positive number of bytes, got {llc_size!r}")
     model = model or ContentionModel()
-    scheduler = Scheduler(domains, policy, seed=seed)
+    scheduler = Scheduler(domains, policy, seed=seed, llc=llc_size, model=model)
     slots = scheduler.slots
     n_domains = len(scheduler.cores_per_domain)
     default_sigma = model.sensitivity

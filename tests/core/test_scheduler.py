@@ -14,7 +14,7 @@ def tasks_from(footprints, runtimes=None):
 
 
 def test_first_groups_go_to_different_domains():
-    s = Scheduler(XEON, "scalpel")
+    s = Scheduler(XEON, "scalpel-paper")
     s.add(tasks_from([8, 7, 6, 5, 4, 3, 2, 1]))
     first = s.dispatch()
     by_domain = {d: {a.task.id for a in first if a.slot.domain == d} for d in (0, 1)}
@@ -35,7 +35,7 @@ def test_full_groups_before_partial_and_longest_group_first():
         for i in g:
             runtimes[i] = 100.0
     runtimes[full[1][0]] = 50.0  # makes full[1] the longest full group
-    s = Scheduler(XEON, "scalpel")
+    s = Scheduler(XEON, "scalpel-paper")
     s.add(tasks_from(footprints, runtimes))
     first = s.dispatch()
     assert {a.task.id for a in first if a.slot.domain == 0} == set(full[1])
@@ -45,7 +45,7 @@ def test_full_groups_before_partial_and_longest_group_first():
 
 
 def test_free_core_takes_its_domains_buffer_first():
-    s = Scheduler([[0, 1], [2, 3]], "scalpel")
+    s = Scheduler([[0, 1], [2, 3]], "scalpel-paper")
     # 8 tasks -> 4 groups of 2; after the first dispatch two groups wait.
     s.add(tasks_from([80, 70, 60, 50, 40, 30, 20, 10], [5, 1, 4, 2, 3, 3, 2, 4]))
     first = {a.slot.cpu: a.task for a in s.dispatch()}
@@ -59,13 +59,13 @@ def test_free_core_takes_its_domains_buffer_first():
 
 
 def test_longest_task_first_inside_group():
-    s = Scheduler([[0, 1, 2]], "scalpel")
+    s = Scheduler([[0, 1, 2]], "scalpel-paper")
     s.add(tasks_from([3, 2, 1], [1.0, 9.0, 5.0]))
     assert [a.task.id for a in s.dispatch()] == [1, 2, 0]
 
 
 def test_idle_core_steals_rather_than_idles():
-    s = Scheduler([[0, 1], [2, 3]], "scalpel")
+    s = Scheduler([[0, 1], [2, 3]], "scalpel-paper")
     s.add(tasks_from([8, 7, 6, 5, 4, 3, 2, 1]))  # four groups of two
     s.dispatch()  # two groups run, two wait
     s.release(0)
@@ -80,7 +80,7 @@ def test_idle_core_steals_rather_than_idles():
 
 
 def test_unequal_domains_take_groups_that_fit():
-    s = Scheduler([[0, 1, 2, 3], [4]], "scalpel")
+    s = Scheduler([[0, 1, 2, 3], [4]], "scalpel-paper")
     # The single-task group runs longest, so it is dispatched first, but it must not push the
     # four-task group onto the one-core domain.
     s.add(tasks_from([50, 40, 30, 20, 10], [1, 1, 1, 1, 1]))
@@ -90,7 +90,7 @@ def test_unequal_domains_take_groups_that_fit():
 
 
 def test_tasks_arriving_later_are_regrouped_with_waiting_ones():
-    s = Scheduler([[0, 1]], "scalpel")
+    s = Scheduler([[0, 1]], "scalpel-paper")
     s.add(tasks_from([5, 5]))
     s.dispatch()
     late = [Task("big", footprint=100), Task("small", footprint=1), Task("mid1", footprint=50), Task("mid2", footprint=49)]
@@ -103,13 +103,13 @@ def test_tasks_arriving_later_are_regrouped_with_waiting_ones():
 
 
 def test_priority_goes_first():
-    s = Scheduler([[0]], "scalpel")
+    s = Scheduler([[0]], "scalpel-paper")
     s.add([Task("low", runtime=10.0), Task("high", runtime=1.0, priority=5)])
     assert [a.task.id for a in s.dispatch()] == ["high"]
 
 
 def test_higher_priority_arrival_overtakes_a_buffer():
-    s = Scheduler([[0, 1]], "scalpel")
+    s = Scheduler([[0, 1]], "scalpel-paper")
     s.add(tasks_from([4, 3, 2, 1]))
     s.dispatch()
     s.release(0)
@@ -143,7 +143,7 @@ def test_double_start_and_double_release_rejected():
 
 
 def test_drain_returns_every_unstarted_task():
-    s = Scheduler([[0, 1]], "scalpel")
+    s = Scheduler([[0, 1]], "scalpel-paper")
     s.add(tasks_from(range(7)))
     running = {a.task.id for a in s.dispatch()}
     left = {t.id for t in s.drain()}

@@ -1,0 +1,98 @@
+"""The default policy, ``scalpel``: a dispatch order checked in the contention model. Pure.
+
+The published algorithm (``scalpel-paper``) keeps heavy footprints apart but runs its padded,
+partial groups last whatever their run times, and so loses to plain longest-first
+(``longer_first``) on many batches; longest-first ignores the cache. The default keeps the better
+of the two on every batch and then improves the end of the schedule, where both lose most:
+
+1. **Base order.** Trace, in the contention model and on what the scheduler knows (run-time
+   estimates, footprints), the dispatch orders of ``longer_first``, ``scalpel-paper`` and
+   ``scalpel-lpt`` (Algorithm 1 groups ordered by their longest task); keep the one with the
+   shortest predicted makespan (longest-first on ties).
+2. **Rollout of the tail.** For each of the last T = min(n, 2 x cores) positions of that order, in
+   turn, try there the order's own next task and each of the 7 longest other distinct waiting
+   tasks, simulate each completed order first come first served, and fix the one with the shortest
+   predicted makespan (the order's own on ties) (:func:`~scalpel_executor.core.search.rollout_order`).
+3. **Dispatch** the order first come first served: any free core takes the next task.
+
+Why it is never much worse than longest-first: the base orders of step 1 reproduce the schedules of
+``longer_first`` and ``scalpel-paper`` exactly when replayed first come first served, and step 2
+only accepts a change that lowers the predicted makespan, so with exact estimates the plan never
+ends later than either in the model. With wrong estimates or a wrong model it can; docs/benchmarks.md
+and docs/policy-study.md measure how far.
+
+Cost: step 1 traces three orders, O(n log n + n·C) each for n tasks on domains of C cores; step 2
+simulates at most T x 8 tails of O((T + N)·C) for N cores, independent of n, and stops when the
+plan has simulated ``budget`` task starts (default :data:`DEFAULT_BUDGET`), keeping what it has
+improved so far. Without an LLC size the model predicts no contention and the plan is a
+contention-free longest-processing-time improvement.
+
+The plan assumes the tasks of one priority level start on an empty machine (as Algorithm 1 does);
+tasks arriving while others run are planned again together with every task that has not started.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from scalpel_executor.core.contention import ContentionModel
+from scalpel_executor.core.search import FcfsEvaluator, rollout_order, trace
+from scalpel_executor.core.tasks import Group, Task
+
+__all__ = ["PlanContext", "plan_scalpel", "DEFAULT_BUDGET", "BASE_POLICIES", "ROLLOUT_WINDOW"]
+
+DEFAULT_BUDGET = 60_000  # task starts a plan may simulate (about 0.1-0.3 s of planning in CPython)
+BASE_POLICIES = ("longer_first", "scalpel-paper", "scalpel-lpt")
+ROLLOUT_WINDOW = 8  # candidates per rollout position: the order's own and 7 others
+ROLLOUT_WAVES = 2  # the rollout covers the last 2 x cores positions
+
+Chooser = Callable[[list[int]], list[int]]
+
+
+@dataclass
+class PlanContext:
+    """What a plan function may know about the machine besides the tasks.
+
+    ``chooser(policy, tasks)`` returns a step function for :func:`~scalpel_executor.core.search.trace`
+    that makes ``policy``'s decisions on ``tasks`` (the Scheduler provides it, by running a scheduler
+    of that policy); only the model-checked policy uses it.
+    """
+
+    cores_per_domain: Sequence[int]
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    llc: float | None = None  # bytes of LLC per domain; None: unknown (no contention predicted)
+    model: ContentionModel = field(default_factory=ContentionModel)
+    budget: int = DEFAULT_BUDGET
+    chooser: Callable[[str, list[Task]], Chooser] | None = None
+
+
+def plan_scalpel(tasks: list[Task], context: PlanContext) -> list[Group]:
+    """The default policy (module docstring): a base order checked in the model, its tail rolled out."""
+    order = scalpel_order(tasks, context)
+    return [Group([tasks[i]], 1) for i in order]
+
+
+def scalpel_order(tasks: list[Task], context: PlanContext) -> list[int]:
+    """Indices of ``tasks`` in the order :func:`plan_scalpel` dispatches them."""
+    n = len(tasks)
+    lpt = sorted(range(n), key=lambda i: (-tasks[i].runtime, tasks[i].seq))
+    if n <= 1:
+        return lpt
+    llc = context.llc if context.llc and context.llc > 0 else math.inf
+    ev = FcfsEvaluator([t.runtime for t in tasks], [t.footprint for t in tasks], [None] * n,
+                       context.cores_per_domain, llc, context.model)
+    best, best_time = lpt, ev.run(lpt)
+    if context.chooser is not None:
+        for policy in BASE_POLICIES[1:]:
+            candidate = trace(ev, context.chooser(policy, tasks))
+            predicted = ev.run(candidate)
+            if predicted < best_time - 1e-9 * max(1.0, best_time):
+                best, best_time = candidate, predicted
+    spent = ev.starts
+    if spent >= context.budget:
+        return best
+    return rollout_order(ev, tail=ROLLOUT_WAVES * ev.N, window=ROLLOUT_WINDOW, base=best,
+                         budget=context.budget - spent)

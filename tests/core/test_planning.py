@@ -1,0 +1,84 @@
+"""The default policy, ``scalpel``: never predicted worse than longest-first or the paper's algorithm."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scalpel_executor.core.contention import ContentionModel
+from scalpel_executor.core.machines import MACHINES
+from scalpel_executor.core.planning import PlanContext, scalpel_order
+from scalpel_executor.core.scheduler import Scheduler
+from scalpel_executor.core.simulate import SimTask, simulate
+from scalpel_executor.core.tasks import Task
+from scalpel_executor.core.topology import Topology
+
+MiB = 2**20
+TOPOLOGIES = [[[0, 1]], [[0, 1], [2, 3]], [[0, 1, 2, 3], [4, 5, 6, 7]], [[0, 1, 2], [3]], [[0, 1, 2, 3]]]
+
+batches = st.lists(
+    st.tuples(st.sampled_from([0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0]), st.sampled_from([0.25, 2, 6, 12, 20, 40])),
+    min_size=1, max_size=24,
+).map(lambda pairs: [SimTask(f"t{i}", r, f * MiB) for i, (r, f) in enumerate(pairs)])
+
+
+@settings(max_examples=120, deadline=None)
+@given(batches, st.sampled_from(TOPOLOGIES), st.sampled_from([ContentionModel(), ContentionModel(0.892, 0.179),
+                                                                ContentionModel(0.3, 2.0)]))
+def test_scalpel_never_ends_later_than_longest_first_or_the_paper_with_exact_estimates(tasks, domains, model):
+    def makespan(policy):
+        return simulate(tasks, domains, 12 * MiB, policy, model=model).makespan
+
+    ours = makespan("scalpel")
+    assert ours <= makespan("longer_first") * (1 + 1e-9)
+    assert ours <= makespan("scalpel-paper") * (1 + 1e-9)
+
+
+def test_scalpel_beats_both_on_a_batch_where_each_base_rule_stacks_large_footprints():
+    # Paper machine (2 x 4 cores, 12 MiB each, its preset's model), ten tasks found by a seeded
+    # random search for the widest margin: the plan ends at the lower bound (the 9 s tasks), both
+    # base rules more than 1.5 s later.
+    spec = MACHINES["paper"]
+    topology = Topology.from_spec(spec.spec)
+    domains = [d.cpus for d in topology.domains]
+    pairs = [(2.0, 10.0), (9.0, 4.0), (4.0, 0.5), (6.0, 10.0), (4.0, 0.5), (2.0, 4.0), (4.0, 4.0), (4.0, 8.0),
+             (2.0, 4.0), (9.0, 0.5)]
+    tasks = [SimTask(f"t{i}", r, f * MiB) for i, (r, f) in enumerate(pairs)]
+    result = {p: simulate(tasks, domains, topology.llc_size, p, model=spec.model).makespan
+              for p in ("scalpel", "scalpel-paper", "longer_first")}
+    assert result["scalpel"] == pytest.approx(9.0)
+    assert result["scalpel-paper"] > 10.5 and result["longer_first"] > 10.5
+
+
+def test_without_a_cache_size_the_plan_predicts_no_contention_and_orders_by_run_time():
+    tasks = [Task(i, footprint=100 * MiB, runtime=r) for i, r in enumerate([1.0, 5.0, 3.0, 2.0])]
+    for seq, t in enumerate(tasks):
+        t.seq = seq
+    order = scalpel_order(tasks, PlanContext([2]))
+    assert order == [1, 2, 3, 0]
+
+
+def test_zero_budget_keeps_the_best_base_order():
+    tasks = [SimTask(f"t{i}", 1.0 + i % 3, (i % 2) * 20 * MiB) for i in range(12)]
+    lean = simulate(tasks, [[0, 1], [2, 3]], 12 * MiB, "scalpel").makespan
+    scheduler = Scheduler([[0, 1], [2, 3]], "scalpel", llc=12 * MiB, plan_budget=0)
+    assert scheduler._context.budget == 0
+    assert lean <= simulate(tasks, [[0, 1], [2, 3]], 12 * MiB, "longer_first").makespan * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), "12MiB"])
+def test_scheduler_names_a_bad_cache_size(bad):
+    with pytest.raises(ValueError, match="llc must be a positive number"):
+        Scheduler([[0, 1]], "scalpel", llc=bad)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "100"])
+def test_scheduler_names_a_bad_plan_budget(bad):
+    with pytest.raises(ValueError, match="plan_budget must be an integer"):
+        Scheduler([[0, 1]], "scalpel", plan_budget=bad)
+
+
+def test_priorities_are_planned_level_by_level():
+    s = Scheduler([[0, 1]], "scalpel", llc=32 * MiB)
+    s.add([Task("low-long", 0.0, 9.0, priority=0), Task("high-short", 0.0, 1.0, priority=5),
+           Task("high-long", 0.0, 3.0, priority=5)])
+    assert [a.task.id for a in s.dispatch()] == ["high-long", "high-short"]
