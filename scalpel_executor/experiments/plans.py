@@ -15,7 +15,7 @@ from scalpel_executor.core.scheduler import POLICIES
 #: Workload mixes of the benchmark (built by ``experiments.bench.mixes``).
 MIXES = ("contention", "suite-2x", "suite-4x", "suite-8x", "light", "noop-throughput", "noop-latency", "montage")
 #: Scalpel policies the benchmark runs; ``random`` is left to the simulator.
-SCALPEL_POLICIES = ("scalpel", "longer_first", "grouping+fifo", "fifo", "di")
+SCALPEL_POLICIES = ("scalpel", "scalpel-paper", "longer_first", "grouping+fifo", "fifo", "di")
 #: Executors the benchmark compares: Parsl's, a process pool, Scalpel per policy, and the oracle order.
 PEERS = ("htex-block", "htex-none", "threads", "processpool", *(f"scalpel:{p}" for p in SCALPEL_POLICIES), "oracle")
 #: The peer every ratio is taken against.

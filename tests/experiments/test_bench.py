@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from scalpel_executor.core.simulate import ContentionModel, SimTask, simulate
 from scalpel_executor.experiments.bench.mixes import Mix, MixRun
-from scalpel_executor.experiments.bench.oracle import oracle_order
+from scalpel_executor.experiments.bench.oracle import oracle_order, oracle_search
 from scalpel_executor.experiments.bench.report import summary_table
 from scalpel_executor.experiments.bench.run import run_mix
 from scalpel_executor.experiments.bench.stats import bootstrap_ratio, summarise
@@ -80,6 +80,24 @@ def test_the_oracle_pairs_large_with_small_when_large_pairs_thrash():
     best = oracle_order(cases, [1.0] * 4, 2, llc)
     # fifo hands the first two cases to the two cores: one large, one small
     assert sorted(c.footprint_bytes > llc / 2 for c in best[:2]) == [False, True]
+
+
+def test_the_oracle_says_whether_it_proved_its_order_or_only_searched():
+    llc = 56 * MiB
+    small = [_case("spmv", (34 if k % 3 == 0 else 1.8) * MiB, k + 1) for k in range(8)]
+    proven = oracle_search(small, [1.0 + (k % 4) / 4 for k in range(8)], 2, llc)
+    assert proven.search.proven and proven.search.method == "branch and bound (proven optimal)"
+    assert proven.search.makespan >= proven.search.lower_bound * (1 - 1e-9)
+    large = [_case("spmv", (34 if k % 3 == 0 else 1.8) * MiB, k + 1) for k in range(20)]
+    seconds = [1.0 + (k % 4) / 4 for k in range(20)]
+    searched = oracle_search(large, seconds, 2, llc, local_evals=100)
+    assert not searched.search.proven and searched.search.method == "local search (best found)"
+    assert sorted(c.name for c in searched.cases) == sorted(c.name for c in large)
+    lpt = sorted(range(20), key=lambda i: -seconds[i])
+    tasks = [SimTask(large[i].name, seconds[i], large[i].footprint_bytes) for i in lpt]
+    assert searched.search.makespan <= simulate(tasks, [[0, 1]], llc, "fifo").makespan * (1 + 1e-9)
+    with pytest.raises(ValueError, match="3 cases but 2 run times"):
+        oracle_search(small[:3], [1.0, 1.0], 2, llc)
 
 
 def _runs(peer: str, mix: str, makespans: list[float]) -> list[MixRun]:

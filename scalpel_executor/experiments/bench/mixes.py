@@ -6,7 +6,7 @@ import random
 from dataclasses import dataclass, field
 
 from scalpel_executor.core.units import format_size
-from scalpel_executor.experiments.bench.oracle import oracle_order
+from scalpel_executor.experiments.bench.oracle import oracle_search
 from scalpel_executor.experiments.plans import MIXES, BenchPlan
 from scalpel_executor.experiments.sizing import steps_timed_here
 from scalpel_executor.workloads.kernels import contention_mix, suite
@@ -19,7 +19,8 @@ class Mix:
     name: str
     kind: str  # "kernels", "throughput", "latency" or "montage"
     cases: tuple = ()  # KernelCase, in submission order
-    oracle: tuple | None = None  # the same cases in the best order this machine allows
+    oracle: tuple | None = None  # the same cases in the best order the search found in the model
+    oracle_method: str = ""  # how: "branch and bound (proven optimal)" or "local search (best found)"
     count: int = 0  # no-op tasks, or Montage tiles
     note: str = ""
 
@@ -51,7 +52,8 @@ def build_mixes(plan: BenchPlan, llc: int, cores: int, *, time_here: bool = True
                 seconds = [c.estimated_seconds() for c in cases]
             large = [c for c in cases if c.footprint_bytes > llc / cores]
             small = [c for c in cases if c.footprint_bytes <= llc / cores]
-            mixes.append(Mix(name, "kernels", tuple(cases), oracle_order(cases, seconds, cores, llc, model),
+            oracle = oracle_search(cases, seconds, cores, llc, model)
+            mixes.append(Mix(name, "kernels", tuple(cases), oracle.cases, oracle_method=oracle.search.method,
                              note=f"{len(large)} large ({format_size(large[0].footprint_bytes) if large else '-'}) "
                                   f"then {len(small)} small ({format_size(small[0].footprint_bytes) if small else '-'})"))
         elif name.startswith("suite-"):

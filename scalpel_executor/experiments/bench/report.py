@@ -39,6 +39,8 @@ def _cells(row: dict, markdown: bool) -> list[str]:
         note.append(f"{row['median_latency_ms']:.2f} ms median, {row['p99_latency_ms']:.2f} ms p99")
     if markdown and "mean_slowdown_vs_solo" in row:  # a report has the width a terminal lacks
         note.append(f"mean slowdown vs solo {row['mean_slowdown_vs_solo']:.3f}")
+    if row.get("peer") == "oracle" and row.get("oracle_method"):
+        note.append(f"order by {row['oracle_method']} in the model")
     if row["failed"]:
         note.append(f"{row['failed']} failed")
     return [

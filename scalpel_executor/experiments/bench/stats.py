@@ -57,6 +57,8 @@ def summarise(runs: Sequence[MixRun], mixes: Sequence[Mix], solo: dict[str, list
             errors = [run.error for run in per_repeat.values() if run.error]
             row = {"mix": mix.name, "peer": peer, "runs": len(good), "failed": len(errors),
                    "errors": sorted(set(errors))[:3], "makespans": [good[r].makespan for r in sorted(good)]}
+            if peer == "oracle" and mix.oracle_method:
+                row["oracle_method"] = mix.oracle_method
             if good:
                 row["median"] = statistics.median(row["makespans"])
                 if mix.kind == "latency":
@@ -92,6 +94,7 @@ def _gap_captured(rows: list[dict], reference: str) -> None:
         gap = of_mix[reference]["median"] - of_mix["oracle"]["median"]
         for row in of_mix.values():
             row["oracle_gap_s"] = gap
+            row["oracle_method"] = of_mix["oracle"].get("oracle_method", "")
             row["gap_captured"] = (of_mix[reference]["median"] - row["median"]) / gap if gap > 0 else None
 
 
