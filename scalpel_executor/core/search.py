@@ -115,11 +115,13 @@ class FcfsEvaluator:
                 finish = t
         nxt[d] = now + finish
 
-    def run(self, order: Sequence[int], state: list | None = None, stop: int | None = None):
+    def run(self, order: Sequence[int], state: list | None = None, stop: int | None = None, *,
+            reuse: bool = False):
         """Makespan of ``order`` (from ``state``, a snapshot, when given). With ``stop``: return
-        the state just before the dispatch step that would start position ``stop``."""
+        the state just before the dispatch step that would start position ``stop``. With
+        ``reuse``, ``state`` is advanced in place instead of copied (the caller drops it)."""
         self.evaluations += 1
-        st = self.start_state() if state is None else self.copy_state(state)
+        st = self.start_state() if state is None else state if reuse else self.copy_state(state)
         now, pos, running, upd, nxt, idle, mk, ties = st
         first = pos
         stamp, counter = ties
@@ -449,7 +451,7 @@ def trace(ev: FcfsEvaluator, choose: Callable[[list[int]], list[int]]) -> list[i
     fixed = 0
     state = None
     while fixed < ev.n:
-        state = ev.run(order, state=state, stop=fixed)
+        state = ev.run(order, state=state, stop=fixed, reuse=True)
         idle = state[5]
         slots = [d for r in range(ev.maxc) for d in range(ev.P) if r < idle[d]][:ev.n - fixed]
         picks = choose(slots)

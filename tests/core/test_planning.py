@@ -82,3 +82,26 @@ def test_priorities_are_planned_level_by_level():
     s.add([Task("low-long", 0.0, 9.0, priority=0), Task("high-short", 0.0, 1.0, priority=5),
            Task("high-long", 0.0, 3.0, priority=5)])
     assert [a.task.id for a in s.dispatch()] == ["high-long", "high-short"]
+
+
+def test_short_tasks_are_planned_as_plain_longest_first_without_simulating():
+    """No-op tasks (predicted makespan near zero) get no model-checked plan: nothing to gain."""
+    tasks = [Task(i, footprint=(i % 3) * 20 * MiB, runtime=1e-4 * (1 + i % 5)) for i in range(500)]
+    for seq, t in enumerate(tasks):
+        t.seq = seq
+    traced = []
+    context = PlanContext([2, 2], llc=12 * MiB, chooser=lambda policy, ts: traced.append(policy))
+    order = scalpel_order(tasks, context)
+    assert traced == []  # no base policy was traced
+    assert order == sorted(range(500), key=lambda i: (-tasks[i].runtime, i))
+
+
+def test_the_plan_traces_the_base_policies_when_the_batch_is_long_enough_to_pay():
+    tasks = [Task(i, footprint=(i % 3) * 8 * MiB, runtime=1.0 + i % 4) for i in range(12)]
+    s = Scheduler([[0, 1, 2, 3], [4, 5, 6, 7]], "scalpel", llc=12 * MiB)
+    calls = []
+    original = s._chooser
+    s._context.chooser = lambda policy, ts: calls.append(policy) or original(policy, ts)
+    s.add(tasks)
+    s.dispatch()
+    assert calls == ["scalpel-paper", "scalpel-lpt"]
