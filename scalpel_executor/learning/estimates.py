@@ -2,19 +2,23 @@
 
 ::
 
-    submit (DFK thread) ── estimate(func, args, kwargs, hints) ──> Estimate(key, footprint, runtime, sources, intensity)
+    submit (DFK thread) ── estimate(func, args, kwargs, hints) ──> Estimate(key, footprint, runtime, sources,
+                              │                                             intensity, measure)
                               │ 1. hints            (footprint= / runtime= in the resource specification)
                               │ 2. this run         (a key measured earlier in this run: "learned")
                               │ 3. the store        (an earlier run, or an imported profile: "store")
                               │ 4. the prior        (never seen: the executor's defaults, logged once per key)
+                              └ measure: whether the probe measures this task (learning.sampling)
     completion thread ── observe(estimate, stats) ──> in-memory profile updated at once
+                                                  ├─> an unmeasured task's drift: the key's next task is measured
                                                   └─> pending observations ──flush()──> ProfileStore.record
                                                       (every second or 256 tasks, and at shutdown)
 
 Sources are per quantity: a hint may give the footprint while the store gives the run time. Nothing
 is run to measure it: the measurement is the task's real run, taken by the probe in the worker
-(``stats["footprint"]``, wall time). Failed tasks teach nothing, because a crash's run time says
-nothing about the next run. A store fault is the store's business (it fails over to memory); an
+(``stats["footprint"]``, wall time); which tasks the probe measures is decided here, by the
+:mod:`~scalpel_executor.learning.sampling` rule, and travels with the task. Failed tasks teach
+nothing, because a crash's run time says nothing about the next run. A store fault is the store's business (it fails over to memory); an
 error in a user's key function fails that task's submit with a message naming the function.
 """
 
@@ -30,6 +34,7 @@ from typing import Any
 
 from scalpel_executor.learning.hints import Hints
 from scalpel_executor.learning.keys import app_name, profile_key
+from scalpel_executor.learning.sampling import MeasurePlan, Sampling
 from scalpel_executor.learning.store import Observation, ProfileStore
 from scalpel_executor.core.units import format_size
 
@@ -51,7 +56,7 @@ class Estimate:
     footprint_source: str  # one of SOURCES
     runtime_source: str
     intensity: float | None = None  # LLC miss rate (misses / references) where counters measured it
-
+    measure: bool = False  # the probe measures this task (footprint, LLC counts); wall and CPU time always
 
 
 @dataclass
@@ -75,10 +80,14 @@ class Estimator:
         Replaces :func:`~scalpel_executor.learning.keys.profile_key`; returning None falls back to it.
     alpha : float
         Weight of a new measurement in this run's in-memory estimate.
+    sampling : Sampling, optional
+        Which tasks the probe measures (:mod:`~scalpel_executor.learning.sampling`); None: none
+        (``Estimate.measure`` is always False).
     """
 
     def __init__(self, store: ProfileStore | None, default_footprint: float, default_runtime: float,
-                 key_function: Callable[..., str | None] | None = None, alpha: float = 0.3):
+                 key_function: Callable[..., str | None] | None = None, alpha: float = 0.3,
+                 sampling: Sampling | None = None):
         self.store = store
         self.default_footprint = float(default_footprint)
         self.default_runtime = float(default_runtime)
@@ -89,6 +98,8 @@ class Estimator:
         self._pending: list[Observation] = []
         self._last_flush = time.monotonic()
         self.priors: set[str] = set()  # keys that started this run with the prior
+        self._plan = MeasurePlan(sampling) if sampling is not None else None  # under _lock
+        self.drifts = 0  # unmeasured tasks whose wall time made their key due for a measurement
 
     def key(self, func: Callable, args: tuple, kwargs: Mapping[str, Any], hints: Hints) -> str:
         if hints.profile_key is not None:
@@ -124,8 +135,9 @@ class Estimator:
         """The task's estimates and their sources."""
         name = app_name(func)
         key = self.key(func, args, kwargs, hints)
+        measure = self._decide(key)
         if hints.footprint is not None and hints.runtime is not None:
-            return Estimate(key, name, hints.footprint, hints.runtime, "hint", "hint")
+            return Estimate(key, name, hints.footprint, hints.runtime, "hint", "hint", measure=measure)
         known = self._lookup(key)
         if known is None and key not in self.priors:
             self.priors.add(key)
@@ -134,7 +146,13 @@ class Estimator:
         footprint, footprint_source = self._pick(hints.footprint, known, "footprint", self.default_footprint)
         runtime, runtime_source = self._pick(hints.runtime, known, "runtime", self.default_runtime)
         intensity = known.intensity if known is not None else None
-        return Estimate(key, name, footprint, runtime, footprint_source, runtime_source, intensity)
+        return Estimate(key, name, footprint, runtime, footprint_source, runtime_source, intensity, measure)
+
+    def _decide(self, key: str) -> bool:
+        if self._plan is None:
+            return False
+        with self._lock:
+            return self._plan.decide(key)
 
     @staticmethod
     def _pick(hint: float | None, known: _Known | None, field: str, prior: float) -> tuple[float, str]:
@@ -158,6 +176,11 @@ class Estimator:
             known = self._known.get(estimate.key)
             if known is None:
                 known = self._known[estimate.key] = _Known(None, None, "learned")
+            if self._plan is not None and not estimate.measure and isinstance(runtime, (int, float)) \
+                    and self._plan.observe_runtime(estimate.key, runtime, known.runtime):
+                self.drifts += 1
+                logger.debug("%s ran %.3g s against a learned %.3g s: its next task is measured", estimate.key,
+                            runtime, known.runtime)
             known.runtime = self._blend(known.runtime, runtime)
             known.footprint = self._blend(known.footprint, footprint)
             known.intensity = self._blend(known.intensity, miss_rate)

@@ -8,8 +8,10 @@ the outcome into the Future's result or exception — on the completion thread, 
 the DFK's callbacks (which may submit more tasks) run freely::
 
     DFK thread ── submit() ── parse_hints ── estimate ── pack_apply_message ──> WorkerPool.submit(Task) ─┐
-                                                                                                        │
+                                  (footprint, run time, and whether the                                 │
+                                   probe measures it: learning.sampling)                                │
     Future.set_result / set_exception <── _complete (completion thread) <────────────── worker result ─┘
+                                          └─> Estimator.observe: learn run time, and footprint if measured
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from parsl.utils import RepresentationMixin
 
 from scalpel_executor.learning.estimates import Estimator
 from scalpel_executor.learning.hints import parse_hints, parse_walltime
+from scalpel_executor.learning.sampling import MEASURE_EVERY, MEASURE_FIRST, REMEASURE_DRIFT, Sampling
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, TaskExit, WalltimeExceeded, WorkerDied
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.runtime.pool import Job, Outcome, WorkerPool
@@ -70,6 +73,7 @@ class TaskRecord:
     footprint_source: str = "prior"  # hint | learned | store | prior (see scalpel_executor.learning.estimates)
     runtime_source: str = "prior"
     intensity: float | None = None  # the LLC miss rate the scheduler was told (`di` ranks by it)
+    measured: bool = False  # sent to be measured by the probe (learning.sampling decided)
 
 
 class ScalpelExecutor(ParslExecutor, RepresentationMixin):
@@ -110,7 +114,19 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         Names a task's profile instead of :func:`scalpel_executor.learning.keys.profile_key` (app
         name plus a size signature of the arguments); None falls back to the default.
     probe : bool
-        Measure each task's footprint in its worker (referenced-page sampling; default True).
+        Measure tasks' footprints in their workers (referenced-page sampling; default True). False:
+        no task is measured and no sampler process runs; estimates learn run times only.
+    measure_first : int
+        With the probe on, measure the first this many tasks of each profile key in this run
+        (default 3).
+    measure_every : int
+        After those, measure one task of the key in this many (default 20; 1: every task; 0: only
+        the first ones and those after a drift). Unmeasured tasks still report wall and CPU time,
+        so run-time estimates learn from every task; footprints and LLC counts come from measured
+        ones. See :mod:`scalpel_executor.learning.sampling`.
+    remeasure_drift : float or None
+        Measure a key's next task when an unmeasured one ran more than this factor longer or
+        shorter than the key's learned run time (default 2.0; None: never).
     worker_env : dict, optional
         Extra environment for workers; overrides the OMP/BLAS thread counts (set to the number
         of cores each worker owns).
@@ -141,6 +157,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         profiles: Union[str, os.PathLike, ProfileStore, bool, None] = None,
         profile_key: Optional[Callable[..., Optional[str]]] = None,
         probe: bool = True,
+        measure_first: int = MEASURE_FIRST,
+        measure_every: int = MEASURE_EVERY,
+        remeasure_drift: Union[int, float, None] = REMEASURE_DRIFT,
         worker_env: Optional[Dict[str, str]] = None,
         smt: bool = False,
         storage_access: Optional[List[Any]] = None,
@@ -181,6 +200,10 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self.profiles = profiles
         self.profile_key = profile_key
         self.probe = probe
+        self.measure_first = measure_first
+        self.measure_every = measure_every
+        self.remeasure_drift = remeasure_drift
+        self._sampling = Sampling(measure_first, measure_every, remeasure_drift)  # bad values fail here
         self.worker_env = worker_env
         self.smt = smt
         self.storage_access = storage_access
@@ -231,7 +254,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         if self._pool is not None:
             return
         self._estimator = Estimator(self._open_store(), self._default_footprint_bytes, self.default_runtime,
-                                    key_function=self.profile_key)
+                                    key_function=self.profile_key, sampling=self._sampling if self.probe else None)
         worker_env = dict(self.worker_env or {})
         if not self.probe:
             worker_env.setdefault("SCALPEL_PROBE", "off")
@@ -275,7 +298,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             ) from error
         pool.submit(  # raises ExecutorShutdown if shutdown() began since the check above
             Task(task_id, estimate.footprint, estimate.runtime, hints.priority, estimate.intensity,
-                 payload=Job(buffer, context=(future, estimate), walltime=walltime))
+                 payload=Job(buffer, context=(future, estimate), walltime=walltime, measure=estimate.measure))
         )
         return future
 
@@ -286,7 +309,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self.records.append(
             TaskRecord(task.id, job.slot, job.domain, job.cpu, job.started, time.monotonic(),
                        task.footprint, task.runtime, succeeded, outcome.stats,
-                       estimate.key, estimate.footprint_source, estimate.runtime_source, task.intensity)
+                       estimate.key, estimate.footprint_source, estimate.runtime_source, task.intensity,
+                       estimate.measure)
         )
         if succeeded and self._estimator is not None:
             self._estimator.observe(estimate, outcome.stats)
@@ -331,7 +355,10 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
 
         ``sources`` counts tasks per source of each estimate (``hint``, ``learned`` earlier in
         this run, ``store`` from earlier runs, ``prior`` for keys never seen before); ``priors``
-        lists the keys that started with the prior; ``tasks`` has one row per task.
+        lists the keys that started with the prior; ``tasks_measured`` counts the tasks the probe
+        was asked to measure and ``drifts`` the unmeasured tasks whose run time made their key due
+        for one (``measure_first``, ``measure_every``, ``remeasure_drift``); ``tasks`` has one row
+        per task.
         """
         records = list(self.records)
         store = self._estimator.store if self._estimator is not None else None
@@ -346,6 +373,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             },
             "tasks_finished": len(records),
             "tasks_failed": sum(not record.ok for record in records),
+            "tasks_measured": sum(record.measured for record in records),
+            "drifts": self._estimator.drifts if self._estimator is not None else 0,
             "sources": {
                 "footprint": dict(Counter(record.footprint_source for record in records)),
                 "runtime": dict(Counter(record.runtime_source for record in records)),
@@ -357,7 +386,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                     "slot": record.slot, "domain": record.domain, "cpu": record.cpu,
                     "estimated_footprint": record.footprint, "footprint_source": record.footprint_source,
                     "estimated_runtime": record.runtime, "runtime_source": record.runtime_source,
-                    "measured_runtime": record.stats.get("wall"), "measured_footprint": record.stats.get("footprint"),
+                    "measured": record.measured, "measured_runtime": record.stats.get("wall"),
+                    "measured_footprint": record.stats.get("footprint"),
                 }
                 for record in sorted(records, key=lambda record: record.task_id)
             ],

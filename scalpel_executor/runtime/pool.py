@@ -9,7 +9,7 @@ Data flow::
                                                         v
                          dispatch thread ── holds arrivals in the Batcher (core.batching) until the
                            │                batch is due, adds them to the Scheduler, calls dispatch()
-                           │   Run(id, buffer)             ┌──────────────────────┐
+                           │   Run(id, buffer, measure)    ┌──────────────────────┐
                            ├──────────────────────────────>│ worker, core 0       │ ...one per slot
                            │<──────────────────────────────│ (runtime.worker)     │
                            │   Result(id, ok, ...)         │                      │
@@ -76,6 +76,7 @@ class Job:
     buffer: bytes
     context: Any = None
     walltime: float | None = None  # seconds; past walltime + grace the worker is killed
+    measure: bool = True  # the worker's probe measures this task (the caller's sampling decision)
     slot: int | None = field(default=None, init=False)  # where it ran, once dispatched
     domain: int | None = field(default=None, init=False)
     cpu: int | None = field(default=None, init=False)
@@ -157,7 +158,7 @@ class WorkerPool:
         self.batching = Batching(batch_window, batch_quiet, max_batch)
         self.worker_env = dict(worker_env or {})
         self._on_complete = on_complete
-        self._scheduler = Scheduler([d.cpus for d in topology.domains], policy, seed=seed)
+        self._scheduler = Scheduler([d.cpus for d in topology.domains], policy, seed=seed, llc=topology.llc_size)
         self._slot_cpus = slot_cpus(topology, pin, sorted(os.sched_getaffinity(0)))
         self._batcher: Batcher[Task] = Batcher(self.batching, len(self._slot_cpus))
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
@@ -373,7 +374,7 @@ class WorkerPool:
             job.cpu, job.started = worker.cpus[0], time.monotonic()
             worker.task = task
             try:
-                worker.connection.send_bytes(encode(Run(task.id, job.buffer)))
+                worker.connection.send_bytes(encode(Run(task.id, job.buffer, job.measure)))
             except OSError:
                 self._worker_lost(worker)
 

@@ -5,7 +5,8 @@
     pool                                   worker (one per core, pinned)
       │                    <── Ready(pid)   imported the minimum; takes tasks from now on
       │                    <── Warm()       imported what tasks need (Parsl's serialization, ...)
-      │  Run(task_id, buffer) ──>           one at a time: a worker holds at most one task
+      │  Run(task_id, buffer, measure) ──>  one at a time: a worker holds at most one task;
+      │                                     measure: the probe measures it (the driver decides)
       │  <── Result(task_id, ok, payload, stats)
       │  Stop() ──>                         exit 0
 
@@ -34,6 +35,7 @@ class Warm(NamedTuple):
 class Run(NamedTuple):
     task_id: int
     buffer: bytes
+    measure: bool = True  # start the probe around this task (a worker started with --probe off never does)
 
 
 class Result(NamedTuple):
@@ -55,7 +57,7 @@ _TAGS = {kind: tag for tag, kind in _KINDS.items()}
 def encode(message: Message) -> bytes:
     """The bytes of one message.
 
-    >>> decode(encode(Run(7, b"call"))) == Run(7, b"call")
+    >>> decode(encode(Run(7, b"call", False))) == Run(7, b"call", False)
     True
     """
     return pickle.dumps((_TAGS[type(message)], *message), protocol=pickle.HIGHEST_PROTOCOL)

@@ -11,9 +11,9 @@ defined once, in :mod:`scalpel_executor.runtime.protocol`)::
                               imports Parsl while it waits (_preload), so no first task pays for it
                           <── Warm()          (the executor's start() waits for this; a respawned
                                               worker takes tasks from Ready on)
-    Run(id, buffer)      ──>  probe.start(): one message to the probe's sampler process
-                              unpack_apply_message(buffer) → fn(*args, **kwargs)
-                              probe.stop(): footprint, peak RSS/USS, LLC counts (never waits)
+    Run(id, buffer,      ──>  probe.start() if measure: one message to the probe's sampler process
+        measure)              unpack_apply_message(buffer) → fn(*args, **kwargs)
+                              probe.stop() if measure: footprint, peak RSS/USS, LLC counts (never waits)
                           <── Result(id, ok, serialized result or RemoteExceptionWrapper, stats)
     Stop()               ──>  exit 0
     socket closed (EOF)  ──>  exit 0: the pool is gone
@@ -22,11 +22,14 @@ Only one message is ever in flight per direction: the scheduler sends a task onl
 worker, so the socket needs no queue of its own. The payload is Parsl's own serialization
 (``parsl.serialize``); the envelope only ever crosses this private socket pair.
 
-``stats`` always holds ``wall``, ``cpu``, ``max_rss`` and ``children_cpu``; with the probe on
-(``--probe on``, the default, or ``SCALPEL_PROBE=on`` in the environment) it also holds the fields
-of :class:`~scalpel_executor.host.probe.ProbeReport` (``footprint``, ``footprint_source``,
-``peak_rss``, ``peak_uss``, ``llc_references``, ``llc_misses``, ...). With ``--probe off`` no
-sampler process runs and ``footprint_source`` says so. The sampler is the worker's child, pinned
+``stats`` always holds ``wall``, ``cpu``, ``max_rss`` and ``children_cpu``; for a task sent with
+``measure`` set to a worker with the probe on (``--probe on``, the default, or ``SCALPEL_PROBE=on``
+in the environment) it also holds the fields of :class:`~scalpel_executor.host.probe.ProbeReport`
+(``footprint``, ``footprint_source``, ``peak_rss``, ``peak_uss``, ``llc_references``,
+``llc_misses``, ...). Which tasks are measured is the driver's decision
+(:mod:`scalpel_executor.learning.sampling`); an unmeasured task costs the idle sampler nothing.
+With ``--probe off`` no sampler process runs. Either way ``footprint`` is None and
+``footprint_source`` says why. The sampler is the worker's child, pinned
 like it and in its process group, so it ends with it.
 
 A worker outlives nothing: when the process that started it dies, the socket reaches EOF between tasks,
@@ -50,6 +53,7 @@ from scalpel_executor.runtime.protocol import Ready, Result, Run, Warm, decode, 
 
 PARENT_CHECK_INTERVAL = 0.2  # seconds between checks that the scheduler process still lives (a getppid call)
 PROBE_OFF = {"footprint": None, "footprint_source": "unavailable: probe off"}
+NOT_MEASURED = {"footprint": None, "footprint_source": "unavailable: not measured (sampling)"}
 
 logger = logging.getLogger(__name__)
 
@@ -160,7 +164,8 @@ def serve(connection: Connection, parent_pid: int, probe: bool = True) -> None:
     parent_pid : int
         The pid of the process that started this worker, watched so the worker dies with it.
     probe : bool
-        Measure each task with :class:`~scalpel_executor.host.probe.Probe`.
+        Start a :class:`~scalpel_executor.host.probe.Probe`, which measures the tasks whose ``Run``
+        says ``measure``; False: no task is measured.
     """
     meter = _open_probe() if probe else None
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True, name="parent-watch").start()
@@ -182,13 +187,14 @@ def _serve_tasks(connection: Connection, meter) -> None:
             return
         if not isinstance(message, Run):
             return  # Stop
-        task_id, buffer = message
-        if meter is not None:
+        task_id, buffer, measure = message
+        measuring = meter is not None and measure
+        if measuring:
             meter.start()
         wall_start, cpu_start = time.perf_counter(), time.process_time()
         ok, payload = _run(buffer)
         wall, cpu = time.perf_counter() - wall_start, time.process_time() - cpu_start
-        measured = _probe_stats(meter) if meter is not None else PROBE_OFF
+        measured = _probe_stats(meter) if measuring else NOT_MEASURED if meter is not None else PROBE_OFF
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         stats = {key: value for key, value in measured.items() if key not in ("wall", "cpu")}
         stats.update({
@@ -209,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpus", required=True, help="comma-separated CPUs to pin to")
     parser.add_argument("--parent", type=int, required=True, help="pid of the process that started this worker (the worker exits when it goes)")
     parser.add_argument("--probe", choices=("on", "off"), default="off" if os.environ.get("SCALPEL_PROBE") == "off" else "on",
-                        help="measure each task's footprint (default: $SCALPEL_PROBE, else on)")
+                        help="start the probe, which measures the tasks sent to be measured (default: $SCALPEL_PROBE, else on)")
     args = parser.parse_args(argv)
     cpus = {int(c) for c in args.cpus.split(",")}
     os.sched_setaffinity(0, cpus)
