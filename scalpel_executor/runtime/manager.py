@@ -1,0 +1,306 @@
+"""The node manager: one process that owns everything of one node (``scalpel-manager``).
+
+It runs a :class:`~scalpel_executor.runtime.pool.WorkerPool` — topology, pinned workers, the
+scheduler, batching, the probe's workers, walltime kills, respawn, worker deaths — in a process of
+its own, so none of that shares the driver's interpreter (and its GIL) with Parsl's DataFlowKernel.
+The driver talks to it through :class:`~scalpel_executor.runtime.manager_client.ManagerClient`
+over one inherited socket end; the messages are defined in
+:mod:`scalpel_executor.runtime.manager_protocol`. Learning stays in the driver: the manager sends
+each task's measurements back with its result and never estimates anything.
+
+Data flow::
+
+    driver socket ──> main thread: Configure ──> WorkerPool(...) ──> start thread: pool.start()
+                        │                                                 └─> Started / Fatal
+                        ├─ Submit ──> Task(payload=Job) ──> pool.submit ──> dispatch thread ──> workers
+                        ├─ Shutdown ──> pool.shutdown(): unfinished tasks fail (ExecutorShutdown) ─┐
+                        └─ EOF (driver gone) ──> pool.shutdown(), exit                             │
+    pool's completion thread: on_complete(task, outcome) ──> Result / Failed ──> driver socket <───┘
+    watch thread: every PARENT_CHECK_INTERVAL s the driver's pid; every heartbeat_period a Heartbeat
+    logging (scalpel_executor.*) ──> Log messages ──> re-logged by the driver under the same names
+
+The manager never opens a listening or network socket: its only channel is the socket end it was
+started with (``--fd``), and its workers' private socket pairs. It outlives nothing: EOF on that
+socket, a ``Shutdown``, or its parent's pid changing (the driver was killed while a process it
+forked still holds the socket) all end its workers and the process. Its own workers watch its pid
+in turn (:mod:`~scalpel_executor.runtime.worker`), so a SIGKILLed manager leaves no worker behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field, fields
+from multiprocessing.connection import Connection
+
+from scalpel_executor.core.tasks import Task
+from scalpel_executor.core.topology import Domain, Topology
+from scalpel_executor.host.topology import detect_topology
+from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, WalltimeExceeded, WorkerDied
+from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Fatal, Heartbeat, Log, Result, Shutdown,
+                                                       Started, Submit, decode, encode)
+from scalpel_executor.runtime.pool import WALLTIME_GRACE, Job, Outcome, WorkerPool
+
+__all__ = ["ManagerConfig", "NodeManager", "main"]
+
+logger = logging.getLogger(__name__)
+
+CONFIGURE_TIMEOUT = 60.0  # seconds the manager waits for its first message before giving up
+PARENT_CHECK_INTERVAL = 0.2  # seconds between checks that the driver still lives (a getppid call)
+SHUTDOWN_TIMEOUT = 10.0  # seconds pool.shutdown may take to join its threads
+
+
+@dataclass(frozen=True)
+class ManagerConfig:
+    """What a node manager is told in its first message: everything its WorkerPool takes.
+
+    ``domains`` is the driver's topology as ``[{"cpus": [...], "llc_size": bytes or None}, ...]``;
+    None lets the manager detect its node's own (``smt`` as in
+    :func:`~scalpel_executor.host.topology.detect_topology`). ``sys_path`` is the driver's import
+    path, handed to workers so they unpickle the driver's functions by reference.
+    """
+
+    domains: list | None = None
+    topology_source: str = "driver"
+    smt: bool = False
+    policy: str = "scalpel"
+    pin: str = "core"
+    batch_window: float = 0.005
+    batch_quiet: float = 0.001
+    max_batch: int = 4096
+    worker_env: dict = field(default_factory=dict)
+    seed: int = 0
+    walltime_grace: float = WALLTIME_GRACE
+    heartbeat_period: float = 2.0
+    sys_path: list = field(default_factory=list)
+    log_level: int = logging.INFO
+
+    @classmethod
+    def for_topology(cls, topology: Topology, **options) -> "ManagerConfig":
+        """The configuration that schedules for ``topology`` (the driver's, resolved there)."""
+        domains = [{"cpus": list(domain.cpus), "llc_size": domain.llc_size} for domain in topology.domains]
+        return cls(domains=domains, topology_source=topology.source, **options)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "ManagerConfig":
+        """Rebuild a configuration, naming any key this manager does not know (a version mismatch)."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"the node manager's configuration has unknown keys {unknown}; the driver and the "
+                             f"manager must run the same scalpel-executor version")
+        config = cls(**values)
+        if not isinstance(config.heartbeat_period, (int, float)) or isinstance(config.heartbeat_period, bool) \
+                or not math.isfinite(config.heartbeat_period) or config.heartbeat_period <= 0:
+            raise ValueError(f"heartbeat_period must be a positive number of seconds, got {config.heartbeat_period!r}")
+        if not isinstance(config.worker_env, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in config.worker_env.items()):
+            raise ValueError(f"worker_env must map names to strings, got {config.worker_env!r:.200}")
+        return config
+
+    def topology(self) -> Topology:
+        """The LLC domains to schedule for: the driver's, or this node's own when none was given."""
+        if self.domains is None:
+            return detect_topology(smt=self.smt)
+        return Topology(tuple(Domain(index, tuple(d["cpus"]), d.get("llc_size"))
+                              for index, d in enumerate(self.domains)), self.topology_source)
+
+
+class _ToDriver(logging.Handler):
+    """Sends the manager's log records to the driver, which logs them under the same names."""
+
+    def __init__(self, manager: "NodeManager", level: int):
+        super().__init__(level)
+        self._manager = manager
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+            if record.exc_info:
+                text += "\n" + logging.Formatter().formatException(record.exc_info)
+            self._manager.send(Log(record.levelno, record.name, text))
+        except Exception:  # noqa: BLE001 - a log record must never fail the code that logs it
+            pass
+
+
+class NodeManager:
+    """One node's worker pool, driven by messages from one connection.
+
+    Parameters
+    ----------
+    connection : Connection
+        The manager's end of the socket pair the driver holds the other end of.
+    parent_pid : int
+        The driver's pid; the manager ends its workers and exits when its parent changes.
+    """
+
+    def __init__(self, connection: Connection, parent_pid: int):
+        self._connection = connection
+        self._parent_pid = parent_pid
+        self._send_lock = threading.Lock()
+        self._pool: WorkerPool | None = None
+        self._started = threading.Event()
+        self._ending = threading.Event()
+        self._heartbeat_period = ManagerConfig.heartbeat_period
+
+    def send(self, message) -> None:
+        """Send one message to the driver; a driver that is gone makes this a no-op (the reader sees EOF)."""
+        data = encode(message)
+        with self._send_lock:
+            if self._connection.closed:
+                return
+            try:
+                self._connection.send_bytes(data)
+            except OSError:
+                pass
+
+    def run(self) -> int:
+        """Serve the driver until it says shutdown or goes away; the process's exit status."""
+        if not self._connection.poll(CONFIGURE_TIMEOUT):
+            print(f"scalpel-manager: no configuration from the driver within {CONFIGURE_TIMEOUT:.0f} s",
+                  file=sys.stderr)
+            return 2
+        try:
+            first = decode(self._connection.recv_bytes())
+        except (EOFError, OSError):
+            return 0  # the driver went away before configuring us: nothing to end
+        except ValueError as error:
+            first = error
+        if not isinstance(first, Configure):
+            self.send(Fatal(f"the node manager's first message must configure it, got {first!r:.200}"))
+            return 2
+        try:
+            config = ManagerConfig.from_dict(first.config)
+            self._pool = self._make_pool(config)
+        except Exception as error:  # noqa: BLE001 - every configuration error goes back to the driver
+            self.send(Fatal(f"the node manager could not be configured: {type(error).__name__}: {error}"))
+            return 2
+        self._heartbeat_period = float(config.heartbeat_period)
+        threading.Thread(target=self._start_pool, name="scalpel-manager-start", daemon=True).start()
+        threading.Thread(target=self._watch, name="scalpel-manager-watch", daemon=True).start()
+        return self._serve()
+
+    def _make_pool(self, config: ManagerConfig) -> WorkerPool:
+        # The driver's import path first: workers inherit it (SCALPEL_SYS_PATH) to unpickle its functions.
+        sys.path[:] = list(dict.fromkeys([*config.sys_path, *sys.path]))
+        handler = _ToDriver(self, config.log_level)
+        package = logging.getLogger("scalpel_executor")
+        package.addHandler(handler)
+        package.setLevel(config.log_level)
+        package.propagate = False
+        return WorkerPool(config.topology(), config.policy, self._send_outcome, pin=config.pin,
+                          batch_window=config.batch_window, batch_quiet=config.batch_quiet,
+                          max_batch=config.max_batch, worker_env=config.worker_env, seed=config.seed,
+                          walltime_grace=config.walltime_grace)
+
+    def _start_pool(self) -> None:
+        pool = self._pool
+        try:
+            pool.start()
+        except Exception as error:  # noqa: BLE001 - the driver's start() reports it
+            if not self._ending.is_set():
+                self.send(Fatal(f"the node manager could not start its workers: {error}"))
+            self._end(1)
+            return
+        self._started.set()
+        self.send(Started(os.getpid(), pool.worker_pids, [list(cpus) for cpus in pool.slot_cpus_map],
+                          pool.topology.to_dict()))
+
+    def _serve(self) -> int:
+        """Take the driver's messages until Shutdown or EOF (the main thread)."""
+        pool = self._pool
+        while True:
+            try:
+                data = self._connection.recv_bytes()
+            except (EOFError, OSError):
+                logger.debug("the driver closed its end; ending every worker")
+                return self._end(0)
+            try:
+                message = decode(data)
+            except ValueError as error:
+                self.send(Fatal(f"the node manager received a malformed message: {error}"))
+                return self._end(2)
+            if isinstance(message, Submit):
+                task_id, footprint, runtime, priority, intensity, walltime, measure, buffer = message
+                pool.submit(Task(task_id, footprint, runtime, priority, intensity,
+                                 payload=Job(buffer, walltime=walltime, measure=measure)))
+            elif isinstance(message, Shutdown):
+                return self._end(0)
+            else:
+                self.send(Fatal(f"the node manager cannot act on {type(message).__name__} from the driver"))
+                return self._end(2)
+
+    def _end(self, status: int) -> int:
+        """Fail unfinished tasks (sent back as ExecutorShutdown), end every worker and exit."""
+        self._ending.set()
+        if self._pool is not None:
+            self._pool.shutdown(SHUTDOWN_TIMEOUT)
+        with self._send_lock:
+            self._connection.close()
+        logging.shutdown()
+        # os._exit: the start thread may still sit in pool.start(); nothing of ours needs unwinding.
+        os._exit(status)
+
+    def _watch(self) -> None:
+        next_beat = time.monotonic() + self._heartbeat_period
+        while not self._ending.is_set():
+            time.sleep(PARENT_CHECK_INTERVAL)
+            if os.getppid() != self._parent_pid:
+                logger.debug("the driver (pid %d) is gone; ending every worker", self._parent_pid)
+                self._end(0)
+            if self._started.is_set() and time.monotonic() >= next_beat:
+                next_beat = time.monotonic() + self._heartbeat_period
+                self.send(Heartbeat(self._pool.worker_pids, self._pool.respawns))
+
+    def _send_outcome(self, task: Task, outcome: Outcome) -> None:
+        """The pool's completion callback: the outcome as a Result or a Failed message."""
+        job: Job = task.payload
+        if outcome.error is None:
+            self.send(Result(task.id, outcome.ok, outcome.stats, job.slot, job.domain, job.cpu, job.started,
+                             outcome.payload))
+            return
+        kind, detail = _describe(outcome.error)
+        self.send(Failed(task.id, kind, str(outcome.error), detail, job.slot, job.domain, job.cpu, job.started))
+
+
+def _describe(error: BaseException) -> tuple[str, dict]:
+    """An error the pool raised as one of FAILURE_KINDS and its plain fields."""
+    if isinstance(error, WorkerDied):
+        return "WorkerDied", {"pid": error.worker_id, "cpus": list(error.cpus), "cause": error.cause}
+    if isinstance(error, WalltimeExceeded):
+        return "WalltimeExceeded", {"walltime": error.walltime}
+    if isinstance(error, ExecutorShutdown):
+        return "ExecutorShutdown", {}
+    if isinstance(error, ExecutorFailed):
+        return "ExecutorFailed", {}
+    return "ExecutorFailed", {"type": type(error).__name__}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="scalpel-manager",
+        description="The node manager of scalpel-executor: runs one node's pinned workers and scheduler for a "
+                    "driver connected through an inherited socket (started by ScalpelExecutor; not run by hand).")
+    parser.add_argument("--fd", type=int, required=True, help="descriptor of the inherited socket to the driver")
+    parser.add_argument("--parent", type=int, default=None,
+                        help="pid of the driver; the manager ends its workers and exits when it goes "
+                             "(default: the parent process)")
+    args = parser.parse_args(argv)
+    try:
+        os.fstat(args.fd)
+    except OSError:
+        parser.error(f"--fd {args.fd} is not an open descriptor; the driver passes its socket end with pass_fds")
+    manager = NodeManager(Connection(args.fd), args.parent if args.parent is not None else os.getppid())
+    return manager.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,462 @@
+"""The driver's side of a node manager: WorkerPool's surface, with the pool in another process.
+
+:class:`ManagerClient` starts ``python -m scalpel_executor.runtime.manager`` (the ``scalpel-manager``
+console script) with one end of a private ``socketpair`` (no listening socket, no address, no file
+anyone else could open), configures it, and from then on only sends tasks and reads what comes
+back. Its surface is the one the executor uses from
+:class:`~scalpel_executor.runtime.pool.WorkerPool`: ``start``, ``submit(Task)``,
+``shutdown(timeout)``, ``worker_pids``, ``slot_cpus_map`` and the ``on_complete(task, outcome)``
+callback, with each task's placement (slot, domain, CPU, start time) filled into its ``Job``.
+
+Data flow::
+
+    submit(Task) (any thread) ── outstanding[id] = task ── Submit ──> manager socket ──┐
+                                                                                       v
+    on_complete(task, Outcome) <── reader thread <── Result / Failed / Heartbeat / Log / Fatal
+                                        │
+                                        └── EOF, malformed message, or silent for heartbeat_threshold:
+                                            the manager is lost: SIGKILL it, start a replacement, then
+                                            fail each outstanding task once with NodeManagerLost
+
+The reader thread is the only reader; it calls ``on_complete`` itself, holding no lock (Parsl's
+callbacks may submit again, and a retry goes to the replacement). A task is in ``outstanding``
+from the moment ``submit`` accepts it until exactly one outcome is delivered: from the manager,
+from the loss of the manager it was sent to, or from shutdown. A result for a task that is not
+outstanding (a duplicate, or one for a task already failed) is dropped and logged.
+
+The manager's stderr (its own and its workers') comes back through a pipe and is written to this
+process's stderr; its last lines name the cause when the manager cannot start.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import IO
+
+from parsl.executors.high_throughput.errors import ManagerLost
+
+from scalpel_executor.core.tasks import Task
+from scalpel_executor.core.topology import Topology
+from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, WalltimeExceeded, WorkerDied
+from scalpel_executor.runtime.manager import ManagerConfig
+from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Fatal, Heartbeat, Log, Result, Shutdown,
+                                                       Started, Submit, decode, encode)
+from scalpel_executor.runtime.pool import READY_TIMEOUT, WALLTIME_GRACE, Job, Outcome
+
+__all__ = ["ManagerClient", "NodeManagerLost"]
+
+logger = logging.getLogger(__name__)
+
+START_TIMEOUT = READY_TIMEOUT + 30.0  # seconds: the manager's imports plus its workers' start
+HEARTBEAT_PERIOD = 2.0  # seconds between the manager's heartbeats
+HEARTBEAT_THRESHOLD = 120.0  # seconds of silence after which a started manager is lost (HTEX's default)
+STDERR_TAIL = 20  # lines of the manager's error output kept for a start failure's message
+
+
+class NodeManagerLost(ManagerLost):
+    """The node manager running a task was lost (killed, crashed, or silent past the threshold).
+
+    A subclass of Parsl's ``ManagerLost`` (what HighThroughputExecutor raises when a manager
+    misses its heartbeats), so ``except ManagerLost`` clauses and ``retries=`` work as with HTEX.
+    ``manager_id`` is the manager's pid (as bytes, as Parsl's), ``task_id`` and ``cause`` say
+    which task and why.
+    """
+
+    def __init__(self, message: str, *, task_id: int | None = None, pid: int | None = None, cause: str = ""):
+        ManagerLost.__init__(self, str(pid).encode(), platform.node())
+        self.args = (message,)
+        self.task_id, self.pid, self.cause = task_id, pid, cause
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self):
+        return (_rebuild_lost, (self.args[0], self.task_id, self.pid, self.cause))
+
+
+def _rebuild_lost(message: str, task_id: int | None, pid: int | None, cause: str) -> NodeManagerLost:
+    return NodeManagerLost(message, task_id=task_id, pid=pid, cause=cause)
+
+
+@dataclass(eq=False)
+class _Manager:
+    """One manager process and this side's connection to it."""
+
+    process: subprocess.Popen
+    connection: Connection
+    stderr_tail: deque = field(default_factory=lambda: deque(maxlen=STDERR_TAIL))
+    stderr_thread: threading.Thread | None = None
+    send_lock: threading.Lock = field(default_factory=threading.Lock)
+    started: bool = False
+    started_by: float = 0.0  # monotonic deadline for Started
+    fatal: str | None = None  # what its Fatal message said
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def send(self, data: bytes) -> None:
+        """Send, or do nothing if the manager is gone (the reader finds it lost)."""
+        with self.send_lock:
+            try:
+                self.connection.send_bytes(data)
+            except OSError:
+                pass
+
+    def kill(self) -> int:
+        """SIGKILL it (if it still runs), reap it, close our end; its exit status."""
+        if self.process.poll() is None:
+            try:
+                os.kill(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        code = self.process.wait()
+        with self.send_lock:
+            self.connection.close()
+        return code
+
+    def exit_cause(self, code: int) -> str:
+        if code < 0:
+            try:
+                return f"was killed by signal {signal.Signals(-code).name}"
+            except ValueError:
+                return f"was killed by signal {-code}"
+        return f"exited with code {code}"
+
+    def tail(self) -> str:
+        if self.stderr_thread is not None:
+            self.stderr_thread.join(1.0)  # its last lines come after the exit
+        lines = "".join(self.stderr_tail).strip()
+        return f"; its last error output:\n{lines}" if lines else "; it wrote no error output"
+
+
+class ManagerClient:
+    """A :class:`~scalpel_executor.runtime.pool.WorkerPool` run by a node manager process.
+
+    Parameters are WorkerPool's (checked by the manager; a bad one fails ``start`` naming it),
+    plus:
+
+    heartbeat_period : float
+        Seconds between the manager's heartbeats (they carry its worker pids and respawn count).
+    heartbeat_threshold : float
+        Seconds of silence after which a started manager is declared lost and killed.
+    env : mapping, optional
+        The manager's environment (default this process's); workers get it plus ``worker_env``.
+    """
+
+    def __init__(
+        self,
+        topology: Topology,
+        policy: str,
+        on_complete: Callable[[Task, Outcome], None],
+        *,
+        pin: str = "core",
+        batch_window: float = 0.005,
+        batch_quiet: float = 0.001,
+        max_batch: int = 4096,
+        worker_env: dict[str, str] | None = None,
+        seed: int = 0,
+        walltime_grace: float = WALLTIME_GRACE,
+        heartbeat_period: float = HEARTBEAT_PERIOD,
+        heartbeat_threshold: float = HEARTBEAT_THRESHOLD,
+        env: Mapping[str, str] | None = None,
+    ):
+        self.topology = topology
+        self.policy = policy
+        self.heartbeat_threshold = float(heartbeat_threshold)
+        self._config = ManagerConfig.for_topology(
+            topology, policy=policy, pin=pin, batch_window=batch_window, batch_quiet=batch_quiet,
+            max_batch=max_batch, worker_env=dict(worker_env or {}), seed=seed, walltime_grace=walltime_grace,
+            heartbeat_period=heartbeat_period, sys_path=[p for p in sys.path if p],
+            log_level=logging.getLogger("scalpel_executor").getEffectiveLevel())
+        self._env = dict(os.environ if env is None else env)
+        self._on_complete = on_complete
+        self._lock = threading.Lock()  # guards _outstanding, _manager, _stopping, _failure
+        self._outstanding: dict[int, Task] = {}
+        self._manager: _Manager | None = None
+        self._stopping = False
+        self._failure: str | None = None  # why no task can run any more (a replacement could not start)
+        self._reader: threading.Thread | None = None
+        self._worker_pids: list[int] = []
+        self._slot_cpus: list[tuple[int, ...]] = []
+        self.respawns = 0  # worker respawns the current manager reported
+        self.managers_lost = 0
+        self.manager_topology: dict | None = None  # what the manager said it schedules for
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the manager and wait until it reports its workers ready.
+
+        Raises RuntimeError naming the manager's exit status and its last error output (or its
+        own report: a bad policy, workers that cannot start) if it does not get there.
+        """
+        manager = self._launch()
+        with self._lock:
+            self._manager = manager
+        try:
+            self._await_started(manager)
+        except BaseException:
+            with self._lock:
+                self._stopping = True
+            raise
+        self._reader = threading.Thread(target=self._read_loop, name="scalpel-manager-reader", daemon=True)
+        self._reader.start()
+        # As WorkerPool: at interpreter exit, unfinished tasks end as ExecutorShutdown and the manager goes.
+        atexit.register(self.shutdown)
+
+    def _await_started(self, manager: _Manager) -> None:
+        while not manager.started:
+            remaining = manager.started_by - time.monotonic()
+            try:
+                if not manager.connection.poll(max(0.0, remaining)):
+                    code = manager.kill()
+                    raise RuntimeError(f"the node manager (pid {manager.pid}) did not start within "
+                                       f"{START_TIMEOUT:.0f} s ({manager.exit_cause(code)}){manager.tail()}")
+                message = decode(manager.connection.recv_bytes())
+            except (EOFError, OSError, ValueError) as error:
+                code = manager.kill()
+                reason = manager.fatal or (f"it sent a malformed message ({error})" if isinstance(error, ValueError)
+                                           else f"it {manager.exit_cause(code)} before it started")
+                raise RuntimeError(f"the node manager (pid {manager.pid}) could not start: {reason}"
+                                   f"{manager.tail()}") from None
+            self._handle(manager, message)
+
+    def _launch(self) -> _Manager:
+        """Start a manager process and send it its configuration; it reports Started later."""
+        ours, theirs = socket.socketpair()
+        command = [sys.executable, "-m", "scalpel_executor.runtime.manager", "--fd", str(theirs.fileno()),
+                   "--parent", str(os.getpid())]
+        try:
+            # Its own session: a terminal's Ctrl-C reaches the driver, which shuts the manager down.
+            process = subprocess.Popen(command, pass_fds=(theirs.fileno(),), env=self._env, start_new_session=True,
+                                       stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        manager = _Manager(process, Connection(ours.detach()), started_by=time.monotonic() + START_TIMEOUT)
+        manager.stderr_thread = threading.Thread(target=_forward_stderr, args=(process.stderr, manager.stderr_tail),
+                                                 name=f"scalpel-manager-stderr-{process.pid}", daemon=True)
+        manager.stderr_thread.start()
+        manager.send(encode(Configure(self._config.to_dict())))
+        logger.debug("started node manager pid %d", process.pid)
+        return manager
+
+    def submit(self, task: Task) -> None:
+        """Send a task whose payload is a :class:`~scalpel_executor.runtime.pool.Job` (thread-safe).
+
+        Raises ExecutorShutdown after shutdown, ExecutorFailed once no manager can run tasks.
+        """
+        job: Job = task.payload
+        data = encode(Submit(task.id, float(task.footprint), float(task.runtime), float(task.priority),
+                             None if task.intensity is None else float(task.intensity), job.walltime,
+                             bool(job.measure), job.buffer))
+        with self._lock:
+            if self._failure is not None:
+                raise ExecutorFailed(self._failure)
+            if self._stopping or self._manager is None:
+                raise ExecutorShutdown("the executor is shut down; no new tasks are accepted" if self._stopping
+                                       else "the node manager has not been started; call start() first")
+            manager = self._manager
+            self._outstanding[task.id] = task
+        manager.send(data)  # if it is gone, the reader fails this task with NodeManagerLost
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Fail unfinished tasks with ExecutorShutdown and end the manager and its workers. Idempotent."""
+        with self._lock:
+            already, self._stopping = self._stopping, True
+            manager = self._manager
+        atexit.unregister(self.shutdown)
+        if manager is None or already and self._reader is None:
+            return
+        manager.send(encode(Shutdown()))
+        reader = self._reader
+        if reader is not None and reader is not threading.current_thread():
+            reader.join(timeout)
+            if reader.is_alive():
+                logger.error("node manager pid %d did not end within %.0f s of shutdown; killing it",
+                             manager.pid, timeout)
+                manager.kill()
+                reader.join(timeout)
+        if reader is None:  # never started: nothing but the process to end
+            manager.kill()
+            self._fail_outstanding(lambda task: ExecutorShutdown(
+                f"task {task.id} had not started when the executor shut down"))
+        with self._lock:
+            manager = self._manager
+        if manager.stderr_thread is not None:
+            manager.stderr_thread.join(timeout)  # ends once the last worker has closed the pipe
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """The manager's workers, as of its latest heartbeat."""
+        return list(self._worker_pids)
+
+    @property
+    def slot_cpus_map(self) -> list[tuple[int, ...]]:
+        return list(self._slot_cpus)
+
+    @property
+    def pid(self) -> int | None:
+        """The current manager process's pid (None before start)."""
+        manager = self._manager
+        return None if manager is None else manager.pid
+
+    # -- the reader thread ------------------------------------------------------------------
+
+    def _read_loop(self) -> None:
+        try:
+            while (manager := self._manager) is not None:
+                timeout = self.heartbeat_threshold if manager.started \
+                    else max(0.0, manager.started_by - time.monotonic())
+                try:
+                    if not manager.connection.poll(timeout):
+                        if not self._lost(manager, f"was silent for {timeout:.0f} s and was killed" if manager.started
+                                          else f"did not start within {START_TIMEOUT:.0f} s and was killed"):
+                            return
+                        continue
+                    message = decode(manager.connection.recv_bytes())
+                except (EOFError, OSError):
+                    if not self._lost(manager, None):
+                        return
+                    continue
+                except ValueError as error:
+                    logger.error("node manager pid %d sent a malformed message: %s", manager.pid, error)
+                    if not self._lost(manager, f"sent a malformed message ({error}) and was killed"):
+                        return
+                    continue
+                self._handle(manager, message)
+        except BaseException as error:  # noqa: BLE001 - a bug here must not leave futures pending forever
+            logger.exception("the node manager's reader thread failed; failing every unfinished task")
+            with self._lock:
+                self._failure = (f"the executor's reader thread failed with {error!r} (a bug: please report it "
+                                 f"with the log); no new tasks are accepted")
+                manager = self._manager
+            if manager is not None:
+                manager.kill()
+            self._fail_outstanding(lambda task: ExecutorFailed(f"task {task.id} was lost: {self._failure}"))
+
+    def _handle(self, manager: _Manager, message) -> None:
+        if isinstance(message, (Result, Failed)):
+            with self._lock:
+                task = self._outstanding.pop(message.task_id, None)
+            if task is None:
+                logger.warning("dropped a %s from node manager pid %d for task %s, which is not outstanding "
+                               "(already failed or completed)", type(message).__name__.lower(), manager.pid,
+                               message.task_id)
+                return
+            job: Job = task.payload
+            job.slot, job.domain, job.cpu, job.started = message.slot, message.domain, message.cpu, message.started
+            if isinstance(message, Result):
+                outcome = Outcome(message.ok, message.payload, None, message.stats)
+            else:
+                outcome = Outcome(False, error=_rebuild_error(message))
+            self._deliver(task, outcome)
+        elif isinstance(message, Heartbeat):
+            self._worker_pids, self.respawns = list(message.worker_pids), message.respawns
+        elif isinstance(message, Log):
+            name = message.logger if message.logger.startswith("scalpel_executor") else "scalpel_executor.manager"
+            logging.getLogger(name).log(message.level, "[node manager pid %d] %s", manager.pid, message.text)
+        elif isinstance(message, Started):
+            manager.started = True
+            self._worker_pids = list(message.worker_pids)
+            self._slot_cpus = [tuple(cpus) for cpus in message.slot_cpus]
+            self.manager_topology = message.topology
+            self.respawns = 0
+            logger.info("node manager pid %d started %d workers", message.pid, len(message.worker_pids))
+        elif isinstance(message, Fatal):
+            manager.fatal = message.message  # it exits next; EOF follows
+            logger.error("node manager pid %d: %s", manager.pid, message.message)
+        else:
+            logger.error("node manager pid %d sent %s, which a manager never sends; ignored", manager.pid,
+                         type(message).__name__)
+
+    def _lost(self, manager: _Manager, cause: str | None) -> bool:
+        """The manager is gone or given up on; True when the reader goes on with a replacement."""
+        code = manager.kill()
+        cause = cause or manager.exit_cause(code)
+        if manager.fatal:
+            cause += f" after reporting: {manager.fatal}"
+        with self._lock:
+            stopping, started = self._stopping, manager.started
+            if not stopping and started:
+                # Under the lock, so shutdown() either stops this replacement or sees it, and a submit
+                # goes to the lost manager (and is failed below) or to the replacement.
+                replacement = self._manager = self._launch()  # before failing them: a retry needs a manager
+                lost = list(self._outstanding.values())
+                self._outstanding.clear()
+                self._worker_pids = []
+        if stopping:
+            self._fail_outstanding(lambda task: ExecutorShutdown(
+                f"task {task.id} had not finished when the executor shut down"))
+            return False
+        if not started:
+            failure = (f"the node manager (pid {manager.pid}) that replaced a lost one could not start: {cause}"
+                       f"{manager.tail()}; no new tasks are accepted")
+            logger.error("%s", failure)
+            with self._lock:
+                self._failure = failure
+            self._fail_outstanding(lambda task: ExecutorFailed(f"task {task.id} cannot run: {failure}"))
+            return False
+        self.managers_lost += 1
+        logger.error("node manager pid %d was lost (%s); its %d unfinished tasks fail with ManagerLost; "
+                     "a new manager, pid %d, takes later tasks", manager.pid, cause, len(lost), replacement.pid)
+        for task in lost:
+            self._deliver(task, Outcome(False, error=NodeManagerLost(
+                f"task {task.id} was lost with its node manager (pid {manager.pid}), which {cause}; "
+                f"a new manager (pid {replacement.pid}) takes later tasks",
+                task_id=task.id, pid=manager.pid, cause=cause)))
+        return True
+
+    def _fail_outstanding(self, error_for: Callable[[Task], BaseException]) -> None:
+        with self._lock:
+            unfinished = list(self._outstanding.values())
+            self._outstanding.clear()
+        for task in unfinished:
+            self._deliver(task, Outcome(False, error=error_for(task)))
+
+    def _deliver(self, task: Task, outcome: Outcome) -> None:
+        try:
+            self._on_complete(task, outcome)
+        except BaseException:  # noqa: BLE001 - not even SystemExit from a callback may stop the others
+            logger.exception("completion callback failed for task %s", task.id)
+
+
+def _rebuild_error(message: Failed) -> BaseException:
+    """The exception a Failed message describes, as this process's own type."""
+    detail, text = message.detail, message.message
+    if message.kind == "WorkerDied":
+        return WorkerDied(text, task_id=message.task_id, pid=detail.get("pid"), cpus=tuple(detail.get("cpus", ())),
+                          cause=str(detail.get("cause", "")))
+    if message.kind == "WalltimeExceeded":
+        return WalltimeExceeded(text, task_id=message.task_id, walltime=detail.get("walltime"))
+    if message.kind == "ExecutorShutdown":
+        return ExecutorShutdown(text)
+    return ExecutorFailed(text)
+
+
+def _forward_stderr(stream: IO[bytes], tail: deque) -> None:
+    """Copy the manager's (and its workers') error output to ours, keeping the last lines."""
+    with stream:
+        for line in stream:
+            text = line.decode(errors="replace")
+            tail.append(text)
+            try:
+                sys.stderr.write(text)
+            except (OSError, ValueError):  # our stderr is closed: keep the tail all the same
+                pass

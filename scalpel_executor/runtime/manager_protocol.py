@@ -1,0 +1,180 @@
+"""The messages between the driver and a node manager: one definition of each, and their encoding.
+
+::
+
+    driver (ManagerClient)                                  node manager (one per node)
+      │  Configure(config) ──>                              first message: what WorkerPool takes
+      │                               <── Started(pid, worker_pids, slot_cpus, topology)
+      │  Submit(id, footprint, runtime, priority,
+      │         intensity, walltime, measure, buffer) ──>   any number, before or after Started
+      │                               <── Result(id, ok, stats, slot, domain, cpu, started, payload)
+      │                               <── Failed(id, kind, message, detail, slot, domain, cpu, started)
+      │                               <── Heartbeat(worker_pids, respawns)   every heartbeat_period
+      │                               <── Log(level, logger, text)           the manager's log records
+      │                               <── Fatal(message)                     it cannot go on; it exits
+      │  Shutdown() ──>                                     fail what is unfinished, end workers, exit
+      │  (EOF) ──>                                          the driver is gone: end workers, exit
+
+A task's call and result are opaque bytes here (Parsl's serialization, packed by the driver and
+unpacked by a worker, or the reverse). The envelope is **not** a pickle: it is a JSON header
+(tag and fields: numbers, strings, booleans, None, lists and string-keyed dicts of those) followed
+by at most one raw byte field, so decoding a message runs no code and builds no object of the
+peer's choosing, whoever the peer is. A failure without a result (``Failed``) travels as a kind
+from :data:`FAILURE_KINDS`, a message and a dict of plain fields; the driver rebuilds the
+exception it knows (``WorkerDied``, ``WalltimeExceeded``, ...).
+
+Layout of one message: a 4-byte big-endian header length, the UTF-8 JSON header
+``[tag, field, ...]`` (every field but the byte one), then the byte field's bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from typing import Any, NamedTuple, Union
+
+__all__ = ["Configure", "Submit", "Shutdown", "Started", "Result", "Failed", "Heartbeat", "Log", "Fatal",
+           "Message", "FAILURE_KINDS", "encode", "decode"]
+
+FAILURE_KINDS = ("WorkerDied", "WalltimeExceeded", "ExecutorShutdown", "ExecutorFailed")
+
+
+class Configure(NamedTuple):
+    config: dict  # see scalpel_executor.runtime.manager.ManagerConfig
+
+
+class Submit(NamedTuple):
+    task_id: int
+    footprint: float
+    runtime: float
+    priority: float
+    intensity: float | None
+    walltime: float | None
+    measure: bool
+    buffer: bytes
+
+
+class Shutdown(NamedTuple):
+    pass
+
+
+class Started(NamedTuple):
+    pid: int
+    worker_pids: list
+    slot_cpus: list  # one list of CPUs per slot
+    topology: dict  # Topology.to_dict() of what the manager schedules for
+
+
+class Result(NamedTuple):
+    task_id: int
+    ok: bool  # True: payload is the serialized result; False: a serialized RemoteExceptionWrapper
+    stats: dict  # measured in the worker (numbers and strings)
+    slot: int
+    domain: int
+    cpu: int
+    started: float  # the manager's time.monotonic() when it was sent to its worker
+    payload: bytes
+
+
+class Failed(NamedTuple):
+    task_id: int
+    kind: str  # one of FAILURE_KINDS
+    message: str
+    detail: dict  # the exception's plain fields (pid, cpus, cause, walltime)
+    slot: int | None  # None: it never started
+    domain: int | None
+    cpu: int | None
+    started: float | None
+
+
+class Heartbeat(NamedTuple):
+    worker_pids: list
+    respawns: int
+
+
+class Log(NamedTuple):
+    level: int
+    logger: str
+    text: str
+
+
+class Fatal(NamedTuple):
+    message: str
+
+
+Message = Union[Configure, Submit, Shutdown, Started, Result, Failed, Heartbeat, Log, Fatal]
+
+_NUMBER, _OPTIONAL_NUMBER, _OPTIONAL_INT = "number", "number?", "int?"
+_SCHEMA: dict[str, tuple[type, tuple[Any, ...]]] = {  # tag -> (kind, types of its fields in order)
+    "configure": (Configure, (dict,)),
+    "submit": (Submit, (int, _NUMBER, _NUMBER, _NUMBER, _OPTIONAL_NUMBER, _OPTIONAL_NUMBER, bool, bytes)),
+    "shutdown": (Shutdown, ()),
+    "started": (Started, (int, list, list, dict)),
+    "result": (Result, (int, bool, dict, int, int, int, _NUMBER, bytes)),
+    "failed": (Failed, (int, str, str, dict, _OPTIONAL_INT, _OPTIONAL_INT, _OPTIONAL_INT, _OPTIONAL_NUMBER)),
+    "heartbeat": (Heartbeat, (list, int)),
+    "log": (Log, (int, str, str)),
+    "fatal": (Fatal, (str,)),
+}
+_TAGS = {kind: tag for tag, (kind, _) in _SCHEMA.items()}
+_LENGTH = struct.Struct("!I")
+
+
+def encode(message: Message) -> bytes:
+    """The bytes of one message.
+
+    >>> decode(encode(Submit(7, 1e6, 0.5, 0, None, None, True, b"call")))
+    Submit(task_id=7, footprint=1000000.0, runtime=0.5, priority=0.0, intensity=None, walltime=None, measure=True, buffer=b'call')
+    """
+    tag = _TAGS[type(message)]
+    fields = list(message)
+    blob = b""
+    if _SCHEMA[tag][1][-1:] == (bytes,):
+        blob = bytes(fields.pop())
+    # default=str: a worker's stats are numbers and strings, but nothing odd may fail a task's result
+    header = json.dumps([tag, *fields], separators=(",", ":"), default=str).encode()
+    return b"".join((_LENGTH.pack(len(header)), header, blob))
+
+
+def decode(data: bytes) -> Message:
+    """The message in ``data``; ValueError for anything that is not one, naming what is wrong."""
+    if len(data) < _LENGTH.size:
+        raise ValueError(f"not a node manager message: {len(data)} bytes, shorter than its header length")
+    (length,) = _LENGTH.unpack_from(data)
+    if _LENGTH.size + length > len(data):
+        raise ValueError(f"not a node manager message: header of {length} bytes in a message of {len(data)}")
+    try:
+        envelope = json.loads(data[_LENGTH.size:_LENGTH.size + length])
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"not a node manager message: its header is not JSON ({error})") from None
+    if not isinstance(envelope, list) or not envelope or envelope[0] not in _SCHEMA:
+        raise ValueError(f"not a node manager message: {envelope!r:.200}")
+    tag, fields = envelope[0], envelope[1:]
+    kind, types = _SCHEMA[tag]
+    blob = data[_LENGTH.size + length:]
+    if types[-1:] == (bytes,):
+        fields.append(blob)
+    elif blob:
+        raise ValueError(f"a {tag!r} message carries no bytes, but {len(blob)} follow its header")
+    if len(fields) != len(types):
+        raise ValueError(f"a {tag!r} message has {len(types)} fields, got {len(fields)}: {fields!r:.200}")
+    return kind(*(_checked(tag, name, value, expected)
+                  for name, value, expected in zip(kind._fields, fields, types)))
+
+
+def _checked(tag: str, name: str, value: Any, expected: Any) -> Any:
+    optional = expected in (_OPTIONAL_NUMBER, _OPTIONAL_INT)
+    if value is None and optional:
+        return None
+    if expected in (_NUMBER, _OPTIONAL_NUMBER):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value):
+            return float(value)
+    elif expected is _OPTIONAL_INT or expected is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif isinstance(value, expected):
+        return value
+    wanted = {_NUMBER: "a number", _OPTIONAL_NUMBER: "a number or null", _OPTIONAL_INT: "an integer or null",
+              int: "an integer"}.get(expected, getattr(expected, "__name__", str(expected)))
+    raise ValueError(f"field {name!r} of a {tag!r} message must be {wanted}, got {value!r:.100}")

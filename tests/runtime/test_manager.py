@@ -1,0 +1,330 @@
+"""The node manager process and its driver-side client: real processes, real pinning, real kills.
+
+No timed assertion is tighter than a generous bound: how long things took is printed.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections import defaultdict
+
+import psutil
+import pytest
+from parsl.executors.high_throughput.errors import ManagerLost
+from parsl.serialize import deserialize, pack_apply_message
+
+from scalpel_executor.core.tasks import Task
+from scalpel_executor.host.topology import resolve_topology
+from scalpel_executor.runtime.errors import ExecutorShutdown
+from scalpel_executor.runtime.manager_client import ManagerClient, NodeManagerLost
+from scalpel_executor.runtime.manager_protocol import Result
+from scalpel_executor.runtime.pool import Job
+
+GENEROUS = 30.0  # seconds: a bound that only a broken mechanism misses, never a slow machine
+
+
+class Outcomes:
+    """Every outcome the client delivers, per task id (a list, so a second delivery shows)."""
+
+    def __init__(self):
+        self.by_task = defaultdict(list)
+        self._changed = threading.Condition()
+
+    def __call__(self, task, outcome):
+        with self._changed:
+            self.by_task[task.id].append((task, outcome))
+            self._changed.notify_all()
+
+    def wait(self, ids, timeout=GENEROUS):
+        with self._changed:
+            assert self._changed.wait_for(lambda: all(self.by_task[i] for i in ids), timeout), \
+                {i: self.by_task[i] for i in ids}
+        return {i: self.by_task[i][0][1] for i in ids}
+
+    def value(self, task_id):
+        (task, outcome), = self.by_task[task_id]
+        assert outcome.ok and outcome.error is None, outcome
+        return deserialize(outcome.payload)
+
+
+@pytest.fixture
+def make_client():
+    clients = []
+
+    def make(**options):
+        outcomes = Outcomes()
+        client = ManagerClient(resolve_topology(None), options.pop("policy", "scalpel"), outcomes, **options)
+        clients.append(client)
+        return client, outcomes
+
+    yield make
+    for client in clients:
+        client.shutdown()
+
+
+def call(task_id, func, *args, walltime=None, **kwargs):
+    return Task(task_id, payload=Job(pack_apply_message(func, args, kwargs), walltime=walltime))
+
+
+def where(x):
+    import os
+
+    return x, os.getpid(), sorted(os.sched_getaffinity(0))
+
+
+def sleep_after_marking(path, seconds):
+    import time
+
+    open(path, "w").close()
+    time.sleep(seconds)
+    return seconds
+
+
+def big(n):
+    return bytes(range(256)) * (n // 256)
+
+
+def alive(pids):
+    return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
+def wait_until(condition, timeout=GENEROUS, interval=0.02):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(interval)
+    return True
+
+
+def start_running(client, tmp_path, first_id, count, seconds=60):
+    """Submit ``count`` tasks that mark a file once running; return their ids once all run."""
+    ids = list(range(first_id, first_id + count))
+    for i in ids:
+        client.submit(call(i, sleep_after_marking, str(tmp_path / f"running-{i}"), seconds))
+    assert wait_until(lambda: all((tmp_path / f"running-{i}").exists() for i in ids)), "tasks did not start"
+    return ids
+
+
+# -- running tasks ----------------------------------------------------------------------------
+
+
+def test_the_manager_runs_tasks_on_its_pinned_workers_and_reports_where(make_client):
+    client, outcomes = make_client()
+    client.start()
+    manager = psutil.Process(client.pid)
+    assert client.pid != os.getpid() and manager.ppid() == os.getpid()
+    assert sorted(client.worker_pids) == sorted(child.pid for child in manager.children())
+    assert len(client.slot_cpus_map) == len(client.worker_pids)
+    tasks = [call(i, where, i) for i in range(8)]
+    for task in tasks:
+        client.submit(task)
+    outcomes.wait(range(8))
+    for task in tasks:
+        x, pid, affinity = outcomes.value(task.id)
+        job = task.payload
+        assert x == task.id and pid in client.worker_pids
+        assert affinity == list(client.slot_cpus_map[job.slot]) and job.cpu == affinity[0]
+        assert job.domain is not None and job.started is not None
+    assert outcomes.by_task[0][0][1].stats["wall"] >= 0  # measurements come back with results
+
+
+def test_a_task_result_larger_than_a_socket_buffer_arrives_intact(make_client):
+    client, outcomes = make_client()
+    client.start()
+    client.submit(call(1, big, 50 * 2**20))
+    outcomes.wait([1], timeout=120)
+    assert outcomes.value(1) == big(50 * 2**20)
+
+
+def test_a_task_argument_of_50_mib_arrives_intact(make_client):
+    client, outcomes = make_client()
+    client.start()
+    payload = big(50 * 2**20)
+    client.submit(call(1, len, payload))
+    outcomes.wait([1], timeout=120)
+    assert outcomes.value(1) == len(payload)
+
+
+def test_a_worker_death_inside_the_manager_comes_back_as_worker_died(make_client):
+    from parsl.executors.high_throughput.errors import WorkerLost
+
+    client, outcomes = make_client()
+    client.start()
+    client.submit(call(1, os._exit, 3))
+    error = outcomes.wait([1])[1].error
+    assert isinstance(error, WorkerLost) and "exit code 3" in str(error) and error.task_id == 1
+    client.submit(call(2, where, 2))  # the manager replaced the worker
+    outcomes.wait([2])
+    assert outcomes.value(2)[0] == 2
+
+
+def test_a_task_past_its_walltime_comes_back_as_walltime_exceeded(make_client):
+    from parsl.app.errors import AppTimeout
+
+    client, outcomes = make_client(walltime_grace=0.2)
+    client.start()
+    client.submit(call(1, time.sleep, 60, walltime=0.5))
+    error = outcomes.wait([1])[1].error
+    assert isinstance(error, AppTimeout) and error.walltime == 0.5 and "walltime" in str(error)
+
+
+# -- the manager dies ------------------------------------------------------------------------
+
+
+def test_a_manager_killed_while_idle_is_replaced_and_its_workers_exit(make_client):
+    client, outcomes = make_client()
+    client.start()
+    lost_pid, workers = client.pid, client.worker_pids
+    killed_at = time.monotonic()
+    os.kill(lost_pid, signal.SIGKILL)
+    assert wait_until(lambda: not alive(workers)), alive(workers)
+    print(f"\nworkers gone {time.monotonic() - killed_at:.2f} s after their manager was killed")
+    assert wait_until(lambda: client.managers_lost == 1 and client.pid != lost_pid)
+    client.submit(call(1, where, 1))
+    outcomes.wait([1])
+    assert outcomes.value(1)[1] not in workers and client.pid != lost_pid
+
+
+def test_a_manager_killed_while_tasks_run_fails_each_once_with_manager_lost_and_retries_run(make_client, tmp_path):
+    client, outcomes = make_client()
+    client.start()
+    lost_pid, workers = client.pid, client.worker_pids
+    running = start_running(client, tmp_path, 0, len(workers))
+    queued = list(range(100, 104))
+    for i in queued:
+        client.submit(call(i, where, i))
+    os.kill(lost_pid, signal.SIGKILL)
+    failed = outcomes.wait(running + queued)
+    for i, outcome in failed.items():
+        assert isinstance(outcome.error, ManagerLost) and isinstance(outcome.error, NodeManagerLost)
+        assert f"task {i} was lost with its node manager (pid {lost_pid})" in str(outcome.error)
+        assert "SIGKILL" in str(outcome.error) and outcome.error.task_id == i
+    assert wait_until(lambda: not alive(workers)), alive(workers)
+    for i in queued:  # what retries= does: submit again, to the replacement
+        client.submit(call(1000 + i, where, i))
+    outcomes.wait([1000 + i for i in queued])
+    time.sleep(0.5)  # nothing may arrive twice, however late
+    assert all(len(outcomes.by_task[i]) == 1 for i in running + queued + [1000 + i for i in queued])
+    assert client.managers_lost == 1
+
+
+def test_a_silent_manager_is_declared_lost_after_the_heartbeat_threshold(make_client, tmp_path):
+    client, outcomes = make_client(heartbeat_period=0.2, heartbeat_threshold=2.0)
+    client.start()
+    stopped_pid, workers = client.pid, client.worker_pids
+    running = start_running(client, tmp_path, 0, 1)
+    os.kill(stopped_pid, signal.SIGSTOP)  # alive but silent: only the heartbeat can tell
+    error = outcomes.wait(running)[0].error
+    assert isinstance(error, ManagerLost) and "silent" in str(error), error
+    assert not alive([stopped_pid]) and wait_until(lambda: not alive(workers)), alive(workers)
+
+
+def test_a_result_for_a_task_that_is_not_outstanding_is_dropped_and_logged(make_client, caplog):
+    client, outcomes = make_client()
+    client.start()
+    client._handle(client._manager, Result(77, True, {}, 0, 0, 0, 0.0, b""))
+    assert not outcomes.by_task and "dropped a result" in caplog.text and "task 77" in caplog.text
+
+
+def test_the_manager_and_its_workers_exit_when_the_driver_is_killed(tmp_path):
+    script = tmp_path / "driver.py"
+    script.write_text(textwrap.dedent("""
+        import json, sys, time
+        from parsl.serialize import pack_apply_message
+        from scalpel_executor.core.tasks import Task
+        from scalpel_executor.host.topology import resolve_topology
+        from scalpel_executor.runtime.manager_client import ManagerClient
+        from scalpel_executor.runtime.pool import Job
+
+        client = ManagerClient(resolve_topology(None), "scalpel", lambda task, outcome: None)
+        client.start()
+        client.submit(Task(1, payload=Job(pack_apply_message(time.sleep, (60,), {}))))
+        print(json.dumps({"manager": client.pid, "workers": client.worker_pids}), flush=True)
+        time.sleep(600)
+    """))
+    driver = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, start_new_session=True)
+    line = driver.stdout.readline()
+    assert line, driver.stderr.read()
+    started = json.loads(line)
+    time.sleep(0.5)  # the task is running
+    killed_at = time.monotonic()
+    driver.kill()
+    driver.communicate(timeout=60)
+    everything = [started["manager"], *started["workers"]]
+    assert wait_until(lambda: not alive(everything)), alive(everything)
+    print(f"\nmanager and workers gone {time.monotonic() - killed_at:.2f} s after the driver was killed")
+
+
+# -- start and shutdown ----------------------------------------------------------------------
+
+
+def test_a_manager_that_rejects_its_configuration_fails_start_naming_why(make_client):
+    client, _ = make_client(policy="lpt")
+    with pytest.raises(RuntimeError, match=r"could not start: .*unknown scheduling policy 'lpt'"):
+        client.start()
+    assert not alive([client.pid])
+    with pytest.raises(ExecutorShutdown):
+        client.submit(call(1, where, 1))
+
+
+def test_a_manager_that_cannot_run_fails_start_with_its_exit_code_and_error_output(make_client):
+    client, _ = make_client(env=dict(os.environ, PYTHONHOME="/nonexistent-python-home"))
+    with pytest.raises(RuntimeError, match=r"(?s)exited with code 1 before it started; its last error output:.*"
+                                           r"(Python|encodings)"):
+        client.start()
+
+
+def test_workers_that_cannot_start_fail_the_managers_start_naming_their_cpus(make_client):
+    client, _ = make_client(worker_env={"PYTHONHOME": "/nonexistent-python-home"})
+    with pytest.raises(RuntimeError, match=r"could not start its workers: the worker for CPUs .* failed to start"):
+        client.start()
+    assert not alive([client.pid])
+
+
+def test_shutdown_fails_running_and_queued_tasks_once_and_leaves_no_process(make_client, tmp_path):
+    client, outcomes = make_client()
+    client.start()
+    everything = [client.pid, *client.worker_pids]
+    running = start_running(client, tmp_path, 0, len(client.worker_pids))
+    queued = list(range(100, 106))
+    for i in queued:
+        client.submit(call(i, where, i))
+    client.shutdown()
+    failed = outcomes.wait(running + queued, timeout=0)  # all delivered before shutdown returned
+    for i, outcome in failed.items():
+        assert isinstance(outcome.error, ExecutorShutdown), outcome
+        assert len(outcomes.by_task[i]) == 1
+    assert not alive(everything)
+    with pytest.raises(ExecutorShutdown, match="shut down"):
+        client.submit(call(200, where, 1))
+    client.shutdown()  # idempotent
+
+
+def test_shutdown_before_start_and_twice_is_harmless(make_client):
+    client, _ = make_client()
+    client.shutdown()
+    client.shutdown()
+
+
+# -- no network ------------------------------------------------------------------------------
+
+
+def test_the_manager_opens_no_network_or_listening_socket(make_client):
+    client, outcomes = make_client()
+    client.start()
+    client.submit(call(1, where, 1))
+    outcomes.wait([1])
+    manager = psutil.Process(client.pid)
+    for process in [manager, *manager.children(recursive=True)]:
+        assert process.net_connections(kind="inet") == [], process  # no TCP or UDP at all
+        assert all(c.status != psutil.CONN_LISTEN for c in process.net_connections(kind="all")), process
+    assert manager.net_connections(kind="unix")  # its channels are socket pairs
+    me = psutil.Process()
+    assert not [c for c in me.net_connections(kind="all") if c.status == psutil.CONN_LISTEN]

@@ -1,0 +1,76 @@
+"""The driver <-> node manager messages: every kind round-trips; nothing else decodes, and nothing is unpickled."""
+
+import pickle
+
+import pytest
+
+from scalpel_executor.runtime.manager import ManagerConfig
+from scalpel_executor.runtime.manager_client import NodeManagerLost
+from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Fatal, Heartbeat, Log, Result, Shutdown,
+                                                       Started, Submit, decode, encode)
+from scalpel_executor.core.topology import Topology
+
+MESSAGES = [
+    Configure(ManagerConfig.for_topology(Topology.from_spec("2x2:12MiB")).to_dict()),
+    Submit(3, 2.5e7, 0.25, 1.0, None, 60.0, False, b"\x00call" * 1000),
+    Shutdown(),
+    Started(41, [42, 43], [[0], [1]], {"source": "spec", "domains": []}),
+    Result(3, True, {"wall": 0.1, "footprint": None, "footprint_source": "referenced-pages"}, 1, 0, 1, 123.5, b""),
+    Result(4, False, {}, 0, 0, 0, 1.0, b"\xff" * 70_000),
+    Failed(5, "WorkerDied", "task 5 was lost", {"pid": 42, "cpus": [1], "cause": "signal SIGKILL"}, 1, 0, 1, 2.0),
+    Failed(6, "ExecutorShutdown", "had not started", {}, None, None, None, None),
+    Heartbeat([42, 44], 1),
+    Log(30, "scalpel_executor.runtime.pool", "worker pid 42 died"),
+    Fatal("could not start"),
+]
+
+
+@pytest.mark.parametrize("message", MESSAGES, ids=lambda m: type(m).__name__)
+def test_every_message_round_trips(message):
+    assert decode(encode(message)) == message
+
+
+def test_a_configuration_round_trips_and_rebuilds_the_topology():
+    topology = Topology.from_spec("2x2:12MiB")
+    config = ManagerConfig.from_dict(decode(encode(Configure(ManagerConfig.for_topology(topology).to_dict()))).config)
+    assert config.topology().domains == topology.domains
+
+
+def frame(header: bytes, blob: bytes = b"") -> bytes:
+    return len(header).to_bytes(4, "big") + header + blob
+
+
+@pytest.mark.parametrize("data, complaint", [
+    (b"", "shorter than its header length"),
+    (b"\x00\x00\x00\x09[1,2]", "header of 9 bytes"),
+    (frame(b"abc"), "not JSON"),
+    (frame(b'["nothing"]'), "not a node manager message"),
+    (frame(b'["shutdown"]', b"x"), "carries no bytes"),
+    (frame(b'["fatal",1,2]'), "has 1 fields"),
+    (frame(b'["fatal",1]'), "field 'message' of a 'fatal' message must be str"),
+    (frame(b'["heartbeat",[1],true]'), "field 'respawns' of a 'heartbeat' message must be an integer"),
+    (frame(b'["submit",1,NaN,1,0,null,null,true]'), "field 'footprint' of a 'submit' message must be a number"),
+])
+def test_anything_else_fails_to_decode_naming_what_is_wrong(data, complaint):
+    with pytest.raises(ValueError, match=complaint):
+        decode(data)
+
+
+def test_a_pickle_is_not_a_message_and_is_never_unpickled():
+    class Boom:
+        def __reduce__(self):
+            return (exec, ("raise SystemExit('unpickled')",))
+
+    with pytest.raises(ValueError):
+        decode(pickle.dumps(("submit", Boom())))
+
+
+def test_a_configuration_from_another_version_is_refused_naming_the_keys():
+    with pytest.raises(ValueError, match=r"unknown keys \['gpus'\].*same scalpel-executor version"):
+        ManagerConfig.from_dict({**ManagerConfig().to_dict(), "gpus": 2})
+
+
+def test_manager_lost_pickles_and_keeps_its_fields():
+    error = pickle.loads(pickle.dumps(NodeManagerLost("task 3 was lost", task_id=3, pid=99, cause="SIGKILL")))
+    assert (str(error), error.task_id, error.pid, error.cause, error.manager_id) == \
+        ("task 3 was lost", 3, 99, "SIGKILL", b"99")
