@@ -23,8 +23,8 @@ and docs/policy-study.md measure how far.
 
 Cost: step 1 traces three orders, O(n log n + n·C) each for n tasks on domains of C cores; step 2
 simulates at most T x 8 tails of O((T + N)·C) for N cores, independent of n. The whole plan may
-simulate at most min(``budget``, :data:`STARTS_PER_SECOND` x the predicted makespan of
-longest-first) task starts (``budget`` defaults to :data:`DEFAULT_BUDGET`); the rollout stops when
+simulate at most min(``budget``, ``rate`` (:data:`STARTS_PER_SECOND`) x the predicted makespan
+of longest-first) task starts (``budget`` defaults to :data:`DEFAULT_BUDGET`); the rollout stops when
 that is spent, keeping what it has improved so far, and step 1 is skipped when it would not fit
 (about 6n starts). So a batch of short tasks (no-op tasks: predicted makespan near 0) is planned
 as plain longest-first, and planning stays a small share of what it plans: a simulated start
@@ -73,6 +73,7 @@ class PlanContext:
     llc: float | None = None  # bytes of LLC per domain; None: unknown (no contention predicted)
     model: ContentionModel = field(default_factory=ContentionModel)
     budget: int = DEFAULT_BUDGET
+    rate: float = STARTS_PER_SECOND  # simulated starts allowed per second of predicted makespan
     chooser: Callable[[str, list[Task]], Chooser] | None = None
 
 
@@ -92,7 +93,7 @@ def scalpel_order(tasks: list[Task], context: PlanContext) -> list[int]:
     ev = FcfsEvaluator([t.runtime for t in tasks], [t.footprint for t in tasks], [None] * n,
                        context.cores_per_domain, llc, context.model)
     best, best_time = lpt, ev.run(lpt)
-    allowance = min(context.budget, int(STARTS_PER_SECOND * best_time))
+    allowance = int(min(context.budget, context.rate * best_time))
     if context.chooser is not None and allowance >= 3 * n:  # each base policy costs about two runs
         for policy in BASE_POLICIES[1:]:
             candidate = trace(ev, context.chooser(policy, tasks))

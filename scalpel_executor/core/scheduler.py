@@ -44,7 +44,7 @@ from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 
 from scalpel_executor.core.contention import ContentionModel
-from scalpel_executor.core.planning import DEFAULT_BUDGET, PlanContext
+from scalpel_executor.core.planning import DEFAULT_BUDGET, STARTS_PER_SECOND, PlanContext
 from scalpel_executor.core.policies import POLICIES, resolve_policy
 from scalpel_executor.core.tasks import Assignment, Group, Slot, Task
 
@@ -70,6 +70,9 @@ class Scheduler:
         The contention model ``scalpel`` plans with (default: ``ContentionModel()``).
     plan_budget : int
         Task starts ``scalpel`` may simulate per plan (:data:`~scalpel_executor.core.planning.DEFAULT_BUDGET`).
+    plan_rate : float
+        And at most this many per second of the batch's predicted makespan
+        (:data:`~scalpel_executor.core.planning.STARTS_PER_SECOND`; ``math.inf``: only the budget counts).
 
     Examples
     --------
@@ -80,13 +83,16 @@ class Scheduler:
     """
 
     def __init__(self, domains: Sequence[Sequence[int]], policy: str = "scalpel", *, seed: int = 0,
-                 llc: float | None = None, model: ContentionModel | None = None, plan_budget: int = DEFAULT_BUDGET):
+                 llc: float | None = None, model: ContentionModel | None = None, plan_budget: int = DEFAULT_BUDGET,
+                 plan_rate: float = STARTS_PER_SECOND):
         self._plan_function = resolve_policy(policy)
         self.policy = policy
         if llc is not None and not (isinstance(llc, (int, float)) and llc > 0):
             raise ValueError(f"llc must be a positive number of bytes or None, got {llc!r}")
         if isinstance(plan_budget, bool) or not isinstance(plan_budget, int) or plan_budget < 0:
             raise ValueError(f"plan_budget must be an integer >= 0, got {plan_budget!r}")
+        if isinstance(plan_rate, bool) or not isinstance(plan_rate, (int, float)) or not plan_rate >= 0:
+            raise ValueError(f"plan_rate must be a number >= 0 (simulated starts per second), got {plan_rate!r}")
         cpu_lists = [list(cpus) for cpus in domains]
         self._domains = cpu_lists
         if not cpu_lists or any(len(cpus) == 0 for cpus in cpu_lists):
@@ -98,7 +104,7 @@ class Scheduler:
         )
         self._rng = random.Random(seed)
         self._context = PlanContext(self.cores_per_domain, self._rng, llc, model or ContentionModel(), plan_budget,
-                                    self._chooser)
+                                    plan_rate, self._chooser)
         self._seq = 0
         self._waiting: dict[int, Task] = {}  # seq -> task, tasks in no buffer and not running
         self._plan: list[Group] = []  # dispatch order reversed: the next group is _plan[-1]

@@ -77,11 +77,28 @@ def test_scheduler_names_a_bad_plan_budget(bad):
         Scheduler([[0, 1]], "scalpel", plan_budget=bad)
 
 
-def test_priorities_are_planned_level_by_level():
-    s = Scheduler([[0, 1]], "scalpel", llc=32 * MiB)
-    s.add([Task("low-long", 0.0, 9.0, priority=0), Task("high-short", 0.0, 1.0, priority=5),
-           Task("high-long", 0.0, 3.0, priority=5)])
-    assert [a.task.id for a in s.dispatch()] == ["high-long", "high-short"]
+@pytest.mark.parametrize("bad", [-1, float("nan"), True, "fast"])
+def test_scheduler_names_a_bad_plan_rate(bad):
+    with pytest.raises(ValueError, match="plan_rate must be a number"):
+        Scheduler([[0, 1]], "scalpel", plan_rate=bad)
+
+
+def test_a_larger_allowance_never_predicts_a_worse_plan():
+    import math
+    import random
+
+    from scalpel_executor.core.search import FcfsEvaluator
+    rnd = random.Random(5)
+    tasks = [Task(i, rnd.choice([0.25, 6, 12]) * MiB, rnd.choice([1.0, 2.0, 3.0, 5.0])) for i in range(40)]
+    for seq, t in enumerate(tasks):
+        t.seq = seq
+    ev = FcfsEvaluator([t.runtime for t in tasks], [t.footprint for t in tasks], [None] * 40, [4, 4], 12 * MiB,
+                       ContentionModel())
+    chooser = Scheduler([[0, 1, 2, 3], [4, 5, 6, 7]], "fifo")._chooser
+    predicted = [ev.run(scalpel_order(tasks, PlanContext([4, 4], llc=12 * MiB, rate=rate, chooser=chooser)))
+                 for rate in (0, 20, 200, math.inf)]
+    assert all(b <= a * (1 + 1e-9) for a, b in zip(predicted, predicted[1:]))
+    assert predicted[-1] < predicted[0]  # this batch has something to gain
 
 
 def test_short_tasks_are_planned_as_plain_longest_first_without_simulating():
