@@ -12,6 +12,11 @@ the DFK's callbacks (which may submit more tasks) run freely::
                                    probe measures it: learning.sampling)                                │
     Future.set_result / set_exception <── _complete (completion thread) <────────────── worker result ─┘
                                           └─> Estimator.observe: learn run time, and footprint if measured
+
+With ``node_manager=True`` the pool runs in a node manager process
+(:mod:`scalpel_executor.runtime.manager`) and ``WorkerPool`` above is its client,
+:class:`~scalpel_executor.runtime.manager_client.ManagerClient`, whose reader thread plays the
+completion thread; estimates, learning and the profile store stay in this process.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from scalpel_executor.learning.hints import parse_hints, parse_walltime
 from scalpel_executor.learning.sampling import MEASURE_EVERY, MEASURE_FIRST, REMEASURE_DRIFT, Sampling
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, TaskExit, WalltimeExceeded, WorkerDied
 from scalpel_executor.core.tasks import Task
+from scalpel_executor.runtime.manager_client import ManagerClient
 from scalpel_executor.runtime.pool import Job, Outcome, WorkerPool
 from scalpel_executor.learning.store import ProfileStore, default_path
 from scalpel_executor.core.scheduler import resolve_policy
@@ -140,6 +146,14 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         How tasks report to Parsl monitoring; default a filesystem radio (opens no socket).
     seed : int
         Seeds the ``random`` policy.
+    node_manager : bool
+        Run the worker pool (scheduler, batching, pinned workers, walltime kills, respawn) in a node
+        manager process of its own (:mod:`scalpel_executor.runtime.manager`) instead of in this
+        process, so it does not share this interpreter with Parsl's DataFlowKernel (default False).
+        The manager is a child on a private socket pair; estimates and learning stay here. If it
+        dies, each of its unfinished tasks fails once with Parsl's ``ManagerLost``
+        (:class:`~scalpel_executor.runtime.manager_client.NodeManagerLost`), so ``retries=``
+        reruns them, and a new manager takes later tasks.
     """
 
     @typeguard.typechecked
@@ -166,6 +180,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         working_dir: Optional[str] = None,
         remote_monitoring_radio: Optional[RadioConfig] = None,
         seed: int = 0,
+        node_manager: bool = False,
     ):
         ParslExecutor.__init__(self)
         self._unset_run_dir = self.run_dir
@@ -209,6 +224,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self.storage_access = storage_access
         self.working_dir = working_dir
         self.seed = seed
+        self.node_manager = node_manager
         self.remote_monitoring_radio = remote_monitoring_radio or FilesystemRadio()
         self._default_footprint_bytes = float(parse_size(default_footprint, what="default_footprint"))
         self._topology = resolve_topology(topology, smt=smt)  # bad CPUs fail here, not at start()
@@ -216,7 +232,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self._estimator: Estimator | None = None
         self._ids = itertools.count()
         self.records: deque[TaskRecord] = deque(maxlen=RECORDS_KEPT)  # the latest finished tasks, in completion order
-        self._pool: WorkerPool | None = None
+        self._pool: WorkerPool | ManagerClient | None = None
         self._shut_down = False
 
     @staticmethod
@@ -244,8 +260,11 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         return self._topology
 
     @property
-    def pool(self) -> WorkerPool | None:
-        """The worker pool: pinned workers and the scheduler driving them (None before ``start()``)."""
+    def pool(self) -> WorkerPool | ManagerClient | None:
+        """The worker pool: pinned workers and the scheduler driving them (None before ``start()``).
+
+        With ``node_manager=True``, the client of the node manager process that runs the pool.
+        """
         return self._pool
 
     def start(self) -> None:
@@ -258,7 +277,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         worker_env = dict(self.worker_env or {})
         if not self.probe:
             worker_env.setdefault("SCALPEL_PROBE", "off")
-        pool = WorkerPool(
+        pool = (ManagerClient if self.node_manager else WorkerPool)(
             self._topology,
             self.policy,
             self._complete,
@@ -272,8 +291,10 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         pool.start()
         self._pool = pool
         logger.info(
-            "executor %r started %d workers (policy %s, pin %s) on %s",
-            self.label, len(pool.worker_pids), self.policy, self.pin, self._topology.describe().replace("\n", ";"),
+            "executor %r started %d workers (policy %s, pin %s%s) on %s",
+            self.label, len(pool.worker_pids), self.policy, self.pin,
+            f", node manager pid {pool.pid}" if self.node_manager else "",
+            self._topology.describe().replace("\n", ";"),
         )
 
     def submit(self, func, resource_specification: Dict[str, Any], *args: Any, **kwargs: Any) -> Future:

@@ -1,0 +1,114 @@
+"""ScalpelExecutor(node_manager=True) through real Parsl: the pool runs in a node manager process."""
+
+import os
+import signal
+import time
+
+import parsl
+import psutil
+import pytest
+from parsl import python_app
+from parsl.config import Config
+from parsl.executors.high_throughput.errors import ManagerLost
+
+from scalpel_executor import ExecutorShutdown, ScalpelExecutor, WorkerDied
+from scalpel_executor.runtime.manager_client import ManagerClient
+
+GENEROUS = 30.0
+
+
+def alive(pids):
+    return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.fixture
+def dfk(tmp_path):
+    executor = ScalpelExecutor(label="scalpel", node_manager=True, batch_window=0.002, profiles=False)
+    loaded = parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "run"), retries=1))
+    yield loaded
+    processes = [executor.pool.pid, *executor.pool.worker_pids]
+    loaded.cleanup()
+    assert not alive(processes), "the manager or a worker outlived dfk.cleanup()"
+
+
+@python_app(executors=["scalpel"])
+def where(x):
+    import os
+
+    return x, os.getpid(), sorted(os.sched_getaffinity(0))
+
+
+@python_app(executors=["scalpel"])
+def wait_for_file(path, x):
+    import os
+    import time
+
+    while not os.path.exists(path):
+        time.sleep(0.02)
+    return x
+
+
+@python_app(executors=["scalpel"])
+def die():
+    import os
+
+    os._exit(5)
+
+
+def test_tasks_run_in_the_managers_workers_and_the_run_report_says_where(dfk):
+    executor = dfk.executors["scalpel"]
+    assert isinstance(executor.pool, ManagerClient)
+    assert psutil.Process(executor.pool.pid).ppid() == os.getpid()
+    results = [f.result(timeout=GENEROUS) for f in [where(i) for i in range(10)]]
+    assert [x for x, _, _ in results] == list(range(10))
+    assert {pid for _, pid, _ in results} <= set(executor.pool.worker_pids)
+    report = executor.run_report()
+    assert report["tasks_finished"] == 10 and report["tasks_failed"] == 0
+    for row in report["tasks"]:
+        assert row["cpu"] in executor.pool.slot_cpus_map[row["slot"]] and row["measured_runtime"] is not None
+
+
+def test_a_worker_death_fails_its_task_with_worker_died(dfk):
+    with pytest.raises(WorkerDied, match="exit code 5"):
+        die().result(timeout=GENEROUS)
+    assert where(1).result(timeout=GENEROUS)[0] == 1
+
+
+def test_a_killed_manager_fails_its_tasks_with_manager_lost_and_retries_rerun_them(dfk, tmp_path):
+    executor = dfk.executors["scalpel"]
+    lost_pid, workers = executor.pool.pid, executor.pool.worker_pids
+    release = tmp_path / "release"
+    futures = [wait_for_file(str(release), i) for i in range(4)]
+    time.sleep(0.5)  # two run, two wait in the manager
+    os.kill(lost_pid, signal.SIGKILL)
+    deadline = time.monotonic() + GENEROUS
+    while executor.pool.managers_lost == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    release.touch()
+    assert [f.result(timeout=GENEROUS) for f in futures] == [0, 1, 2, 3]  # retries=1 ran them again
+    report = executor.run_report()  # each failed once (ManagerLost), then ran on the replacement
+    assert (report["tasks_failed"], report["tasks_finished"]) == (4, 8)
+    assert executor.pool.pid != lost_pid and not alive([lost_pid, *workers])
+
+
+def test_without_retries_a_lost_managers_tasks_end_with_manager_lost(tmp_path):
+    executor = ScalpelExecutor(label="scalpel", node_manager=True, profiles=False)
+    with parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "run"))):
+        future = wait_for_file(str(tmp_path / "never"), 1)
+        time.sleep(0.5)
+        os.kill(executor.pool.pid, signal.SIGKILL)
+        with pytest.raises(ManagerLost, match="was lost with its node manager"):
+            future.result(timeout=GENEROUS)
+        assert where(2).result(timeout=GENEROUS)[0] == 2  # the replacement takes new tasks
+
+
+def test_shutdown_fails_unfinished_tasks_with_executor_shutdown(tmp_path):
+    executor = ScalpelExecutor(label="scalpel", node_manager=True, profiles=False)
+    executor.start()
+    processes = [executor.pool.pid, *executor.pool.worker_pids]
+    futures = [executor.submit(time.sleep, {}, 60) for _ in range(5)]
+    executor.shutdown()
+    for future in futures:
+        with pytest.raises(ExecutorShutdown):
+            future.result(timeout=0)
+    assert not alive(processes)
