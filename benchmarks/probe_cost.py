@@ -19,8 +19,9 @@ fixed work (numpy sweeps over a ``--size`` array plus a little Python per sweep)
 to last about ``--seconds``. Times are the workers' own task wall times (no transport).
 
 Prints the median wall time of each side, the median of the per-pair ratios on/off and the ratio
-of their sums (the probe's cost; with ``--sampling`` the sums are the amortised figure), and the
-sampler's CPU per task, read from the sampler process's own ``/proc/PID/schedstat`` (every cycle
+of their sums (the probe's cost; with ``--sampling`` the sums are the amortised figure), the same
+for CPU time on the core (the task's own plus the sampler's, which other tenants' processes do
+not lengthen as they do wall times), and the sampler's CPU per task, read from the sampler process's own ``/proc/PID/schedstat`` (every cycle
 it spent, waking included) and from its windows' records; ``--json`` writes every sample.
 
     python benchmarks/probe_cost.py --pairs 15 --seconds 1.0
@@ -103,6 +104,7 @@ class Side:
 
     def __init__(self) -> None:
         self.walls: list[float] = []
+        self.cpus: list[float] = []  # the task's own CPU seconds (the worker's process time)
         self.sampler_cpu: list[float] = []  # from /proc/PID/stat around the task
         self.window_cpu: list[float] = []  # from the windows' own records
         self.windows: list[int] = []
@@ -111,6 +113,7 @@ class Side:
 
     def add(self, stats: dict, sampler_cpu: float, measured: bool) -> None:
         self.walls.append(stats["wall"])
+        self.cpus.append(stats["cpu"])
         self.sampler_cpu.append(sampler_cpu)
         self.window_cpu.append(stats.get("probe_cpu") or 0.0)
         self.windows.append(stats.get("windows") or 0)
@@ -191,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
                     probed, plain = started if pair % 2 == 0 else started[::-1]
                     for worker in (probed, plain):
                         run(worker, True, size, warm)
-                sides = [(probed, measure, on), (plain, unmeasured, off)]
+                # With both probes off (fresh control) the flag changes nothing: send it unset.
+                sides = [(probed, measure or (args.control and same is None), on), (plain, unmeasured, off)]
                 for worker, flag, side in sides if pair % 2 == 0 else sides[::-1]:
                     timed(worker, sampler_pid(worker), flag, side, size, sweeps)
             print(f"pair {pair + 1:2d}: on{'*' if on.measured[-1] else ' '} {on.walls[-1]:.3f} s  "
@@ -218,6 +222,11 @@ def report(args: argparse.Namespace, size: int, sweeps: int, on: Side, off: Side
     print(f"median wall, on:  {statistics.median(on.walls):.3f} s")
     print(f"median ratio on/off:     {median_ratio:.4f}  ({100 * (median_ratio - 1):+.2f} %)")
     print(f"ratio of sums on/off:    {sum_ratio:.4f}  ({100 * (sum_ratio - 1):+.2f} %)")
+    # CPU time on the core, the task's own plus the sampler's: what the probe costs the core, blind
+    # to other tenants' processes that lengthen wall times on a shared machine.
+    core = [(c + p) / o for c, p, o in zip(on.cpus, on.sampler_cpu, off.cpus)]
+    print(f"core CPU on/off:         {statistics.median(core):.4f} median, "
+          f"{(sum(on.cpus) + sum(on.sampler_cpu)) / sum(off.cpus):.4f} of sums (task {statistics.median(off.cpus):.3f} s CPU)")
     task = statistics.median(off.walls)
     if measured:
         per_measured = statistics.median(on.sampler_cpu[i] for i in measured)
@@ -236,7 +245,7 @@ def report(args: argparse.Namespace, size: int, sweeps: int, on: Side, off: Side
         with open(args.json, "w") as file:
             json.dump({"size": size, "sweeps": sweeps, "cpu": args.cpu, "same_worker": args.same_worker,
                        "control": args.control, "sampling": args.sampling, "on": on.walls, "off": off.walls,
-                       "ratios": ratios, "measured": on.measured, "sampler_cpu": on.sampler_cpu,
+                       "ratios": ratios, "cpu_on": on.cpus, "cpu_off": off.cpus, "measured": on.measured, "sampler_cpu": on.sampler_cpu,
                        "window_cpu": on.window_cpu, "windows": on.windows, "footprints": on.footprints}, file, indent=1)
 
 
