@@ -203,7 +203,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         pass  # refuse a store that cannot keep the measurement before running anything
     store = _store(args)
     executor = ScalpelExecutor(label="profile-run", profiles=store, batch_window=0.0,
-                               topology=[[min(os.sched_getaffinity(0))]])
+                               topology=[[min(os.sched_getaffinity(0))]],
+                               measure_every=1)  # profiling measures every repeat, not a sample
     executor.start()
     try:
         spec = {"profile_key": key}

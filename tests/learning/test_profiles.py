@@ -300,6 +300,20 @@ def test_cli_import_list_show_export_clear(tmp_path, capsys):
                  "--json"]) == 0
 
 
+def test_cli_run_measures_every_repeat_not_a_sample(tmp_path, capsys, monkeypatch):
+    """The executor measures a sample of a key's tasks (first 3, then one in 20); profiling asks for all."""
+    module = tmp_path / "fill_kernels.py"
+    module.write_text("import time\n\ndef fill(n):\n    data = bytearray(n)\n    end = time.monotonic() + 0.3\n"
+                      "    while time.monotonic() < end:\n        data[::4096] = bytes(len(range(0, n, 4096)))\n"
+                      "    return len(data)\n")
+    monkeypatch.chdir(tmp_path)
+    store = str(tmp_path / "p.sqlite")
+    assert main(["profile", "run", "fill_kernels:fill", "20000000", "--repeat", "5", "--store", store, "--json"]) == 0
+    profile = json.loads(capsys.readouterr().out)
+    assert profile["runs"] == 5
+    assert profile["footprint_runs"] == 5, profile  # sampling would have measured the first 3 only
+
+
 def test_cli_run_measures_an_app_once_and_stores_it(tmp_path, capsys, monkeypatch):
     module = tmp_path / "sample_kernels.py"
     module.write_text("def square_sum(n):\n    return sum(i * i for i in range(n))\n")

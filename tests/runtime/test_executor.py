@@ -258,7 +258,7 @@ def test_bad_construction_is_a_clear_error(kwargs, message):
 
 def test_fake_2x4_topology_dispatches_by_the_two_level_schedule():
     footprints = [13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1]
-    executor = ScalpelExecutor(topology="2x4:12MiB", batch_window=0.3, batch_quiet=0.3)
+    executor = ScalpelExecutor(topology="2x4:12MiB", policy="scalpel-paper", batch_window=0.3, batch_quiet=0.3)
     executor.start()
     try:
         futures = [
