@@ -24,6 +24,16 @@ started with (``--fd``), and its workers' private socket pairs. It outlives noth
 socket, a ``Shutdown``, or its parent's pid changing (the driver was killed while a process it
 forked still holds the socket) all end its workers and the process. Its own workers watch its pid
 in turn (:mod:`~scalpel_executor.runtime.worker`), so a SIGKILLed manager leaves no worker behind.
+
+**Connect mode** (``--connect tcp://HOST:PORT --cert-dir DIR --block-id ID``, started by a
+provider block in provider mode): the socket end is replaced by a
+:class:`~scalpel_executor.runtime.channel.ManagerLink` (a CurveZMQ DEALER with the client keys
+read from ``DIR``). The manager speaks first (``Register``: block, host, version, pid, CPUs),
+then everything is as above, with one difference in how it notices the driver is gone: there is
+no parent to watch, so the link reports EOF when the TCP connection drops after the handshake, or
+when the driver sent nothing (not even its ``Ping``) for ``--driver-threshold`` seconds. A driver
+that refuses the key, or none answering within ``--connect-timeout``, ends the manager with status 2.
+``--cpus`` confines the manager (and so its workers) to those CPUs before it detects its topology.
 """
 
 from __future__ import annotations
@@ -32,18 +42,22 @@ import argparse
 import logging
 import math
 import os
+import socket
 import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field, fields
 from multiprocessing.connection import Connection
 
+from scalpel_executor import __version__
+from scalpel_executor.core.cpulist import cpu_set
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.core.topology import Domain, Topology
 from scalpel_executor.host.topology import detect_topology
+from scalpel_executor.runtime.channel import ManagerLink
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, WalltimeExceeded, WorkerDied
-from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Fatal, Heartbeat, Log, Result, Shutdown,
-                                                       Started, Submit, decode, encode)
+from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Fatal, Heartbeat, Log, Register, Result,
+                                                       Shutdown, Started, Submit, decode, encode)
 from scalpel_executor.runtime.pool import WALLTIME_GRACE, Job, Outcome, WorkerPool
 
 __all__ = ["ManagerConfig", "NodeManager", "main"]
@@ -79,6 +93,7 @@ class ManagerConfig:
     heartbeat_period: float = 2.0
     sys_path: list = field(default_factory=list)
     log_level: int = logging.INFO
+    max_workers: int | None = None  # at most this many slots (the first CPUs of the topology); None: all
 
     @classmethod
     def for_topology(cls, topology: Topology, **options) -> "ManagerConfig":
@@ -101,6 +116,9 @@ class ManagerConfig:
         if not isinstance(config.heartbeat_period, (int, float)) or isinstance(config.heartbeat_period, bool) \
                 or not math.isfinite(config.heartbeat_period) or config.heartbeat_period <= 0:
             raise ValueError(f"heartbeat_period must be a positive number of seconds, got {config.heartbeat_period!r}")
+        if config.max_workers is not None and (not isinstance(config.max_workers, int)
+                                               or isinstance(config.max_workers, bool) or config.max_workers < 1):
+            raise ValueError(f"max_workers must be a positive integer or None, got {config.max_workers!r}")
         if not isinstance(config.worker_env, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in config.worker_env.items()):
             raise ValueError(f"worker_env must map names to strings, got {config.worker_env!r:.200}")
@@ -109,9 +127,18 @@ class ManagerConfig:
     def topology(self) -> Topology:
         """The LLC domains to schedule for: the driver's, or this node's own when none was given."""
         if self.domains is None:
-            return detect_topology(smt=self.smt)
-        return Topology(tuple(Domain(index, tuple(d["cpus"]), d.get("llc_size"))
-                              for index, d in enumerate(self.domains)), self.topology_source)
+            topology = detect_topology(smt=self.smt)
+        else:
+            topology = Topology(tuple(Domain(index, tuple(d["cpus"]), d.get("llc_size"))
+                                      for index, d in enumerate(self.domains)), self.topology_source)
+        if self.max_workers is None or self.max_workers >= sum(len(d.cpus) for d in topology.domains):
+            return topology
+        kept, left = [], self.max_workers
+        for domain in topology.domains:
+            if left > 0:
+                kept.append(Domain(len(kept), domain.cpus[:left], domain.llc_size))
+                left -= len(kept[-1].cpus)
+        return Topology(tuple(kept), topology.source)
 
 
 class _ToDriver(logging.Handler):
@@ -136,15 +163,24 @@ class NodeManager:
 
     Parameters
     ----------
-    connection : Connection
-        The manager's end of the socket pair the driver holds the other end of.
-    parent_pid : int
-        The driver's pid; the manager ends its workers and exits when its parent changes.
+    connection : Connection or ManagerLink
+        The manager's end of the socket pair the driver holds the other end of, or its link to a
+        driver over the network (connect mode).
+    parent_pid : int or None
+        The driver's pid; the manager ends its workers and exits when its parent changes. None in
+        connect mode, where the link reports the driver's loss.
+    register : Register, optional
+        Connect mode: the first message, sent before anything is read.
+    configure_timeout : float
+        Seconds to wait for the driver's configuration.
     """
 
-    def __init__(self, connection: Connection, parent_pid: int):
+    def __init__(self, connection, parent_pid: int | None, *, register: Register | None = None,
+                 configure_timeout: float = CONFIGURE_TIMEOUT):
         self._connection = connection
         self._parent_pid = parent_pid
+        self._register = register
+        self._configure_timeout = configure_timeout
         self._send_lock = threading.Lock()
         self._pool: WorkerPool | None = None
         self._started = threading.Event()
@@ -164,13 +200,21 @@ class NodeManager:
 
     def run(self) -> int:
         """Serve the driver until it says shutdown or goes away; the process's exit status."""
-        if not self._connection.poll(CONFIGURE_TIMEOUT):
-            print(f"scalpel-manager: no configuration from the driver within {CONFIGURE_TIMEOUT:.0f} s",
-                  file=sys.stderr)
+        if self._register is not None:
+            self.send(self._register)
+        if not self._connection.poll(self._configure_timeout):
+            print(f"scalpel-manager: no configuration from the driver within {self._configure_timeout:.0f} s"
+                  + (f" (is {self._connection.url} reachable from this node, and its port open?)"
+                     if self._register is not None else ""), file=sys.stderr)
+            self._close_link()
             return 2
         try:
             first = decode(self._connection.recv_bytes())
-        except (EOFError, OSError):
+        except (EOFError, OSError) as error:
+            if getattr(self._connection, "refused", None):
+                print(f"scalpel-manager: {error}", file=sys.stderr)
+                self._close_link()
+                return 2
             return 0  # the driver went away before configuring us: nothing to end
         except ValueError as error:
             first = error
@@ -187,6 +231,10 @@ class NodeManager:
         threading.Thread(target=self._start_pool, name="scalpel-manager-start", daemon=True).start()
         threading.Thread(target=self._watch, name="scalpel-manager-watch", daemon=True).start()
         return self._serve()
+
+    def _close_link(self) -> None:
+        with self._send_lock:
+            self._connection.close()
 
     def _make_pool(self, config: ManagerConfig) -> WorkerPool:
         # The driver's import path first: workers inherit it (SCALPEL_SYS_PATH) to unpickle its functions.
@@ -253,7 +301,7 @@ class NodeManager:
         next_beat = time.monotonic() + self._heartbeat_period
         while not self._ending.is_set():
             time.sleep(PARENT_CHECK_INTERVAL)
-            if os.getppid() != self._parent_pid:
+            if self._parent_pid is not None and os.getppid() != self._parent_pid:
                 logger.debug("the driver (pid %d) is gone; ending every worker", self._parent_pid)
                 self._end(0)
             if self._started.is_set() and time.monotonic() >= next_beat:
@@ -288,18 +336,48 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="scalpel-manager",
         description="The node manager of scalpel-executor: runs one node's pinned workers and scheduler for a "
-                    "driver connected through an inherited socket (started by ScalpelExecutor; not run by hand).")
-    parser.add_argument("--fd", type=int, required=True, help="descriptor of the inherited socket to the driver")
+                    "driver, either through an inherited socket (local mode) or over the network (provider mode: "
+                    "--connect). Started by ScalpelExecutor or by a provider block; not run by hand.")
+    channel = parser.add_mutually_exclusive_group(required=True)
+    channel.add_argument("--fd", type=int, help="descriptor of the inherited socket to the driver (local mode)")
+    channel.add_argument("--connect", metavar="tcp://HOST:PORT", help="the driver's address (provider mode)")
     parser.add_argument("--parent", type=int, default=None,
-                        help="pid of the driver; the manager ends its workers and exits when it goes "
+                        help="local mode: pid of the driver; the manager ends its workers and exits when it goes "
                              "(default: the parent process)")
+    parser.add_argument("--cert-dir", help="provider mode: the directory with the CurveZMQ keys the driver wrote")
+    parser.add_argument("--block-id", default="", help="provider mode: the block this manager runs in")
+    parser.add_argument("--cpus", default=None,
+                        help="CPUs to confine the manager and its workers to, e.g. '0-3,8' (default: its affinity)")
+    parser.add_argument("--connect-timeout", type=float, default=CONFIGURE_TIMEOUT,
+                        help="provider mode: seconds to wait for the driver to answer (default %(default)s)")
+    parser.add_argument("--driver-threshold", type=float, default=120.0,
+                        help="provider mode: seconds of silence from the driver after which the manager ends "
+                             "its workers and exits (default %(default)s)")
     args = parser.parse_args(argv)
+    if args.cpus is not None:
+        try:
+            os.sched_setaffinity(0, cpu_set(args.cpus))
+        except (ValueError, OSError) as error:
+            parser.error(f"--cpus {args.cpus!r}: {error}")
+    if args.connect is None:
+        try:
+            os.fstat(args.fd)
+        except OSError:
+            parser.error(f"--fd {args.fd} is not an open descriptor; the driver passes its socket end with pass_fds")
+        manager = NodeManager(Connection(args.fd), args.parent if args.parent is not None else os.getppid())
+        return manager.run()
+    if not args.cert_dir:
+        parser.error("--connect needs --cert-dir, the directory with the keys the driver wrote")
+    logging.basicConfig(level=logging.WARNING, format="scalpel-manager %(asctime)s %(name)s %(levelname)s: %(message)s")
     try:
-        os.fstat(args.fd)
-    except OSError:
-        parser.error(f"--fd {args.fd} is not an open descriptor; the driver passes its socket end with pass_fds")
-    manager = NodeManager(Connection(args.fd), args.parent if args.parent is not None else os.getppid())
-    return manager.run()
+        link = ManagerLink(args.connect, args.cert_dir, driver_threshold=args.driver_threshold)
+    except (ValueError, OSError) as error:
+        print(f"scalpel-manager: {error}", file=sys.stderr)
+        return 2
+    os.environ["PARSL_WORKER_BLOCK_ID"] = args.block_id  # as HTEX's workers see it; ours inherit it
+    register = Register(args.block_id, socket.gethostname(), __version__, os.getpid(),
+                        sorted(os.sched_getaffinity(0)))
+    return NodeManager(link, None, register=register, configure_timeout=args.connect_timeout).run()
 
 
 if __name__ == "__main__":

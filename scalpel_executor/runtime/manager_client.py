@@ -56,7 +56,7 @@ from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Fatal,
                                                        Started, Submit, decode, encode)
 from scalpel_executor.runtime.pool import READY_TIMEOUT, WALLTIME_GRACE, Job, Outcome
 
-__all__ = ["ManagerClient", "NodeManagerLost"]
+__all__ = ["ManagerClient", "NodeManagerLost", "rebuild_error"]
 
 logger = logging.getLogger(__name__)
 
@@ -75,8 +75,9 @@ class NodeManagerLost(ManagerLost):
     which task and why.
     """
 
-    def __init__(self, message: str, *, task_id: int | None = None, pid: int | None = None, cause: str = ""):
-        ManagerLost.__init__(self, str(pid).encode(), platform.node())
+    def __init__(self, message: str, *, task_id: int | None = None, pid: int | None = None, cause: str = "",
+                 hostname: str | None = None):
+        ManagerLost.__init__(self, str(pid).encode(), hostname or platform.node())
         self.args = (message,)
         self.task_id, self.pid, self.cause = task_id, pid, cause
 
@@ -84,11 +85,12 @@ class NodeManagerLost(ManagerLost):
         return str(self.args[0])
 
     def __reduce__(self):
-        return (_rebuild_lost, (self.args[0], self.task_id, self.pid, self.cause))
+        return (_rebuild_lost, (self.args[0], self.task_id, self.pid, self.cause, self.hostname))
 
 
-def _rebuild_lost(message: str, task_id: int | None, pid: int | None, cause: str) -> NodeManagerLost:
-    return NodeManagerLost(message, task_id=task_id, pid=pid, cause=cause)
+def _rebuild_lost(message: str, task_id: int | None, pid: int | None, cause: str,
+                  hostname: str | None = None) -> NodeManagerLost:
+    return NodeManagerLost(message, task_id=task_id, pid=pid, cause=cause, hostname=hostname)
 
 
 @dataclass(eq=False)
@@ -365,7 +367,7 @@ class ManagerClient:
             if isinstance(message, Result):
                 outcome = Outcome(message.ok, message.payload, None, message.stats)
             else:
-                outcome = Outcome(False, error=_rebuild_error(message))
+                outcome = Outcome(False, error=rebuild_error(message))
             self._deliver(task, outcome)
         elif isinstance(message, Heartbeat):
             self._worker_pids, self.respawns = list(message.worker_pids), message.respawns
@@ -437,7 +439,7 @@ class ManagerClient:
             logger.exception("completion callback failed for task %s", task.id)
 
 
-def _rebuild_error(message: Failed) -> BaseException:
+def rebuild_error(message: Failed) -> BaseException:
     """The exception a Failed message describes, as this process's own type."""
     detail, text = message.detail, message.message
     if message.kind == "WorkerDied":

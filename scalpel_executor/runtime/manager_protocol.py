@@ -15,6 +15,13 @@
       │  Shutdown() ──>                                     fail what is unfinished, end workers, exit
       │  (EOF) ──>                                          the driver is gone: end workers, exit
 
+In connect mode (provider blocks, :mod:`scalpel_executor.runtime.hub`) the manager speaks first
+and the driver beats too; each message is one ZeroMQ frame holding the same bytes::
+
+      │                               <── Register(block_id, hostname, version, pid, cpus)
+      │  Configure(config) ──>  ...as above...
+      │  Ping() ──>                                         every heartbeat_period: the driver lives
+
 A task's call and result are opaque bytes here (Parsl's serialization, packed by the driver and
 unpacked by a worker, or the reverse). The envelope is **not** a pickle: it is a JSON header
 (tag and fields: numbers, strings, booleans, None, lists and string-keyed dicts of those) followed
@@ -34,10 +41,22 @@ import math
 import struct
 from typing import Any, NamedTuple, Union
 
-__all__ = ["Configure", "Submit", "Shutdown", "Started", "Result", "Failed", "Heartbeat", "Log", "Fatal",
+__all__ = ["Register", "Ping", "Configure", "Submit", "Shutdown", "Started", "Result", "Failed", "Heartbeat", "Log", "Fatal",
            "Message", "FAILURE_KINDS", "encode", "decode"]
 
 FAILURE_KINDS = ("WorkerDied", "WalltimeExceeded", "ExecutorShutdown", "ExecutorFailed")
+
+
+class Register(NamedTuple):
+    block_id: str  # the provider block the manager was launched in
+    hostname: str
+    version: str  # scalpel_executor.__version__; the driver refuses another
+    pid: int
+    cpus: list  # the CPUs the manager may use (its affinity)
+
+
+class Ping(NamedTuple):
+    pass
 
 
 class Configure(NamedTuple):
@@ -103,10 +122,12 @@ class Fatal(NamedTuple):
     message: str
 
 
-Message = Union[Configure, Submit, Shutdown, Started, Result, Failed, Heartbeat, Log, Fatal]
+Message = Union[Register, Ping, Configure, Submit, Shutdown, Started, Result, Failed, Heartbeat, Log, Fatal]
 
 _NUMBER, _OPTIONAL_NUMBER, _OPTIONAL_INT = "number", "number?", "int?"
 _SCHEMA: dict[str, tuple[type, tuple[Any, ...]]] = {  # tag -> (kind, types of its fields in order)
+    "register": (Register, (str, str, str, int, list)),
+    "ping": (Ping, ()),
     "configure": (Configure, (dict,)),
     "submit": (Submit, (int, _NUMBER, _NUMBER, _NUMBER, _OPTIONAL_NUMBER, _OPTIONAL_NUMBER, bool, bytes)),
     "shutdown": (Shutdown, ()),

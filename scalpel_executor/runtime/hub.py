@@ -1,0 +1,493 @@
+"""The driver's side of provider mode: every node manager, over one CurveZMQ ROUTER socket.
+
+:class:`ManagerHub` has WorkerPool's surface (``start``, ``submit(Task)``, ``shutdown``,
+``on_complete(task, outcome)``) for the executor, and behind it any number of node managers
+(:mod:`scalpel_executor.runtime.manager` in connect mode), each started by a provider block and
+connecting to the hub's port (:mod:`scalpel_executor.runtime.channel` has the keys and sockets).
+
+Data flow::
+
+    submit(Task) (DFK thread) ── pending (under the lock) ── a byte on the inproc wake socket ──┐
+                                                                                                v
+    hub thread (owns the ROUTER): poll ROUTER + wake socket, then in one pass
+        ├─ Register ──> version check ──> Configure ──> (Started: slots known, the manager takes work)
+        ├─ Result / Failed ──> pop from its manager's held tasks ──> on_complete (no lock held)
+        ├─ Heartbeat / Log / Fatal ──> worker pids / re-logged here / kept as the loss's cause
+        ├─ a TCP connection dropped (socket monitor) ──> Ping every manager for PROBE_WINDOW s:
+        │                               the one whose send fails (EHOSTUNREACH) is lost
+        ├─ silent for heartbeat_threshold ──> the manager is lost
+        ├─ every heartbeat_period: Ping to every manager (they exit when the driver goes silent)
+        └─ deal: pending tasks, highest priority first, placed on managers with room
+                 (runtime.placement: heaviest first to the least footprint per slot) ──> Submit
+
+A task is pending here until it is dealt, then held by exactly one manager until one outcome is
+delivered: its Result or Failed, ``NodeManagerLost`` (Parsl's ``ManagerLost``) when that manager
+is lost, or ``ExecutorShutdown``. A manager's room is its slots plus ``prefetch`` tasks, so its
+scheduler always has the next task at hand when a core frees, yet most waiting work stays here
+where any node, including one that joins later, can take it. A Result or Failed for a task that
+is not held by the manager that sends it (a duplicate, or a late one from a manager declared
+lost, which then is told to shut down) is dropped and logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import zmq
+from zmq.utils.monitor import recv_monitor_message
+
+from scalpel_executor import __version__
+from scalpel_executor.core.tasks import Task
+from scalpel_executor.runtime.channel import PING, PORT_RANGE, bind_router
+from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown
+from scalpel_executor.runtime.manager import ManagerConfig
+from scalpel_executor.runtime.manager_client import NodeManagerLost, rebuild_error
+from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Fatal, Heartbeat, Log, Register, Result,
+                                                       Shutdown, Started, Submit, decode, encode)
+from scalpel_executor.runtime.placement import NodeRoom, place
+from scalpel_executor.runtime.pool import Job, Outcome
+
+__all__ = ["ManagerHub", "RemoteManager"]
+
+logger = logging.getLogger(__name__)
+
+HEARTBEAT_PERIOD = 2.0  # seconds between heartbeats, both ways
+HEARTBEAT_THRESHOLD = 120.0  # seconds of silence after which a manager is lost (HTEX's default)
+HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                    | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+REFUSAL_LOG_INTERVAL = 10.0  # seconds between warnings about failed handshakes
+PROBE_WINDOW = 2.0  # seconds after a disconnection during which managers are pinged to find the gone one
+PROBE_INTERVAL = 0.1  # seconds between those pings (libzmq drops the peer's pipe a moment after the event)
+
+
+@dataclass(eq=False)
+class RemoteManager:
+    """One connected node manager, as the hub thread tracks it."""
+
+    identity: bytes  # its ROUTER routing id
+    block_id: str
+    hostname: str
+    pid: int
+    cpus: list
+    last_heard: float
+    slots: int = 0  # 0 until Started: it takes no task before
+    slot_cpus: list = field(default_factory=list)
+    worker_pids: list = field(default_factory=list)
+    topology: dict | None = None
+    held: dict = field(default_factory=dict)  # task id -> Task sent to it, not finished
+    load: float = 0.0  # summed footprint of held tasks
+    idle_since: float = 0.0
+    draining: bool = False  # its block is being cancelled: send it nothing more
+    fatal: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.hostname}:{self.pid} (block {self.block_id})"
+
+    def describe(self, now: float) -> dict:
+        """HTEX's ``connected_managers()`` entry, plus what this executor knows."""
+        return {"manager": self.identity.hex(), "block_id": self.block_id, "hostname": self.hostname,
+                "pid": self.pid, "worker_count": self.slots, "tasks": len(self.held),
+                "idle_duration": (now - self.idle_since) if not self.held else 0.0,
+                "active": not self.draining, "draining": self.draining, "cpus": list(self.cpus),
+                "slot_cpus": [list(cpus) for cpus in self.slot_cpus], "worker_pids": list(self.worker_pids),
+                "topology": self.topology, "python_version": None, "parsl_version": None,
+                "scalpel_version": __version__}
+
+
+class ManagerHub:
+    """Node managers reached over the network, with WorkerPool's surface.
+
+    Parameters
+    ----------
+    config : ManagerConfig
+        What every manager is told (policy, batching, worker environment, ...).
+    on_complete : callable(Task, Outcome)
+        Called once per task, on the hub thread, holding no lock.
+    cert_dir : path
+        The directory :func:`~scalpel_executor.runtime.channel.make_keys` wrote.
+    address : str
+        Where to bind (an address of this host; ``"*"`` for every interface).
+    port_range : (int, int)
+        Ports to try, lowest included, highest excluded.
+    prefetch : int
+        Tasks a manager is sent beyond its slots.
+    heartbeat_period, heartbeat_threshold : float
+        Seconds between Pings (and the managers' Heartbeats); silence after which a manager is lost.
+    """
+
+    def __init__(self, config: ManagerConfig, on_complete: Callable[[Task, Outcome], None], *,
+                 cert_dir: str | os.PathLike, address: str = "127.0.0.1",
+                 port_range: tuple[int, int] = PORT_RANGE, prefetch: int = 1,
+                 heartbeat_period: float = HEARTBEAT_PERIOD, heartbeat_threshold: float = HEARTBEAT_THRESHOLD):
+        self._config = config
+        self._on_complete = on_complete
+        self.cert_dir = Path(cert_dir)
+        self.address = address
+        self.port_range = port_range
+        self.prefetch = prefetch
+        self.heartbeat_period = float(heartbeat_period)
+        self.heartbeat_threshold = float(heartbeat_threshold)
+        self.port: int | None = None
+        self._lock = threading.Lock()  # guards _pending, _unfinished, _stopping, _managers' membership
+        self._pending: list[Task] = []
+        self._unfinished = 0  # submitted, no outcome delivered yet
+        self._stopping = False
+        self._managers: dict[bytes, RemoteManager] = {}
+        self._lost: set[bytes] = set()
+        self._context: zmq.Context | None = None
+        self._wake: zmq.Socket | None = None
+        self._wake_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._monitor: zmq.Socket | None = None
+        self.managers_lost = 0
+        self.refused_count = 0  # connections that failed the CurveZMQ handshake
+        self._refusal_logged = -REFUSAL_LOG_INTERVAL
+
+    # -- the executor's surface -------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        host = self.address if self.address not in ("*", "0.0.0.0") else "127.0.0.1"
+        return f"tcp://{host}:{self.port}"
+
+    def start(self) -> None:
+        """Bind the ROUTER and start the hub thread. Raises RuntimeError if no port can be bound."""
+        self._context = zmq.Context()
+        router, self._authenticator, self.port = bind_router(self._context, self.cert_dir, self.address,
+                                                             self.port_range)
+        wake_in = self._context.socket(zmq.PULL)
+        wake_in.bind(f"inproc://scalpel-hub-{id(self)}")
+        self._wake = self._context.socket(zmq.PUSH)
+        self._wake.connect(f"inproc://scalpel-hub-{id(self)}")
+        self._thread = threading.Thread(target=self._run, args=(router, wake_in), name="scalpel-hub", daemon=True)
+        self._thread.start()
+        logger.info("node manager channel bound to %s:%d (CurveZMQ, keys in %s)", self.address, self.port,
+                    self.cert_dir)
+
+    def submit(self, task: Task) -> None:
+        """Queue a task (its payload a Job) for the next manager with room (thread-safe)."""
+        with self._lock:
+            if self._stopping:
+                raise ExecutorShutdown("the executor is shut down; no new tasks are accepted")
+            if self._thread is None:
+                raise ExecutorShutdown("the executor has not been started; call start() first")
+            self._pending.append(task)
+            self._unfinished += 1
+        self._poke()
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Tell every manager to shut down, fail unfinished tasks with ExecutorShutdown. Idempotent."""
+        with self._lock:
+            already, self._stopping = self._stopping, True
+        if already or self._thread is None:
+            return
+        self._poke()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    @property
+    def outstanding(self) -> int:
+        """Tasks submitted and not finished: waiting here or held by a manager."""
+        with self._lock:
+            return self._unfinished
+
+    def connected_managers(self) -> list[dict]:
+        now = time.monotonic()
+        with self._lock:
+            return [manager.describe(now) for manager in self._managers.values()]
+
+    @property
+    def worker_pids(self) -> list[int]:
+        with self._lock:
+            return [pid for manager in self._managers.values() for pid in manager.worker_pids]
+
+    @property
+    def slot_cpus_map(self) -> list[tuple[int, ...]]:
+        with self._lock:
+            return [tuple(cpus) for manager in self._managers.values() for cpus in manager.slot_cpus]
+
+    def block_load(self) -> dict[str, int]:
+        """Tasks held per block that has a connected manager."""
+        load: dict[str, int] = {}
+        with self._lock:
+            for manager in self._managers.values():
+                load[manager.block_id] = load.get(manager.block_id, 0) + len(manager.held)
+        return load
+
+    def drain(self, block_ids) -> None:
+        """Send nothing more to the managers of these blocks (they are being cancelled)."""
+        block_ids = set(block_ids)
+        with self._lock:
+            for manager in self._managers.values():
+                if manager.block_id in block_ids:
+                    manager.draining = True
+
+    def _poke(self) -> None:
+        with self._wake_lock:
+            if self._wake is not None:
+                self._wake.send(b"", zmq.NOBLOCK)
+
+    # -- the hub thread ---------------------------------------------------------------------
+
+    def _run(self, router: zmq.Socket, wake_in: zmq.Socket) -> None:
+        poller = zmq.Poller()
+        poller.register(router, zmq.POLLIN)
+        poller.register(wake_in, zmq.POLLIN)
+        monitor = self._monitor = router.get_monitor_socket(zmq.EVENT_DISCONNECTED | HANDSHAKE_FAILED)
+        poller.register(monitor, zmq.POLLIN)
+        next_ping = time.monotonic() + self.heartbeat_period
+        probe_until = 0.0
+        try:
+            while True:
+                timeout = max(0.0, min(next_ping, self._next_silence_deadline()) - time.monotonic())
+                events = dict(poller.poll(timeout * 1000 + 1))
+                if wake_in in events:
+                    while _drain_one(wake_in):
+                        pass
+                if monitor in events and self._connection_events(monitor):
+                    probe_until = time.monotonic() + PROBE_WINDOW
+                if time.monotonic() < probe_until:
+                    next_ping = min(next_ping, time.monotonic() + PROBE_INTERVAL)
+                if router in events:
+                    while True:
+                        try:
+                            frames = router.recv_multipart(zmq.NOBLOCK)
+                        except zmq.Again:
+                            break
+                        self._receive(router, frames)
+                if self._stopping:
+                    break
+                now = time.monotonic()
+                for manager in list(self._managers.values()):
+                    if now - manager.last_heard > self.heartbeat_threshold:
+                        self._lose(router, manager, f"was silent for {now - manager.last_heard:.0f} s "
+                                                    f"(heartbeat_threshold {self.heartbeat_threshold:g} s)")
+                if now >= next_ping:
+                    next_ping = now + self.heartbeat_period
+                    for manager in list(self._managers.values()):
+                        self._send(router, manager, PING)
+                self._deal(router)
+        except BaseException as error:  # noqa: BLE001 - a bug here must not leave futures pending forever
+            logger.exception("the node manager hub failed; failing every unfinished task")
+            self._end(router, wake_in, lambda task: ExecutorFailed(
+                f"task {task.id} was lost: the executor's hub thread failed with {error!r} (a bug: please "
+                f"report it with the log)"))
+            return
+        self._end(router, wake_in, lambda task: ExecutorShutdown(
+            f"task {task.id} had not finished when the executor shut down"))
+
+
+    def _connection_events(self, monitor: zmq.Socket) -> bool:
+        """Log failed handshakes; True when a connection dropped."""
+        dropped = False
+        while True:
+            try:
+                event = recv_monitor_message(monitor, zmq.NOBLOCK)
+            except zmq.Again:
+                return dropped
+            if event["event"] == zmq.EVENT_DISCONNECTED:
+                dropped = True
+            else:  # logged at most every REFUSAL_LOG_INTERVAL: a misconfigured manager retries continually
+                self.refused_count += 1
+                if time.monotonic() - self._refusal_logged >= REFUSAL_LOG_INTERVAL:
+                    self._refusal_logged = time.monotonic()
+                    logger.warning("refused a connection to %s: it failed the CurveZMQ handshake (event %d, code "
+                                   "%d: a peer without this run's keys, or not a node manager; %d refused so "
+                                   "far); nothing it sent was read", event["endpoint"].decode(errors="replace"),
+                                   event["event"], event["value"], self.refused_count)
+
+    def _next_silence_deadline(self) -> float:
+        deadlines = [manager.last_heard + self.heartbeat_threshold for manager in self._managers.values()]
+        return min(deadlines, default=float("inf"))
+
+    def _receive(self, router: zmq.Socket, frames: list[bytes]) -> None:
+        if len(frames) != 2:
+            logger.warning("dropped a message of %d frames from an authenticated peer (a manager sends 2)",
+                           len(frames))
+            return
+        identity, data = frames
+        manager = self._managers.get(identity)
+        try:
+            message = decode(data)
+        except ValueError as error:
+            if manager is not None:
+                logger.error("node manager %s sent a malformed message: %s", manager.name, error)
+                self._lose(router, manager, f"sent a malformed message ({error})")
+            else:
+                logger.warning("dropped a malformed message from an unregistered peer: %s", error)
+            return
+        if manager is None:
+            self._unregistered(router, identity, message)
+            return
+        manager.last_heard = time.monotonic()
+        if isinstance(message, (Result, Failed)):
+            task = manager.held.pop(message.task_id, None)
+            if task is None:
+                logger.warning("dropped a %s from node manager %s for task %s, which it does not hold "
+                               "(already failed or completed)", type(message).__name__.lower(), manager.name,
+                               message.task_id)
+                return
+            manager.load -= task.footprint
+            if not manager.held:
+                manager.idle_since, manager.load = time.monotonic(), 0.0
+            job: Job = task.payload
+            job.slot, job.domain, job.cpu, job.started = message.slot, message.domain, message.cpu, message.started
+            outcome = (Outcome(message.ok, message.payload, None, message.stats) if isinstance(message, Result)
+                       else Outcome(False, error=rebuild_error(message)))
+            self._deliver(task, outcome)
+        elif isinstance(message, Heartbeat):
+            manager.worker_pids = list(message.worker_pids)
+        elif isinstance(message, Log):
+            name = message.logger if message.logger.startswith("scalpel_executor") else "scalpel_executor.manager"
+            logging.getLogger(name).log(message.level, "[node manager %s] %s", manager.name, message.text)
+        elif isinstance(message, Started):
+            with self._lock:
+                manager.slots = len(message.slot_cpus)
+                manager.slot_cpus = [list(cpus) for cpus in message.slot_cpus]
+                manager.worker_pids = list(message.worker_pids)
+                manager.topology = message.topology
+            logger.info("node manager %s started %d workers on CPUs %s", manager.name, manager.slots,
+                        manager.slot_cpus)
+        elif isinstance(message, Fatal):
+            manager.fatal = message.message  # it exits next; its disconnection follows
+            logger.error("node manager %s: %s", manager.name, message.message)
+        else:
+            logger.error("node manager %s sent %s, which a manager never sends; ignored", manager.name,
+                         type(message).__name__)
+
+    def _unregistered(self, router: zmq.Socket, identity: bytes, message) -> None:
+        if not isinstance(message, Register):
+            what = type(message).__name__
+            detail = f" for task {message.task_id}" if isinstance(message, (Result, Failed)) else ""
+            if identity in self._lost:
+                logger.warning("dropped a late %s%s from a node manager already declared lost; told it to "
+                               "shut down", what, detail)
+            else:
+                logger.warning("dropped a %s%s from a peer that has not registered; told it to shut down",
+                               what, detail)
+            self._send(router, None, encode(Shutdown()), identity)
+            return
+        if message.version != __version__:
+            logger.error("refused node manager %s:%d of block %s: it runs scalpel-executor %s, the driver %s; "
+                         "install the same version on every node", message.hostname, message.pid,
+                         message.block_id, message.version, __version__)
+            self._send(router, None, encode(Shutdown()), identity)
+            return
+        now = time.monotonic()
+        manager = RemoteManager(identity, message.block_id, message.hostname, message.pid, list(message.cpus),
+                                last_heard=now, idle_since=now)
+        with self._lock:
+            self._managers[identity] = manager
+        logger.info("node manager %s registered with CPUs %s", manager.name, manager.cpus)
+        self._send(router, manager, encode(Configure(self._config.to_dict())))
+
+    def _send(self, router: zmq.Socket, manager: RemoteManager | None, data: bytes,
+              identity: bytes | None = None) -> bool:
+        try:
+            router.send_multipart([identity or manager.identity, data], zmq.NOBLOCK)
+            return True
+        except zmq.ZMQError as error:  # EHOSTUNREACH: gone; EAGAIN: its queue is full, it is not reading
+            if manager is not None and manager.identity in self._managers:
+                cause = ("dropped its connection (killed, crashed, or its node is gone)"
+                         if error.errno == zmq.EHOSTUNREACH else f"could not be sent to ({error})")
+                self._lose(router, manager, cause)
+            return False
+
+    def _deal(self, router: zmq.Socket) -> None:
+        with self._lock:
+            if not self._pending:
+                return
+            nodes = [NodeRoom(manager.identity, manager.slots,
+                              manager.slots + self.prefetch - len(manager.held), manager.load)
+                     for manager in self._managers.values() if manager.slots and not manager.draining]
+            nodes = [node for node in nodes if node.room > 0]
+            if not nodes:
+                return
+            self._pending.sort(key=lambda task: -task.priority)  # stable: arrival order within a priority
+            count = sum(node.room for node in nodes)
+            chosen, self._pending[:count] = self._pending[:count], []
+        for task, identity in zip(chosen, place([task.footprint for task in chosen], nodes)):
+            manager = self._managers.get(identity)
+            if manager is None:  # lost while this deal was sending to it: the task waits for another
+                with self._lock:
+                    self._pending.insert(0, task)
+                continue
+            job: Job = task.payload
+            manager.held[task.id] = task
+            manager.load += task.footprint
+            data = encode(Submit(task.id, float(task.footprint), float(task.runtime), float(task.priority),
+                                 None if task.intensity is None else float(task.intensity), job.walltime,
+                                 bool(job.measure), job.buffer))
+            if not self._send(router, manager, data):
+                continue  # _lose failed what it held, this task included
+
+    def _lose(self, router: zmq.Socket, manager: RemoteManager, cause: str) -> None:
+        """Forget the manager and fail each task it held once with NodeManagerLost."""
+        with self._lock:
+            if self._managers.pop(manager.identity, None) is None:
+                return
+            stopping = self._stopping
+        self._lost.add(manager.identity)
+        self.managers_lost += 1
+        if manager.fatal:
+            cause += f" after reporting: {manager.fatal}"
+        held, manager.held = list(manager.held.values()), {}
+        try:  # if it still listens (silent, not gone), it ends its workers
+            router.send_multipart([manager.identity, encode(Shutdown())], zmq.NOBLOCK)
+        except zmq.ZMQError:
+            pass
+        log = logger.info if stopping or manager.draining and not held else logger.error
+        log("node manager %s was lost: it %s; its %d unfinished tasks fail with ManagerLost", manager.name,
+            cause, len(held))
+        for task in held:
+            self._deliver(task, Outcome(False, error=NodeManagerLost(
+                f"task {task.id} was lost with its node manager {manager.name}, which {cause}",
+                task_id=task.id, pid=manager.pid, cause=cause, hostname=manager.hostname)))
+
+    def _deliver(self, task: Task, outcome: Outcome) -> None:
+        with self._lock:
+            self._unfinished -= 1
+        try:
+            self._on_complete(task, outcome)
+        except BaseException:  # noqa: BLE001 - not even SystemExit from a callback may stop the others
+            logger.exception("completion callback failed for task %s", task.id)
+
+    def _end(self, router: zmq.Socket, wake_in: zmq.Socket, error_for: Callable[[Task], BaseException]) -> None:
+        """Shut every manager down, fail what is unfinished, close the sockets."""
+        with self._lock:
+            self._stopping = True
+            managers, self._managers = list(self._managers.values()), {}
+            unfinished, self._pending = list(self._pending), []
+        for manager in managers:
+            try:
+                router.send_multipart([manager.identity, encode(Shutdown())], zmq.NOBLOCK)
+            except zmq.ZMQError:
+                pass
+            unfinished.extend(manager.held.values())
+            manager.held = {}
+        for task in unfinished:
+            self._deliver(task, Outcome(False, error=error_for(task)))
+        with self._wake_lock:
+            self._wake.close()
+            self._wake = None
+        router.disable_monitor()
+        self._monitor.close()
+        router.close(linger=1000)  # the Shutdowns above still leave
+        wake_in.close()
+        self._authenticator.stop()
+        self._context.term()
+
+
+def _drain_one(socket: zmq.Socket) -> bool:
+    try:
+        socket.recv(zmq.NOBLOCK)
+        return True
+    except zmq.Again:
+        return False

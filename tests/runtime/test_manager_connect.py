@@ -1,0 +1,192 @@
+"""Provider mode's channel: node managers in connect mode and the driver's ManagerHub, real processes.
+
+Managers are started here by hand (as a provider block would), each confined to its own CPU.
+No timed assertion is tighter than a generous bound.
+"""
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+from parsl.executors.high_throughput.errors import ManagerLost
+from parsl.serialize import deserialize
+
+from scalpel_executor.runtime.channel import make_keys
+from scalpel_executor.runtime.hub import ManagerHub
+from scalpel_executor.runtime.manager import ManagerConfig
+from scalpel_executor.runtime.manager_client import NodeManagerLost
+from tests.runtime.test_manager import GENEROUS, Outcomes, alive, call, sleep_after_marking, wait_until, where
+
+CPUS = sorted(os.sched_getaffinity(0))
+
+
+def manager_command(url, cert_dir, block_id, cpus=None, *extra):
+    command = [sys.executable, "-m", "scalpel_executor.runtime.manager", "--connect", url, "--cert-dir",
+               str(cert_dir), "--block-id", str(block_id), *extra]
+    return command + (["--cpus", str(cpus)] if cpus is not None else [])
+
+
+@pytest.fixture
+def hub_and_managers(tmp_path):
+    started = []
+    hubs = []
+
+    def make(threshold=30.0, period=0.5, prefetch=1):
+        outcomes = Outcomes()
+        config = ManagerConfig(heartbeat_period=period, sys_path=[p for p in sys.path if p])
+        hub = ManagerHub(config, outcomes, cert_dir=make_keys(tmp_path / "certificates"), address="127.0.0.1",
+                         prefetch=prefetch, heartbeat_period=period, heartbeat_threshold=threshold)
+        hub.start()
+        hubs.append(hub)
+
+        def launch(block_id, cpus=None, cert_dir=None, *extra):
+            process = subprocess.Popen(manager_command(hub.url, cert_dir or hub.cert_dir, block_id, cpus, *extra),
+                                       stderr=subprocess.PIPE, text=True)
+            started.append(process)
+            return process
+
+        return hub, outcomes, launch
+
+    yield make
+    for hub in hubs:
+        hub.shutdown()
+    for process in started:
+        try:
+            process.wait(GENEROUS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def registered(hub, count):
+    return wait_until(lambda: sum(m["worker_count"] > 0 for m in hub.connected_managers()) >= count)
+
+
+def test_two_managers_connect_and_run_tasks_each_on_its_own_cpus(hub_and_managers):
+    hub, outcomes, launch = hub_and_managers()
+    cpus = CPUS[:2] if len(CPUS) >= 2 else CPUS * 2
+    launch("0", cpus[0])
+    launch("1", cpus[1])
+    assert registered(hub, 2), hub.connected_managers()
+    managers = {m["block_id"]: m for m in hub.connected_managers()}
+    assert sorted(managers) == ["0", "1"]
+    assert managers["0"]["slot_cpus"] == [[cpus[0]]] and managers["1"]["slot_cpus"] == [[cpus[1]]]
+    for task_id in range(8):
+        hub.submit(call(task_id, where, task_id))
+    results = outcomes.wait(range(8))
+    assert all(outcome.ok and outcome.error is None for outcome in results.values()), results
+    ran_on = {tuple(deserialize(results[i].payload)[2]) for i in range(8)}
+    assert ran_on <= {(cpus[0],), (cpus[1],)}
+    assert all(len(outcomes.by_task[i]) == 1 for i in range(8))
+    assert hub.outstanding == 0
+
+
+@pytest.mark.parametrize("keys", ["client key of another run", "every key of another run"])
+def test_a_manager_with_the_wrong_key_is_refused_and_logged_and_exits(hub_and_managers, tmp_path, caplog, keys):
+    caplog.set_level(logging.WARNING, logger="scalpel_executor.runtime")
+    hub, outcomes, launch = hub_and_managers()
+    other_keys = make_keys(tmp_path / "another-run")
+    if keys == "client key of another run":  # it knows the server's public key, but not the client's secret
+        shutil.copy(hub.cert_dir / "server.key", other_keys / "server.key")
+    process = launch("0", None, other_keys, "--connect-timeout", "20")
+    code = process.wait(GENEROUS)
+    stderr = process.stderr.read()
+    assert code == 2, stderr
+    assert "refused this manager's CURVE key" in stderr
+    assert hub.connected_managers() == [] and outcomes.by_task == {}
+    assert wait_until(lambda: "refused a" in caplog.text), caplog.text
+    print(caplog.text)
+
+
+def test_a_manager_that_cannot_reach_the_driver_gives_up(tmp_path):
+    cert_dir = make_keys(tmp_path / "certificates")
+    with __import__("socket").socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.run(manager_command(f"tcp://127.0.0.1:{port}", cert_dir, "0", None, "--connect-timeout",
+                                             "1"), stderr=subprocess.PIPE, text=True, timeout=GENEROUS)
+    assert process.returncode == 2
+    assert "no configuration from the driver within 1 s" in process.stderr and "reachable" in process.stderr
+
+
+def test_a_sigkilled_manager_fails_its_tasks_once_with_manager_lost_and_the_other_goes_on(hub_and_managers,
+                                                                                           tmp_path):
+    hub, outcomes, launch = hub_and_managers(threshold=30.0)
+    victim = launch("0", CPUS[0])
+    assert registered(hub, 1)
+    survivor = launch("1", CPUS[-1])
+    assert registered(hub, 2)
+    for task_id in range(2):
+        hub.submit(call(task_id, sleep_after_marking, str(tmp_path / f"running-{task_id}"), 8))
+    assert wait_until(lambda: all((tmp_path / f"running-{i}").exists() for i in range(2)))
+    held = {m["block_id"]: m for m in hub.connected_managers()}
+    victim_workers = held["0"]["worker_pids"]
+    victim_tasks = held["0"]["tasks"]
+    assert victim_tasks >= 1
+    start = time.monotonic()
+    os.kill(victim.pid, signal.SIGKILL)
+    assert wait_until(lambda: sum(len(v) for v in outcomes.by_task.values()) >= victim_tasks)
+    print(f"lost after {time.monotonic() - start:.2f} s")
+    lost = [entries for task_id, entries in outcomes.by_task.items() if entries]
+    assert all(isinstance(entries[0][1].error, ManagerLost) for entries in lost), lost
+    assert len(lost) == victim_tasks and all(len(entries) == 1 for entries in lost)
+    for ((task, outcome),) in lost:
+        assert isinstance(outcome.error, NodeManagerLost) and isinstance(outcome.error, ManagerLost)
+    assert wait_until(lambda: not alive(victim_workers)), "the lost manager's workers outlived it"
+    assert [m["block_id"] for m in hub.connected_managers()] == ["1"]
+    hub.submit(call(10, where, 10))  # runs once the survivor's sleeper ends
+    assert outcomes.wait([10])[10].ok
+    assert survivor.poll() is None
+
+
+def test_a_silent_manager_is_lost_its_late_result_dropped_and_it_exits(hub_and_managers, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="scalpel_executor")
+    hub, outcomes, launch = hub_and_managers(threshold=2.0, period=0.5)
+    manager = launch("0", CPUS[0])
+    assert registered(hub, 1)
+    hub.submit(call(0, sleep_after_marking, str(tmp_path / "running-0"), 3))
+    assert wait_until(lambda: (tmp_path / "running-0").exists())
+    os.kill(manager.pid, signal.SIGSTOP)
+    try:
+        (outcome,) = outcomes.wait([0]).values()
+    finally:
+        os.kill(manager.pid, signal.SIGCONT)
+    assert isinstance(outcome.error, NodeManagerLost) and "silent" in str(outcome.error)
+    assert manager.wait(GENEROUS) == 0
+    assert len(outcomes.by_task[0]) == 1
+    assert wait_until(lambda: "dropped a late" in caplog.text), caplog.text
+
+
+def test_a_killed_driver_leaves_no_manager_or_worker_behind(tmp_path):
+    driver_code = textwrap.dedent(f"""
+        import sys, time
+        from scalpel_executor.runtime.channel import make_keys
+        from scalpel_executor.runtime.hub import ManagerHub
+        from scalpel_executor.runtime.manager import ManagerConfig
+        hub = ManagerHub(ManagerConfig(heartbeat_period=0.5), lambda task, outcome: None,
+                         cert_dir=make_keys({str(tmp_path / 'certificates')!r}), heartbeat_period=0.5)
+        hub.start()
+        print(hub.url, flush=True)
+        time.sleep(600)
+    """)
+    driver = subprocess.Popen([sys.executable, "-c", driver_code], stdout=subprocess.PIPE, text=True)
+    try:
+        url = driver.stdout.readline().strip()
+        manager = subprocess.Popen(manager_command(url, tmp_path / "certificates", "0", CPUS[0]))
+        assert wait_until(lambda: len(psutil.Process(manager.pid).children()) >= 1), "no workers started"
+        time.sleep(1.0)  # registered and configured: its workers run
+        workers = [child.pid for child in psutil.Process(manager.pid).children(recursive=True)]
+        driver.kill()
+        driver.wait()
+        assert manager.wait(GENEROUS) is not None
+        assert wait_until(lambda: not alive(workers)), "workers outlived the driver"
+    finally:
+        if driver.poll() is None:
+            driver.kill()
