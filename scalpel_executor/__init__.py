@@ -26,6 +26,7 @@ __version__ = "0.1.0"
 # name -> module that defines it, loaded on first use (Parsl and numpy stay out of `import scalpel_executor`)
 _LAZY = {
     "ScalpelExecutor": "scalpel_executor.runtime.executor",
+    "ScalpelProviderExecutor": "scalpel_executor.runtime.executor",
     "scalpel_config": "scalpel_executor.runtime.executor",
     "WorkerDied": "scalpel_executor.runtime.errors",
     "ExecutorShutdown": "scalpel_executor.runtime.errors",

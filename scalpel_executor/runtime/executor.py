@@ -17,6 +17,12 @@ With ``node_manager=True`` the pool runs in a node manager process
 (:mod:`scalpel_executor.runtime.manager`) and ``WorkerPool`` above is its client,
 :class:`~scalpel_executor.runtime.manager_client.ManagerClient`, whose reader thread plays the
 completion thread; estimates, learning and the profile store stay in this process.
+
+With ``provider=`` (any Parsl provider) the executor is a :class:`ScalpelProviderExecutor`, a
+Parsl ``BlockProviderExecutor``: Parsl's scaling strategy starts blocks through the provider, each
+node of a block runs a node manager that connects back over CurveZMQ, and ``WorkerPool`` above is
+:class:`~scalpel_executor.runtime.hub.ManagerHub`, which deals tasks to the managers
+(:mod:`~scalpel_executor.runtime.placement`); its hub thread plays the completion thread.
 """
 
 from __future__ import annotations
@@ -26,15 +32,22 @@ import json
 import logging
 import math
 import os
+import shlex
+import socket
+import sys
+import tempfile
 import time
 from collections import Counter, deque
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import typeguard
 from parsl.executors.base import ParslExecutor
 from parsl.executors.errors import InvalidResourceSpecification  # noqa: F401 - re-exported for users
+from parsl.executors.status_handling import BlockProviderExecutor
+from parsl.jobs.states import TERMINAL_STATES
+from parsl.providers.base import ExecutionProvider
 from parsl.monitoring.radios.base import RadioConfig
 from parsl.monitoring.radios.filesystem import FilesystemRadio
 from parsl.serialize import deserialize, pack_apply_message
@@ -45,6 +58,9 @@ from scalpel_executor.learning.hints import parse_hints, parse_walltime
 from scalpel_executor.learning.sampling import MEASURE_EVERY, MEASURE_FIRST, REMEASURE_DRIFT, Sampling
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, TaskExit, WalltimeExceeded, WorkerDied
 from scalpel_executor.core.tasks import Task
+from scalpel_executor.runtime.channel import PORT_RANGE, make_keys
+from scalpel_executor.runtime.hub import HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, ManagerHub
+from scalpel_executor.runtime.manager import ManagerConfig
 from scalpel_executor.runtime.manager_client import ManagerClient
 from scalpel_executor.runtime.pool import Job, Outcome, WorkerPool
 from scalpel_executor.learning.store import ProfileStore, default_path
@@ -55,10 +71,14 @@ from scalpel_executor.core.units import parse_size
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ExecutorFailed", "ExecutorShutdown", "ScalpelExecutor", "TaskExit", "TaskRecord", "WalltimeExceeded",
+__all__ = ["DEFAULT_LAUNCH_CMD", "ExecutorFailed", "ExecutorShutdown", "ScalpelExecutor", "ScalpelProviderExecutor",
+           "TaskExit", "TaskRecord", "WalltimeExceeded",
            "WorkerDied", "scalpel_config"]
 
 RECORDS_KEPT = 100_000  # finished tasks remembered in ``records`` (a campaign may run millions)
+# What a provider block runs on each node (formatted with python, url, cert_dir, block_id, driver_threshold).
+DEFAULT_LAUNCH_CMD = ("{python} -m scalpel_executor.runtime.manager --connect {url} --cert-dir {cert_dir} "
+                      "--block-id {block_id} --driver-threshold {driver_threshold}")
 
 
 @dataclass(frozen=True)
@@ -154,7 +174,43 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         dies, each of its unfinished tasks fails once with Parsl's ``ManagerLost``
         (:class:`~scalpel_executor.runtime.manager_client.NodeManagerLost`), so ``retries=``
         reruns them, and a new manager takes later tasks.
+    provider : ExecutionProvider, optional
+        Provider mode (keyword only): any Parsl provider (``LocalProvider``, ``SlurmProvider``, ...)
+        with its launcher. The executor is then a :class:`ScalpelProviderExecutor`, a Parsl
+        ``BlockProviderExecutor`` whose blocks each run one node manager per node; Parsl's scaling
+        strategy (``init_blocks``, ``min_blocks``, ``max_blocks``, ``parallelism``) applies. The
+        options below apply to provider mode only.
+    address : str
+        Where the driver binds its node manager channel, and where managers connect: an IP address
+        of this host (default ``"127.0.0.1"``: managers on this host only; on a cluster, the
+        address of the interface the compute nodes reach). ``"*"`` binds every interface and
+        tells managers this host's name.
+    port_range : (int, int)
+        Ports the channel may bind, lowest included, highest excluded (default 54000-55000).
+    max_workers_per_node : int, optional
+        Workers (pinned cores) per node manager, the first CPUs of its topology (default: all
+        the CPUs its node lets it use).
+    prefetch_capacity : int
+        Tasks each manager is sent beyond one per worker, so its scheduler has the next task at hand
+        when a core frees (default 1).
+    heartbeat_period, heartbeat_threshold : float
+        Seconds between heartbeats (both ways); seconds of silence after which a manager is lost
+        and each of its tasks fails with ``ManagerLost`` (defaults 2 and 120, as HTEX's). A
+        manager whose connection drops is lost at once.
+    launch_cmd : str, optional
+        The command a block runs on each node, formatted with ``python``, ``url``, ``cert_dir``,
+        ``block_id`` and ``driver_threshold`` (default :data:`DEFAULT_LAUNCH_CMD`). Append
+        ``--cpus {block_id}`` or other ``scalpel-manager`` options here.
+    block_error_handler : bool or callable
+        Parsl's handling of blocks that fail (default True: Parsl's simple handler).
     """
+
+    provider = None  # local mode; ScalpelProviderExecutor has its provider here
+
+    def __new__(cls, *args: Any, **kwargs: Any):
+        if cls is ScalpelExecutor and kwargs.get("provider") is not None:
+            cls = ScalpelProviderExecutor  # __init__ then runs on it, with the same arguments
+        return super().__new__(cls)
 
     @typeguard.typechecked
     def __init__(
@@ -181,8 +237,43 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         remote_monitoring_radio: Optional[RadioConfig] = None,
         seed: int = 0,
         node_manager: bool = False,
+        *,
+        provider: Optional[ExecutionProvider] = None,
+        address: str = "127.0.0.1",
+        port_range: Tuple[int, int] = PORT_RANGE,
+        max_workers_per_node: Optional[int] = None,
+        prefetch_capacity: int = 1,
+        heartbeat_period: Union[int, float] = HEARTBEAT_PERIOD,
+        heartbeat_threshold: Union[int, float] = HEARTBEAT_THRESHOLD,
+        launch_cmd: Optional[str] = None,
+        block_error_handler: Union[bool, Callable[..., None]] = True,
     ):
         ParslExecutor.__init__(self)
+        if provider is not None:
+            if node_manager:
+                raise ValueError("node_manager=True is local mode; with provider= every node runs a node manager "
+                                 "already: leave node_manager out")
+            BlockProviderExecutor.__init__(self, provider=provider, block_error_handler=block_error_handler)
+        if max_workers_per_node is not None and max_workers_per_node < 1:
+            raise ValueError(f"max_workers_per_node must be at least 1 or None, got {max_workers_per_node!r}")
+        if prefetch_capacity < 0:
+            raise ValueError(f"prefetch_capacity must be 0 or more tasks, got {prefetch_capacity!r}")
+        for name, value in (("heartbeat_period", heartbeat_period), ("heartbeat_threshold", heartbeat_threshold)):
+            if isinstance(value, bool) or not math.isfinite(value) or value <= 0:
+                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        low, high = port_range
+        if not 0 < low < high <= 65536:
+            raise ValueError(f"port_range must be (lowest, highest + 1) with 0 < lowest < highest <= 65536, "
+                             f"got {port_range!r}")
+        self.address = address
+        self.port_range = port_range
+        self.max_workers_per_node = max_workers_per_node
+        self.prefetch_capacity = prefetch_capacity
+        self.heartbeat_period = float(heartbeat_period)
+        self.heartbeat_threshold = float(heartbeat_threshold)
+        self.launch_cmd = launch_cmd or DEFAULT_LAUNCH_CMD
+        if provider is None:  # with one, BlockProviderExecutor keeps the handler it resolved
+            self.block_error_handler = block_error_handler
         self._unset_run_dir = self.run_dir
         resolve_policy(policy)
         if pin not in ("core", "domain"):
@@ -272,11 +363,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             raise ExecutorShutdown(f"executor {self.label!r} was shut down and cannot be restarted")
         if self._pool is not None:
             return
-        self._estimator = Estimator(self._open_store(), self._default_footprint_bytes, self.default_runtime,
-                                    key_function=self.profile_key, sampling=self._sampling if self.probe else None)
-        worker_env = dict(self.worker_env or {})
-        if not self.probe:
-            worker_env.setdefault("SCALPEL_PROBE", "off")
+        self._estimator = self._make_estimator()
         pool = (ManagerClient if self.node_manager else WorkerPool)(
             self._topology,
             self.policy,
@@ -285,7 +372,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             batch_window=self.batch_window,
             batch_quiet=self.batch_quiet,
             max_batch=self.max_batch,
-            worker_env=worker_env,
+            worker_env=self._worker_env(),
             seed=self.seed,
         )
         pool.start()
@@ -296,6 +383,16 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             f", node manager pid {pool.pid}" if self.node_manager else "",
             self._topology.describe().replace("\n", ";"),
         )
+
+    def _make_estimator(self) -> Estimator:
+        return Estimator(self._open_store(), self._default_footprint_bytes, self.default_runtime,
+                         key_function=self.profile_key, sampling=self._sampling if self.probe else None)
+
+    def _worker_env(self) -> dict[str, str]:
+        worker_env = dict(self.worker_env or {})
+        if not self.probe:
+            worker_env.setdefault("SCALPEL_PROBE", "off")
+        return worker_env
 
     def submit(self, func, resource_specification: Dict[str, Any], *args: Any, **kwargs: Any) -> Future:
         pool = self._pool  # read once: a concurrent shutdown() sets it to None
@@ -433,6 +530,108 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
 
     def monitor_resources(self) -> bool:
         return True
+
+
+class ScalpelProviderExecutor(ScalpelExecutor, BlockProviderExecutor):
+    """ScalpelExecutor in provider mode: what ``ScalpelExecutor(provider=...)`` builds.
+
+    A Parsl ``BlockProviderExecutor``: the DataFlowKernel's strategy submits blocks through the
+    provider (``_get_launch_command``), scales out on ``outstanding`` against
+    ``workers_per_node``, scales idle blocks in (``scale_in`` cancels idle blocks first) and
+    cancels every block at cleanup. Each node of a block runs ``scalpel-manager --connect``,
+    which registers with this executor's :class:`~scalpel_executor.runtime.hub.ManagerHub`.
+    The arguments are ScalpelExecutor's; see there.
+    """
+
+    @property
+    def provider(self) -> Optional[ExecutionProvider]:  # BlockProviderExecutor's, not ScalpelExecutor's None
+        return self._provider
+
+    def start(self) -> None:
+        if self._shut_down:
+            raise ExecutorShutdown(f"executor {self.label!r} was shut down and cannot be restarted")
+        if self._pool is not None:
+            return
+        self._estimator = self._make_estimator()
+        if self.run_dir == self._unset_run_dir:  # not run by a DataFlowKernel: keep keys out of the working dir
+            self._cert_dir = make_keys(tempfile.mkdtemp(prefix=f"scalpel-{self.label}-") + "/certificates")
+        else:
+            self._cert_dir = make_keys(os.path.join(self.run_dir, self.label, "certificates"))
+        config = ManagerConfig(
+            domains=None if self.topology is None else
+            ManagerConfig.for_topology(self._topology).domains,
+            smt=self.smt, policy=self.policy, pin=self.pin, batch_window=self.batch_window,
+            batch_quiet=self.batch_quiet, max_batch=self.max_batch, worker_env=self._worker_env(), seed=self.seed,
+            heartbeat_period=self.heartbeat_period, sys_path=[p for p in sys.path if p],
+            log_level=logging.getLogger("scalpel_executor").getEffectiveLevel(),
+            max_workers=self.max_workers_per_node)
+        hub = ManagerHub(config, self._complete, cert_dir=self._cert_dir, address=self.address,
+                         port_range=self.port_range, prefetch=self.prefetch_capacity,
+                         heartbeat_period=self.heartbeat_period, heartbeat_threshold=self.heartbeat_threshold)
+        hub.start()
+        self._pool = hub
+        BlockProviderExecutor.start(self)
+        logger.info("executor %r listens for node managers on %s (provider %s)", self.label, hub.url,
+                    type(self.provider).__name__)
+
+    def _get_launch_command(self, block_id: str) -> str:
+        hub: ManagerHub = self._pool
+        return self.launch_cmd.format(python=shlex.quote(sys.executable), url=self._manager_url(hub),
+                                      cert_dir=shlex.quote(str(self._cert_dir)), block_id=block_id,
+                                      driver_threshold=self.heartbeat_threshold)
+
+    def _manager_url(self, hub: ManagerHub) -> str:
+        if self.address in ("*", "0.0.0.0"):
+            return f"tcp://{socket.gethostname()}:{hub.port}"
+        return hub.url
+
+    def submit(self, func, resource_specification: Dict[str, Any], *args: Any, **kwargs: Any) -> Future:
+        if self.bad_state_is_set:
+            raise self.executor_exception
+        future = ScalpelExecutor.submit(self, func, resource_specification, *args, **kwargs)
+        # BlockProviderExecutor fails these if its blocks cannot start (set_bad_state_and_fail_all)
+        self._tasks[future.parsl_executor_task_id] = future
+        return future
+
+    def _complete(self, task: Task, outcome: Outcome) -> None:
+        self._tasks.pop(task.id, None)
+        ScalpelExecutor._complete(self, task, outcome)
+
+    @property
+    def outstanding(self) -> int:
+        """Tasks submitted and not finished (waiting in the driver or held by a manager)."""
+        hub = self._pool
+        return 0 if hub is None else hub.outstanding
+
+    @property
+    def workers_per_node(self) -> Union[int, float]:
+        """``max_workers_per_node``; else the most workers a connected manager runs; else this host's CPUs."""
+        if self.max_workers_per_node is not None:
+            return self.max_workers_per_node
+        hub = self._pool
+        counts = [m["worker_count"] for m in hub.connected_managers()] if hub is not None else []
+        return max(counts, default=0) or len(os.sched_getaffinity(0))
+
+    def connected_managers(self) -> List[Dict[str, Any]]:
+        """One dict per connected node manager, as HTEX's (``block_id``, ``worker_count``, ``tasks``,
+        ``idle_duration``, ``active``, ...) plus ``hostname``, ``pid``, ``cpus``, ``slot_cpus``."""
+        hub = self._pool
+        return [] if hub is None else hub.connected_managers()
+
+    def scale_in(self, blocks: int) -> List[str]:
+        """Cancel ``blocks`` blocks, those whose managers hold no task (or that never connected) first."""
+        hub = self._pool
+        load = hub.block_load() if hub is not None else {}
+        active = [block_id for block_id, status in self._status.items() if status.state not in TERMINAL_STATES]
+        chosen = sorted(active, key=lambda block_id: load.get(block_id, 0))[:blocks]  # stable: oldest first
+        if not chosen:
+            return []
+        if hub is not None:
+            hub.drain(chosen)
+        job_ids = [self.blocks_to_job_id[block_id] for block_id in chosen]
+        logger.info("%s Scaling in blocks %s (jobs %s)", self._scale_prefix, chosen, job_ids)
+        cancelled = self._filter_scale_in_ids(job_ids, self.provider.cancel(job_ids))
+        return [self.job_ids_to_block[job_id] for job_id in cancelled]
 
 
 def scalpel_config(run_dir: str = "runinfo", **executor_options: Any):

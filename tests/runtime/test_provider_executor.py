@@ -1,0 +1,146 @@
+"""ScalpelExecutor(provider=LocalProvider(...)) through real Parsl: blocks, node managers, CurveZMQ, losses.
+
+Each block's manager is confined to its own CPU with ``--cpus {block_id}`` in the launch command.
+No timed assertion is tighter than a generous bound.
+"""
+
+import os
+import signal
+
+import parsl
+import psutil
+import pytest
+from parsl import python_app
+from parsl.config import Config
+from parsl.executors.errors import BadStateException
+from parsl.launchers import SingleNodeLauncher
+from parsl.providers import LocalProvider
+
+from scalpel_executor import ScalpelExecutor
+from scalpel_executor.runtime.executor import DEFAULT_LAUNCH_CMD, ScalpelProviderExecutor
+from scalpel_executor.runtime.hub import ManagerHub
+
+GENEROUS = 60.0
+CPUS = sorted(os.sched_getaffinity(0))
+needs_two_cpus = pytest.mark.skipif(len(CPUS) < 2 or CPUS[:2] != [0, 1],
+                                    reason="confines block i's manager to CPU i: needs CPUs 0 and 1")
+
+
+def alive(pids):
+    return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
+def wait_until(condition, timeout=GENEROUS, interval=0.05):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(interval)
+    return True
+
+
+def load(tmp_path, blocks=2, retries=0, **options):
+    provider = LocalProvider(init_blocks=blocks, min_blocks=0, max_blocks=blocks, nodes_per_block=1,
+                             launcher=SingleNodeLauncher())
+    options.setdefault("launch_cmd", DEFAULT_LAUNCH_CMD + " --cpus {block_id}")
+    executor = ScalpelExecutor(label="scalpel_blocks", provider=provider, profiles=False, batch_window=0.002,
+                               heartbeat_period=0.5, **options)
+    dfk = parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "run"), strategy_period=0.5,
+                            retries=retries))
+    return dfk, executor
+
+
+def managers_ready(executor, count):
+    return wait_until(lambda: sum(m["worker_count"] > 0 for m in executor.connected_managers()) >= count)
+
+
+@python_app(executors=["scalpel_blocks"])
+def where(x):
+    import os
+
+    return x, os.environ.get("PARSL_WORKER_BLOCK_ID"), sorted(os.sched_getaffinity(0))
+
+
+@python_app(executors=["scalpel_blocks"])
+def block_after_marking(path, seconds):
+    import os
+    import time
+
+    open(path, "w").close()
+    time.sleep(seconds)
+    return os.environ.get("PARSL_WORKER_BLOCK_ID")
+
+
+def manager_processes(executor):
+    pids = []
+    for manager in executor.connected_managers():
+        pids += [manager["pid"], *manager["worker_pids"]]
+    return pids
+
+
+@needs_two_cpus
+def test_two_blocks_run_a_workflow_each_manager_on_its_own_cpu(tmp_path):
+    dfk, executor = load(tmp_path)
+    try:
+        assert isinstance(executor, ScalpelProviderExecutor) and isinstance(executor.pool, ManagerHub)
+        assert managers_ready(executor, 2), executor.connected_managers()
+        managers = {m["block_id"]: m for m in executor.connected_managers()}
+        assert sorted(managers) == ["0", "1"]
+        assert managers["0"]["slot_cpus"] == [[0]] and managers["1"]["slot_cpus"] == [[1]]
+        assert executor.workers_per_node == 1
+        results = [future.result(timeout=GENEROUS) for future in [where(i) for i in range(12)]]
+        assert [x for x, _, _ in results] == list(range(12))
+        assert all(cpus == [int(block)] for _, block, cpus in results), results
+        assert {block for _, block, _ in results} == {"0", "1"}, "one block ran nothing"
+        assert executor.outstanding == 0
+        assert sorted(executor.status()) == ["0", "1"]
+        processes = manager_processes(executor)
+        report = executor.run_report()
+        assert report["tasks_finished"] == 12 and {t["cpu"] for t in report["tasks"]} == {0, 1}
+    finally:
+        dfk.cleanup()
+    assert wait_until(lambda: not alive(processes)), "a manager or worker outlived dfk.cleanup()"
+    assert os.stat(tmp_path / "run").st_mode  # the run directory holds the keys
+    cert_dirs = list((tmp_path / "run").glob("*/scalpel_blocks/certificates"))
+    assert cert_dirs and all(oct(d.stat().st_mode & 0o777) == "0o700" for d in cert_dirs)
+
+
+@needs_two_cpus
+def test_a_killed_manager_fails_its_task_with_manager_lost_and_retries_run_it_on_the_other_block(tmp_path):
+    dfk, executor = load(tmp_path, retries=1)
+    try:
+        assert managers_ready(executor, 2)
+        marker = tmp_path / "running"
+        future = block_after_marking(str(marker), 3)
+        assert wait_until(marker.exists)
+        (holder,) = [m for m in executor.connected_managers() if m["tasks"] > 0]
+        marker.unlink()
+        os.kill(holder["pid"], signal.SIGKILL)
+        block = future.result(timeout=GENEROUS)
+        assert block != holder["block_id"]
+        report = executor.run_report()  # once lost with its manager, then the retry
+        assert (report["tasks_finished"], report["tasks_failed"], executor.pool.managers_lost) == (2, 1, 1)
+        assert wait_until(lambda: not alive(holder["worker_pids"])), "the killed manager's workers outlived it"
+    finally:
+        dfk.cleanup()
+
+
+def test_a_block_that_cannot_start_puts_the_executor_in_bad_state(tmp_path):
+    dfk, executor = load(tmp_path, blocks=1, launch_cmd="exit 3")
+    try:
+        with pytest.raises(BadStateException):
+            where(0).result(timeout=GENEROUS)
+        assert executor.bad_state_is_set
+    finally:
+        dfk.cleanup()
+
+
+def test_local_mode_is_unchanged_and_provider_options_are_checked():
+    local = ScalpelExecutor(profiles=False)
+    assert type(local) is ScalpelExecutor and local.provider is None
+    with pytest.raises(ValueError, match="node_manager=True is local mode"):
+        ScalpelExecutor(provider=LocalProvider(), node_manager=True)
+    with pytest.raises(ValueError, match="prefetch_capacity"):
+        ScalpelExecutor(provider=LocalProvider(), prefetch_capacity=-1)
