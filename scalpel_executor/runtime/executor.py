@@ -597,9 +597,8 @@ class ScalpelProviderExecutor(ScalpelExecutor, BlockProviderExecutor):
         self._tasks.pop(task.id, None)
         ScalpelExecutor._complete(self, task, outcome)
 
-    @property
     def outstanding(self) -> int:
-        """Tasks submitted and not finished (waiting in the driver or held by a manager)."""
+        """Tasks submitted and not finished (waiting in the driver or held by a manager); a method, as HTEX's."""
         hub = self._pool
         return 0 if hub is None else hub.outstanding
 

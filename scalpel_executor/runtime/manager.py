@@ -304,7 +304,7 @@ class NodeManager:
             if self._parent_pid is not None and os.getppid() != self._parent_pid:
                 logger.debug("the driver (pid %d) is gone; ending every worker", self._parent_pid)
                 self._end(0)
-            if self._started.is_set() and time.monotonic() >= next_beat:
+            if time.monotonic() >= next_beat:  # while its workers start too: a silent manager is lost
                 next_beat = time.monotonic() + self._heartbeat_period
                 self.send(Heartbeat(self._pool.worker_pids, self._pool.respawns))
 

@@ -41,14 +41,14 @@ def wait_until(condition, timeout=GENEROUS, interval=0.05):
     return True
 
 
-def load(tmp_path, blocks=2, retries=0, **options):
-    provider = LocalProvider(init_blocks=blocks, min_blocks=0, max_blocks=blocks, nodes_per_block=1,
+def load(tmp_path, blocks=2, retries=0, max_idletime=120.0, **options):
+    provider = LocalProvider(init_blocks=blocks, min_blocks=0, max_blocks=max(blocks, 1), nodes_per_block=1,
                              launcher=SingleNodeLauncher())
     options.setdefault("launch_cmd", DEFAULT_LAUNCH_CMD + " --cpus {block_id}")
     executor = ScalpelExecutor(label="scalpel_blocks", provider=provider, profiles=False, batch_window=0.002,
                                heartbeat_period=0.5, **options)
     dfk = parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "run"), strategy_period=0.5,
-                            retries=retries))
+                            retries=retries, max_idletime=max_idletime))
     return dfk, executor
 
 
@@ -94,7 +94,7 @@ def test_two_blocks_run_a_workflow_each_manager_on_its_own_cpu(tmp_path):
         assert [x for x, _, _ in results] == list(range(12))
         assert all(cpus == [int(block)] for _, block, cpus in results), results
         assert {block for _, block, _ in results} == {"0", "1"}, "one block ran nothing"
-        assert executor.outstanding == 0
+        assert executor.outstanding() == 0
         assert sorted(executor.status()) == ["0", "1"]
         processes = manager_processes(executor)
         report = executor.run_report()
@@ -123,6 +123,18 @@ def test_a_killed_manager_fails_its_task_with_manager_lost_and_retries_run_it_on
         report = executor.run_report()  # once lost with its manager, then the retry
         assert (report["tasks_finished"], report["tasks_failed"], executor.pool.managers_lost) == (2, 1, 1)
         assert wait_until(lambda: not alive(holder["worker_pids"])), "the killed manager's workers outlived it"
+    finally:
+        dfk.cleanup()
+
+
+def test_an_idle_block_is_scaled_in_and_a_new_one_started_for_later_work(tmp_path):
+    dfk, executor = load(tmp_path, blocks=1, max_idletime=1.0, launch_cmd=DEFAULT_LAUNCH_CMD)
+    try:
+        assert where(0).result(timeout=GENEROUS)[1] == "0"
+        first = manager_processes(executor)
+        assert wait_until(lambda: executor.connected_managers() == []), "the idle block was not scaled in"
+        assert wait_until(lambda: not alive(first)), "the scaled-in block's manager or workers live on"
+        assert where(1).result(timeout=GENEROUS)[1] == "1"  # a new block, whose manager joined mid-run
     finally:
         dfk.cleanup()
 
