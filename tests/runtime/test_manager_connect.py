@@ -18,6 +18,7 @@ import pytest
 from parsl.executors.high_throughput.errors import ManagerLost
 from parsl.serialize import deserialize
 
+from scalpel_executor.core.tasks import Task
 from scalpel_executor.runtime.channel import make_keys
 from scalpel_executor.runtime.hub import ManagerHub
 from scalpel_executor.runtime.manager import ManagerConfig
@@ -167,7 +168,8 @@ def test_a_silent_manager_is_lost_its_late_result_dropped_and_it_exits(hub_and_m
 def test_a_killed_driver_leaves_no_manager_or_worker_behind(tmp_path):
     driver_code = textwrap.dedent(f"""
         import sys, time
-        from scalpel_executor.runtime.channel import make_keys
+        from scalpel_executor.core.tasks import Task
+from scalpel_executor.runtime.channel import make_keys
         from scalpel_executor.runtime.hub import ManagerHub
         from scalpel_executor.runtime.manager import ManagerConfig
         hub = ManagerHub(ManagerConfig(heartbeat_period=0.5), lambda task, outcome: None,
@@ -190,3 +192,41 @@ def test_a_killed_driver_leaves_no_manager_or_worker_behind(tmp_path):
     finally:
         if driver.poll() is None:
             driver.kill()
+
+
+def wait_for_file_then_where(path, x):
+    import os
+    import time
+
+    while not os.path.exists(path):
+        time.sleep(0.02)
+    return x, os.environ.get("PARSL_WORKER_BLOCK_ID")
+
+
+def test_heavy_footprints_spread_over_managers_and_a_manager_that_joins_mid_run_takes_work(hub_and_managers,
+                                                                                            tmp_path):
+    hub, outcomes, launch = hub_and_managers(prefetch=1)  # room: one slot + one prefetched task per manager
+    gate = tmp_path / "go"
+    launch("0", CPUS[0])
+    assert registered(hub, 1)
+    for task_id in range(6):  # manager 0 takes two, four wait in the driver
+        hub.submit(call(task_id, wait_for_file_then_where, str(gate), task_id))
+    assert wait_until(lambda: hub.connected_managers()[0]["tasks"] == 2)
+    launch("1", CPUS[-1])
+    assert registered(hub, 2)
+    assert wait_until(lambda: sorted(m["tasks"] for m in hub.connected_managers()) == [2, 2])
+    gate.touch()
+    results = outcomes.wait(range(6))
+    blocks = [deserialize(results[i].payload)[1] for i in range(6)]
+    assert blocks.count("1") >= 2, blocks  # the late joiner ran work that waited in the driver
+
+    # Two heavy and two light tasks dealt at once: one heavy one to each manager.
+    gate.unlink()
+    footprints = {10: 200e6, 11: 1e6, 12: 180e6, 13: 2e6}
+    for task_id, footprint in footprints.items():
+        hub.submit(Task(task_id, footprint, payload=call(task_id, wait_for_file_then_where, str(gate), task_id).payload))
+    assert wait_until(lambda: sorted(m["tasks"] for m in hub.connected_managers()) == [2, 2])
+    gate.touch()
+    results = outcomes.wait(footprints)
+    block_of = {i: deserialize(results[i].payload)[1] for i in footprints}
+    assert block_of[10] != block_of[12], block_of
