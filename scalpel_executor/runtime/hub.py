@@ -35,6 +35,7 @@ import logging
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,7 +137,8 @@ class ManagerHub:
         self.heartbeat_threshold = float(heartbeat_threshold)
         self.port: int | None = None
         self._lock = threading.Lock()  # guards _pending, _unfinished, _stopping, _managers' membership
-        self._pending: list[Task] = []
+        self._pending: dict[float, deque[Task]] = {}  # priority -> tasks in arrival order, not yet dealt
+        self._pending_count = 0
         self._unfinished = 0  # submitted, no outcome delivered yet
         self._stopping = False
         self._managers: dict[bytes, RemoteManager] = {}
@@ -178,7 +180,8 @@ class ManagerHub:
                 raise ExecutorShutdown("the executor is shut down; no new tasks are accepted")
             if self._thread is None:
                 raise ExecutorShutdown("the executor has not been started; call start() first")
-            self._pending.append(task)
+            self._pending.setdefault(task.priority, deque()).append(task)
+            self._pending_count += 1
             self._unfinished += 1
         self._poke()
 
@@ -402,7 +405,7 @@ class ManagerHub:
 
     def _deal(self, router: zmq.Socket) -> None:
         with self._lock:
-            if not self._pending:
+            if not self._pending_count:
                 return
             nodes = [NodeRoom(manager.identity, manager.slots,
                               manager.slots + self.prefetch - len(manager.held), manager.load)
@@ -410,14 +413,13 @@ class ManagerHub:
             nodes = [node for node in nodes if node.room > 0]
             if not nodes:
                 return
-            self._pending.sort(key=lambda task: -task.priority)  # stable: arrival order within a priority
-            count = sum(node.room for node in nodes)
-            chosen, self._pending[:count] = self._pending[:count], []
+            chosen = self._take_pending(sum(node.room for node in nodes))
         for task, identity in zip(chosen, place([task.footprint for task in chosen], nodes)):
             manager = self._managers.get(identity)
             if manager is None:  # lost while this deal was sending to it: the task waits for another
                 with self._lock:
-                    self._pending.insert(0, task)
+                    self._pending.setdefault(task.priority, deque()).appendleft(task)
+                    self._pending_count += 1
                 continue
             job: Job = task.payload
             manager.held[task.id] = task
@@ -427,6 +429,20 @@ class ManagerHub:
                                  bool(job.measure), job.buffer))
             if not self._send(router, manager, data):
                 continue  # _lose failed what it held, this task included
+
+    def _take_pending(self, count: int) -> list[Task]:
+        """Up to ``count`` waiting tasks, highest priority first, in arrival order within one (lock held)."""
+        chosen: list[Task] = []
+        for priority in sorted(self._pending, reverse=True):
+            queue = self._pending[priority]
+            while queue and len(chosen) < count:
+                chosen.append(queue.popleft())
+            if not queue:
+                del self._pending[priority]
+            if len(chosen) == count:
+                break
+        self._pending_count -= len(chosen)
+        return chosen
 
     def _lose(self, router: zmq.Socket, manager: RemoteManager, cause: str) -> None:
         """Forget the manager and fail each task it held once with NodeManagerLost."""
@@ -464,7 +480,8 @@ class ManagerHub:
         with self._lock:
             self._stopping = True
             managers, self._managers = list(self._managers.values()), {}
-            unfinished, self._pending = list(self._pending), []
+            unfinished = [task for queue in self._pending.values() for task in queue]
+            self._pending, self._pending_count = {}, 0
         for manager in managers:
             try:
                 router.send_multipart([manager.identity, encode(Shutdown())], zmq.NOBLOCK)

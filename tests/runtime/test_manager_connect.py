@@ -168,8 +168,7 @@ def test_a_silent_manager_is_lost_its_late_result_dropped_and_it_exits(hub_and_m
 def test_a_killed_driver_leaves_no_manager_or_worker_behind(tmp_path):
     driver_code = textwrap.dedent(f"""
         import sys, time
-        from scalpel_executor.core.tasks import Task
-from scalpel_executor.runtime.channel import make_keys
+        from scalpel_executor.runtime.channel import make_keys
         from scalpel_executor.runtime.hub import ManagerHub
         from scalpel_executor.runtime.manager import ManagerConfig
         hub = ManagerHub(ManagerConfig(heartbeat_period=0.5), lambda task, outcome: None,
