@@ -25,7 +25,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
         "HighThroughputExecutor (cpu_affinity block and none), Parsl's ThreadPoolExecutor, "
         "concurrent.futures.ProcessPoolExecutor, ScalpelExecutor with each policy, and an oracle order for "
         "the contention mix; peers interleaved in every repetition. Reports median makespans, the ratio to "
-        "htex-block with a paired bootstrap 95%% interval, the ratio to the lower bound and the share of the "
+        "htex-block with a paired bootstrap 95% interval, the ratio to the lower bound and the share of the "
         "HTEX-to-oracle gap; writes <out>/bench.json, <out>/bench.png and pyperf suites <out>/pyperf/<peer>.json "
         "(python -m pyperf compare_to works on them). The full default run takes about half an hour.",
     )
