@@ -1,4 +1,4 @@
-"""No-op throughput and lone-task round trip: ScalpelExecutor in provider mode against HTEX, both on LocalProvider blocks.
+"""No-op throughput and lone-task round trip: ScalpelExecutor in provider mode and HTEX on LocalProvider blocks.
 
 Two executors, each in its own child process (one DataFlowKernel per process), interleaved
 A B A B ... for ``--rounds`` rounds so the machine's drift hits both alike:
@@ -46,8 +46,8 @@ CHILD = textwrap.dedent(
     else:
         from scalpel_executor import ScalpelExecutor
         from scalpel_executor.runtime.executor import DEFAULT_LAUNCH_CMD
-        executor = ScalpelExecutor(label="scalpel", provider=provider, launch_cmd=DEFAULT_LAUNCH_CMD + " --cpus {block_id}",
-                                   **json.loads(sys.argv[5]))
+        executor = ScalpelExecutor(label="scalpel", provider=provider,
+                                   launch_cmd=DEFAULT_LAUNCH_CMD + " --cpus {block_id}", **json.loads(sys.argv[5]))
 
     @python_app
     def noop():

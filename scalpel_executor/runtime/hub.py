@@ -279,13 +279,11 @@ class ManagerHub:
                 self._deal(router)
         except BaseException as error:  # noqa: BLE001 - a bug here must not leave futures pending forever
             logger.exception("the node manager hub failed; failing every unfinished task")
-            self._end(router, wake_in, lambda task: ExecutorFailed(
-                f"task {task.id} was lost: the executor's hub thread failed with {error!r} (a bug: please "
-                f"report it with the log)"))
+            cause = f"the executor's hub thread failed with {error!r} (a bug: please report it with the log)"
+            self._end(router, wake_in, lambda task: ExecutorFailed(f"task {task.id} was lost: {cause}"))
             return
         self._end(router, wake_in, lambda task: ExecutorShutdown(
             f"task {task.id} had not finished when the executor shut down"))
-
 
     def _connection_events(self, monitor: zmq.Socket) -> bool:
         """Log failed handshakes; True when a connection dropped."""

@@ -223,7 +223,8 @@ def test_heavy_footprints_spread_over_managers_and_a_manager_that_joins_mid_run_
     gate.unlink()
     footprints = {10: 200e6, 11: 1e6, 12: 180e6, 13: 2e6}
     for task_id, footprint in footprints.items():
-        hub.submit(Task(task_id, footprint, payload=call(task_id, wait_for_file_then_where, str(gate), task_id).payload))
+        job = call(task_id, wait_for_file_then_where, str(gate), task_id).payload
+        hub.submit(Task(task_id, footprint, payload=job))
     assert wait_until(lambda: sorted(m["tasks"] for m in hub.connected_managers()) == [2, 2])
     gate.touch()
     results = outcomes.wait(footprints)
