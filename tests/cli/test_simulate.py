@@ -28,8 +28,8 @@ def test_simulate_prints_one_aligned_row_per_task_count_and_policy(scalpel):
 def test_simulate_unknown_policy(scalpel):
     code, out, err = scalpel("simulate", "--policies", "lpt")
     assert code == 2 and out == ""
-    assert err == ("scalpel: unknown policy 'lpt' in --policies; choose from scalpel, longer_first, grouping+fifo, "
-                   "fifo, random, di\n")
+    assert err == ("scalpel: unknown policy 'lpt' in --policies; choose from scalpel, scalpel-paper, scalpel-lpt, "
+                   "longer_first, grouping+fifo, fifo, random, di\n")
 
 
 def test_simulate_unknown_profile(scalpel):
