@@ -45,7 +45,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--montage-tiles", type=at_least(2),
                         help=f"tiles of the montage mix (default {BENCH.montage_tiles})")
     parser.add_argument("--model", help="calibration JSON (scalpel calibrate --out) for the oracle's search "
-                        "(default: the contention model's defaults)")
+                        "and the scalpel policy's plans (default: the contention model's defaults)")
     parser.add_argument("--out", default="scalpel-bench", help="output folder (default ./%(default)s)")
     parser.add_argument("--seed", type=int, help=f"seeds the mixes (default {BENCH.seed})")
     parser.add_argument("--smoke", action="store_true", help="a one-minute check that the harness works: "

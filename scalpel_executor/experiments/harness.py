@@ -110,7 +110,7 @@ class PoolSubmitter:
         self.pool.shutdown(wait=True, cancel_futures=True)
 
 
-def parsl_executor(peer: str, cores: int, topology: Topology, store: str):
+def parsl_executor(peer: str, cores: int, topology: Topology, store: str, model=None):
     """The Parsl executor a peer names, on ``cores`` workers: ``htex-<cpu_affinity>``, ``threads``,
     ``scalpel:<policy>``, or ``oracle`` (Scalpel's pinned workers, submission order)."""
     label = peer.replace(":", "-").replace("+", "-")
@@ -123,17 +123,17 @@ def parsl_executor(peer: str, cores: int, topology: Topology, store: str):
         return ThreadPoolExecutor(label=label, max_threads=cores)
     if peer == "oracle" or peer.startswith("scalpel:"):
         policy = "fifo" if peer == "oracle" else peer.split(":", 1)[1]
-        return ScalpelExecutor(label=label, policy=policy, profiles=store, topology=topology)
+        return ScalpelExecutor(label=label, policy=policy, profiles=store, topology=topology, contention_model=model)
     raise ValueError(f"unknown peer {peer!r}; name htex-<cpu_affinity>, threads, processpool, scalpel:<policy> "
                      "or oracle")
 
 
-def start_peer(peer: str, cores: int, topology: Topology, run_dir: str, store: str):
+def start_peer(peer: str, cores: int, topology: Topology, run_dir: str, store: str, model=None):
     """The started, warmed-up submitter of ``peer``; the caller closes it."""
     if peer == "processpool":
         submitter = PoolSubmitter(cores)
     else:
-        submitter = ParslSubmitter(parsl_executor(peer, cores, topology, store), run_dir)
+        submitter = ParslSubmitter(parsl_executor(peer, cores, topology, store, model), run_dir)
     try:
         warm_every_worker(submitter, cores)
     except BaseException:

@@ -53,6 +53,7 @@ from parsl.monitoring.radios.filesystem import FilesystemRadio
 from parsl.serialize import deserialize, pack_apply_message
 from parsl.utils import RepresentationMixin
 
+from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.learning.estimates import Estimator
 from scalpel_executor.learning.hints import parse_hints, parse_walltime
 from scalpel_executor.learning.sampling import MEASURE_EVERY, MEASURE_FIRST, REMEASURE_DRIFT, Sampling
@@ -110,8 +111,15 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
     label : str
         The executor's name in Parsl (``executors=`` of an app).
     policy : str
-        ``"scalpel"`` (grouping + two-level LPT, default), or a baseline: ``"longer_first"``,
+        ``"scalpel"`` (default: a dispatch order checked in the contention model, never predicted
+        worse than longest-first or the paper's algorithm; docs/design.md), ``"scalpel-paper"``
+        (the paper's Algorithm 1 + 2), or a baseline: ``"scalpel-lpt"``, ``"longer_first"``,
         ``"grouping+fifo"``, ``"fifo"``, ``"random"``, ``"di"``.
+    contention_model : ContentionModel, path or None
+        The model ``scalpel`` plans with: a ``ContentionModel``, the path of a calibration that
+        ``scalpel calibrate --out`` wrote, or None for the default (rho 0.5, sigma 1). A model that
+        overstates this machine's contention makes the plan trade order for separation it does not
+        need; calibrate where it matters (keyword only).
     topology : Topology, str or list of CPU lists, optional
         The LLC domains to schedule for. Default: detected from sysfs and this process's affinity.
         A spec such as ``"2x4:12MiB"`` describes a machine you do not have; its decisions are then
@@ -247,6 +255,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         heartbeat_threshold: Union[int, float] = HEARTBEAT_THRESHOLD,
         launch_cmd: Optional[str] = None,
         block_error_handler: Union[bool, Callable[..., None]] = True,
+        contention_model: Union[ContentionModel, str, os.PathLike, None] = None,
     ):
         ParslExecutor.__init__(self)
         if provider is not None:
@@ -296,6 +305,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             raise ValueError(f"default_runtime must be a finite number of seconds >= 0, got {default_runtime!r}")
         self.label = label
         self.policy = policy
+        self.contention_model = _contention_model(contention_model)
         self.topology = topology
         self.pin = pin
         self.batch_window = float(batch_window)
@@ -374,6 +384,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             max_batch=self.max_batch,
             worker_env=self._worker_env(),
             seed=self.seed,
+            contention_model=self.contention_model,
         )
         pool.start()
         self._pool = pool
@@ -564,7 +575,8 @@ class ScalpelProviderExecutor(ScalpelExecutor, BlockProviderExecutor):
             batch_quiet=self.batch_quiet, max_batch=self.max_batch, worker_env=self._worker_env(), seed=self.seed,
             heartbeat_period=self.heartbeat_period, sys_path=[p for p in sys.path if p],
             log_level=logging.getLogger("scalpel_executor").getEffectiveLevel(),
-            max_workers=self.max_workers_per_node)
+            max_workers=self.max_workers_per_node,
+            contention_model=[self.contention_model.capacity_fraction, self.contention_model.sensitivity])
         hub = ManagerHub(config, self._complete, cert_dir=self._cert_dir, address=self.address,
                          port_range=self.port_range, prefetch=self.prefetch_capacity,
                          heartbeat_period=self.heartbeat_period, heartbeat_threshold=self.heartbeat_threshold)
@@ -641,3 +653,25 @@ def scalpel_config(run_dir: str = "runinfo", **executor_options: Any):
     from parsl.config import Config
 
     return Config(executors=[ScalpelExecutor(**executor_options)], run_dir=run_dir)
+
+
+def _contention_model(value) -> ContentionModel:
+    """The contention model the ``scalpel`` policy plans with: a ContentionModel, the path of a
+    calibration (``scalpel calibrate --out``), or None for the default (rho 0.5, sigma 1)."""
+    if value is None:
+        return ContentionModel()
+    if isinstance(value, ContentionModel):
+        return value
+    from scalpel_executor.experiments.contention_fit import load_model
+    try:
+        with open(value, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except OSError as error:
+        raise ValueError(f"contention_model: cannot read {os.fspath(value)!r}: {error.strerror}") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"contention_model: {os.fspath(value)!r} is not JSON ({error.msg} at line {error.lineno})") \
+            from None
+    try:
+        return load_model(document)
+    except ValueError as error:
+        raise ValueError(f"contention_model: {os.fspath(value)!r}: {error}") from None

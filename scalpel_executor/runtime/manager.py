@@ -50,6 +50,7 @@ from dataclasses import asdict, dataclass, field, fields
 from multiprocessing.connection import Connection
 
 from scalpel_executor import __version__
+from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.cpulist import cpu_set
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.core.topology import Domain, Topology
@@ -94,6 +95,7 @@ class ManagerConfig:
     sys_path: list = field(default_factory=list)
     log_level: int = logging.INFO
     max_workers: int | None = None  # at most this many slots (the first CPUs of the topology); None: all
+    contention_model: list | None = None  # [capacity_fraction, sensitivity] the scalpel policy plans with
 
     @classmethod
     def for_topology(cls, topology: Topology, **options) -> "ManagerConfig":
@@ -247,7 +249,9 @@ class NodeManager:
         return WorkerPool(config.topology(), config.policy, self._send_outcome, pin=config.pin,
                           batch_window=config.batch_window, batch_quiet=config.batch_quiet,
                           max_batch=config.max_batch, worker_env=config.worker_env, seed=config.seed,
-                          walltime_grace=config.walltime_grace)
+                          walltime_grace=config.walltime_grace,
+                          contention_model=None if config.contention_model is None
+                          else ContentionModel(*config.contention_model))
 
     def _start_pool(self) -> None:
         pool = self._pool

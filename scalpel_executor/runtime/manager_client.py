@@ -48,6 +48,7 @@ from typing import IO
 
 from parsl.executors.high_throughput.errors import ManagerLost
 
+from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.core.topology import Topology
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, WalltimeExceeded, WorkerDied
@@ -175,6 +176,7 @@ class ManagerClient:
         heartbeat_period: float = HEARTBEAT_PERIOD,
         heartbeat_threshold: float = HEARTBEAT_THRESHOLD,
         env: Mapping[str, str] | None = None,
+        contention_model: ContentionModel | None = None,
     ):
         self.topology = topology
         self.policy = policy
@@ -183,7 +185,9 @@ class ManagerClient:
             topology, policy=policy, pin=pin, batch_window=batch_window, batch_quiet=batch_quiet,
             max_batch=max_batch, worker_env=dict(worker_env or {}), seed=seed, walltime_grace=walltime_grace,
             heartbeat_period=heartbeat_period, sys_path=[p for p in sys.path if p],
-            log_level=logging.getLogger("scalpel_executor").getEffectiveLevel())
+            log_level=logging.getLogger("scalpel_executor").getEffectiveLevel(),
+            contention_model=None if contention_model is None
+            else [contention_model.capacity_fraction, contention_model.sensitivity])
         self._env = dict(os.environ if env is None else env)
         self._on_complete = on_complete
         self._lock = threading.Lock()  # guards _outstanding, _manager, _stopping, _failure

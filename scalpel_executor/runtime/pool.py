@@ -53,6 +53,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from scalpel_executor.core.batching import Batcher, Batching
+from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.scheduler import Scheduler, Task, resolve_policy
 from scalpel_executor.core.topology import Topology
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, WalltimeExceeded, WorkerDied
@@ -129,6 +130,8 @@ class WorkerPool:
         Extra environment for workers (overrides the BLAS/OpenMP thread counts set from ``pin``).
     walltime_grace : float
         Seconds past a task's ``walltime`` before its worker is killed (default WALLTIME_GRACE).
+    contention_model : ContentionModel, optional
+        The model the ``scalpel`` policy plans with (default ``ContentionModel()``).
     """
 
     def __init__(
@@ -144,6 +147,7 @@ class WorkerPool:
         worker_env: dict[str, str] | None = None,
         seed: int = 0,
         walltime_grace: float = WALLTIME_GRACE,
+        contention_model: ContentionModel | None = None,
     ):
         resolve_policy(policy)
         if pin not in ("core", "domain"):
@@ -158,7 +162,9 @@ class WorkerPool:
         self.batching = Batching(batch_window, batch_quiet, max_batch)
         self.worker_env = dict(worker_env or {})
         self._on_complete = on_complete
-        self._scheduler = Scheduler([d.cpus for d in topology.domains], policy, seed=seed, llc=topology.llc_size)
+        self.contention_model = contention_model or ContentionModel()
+        self._scheduler = Scheduler([d.cpus for d in topology.domains], policy, seed=seed, llc=topology.llc_size,
+                                    model=self.contention_model)
         self._slot_cpus = slot_cpus(topology, pin, sorted(os.sched_getaffinity(0)))
         self._batcher: Batcher[Task] = Batcher(self.batching, len(self._slot_cpus))
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()

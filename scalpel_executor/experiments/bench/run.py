@@ -81,7 +81,7 @@ def run_bench(plan: BenchPlan, *, out: Path, llc_override=None, model=None, time
     """Run the benchmark ``plan`` describes (see :mod:`scalpel_executor.experiments.bench`);
     returns the JSON record, also written to ``<out>/bench.json`` after every repetition, so an
     interrupted run keeps what it measured. ``model`` is the contention model the oracle order is
-    searched with. Raises ``MontageUnavailable`` before anything runs when a montage mix cannot."""
+    searched with and the ``scalpel`` policy plans with. Raises ``MontageUnavailable`` before anything runs when a montage mix cannot."""
     if "montage" in plan.mixes:
         require_montage()
     topology = detect_topology()
@@ -111,7 +111,7 @@ def run_bench(plan: BenchPlan, *, out: Path, llc_override=None, model=None, time
             if not todo:
                 continue
             try:
-                submitter = start_peer(peer, cores, topology, run_dir, store)
+                submitter = start_peer(peer, cores, topology, run_dir, store, model)
             except Exception as error:  # noqa: BLE001 - a peer that cannot start is reported, the rest run
                 message = f"{type(error).__name__}: {error}"
                 logger.warning("%s did not start: %s", peer, message)
