@@ -52,7 +52,8 @@ from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.search import FcfsEvaluator, rollout_order, trace
 from scalpel_executor.core.tasks import Group, Task
 
-__all__ = ["PlanContext", "plan_scalpel", "DEFAULT_BUDGET", "BASE_POLICIES", "ROLLOUT_WINDOW"]
+__all__ = ["PlanContext", "plan_scalpel", "scalpel_order", "DEFAULT_BUDGET", "STARTS_PER_SECOND", "BASE_POLICIES",
+           "ROLLOUT_WINDOW", "ROLLOUT_PASSES"]
 
 DEFAULT_BUDGET = 60_000  # most task starts one plan may simulate
 STARTS_PER_SECOND = 200  # and at most this many per second of the batch's predicted makespan
