@@ -38,8 +38,8 @@ with the simulated machine's LLC size and model. Candidates that
 need the scheduler's online state (the footprints running on the freed core's domain, and for some
 the clock) subclass Scheduler and override ``_choose`` (:class:`OnlineScheduler`): ``lpt-aware-x``,
 ``lpt-added-10``, ``finish-time``, ``finish-ratio``, ``net-longest``. They are driven by
-:func:`drive`, a copy of ``simulate()``'s loop that takes a scheduler factory, exposes the clock and
-records the dispatch order; the contention model is the package's ``ContentionModel``.
+:func:`drive`, which runs ``simulate()`` with the scheduler a factory builds, a clock it can read,
+and reads the dispatch order from its result; the contention model is the package's ``ContentionModel``.
 Model-checked plans simulate candidate orders in the model on what the scheduler knows (estimates)
 and dispatch the chosen order first come first served: ``best-of`` (the best predicted of
 longest-first, scalpel-paper, scalpel-lpt, lpt-aware-10 and finish-ratio), ``rollout`` (a rollout of
@@ -73,7 +73,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import heapq
 import importlib.util
 import json
 import math
@@ -178,8 +177,7 @@ def model_named(name: str) -> ContentionModel:
 
 
 # --------------------------------------------------------------------------------------------
-# The driver: a copy of simulate()'s loop that takes a scheduler factory, exposes the clock and
-# records the order in which tasks were dispatched.
+# The driver: simulate() with a scheduler a factory builds and a clock it can read.
 
 class Clock:
     now = 0.0
@@ -187,75 +185,18 @@ class Clock:
     def __call__(self) -> float:
         return self.now
 
+    def set(self, now: float) -> None:
+        self.now = now
+
 
 def drive(tasks: Sequence[SimTask], domains, llc: float, model: ContentionModel,
           make_scheduler: Callable[[Clock], Scheduler]) -> tuple[float, list[int]]:
-    """(makespan, dispatch order as indices into ``tasks``) of one batch arriving at time 0."""
+    """(makespan, dispatch order as indices into ``tasks``) of one batch arriving at time 0: the
+    package's simulator driving the scheduler ``make_scheduler`` builds, with a clock it can read."""
     clock = Clock()
-    scheduler = make_scheduler(clock)
-    n_domains = len(scheduler.cores_per_domain)
-    sigma0 = model.sensitivity
-    running: list[dict[int, list]] = [{} for _ in range(n_domains)]
-    updated_at = [0.0] * n_domains
-    version = [0] * n_domains
-    events: list[tuple[float, int, int, int]] = []
-    order = 0
-    dispatched: list[int] = []
-    makespan = 0.0
-
-    def advance(domain: int, now: float) -> None:
-        elapsed = now - updated_at[domain]
-        if elapsed > 0:
-            for entry in running[domain].values():
-                entry[1] -= elapsed * entry[2]
-        updated_at[domain] = now
-
-    def reschedule(domain: int, now: float) -> None:
-        nonlocal order
-        version[domain] += 1
-        entries = list(running[domain].values())
-        if not entries:
-            return
-        factors = model.slowdowns([e[0].footprint for e in entries],
-                                  [sigma0 if e[0].sensitivity is None else e[0].sensitivity for e in entries], llc)
-        for entry, factor in zip(entries, factors):
-            entry[2] = 1.0 / factor
-        finish = min(max(e[1], 0.0) / e[2] for e in entries)
-        order += 1
-        heapq.heappush(events, (now + finish, order, domain, version[domain]))
-
-    def start_assigned(now: float) -> None:
-        touched = set()
-        for assignment in scheduler.dispatch():
-            slot = assignment.slot
-            if slot.domain not in touched:
-                advance(slot.domain, now)
-                touched.add(slot.domain)
-            sim_task = assignment.task.payload
-            running[slot.domain][slot.index] = [sim_task, sim_task.solo_time, 1.0]
-            dispatched.append(assignment.task.id)
-        for domain in touched:
-            reschedule(domain, now)
-
-    scheduler.add(Task(i, t.footprint, t.solo_time if t.runtime_estimate is None else t.runtime_estimate,
-                       t.priority, t.intensity, payload=t) for i, t in enumerate(tasks))
-    start_assigned(0.0)
-    while events:
-        now, _, domain, stamp = heapq.heappop(events)
-        if stamp != version[domain]:
-            continue
-        clock.now = now
-        advance(domain, now)
-        done = [s for s, e in running[domain].items() if e[1] <= 1e-9 * max(1.0, e[0].solo_time)]
-        for slot_index in done:
-            running[domain].pop(slot_index)
-            scheduler.release(slot_index)
-            makespan = now
-        start_assigned(now)
-        reschedule(domain, now)
-    if scheduler.waiting or any(running):
-        raise AssertionError("drive(): unfinished tasks")
-    return makespan, dispatched
+    result = simulate(tasks, domains, llc, "fifo", model=model, scheduler=make_scheduler(clock),
+                      on_time=clock.set)
+    return result.makespan, result.order
 
 
 # --------------------------------------------------------------------------------------------

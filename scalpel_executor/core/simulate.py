@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from scalpel_executor.core.batching import Batcher, Batching
@@ -71,6 +71,7 @@ class SimResult:
     lower_bound: float
     utilisation: float  # busy core-seconds / (cores × makespan)
     records: list[SimRecord] = field(repr=False)
+    order: list[int] = field(default_factory=list, repr=False)  # task indices in the order they started
 
     @property
     def mean_slowdown(self) -> float:
@@ -104,6 +105,8 @@ def simulate(
     model: ContentionModel | None = None,
     seed: int = 0,
     batching: Batching | None = None,
+    scheduler: Scheduler | None = None,
+    on_time: Callable[[float], None] | None = None,
 ) -> SimResult:
     """Run ``tasks`` on a machine of LLC ``domains`` (CPU lists) under ``policy``.
 
@@ -124,6 +127,12 @@ def simulate(
     batching : Batching, optional
         Hold arrivals as the live pool does (its ``batch_window``, ``batch_quiet``, ``max_batch``);
         None (default) hands each arrival to the scheduler at once.
+    scheduler : Scheduler, optional
+        Drive this scheduler (built for the same ``domains``; a subclass, say) instead of a new one
+        of ``policy``, which then only names the result.
+    on_time : callable, optional
+        Called with the simulated time of every event before the scheduler hears of it, for a
+        scheduler that reads a clock.
 
     Returns
     -------
@@ -133,7 +142,8 @@ def simulate(
     if not llc_size or llc_size <= 0:
         raise ValueError(f"llc_size must be a positive number of bytes, got {llc_size!r}")
     model = model or ContentionModel()
-    scheduler = Scheduler(domains, policy, seed=seed, llc=llc_size, model=model)
+    if scheduler is None:
+        scheduler = Scheduler(domains, policy, seed=seed, llc=llc_size, model=model)
     slots = scheduler.slots
     n_domains = len(scheduler.cores_per_domain)
     default_sigma = model.sensitivity
@@ -143,6 +153,7 @@ def simulate(
     updated_at = [0.0] * n_domains
     version = [0] * n_domains
     starts: dict[int, float] = {}
+    dispatched: list[int] = []
     records: list[SimRecord] = []
     events: list[tuple[float, int, int, int]] = []  # (time, order, domain or -1 for arrival, version)
     order = 0
@@ -181,6 +192,7 @@ def simulate(
             sim_task = assignment.task.payload
             running[slot.domain][slot.index] = [sim_task, sim_task.solo_time, 1.0]
             starts[slot.index] = now
+            dispatched.append(assignment.task.id)
         for domain in touched:
             reschedule(domain, now)
 
@@ -223,6 +235,8 @@ def simulate(
     busy = 0.0
     while events:
         now, _, domain, stamp = heapq.heappop(events)
+        if on_time is not None:
+            on_time(now)
         if domain == -1:
             arrive([to_task(stamp, tasks[stamp])], now)
             start_assigned(now)
@@ -256,4 +270,5 @@ def simulate(
         lower_bound=lower_bound([t.solo_time for t in tasks], cores),
         utilisation=busy / (cores * makespan) if makespan > 0 else 0.0,
         records=records,
+        order=dispatched,
     )

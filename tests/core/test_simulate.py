@@ -92,3 +92,14 @@ def test_bad_inputs():
         simulate([SimTask("x", 1.0)], ONE_DOMAIN, 0)
     with pytest.raises(ValueError, match="capacity_fraction"):
         ContentionModel(0)
+
+
+def test_simulate_drives_a_given_scheduler_reports_the_dispatch_order_and_the_clock():
+    from scalpel_executor.core.scheduler import Scheduler
+    tasks = [SimTask("a", 1.0), SimTask("b", 3.0), SimTask("c", 2.0)]
+    times = []
+    result = simulate(tasks, ONE_DOMAIN, 32 * MiB, "fifo", scheduler=Scheduler(ONE_DOMAIN, "longer_first"),
+                      on_time=times.append)
+    assert result.order == [1, 2, 0]  # longest first, from the scheduler given, not the policy named
+    assert result.makespan == pytest.approx(3.0)
+    assert times and times == sorted(times) and times[-1] == pytest.approx(3.0)
