@@ -368,12 +368,18 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         """
         return self._pool
 
-    def start(self) -> None:
+    def _begin_start(self) -> bool:
+        """Whether ``start()`` has work to do (False: already started); makes the estimator."""
         if self._shut_down:
             raise ExecutorShutdown(f"executor {self.label!r} was shut down and cannot be restarted")
         if self._pool is not None:
-            return
+            return False
         self._estimator = self._make_estimator()
+        return True
+
+    def start(self) -> None:
+        if not self._begin_start():
+            return
         pool = (ManagerClient if self.node_manager else WorkerPool)(
             self._topology,
             self.policy,
@@ -559,11 +565,8 @@ class ScalpelProviderExecutor(ScalpelExecutor, BlockProviderExecutor):
         return self._provider
 
     def start(self) -> None:
-        if self._shut_down:
-            raise ExecutorShutdown(f"executor {self.label!r} was shut down and cannot be restarted")
-        if self._pool is not None:
+        if not self._begin_start():
             return
-        self._estimator = self._make_estimator()
         if self.run_dir == self._unset_run_dir:  # not run by a DataFlowKernel: keep keys out of the working dir
             self._cert_dir = make_keys(tempfile.mkdtemp(prefix=f"scalpel-{self.label}-") + "/certificates")
         else:
