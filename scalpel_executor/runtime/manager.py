@@ -51,7 +51,7 @@ from multiprocessing.connection import Connection
 
 from scalpel_executor import __version__
 from scalpel_executor.core.contention import ContentionModel
-from scalpel_executor.core.cpulist import cpu_set
+from scalpel_executor.core.cpulist import cpu_set, format_cpu_list
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.core.topology import Domain, Topology
 from scalpel_executor.host.topology import detect_topology
@@ -63,7 +63,7 @@ from scalpel_executor.runtime.pool import WALLTIME_GRACE, Job, Outcome, WorkerPo
 
 __all__ = ["ManagerConfig", "NodeManager", "main"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("scalpel_executor.runtime.manager")  # not __name__: run as __main__ (-m)
 
 CONFIGURE_TIMEOUT = 60.0  # seconds the manager waits for its first message before giving up
 PARENT_CHECK_INTERVAL = 0.2  # seconds between checks that the driver still lives (a getppid call)
@@ -220,6 +220,12 @@ class NodeManager:
             return 0  # the driver went away before configuring us: nothing to end
         except ValueError as error:
             first = error
+        if isinstance(first, Shutdown) and self._register is not None:
+            print(f"scalpel-manager: the driver at {self._connection.url} refused this manager before configuring "
+                  f"it; a driver refuses managers of another scalpel-executor version than its own (this one runs "
+                  f"{self._register.version}): its log says why", file=sys.stderr)
+            self._close_link()
+            return 2
         if not isinstance(first, Configure):
             self.send(Fatal(f"the node manager's first message must configure it, got {first!r:.200}"))
             return 2
@@ -246,7 +252,14 @@ class NodeManager:
         package.addHandler(handler)
         package.setLevel(config.log_level)
         package.propagate = False
-        return WorkerPool(config.topology(), config.policy, self._send_outcome, pin=config.pin,
+        topology = config.topology()
+        missing = sorted(set(topology.cpus) - os.sched_getaffinity(0))
+        if missing:
+            logger.warning("the driver's topology names CPUs %s that this node does not let its manager use; its %d "
+                           "slots are laid over this node's CPUs %s; leave topology= out to let each node detect "
+                           "its own", format_cpu_list(missing), len(topology.cpus),
+                           format_cpu_list(sorted(os.sched_getaffinity(0))))
+        return WorkerPool(topology, config.policy, self._send_outcome, pin=config.pin,
                           batch_window=config.batch_window, batch_quiet=config.batch_quiet,
                           max_batch=config.max_batch, worker_env=config.worker_env, seed=config.seed,
                           walltime_grace=config.walltime_grace,

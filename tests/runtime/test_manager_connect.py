@@ -39,17 +39,19 @@ def hub_and_managers(tmp_path):
     started = []
     hubs = []
 
-    def make(threshold=30.0, period=0.5, prefetch=1):
+    def make(threshold=30.0, period=0.5, prefetch=1, domains=None):
         outcomes = Outcomes()
-        config = ManagerConfig(heartbeat_period=period, sys_path=[p for p in sys.path if p])
+        config = ManagerConfig(domains=domains, heartbeat_period=period, sys_path=[p for p in sys.path if p])
         hub = ManagerHub(config, outcomes, cert_dir=make_keys(tmp_path / "certificates"), address="127.0.0.1",
                          prefetch=prefetch, heartbeat_period=period, heartbeat_threshold=threshold)
         hub.start()
         hubs.append(hub)
 
-        def launch(block_id, cpus=None, cert_dir=None, *extra):
-            process = subprocess.Popen(manager_command(hub.url, cert_dir or hub.cert_dir, block_id, cpus, *extra),
-                                       stderr=subprocess.PIPE, text=True)
+        def launch(block_id, cpus=None, cert_dir=None, *extra, python=None):
+            command = manager_command(hub.url, cert_dir or hub.cert_dir, block_id, cpus, *extra)
+            if python is not None:  # another interpreter command in place of "python -m <the manager>"
+                command = [*python, *command[3:]]
+            process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
             started.append(process)
             return process
 
@@ -104,6 +106,65 @@ def test_a_manager_with_the_wrong_key_is_refused_and_logged_and_exits(hub_and_ma
     assert hub.connected_managers() == [] and outcomes.by_task == {}
     assert wait_until(lambda: "refused a" in caplog.text), caplog.text
     print(caplog.text)
+
+
+def test_a_manager_without_keys_exits_naming_the_directory(tmp_path):
+    empty = tmp_path / "no-keys"
+    empty.mkdir()
+    process = subprocess.run(manager_command("tcp://127.0.0.1:1", empty, "0"), stderr=subprocess.PIPE, text=True,
+                             timeout=GENEROUS)
+    assert process.returncode == 2
+    assert "cannot read the client keys" in process.stderr and str(empty) in process.stderr, process.stderr
+
+
+# A manager whose package reports another version, as a node with another install would.
+OTHER_VERSION = ("-c", "import sys, scalpel_executor; scalpel_executor.__version__ = '0.0.1-other'; "
+                       "from scalpel_executor.runtime.manager import main; sys.argv[0] = 'scalpel-manager'; "
+                       "sys.exit(main(sys.argv[1:]))")
+
+
+def test_a_manager_of_another_version_is_refused_logged_and_exits_saying_so(hub_and_managers, caplog):
+    caplog.set_level(logging.WARNING, logger="scalpel_executor.runtime")
+    hub, outcomes, launch = hub_and_managers()
+    hub.submit(call(0, where, 0))
+    stranger = launch("0", CPUS[0], None, python=(sys.executable, *OTHER_VERSION))
+    code = stranger.wait(GENEROUS)
+    stderr = stranger.stderr.read()
+    assert code == 2 and "refused this manager" in stderr and "version" in stderr, (code, stderr)
+    assert "0.0.1-other" in caplog.text and "install the same version on every node" in caplog.text
+    assert hub.connected_managers() == [] and outcomes.by_task == {} and hub.outstanding == 1
+    launch("1", CPUS[0])  # the task waited in the driver for a manager it may use
+    assert outcomes.wait([0])[0].ok
+
+
+def test_managers_on_nodes_of_different_shapes_each_schedule_for_their_own(hub_and_managers):
+    if len(CPUS) < 2:
+        pytest.skip("needs 2 CPUs")
+    hub, outcomes, launch = hub_and_managers()  # no topology from the driver: each node detects its own
+    launch("small", CPUS[0])
+    launch("large", f"{CPUS[0]},{CPUS[1]}")
+    assert registered(hub, 2), hub.connected_managers()
+    managers = {m["block_id"]: m for m in hub.connected_managers()}
+    assert managers["small"]["slot_cpus"] == [[CPUS[0]]]
+    assert sorted(cpu for slot in managers["large"]["slot_cpus"] for cpu in slot) == CPUS[:2]
+    assert managers["small"]["worker_count"] == 1 and managers["large"]["worker_count"] == 2
+    for task_id in range(12):
+        hub.submit(call(task_id, where, task_id))
+    results = outcomes.wait(range(12))
+    assert all(results[i].ok for i in range(12)), results
+
+
+def test_a_driver_topology_naming_cpus_the_node_lacks_is_laid_over_its_own_with_a_warning(hub_and_managers, caplog):
+    caplog.set_level(logging.WARNING, logger="scalpel_executor")
+    hub, outcomes, launch = hub_and_managers(domains=[{"cpus": [4000, 4001], "llc_size": None}])
+    launch("0", CPUS[0])
+    assert registered(hub, 1), hub.connected_managers()
+    (manager,) = hub.connected_managers()
+    assert manager["slot_cpus"] == [[CPUS[0]], [CPUS[0]]]  # the driver's two slots, on the one CPU it has
+    assert "4000-4001" in caplog.text and "laid over this node's CPUs" in caplog.text, caplog.text
+    for task_id in range(4):
+        hub.submit(call(task_id, where, task_id))
+    assert all(outcome.ok for outcome in outcomes.wait(range(4)).values())
 
 
 def test_a_manager_that_cannot_reach_the_driver_gives_up(tmp_path):
