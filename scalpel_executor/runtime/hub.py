@@ -146,6 +146,7 @@ class ManagerHub:
         self._context: zmq.Context | None = None
         self._wake: zmq.Socket | None = None
         self._wake_lock = threading.Lock()
+        self._woken = False  # a wake byte waits for the hub thread (guarded by _wake_lock)
         self._thread: threading.Thread | None = None
         self._monitor: zmq.Socket | None = None
         self.managers_lost = 0
@@ -233,8 +234,10 @@ class ManagerHub:
                     manager.draining = True
 
     def _poke(self) -> None:
+        """Wake the hub thread: one byte at most waits for it (an inproc queue holds only so many)."""
         with self._wake_lock:
-            if self._wake is not None:
+            if self._wake is not None and not self._woken:
+                self._woken = True
                 self._wake.send(b"", zmq.NOBLOCK)
 
     # -- the hub thread ---------------------------------------------------------------------
@@ -252,8 +255,9 @@ class ManagerHub:
                 timeout = max(0.0, min(next_ping, self._next_silence_deadline()) - time.monotonic())
                 events = dict(poller.poll(timeout * 1000 + 1))
                 if wake_in in events:
-                    while _drain_one(wake_in):
-                        pass
+                    with self._wake_lock:  # before the pass reads what the poke announced
+                        _drain_one(wake_in)
+                        self._woken = False
                 if monitor in events and self._connection_events(monitor):
                     probe_until = time.monotonic() + PROBE_WINDOW
                 if time.monotonic() < probe_until:

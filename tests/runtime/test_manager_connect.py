@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import psutil
@@ -291,3 +292,23 @@ def test_heavy_footprints_spread_over_managers_and_a_manager_that_joins_mid_run_
     results = outcomes.wait(footprints)
     block_of = {i: deserialize(results[i].payload)[1] for i in footprints}
     assert block_of[10] != block_of[12], block_of
+
+
+def test_a_burst_of_submits_faster_than_the_hub_thread_is_queued_whole(hub_and_managers, monkeypatch):
+    hub, outcomes, launch = hub_and_managers()
+    deal, bursting = hub._deal, threading.Event()
+
+    def slow_deal(router):  # while the burst lasts, a hub thread far slower than the submitting one
+        if bursting.is_set():
+            time.sleep(0.5)
+        deal(router)
+
+    monkeypatch.setattr(hub, "_deal", slow_deal)
+    bursting.set()
+    for task_id in range(3000):  # more wake-ups than the hub's inproc queue holds (about 2,000)
+        hub.submit(call(task_id, len, "ab"))
+    bursting.clear()
+    assert hub.outstanding == 3000
+    launch("0", CPUS[0])
+    results = outcomes.wait(range(3000), timeout=120)
+    assert all(outcome.ok for outcome in results.values())
