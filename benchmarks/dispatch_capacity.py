@@ -161,7 +161,7 @@ class FakeManagers:
     def _beat(self) -> None:
         self.next_beat = time.monotonic() + self.period
         for dealer in self.configured:
-            dealer.send(encode(Heartbeat([], 0)))
+            dealer.send(encode(Heartbeat([], 0, [], [])))
 
 
 def start_fake_managers(url: str, cert_dir: Path, block_ids: list[str], slots: int) -> subprocess.Popen:
@@ -227,22 +227,9 @@ def make_tasks(ids, how_many: int) -> list[Task]:
             for _ in range(how_many)]
 
 
-def submit_all(hub: ManagerHub, tasks: list[Task]) -> int:
-    """Submit every task; how many submits found the hub's wake-up queue full.
-
-    ``ManagerHub.submit`` queues the task, then sends a wake-up byte to the hub thread with
-    NOBLOCK; a burst of submits that outruns the hub thread fills that inproc queue (about 2,000
-    bytes: its send and receive high-water marks) and the send raises ``zmq.Again`` after the
-    task was queued. A full queue means the hub thread has wake-ups waiting, so the task is not
-    lost and the error is counted here, not raised.
-    """
-    overflows = 0
+def submit_all(hub: ManagerHub, tasks: list[Task]) -> None:
     for task in tasks:
-        try:
-            hub.submit(task)
-        except zmq.Again:
-            overflows += 1
-    return overflows
+        hub.submit(task)
 
 
 def wait_for_managers(hub: ManagerHub, managers: int, slots: int, fakes: list[subprocess.Popen]) -> None:
@@ -285,7 +272,7 @@ def measure(managers: int, *, tasks: int, slots: int, prefetch: int, warmup: int
     ``tasks_per_s``, ``submit_s`` (the submit loop alone), CPU per task of the driver process,
     its hub thread and the fake managers (µs), each side's busy cores (CPU s / wall s),
     ``completed``/``distinct``/``failed`` outcomes of the timed tasks, ``received``, the tasks
-    each fake manager was sent (warm-up included), and ``wake_overflows`` (see :func:`submit_all`).
+    each fake manager was sent (warm-up included),.
     """
     completions = Completions()
     ids = count()
@@ -302,7 +289,7 @@ def measure(managers: int, *, tasks: int, slots: int, prefetch: int, warmup: int
         hub_thread = next(thread for thread in threading.enumerate() if thread.name == HUB_THREAD)
         timeout = START_TIMEOUT + (warmup + tasks) / 100
         completions.expect(warmup)
-        wake_overflows = submit_all(hub, make_tasks(ids, warmup))
+        submit_all(hub, make_tasks(ids, warmup))
         if not completions.done.wait(timeout):
             raise RuntimeError(f"{len(completions.ids)} of {warmup} warm-up tasks completed in {timeout:g} s")
         batch = make_tasks(ids, tasks)
@@ -310,7 +297,7 @@ def measure(managers: int, *, tasks: int, slots: int, prefetch: int, warmup: int
         fake_pids = [process.pid for process in fakes]
         cpu, hub_cpu, fake_cpu = own_cpu(), thread_cpu(hub_thread.native_id), process_cpu(fake_pids)
         start = time.perf_counter()
-        wake_overflows += submit_all(hub, batch)
+        submit_all(hub, batch)
         submitted = time.perf_counter()
         if not completions.done.wait(timeout):
             raise RuntimeError(f"{len(completions.ids) - warmup} of {tasks} tasks completed in {timeout:g} s")
@@ -334,7 +321,7 @@ def measure(managers: int, *, tasks: int, slots: int, prefetch: int, warmup: int
             "hub_thread_cpu_us_per_task": hub_cpu / tasks * 1e6, "fake_cpu_us_per_task": fake_cpu / tasks * 1e6,
             "driver_cores_busy": cpu / seconds, "fake_cores_busy": fake_cpu / seconds,
             "completed": len(timed), "distinct": len(set(timed)), "failed": completions.failed,
-            "received": received, "wake_overflows": wake_overflows}
+            "received": received}
 
 
 def run(manager_counts: list[int], *, tasks: int, slots: int, prefetch: int, warmup: int, rounds: int,

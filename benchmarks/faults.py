@@ -212,7 +212,10 @@ class Round:
         # Children this process had before the round (a multiprocessing resource tracker, another
         # test's worker) are not the round's to end.
         self.preexisting = {child.pid for child in psutil.Process().children(recursive=True)}
-        self.executor = ScalpelExecutor(label="faults", profiles=False, batch_window=0.001)
+        # The pool in this process (node_manager=False): the harness reads its workers' states to
+        # time each fault. The same WorkerPool runs inside a node manager; the manager's own faults
+        # are tests/runtime/test_manager.py's.
+        self.executor = ScalpelExecutor(label="faults", profiles=False, batch_window=0.001, node_manager=False)
         self.completions: Counter = Counter()  # task id -> times the executor completed it
         complete = self.executor._complete
 

@@ -1,11 +1,16 @@
-"""No-op throughput and lone-task round trip: ScalpelExecutor in-process, with its node manager, and HTEX.
+"""No-op throughput and lone-task round trip: ScalpelExecutor with its node manager, in-process, and HTEX.
 
 Three executors, each in its own child process (one DataFlowKernel per process), interleaved
 A B C A B C ... for ``--rounds`` rounds so the machine's drift hits all alike:
 
-- ``scalpel``: ``ScalpelExecutor()``, the worker pool in the driver's process;
-- ``scalpel-manager``: ``ScalpelExecutor(node_manager=True)``, the pool in a node manager process;
-- ``htex``: Parsl's HighThroughputExecutor, 2 workers, ``cpu_affinity="block"``.
+- ``scalpel-manager``: ``ScalpelExecutor()``, the default: the pool in a node manager process;
+- ``scalpel-inprocess``: ``ScalpelExecutor(node_manager=False)``, the pool in the driver's process;
+- ``htex``: Parsl's HighThroughputExecutor, ``--workers`` workers (``cpu_affinity="block"`` when
+  there are no more workers than CPUs, else none), one ``LocalProvider`` block.
+
+``--workers`` (default: this machine's CPUs) above the CPU count oversubscribes: ScalpelExecutor
+then schedules for one LLC domain of that many cores (``topology="1xN"``), laid over the real CPUs
+round-robin, and HTEX runs that many unpinned workers.
 
 Each sample warms up with 50 tasks, then times ``--tasks`` no-op tasks submitted at once
 (throughput) and ``--pings`` lone tasks one after another (round-trip median). It also records the
@@ -15,6 +20,7 @@ manager process's. Prints per-executor medians; ``--json``
 writes every sample.
 
     python benchmarks/node_manager.py --rounds 5 --tasks 3000 --pings 200
+    python benchmarks/node_manager.py --rounds 5 --workers 8
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import sys
 import tempfile
 import textwrap
 
-EXECUTORS = ("scalpel", "scalpel-manager", "htex")
+EXECUTORS = ("scalpel-manager", "scalpel-inprocess", "htex")
 
 CHILD = textwrap.dedent(
     """
@@ -38,15 +44,18 @@ CHILD = textwrap.dedent(
     from parsl import python_app
     from parsl.config import Config
 
-    which, tasks, pings, run_dir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    which, tasks, pings, run_dir, workers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+    cpus = len(os.sched_getaffinity(0))
     if which == "htex":
         from parsl.executors import HighThroughputExecutor
         from parsl.providers import LocalProvider
-        executor = HighThroughputExecutor(label="htex", max_workers_per_node=2, cpu_affinity="block",
+        executor = HighThroughputExecutor(label="htex", max_workers_per_node=workers,
+                                          cpu_affinity="block" if workers <= cpus else "none",
                                           provider=LocalProvider(init_blocks=1, max_blocks=1))
     else:
         from scalpel_executor import ScalpelExecutor
-        executor = ScalpelExecutor(label="scalpel", node_manager=which == "scalpel-manager")
+        executor = ScalpelExecutor(label="scalpel", node_manager=which == "scalpel-manager",
+                                   topology=None if workers == cpus else f"1x{workers}")
 
     @python_app
     def noop():
@@ -76,9 +85,10 @@ CHILD = textwrap.dedent(
 )
 
 
-def run_sample(which: str, tasks: int, pings: int, folder: str) -> dict:
+def run_sample(which: str, tasks: int, pings: int, folder: str, workers: int) -> dict:
     env = dict(os.environ, SCALPEL_PROFILE_STORE=os.path.join(folder, "profiles.sqlite"))
-    run = subprocess.run([sys.executable, "-c", CHILD, which, str(tasks), str(pings), os.path.join(folder, "runinfo")],
+    run = subprocess.run([sys.executable, "-c", CHILD, which, str(tasks), str(pings), os.path.join(folder, "runinfo"),
+                          str(workers)],
                          capture_output=True, text=True, timeout=900, env=env)
     if run.returncode != 0:
         raise RuntimeError(f"{which} failed with exit code {run.returncode}:\n{run.stderr[-3000:]}")
@@ -90,6 +100,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--tasks", type=int, default=3000, help="no-op tasks per throughput sample")
     parser.add_argument("--pings", type=int, default=200, help="sequential lone tasks per latency sample")
+    parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)),
+                        help="workers per executor (default: this machine's CPUs; more oversubscribes)")
     parser.add_argument("--only", nargs="+", choices=EXECUTORS, default=list(EXECUTORS))
     parser.add_argument("--json", help="write all samples to this file")
     args = parser.parse_args()
@@ -97,7 +109,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="scalpel-node-manager-bench-") as folder:
         for round_ in range(args.rounds):
             for which in samples:
-                sample = run_sample(which, args.tasks, args.pings, folder)
+                sample = run_sample(which, args.tasks, args.pings, folder, args.workers)
                 samples[which].append(sample)
                 print(f"round {round_ + 1}/{args.rounds} {which:16s} {sample['throughput']:8.0f} tasks/s  round trip "
                       f"{sample['round_trip_median'] * 1e3:6.2f} ms  driver CPU "
@@ -111,7 +123,8 @@ def main() -> int:
             med[which]["manager_cpu_per_task_us"] = statistics.median(s["manager_cpu_per_task_us"] for s in v)
     print(f"\n{'executor':16s} {'tasks/s':>9s} {'round trip ms':>14s} {'driver CPU us/task':>19s} "
           f"{'manager CPU us/task':>20s}   (medians of "
-          f"{args.rounds} rounds, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f})")
+          f"{args.rounds} rounds, {args.workers} workers, {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f})")
     for which, m in med.items():
         manager = m.get("manager_cpu_per_task_us")
         print(f"{which:16s} {m['throughput']:9.0f} {m['round_trip_median'] * 1e3:14.2f} "

@@ -13,7 +13,7 @@ the DFK's callbacks (which may submit more tasks) run freely::
     Future.set_result / set_exception <── _complete (completion thread) <────────────── worker result ─┘
                                           └─> Estimator.observe: learn run time, and footprint if measured
 
-With ``node_manager=True`` the pool runs in a node manager process
+By default (``node_manager=True``) the pool runs in a node manager process
 (:mod:`scalpel_executor.runtime.manager`) and ``WorkerPool`` above is its client,
 :class:`~scalpel_executor.runtime.manager_client.ManagerClient`, whose reader thread plays the
 completion thread; estimates, learning and the profile store stay in this process.
@@ -130,9 +130,10 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         Longest time (seconds) to collect arriving tasks before grouping them (default 0.005).
         0: group whatever has arrived whenever a core frees, dispatching at once to idle cores.
     batch_quiet : float
-        How long a lone arriving task waits for a second one (default 0.001 s). If one comes, the
-        collection runs the whole ``batch_window`` from the first, so a workflow's burst of submits
-        is grouped whole; if none does, the lone task is dispatched after about 1 ms, not 5.
+        How long a lone arriving task waits for a second one (default 0.001 s); a task estimated to
+        run long waits up to 0.5% of its estimated run time, at most ``batch_window``. If one comes,
+        the collection runs the whole ``batch_window`` from the first, so a workflow's burst of
+        submits is grouped whole; if none does, a short lone task is dispatched after about 1 ms.
     max_batch : int
         Arrivals that start grouping before the window ends.
     default_footprint : int or str
@@ -174,14 +175,15 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         How tasks report to Parsl monitoring; default a filesystem radio (opens no socket).
     seed : int
         Seeds the ``random`` policy.
-    node_manager : bool
-        Run the worker pool (scheduler, batching, pinned workers, walltime kills, respawn) in a node
-        manager process of its own (:mod:`scalpel_executor.runtime.manager`) instead of in this
-        process, so it does not share this interpreter with Parsl's DataFlowKernel (default False).
+    node_manager : bool, optional
+        Local mode: run the worker pool (scheduler, batching, pinned workers, walltime kills,
+        respawn) in a node manager process of its own (:mod:`scalpel_executor.runtime.manager`), so
+        it does not share this interpreter with Parsl's DataFlowKernel (default, None: True).
         The manager is a child on a private socket pair; estimates and learning stay here. If it
         dies, each of its unfinished tasks fails once with Parsl's ``ManagerLost``
         (:class:`~scalpel_executor.runtime.manager_client.NodeManagerLost`), so ``retries=``
-        reruns them, and a new manager takes later tasks.
+        reruns them, and a new manager takes later tasks. False runs the pool in this process
+        (threads beside the DataFlowKernel's). Provider mode always runs node managers: leave it out.
     provider : ExecutionProvider, optional
         Provider mode (keyword only): any Parsl provider (``LocalProvider``, ``SlurmProvider``, ...)
         with its launcher. The executor is then a :class:`ScalpelProviderExecutor`, a Parsl
@@ -244,7 +246,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         working_dir: Optional[str] = None,
         remote_monitoring_radio: Optional[RadioConfig] = None,
         seed: int = 0,
-        node_manager: bool = False,
+        node_manager: Optional[bool] = None,
         *,
         provider: Optional[ExecutionProvider] = None,
         address: str = "127.0.0.1",
@@ -259,9 +261,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
     ):
         ParslExecutor.__init__(self)
         if provider is not None:
-            if node_manager:
-                raise ValueError("node_manager=True is local mode; with provider= every node runs a node manager "
-                                 "already: leave node_manager out")
+            if node_manager is not None:
+                raise ValueError(f"node_manager={node_manager!r} is a local-mode option; with provider= every node "
+                                 f"runs a node manager: leave node_manager out")
             BlockProviderExecutor.__init__(self, provider=provider, block_error_handler=block_error_handler)
         if max_workers_per_node is not None and max_workers_per_node < 1:
             raise ValueError(f"max_workers_per_node must be at least 1 or None, got {max_workers_per_node!r}")
@@ -325,7 +327,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self.storage_access = storage_access
         self.working_dir = working_dir
         self.seed = seed
-        self.node_manager = node_manager
+        self.node_manager = True if node_manager is None else node_manager
         self.remote_monitoring_radio = remote_monitoring_radio or FilesystemRadio()
         self._default_footprint_bytes = float(parse_size(default_footprint, what="default_footprint"))
         self._topology = resolve_topology(topology, smt=smt)  # bad CPUs fail here, not at start()

@@ -264,7 +264,7 @@ class NodeManager:
                           max_batch=config.max_batch, worker_env=config.worker_env, seed=config.seed,
                           walltime_grace=config.walltime_grace,
                           contention_model=None if config.contention_model is None
-                          else ContentionModel(*config.contention_model))
+                          else ContentionModel(*config.contention_model), on_state=self._report_state)
 
     def _start_pool(self) -> None:
         pool = self._pool
@@ -295,8 +295,12 @@ class NodeManager:
                 return self._end(2)
             if isinstance(message, Submit):
                 task_id, footprint, runtime, priority, intensity, walltime, measure, buffer = message
-                pool.submit(Task(task_id, footprint, runtime, priority, intensity,
-                                 payload=Job(buffer, walltime=walltime, measure=measure)))
+                try:
+                    pool.submit(Task(task_id, footprint, runtime, priority, intensity,
+                                     payload=Job(buffer, walltime=walltime, measure=measure)))
+                except (ExecutorShutdown, ExecutorFailed) as error:  # the pool gave up (no worker left, a bug)
+                    kind, detail = _describe(error)
+                    self.send(Failed(task_id, kind, str(error), detail, None, None, None, None))
             elif isinstance(message, Shutdown):
                 return self._end(0)
             else:
@@ -323,7 +327,12 @@ class NodeManager:
                 self._end(0)
             if time.monotonic() >= next_beat:  # while its workers start too: a silent manager is lost
                 next_beat = time.monotonic() + self._heartbeat_period
-                self.send(Heartbeat(self._pool.worker_pids, self._pool.respawns))
+                self._report_state()
+
+    def _report_state(self) -> None:
+        """A Heartbeat: the workers, and how respawns went (also the pool's on_state callback)."""
+        pool = self._pool
+        self.send(Heartbeat(pool.worker_pids, pool.respawns, list(pool.respawn_seconds), sorted(pool.retired_slots)))
 
     def _send_outcome(self, task: Task, outcome: Outcome) -> None:
         """The pool's completion callback: the outcome as a Result or a Failed message."""

@@ -55,7 +55,7 @@ from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, Wa
 from scalpel_executor.runtime.manager import ManagerConfig
 from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Fatal, Heartbeat, Log, Result, Shutdown,
                                                        Started, Submit, decode, encode)
-from scalpel_executor.runtime.pool import READY_TIMEOUT, WALLTIME_GRACE, Job, Outcome
+from scalpel_executor.runtime.pool import NO_WORKERS_LEFT, READY_TIMEOUT, RESPAWNS_KEPT, WALLTIME_GRACE, Job, Outcome
 
 __all__ = ["ManagerClient", "NodeManagerLost", "rebuild_error"]
 
@@ -153,7 +153,8 @@ class ManagerClient:
     plus:
 
     heartbeat_period : float
-        Seconds between the manager's heartbeats (they carry its worker pids and respawn count).
+        Seconds between the manager's heartbeats (they carry its worker pids, ``respawns``,
+        ``respawn_seconds`` and ``retired_slots``, which are also sent as soon as they change).
     heartbeat_threshold : float
         Seconds of silence after which a started manager is declared lost and killed.
     env : mapping, optional
@@ -198,7 +199,11 @@ class ManagerClient:
         self._reader: threading.Thread | None = None
         self._worker_pids: list[int] = []
         self._slot_cpus: list[tuple[int, ...]] = []
-        self.respawns = 0  # worker respawns the current manager reported
+        self.contention_model = contention_model or ContentionModel()
+        # As the current manager's pool reported them (heartbeats, and at once when they change):
+        self.respawns = 0  # workers respawned
+        self.respawn_seconds: deque[float] = deque(maxlen=RESPAWNS_KEPT)  # death noticed -> replacement ready
+        self.retired_slots: set[int] = set()  # slots whose replacements kept dying before "ready"
         self.managers_lost = 0
         self.manager_topology: dict | None = None  # what the manager said it schedules for
 
@@ -275,6 +280,8 @@ class ManagerClient:
         with self._lock:
             if self._failure is not None:
                 raise ExecutorFailed(self._failure)
+            if self._slot_cpus and len(self.retired_slots) >= len(self._slot_cpus):
+                raise ExecutorShutdown(NO_WORKERS_LEFT)  # the manager's pool gave up every slot
             if self._stopping or self._manager is None:
                 raise ExecutorShutdown("the executor is shut down; no new tasks are accepted" if self._stopping
                                        else "the node manager has not been started; call start() first")
@@ -375,6 +382,8 @@ class ManagerClient:
             self._deliver(task, outcome)
         elif isinstance(message, Heartbeat):
             self._worker_pids, self.respawns = list(message.worker_pids), message.respawns
+            self.respawn_seconds = deque(message.respawn_seconds, maxlen=RESPAWNS_KEPT)
+            self.retired_slots = set(message.retired_slots)
         elif isinstance(message, Log):
             name = message.logger if message.logger.startswith("scalpel_executor") else "scalpel_executor.manager"
             logging.getLogger(name).log(message.level, "[node manager pid %d] %s", manager.pid, message.text)
@@ -383,7 +392,7 @@ class ManagerClient:
             self._worker_pids = list(message.worker_pids)
             self._slot_cpus = [tuple(cpus) for cpus in message.slot_cpus]
             self.manager_topology = message.topology
-            self.respawns = 0
+            self.respawns, self.respawn_seconds, self.retired_slots = 0, deque(maxlen=RESPAWNS_KEPT), set()
             logger.info("node manager pid %d started %d workers", message.pid, len(message.worker_pids))
         elif isinstance(message, Fatal):
             manager.fatal = message.message  # it exits next; EOF follows

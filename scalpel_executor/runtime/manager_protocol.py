@@ -9,7 +9,7 @@
       │         intensity, walltime, measure, buffer) ──>   any number, before or after Started
       │                               <── Result(id, ok, stats, slot, domain, cpu, started, payload)
       │                               <── Failed(id, kind, message, detail, slot, domain, cpu, started)
-      │                               <── Heartbeat(worker_pids, respawns)   every heartbeat_period
+      │                               <── Heartbeat(worker_pids, respawns, ...)   every heartbeat_period
       │                               <── Log(level, logger, text)           the manager's log records
       │                               <── Fatal(message)                     it cannot go on; it exits
       │  Shutdown() ──>                                     fail what is unfinished, end workers, exit
@@ -107,9 +107,11 @@ class Failed(NamedTuple):
     started: float | None
 
 
-class Heartbeat(NamedTuple):
+class Heartbeat(NamedTuple):  # also sent at once when a worker is respawned or a slot retired
     worker_pids: list
     respawns: int
+    respawn_seconds: list  # the latest times from a worker's death to its replacement's "ready"
+    retired_slots: list  # slots the pool gave up on: their replacements kept dying before "ready"
 
 
 class Log(NamedTuple):
@@ -134,7 +136,7 @@ _SCHEMA: dict[str, tuple[type, tuple[Any, ...]]] = {  # tag -> (kind, types of i
     "started": (Started, (int, list, list, dict)),
     "result": (Result, (int, bool, dict, int, int, int, _NUMBER, bytes)),
     "failed": (Failed, (int, str, str, dict, _OPTIONAL_INT, _OPTIONAL_INT, _OPTIONAL_INT, _OPTIONAL_NUMBER)),
-    "heartbeat": (Heartbeat, (list, int)),
+    "heartbeat": (Heartbeat, (list, int, list, list)),
     "log": (Log, (int, str, str)),
     "fatal": (Fatal, (str,)),
 }

@@ -62,6 +62,8 @@ from scalpel_executor.runtime.protocol import Ready, Result, Run, Warm, decode, 
 
 logger = logging.getLogger(__name__)
 
+NO_WORKERS_LEFT = "no worker could be started on any core (see the log); no new tasks are accepted"
+RESPAWNS_KEPT = 1024  # the latest respawn times remembered (respawn_seconds)
 READY_TIMEOUT = 60.0  # seconds a new worker may take to import and report ready
 WALLTIME_GRACE = 3.0  # seconds past a task's walltime before its worker is killed
 MAX_FAILED_STARTS = 3  # replacements in a row that die before "ready" before a slot is retired
@@ -132,6 +134,9 @@ class WorkerPool:
         Seconds past a task's ``walltime`` before its worker is killed (default WALLTIME_GRACE).
     contention_model : ContentionModel, optional
         The model the ``scalpel`` policy plans with (default ``ContentionModel()``).
+    on_state : callable(), optional
+        Called (on the dispatch thread) after ``respawns``, ``respawn_seconds`` or ``retired_slots``
+        change: a node manager reports them to its driver at once.
     """
 
     def __init__(
@@ -148,6 +153,7 @@ class WorkerPool:
         seed: int = 0,
         walltime_grace: float = WALLTIME_GRACE,
         contention_model: ContentionModel | None = None,
+        on_state: Callable[[], None] | None = None,
     ):
         resolve_policy(policy)
         if pin not in ("core", "domain"):
@@ -179,8 +185,9 @@ class WorkerPool:
         self._completions: queue.SimpleQueue = queue.SimpleQueue()
         self._completer: threading.Thread | None = None
         self.respawns = 0
-        self.respawn_seconds: deque[float] = deque(maxlen=1024)  # death noticed -> replacement ready
+        self.respawn_seconds: deque[float] = deque(maxlen=RESPAWNS_KEPT)  # death noticed -> replacement ready
         self.retired_slots: set[int] = set()  # slots whose replacements kept dying before "ready"
+        self._on_state = on_state or (lambda: None)
         self._failed_starts: dict[int, int] = {}  # slot -> replacements in a row that died unready
         self._no_workers_left = False
         self._failure: str | None = None  # why the dispatch thread itself failed, if it did
@@ -250,9 +257,8 @@ class WorkerPool:
             if self._stopping.is_set():
                 if self._failure is not None:
                     raise ExecutorFailed(self._failure)
-                raise ExecutorShutdown(
-                    "no worker could be started on any core (see the log); no new tasks are accepted"
-                    if self._no_workers_left else "the executor is shut down; no new tasks are accepted")
+                raise ExecutorShutdown(NO_WORKERS_LEFT if self._no_workers_left
+                                       else "the executor is shut down; no new tasks are accepted")
             self._inbox.put(task)
             self._wake()
 
@@ -409,6 +415,7 @@ class WorkerPool:
             if worker.replaces_since is not None:
                 self.respawn_seconds.append(time.monotonic() - worker.replaces_since)
             self._scheduler.enable(worker.slot)
+            self._on_state()
             return
         task_id, ok, payload, stats = message
         task, worker.task = worker.task, None
@@ -494,10 +501,12 @@ class WorkerPool:
         if replacement is not None:
             replacement.replaces_since = worker.replaces_since if not worker.ready else noticed
             self.respawns += 1
+            self._on_state()
 
     def _retire(self, worker: _Worker) -> None:
         """Give up on a slot whose replacements keep dying; with no slot left, stop the node."""
         self.retired_slots.add(worker.slot)
+        self._on_state()
         logger.error("no longer starting workers on CPUs %s: %d replacements in a row died before reporting "
                      "ready (exit code %s); check the workers' error output above",
                      worker.cpus, MAX_FAILED_STARTS, worker.process.returncode)

@@ -9,14 +9,19 @@ from scalpel_executor.runtime.executor import ScalpelExecutor
 from scalpel_executor.runtime.manager import ManagerConfig
 
 
-def test_a_calibration_file_becomes_the_planning_model(tmp_path):
+@pytest.mark.parametrize("node_manager", [True, False])
+def test_a_calibration_file_becomes_the_planning_model(tmp_path, node_manager):
     path = tmp_path / "calibration.json"
     path.write_text(json.dumps({"capacity_fraction": 0.892, "sensitivity": 0.179}))
-    executor = ScalpelExecutor(topology=[[0]], contention_model=str(path))
+    executor = ScalpelExecutor(topology=[[0]], contention_model=str(path), node_manager=node_manager)
     assert executor.contention_model == ContentionModel(0.892, 0.179)
     executor.start()
     try:
-        assert executor.pool._scheduler._context.model == ContentionModel(0.892, 0.179)
+        assert executor.submit(len, {}, "ab").result(timeout=60) == 2
+        if node_manager:  # what the manager's pool plans with (test_the_node_manager_is_told_the_model)
+            assert executor.pool._config.contention_model == [0.892, 0.179]
+        else:
+            assert executor.pool._scheduler._context.model == ContentionModel(0.892, 0.179)
     finally:
         executor.shutdown()
 

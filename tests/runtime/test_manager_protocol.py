@@ -19,7 +19,7 @@ MESSAGES = [
     Result(4, False, {}, 0, 0, 0, 1.0, b"\xff" * 70_000),
     Failed(5, "WorkerDied", "task 5 was lost", {"pid": 42, "cpus": [1], "cause": "signal SIGKILL"}, 1, 0, 1, 2.0),
     Failed(6, "ExecutorShutdown", "had not started", {}, None, None, None, None),
-    Heartbeat([42, 44], 1),
+    Heartbeat([42, 44], 1, [0.25], [3]),
     Log(30, "scalpel_executor.runtime.pool", "worker pid 42 died"),
     Fatal("could not start"),
 ]
@@ -48,7 +48,7 @@ def frame(header: bytes, blob: bytes = b"") -> bytes:
     (frame(b'["shutdown"]', b"x"), "carries no bytes"),
     (frame(b'["fatal",1,2]'), "has 1 fields"),
     (frame(b'["fatal",1]'), "field 'message' of a 'fatal' message must be str"),
-    (frame(b'["heartbeat",[1],true]'), "field 'respawns' of a 'heartbeat' message must be an integer"),
+    (frame(b'["heartbeat",[1],true,[],[]]'), "field 'respawns' of a 'heartbeat' message must be an integer"),
     (frame(b'["submit",1,NaN,1,0,null,null,true]'), "field 'footprint' of a 'submit' message must be a number"),
 ])
 def test_anything_else_fails_to_decode_naming_what_is_wrong(data, complaint):

@@ -152,7 +152,7 @@ def test_a_block_that_cannot_start_puts_the_executor_in_bad_state(tmp_path):
 def test_local_mode_is_unchanged_and_provider_options_are_checked():
     local = ScalpelExecutor(profiles=False)
     assert type(local) is ScalpelExecutor and local.provider is None
-    with pytest.raises(ValueError, match="node_manager=True is local mode"):
+    with pytest.raises(ValueError, match="node_manager=True is a local-mode option"):
         ScalpelExecutor(provider=LocalProvider(), node_manager=True)
     with pytest.raises(ValueError, match="prefetch_capacity"):
         ScalpelExecutor(provider=LocalProvider(), prefetch_capacity=-1)
