@@ -200,7 +200,8 @@ def simulate(
         estimate = t.solo_time if t.runtime_estimate is None else t.runtime_estimate
         return Task(i, t.footprint, estimate, t.priority, t.intensity, payload=t)
 
-    batcher: Batcher[Task] | None = None if batching is None else Batcher(batching, len(slots))
+    batcher: Batcher[Task] | None = (None if batching is None
+                                     else Batcher(batching, len(slots), runtime_of=lambda task: task.runtime))
     batch_due: float | None = None  # the pending "batch due" event's time, if one is queued
 
     def arrive(new: list[Task], now: float) -> None:

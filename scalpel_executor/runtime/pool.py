@@ -172,7 +172,7 @@ class WorkerPool:
         self._scheduler = Scheduler([d.cpus for d in topology.domains], policy, seed=seed, llc=topology.llc_size,
                                     model=self.contention_model)
         self._slot_cpus = slot_cpus(topology, pin, sorted(os.sched_getaffinity(0)))
-        self._batcher: Batcher[Task] = Batcher(self.batching, len(self._slot_cpus))
+        self._batcher: Batcher[Task] = Batcher(self.batching, len(self._slot_cpus), runtime_of=lambda task: task.runtime)
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)

@@ -93,3 +93,28 @@ def test_the_simulator_groups_a_late_burst_together_when_it_holds_arrivals():
     assert len({r.domain for r in plain.records if r.name.startswith("big")}) == 1
     assert len({r.domain for r in held.records if r.name.startswith("big")}) == 2
     assert held.makespan < plain.makespan
+
+
+def test_a_lone_arrival_expected_to_run_long_waits_for_company_up_to_the_window():
+    batcher = Batcher(Batching(WINDOW, QUIET), cores=2, runtime_of=lambda task: task[1])
+    batcher.hold([("noop", 0.0001)], now=1.0)
+    assert batcher.wake_at(waiting=0) == pytest.approx(1.0 + QUIET)  # short: sent on after quiet
+    assert batcher.release(1.0 + QUIET, waiting=0) == [("noop", 0.0001)]
+    batcher.hold([("half", 0.5)], now=2.0)  # 0.5% of 0.5 s = 2.5 ms
+    assert batcher.wake_at(waiting=0) == pytest.approx(2.0025)
+    assert batcher.release(2.002, waiting=0) == []
+    assert batcher.release(2.0025, waiting=0) == [("half", 0.5)]
+    batcher.hold([("long", 60.0)], now=3.0)  # at most the window
+    assert batcher.wake_at(waiting=0) == pytest.approx(3.0 + WINDOW)
+    batcher.hold([("late", 1.0)], now=3.0017)  # a second submit 1.7 ms later still joins the batch
+    assert batcher.release(3.0 + WINDOW, waiting=0) == [("long", 60.0), ("late", 1.0)]
+
+
+def test_the_simulator_holds_a_long_lone_first_task_for_a_longer_one_submitted_just_after():
+    # The first submit is a 0.6 s task, the 1.8 s one comes 2 ms later: waiting for company lets
+    # longest-first see both, so the long task is not stuck behind the short one.
+    tasks = [SimTask("short", 0.6, arrival=0.0), SimTask("long", 1.8, arrival=0.002),
+             SimTask("mid", 1.2, arrival=0.002), SimTask("tiny", 0.5, arrival=0.002)]
+    held = simulate(tasks, [[0, 1]], 32 * 2**20, policy="longer_first", batching=Batching(window=0.005, quiet=0.001))
+    first_two = {r.name for r in sorted(held.records, key=lambda r: r.start)[:2]}
+    assert first_two == {"long", "mid"}
