@@ -29,7 +29,8 @@ from scalpel_executor.core.units import parse_size
 
 #: How each peer hands tasks to workers, as a scheduler policy: Parsl's executors and the process
 #: pool give the next task in submission order to whichever worker is free.
-PEER_POLICY = {"htex-block": "fifo", "htex-none": "fifo", "threads": "fifo", "processpool": "fifo", "oracle": "fifo"}
+PEER_POLICY = {"htex-block": "fifo", "htex-none": "fifo", "threads": "fifo", "processpool": "fifo", "oracle": "fifo",
+               "scalpel-inprocess": "scalpel"}
 
 
 @dataclass(frozen=True)

@@ -112,7 +112,8 @@ class PoolSubmitter:
 
 def parsl_executor(peer: str, cores: int, topology: Topology, store: str, model=None):
     """The Parsl executor a peer names, on ``cores`` workers: ``htex-<cpu_affinity>``, ``threads``,
-    ``scalpel:<policy>``, or ``oracle`` (Scalpel's pinned workers, submission order)."""
+    ``scalpel:<policy>``, ``scalpel-inprocess`` (the default policy, its pool in this process), or
+    ``oracle`` (Scalpel's pinned workers, submission order)."""
     label = peer.replace(":", "-").replace("+", "-")
     if peer.startswith("htex-"):
         exports = " ".join(f"export {name}={value};" for name, value in ONE_THREAD_ENV.items())
@@ -121,6 +122,9 @@ def parsl_executor(peer: str, cores: int, topology: Topology, store: str, model=
             provider=LocalProvider(init_blocks=1, min_blocks=1, max_blocks=1, worker_init=exports))
     if peer == "threads":
         return ThreadPoolExecutor(label=label, max_threads=cores)
+    if peer == "scalpel-inprocess":
+        return ScalpelExecutor(label=label, profiles=store, topology=topology, contention_model=model,
+                               node_manager=False)
     if peer == "oracle" or peer.startswith("scalpel:"):
         policy = "fifo" if peer == "oracle" else peer.split(":", 1)[1]
         return ScalpelExecutor(label=label, policy=policy, profiles=store, topology=topology, contention_model=model)

@@ -17,7 +17,11 @@ MIXES = ("contention", "suite-2x", "suite-4x", "suite-8x", "light", "noop-throug
 #: Scalpel policies the benchmark runs; ``random`` is left to the simulator.
 SCALPEL_POLICIES = ("scalpel", "scalpel-paper", "longer_first", "grouping+fifo", "fifo", "di")
 #: Executors the benchmark compares: Parsl's, a process pool, Scalpel per policy, and the oracle order.
-PEERS = ("htex-block", "htex-none", "threads", "processpool", *(f"scalpel:{p}" for p in SCALPEL_POLICIES), "oracle")
+PEERS = ("htex-block", "htex-none", "threads", "processpool", *(f"scalpel:{p}" for p in SCALPEL_POLICIES), "oracle",
+         "scalpel-inprocess")
+#: Peers run only when named: ``scalpel-inprocess`` is the default policy with the pool in the
+#: driver's process (``node_manager=False``), to compare with the node manager in one run.
+ON_REQUEST = ("scalpel-inprocess",)
 #: The peer every ratio is taken against.
 REFERENCE = "htex-block"
 #: Run-time ranges of kernel cases (seconds alone on a core), as ``workloads.kernels.SCALES`` names them.
@@ -79,7 +83,8 @@ class BenchPlan:
 DEMO = DemoPlan(tasks=None, repeats=3, policies=("scalpel", "fifo"), scale="full")
 DEMO_QUICK = replace(DEMO, tasks=4, repeats=1, policies=("scalpel",), scale="quick")
 
-BENCH = BenchPlan(mixes=tuple(m for m in MIXES if m != "montage"), peers=PEERS, repeats=5, scale="bench",
+BENCH = BenchPlan(mixes=tuple(m for m in MIXES if m != "montage"),
+                  peers=tuple(p for p in PEERS if p not in ON_REQUEST), repeats=5, scale="bench",
                   noop_tasks=2000, latency_tasks=200)
 #: A one-minute check that the harness works; its figures mean nothing.
 BENCH_SMOKE = replace(BENCH, mixes=("contention", "suite-2x", "light", "noop-throughput", "noop-latency"),
