@@ -41,9 +41,10 @@ def wait_until(condition, timeout=GENEROUS, interval=0.05):
     return True
 
 
-def load(tmp_path, blocks=2, retries=0, max_idletime=120.0, **options):
-    provider = LocalProvider(init_blocks=blocks, min_blocks=0, max_blocks=max(blocks, 1), nodes_per_block=1,
-                             launcher=SingleNodeLauncher())
+def load(tmp_path, blocks=2, retries=0, max_idletime=120.0, nodes_per_block=1, **options):
+    # SingleNodeLauncher runs the launch command once per node of the block, here all on this host
+    provider = LocalProvider(init_blocks=blocks, min_blocks=0, max_blocks=max(blocks, 1),
+                             nodes_per_block=nodes_per_block, launcher=SingleNodeLauncher())
     options.setdefault("launch_cmd", DEFAULT_LAUNCH_CMD + " --cpus {block_id}")
     executor = ScalpelExecutor(label="scalpel_blocks", provider=provider, profiles=False, batch_window=0.002,
                                heartbeat_period=0.5, **options)
@@ -125,6 +126,34 @@ def test_a_killed_manager_fails_its_task_with_manager_lost_and_retries_run_it_on
         assert wait_until(lambda: not alive(holder["worker_pids"])), "the killed manager's workers outlived it"
     finally:
         dfk.cleanup()
+
+
+@needs_two_cpus
+def test_a_block_of_two_nodes_runs_a_manager_on_each_and_losing_one_spares_the_other(tmp_path):
+    # Node i of the block (the launcher's $1, counting from 1) is confined to CPU i - 1, as srun
+    # would start one manager on each node of a two-node block.
+    dfk, executor = load(tmp_path, blocks=1, nodes_per_block=2, retries=1,
+                         launch_cmd=DEFAULT_LAUNCH_CMD + " --cpus $(( $1 - 1 ))")
+    try:
+        assert managers_ready(executor, 2), executor.connected_managers()
+        managers = executor.connected_managers()
+        assert [m["block_id"] for m in managers] == ["0", "0"]
+        assert sorted(m["slot_cpus"] for m in managers) == [[[0]], [[1]]]
+        assert sorted(executor.status()) == ["0"]  # one block, two managers
+        results = [future.result(timeout=GENEROUS) for future in [where(i) for i in range(12)]]
+        assert {cpus[0] for _, _, cpus in results} == {0, 1}, "a node of the block ran nothing"
+        marker = tmp_path / "running"
+        future = block_after_marking(str(marker), 3)
+        assert wait_until(marker.exists)
+        (holder,) = [m for m in executor.connected_managers() if m["tasks"] > 0]
+        os.kill(holder["pid"], signal.SIGKILL)
+        assert future.result(timeout=GENEROUS) == "0"  # retried on the block's other node
+        (survivor,) = executor.connected_managers()
+        assert survivor["pid"] != holder["pid"] and survivor["block_id"] == "0"
+        processes = manager_processes(executor)
+    finally:
+        dfk.cleanup()
+    assert wait_until(lambda: not alive(processes)), "the block's surviving manager outlived dfk.cleanup()"
 
 
 def test_an_idle_block_is_scaled_in_and_a_new_one_started_for_later_work(tmp_path):
