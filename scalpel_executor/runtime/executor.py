@@ -76,6 +76,7 @@ __all__ = ["DEFAULT_LAUNCH_CMD", "ExecutorFailed", "ExecutorShutdown", "ScalpelE
            "TaskExit", "TaskRecord", "WalltimeExceeded",
            "WorkerDied", "scalpel_config"]
 
+LOCAL_BATCH_WINDOW = 0.005  # batch_window's default in local mode (seconds); provider mode's is 0
 RECORDS_KEPT = 100_000  # finished tasks remembered in ``records`` (a campaign may run millions)
 # What a provider block runs on each node (formatted with python, url, cert_dir, block_id, driver_threshold).
 DEFAULT_LAUNCH_CMD = ("{python} -m scalpel_executor.runtime.manager --connect {url} --cert-dir {cert_dir} "
@@ -126,9 +127,12 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         laid over the real cores (for tests and demonstrations). ``[[0, 1], [2, 3]]`` picks CPUs.
     pin : "core" or "domain"
         Pin each worker to its core (default), or to every core of its LLC domain.
-    batch_window : float
-        Longest time (seconds) to collect arriving tasks before grouping them (default 0.005).
-        0: group whatever has arrived whenever a core frees, dispatching at once to idle cores.
+    batch_window : float, optional
+        Longest time (seconds) to collect arriving tasks before grouping them. Default (None):
+        0.005 in local mode; 0 in provider mode, where the driver deals each manager its share in
+        passes and a window at the manager would only delay it (docs/benchmarks.md, "Provider
+        mode"). 0: group whatever has arrived whenever a core frees, dispatching at once to idle
+        cores.
     batch_quiet : float
         How long a lone arriving task waits for a second one (default 0.001 s); a task estimated to
         run long waits up to 0.5% of its estimated run time, at most ``batch_window``. If one comes,
@@ -229,7 +233,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         policy: str = "scalpel",
         topology: Union[Topology, str, Sequence[Sequence[int]], None] = None,
         pin: str = "core",
-        batch_window: Union[int, float] = 0.005,
+        batch_window: Union[int, float, None] = None,
         batch_quiet: Union[int, float] = 0.001,
         max_batch: int = 4096,
         default_footprint: Union[int, float, str] = 0,
@@ -286,6 +290,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         if provider is None:  # with one, BlockProviderExecutor keeps the handler it resolved
             self.block_error_handler = block_error_handler
         self._unset_run_dir = self.run_dir
+        if batch_window is None:
+            batch_window = LOCAL_BATCH_WINDOW if provider is None else 0.0
         resolve_policy(policy)
         if pin not in ("core", "domain"):
             raise ValueError(f"pin must be 'core' or 'domain', got {pin!r}")

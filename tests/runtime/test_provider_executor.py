@@ -181,6 +181,9 @@ def test_a_block_that_cannot_start_puts_the_executor_in_bad_state(tmp_path):
 def test_local_mode_is_unchanged_and_provider_options_are_checked():
     local = ScalpelExecutor(profiles=False)
     assert type(local) is ScalpelExecutor and local.provider is None
+    # The driver's hub gathers each manager's share, so a manager's batch window only delays it
+    assert local.batch_window == 0.005 and ScalpelExecutor(provider=LocalProvider()).batch_window == 0.0
+    assert ScalpelExecutor(provider=LocalProvider(), batch_window=0.01).batch_window == 0.01
     with pytest.raises(ValueError, match="node_manager=True is a local-mode option"):
         ScalpelExecutor(provider=LocalProvider(), node_manager=True)
     with pytest.raises(ValueError, match="prefetch_capacity"):
