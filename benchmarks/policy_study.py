@@ -27,7 +27,10 @@ cache, as ``benchmarks/scale.py`` does. Models: ``default`` (rho 0.5, sigma 1), 
 (docs/data/calibration-dev-vm.json) and ``xeon16-fit`` (the ``xeon16`` preset's model, which
 ``fit-xeon16`` fits to the k-copies surface in docs/data/xeon16-spmv-corun-surface.json).
 ``--estimate-noise s`` gives the schedulers run-time estimates off by exp(N(0, s)) per distinct
-task; the simulator and the search keep the true times.
+task; the simulator and the search keep the true times. The schedulers are told that spread
+(``Task.spread``, as the profile store's run-time std / mean tells the live executor) unless
+``--estimate-spread`` says otherwise; ``scalpel-trusting`` is the default told nothing, so it
+plans on its estimates as if they were exact (no robustness check).
 
 Policies
 --------
@@ -430,6 +433,16 @@ def _package(name):
     return lambda domains, llc, model, clock: Scheduler(domains, name, llc=llc, model=model)
 
 
+class _TrustingScheduler(Scheduler):
+    """The package's scheduler told nothing of its estimates' spread (every ``Task.spread`` = 0)."""
+
+    def add(self, tasks):
+        tasks = list(tasks)
+        for task in tasks:
+            task.spread = 0.0
+        super().add(tasks)
+
+
 def _online(rule):
     return lambda domains, llc, model, clock: OnlineScheduler(domains, rule, llc=llc, model=model, clock=clock)
 
@@ -444,6 +457,8 @@ POLICY_FACTORIES: dict[str, Callable] = {
     # allowance costs in simulation, where planning takes no time
     "scalpel-unbounded": lambda domains, llc, model, clock: Scheduler(domains, "scalpel", llc=llc, model=model,
                                                                       plan_rate=math.inf),
+    # the default without its robustness check: it plans on its estimates as if they were exact
+    "scalpel-trusting": lambda domains, llc, model, clock: _TrustingScheduler(domains, "scalpel", llc=llc, model=model),
     "lpt-aware-5": _online(rule_lpt_aware(0.05)),
     "lpt-aware-10": _online(rule_lpt_aware(0.10)),
     "lpt-aware-25": _online(rule_lpt_aware(0.25)),
@@ -493,23 +508,27 @@ def run_policy(name: str, batch, domains, llc, model, seed: int = 0, cache: dict
 # --------------------------------------------------------------------------------------------
 # The study
 
-def with_estimates(batch: list[SimTask], noise: float, rng: random.Random) -> list[SimTask]:
+def with_estimates(batch: list[SimTask], noise: float, rng: random.Random, spread: float | None = None
+                   ) -> list[SimTask]:
     """The batch with run-time estimates off by a log-normal factor exp(N(0, noise)), one draw per
-    distinct task (a profile's error belongs to the task, not to each copy)."""
+    distinct task (a profile's error belongs to the task, not to each copy), and the schedulers
+    told that their estimates spread by ``spread`` (default: ``noise``, as a profile store's
+    run-time std / mean would tell them; 0: told nothing, the plan trusts its estimates)."""
     if noise <= 0:
         return batch
+    spread = noise if spread is None else spread
     factors: dict[int, float] = {}
     out = []
     for t in batch:
         if id(t) not in factors:
             factors[id(t)] = math.exp(rng.gauss(0.0, noise))
-        out.append(dataclasses.replace(t, runtime_estimate=t.solo_time * factors[id(t)]))
+        out.append(dataclasses.replace(t, runtime_estimate=t.solo_time * factors[id(t)], runtime_spread=spread))
     return out
 
 
 def study(machine: str, model_name: str, policies: list[str], sizes: list[int] | None, repeats: int, seed: int,
           bnb_max_tasks: int, bnb_budget: int, ls_evals: int, tail_waves: int | None, log=print,
-          first_repeat: int = 0, noise: float = 0.0) -> dict:
+          first_repeat: int = 0, noise: float = 0.0, spread: float | None = None) -> dict:
     domains, llc, pool, default_sizes = machine_setup(machine)
     model = model_named(model_name)
     sizes = sizes or default_sizes
@@ -520,7 +539,7 @@ def study(machine: str, model_name: str, policies: list[str], sizes: list[int] |
         started = time.perf_counter()
         for repeat in range(first_repeat, first_repeat + repeats):
             batch = batch_for(pool, count, repeat, seed)
-            batch = with_estimates(batch, noise, random.Random(seed * 8191 + count * 131 + repeat))
+            batch = with_estimates(batch, noise, random.Random(seed * 8191 + count * 131 + repeat), spread)
             makespans, orders, cache = {}, {}, {}
             seconds = {}
             for policy in policies:
@@ -547,7 +566,8 @@ def study(machine: str, model_name: str, policies: list[str], sizes: list[int] |
             file=sys.stderr, flush=True)
     return {"machine": machine, "spec": MACHINES[machine]["spec"], "model": model_name,
             "rho": model.capacity_fraction, "sigma": model.sensitivity, "policies": policies,
-            "repeats": repeats, "first_repeat": first_repeat, "estimate_noise": noise, "seed": seed, "search": {"bnb_max_tasks": bnb_max_tasks, "bnb_budget": bnb_budget,
+            "repeats": repeats, "first_repeat": first_repeat, "estimate_noise": noise,
+            "estimate_spread": noise if spread is None else spread, "seed": seed, "search": {"bnb_max_tasks": bnb_max_tasks, "bnb_budget": bnb_budget,
                                                          "ls_evals": ls_evals, "tail_waves": tail_waves},
             "seconds": time.perf_counter() - started_all, "command": " ".join(sys.argv), "rows": rows}
 
@@ -734,7 +754,7 @@ def print_report(records: list[dict]) -> None:
 
 # --------------------------------------------------------------------------------------------
 
-def rerun(record: dict, policies: list[str], log=print) -> dict:
+def rerun(record: dict, policies: list[str], log=print, spread: float | None = None) -> dict:
     """``record`` with ``policies`` simulated again on the same batches (same seeds, same estimate
     errors), e.g. after a policy changed; every other column is kept. The search is not run again:
     each batch's best becomes min(the recorded best, the new makespans), so a gap closed against it
@@ -742,11 +762,14 @@ def rerun(record: dict, policies: list[str], log=print) -> dict:
     domains, llc, pool, _ = machine_setup(record["machine"])
     model = model_named(record["model"])
     seed, noise = record["seed"], record.get("estimate_noise", 0.0)
+    if spread is None:
+        spread = record.get("estimate_spread", noise)
+    record["estimate_spread"] = spread
     started = time.perf_counter()
     for row in record["rows"]:
         count, repeat = row["tasks"], row["repeat"]
         batch = with_estimates(batch_for(pool, count, repeat, seed), noise,
-                               random.Random(seed * 8191 + count * 131 + repeat))
+                               random.Random(seed * 8191 + count * 131 + repeat), spread)
         for policy in policies:
             began = time.perf_counter()
             row["makespans"][policy] = run_policy(policy, batch, domains, llc, model, seed + repeat)[0]
@@ -808,12 +831,17 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--first-repeat", type=int, default=0, help="first batch index (to split a study over runs)")
     run.add_argument("--estimate-noise", type=float, default=0.0,
                      help="run-time estimates off by exp(N(0, s)) per distinct task (0: exact)")
+    run.add_argument("--estimate-spread", type=float,
+                     help="the relative spread the schedulers are told their estimates have (default: the "
+                          "--estimate-noise level; 0: none, the plan trusts its estimates)")
     run.add_argument("--out", required=True)
     rep = sub.add_parser("report", help="tables from run records")
     rep.add_argument("records", nargs="+")
     again = sub.add_parser("rerun", help="simulate some policies again on a record's batches (the search is kept)")
     again.add_argument("record")
     again.add_argument("--policies", required=True)
+    again.add_argument("--estimate-spread", type=float,
+                       help="the spread the schedulers are told (default: the record's, else its noise level)")
     again.add_argument("--out", required=True)
     chk = sub.add_parser("check", help="the fast evaluator and drive() against simulate()")
     chk.add_argument("--machine", choices=list(MACHINES), default="paper")
@@ -839,7 +867,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check":
         return check(args.machine, args.model, args.batches)
     if args.command == "rerun":
-        record = rerun(json.loads(Path(args.record).read_text()), args.policies.split(","))
+        record = rerun(json.loads(Path(args.record).read_text()), args.policies.split(","),
+                       spread=args.estimate_spread)
         Path(args.out).write_text(json.dumps(record))
         print_report([record])
         return 0
@@ -856,7 +885,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else None
     record = study(args.machine, args.model, policies, sizes, args.repeats, args.seed, args.bnb_max_tasks,
                    args.bnb_budget, args.ls_evals, args.tail_waves, log=print, first_repeat=args.first_repeat,
-                   noise=args.estimate_noise)
+                   noise=args.estimate_noise, spread=args.estimate_spread)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record))

@@ -17,13 +17,23 @@ of the two on every batch and then improves the end of the schedule, where both 
    last wave goes first because that is where most of the gain is when the allowance runs short
    (on 8 x 8 cores, 33% of the longest-first-to-search gap against 13% for a single pass over two
    waves under the same allowance; docs/benchmarks.md).
-3. **Dispatch** the order first come first served: any free core takes the next task.
+3. **Robustness check**, only when some estimate is uncertain (``Task.spread`` > 0: the profile
+   store's run-time std / mean for the task's key) and the plan is not longest-first's order:
+   replay longest-first's order, the base order and the plan in up to 32 scenarios whose run times
+   are drawn around the estimates (one factor exp(N(0, spread)) per distinct task), and keep the
+   plan or the base only if it beats longest-first by more than two standard errors of the mean
+   log ratio (:func:`robust_choice`); otherwise dispatch longest-first's order. A quarter of the
+   allowance is kept for it.
+4. **Dispatch** the order first come first served: any free core takes the next task.
 
 Why it is never much worse than longest-first: the base orders of step 1 reproduce the schedules of
 ``longer_first`` and ``scalpel-paper`` exactly when replayed first come first served, and step 2
 only accepts a change that lowers the predicted makespan, so with exact estimates the plan never
-ends later than either in the model. With wrong estimates or a wrong model it can; docs/benchmarks.md
-and docs/policy-study.md measure how far.
+ends later than either in the model. With wrong estimates or a wrong model it can; step 3 keeps
+longest-first unless the plan's gain survives the spread the estimates are known to have (in
+simulation, with estimates off by exp(N(0, 0.3)), it cut the paper machine's batches that ended
+later than longest-first from 22% to under 4%; docs/benchmarks.md and docs/policy-study.md
+measure how far).
 
 Cost: step 1 traces three orders, O(n log n + n·C) each for n tasks on domains of C cores; step 2
 simulates at most 3N x 8 tails of O((T + N)·C) for N cores, independent of n. The whole plan may
@@ -52,14 +62,18 @@ from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.search import FcfsEvaluator, rollout_order, trace
 from scalpel_executor.core.tasks import Group, Task
 
-__all__ = ["PlanContext", "plan_scalpel", "scalpel_order", "DEFAULT_BUDGET", "STARTS_PER_SECOND", "BASE_POLICIES",
-           "ROLLOUT_WINDOW", "ROLLOUT_PASSES"]
+__all__ = ["PlanContext", "plan_scalpel", "scalpel_order", "robust_choice", "DEFAULT_BUDGET", "STARTS_PER_SECOND",
+           "BASE_POLICIES", "ROLLOUT_WINDOW", "ROLLOUT_PASSES", "ROBUST_SCENARIOS", "ROBUST_MIN_SCENARIOS"]
 
 DEFAULT_BUDGET = 60_000  # most task starts one plan may simulate
 STARTS_PER_SECOND = 200  # and at most this many per second of the batch's predicted makespan
 BASE_POLICIES = ("longer_first", "scalpel-paper", "scalpel-lpt")
 ROLLOUT_WINDOW = 8  # candidates per rollout position: the order's own and 7 others
 ROLLOUT_PASSES = (1, 2)  # rollout passes over the last 1, then 2 x cores positions
+ROBUST_SCENARIOS = 32  # run-time scenarios the robustness check draws, at most
+ROBUST_MIN_SCENARIOS = 4  # fewer fit in the allowance: the check is skipped
+ROBUST_Z = 2.0  # another order wins only when its mean log ratio + 2 standard errors is below 0
+ROBUST_SEED = 15  # the scenarios are seeded, so a plan is a function of its tasks
 
 Chooser = Callable[[list[int]], list[int]]
 
@@ -105,11 +119,62 @@ def scalpel_order(tasks: list[Task], context: PlanContext) -> list[int]:
             predicted = ev.run(candidate)
             if predicted < best_time - 1e-9 * max(1.0, best_time):
                 best, best_time = candidate, predicted
+    base = best
+    spreads = [t.spread if t.spread > 0 and math.isfinite(t.spread) else 0.0 for t in tasks]
+    uncertain = any(spreads)
+    # Keep a share of the allowance for the robustness check (step 3) when estimates are uncertain.
+    reserve = min(allowance // 4, ROBUST_SCENARIOS * 3 * n) if uncertain else 0
     # The last wave first (where most of the gain is when the allowance is short), then the last
     # two waves with what is left; each pass only accepts predicted improvements.
     for waves in ROLLOUT_PASSES:
-        left = allowance - ev.starts
+        left = allowance - reserve - ev.starts
         if left <= 0:
             break
         best = rollout_order(ev, tail=waves * ev.N, window=ROLLOUT_WINDOW, base=best, budget=left)
+    if uncertain and best != lpt:
+        best = robust_choice(tasks, spreads, [lpt, base, best], context, llc, allowance - ev.starts)
     return best
+
+
+def robust_choice(tasks: list[Task], spreads: Sequence[float], orders: list[list[int]], context: PlanContext,
+                  llc: float, budget: int) -> list[int]:
+    """Of ``orders`` (the first is longest-first's), the one with the lowest expected makespan when
+    the run times are off by what the estimates' spreads say; the first unless another wins.
+
+    Each of up to :data:`ROBUST_SCENARIOS` seeded scenarios draws, for every distinct task (same
+    run-time estimate, footprint and spread), one factor exp(N(0, spread)) and replays every
+    order first come first served with the run times so scaled (the same scenarios for every
+    order). An order other than the first wins only when the mean of log(its makespan / the first
+    order's), plus :data:`ROBUST_Z` standard errors of that mean, is below 0: a gain the spread of
+    the estimates cannot explain away. With fewer than
+    :data:`ROBUST_MIN_SCENARIOS` scenarios in ``budget`` (task starts) the check is skipped and the
+    last order kept: a large batch, where the plan only changed its last waves.
+    """
+    distinct = [o for i, o in enumerate(orders) if all(o != p for p in orders[:i])]
+    n = len(tasks)
+    scenarios = min(ROBUST_SCENARIOS, budget // max(1, len(distinct) * n))
+    if scenarios < ROBUST_MIN_SCENARIOS or len(distinct) < 2:
+        return orders[-1]
+    rng = random.Random(ROBUST_SEED * 1_000_003 + n)
+    signature = [(t.runtime, t.footprint, s) for t, s in zip(tasks, spreads)]
+    log_ratio = [[] for _ in distinct]
+    footprints = [t.footprint for t in tasks]
+    for _ in range(scenarios):
+        factors: dict[tuple, float] = {}
+        solo = []
+        for t, key, s in zip(tasks, signature, spreads):
+            if key not in factors:
+                factors[key] = math.exp(rng.gauss(0.0, s)) if s > 0 else 1.0
+            solo.append(t.runtime * factors[key])
+        ev = FcfsEvaluator(solo, footprints, [None] * n, context.cores_per_domain, llc, context.model)
+        times = [ev.run(o) for o in distinct]
+        for k, value in enumerate(times):
+            log_ratio[k].append(math.log(value / times[0]) if times[0] > 0 and value > 0 else 0.0)
+    def upper(k: int) -> float:  # the mean log ratio plus ROBUST_Z standard errors
+        values = log_ratio[k]
+        mean = sum(values) / len(values)
+        sd = math.sqrt(sum((x - mean) ** 2 for x in values) / (len(values) - 1))
+        return mean + ROBUST_Z * sd / math.sqrt(len(values))
+
+    winner = min(range(len(distinct)), key=lambda k: (upper(k), k))
+    return distinct[winner] if upper(winner) < -1e-9 else distinct[0]

@@ -39,6 +39,7 @@ class SimTask:
     sensitivity: float | None = None  # None: the model's default
     arrival: float = 0.0  # seconds after the start
     runtime_estimate: float | None = None  # what the scheduler is told; None: solo_time
+    runtime_spread: float = 0.0  # how far the scheduler is told its estimate may be off (relative std)
     priority: float = 0.0
     intensity: float | None = None
 
@@ -198,7 +199,7 @@ def simulate(
 
     def to_task(i: int, t: SimTask) -> Task:
         estimate = t.solo_time if t.runtime_estimate is None else t.runtime_estimate
-        return Task(i, t.footprint, estimate, t.priority, t.intensity, payload=t)
+        return Task(i, t.footprint, estimate, t.priority, t.intensity, payload=t, spread=t.runtime_spread)
 
     batcher: Batcher[Task] | None = (None if batching is None
                                      else Batcher(batching, len(slots), runtime_of=lambda task: task.runtime))

@@ -23,6 +23,7 @@ class Task:
     intensity: float | None = None  # LLC miss rate for `di`; footprint when unknown
     payload: Any = None
     seq: int = -1  # submission order, set by Scheduler.add
+    spread: float = 0.0  # relative error of ``runtime`` (the key's run-time std / mean); 0: exact
 
 
 @dataclass(slots=True, eq=False)

@@ -3,7 +3,7 @@
 ::
 
     submit (DFK thread) ── estimate(func, args, kwargs, hints) ──> Estimate(key, footprint, runtime, sources,
-                              │                                             intensity, measure)
+                              │                                             intensity, measure, runtime_spread)
                               │ 1. hints            (footprint= / runtime= in the resource specification)
                               │ 2. this run         (a key measured earlier in this run: "learned")
                               │ 3. the store        (an earlier run, or an imported profile: "store")
@@ -20,6 +20,12 @@ is run to measure it: the measurement is the task's real run, taken by the probe
 :mod:`~scalpel_executor.learning.sampling` rule, and travels with the task. Failed tasks teach
 nothing, because a crash's run time says nothing about the next run. A store fault is the store's business (it fails over to memory); an
 error in a user's key function fails that task's submit with a message naming the function.
+
+``runtime_spread`` says how far the run-time estimate may be off, relative: the key's run-time
+standard deviation over its mean (every run the store and this run have seen, Welford), or
+:data:`ONE_RUN_SPREAD` with a single run, :data:`PRIOR_SPREAD` for the prior and 0 for a hint. The
+default policy keeps longest-first's order unless its plan's predicted gain survives that spread
+(:func:`~scalpel_executor.core.planning.robust_choice`).
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ logger = logging.getLogger(__name__)
 SOURCES = ("hint", "learned", "store", "prior")
 FLUSH_SECONDS = 1.0
 FLUSH_BATCH = 256
+ONE_RUN_SPREAD = 0.25  # a key seen once: its run time is assumed off by about a quarter
+PRIOR_SPREAD = 1.0  # never seen: the prior says little
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +65,7 @@ class Estimate:
     runtime_source: str
     intensity: float | None = None  # LLC miss rate (misses / references) where counters measured it
     measure: bool = False  # the probe measures this task (footprint, LLC counts); wall and CPU time always
+    runtime_spread: float = 0.0  # relative error of ``runtime``: the key's run-time std / mean (module docstring)
 
 
 @dataclass
@@ -65,6 +74,15 @@ class _Known:
     runtime: float | None
     source: str  # "store" or "learned"
     intensity: float | None = None  # LLC miss rate; only hardware counters give one
+    runs: int = 0  # run times seen (the store's and this run's), their mean and sum of squared deviations
+    runtime_mean: float = 0.0
+    runtime_m2: float = 0.0
+
+    @property
+    def spread(self) -> float:
+        if self.runs >= 2 and self.runtime_mean > 0:
+            return math.sqrt(self.runtime_m2 / (self.runs - 1)) / self.runtime_mean
+        return ONE_RUN_SPREAD if self.runtime is not None else PRIOR_SPREAD
 
 
 class Estimator:
@@ -127,7 +145,8 @@ class Estimator:
             profile = self.store.get(key)
             if profile is not None and (profile.runs or profile.footprint_runs):
                 found = _Known(profile.footprint, profile.runtime if profile.runs else None, "store",
-                               profile.llc_miss_rate)
+                               profile.llc_miss_rate, profile.runs, profile.runtime_mean or 0.0,
+                               (profile.runtime_std or 0.0) ** 2 * max(0, profile.runs - 1))
         with self._lock:
             return self._known.setdefault(key, found)
 
@@ -139,6 +158,13 @@ class Estimator:
         if hints.footprint is not None and hints.runtime is not None:
             return Estimate(key, name, hints.footprint, hints.runtime, "hint", "hint", measure=measure)
         known = self._lookup(key)
+        if hints.runtime is not None:
+            spread = 0.0
+        elif known is not None:
+            with self._lock:
+                spread = known.spread
+        else:
+            spread = PRIOR_SPREAD
         if known is None and key not in self.priors:
             self.priors.add(key)
             logger.info("no profile for %s yet: assuming a footprint of %s and a run time of %.3g s until it is measured",
@@ -146,7 +172,7 @@ class Estimator:
         footprint, footprint_source = self._pick(hints.footprint, known, "footprint", self.default_footprint)
         runtime, runtime_source = self._pick(hints.runtime, known, "runtime", self.default_runtime)
         intensity = known.intensity if known is not None else None
-        return Estimate(key, name, footprint, runtime, footprint_source, runtime_source, intensity, measure)
+        return Estimate(key, name, footprint, runtime, footprint_source, runtime_source, intensity, measure, spread)
 
     def _decide(self, key: str) -> bool:
         if self._plan is None:
@@ -181,6 +207,12 @@ class Estimator:
                 self.drifts += 1
                 logger.debug("%s ran %.3g s against a learned %.3g s: its next task is measured", estimate.key,
                             runtime, known.runtime)
+            if isinstance(runtime, (int, float)) and not isinstance(runtime, bool) and math.isfinite(runtime) \
+                    and runtime >= 0:
+                known.runs += 1
+                delta = runtime - known.runtime_mean
+                known.runtime_mean += delta / known.runs
+                known.runtime_m2 += delta * (runtime - known.runtime_mean)
             known.runtime = self._blend(known.runtime, runtime)
             known.footprint = self._blend(known.footprint, footprint)
             known.intensity = self._blend(known.intensity, miss_rate)

@@ -102,6 +102,7 @@ class TaskRecord:
     runtime_source: str = "prior"
     intensity: float | None = None  # the LLC miss rate the scheduler was told (`di` ranks by it)
     measured: bool = False  # sent to be measured by the probe (learning.sampling decided)
+    runtime_spread: float = 0.0  # how far the run-time estimate may be off, relative (the key's std / mean)
 
 
 class ScalpelExecutor(ParslExecutor, RepresentationMixin):
@@ -113,7 +114,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         The executor's name in Parsl (``executors=`` of an app).
     policy : str
         ``"scalpel"`` (default: a dispatch order checked in the contention model, never predicted
-        worse than longest-first or the paper's algorithm; docs/design.md), ``"scalpel-paper"``
+        worse than longest-first or the paper's algorithm, and kept over longest-first's only
+        when its gain survives the spread of the run-time estimates; docs/design.md), ``"scalpel-paper"``
         (the paper's Algorithm 1 + 2), or a baseline: ``"scalpel-lpt"``, ``"longer_first"``,
         ``"grouping+fifo"``, ``"fifo"``, ``"random"``, ``"di"``.
     contention_model : ContentionModel, path or None
@@ -441,7 +443,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             ) from error
         pool.submit(  # raises ExecutorShutdown if shutdown() began since the check above
             Task(task_id, estimate.footprint, estimate.runtime, hints.priority, estimate.intensity,
-                 payload=Job(buffer, context=(future, estimate), walltime=walltime, measure=estimate.measure))
+                 payload=Job(buffer, context=(future, estimate), walltime=walltime, measure=estimate.measure),
+                 spread=estimate.runtime_spread)
         )
         return future
 
@@ -453,7 +456,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             TaskRecord(task.id, job.slot, job.domain, job.cpu, job.started, time.monotonic(),
                        task.footprint, task.runtime, succeeded, outcome.stats,
                        estimate.key, estimate.footprint_source, estimate.runtime_source, task.intensity,
-                       estimate.measure)
+                       estimate.measure, task.spread)
         )
         if succeeded and self._estimator is not None:
             self._estimator.observe(estimate, outcome.stats)
@@ -529,6 +532,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                     "slot": record.slot, "domain": record.domain, "cpu": record.cpu,
                     "estimated_footprint": record.footprint, "footprint_source": record.footprint_source,
                     "estimated_runtime": record.runtime, "runtime_source": record.runtime_source,
+                    "runtime_spread": record.runtime_spread,
                     "measured": record.measured, "measured_runtime": record.stats.get("wall"),
                     "measured_footprint": record.stats.get("footprint"),
                 }

@@ -50,7 +50,7 @@ from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown
 from scalpel_executor.runtime.manager import ManagerConfig
 from scalpel_executor.runtime.manager_client import NodeManagerLost, rebuild_error
 from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Fatal, Heartbeat, Log, Register, Result,
-                                                       Shutdown, Started, Submit, decode, encode)
+                                                       Shutdown, Started, decode, encode, submit_of)
 from scalpel_executor.runtime.placement import NodeRoom, place
 from scalpel_executor.runtime.pool import Job, Outcome
 
@@ -423,12 +423,9 @@ class ManagerHub:
                     self._pending.setdefault(task.priority, deque()).appendleft(task)
                     self._pending_count += 1
                 continue
-            job: Job = task.payload
             manager.held[task.id] = task
             manager.load += task.footprint
-            data = encode(Submit(task.id, float(task.footprint), float(task.runtime), float(task.priority),
-                                 None if task.intensity is None else float(task.intensity), job.walltime,
-                                 bool(job.measure), job.buffer))
+            data = submit_of(task)
             if not self._send(router, manager, data):
                 continue  # _lose failed what it held, this task included
 

@@ -294,10 +294,10 @@ class NodeManager:
                 self.send(Fatal(f"the node manager received a malformed message: {error}"))
                 return self._end(2)
             if isinstance(message, Submit):
-                task_id, footprint, runtime, priority, intensity, walltime, measure, buffer = message
+                task_id, footprint, runtime, priority, intensity, spread, walltime, measure, buffer = message
                 try:
                     pool.submit(Task(task_id, footprint, runtime, priority, intensity,
-                                     payload=Job(buffer, walltime=walltime, measure=measure)))
+                                     payload=Job(buffer, walltime=walltime, measure=measure), spread=spread))
                 except (ExecutorShutdown, ExecutorFailed) as error:  # the pool gave up (no worker left, a bug)
                     kind, detail = _describe(error)
                     self.send(Failed(task_id, kind, str(error), detail, None, None, None, None))

@@ -54,7 +54,7 @@ from scalpel_executor.core.topology import Topology
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, WalltimeExceeded, WorkerDied
 from scalpel_executor.runtime.manager import ManagerConfig
 from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Fatal, Heartbeat, Log, Result, Shutdown,
-                                                       Started, Submit, decode, encode)
+                                                       Started, decode, encode, submit_of)
 from scalpel_executor.runtime.pool import NO_WORKERS_LEFT, READY_TIMEOUT, RESPAWNS_KEPT, WALLTIME_GRACE, Job, Outcome
 
 __all__ = ["ManagerClient", "NodeManagerLost", "rebuild_error"]
@@ -273,10 +273,7 @@ class ManagerClient:
 
         Raises ExecutorShutdown after shutdown, ExecutorFailed once no manager can run tasks.
         """
-        job: Job = task.payload
-        data = encode(Submit(task.id, float(task.footprint), float(task.runtime), float(task.priority),
-                             None if task.intensity is None else float(task.intensity), job.walltime,
-                             bool(job.measure), job.buffer))
+        data = submit_of(task)
         with self._lock:
             if self._failure is not None:
                 raise ExecutorFailed(self._failure)

@@ -5,8 +5,8 @@
     driver (ManagerClient)                                  node manager (one per node)
       │  Configure(config) ──>                              first message: what WorkerPool takes
       │                               <── Started(pid, worker_pids, slot_cpus, topology)
-      │  Submit(id, footprint, runtime, priority,
-      │         intensity, walltime, measure, buffer) ──>   any number, before or after Started
+      │  Submit(id, footprint, runtime, priority, intensity,
+      │         spread, walltime, measure, buffer) ──>      any number, before or after Started
       │                               <── Result(id, ok, stats, slot, domain, cpu, started, payload)
       │                               <── Failed(id, kind, message, detail, slot, domain, cpu, started)
       │                               <── Heartbeat(worker_pids, respawns, ...)   every heartbeat_period
@@ -42,7 +42,7 @@ import struct
 from typing import Any, NamedTuple, Union
 
 __all__ = ["Register", "Ping", "Configure", "Submit", "Shutdown", "Started", "Result", "Failed", "Heartbeat", "Log", "Fatal",
-           "Message", "FAILURE_KINDS", "encode", "decode"]
+           "Message", "FAILURE_KINDS", "encode", "decode", "submit_of"]
 
 FAILURE_KINDS = ("WorkerDied", "WalltimeExceeded", "ExecutorShutdown", "ExecutorFailed")
 
@@ -69,6 +69,7 @@ class Submit(NamedTuple):
     runtime: float
     priority: float
     intensity: float | None
+    spread: float  # relative error of ``runtime`` (Task.spread)
     walltime: float | None
     measure: bool
     buffer: bytes
@@ -131,7 +132,7 @@ _SCHEMA: dict[str, tuple[type, tuple[Any, ...]]] = {  # tag -> (kind, types of i
     "register": (Register, (str, str, str, int, list)),
     "ping": (Ping, ()),
     "configure": (Configure, (dict,)),
-    "submit": (Submit, (int, _NUMBER, _NUMBER, _NUMBER, _OPTIONAL_NUMBER, _OPTIONAL_NUMBER, bool, bytes)),
+    "submit": (Submit, (int, _NUMBER, _NUMBER, _NUMBER, _OPTIONAL_NUMBER, _NUMBER, _OPTIONAL_NUMBER, bool, bytes)),
     "shutdown": (Shutdown, ()),
     "started": (Started, (int, list, list, dict)),
     "result": (Result, (int, bool, dict, int, int, int, _NUMBER, bytes)),
@@ -147,8 +148,8 @@ _LENGTH = struct.Struct("!I")
 def encode(message: Message) -> bytes:
     """The bytes of one message.
 
-    >>> decode(encode(Submit(7, 1e6, 0.5, 0, None, None, True, b"call")))
-    Submit(task_id=7, footprint=1000000.0, runtime=0.5, priority=0.0, intensity=None, walltime=None, measure=True, buffer=b'call')
+    >>> decode(encode(Submit(7, 1e6, 0.5, 0, None, 0.1, None, True, b"call")))
+    Submit(task_id=7, footprint=1000000.0, runtime=0.5, priority=0.0, intensity=None, spread=0.1, walltime=None, measure=True, buffer=b'call')
     """
     tag = _TAGS[type(message)]
     fields = list(message)
@@ -158,6 +159,15 @@ def encode(message: Message) -> bytes:
     # default=str: a worker's stats are numbers and strings, but nothing odd may fail a task's result
     header = json.dumps([tag, *fields], separators=(",", ":"), default=str).encode()
     return b"".join((_LENGTH.pack(len(header)), header, blob))
+
+
+def submit_of(task: Any) -> bytes:
+    """The encoded Submit of a scheduler Task whose payload is a pool Job (``walltime``,
+    ``measure``, ``buffer``)."""
+    job = task.payload
+    return encode(Submit(task.id, float(task.footprint), float(task.runtime), float(task.priority),
+                         None if task.intensity is None else float(task.intensity), float(task.spread),
+                         job.walltime, bool(job.measure), job.buffer))
 
 
 def decode(data: bytes) -> Message:

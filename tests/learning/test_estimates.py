@@ -1,4 +1,7 @@
-"""Intensity (the LLC miss rate) travels from the store and from measurements to the scheduler."""
+"""Intensity (the LLC miss rate) and the run-time spread travel from the store and from measurements to the
+scheduler."""
+
+import pytest
 
 from scalpel_executor.learning.estimates import Estimator
 from scalpel_executor.learning.hints import Hints
@@ -40,3 +43,50 @@ def test_the_live_scheduler_is_told_the_stored_miss_rate(tmp_path):
     finally:
         executor.shutdown()
     assert {r.profile_key: r.intensity for r in executor.records} == {"k0": 0.1, "k1": 0.7}
+
+
+def test_the_runtime_spread_is_the_keys_std_over_its_mean_from_the_store_and_this_run(tmp_path):
+    import statistics
+
+    from scalpel_executor.learning.estimates import ONE_RUN_SPREAD, PRIOR_SPREAD
+
+    store = ProfileStore(tmp_path / "p.sqlite")
+    runs = [1.0, 1.2, 0.8, 1.0]
+    store.record([Observation("steady", "app", runtime=r) for r in runs])
+    store.record([Observation("once", "app", runtime=2.0)])
+    estimator = Estimator(store, default_footprint=1.0, default_runtime=1.0)
+
+    def spread(key, **hints):
+        return estimator.estimate(_double, (1,), {}, Hints(profile_key=key, **hints)).runtime_spread
+
+    assert spread("steady") == pytest.approx(statistics.stdev(runs) / statistics.mean(runs))
+    assert spread("once") == ONE_RUN_SPREAD
+    assert spread("never") == PRIOR_SPREAD
+    assert spread("steady", runtime=3.0) == 0.0  # the user's figure is taken as exact
+    # this run's observations join the store's (Welford over both)
+    estimate = estimator.estimate(_double, (1,), {}, Hints(profile_key="once"))
+    estimator.observe(estimate, {"wall": 3.0})
+    assert spread("once") == pytest.approx(statistics.stdev([2.0, 3.0]) / 2.5)
+    fresh = estimator.estimate(_double, (1,), {}, Hints(profile_key="new"))
+    for wall in (0.5, 0.7, 0.6):
+        estimator.observe(fresh, {"wall": wall})
+    estimator.observe(fresh, {"wall": float("nan")})  # ignored, as for the estimate
+    assert spread("new") == pytest.approx(statistics.stdev([0.5, 0.7, 0.6]) / 0.6)
+
+
+def test_the_live_scheduler_is_told_each_tasks_runtime_spread(tmp_path):
+    from scalpel_executor import ScalpelExecutor
+
+    for node_manager in (False, True):  # in-process, and through the node manager's Submit
+        path = tmp_path / f"p-{node_manager}.sqlite"  # each run learns: a store of its own
+        store = ProfileStore(path)
+        store.record([Observation("k", "app", runtime=r, footprint=1e6) for r in (0.01, 0.03)])
+        store.close()
+        executor = ScalpelExecutor(profiles=str(path), topology="2x1:8MiB", node_manager=node_manager)
+        executor.start()
+        try:
+            assert executor.submit(_double, {"profile_key": "k"}, 4).result(timeout=60) == 8
+        finally:
+            executor.shutdown()
+        spreads = [r.runtime_spread for r in executor.records]
+        assert spreads == [pytest.approx(0.01414 / 0.02, rel=1e-3)]
