@@ -48,6 +48,9 @@ class SimTask:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or math.isnan(value) or math.isinf(value) or value < 0:
                 raise ValueError(f"task {self.name!r}: {name} must be a finite number ≥ 0, got {value!r}")
+        spread = self.runtime_spread
+        if isinstance(spread, bool) or not isinstance(spread, (int, float)) or not 0 <= spread < math.inf:
+            raise ValueError(f"task {self.name!r}: runtime_spread must be a finite number ≥ 0, got {spread!r}")
 
 
 @dataclass

@@ -86,6 +86,9 @@ def test_lower_bound():
 def test_bad_inputs():
     with pytest.raises(ValueError, match="solo_time"):
         SimTask("x", -1.0)
+    for bad in (-0.1, float("nan"), float("inf"), "0.3"):
+        with pytest.raises(ValueError, match="runtime_spread"):
+            SimTask("x", 1.0, runtime_spread=bad)
     with pytest.raises(ValueError, match="footprint"):
         SimTask("x", 1.0, float("nan"))
     with pytest.raises(ValueError, match="llc_size"):
