@@ -55,12 +55,17 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--report", metavar="BENCH_JSON",
                         help="run nothing: print the table of an earlier run's bench.json")
     parser.add_argument("--markdown", action="store_true", help="with --report: as a Markdown table")
+    parser.add_argument("--against", metavar="PEER",
+                        help="with --report: every peer against PEER instead of htex-block, paired per "
+                             "repetition (e.g. scalpel:longer_first)")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.against and not args.report:
+        raise ValueError("--against compares the peers of an earlier run: give its bench.json with --report")
     if args.report:
-        for line in report_lines(args.report, markdown=args.markdown):
+        for line in report_lines(args.report, markdown=args.markdown, against=args.against):
             print(line)
         return 0
     plan = with_given(BENCH_SMOKE if args.smoke else BENCH, repeats=args.repeats, scale=args.scale,
@@ -101,12 +106,26 @@ def _peers(text: str) -> list[str]:
     return comma_list(text, PEERS, option="--peers", noun="peer", expand=_EVERY_POLICY)
 
 
-def report_lines(path: str, *, markdown: bool = False) -> list[str]:
-    """The table of an earlier bench record (``bench --report``); ValueError naming the file and a bad row."""
+def report_lines(path: str, *, markdown: bool = False, against: str | None = None) -> list[str]:
+    """The table of an earlier bench record (``bench --report``); ValueError naming the file and a bad row.
+
+    With ``against``, every peer paired per repetition with that peer instead."""
     record = read_json_object(path, "bench record")
     if record.get("format") != "scalpel-bench/1":
         raise ValueError(f"{path} is not a bench record: it needs \"format\": \"scalpel-bench/1\" "
                          "(scalpel bench writes bench.json)")
+    if against is not None:
+        from scalpel_executor.experiments.bench.report import paired_table
+        from scalpel_executor.experiments.bench.stats import paired_against
+
+        runs = record.get("runs")
+        if not isinstance(runs, list) or not all(isinstance(r, dict) and {"mix", "peer", "repeat"} <= r.keys()
+                                                 for r in runs):
+            raise ValueError(f"{path}: \"runs\" must be a list of runs with mix, peer, repeat and makespan")
+        try:
+            return paired_table(paired_against(runs, against), against, markdown=markdown)
+        except ValueError as error:
+            raise ValueError(f"{path}: {error}") from None
     rows = record.get("summary")
     if not isinstance(rows, list):
         raise ValueError(f"{path}: \"summary\" must be a list of rows, one per mix and peer, got "

@@ -51,3 +51,15 @@ def _cells(row: dict, markdown: bool) -> list[str]:
         f"{100 * row['gap_captured']:.0f}%" if row.get("gap_captured") is not None else "-",
         ", ".join(note),
     ]
+
+
+def paired_table(rows: Sequence[dict], reference: str, *, markdown: bool = False) -> list[str]:
+    """The lines of ``bench --report --against``: each peer's paired ratio to ``reference``."""
+    cells = []
+    for row in rows:
+        peer = f"`{row['peer']}`" if markdown else row["peer"]
+        cells.append([row["mix"], peer, str(row["runs"]), f"{row['ratio']:.3f}x",
+                      f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]", " ".join(f"{r:.2f}" for r in row["per_repeat"])])
+    ref = f"`{reference}`" if markdown else reference
+    headers = ["mix", "peer", "runs", f"{ref} / peer", "95% CI", f"per repetition ({ref} / peer)"]
+    return format_table(headers, cells, right=range(2, 5), markdown=markdown)

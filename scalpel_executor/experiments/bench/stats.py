@@ -103,3 +103,30 @@ def _p99(values: Sequence[float]) -> float:
     if len(values) < 2:
         return values[0]
     return statistics.quantiles(values, n=100, method="inclusive")[98]
+
+
+def paired_against(runs: Sequence[dict], reference: str, *, resamples: int = 10_000) -> list[dict]:
+    """Every peer against ``reference`` from a bench record's ``runs`` (dicts with ``peer``, ``mix``,
+    ``repeat``, ``makespan``): per (mix, peer), the repetitions both finished, median(reference) /
+    median(peer) with its paired bootstrap interval (above 1: the peer was faster) and the
+    per-repetition ratios. ValueError naming ``reference`` when no run of it is in ``runs``. Pure."""
+    times: dict[tuple[str, str], dict[int, float]] = {}
+    for run in runs:
+        if run.get("makespan") is not None and not run.get("error"):
+            times.setdefault((run["mix"], run["peer"]), {})[run["repeat"]] = float(run["makespan"])
+    if not any(peer == reference for _, peer in times):
+        peers = sorted({peer for _, peer in times})
+        raise ValueError(f"no finished run of peer {reference!r} to compare with; the record has: {', '.join(peers)}")
+    rows = []
+    for (mix, peer), per_repeat in times.items():
+        base = times.get((mix, reference))
+        if peer == reference or not base:
+            continue
+        shared = sorted(set(base) & set(per_repeat))
+        if not shared:
+            continue
+        ref, other = [base[r] for r in shared], [per_repeat[r] for r in shared]
+        ratio, low, high = bootstrap_ratio(ref, other, resamples=resamples)
+        rows.append({"mix": mix, "peer": peer, "runs": len(shared), "ratio": ratio, "ci_low": low, "ci_high": high,
+                     "per_repeat": [a / b for a, b in zip(ref, other)]})
+    return rows
