@@ -137,8 +137,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         cores.
     batch_quiet : float
         How long a lone arriving task waits for a second one (default 0.001 s); a task estimated to
-        run long waits up to 0.5% of its estimated run time, at most ``batch_window``. If one comes,
-        the collection runs the whole ``batch_window`` from the first, so a workflow's burst of
+        run long waits up to 1% of its estimated run time, at most ``batch_window``. If one comes,
+        the collection runs the whole ``batch_window`` from the first, and on while submits keep
+        coming less than ``batch_quiet`` apart (at most 4 windows), so a workflow's burst of
         submits is grouped whole; if none does, a short lone task is dispatched after about 1 ms.
     max_batch : int
         Arrivals that start grouping before the window ends.

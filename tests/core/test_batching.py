@@ -22,6 +22,28 @@ def test_a_lone_arrival_waits_quiet_and_a_burst_waits_the_window_from_its_first_
     assert batcher.held == [] and batcher.wake_at(waiting=0) is None
 
 
+def test_a_burst_still_arriving_at_the_window_is_held_until_it_goes_quiet_at_most_four_windows():
+    from scalpel_executor.core.batching import BURST_STRETCH
+
+    # a DataFlowKernel submitting 8 apps 0.7 ms apart: 4.9 ms from first to last
+    batcher = Batcher(Batching(WINDOW, QUIET), cores=2)
+    for i in range(8):
+        batcher.hold([i], now=i * 0.0007)
+        assert batcher.release(i * 0.0007, waiting=0) == []
+    assert batcher.wake_at(waiting=0) == pytest.approx(0.0049 + QUIET)  # past the 5 ms window
+    assert batcher.release(0.0055, waiting=0) == []
+    assert batcher.release(0.0059, waiting=0) == list(range(8))  # whole
+    # a stream that never goes quiet is released BURST_STRETCH windows after its first arrival
+    stream = Batcher(Batching(WINDOW, QUIET), cores=2)
+    t = 0.0
+    while t < 0.05:
+        stream.hold(["x"], now=t)
+        if stream.release(t, waiting=0):
+            break
+        t += 0.0005
+    assert t == pytest.approx(BURST_STRETCH * WINDOW, abs=0.0005)
+
+
 def test_while_the_scheduler_holds_plenty_arrivals_keep_collecting_past_the_deadline():
     batcher = Batcher(Batching(WINDOW, QUIET), cores=2)
     batcher.hold(["a", "b"], now=0.0)
@@ -100,10 +122,10 @@ def test_a_lone_arrival_expected_to_run_long_waits_for_company_up_to_the_window(
     batcher.hold([("noop", 0.0001)], now=1.0)
     assert batcher.wake_at(waiting=0) == pytest.approx(1.0 + QUIET)  # short: sent on after quiet
     assert batcher.release(1.0 + QUIET, waiting=0) == [("noop", 0.0001)]
-    batcher.hold([("half", 0.5)], now=2.0)  # 0.5% of 0.5 s = 2.5 ms
+    batcher.hold([("quarter", 0.25)], now=2.0)  # 1% of 0.25 s = 2.5 ms
     assert batcher.wake_at(waiting=0) == pytest.approx(2.0025)
     assert batcher.release(2.002, waiting=0) == []
-    assert batcher.release(2.0025, waiting=0) == [("half", 0.5)]
+    assert batcher.release(2.0025, waiting=0) == [("quarter", 0.25)]
     batcher.hold([("long", 60.0)], now=3.0)  # at most the window
     assert batcher.wake_at(waiting=0) == pytest.approx(3.0 + WINDOW)
     batcher.hold([("late", 1.0)], now=3.0017)  # a second submit 1.7 ms later still joins the batch
