@@ -63,7 +63,8 @@ from scalpel_executor.core.search import FcfsEvaluator, rollout_order, trace
 from scalpel_executor.core.tasks import Group, Task
 
 __all__ = ["PlanContext", "plan_scalpel", "scalpel_order", "robust_choice", "DEFAULT_BUDGET", "STARTS_PER_SECOND",
-           "BASE_POLICIES", "ROLLOUT_WINDOW", "ROLLOUT_PASSES", "ROBUST_SCENARIOS", "ROBUST_MIN_SCENARIOS"]
+           "BASE_POLICIES", "ROLLOUT_WINDOW", "ROLLOUT_PASSES", "ROBUST_SCENARIOS", "ROBUST_MIN_SCENARIOS",
+           "ROBUST_Z"]
 
 DEFAULT_BUDGET = 60_000  # most task starts one plan may simulate
 STARTS_PER_SECOND = 200  # and at most this many per second of the batch's predicted makespan
@@ -170,6 +171,7 @@ def robust_choice(tasks: list[Task], spreads: Sequence[float], orders: list[list
         times = [ev.run(o) for o in distinct]
         for k, value in enumerate(times):
             log_ratio[k].append(math.log(value / times[0]) if times[0] > 0 and value > 0 else 0.0)
+
     def upper(k: int) -> float:  # the mean log ratio plus ROBUST_Z standard errors
         values = log_ratio[k]
         mean = sum(values) / len(values)
