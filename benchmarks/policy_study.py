@@ -76,6 +76,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gzip
 import importlib.util
 import json
 import math
@@ -452,7 +453,7 @@ POLICY_FACTORIES: dict[str, Callable] = {
     "longer_first": _package("longer_first"),
     "scalpel-paper": _package("scalpel-paper"),
     "scalpel-lpt": _package("scalpel-lpt"),
-    "scalpel": _package("scalpel"),  # the package's default: rollout-best's shipped form
+    "scalpel": _package("scalpel"),  # the package's default (core/planning.py)
     # the same rule without the planning allowance (only the 60,000-start budget): what the
     # allowance costs in simulation, where planning takes no time
     "scalpel-unbounded": lambda domains, llc, model, clock: Scheduler(domains, "scalpel", llc=llc, model=model,
@@ -785,6 +786,14 @@ def rerun(record: dict, policies: list[str], log=print, spread: float | None = N
     return record
 
 
+def read_record(path: str) -> dict:
+    """A record written by ``run`` or ``rerun``, plain or gzipped (``.gz``, as docs/data keeps them)."""
+    data = Path(path).read_bytes()
+    if path.endswith(".gz"):
+        data = gzip.decompress(data)
+    return json.loads(data)
+
+
 def check(machine: str, model_name: str, batches: int) -> int:
     """drive() and FcfsEvaluator agree with simulate(); replayed dispatch orders reproduce makespans."""
     domains, llc, pool, sizes = machine_setup(machine)
@@ -867,13 +876,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check":
         return check(args.machine, args.model, args.batches)
     if args.command == "rerun":
-        record = rerun(json.loads(Path(args.record).read_text()), args.policies.split(","),
+        record = rerun(read_record(args.record), args.policies.split(","),
                        spread=args.estimate_spread)
         Path(args.out).write_text(json.dumps(record))
         print_report([record])
         return 0
     if args.command == "report":
-        print_report(merge_records([json.loads(Path(p).read_text()) for p in args.records]))
+        print_report(merge_records([read_record(p) for p in args.records]))
         return 0
     policies = args.policies.split(",")
     for required in ("fifo", "longer_first", "scalpel-paper"):

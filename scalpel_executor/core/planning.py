@@ -17,9 +17,10 @@ of the two on every batch and then improves the end of the schedule, where both 
    search widens by another wave, until the allowance is spent or it covers the whole batch. It
    keeps the result only if its predicted makespan is strictly shorter. The last wave goes first
    because that is where the gain is: the end of the schedule is decided by which tasks, and
-   which co-runners, hold the last cores. Under the same allowance this closed 66% of the
-   longest-first-to-search gap on 8 x 8 cores and 89-99% on the 16-core and paper machines,
-   against 32%, 73-78% and 82% for the rollout it replaced (docs/benchmarks.md).
+   which co-runners, hold the last cores. Under the same allowance this closed 51% of the
+   longest-first-to-search gap on 8 x 8 cores, 74% on 16 cores in one domain and 97% on the
+   paper machine (first batches of one size each), against 23%, 64% and 84% for the rollout it
+   replaced (docs/benchmarks.md).
 3. **Robustness check**, only when some estimate is uncertain (``Task.spread`` > 0: the profile
    store's run-time std / mean for the task's key) and the plan is not longest-first's order:
    replay longest-first's order, the base order and the plan in up to 32 scenarios whose run times

@@ -1,23 +1,24 @@
-"""Which positions should the ``scalpel`` policy's rollout spend its planning allowance on?
+"""How should the ``scalpel`` policy spend its planning allowance on the end of the schedule?
 
 For seeded batches of one machine (``benchmarks/policy_study.py``'s pools and seeds), plans each
-batch with the package's ``scalpel`` policy under several rollout settings and compares their
-predicted makespans (exact estimates, so prediction = simulated outcome) with longest-first's and
-with the best a local search finds (1,000 evaluations from the best plan, moves in the last two
+batch with the package's ``scalpel`` policy under several settings of its second step and compares
+their predicted makespans (exact estimates, so prediction = simulated outcome) with longest-first's
+and with the best a local search finds (1,000 evaluations from the best plan, moves in the last two
 waves above 64 tasks):
 
-* ``twopass``: the shipped setting: the last wave, then the last two waves, under the allowance;
-* ``w1x8``: one pass over the last wave; ``w2x8``: one pass over the last two waves (the first
-  shipped setting), both under the allowance;
-* ``unbounded``: one pass over the last two waves without the allowance (planning costs more than
-  it gains on large machines; for comparison only).
+* ``tail-search``: the shipped step, ``search.improve_tail`` (a seeded local search over the
+  last wave, widening a wave at a time), under the allowance;
+* ``rollout``: the step it replaced: ``search.rollout_order`` over the last wave, then over the
+  last two waves (8 candidates per position), under the same allowance;
+* ``tail-search-unbounded``, ``rollout-unbounded``: the same without the allowance (only the
+  60,000-start budget); planning then costs more than it gains on large machines.
 
 Prints per batch the makespan over the best and the planning seconds, then the share of the
 longest-first-to-search gap each closes (geometric means)::
 
-    python benchmarks/rollout_passes.py wide 640 8
-    python benchmarks/rollout_passes.py xeon16 160 10
-    python benchmarks/rollout_passes.py paper 16 20
+    python benchmarks/tail_search.py wide 640 8
+    python benchmarks/tail_search.py xeon16 160 10
+    python benchmarks/tail_search.py paper 16 20
 """
 
 from __future__ import annotations
@@ -35,14 +36,25 @@ import policy_study as ps  # noqa: E402
 
 import scalpel_executor.core.planning as planning  # noqa: E402
 from scalpel_executor.core.scheduler import Scheduler  # noqa: E402
-from scalpel_executor.core.search import FcfsEvaluator, local_search  # noqa: E402
+from scalpel_executor.core.search import FcfsEvaluator, local_search, rollout_order  # noqa: E402
 from scalpel_executor.core.tasks import Task  # noqa: E402
 
-VARIANTS = {  # name: (rollout passes in waves, window, plan_rate)
-    "twopass": ((1, 2), 8, planning.STARTS_PER_SECOND),
-    "w1x8": ((1,), 8, planning.STARTS_PER_SECOND),
-    "w2x8": ((2,), 8, planning.STARTS_PER_SECOND),
-    "unbounded": ((2,), 8, math.inf),
+
+def rollout_two_passes(ev: FcfsEvaluator, order, *, budget: int, seed: int = 0) -> list[int]:
+    """The previous second step: a rollout over the last wave, then over the last two waves."""
+    limit = ev.starts + budget
+    for waves in (1, 2):
+        if ev.starts >= limit:
+            break
+        order = rollout_order(ev, tail=waves * ev.N, window=8, base=order, budget=limit - ev.starts)
+    return order
+
+
+VARIANTS = {  # name: (second step, plan_rate)
+    "tail-search": (planning.improve_tail, planning.STARTS_PER_SECOND),
+    "rollout": (rollout_two_passes, planning.STARTS_PER_SECOND),
+    "tail-search-unbounded": (planning.improve_tail, math.inf),
+    "rollout-unbounded": (rollout_two_passes, math.inf),
 }
 
 
@@ -59,7 +71,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     domains, llc, pool, _ = ps.machine_setup(args.machine)
     model = ps.model_named(args.model)
-    shipped = planning.ROLLOUT_PASSES, planning.ROLLOUT_WINDOW
+    shipped = planning.improve_tail
     rows = []
     try:
         for b in range(args.batches):
@@ -67,8 +79,8 @@ def main(argv=None) -> int:
             ev = FcfsEvaluator.of(batch, [len(d) for d in domains], llc, model)
             _, lf_order = ps.run_policy("longer_first", batch, domains, llc, model)
             out, secs, orders = {"lf": ev.run(lf_order)}, {"lf": 0.0}, {"lf": lf_order}
-            for name, (passes, window, rate) in VARIANTS.items():
-                planning.ROLLOUT_PASSES, planning.ROLLOUT_WINDOW = passes, window
+            for name, (step, rate) in VARIANTS.items():
+                planning.improve_tail = step
                 scheduler = Scheduler(domains, "scalpel", llc=llc, model=model, plan_rate=rate)
                 scheduler.add(Task(i, t.footprint, t.solo_time) for i, t in enumerate(batch))
                 began = time.perf_counter()
@@ -84,12 +96,12 @@ def main(argv=None) -> int:
             print(b, {k: round(v / best, 4) for k, v in out.items()}, {k: round(v, 3) for k, v in secs.items()},
                   flush=True)
     finally:
-        planning.ROLLOUT_PASSES, planning.ROLLOUT_WINDOW = shipped
+        planning.improve_tail = shipped
     lf = gmean([r[0]["lf"] / r[2] for r in rows])
     for name in ["lf", *VARIANTS]:
         over = gmean([r[0][name] / r[2] for r in rows])
         gap = 100 * (lf - over) / (lf - 1) if lf > 1 else float("nan")
-        print(f"{name:10s} makespan / best {over:.4f}, gap closed {gap:.0f}%, plan "
+        print(f"{name:22s} makespan / best {over:.4f}, gap closed {gap:.0f}%, plan "
               f"{sum(r[1][name] for r in rows) / len(rows):.3f} s, mean longest-first makespan "
               f"{sum(r[0]['lf'] for r in rows) / len(rows):.1f} s")
     return 0
