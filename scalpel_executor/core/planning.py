@@ -27,7 +27,9 @@ of the two on every batch and then improves the end of the schedule, where both 
    are drawn around the estimates (one factor exp(N(0, spread)) per distinct task), and keep the
    plan or the base only if it beats longest-first by more than two standard errors of the mean
    log ratio (:func:`robust_choice`); otherwise dispatch longest-first's order. A quarter of the
-   allowance is kept for it.
+   allowance is kept for it. When that quarter cannot pay for 4 scenarios of two orders (batches
+   of hundreds of tasks or more on short makespans), no gain can be checked, so steps 1 and 2
+   are not run and longest-first's order is dispatched.
 4. **Dispatch** the order first come first served: any free core takes the next task.
 
 Why it is never much worse than longest-first: the base orders of step 1 reproduce the schedules of
@@ -118,6 +120,10 @@ def scalpel_order(tasks: list[Task], context: PlanContext) -> list[int]:
                        context.cores_per_domain, llc, context.model)
     best, best_time = lpt, ev.run(lpt)
     allowance = int(min(context.budget, context.rate * best_time))
+    spreads = [t.spread if t.spread > 0 and math.isfinite(t.spread) else 0.0 for t in tasks]
+    uncertain = any(spreads)
+    if uncertain and allowance // 4 < ROBUST_MIN_SCENARIOS * 2 * n:
+        return lpt  # no plan could be checked against the estimates' spread (step 3)
     if context.chooser is not None and allowance >= 3 * n:  # each base policy costs about two runs
         for policy in BASE_POLICIES[1:]:
             candidate = trace(ev, context.chooser(policy, tasks))
@@ -125,8 +131,6 @@ def scalpel_order(tasks: list[Task], context: PlanContext) -> list[int]:
             if predicted < best_time - 1e-9 * max(1.0, best_time):
                 best, best_time = candidate, predicted
     base = best
-    spreads = [t.spread if t.spread > 0 and math.isfinite(t.spread) else 0.0 for t in tasks]
-    uncertain = any(spreads)
     # Keep a share of the allowance for the robustness check (step 3) when estimates are uncertain.
     reserve = min(allowance // 4, ROBUST_SCENARIOS * 3 * n) if uncertain else 0
     left = allowance - reserve - ev.starts
@@ -147,15 +151,16 @@ def robust_choice(tasks: list[Task], spreads: Sequence[float], orders: list[list
     order first come first served with the run times so scaled (the same scenarios for every
     order). An order other than the first wins only when the mean of log(its makespan / the first
     order's), plus :data:`ROBUST_Z` standard errors of that mean, is below 0: a gain the spread of
-    the estimates cannot explain away. With fewer than
-    :data:`ROBUST_MIN_SCENARIOS` scenarios in ``budget`` (task starts) the check is skipped and the
-    last order kept: a large batch, where the plan only changed its last waves.
+    the estimates cannot explain away. With fewer than :data:`ROBUST_MIN_SCENARIOS` scenarios in
+    ``budget`` (task starts) nothing can be checked and the first order is kept.
     """
     distinct = [o for i, o in enumerate(orders) if all(o != p for p in orders[:i])]
     n = len(tasks)
     scenarios = min(ROBUST_SCENARIOS, budget // max(1, len(distinct) * n))
-    if scenarios < ROBUST_MIN_SCENARIOS or len(distinct) < 2:
+    if len(distinct) < 2:
         return orders[-1]
+    if scenarios < ROBUST_MIN_SCENARIOS:
+        return orders[0]
     rng = random.Random(ROBUST_SEED * 1_000_003 + n)
     signature = [(t.runtime, t.footprint, s) for t, s in zip(tasks, spreads)]
     log_ratio = [[] for _ in distinct]
