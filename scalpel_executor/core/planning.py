@@ -38,8 +38,7 @@ only keeps a change that lowers the predicted makespan, so with exact estimates 
 ends later than either in the model. With wrong estimates or a wrong model it can; step 3 keeps
 longest-first unless the plan's gain survives the spread the estimates are known to have (in
 simulation, with estimates off by exp(N(0, 0.3)), it cut the paper machine's batches that ended
-later than longest-first from 22% to under 4%; docs/benchmarks.md and docs/policy-study.md
-measure how far).
+later than longest-first from 28% to 1%; docs/benchmarks.md measures how far).
 
 Cost: step 1 traces three orders, O(n log n + n·C) each for n tasks on domains of C cores; each
 move of step 2 simulates at most the searched tail and the N tasks running where it begins,
@@ -78,7 +77,7 @@ STARTS_PER_SECOND = 200  # and at most this many per second of the batch's predi
 BASE_POLICIES = ("longer_first", "scalpel-paper", "scalpel-lpt")
 TAIL_SEED = 16  # the tail search is seeded, so a plan is a function of its tasks
 ROBUST_SCENARIOS = 32  # run-time scenarios the robustness check draws, at most
-ROBUST_MIN_SCENARIOS = 4  # fewer fit in the allowance: the check is skipped
+ROBUST_MIN_SCENARIOS = 4  # fewer fit in the allowance: nothing is checked, longest-first kept
 ROBUST_Z = 2.0  # another order wins only when its mean log ratio + 2 standard errors is below 0
 ROBUST_SEED = 15  # the scenarios are seeded, so a plan is a function of its tasks
 
