@@ -124,8 +124,12 @@ class Scheduler:
             self._waiting[task.seq] = task
             self._dirty = True
 
-    def dispatch(self) -> list[Assignment]:
+    def dispatch(self, now: float | None = None) -> list[Assignment]:
         """Give a task to every idle core that can get one; returns what to start.
+
+        ``now`` is the driver's clock (seconds, any origin): with it the scheduler knows how long
+        each running task has run, which the admission rule reads; without it a running task is
+        taken to have just started.
 
         Idle cores are served round-robin over domains (the first idle core of each domain, then
         the second, ...) so that the first P groups go to P different domains (Alg. 2 line 10).
@@ -138,12 +142,12 @@ class Scheduler:
         for rank in range(max(self.cores_per_domain)):
             for slots in per_domain:
                 if rank < len(slots):
-                    task = self.next_for(slots[rank])
+                    task = self.next_for(slots[rank], now)
                     if task is not None:
                         assignments.append(Assignment(slots[rank], task))
         return assignments
 
-    def next_for(self, slot: Slot | int) -> Task | None:
+    def next_for(self, slot: Slot | int, now: float | None = None) -> Task | None:
         """Core ``slot`` is free: the task it runs next, marked running; None if nothing waits."""
         slot = self.slots[slot] if isinstance(slot, int) else slot
         if not self._idle[slot.index]:

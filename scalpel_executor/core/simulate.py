@@ -188,7 +188,7 @@ def simulate(
 
     def start_assigned(now: float) -> None:
         touched = set()
-        for assignment in scheduler.dispatch():
+        for assignment in scheduler.dispatch(now):
             slot = assignment.slot
             if slot.domain not in touched:
                 advance(slot.domain, now)

@@ -378,7 +378,7 @@ class WorkerPool:
             self._scheduler.add(batch)
 
     def _dispatch(self) -> None:
-        for assignment in self._scheduler.dispatch():
+        for assignment in self._scheduler.dispatch(time.monotonic()):
             worker = self._workers[assignment.slot.index]
             task = assignment.task
             job: Job = task.payload
