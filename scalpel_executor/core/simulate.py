@@ -10,6 +10,9 @@ Each task runs at the rate the contention model
 LLC domain; rates change whenever a task starts or ends on the domain. Tasks that arrive later
 (``SimTask.arrival``) join the scheduler through the same batch rule as the live pool
 (:mod:`scalpel_executor.core.batching`) when ``batching`` is given, so the window's cost shows.
+A task that names parents (``SimTask.parents``, indices into the task list) arrives when the last
+of them ends, or at its own ``arrival`` if that is later, through the same batch rule: a workflow's
+DAG as Parsl releases it, an app submitted when the futures it takes are done.
 
 Cost: O(C) per start or end of a task on a domain of C cores, plus a heap operation; a million
 tasks on 64 domains simulate in seconds to tens of seconds.
@@ -42,6 +45,7 @@ class SimTask:
     runtime_spread: float = 0.0  # how far the scheduler is told its estimate may be off (relative std)
     priority: float = 0.0
     intensity: float | None = None
+    parents: tuple[int, ...] = ()  # indices of the tasks whose ends release this one (a DAG)
 
     def __post_init__(self) -> None:
         for name in ("solo_time", "footprint", "arrival"):
@@ -51,6 +55,14 @@ class SimTask:
         spread = self.runtime_spread
         if isinstance(spread, bool) or not isinstance(spread, (int, float)) or not 0 <= spread < math.inf:
             raise ValueError(f"task {self.name!r}: runtime_spread must be a finite number ≥ 0, got {spread!r}")
+        if isinstance(self.parents, (str, bytes)) or not hasattr(self.parents, "__iter__"):
+            raise ValueError(f"task {self.name!r}: parents must be a sequence of task indices, got {self.parents!r}")
+        parents = tuple(self.parents)
+        for parent in parents:
+            if isinstance(parent, bool) or not isinstance(parent, int) or parent < 0:
+                raise ValueError(f"task {self.name!r}: parents must be indices ≥ 0 into the task list, "
+                                 f"got {parent!r} in {parents!r}")
+        object.__setattr__(self, "parents", parents)  # a list given is kept as a tuple: the task stays hashable
 
 
 @dataclass
@@ -100,6 +112,43 @@ def lower_bound(solo_times: Sequence[float], cores: int) -> float:
     return max(max(solo_times, default=0.0), sum(solo_times) / cores)
 
 
+def _dag(tasks: Sequence[SimTask]) -> tuple[list[list[int]], list[float]]:
+    """Each task's children and the longest chain of solo times ending at it; ValueError when
+    ``parents`` name no task, the task itself, or a cycle. Kahn's algorithm, O(tasks + edges)."""
+    children: list[list[int]] = [[] for _ in tasks]
+    for index, task in enumerate(tasks):
+        for parent in task.parents:
+            if parent >= len(tasks):
+                raise ValueError(f"task {task.name!r} (index {index}): parent {parent} is not a task; parents are "
+                                 f"indices into the task list, 0 to {len(tasks) - 1}")
+            if parent == index:
+                raise ValueError(f"task {task.name!r} (index {index}) names itself as a parent; remove {index} "
+                                 f"from its parents")
+            children[parent].append(index)
+    unfinished = [len(task.parents) for task in tasks]
+    chain = [0.0] * len(tasks)
+    ready = [index for index, count in enumerate(unfinished) if count == 0]
+    for index in ready:  # the list grows as tasks become ready
+        chain[index] += tasks[index].solo_time
+        for child in children[index]:
+            chain[child] = max(chain[child], chain[index])
+            unfinished[child] -= 1
+            if unfinished[child] == 0:
+                ready.append(child)
+    if len(ready) < len(tasks):
+        # Every task left has a parent left, so walking up parents from one of them must repeat.
+        left = {index for index, count in enumerate(unfinished) if count}
+        walk, seen = [min(left)], {}
+        while walk[-1] not in seen:
+            seen[walk[-1]] = len(walk) - 1
+            walk.append(next(p for p in tasks[walk[-1]].parents if p in left))
+        cycle = walk[seen[walk[-1]]:][::-1]
+        raise ValueError("the parents of tasks " + " -> ".join(f"{tasks[i].name!r} ({i})" for i in cycle)
+                         + " form a cycle, so none of them could ever start; a task's parents must not "
+                           "depend on it")
+    return children, chain
+
+
 def simulate(
     tasks: Sequence[SimTask],
     domains: Sequence[Sequence[int]],
@@ -117,6 +166,8 @@ def simulate(
     Parameters
     ----------
     tasks : sequence of SimTask
+        A task with ``parents`` is released when all of them have ended (not before its ``arrival``);
+        ValueError if ``parents`` name an index outside ``tasks``, the task itself, or a cycle.
     domains : sequence of sequence of int
         CPUs of each LLC domain, e.g. ``[d.cpus for d in Topology.from_spec("2x4:12MiB").domains]``.
     llc_size : float
@@ -141,10 +192,13 @@ def simulate(
     Returns
     -------
     SimResult
-        Makespan, lower bound, utilisation and one record per task.
+        Makespan, lower bound (with parents, also the longest chain of solo times), utilisation and
+        one record per task.
     """
     if not llc_size or llc_size <= 0:
         raise ValueError(f"llc_size must be a positive number of bytes, got {llc_size!r}")
+    children, chain = _dag(tasks)
+    unfinished_parents = [len(t.parents) for t in tasks]
     model = model or ContentionModel()
     if scheduler is None:
         scheduler = Scheduler(domains, policy, seed=seed, llc=llc_size, model=model)
@@ -228,7 +282,7 @@ def simulate(
             order += 1
             heapq.heappush(events, (max(due, now), order, -2, 0))
 
-    arrivals = sorted(range(len(tasks)), key=lambda i: tasks[i].arrival)
+    arrivals = sorted((i for i in range(len(tasks)) if not tasks[i].parents), key=lambda i: tasks[i].arrival)
     now = 0.0
     arrive([to_task(i, tasks[i]) for i in arrivals if tasks[i].arrival <= 0], now)
     for i in arrivals:
@@ -254,25 +308,36 @@ def simulate(
             continue  # superseded by a later start or end on this domain
         advance(domain, now)
         done = [s for s, e in running[domain].items() if e[1] <= 1e-9 * max(1.0, e[0].solo_time)]
+        released = []
         for slot_index in done:
             sim_task = running[domain].pop(slot_index)[0]
             began = starts.pop(slot_index)
             busy += now - began
             slot = slots[slot_index]
             records.append(SimRecord(sim_task.name, slot.cpu, domain, began, now, sim_task.solo_time, sim_task.footprint))
-            scheduler.release(slot_index)
+            for child in children[scheduler.release(slot_index).id]:
+                unfinished_parents[child] -= 1
+                if unfinished_parents[child]:
+                    continue
+                if tasks[child].arrival <= now:
+                    released.append(child)
+                else:
+                    order += 1
+                    heapq.heappush(events, (tasks[child].arrival, order, -1, child))
+        if released:  # children freed by the same end arrive together, as one burst
+            arrive([to_task(i, tasks[i]) for i in sorted(released)], now)
         release_batch(now)  # fewer tasks wait now: a held batch may be due
         start_assigned(now)
         reschedule(domain, now)
 
-    if scheduler.waiting or any(running) or (batcher is not None and batcher.held):
+    if scheduler.waiting or any(running) or (batcher is not None and batcher.held) or len(records) < len(tasks):
         raise AssertionError("simulation ended with unfinished tasks")  # a scheduler bug, never user input
     makespan = max((r.end for r in records), default=0.0)
     cores = len(slots)
     return SimResult(
         policy=policy,
         makespan=makespan,
-        lower_bound=lower_bound([t.solo_time for t in tasks], cores),
+        lower_bound=max(lower_bound([t.solo_time for t in tasks], cores), max(chain, default=0.0)),
         utilisation=busy / (cores * makespan) if makespan > 0 else 0.0,
         records=records,
         order=dispatched,

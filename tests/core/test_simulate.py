@@ -106,3 +106,73 @@ def test_simulate_drives_a_given_scheduler_reports_the_dispatch_order_and_the_cl
     assert result.order == [1, 2, 0]  # longest first, from the scheduler given, not the policy named
     assert result.makespan == pytest.approx(3.0)
     assert times and times == sorted(times) and times[-1] == pytest.approx(3.0)
+
+
+# ---- DAG arrivals: a task with parents starts only after every one of them has ended ----
+
+@st.composite
+def dags(draw, max_tasks=24):
+    """Tasks with parents drawn among the tasks before them in a hidden order, then listed in a
+    shuffled order, so parents point both forward and backward in the list."""
+    count = draw(st.integers(1, max_tasks))
+    specs = draw(st.lists(st.tuples(st.floats(0.01, 20), st.floats(0, 30 * MiB), st.sampled_from([0.0, 0.0, 3.0])),
+                          min_size=count, max_size=count))
+    position = draw(st.permutations(range(count)))  # position[k]: where the k-th task of the hidden order is listed
+    tasks = [None] * count
+    for k, (solo, footprint, arrival) in enumerate(specs):
+        earlier = draw(st.lists(st.integers(0, k - 1), max_size=3, unique=True)) if k else []
+        tasks[position[k]] = SimTask(f"t{position[k]}", solo, footprint, arrival=arrival,
+                                     parents=tuple(position[j] for j in earlier))
+    return tasks
+
+
+@settings(max_examples=150, deadline=None)
+@given(policy=st.sampled_from(sorted(POLICIES)), shape=st.sampled_from([[[0, 1]], XEON, [[0, 1, 2], [3]]]),
+       tasks=dags(), batched=st.booleans())
+def test_no_task_starts_before_every_parent_ended_and_every_task_ends_once(policy, shape, tasks, batched):
+    from scalpel_executor.core.batching import Batching
+
+    result = simulate(tasks, shape, 12 * MiB, policy, batching=Batching() if batched else None)
+    by_name = {r.name: r for r in result.records}
+    assert len(result.records) == len(by_name) == len(tasks)
+    assert sorted(result.order) == list(range(len(tasks)))
+    for task in tasks:
+        record = by_name[task.name]
+        assert record.start >= task.arrival - 1e-9
+        for parent in task.parents:
+            assert record.start >= by_name[tasks[parent].name].end - 1e-9
+    assert result.makespan >= result.lower_bound * (1 - 1e-9)
+
+
+def test_a_chain_runs_in_order_whatever_its_listing():
+    # c <- a <- d <- b: listed out of order, run one after the other though four cores are free.
+    tasks = [SimTask("a", 1.0, parents=(2,)), SimTask("b", 4.0, parents=(3,)), SimTask("c", 2.0),
+             SimTask("d", 3.0, parents=(0,))]
+    result = simulate(tasks, XEON, 12 * MiB, "scalpel")
+    records = sorted(result.records, key=lambda r: r.start)
+    assert [r.name for r in records] == ["c", "a", "d", "b"]
+    assert all(later.start == pytest.approx(earlier.end) for earlier, later in zip(records, records[1:]))
+    assert result.makespan == pytest.approx(10.0) and result.lower_bound == pytest.approx(10.0)  # the chain
+
+
+def test_a_child_released_before_its_arrival_waits_for_it():
+    tasks = [SimTask("parent", 1.0), SimTask("child", 1.0, arrival=5.0, parents=(0,)),
+             SimTask("sibling", 1.0, parents=(0,))]
+    result = simulate(tasks, ONE_DOMAIN, 32 * MiB, "longer_first")
+    start = {r.name: r.start for r in result.records}
+    assert start == pytest.approx({"parent": 0.0, "sibling": 1.0, "child": 5.0})
+
+
+def test_parents_that_name_no_task_the_task_itself_or_a_cycle_are_refused():
+    with pytest.raises(ValueError, match=r"task 'b' \(index 1\): parent 5 is not a task; .* 0 to 1"):
+        simulate([SimTask("a", 1.0), SimTask("b", 1.0, parents=(5,))], ONE_DOMAIN, 32 * MiB)
+    with pytest.raises(ValueError, match=r"task 'a' \(index 0\) names itself as a parent; remove 0"):
+        simulate([SimTask("a", 1.0, parents=(0,))], ONE_DOMAIN, 32 * MiB)
+    cycle = [SimTask("root", 1.0), SimTask("x", 1.0, parents=(0, 3)), SimTask("y", 1.0, parents=(1,)),
+             SimTask("z", 1.0, parents=(2,))]
+    with pytest.raises(ValueError, match=r"'x' \(1\) -> 'y' \(2\) -> 'z' \(3\) -> 'x' \(1\) form a cycle"):
+        simulate(cycle, ONE_DOMAIN, 32 * MiB)
+    for bad in (-1, 1.0, True, "0"):
+        with pytest.raises(ValueError, match="parents must be"):
+            SimTask("x", 1.0, parents=bad if bad == "0" else (bad,))
+    assert SimTask("x", 1.0, parents=[2, 1]).parents == (2, 1)
