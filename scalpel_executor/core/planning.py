@@ -64,6 +64,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from scalpel_executor.core.admission import slowdown_increase
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.search import FcfsEvaluator, improve_tail, trace
 from scalpel_executor.core.tasks import Group, Task
@@ -103,17 +104,36 @@ class PlanContext:
 
 
 def plan_scalpel(tasks: list[Task], context: PlanContext) -> list[Group]:
-    """The default policy (module docstring): a base order checked in the model, its tail rolled out."""
-    order = scalpel_order(tasks, context)
+    """The default policy (module docstring): a base order checked in the model, its tail searched.
+
+    Each task's ``foreseen_harm`` is set to the slowdown increase the plan predicted, and accepted,
+    when it starts (the admission rule leaves such a co-run alone), or None where the plan's
+    co-runs were not checked (the robustness check kept longest-first, or nothing could be checked)."""
+    order, ev = _plan(tasks, context)
+    for task in tasks:
+        task.foreseen_harm = None
+    if ev is not None:
+        model, llc = context.model, ev.llc
+
+        def foresee(i: int, running: list[int]) -> None:
+            increases, own = slowdown_increase(model, llc, [tasks[j].footprint for j in running], tasks[i].footprint)
+            tasks[i].foreseen_harm = max([own, *increases])
+
+        ev.run(order, on_start=foresee)
     return [Group([tasks[i]], 1) for i in order]
 
 
 def scalpel_order(tasks: list[Task], context: PlanContext) -> list[int]:
     """Indices of ``tasks`` in the order :func:`plan_scalpel` dispatches them."""
+    return _plan(tasks, context)[0]
+
+
+def _plan(tasks: list[Task], context: PlanContext) -> tuple[list[int], FcfsEvaluator | None]:
+    """The order, and the evaluator that checked it; None when its co-runs were not checked."""
     n = len(tasks)
     lpt = sorted(range(n), key=lambda i: (-tasks[i].runtime, tasks[i].seq))
     if n <= 1:
-        return lpt
+        return lpt, None
     llc = context.llc if context.llc and context.llc > 0 else math.inf
     ev = FcfsEvaluator([t.runtime for t in tasks], [t.footprint for t in tasks], [None] * n,
                        context.cores_per_domain, llc, context.model)
@@ -122,7 +142,7 @@ def scalpel_order(tasks: list[Task], context: PlanContext) -> list[int]:
     spreads = [t.spread if t.spread > 0 and math.isfinite(t.spread) else 0.0 for t in tasks]
     uncertain = any(spreads)
     if uncertain and allowance // 4 < ROBUST_MIN_SCENARIOS * 2 * n:
-        return lpt  # no plan could be checked against the estimates' spread (step 3)
+        return lpt, None  # no plan could be checked against the estimates' spread (step 3)
     if context.chooser is not None and allowance >= 3 * n:  # each base policy costs about two runs
         for policy in BASE_POLICIES[1:]:
             candidate = trace(ev, context.chooser(policy, tasks))
@@ -135,9 +155,11 @@ def scalpel_order(tasks: list[Task], context: PlanContext) -> list[int]:
     left = allowance - reserve - ev.starts
     if left > 0:  # the last wave first, widening while the allowance lasts; only improvements kept
         best = improve_tail(ev, best, budget=left, seed=TAIL_SEED * 1_000_003 + n)
-    if uncertain and best != lpt:
-        best = robust_choice(tasks, spreads, [lpt, base, best], context, llc, allowance - ev.starts)
-    return best
+    if uncertain:  # co-runs are trusted only where a plan's gain survived the spread
+        best = robust_choice(tasks, spreads, [lpt, base, best], context, llc, allowance - ev.starts) \
+            if best != lpt else lpt
+        return best, ev if best != lpt else None
+    return best, ev
 
 
 def robust_choice(tasks: list[Task], spreads: Sequence[float], orders: list[list[int]], context: PlanContext,

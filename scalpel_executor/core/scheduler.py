@@ -32,6 +32,12 @@ Regrouping: tasks that arrive while others run are grouped again together with e
 not left the waiting set; tasks in a buffer belong to a group that has started on its domain and
 stay there, and running tasks are never touched.
 
+Admission (the default policy, ``scalpel``, only: :data:`CHECKED_AT_DISPATCH`): before a free core
+starts the plan's next task, :func:`scalpel_executor.core.admission.decide` checks it against what
+runs on the core's domain now, and may start a later task of the plan that fits instead, or leave
+the core idle until the domain has room. Each :class:`Assignment` says why its task started.
+:meth:`Scheduler.learn` gives every task of a profile key a footprint measured during the run.
+
 Priorities (``Task.priority``, higher first): the policy plans each priority level separately, and
 the levels are dispatched highest first. A free core whose buffer head has a lower priority than
 the best waiting group takes from that group instead (its rest goes to the front of the buffer).
@@ -43,12 +49,17 @@ import random
 from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 
+from scalpel_executor.core import admission
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.planning import DEFAULT_BUDGET, STARTS_PER_SECOND, PlanContext
 from scalpel_executor.core.policies import POLICIES, resolve_policy
 from scalpel_executor.core.tasks import Assignment, Group, Slot, Task
 
-__all__ = ["Scheduler", "Task", "Assignment", "Slot", "Group", "POLICIES", "resolve_policy"]
+__all__ = ["Scheduler", "Task", "Assignment", "Slot", "Group", "POLICIES", "resolve_policy", "CHECKED_AT_DISPATCH"]
+
+#: Policies whose plan is checked at dispatch time against what runs (core.admission); the
+#: baselines run their plans as published, so they stay what they are compared as.
+CHECKED_AT_DISPATCH = frozenset({"scalpel"})
 
 
 class Scheduler:
@@ -87,6 +98,7 @@ class Scheduler:
                  plan_rate: float = STARTS_PER_SECOND):
         self._plan_function = resolve_policy(policy)
         self.policy = policy
+        self._admits = policy in CHECKED_AT_DISPATCH
         if llc is not None and not (isinstance(llc, (int, float)) and llc > 0):
             raise ValueError(f"llc must be a positive number of bytes or None, got {llc!r}")
         if isinstance(plan_budget, bool) or not isinstance(plan_budget, int) or plan_budget < 0:
@@ -113,6 +125,10 @@ class Scheduler:
         self._running: dict[int, Task] = {}  # slot index -> task
         self._idle = [True] * len(self.slots)
         self._disabled: set[int] = set()  # slots with no worker to run a task (being replaced)
+        self._started: dict[int, float] = {}  # slot index -> the driver's clock when its task started
+        self._queued_work = 0.0  # summed run-time estimates of the tasks that have not started
+        self._reason: dict[int, str] = {}  # slot index -> why its running task started
+        self.reasons: Counter[str] = Counter()  # starts by reason, and idle decisions (admission.IDLE)
 
     # -- driver API -------------------------------------------------------------------------
 
@@ -122,6 +138,7 @@ class Scheduler:
             task.seq = self._seq
             self._seq += 1
             self._waiting[task.seq] = task
+            self._queued_work += task.runtime
             self._dirty = True
 
     def dispatch(self, now: float | None = None) -> list[Assignment]:
@@ -144,7 +161,7 @@ class Scheduler:
                 if rank < len(slots):
                     task = self.next_for(slots[rank], now)
                     if task is not None:
-                        assignments.append(Assignment(slots[rank], task))
+                        assignments.append(Assignment(slots[rank], task, self._reason[slots[rank].index]))
         return assignments
 
     def next_for(self, slot: Slot | int, now: float | None = None) -> Task | None:
@@ -154,10 +171,15 @@ class Scheduler:
             raise ValueError(f"core {slot.cpu} (slot {slot.index}) is still running task {self._running[slot.index].id!r}")
         if slot.index in self._disabled:
             raise ValueError(f"core {slot.cpu} (slot {slot.index}) is disabled; enable() it first")
-        task = self._choose(slot.domain)
+        task, reason = self._admit(slot.domain, now) if self._admits else (self._choose(slot.domain), admission.PLANNED)
+        if task is not None or reason == admission.IDLE:
+            self.reasons[reason] += 1
         if task is not None:
             self._idle[slot.index] = False
             self._running[slot.index] = task
+            self._started[slot.index] = 0.0 if now is None else now
+            self._reason[slot.index] = reason
+            self._queued_work -= task.runtime
         return task
 
     def release(self, slot: Slot | int) -> Task:
@@ -166,7 +188,21 @@ class Scheduler:
         if self._idle[index]:
             raise ValueError(f"slot {index} has no running task to release")
         self._idle[index] = True
+        self._started.pop(index, None)
         return self._running.pop(index)
+
+    def learn(self, key: str, footprint: float) -> int:
+        """A task of profile key ``key`` was measured at ``footprint`` bytes during the run: every
+        task of that key whose footprint is still the prior (``footprint_known`` False), running or
+        waiting, takes it, and waiting tasks are planned again. Returns how many tasks changed."""
+        changed = 0
+        for task in [*self._waiting.values(), *self._running.values(), *(t for b in self._buffers for t in b)]:
+            if task.key == key and not task.footprint_known:
+                task.footprint, task.footprint_known = float(footprint), True
+                changed += 1
+        if changed:
+            self._dirty = True
+        return changed
 
     def disable(self, slot: Slot | int) -> Task | None:
         """Core ``slot`` cannot run tasks until :meth:`enable`; returns the task it was running, if any.
@@ -192,6 +228,7 @@ class Scheduler:
         self._waiting.clear()
         self._plan = []
         self._dirty = False
+        self._queued_work = 0.0
         return left
 
     # -- state ------------------------------------------------------------------------------
@@ -264,6 +301,47 @@ class Scheduler:
             self._buffers[domain].extendleft(reversed(tasks))
         else:
             self._buffers[domain].extend(tasks)
+
+    def _admit(self, domain: int, now: float | None) -> tuple[Task | None, str]:
+        """The plan's next task for a free core of ``domain``, checked by :func:`admission.decide`."""
+        position = self._next_group(self.cores_per_domain[domain])
+        if position is None or self._buffers[domain]:
+            return self._choose(domain), admission.FITS
+        head = self._plan[position].tasks[0]
+        clock = 0.0 if now is None else now
+        running = [admission.Running(task, self._remaining(index, clock))
+                   for index, task in self._running.items() if self.slots[index].domain == domain]
+        if not running:
+            return self._choose(domain), admission.FITS
+        positions: dict[int, int] = {}  # id(task) -> its position in the plan
+
+        def others():
+            for at in range(position - 1, -1, -1):
+                group = self._plan[at]
+                if group.tasks[0].priority != head.priority:
+                    return
+                positions[id(group.tasks[0])] = at
+                yield group.tasks[0]
+
+        decision = admission.decide(head, others(), running, now=clock, schedule_end=self._schedule_end(clock),
+                                    model=self._context.model, llc=self._context.llc)
+        if decision.task is None:
+            return None, decision.reason
+        at = position if decision.task is head else positions[id(decision.task)]
+        group = self._plan.pop(at)
+        self._commit(group.tasks, domain, front=True)
+        return self._buffers[domain].popleft(), decision.reason
+
+    def _remaining(self, index: int, now: float) -> float:
+        task = self._running[index]
+        return max(task.runtime - (now - self._started.get(index, now)), admission.OVERDUE_FRACTION * task.runtime)
+
+    def _schedule_end(self, now: float) -> float:
+        """When the work known now ends at the earliest: the longest remaining task, or every
+        remaining and queued second spread over the cores that can work."""
+        remaining = [self._remaining(index, now) for index in self._running]
+        cores = max(1, len(self.slots) - len(self._disabled))
+        return now + max(max(remaining, default=0.0), (sum(remaining) + self._queued_work) / cores)
 
     def _next_group(self, cores: int) -> int | None:
         """Position in ``_plan`` of the group a domain of ``cores`` cores should take next.

@@ -117,13 +117,15 @@ class FcfsEvaluator:
         nxt[d] = now + finish
 
     def run(self, order: Sequence[int], state: list | None = None, stop: int | None = None, *,
-            reuse: bool = False, cutoff: float = math.inf):
+            reuse: bool = False, cutoff: float = math.inf, on_start: Callable | None = None):
         """Makespan of ``order`` (from ``state``, a snapshot, when given). With ``stop``: return
         the state just before the dispatch step that would start position ``stop``. With
         ``reuse``, ``state`` is advanced in place instead of copied (the caller drops it).
         With ``cutoff``: return ``math.inf`` as soon as the makespan is sure to exceed it (a task
         starts whose solo time alone ends past it, or an event past it with work left; contention
-        only slows tasks down), so an order that cannot beat an incumbent costs only its prefix."""
+        only slows tasks down), so an order that cannot beat an incumbent costs only its prefix.
+        With ``on_start``: called as ``on_start(i, running)`` before task ``i`` starts, ``running``
+        the indices already running on its domain."""
         self.evaluations += 1
         st = self.start_state() if state is None else state if reuse else self.copy_state(state)
         now, pos, running, upd, nxt, idle, mk, ties = st
@@ -173,6 +175,8 @@ class FcfsEvaluator:
                         if now + solo[i] > cutoff:
                             self.starts += pos - first
                             return math.inf
+                        if on_start is not None:
+                            on_start(i, [e[0] for e in running[d]])
                         running[d].append([i, solo[i], 1.0])
                     pos += take
                     idle[d] -= take
@@ -195,6 +199,8 @@ class FcfsEvaluator:
                                     self.starts += pos - first
                                     return math.inf
                                 pos += 1
+                                if on_start is not None:
+                                    on_start(i, [e[0] for e in running[d]])
                                 running[d].append([i, solo[i], 1.0])
                                 idle[d] -= 1
                     for d in touched:
