@@ -15,26 +15,30 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "demo", help="the main job: a contention-heavy kernel batch under Scalpel and Parsl's HTEX, compared",
         description="Runs a contention-heavy mix of the kernel suite on this machine (large kernels that fit the "
-        "last-level cache alone but not together, submitted before the small ones) under ScalpelExecutor and "
-        "under Parsl's HighThroughputExecutor on the same cores, repeated and interleaved; prints a comparison "
-        "table and writes a Gantt chart (PNG) and a JSON record. For a simulated comparison on machines you do "
-        "not have, see `scalpel simulate`.",
+        "last-level cache alone but not together, submitted before the small ones) under Parsl's "
+        "HighThroughputExecutor, under ScalpelExecutor with the fifo policy (its mechanics, no reordering) and "
+        "with each other policy, on the same cores, repeated and interleaved, after one solo pass. Prints the "
+        "makespans and their split: mechanics (HTEX / scalpel:fifo), policy (scalpel:fifo / scalpel) and total, "
+        "each with a paired bootstrap interval; writes a Gantt chart (PNG) and a JSON record. For a simulated "
+        "comparison on machines you do not have, see `scalpel simulate`.",
     )
     parser.add_argument("--quick", action="store_true",
-                        help=f"{DEMO_QUICK.tasks} short tasks, {DEMO_QUICK.repeats} run each, "
-                        f"{' and '.join(DEMO_QUICK.policies)} policy only (about a minute)")
+                        help=f"{DEMO_QUICK.tasks} short tasks, {DEMO_QUICK.repeats} runs each, policies "
+                        f"{' and '.join(DEMO_QUICK.policies)} (about a minute)")
     parser.add_argument("--tasks", type=at_least(2), help=f"tasks in the batch (default {DEMO.tasks_per_core} per "
                         f"core; {DEMO_QUICK.tasks} with --quick)")
     parser.add_argument("--repeats", type=at_least(1), help=f"runs per executor, interleaved (default "
                         f"{DEMO.repeats}; {DEMO_QUICK.repeats} with --quick)")
-    parser.add_argument("--policies", help=f"Scalpel policies to run, comma-separated, from: {', '.join(POLICIES)} "
+    parser.add_argument("--policies", help=f"Scalpel policies to run, comma-separated, from: {', '.join(POLICIES)}; "
+                        "fifo is the baseline the others' share is measured against "
                         f"(default {','.join(DEMO.policies)}; {','.join(DEMO_QUICK.policies)} with --quick)")
     parser.add_argument("--no-htex", action="store_true", help="leave out Parsl's HighThroughputExecutor")
-    parser.add_argument("--llc", help="LLC size per domain to size the batch for, e.g. 32MiB (default: sysfs, "
-                        "with a 56 MiB guess inside a VM whose sysfs reports a huge host cache)")
+    parser.add_argument("--llc", help="LLC size per domain to size the batch for and that Scalpel plans with, "
+                        "e.g. 32MiB (default: sysfs, with a 56 MiB guess inside a VM whose sysfs reports a huge "
+                        "host cache)")
     parser.add_argument("--out", default="scalpel-demo",
                         help="folder for the PNG, JSON, run logs and profile store (default ./%(default)s)")
-    parser.add_argument("--seed", type=int, help=f"seeds the batch (default {DEMO.seed})")
+    parser.add_argument("--seed", type=int, help=f"seeds the batch and the bootstrap (default {DEMO.seed})")
     parser.add_argument("--json", action="store_true", help="print the JSON record instead of the table")
     parser.set_defaults(run=run)
 

@@ -1,19 +1,26 @@
-"""``scalpel demo``: a contention-heavy kernel batch under Scalpel and under Parsl's HTEX, compared.
+"""``scalpel demo``: a contention-heavy kernel batch under Parsl's HTEX, Scalpel's mechanics and its policy.
 
 ::
 
     topology (sysfs) ─ LLC size (--llc overrides) ─> contention_mix: large kernels (~60% of the LLC,
                                                      fit alone, not together) then small ones,
                                                      each distinct case timed here so all last alike
-    for repeat in 1..R:                                                          (interleaved)
-    1.     solo pass: every case alone on one pinned core, through a ScalpelExecutor with the
-           demo's own profile store: solo times (median over repeats: slowdowns, lower bound) and
-           the footprints the probe measured, stored under each task's profile key
-    2.     for executor in (Scalpel per policy ..., HTEX block):
+    solo pass, once: every case alone on one pinned core, through a ScalpelExecutor with the demo's
+           own profile store: solo times (slowdowns, the solo-time bound) and the footprints the
+           probe measured, stored under each task's profile key
+    for repeat in 1..R:                                   (interleaved; the order rotates per repeat)
+           for executor in (HTEX block, Scalpel with fifo, Scalpel per policy ...):
            parsl.load(config) ─ warm-up (one task per worker) ─ submit the whole batch at once
            ─ progress bar as futures finish ─ makespan ─ dfk.cleanup()
-       Scalpel's runs read the footprints from the store (the run report says "store")
-    3. table: median makespan, ratio to HTEX, mean slowdown vs solo, lower bound
+       Scalpel is told the LLC size the batch was sized for, and reads the footprints from the
+       store (the run report says "store")
+    split: ratios of median makespans, each with a paired bootstrap interval over the repeats
+           mechanics  HTEX / scalpel:fifo       the executor without a policy (pinned workers,
+                                                its dispatch, no reordering)
+           policy     scalpel:fifo / scalpel:P  what the policy adds on the same mechanics
+           total      HTEX / scalpel:P          = mechanics x policy
+    table: per executor, the makespan of every repeat and their median, mean slowdown vs solo,
+           and the median over the solo-time bound (an estimate: measured solo times can be beaten)
        <out>/scalpel-demo.png  Gantt chart per executor: which task ran on which core when, coloured
                                by footprint, with each domain's summed running footprint against the LLC
        <out>/scalpel-demo.json everything above, per task
@@ -21,6 +28,8 @@
 Each task reports its own start, end and CPU (``/proc/self/stat``), so every executor is measured
 the same way. HTEX gets one worker per core with ``cpu_affinity="block"`` and the same
 single-threaded BLAS as Scalpel's workers (:mod:`~scalpel_executor.experiments.harness`).
+The solo pass runs once: its times only scale the slowdowns and the bound, which no ratio of the
+split depends on, and a second pass per repeat would cost as much as another executor's run.
 """
 
 from __future__ import annotations
@@ -30,14 +39,16 @@ import math
 import statistics
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TextIO
 
 from scalpel_executor.core.simulate import lower_bound
+from scalpel_executor.core.topology import Topology
 from scalpel_executor.core.units import format_size
 from scalpel_executor.experiments.apps import one_blas_thread
+from scalpel_executor.experiments.bench.stats import bootstrap_ratio
 from scalpel_executor.experiments.charts import gantt
 from scalpel_executor.experiments.harness import Progress, fresh_store, run_kernels, solo_pass, start_peer
 from scalpel_executor.experiments.plans import DemoPlan
@@ -49,8 +60,13 @@ from scalpel_executor.workloads.kernels import contention_mix
 #: The demo's name for Parsl's HTEX, and the harness peer it is (one pinned worker per core).
 HTEX = "htex"
 _PEER = {HTEX: "htex-block"}
+#: Scalpel with the fifo policy: its mechanics (pinned workers, node manager, batching, dispatch)
+#: running tasks in submission order, so it differs from HTEX by mechanics alone and from the
+#: other policies by their order alone.
+MECHANICS = "scalpel:fifo"
 #: Seconds a whole batch may take before the run counts as hung.
 BATCH_TIMEOUT = 3600.0
+BOUND_NAME = "solo-time bound, an estimate: measured solo times can be beaten"
 
 
 @dataclass
@@ -80,84 +96,154 @@ def run_batch(name: str, cases, run_dir: str, cores: int, store: str, topology, 
     return RunResult(name, repeat, makespan, rows, sources)
 
 
-def summarise(results: list[RunResult], solo: dict[str, float], cores: int) -> list[dict]:
-    """One row per executor: median makespan, ratio to HTEX, mean slowdown vs solo, lower bound."""
-    by_executor: dict[str, list[RunResult]] = {}
+def executor_names(plan: DemoPlan) -> list[str]:
+    """The executors a plan runs, in the order of the split: HTEX, Scalpel's mechanics, the policies."""
+    scalpel = [f"scalpel:{p}" for p in plan.policies]
+    return ([HTEX] if plan.include_htex else []) + sorted(scalpel, key=lambda name: name != MECHANICS)
+
+
+def split(results: Sequence[RunResult], *, resamples: int = 10_000, seed: int = 0) -> list[dict]:
+    """The demo's ratios of median makespans, each with a paired bootstrap 95% interval over the
+    repeats both executors finished (above 1: the second executor was faster).
+
+    ``mechanics`` is HTEX / ``scalpel:fifo``; for every other Scalpel policy P, ``policy`` is
+    ``scalpel:fifo`` / P and ``total`` is HTEX / P. Ratios of medians multiply, so mechanics x
+    policy = total exactly; each interval resamples the same repeats (one ``seed``), so the three
+    are drawn from the same resamples. A comparison whose executor did not run is left out. Pure.
+
+    >>> runs = [RunResult(name, 0, seconds) for name, seconds in
+    ...         (("htex", 3.0), ("scalpel:fifo", 2.0), ("scalpel:scalpel", 1.6))]
+    >>> [(row["share"], round(row["ratio"], 3)) for row in split(runs)]
+    [('mechanics', 1.5), ('policy', 1.25), ('total', 1.875)]
+    """
+    makespans: dict[str, dict[int, float]] = {}
     for result in results:
-        by_executor.setdefault(result.executor, []).append(result)
-    bound = lower_bound([solo[row["case"]] for row in results[0].tasks], cores)
-    htex = statistics.median(r.makespan for r in by_executor[HTEX]) if HTEX in by_executor else None
+        makespans.setdefault(result.executor, {})[result.repeat] = result.makespan
+    policies = [name for name in makespans if name.startswith("scalpel:") and name != MECHANICS]
+    pairs = [("mechanics", HTEX, MECHANICS)]
+    for name in policies:
+        pairs += [("policy", MECHANICS, name), ("total", HTEX, name)]
     rows = []
-    for name, runs in by_executor.items():
+    for share, reference, other in pairs:
+        repeats = sorted(makespans.get(reference, {}).keys() & makespans.get(other, {}).keys())
+        if not repeats:
+            continue
+        first = [makespans[reference][r] for r in repeats]
+        second = [makespans[other][r] for r in repeats]
+        ratio, low, high = bootstrap_ratio(first, second, resamples=resamples, seed=seed)
+        rows.append({"share": share, "reference": reference, "executor": other, "ratio": ratio,
+                     "ci_low": low, "ci_high": high, "paired_runs": len(repeats),
+                     "per_repeat": [a / b for a, b in zip(first, second)]})
+    return rows
+
+
+def summarise(results: Sequence[RunResult], solo: dict[str, float], cores: int, order: Sequence[str]) -> dict:
+    """Per executor (in ``order``): every repeat's makespan, their median, the mean slowdown against
+    solo times and the median over the solo-time bound; and the bound, with how many runs ended
+    below it (it is only an estimate: a task can run faster than it did alone)."""
+    bound = lower_bound([solo[row["case"]] for row in results[0].tasks], cores)
+    rows = []
+    for name in order:
+        runs = sorted((r for r in results if r.executor == name), key=lambda r: r.repeat)
+        if not runs:
+            continue
         median = statistics.median(r.makespan for r in runs)
         slowdowns = [row["seconds"] / solo[row["case"]] for r in runs for row in r.tasks if solo.get(row["case"])]
         rows.append({
             "executor": name, "runs": len(runs), "median_makespan": median,
             "makespans": [r.makespan for r in runs],
-            "speedup_vs_htex": htex / median if htex else None,
             "mean_slowdown_vs_solo": statistics.fmean(slowdowns) if slowdowns else None,
-            "lower_bound": bound, "makespan_over_bound": median / bound,
+            "makespan_over_bound": median / bound if bound else None,
         })
-    return rows
+    return {"executors": rows,
+            "bound": {"name": BOUND_NAME, "seconds": bound, "runs": len(results),
+                      "runs_below": sum(r.makespan < bound for r in results)}}
 
 
 def run_demo(plan: DemoPlan, *, llc_override, out: Path, stream: TextIO = sys.stderr,
              printer: Callable[[str], None] = print) -> dict:
     """The whole demo (see the module docstring); returns the JSON record."""
-    topology = detect_topology()
-    cores = len(topology.cpus)
-    llc, llc_note = machine_llc(topology, llc_override)
+    detected = detect_topology()
+    cores = len(detected.cpus)
+    llc, llc_note = machine_llc(detected, llc_override)
+    # Scalpel plans with the LLC the batch is sized for; inside a VM sysfs may report the host's
+    # whole package, and a policy told 480 MiB sees no contention to avoid.
+    topology = Topology.from_cpu_lists([d.cpus for d in detected.domains], llc_size=llc)
     tasks = plan.tasks if plan.tasks is not None else plan.tasks_per_core * cores
     cases, _ = steps_timed_here(contention_mix(llc, cores, tasks, scale=plan.scale, seed=plan.seed))
     store = fresh_store(out)
     run_dir = str(out / "runinfo")
     one_blas_thread()
-    printer(f"machine: {cores} cores in {len(topology.domains)} LLC domain(s); LLC {format_size(llc)} per domain ({llc_note})")
+    printer(f"machine: {cores} cores in {len(topology.domains)} LLC domain(s); LLC {format_size(llc)} per domain "
+            f"({llc_note}); Scalpel plans with it")
     printer(f"batch: {len(cases)} kernel tasks, {sum(c.footprint_bytes > llc / cores for c in cases)} large "
             f"(fit the LLC alone, not together) submitted first, then the small ones")
-    names = [f"scalpel:{p}" for p in plan.policies] + ([HTEX] if plan.include_htex else [])
+    names = executor_names(plan)
+    if MECHANICS not in names:
+        printer(f"note: without the fifo policy the table cannot split mechanics from policy; "
+                f"add fifo to --policies (e.g. --policies {','.join(plan.policies)},fifo)")
+    solo = solo_pass(cases, run_dir, store, topology.cpus[0], stream, "solo, 1 core (once)")
     results = []
-    solo_runs: dict[str, list[float]] = {}
     for repeat in range(plan.repeats):
-        # solo times are measured in every repeat too, so a noisy moment does not skew all slowdowns
-        label = f"[{repeat + 1}/{plan.repeats}] solo, 1 core"
-        for case_name, seconds in solo_pass(cases, run_dir, store, topology.cpus[0], stream, label).items():
-            solo_runs.setdefault(case_name, []).append(seconds)
-        for name in names:
+        turn = repeat % len(names)  # rotated, so no executor always runs first or after the same one
+        for name in names[turn:] + names[:turn]:
             label = f"[{repeat + 1}/{plan.repeats}] {name}"
             results.append(run_batch(name, cases, run_dir, cores, store, topology, repeat, label, stream))
-    solo = {case_name: statistics.median(times) for case_name, times in solo_runs.items()}
     record = {
-        "machine": {"cores": cores, "domains": [d.cpus for d in topology.domains], "llc": llc, "llc_note": llc_note},
+        "plan": asdict(plan),
+        "machine": {"cores": cores, "domains": [list(d.cpus) for d in topology.domains], "llc": llc,
+                    "llc_note": llc_note},
         "batch": [{"case": c.name, "kernel": c.kernel, "size": c.size, "steps": c.steps, "footprint": c.footprint_bytes,
                    "solo_seconds": solo[c.name]} for c in cases],
-        "summary": summarise(results, solo, cores),
+        "solo_passes": 1,
+        "summary": summarise(results, solo, cores, names),
+        "split": split(results, resamples=plan.resamples, seed=plan.seed),
         "runs": [asdict(r) for r in results],
     }
-    png = gantt(results, llc, [list(d.cpus) for d in topology.domains], out / "scalpel-demo.png")
+    by_name = sorted(results, key=lambda r: (names.index(r.executor), r.repeat))
+    png = gantt(by_name, llc, [list(d.cpus) for d in topology.domains], out / "scalpel-demo.png")
     json_path = out / "scalpel-demo.json"
     json_path.write_text(json.dumps(record, indent=1))
     record["files"] = {"png": str(png), "json": str(json_path)}
     return record
 
 
+def _interval(row: dict) -> str:
+    if row["paired_runs"] < 2:
+        return "- (one run: no interval)"
+    return f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+
+
 def print_summary(record: dict, printer: Callable[[str], None] = print) -> None:
-    """The comparison table of a demo record, and where its chart and record are."""
-    rows = record["summary"]
+    """The demo's two tables (executors; the mechanics / policy / total split), the bound, and
+    where the chart and record are."""
+    summary, bound = record["summary"], record["summary"]["bound"]
     printer("")
-    cells = [[row["executor"], row["runs"], f"{row['median_makespan']:.2f} s",
-              "-" if row["speedup_vs_htex"] is None else f"{row['speedup_vs_htex']:.3f}x",
+    cells = [[row["executor"], row["runs"], " ".join(f"{m:.2f}" for m in row["makespans"]),
+              f"{row['median_makespan']:.2f} s",
               "-" if row["mean_slowdown_vs_solo"] is None else f"{row['mean_slowdown_vs_solo']:.3f}x",
-              f"{row['makespan_over_bound']:.3f}x"] for row in rows]
-    for line in format_table(["executor", "runs", "median makespan", "vs HTEX", "slowdown vs solo", "/ lower bound"],
-                             cells, right=[1, 2, 3, 4, 5]):
+              "-" if row["makespan_over_bound"] is None else f"{row['makespan_over_bound']:.3f}x"]
+             for row in summary["executors"]]
+    for line in format_table(["executor", "runs", "makespan per repeat (s)", "median", "slowdown vs solo",
+                              "median / solo-time bound"], cells, right=[1, 3, 4, 5]):
         printer(line)
-    printer(f"lower bound (longest solo task, or total solo work / cores): {rows[0]['lower_bound']:.2f} s")
+    if record["split"]:
+        printer("")
+        cells = [[row["share"], f"{row['reference']} / {row['executor']}", f"{row['ratio']:.3f}x", _interval(row),
+                  " ".join(f"{r:.2f}" for r in row["per_repeat"])] for row in record["split"]]
+        for line in format_table(["share", "ratio of median makespans", "", "95% interval", "per repeat"],
+                                 cells, right=[2]):
+            printer(line)
+        printer("above 1: the second executor was faster; mechanics x policy = total; intervals: paired "
+                "bootstrap over the interleaved repeats (coarse with few repeats)")
+    printer(f"{bound['name']} ({bound['runs_below']} of {bound['runs']} runs ended below it): "
+            f"{bound['seconds']:.2f} s, the longest solo task or the total solo work / cores")
     sources = [r["report_sources"] for r in record["runs"] if r.get("report_sources")]
     if sources:
-        printer(f"Scalpel's footprint estimates came from: {sources[-1]['footprint']} (the solo pass measured them)")
+        printer(f"Scalpel's estimates in its last run came from: footprint {sources[-1]['footprint']}, run time "
+                f"{sources[-1]['runtime']} (store: learned by the solo pass and the runs before)")
     printer(f"Gantt chart: {record['files']['png']}\nrecord:      {record['files']['json']}")
-    if any(row["runs"] < 3 for row in rows):
+    if any(row["runs"] < 3 for row in summary["executors"]):
         printer("note: fewer than 3 runs per executor; single timings on a shared machine vary by +-30%")
-    if not math.isfinite(rows[0]["median_makespan"]):
+    if not all(math.isfinite(row["median_makespan"]) for row in summary["executors"]):
         printer("warning: a makespan is not finite")
