@@ -12,14 +12,11 @@ LLC domain at that moment (footprints measured or estimated)::
       h's plan foresaw at least this much harm at its start, and chose it (h.foreseen_harm)
         └─> start h                                                         (FORESEEN)
       else the first waiting task w of h's priority level, in plan order, that fits
-        ├─ exists, and deferring h does not make it end past the schedule's end
+        ├─ exists, and the model predicts the schedule ends no later with w first
         │    └─> start w, h waits                                           (KEPT_APART)
-        ├─ exists, but h deferred would end later than both the estimated end of the
-        │  schedule and h started now, contended
+        ├─ exists, but the model predicts waiting costs more than the slowdown
         │    └─> start h                                                    (CORUN_WAIT_COSTS_MORE)
-        └─ none fits: idle the core until R lets h fit, if the slowdown's cost in core-seconds
-           exceeds that wait and the wait does not push h past the schedule's end (IDLE);
-           otherwise start h                                                (CORUN_NOTHING_FITS)
+        └─ none fits: start h                                               (CORUN_NOTHING_FITS)
 
 A plan checked in the contention model (``scalpel``'s, with exact estimates, or one whose gain
 survived the robustness check) foresees each start's co-runners; when the domain holds no more than
@@ -34,24 +31,25 @@ key are kept on different domains (or, on one domain, apart in time) while other
 first run measures before it bets: once the probe reports one of them, the scheduler learns the
 footprint for every task of the key (:meth:`~scalpel_executor.core.scheduler.Scheduler.learn`).
 
-Estimates used (no clock of its own: the driver passes ``now``): a running task's remaining time
-is its estimated run time less what it has run, at least :data:`OVERDUE_FRACTION` of the estimate;
-a deferred task waits until enough of R has ended for it to fit; the schedule's end is
-``now + max(the longest remaining, (remaining running work + queued work) / cores)``. Every start
-carries its reason, so drivers can report how often each branch was taken.
+Whether waiting costs more is the model's call: the scheduler simulates the rest of the plan,
+first come first served from what runs now (a running task's remaining time is its estimate less
+what it has run, at least :data:`OVERDUE_FRACTION` of the estimate; no clock of its own: the
+driver passes ``now``), once with h started now and once with w started now and h next, and keeps
+h apart only when that ends no later. A core never idles while a task waits: under the contention
+model no co-run is slower than running the pair one after the other. Every start carries its
+reason, so drivers can report how often each branch was taken.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.tasks import Task
 
 __all__ = ["TOLERANCE", "OVERDUE_FRACTION", "FITS", "FORESEEN", "KEPT_APART", "CORUN_WAIT_COSTS_MORE", "CORUN_NOTHING_FITS",
-           "IDLE", "PLANNED", "REASONS", "Running", "Decision", "decide"]
+           "PLANNED", "REASONS", "Running", "Decision", "decide"]
 
 TOLERANCE = 0.05  # a co-run "overflows" when the model slows some task by more than 5% beyond R alone
 OVERDUE_FRACTION = 0.1  # a task past its estimate is assumed to have this fraction of it left
@@ -62,7 +60,6 @@ FORESEEN = "co-run: foreseen by the plan"  # the plan checked this co-run in the
 KEPT_APART = "kept-apart"
 CORUN_WAIT_COSTS_MORE = "co-run: waiting costs more"
 CORUN_NOTHING_FITS = "co-run: nothing fits"
-IDLE = "idle: co-run costs more than waiting"
 REASONS = (PLANNED, FITS, FORESEEN, KEPT_APART, CORUN_WAIT_COSTS_MORE, CORUN_NOTHING_FITS)  # reasons a task started
 
 
@@ -76,11 +73,11 @@ class Running:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """What a free core does: start ``task`` (None: stay idle), and why (one of the constants above)."""
+    """What a free core does: start ``task``, and why (one of the constants above)."""
 
     task: Task | None
     reason: str
-    deferred: Task | None = None  # the plan's head when another task was started or the core idles
+    deferred: Task | None = None  # the plan's head when another task was started instead
 
 
 def _unmeasured_twin(task: Task, running: Sequence[Running]) -> bool:
@@ -109,28 +106,8 @@ def _harm(model: ContentionModel, llc: float | None, running: Sequence[Running],
     return max([own, *increases])
 
 
-def _wait(model: ContentionModel, llc: float | None, running: Sequence[Running], task: Task) -> float:
-    """Seconds until enough of ``running`` has ended (earliest first) for ``task`` to fit."""
-    left = sorted(running, key=lambda r: r.remaining)
-    waited = 0.0
-    while left and _harm(model, llc, left, task) > TOLERANCE:
-        waited = left.pop(0).remaining
-    return waited
-
-
-def _corun_cost(model: ContentionModel, llc: float | None, running: Sequence[Running], task: Task,
-                wait: float) -> tuple[float, float]:
-    """Predicted extra seconds of ``task`` itself, and summed over every task, if it started now.
-
-    The co-run lasts about ``wait`` (until the tasks it contends with have ended)."""
-    increases, own = slowdown_increase(model, llc, [r.task.footprint for r in running], task.footprint)
-    extra_own = own * min(task.runtime, wait)
-    extra_all = extra_own + sum(i * min(r.remaining, task.runtime) for i, r in zip(increases, running))
-    return extra_own, extra_all
-
-
-def decide(head: Task, others: Iterable[Task], running: Sequence[Running], *, now: float, schedule_end: float,
-           model: ContentionModel, llc: float | None) -> Decision:
+def decide(head: Task, others: Iterable[Task], running: Sequence[Running], *,
+           deferral_pays: Callable[[Task, Task], bool], model: ContentionModel, llc: float | None) -> Decision:
     """The admission rule (module docstring) for one free core.
 
     Parameters
@@ -142,8 +119,9 @@ def decide(head: Task, others: Iterable[Task], running: Sequence[Running], *, no
         ``head`` does not fit).
     running : sequence of Running
         The tasks running on the core's domain.
-    now, schedule_end : float
-        The driver's clock, and the estimated end of the schedule on it.
+    deferral_pays : callable(head, fitting) -> bool
+        Whether the model predicts the schedule ends no later when ``fitting`` starts now and
+        ``head`` waits than when ``head`` starts now (the driver's rollout of the rest of the plan).
     model, llc : the contention model and the domain's LLC bytes (None: unknown, no contention).
     """
     twin = _unmeasured_twin(head, running)
@@ -165,14 +143,6 @@ def decide(head: Task, others: Iterable[Task], running: Sequence[Running], *, no
             break
     if not overflow:  # only the unmeasured twin: measure first whenever other work can run
         return Decision(fitting, KEPT_APART, head) if fitting is not None else Decision(head, CORUN_NOTHING_FITS)
-    wait = _wait(model, llc, running, head)
-    extra_own, extra_all = _corun_cost(model, llc, running, head, wait)
-    deferred_end = now + wait + head.runtime
-    deferring_is_free = deferred_end <= max(schedule_end, now + head.runtime + extra_own) + 1e-9
-    if fitting is not None:
-        if deferring_is_free:
-            return Decision(fitting, KEPT_APART, head)
-        return Decision(head, CORUN_WAIT_COSTS_MORE)
-    if deferring_is_free and extra_all > wait and math.isfinite(wait):
-        return Decision(None, IDLE, head)
-    return Decision(head, CORUN_NOTHING_FITS)
+    if fitting is not None and deferral_pays(head, fitting):
+        return Decision(fitting, KEPT_APART, head)
+    return Decision(head, CORUN_WAIT_COSTS_MORE if fitting is not None else CORUN_NOTHING_FITS)

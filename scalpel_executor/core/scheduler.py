@@ -45,6 +45,7 @@ the best waiting group takes from that group instead (its rest goes to the front
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter, deque
 from collections.abc import Iterable, Sequence
@@ -53,6 +54,7 @@ from scalpel_executor.core import admission
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.planning import DEFAULT_BUDGET, STARTS_PER_SECOND, PlanContext
 from scalpel_executor.core.policies import POLICIES, resolve_policy
+from scalpel_executor.core.search import FcfsEvaluator
 from scalpel_executor.core.tasks import Assignment, Group, Slot, Task
 
 __all__ = ["Scheduler", "Task", "Assignment", "Slot", "Group", "POLICIES", "resolve_policy", "CHECKED_AT_DISPATCH"]
@@ -60,6 +62,8 @@ __all__ = ["Scheduler", "Task", "Assignment", "Slot", "Group", "POLICIES", "reso
 #: Policies whose plan is checked at dispatch time against what runs (core.admission); the
 #: baselines run their plans as published, so they stay what they are compared as.
 CHECKED_AT_DISPATCH = frozenset({"scalpel"})
+#: Waiting tasks past which the admission rule does not simulate the rest of the plan.
+ROLLOUT_LIMIT = 512
 
 
 class Scheduler:
@@ -126,9 +130,8 @@ class Scheduler:
         self._idle = [True] * len(self.slots)
         self._disabled: set[int] = set()  # slots with no worker to run a task (being replaced)
         self._started: dict[int, float] = {}  # slot index -> the driver's clock when its task started
-        self._queued_work = 0.0  # summed run-time estimates of the tasks that have not started
         self._reason: dict[int, str] = {}  # slot index -> why its running task started
-        self.reasons: Counter[str] = Counter()  # starts by reason, and idle decisions (admission.IDLE)
+        self.reasons: Counter[str] = Counter()  # starts by reason (core.admission)
 
     # -- driver API -------------------------------------------------------------------------
 
@@ -138,7 +141,6 @@ class Scheduler:
             task.seq = self._seq
             self._seq += 1
             self._waiting[task.seq] = task
-            self._queued_work += task.runtime
             self._dirty = True
 
     def dispatch(self, now: float | None = None) -> list[Assignment]:
@@ -172,14 +174,13 @@ class Scheduler:
         if slot.index in self._disabled:
             raise ValueError(f"core {slot.cpu} (slot {slot.index}) is disabled; enable() it first")
         task, reason = self._admit(slot.domain, now) if self._admits else (self._choose(slot.domain), admission.PLANNED)
-        if task is not None or reason == admission.IDLE:
+        if task is not None:
             self.reasons[reason] += 1
         if task is not None:
             self._idle[slot.index] = False
             self._running[slot.index] = task
             self._started[slot.index] = 0.0 if now is None else now
             self._reason[slot.index] = reason
-            self._queued_work -= task.runtime
         return task
 
     def release(self, slot: Slot | int) -> Task:
@@ -228,7 +229,6 @@ class Scheduler:
         self._waiting.clear()
         self._plan = []
         self._dirty = False
-        self._queued_work = 0.0
         return left
 
     # -- state ------------------------------------------------------------------------------
@@ -323,10 +323,8 @@ class Scheduler:
                 positions[id(group.tasks[0])] = at
                 yield group.tasks[0]
 
-        decision = admission.decide(head, others(), running, now=clock, schedule_end=self._schedule_end(clock),
-                                    model=self._context.model, llc=self._context.llc)
-        if decision.task is None:
-            return None, decision.reason
+        decision = admission.decide(head, others(), running, model=self._context.model, llc=self._context.llc,
+                                    deferral_pays=lambda h, w: self._deferral_pays(h, w, positions[id(w)], clock))
         at = position if decision.task is head else positions[id(decision.task)]
         group = self._plan.pop(at)
         self._commit(group.tasks, domain, front=True)
@@ -336,12 +334,35 @@ class Scheduler:
         task = self._running[index]
         return max(task.runtime - (now - self._started.get(index, now)), admission.OVERDUE_FRACTION * task.runtime)
 
-    def _schedule_end(self, now: float) -> float:
-        """When the work known now ends at the earliest: the longest remaining task, or every
-        remaining and queued second spread over the cores that can work."""
-        remaining = [self._remaining(index, now) for index in self._running]
-        cores = max(1, len(self.slots) - len(self._disabled))
-        return now + max(max(remaining, default=0.0), (sum(remaining) + self._queued_work) / cores)
+    def _deferral_pays(self, head: Task, fitting: Task, fitting_at: int, now: float) -> bool:
+        """Whether the model predicts the schedule ends no later with ``fitting`` started now and
+        ``head`` next than with ``head`` now: the rest of the plan simulated first come first
+        served from what runs (:class:`~scalpel_executor.core.search.FcfsEvaluator`). Past
+        :data:`ROLLOUT_LIMIT` waiting tasks the end is far off and deferring one start costs nothing."""
+        if len(self._plan) > ROLLOUT_LIMIT:
+            return True
+        running = list(self._running.items())
+        queued = [group.tasks[0] for group in reversed(self._plan)]
+        tasks = [task for _, task in running] + queued
+        solo = [self._remaining(index, now) for index, _ in running] + [t.runtime for t in queued]
+        llc = self._context.llc or math.inf
+        ev = FcfsEvaluator(solo, [t.footprint for t in tasks], [None] * len(tasks), self.cores_per_domain, llc,
+                           self._context.model)
+        state = ev.start_state()
+        for number, (index, _) in enumerate(running):
+            domain = self.slots[index].domain
+            state[2][domain].append([number, solo[number], 1.0])
+            state[5][domain] -= 1
+        for index in self._disabled:
+            state[5][self.slots[index].domain] -= 1
+        for domain, entries in enumerate(state[2]):
+            ev._refresh(entries, domain, 0.0, state[4], state[7])
+        first = len(running)
+        plan_order = list(range(first, len(tasks)))  # head first: the plan's own next start
+        fitting_index = first + len(self._plan) - 1 - fitting_at
+        deferred = [fitting_index] + [i for i in plan_order if i != fitting_index]
+        as_planned = ev.run(plan_order, state)
+        return ev.run(deferred, state, cutoff=as_planned * (1 + 1e-9)) <= as_planned * (1 + 1e-9)
 
     def _next_group(self, cores: int) -> int | None:
         """Position in ``_plan`` of the group a domain of ``cores`` cores should take next.
