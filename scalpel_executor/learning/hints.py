@@ -1,9 +1,24 @@
 """Scheduling hints from ``parsl_resource_specification``, validated with errors that name the key.
 
-Recognised keys: ``footprint`` (bytes, or a size such as ``"24MiB"``), ``runtime`` (seconds),
-``priority`` (a number, higher first, as in Parsl's HighThroughputExecutor) and ``profile_key``
-(a string naming the task's profile). Other keys (``cores``, ``memory``, ``running_time_min``, ...)
-mean something to other executors; they are ignored here, with one warning per key per process.
+Recognised keys:
+
+- ``footprint``: bytes, or a size such as ``"24MiB"``;
+- ``runtime``: estimated solo seconds;
+- ``priority``: a number, **lower first, as in Parsl's HighThroughputExecutor**; a task without
+  one runs after every task that has one (HTEX's interchange reads a missing priority as
+  ``inf``). :func:`scheduling_priority` turns it into ``Task.priority``, which the scheduler core
+  orders higher first;
+- ``profile_key``: a string naming the task's profile.
+
+Keys that Parsl's TaskVine and Work Queue executors read (:data:`OTHER_EXECUTORS_KEYS`: ``cores``,
+``memory``, ...) are accepted, so a specification written for them runs here, but not used yet:
+each logs one warning per key per process. Any other key is refused with
+:class:`InvalidHint` naming it and the nearest known key, as HTEX refuses keys it does not know: a
+misspelt ``"Footprint"`` would otherwise lose its hint without a word.
+
+After a task succeeds, :class:`HintAudit` compares its ``footprint`` and ``runtime`` hints with
+what it measured and counts (and logs once per profile key) those more than :data:`HINT_DRIFT`
+times off.
 
 Parsl's ``walltime`` is not a hint but an app keyword argument; :func:`parse_walltime` reads it
 from the call's keyword arguments so the node scheduler can kill a task that ignores it.
@@ -11,29 +26,44 @@ from the call's keyword arguments so the node scheduler can kill a task that ign
 
 from __future__ import annotations
 
+import difflib
 import logging
 import math
 import numbers
 import threading
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from parsl.executors.errors import InvalidResourceSpecification
 
-from scalpel_executor.core.units import parse_size, show
+from scalpel_executor.core.units import format_size, parse_size, show
+from scalpel_executor.learning.sampling import DRIFT_FLOOR, REMEASURE_DRIFT, drifted
 
 logger = logging.getLogger(__name__)
 
 KNOWN_KEYS = ("footprint", "runtime", "priority", "profile_key")
+# Read per task by Parsl's TaskVine executor (executors/taskvine/executor.py: the loop over the
+# specification's keys, and exec_mode) and Work Queue's (executors/workqueue/executor.py,
+# acceptable_fields); priority is ours too. Each task here runs on one core of its own, so none
+# of them changes what it gets yet.
+OTHER_EXECUTORS_KEYS = ("cores", "memory", "disk", "gpus", "running_time_min", "category", "exec_mode")
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
+
+HINT_DRIFT = REMEASURE_DRIFT  # a hint this many times off its task's measurement, either way, is counted:
+# co-running slowed tasks here by up to 1.4x and the machine's noise is +-30 % (learning.sampling),
+# so a smaller factor would count contention as a wrong hint.
+FOOTPRINT_FLOOR = 2**20  # bytes: the probe reads 0.2 to 0.7 MiB of noise per window
+# (host/probe/sampler.py), so a footprint hint is not judged unless it or the measurement reaches 1 MiB.
 
 
 @dataclass(frozen=True, slots=True)
 class Hints:
     footprint: float | None = None
     runtime: float | None = None
-    priority: float = 0.0
+    priority: float | None = None  # the user's value, lower first; None: after every task that has one
     profile_key: str | None = None
 
 
@@ -66,17 +96,51 @@ def _number(key: str, value: Any) -> float:
     return number
 
 
+def _unknown_keys(keys: list[Any]) -> InvalidHint:
+    """The error for keys neither this executor nor Parsl's others read, each with its nearest known key."""
+    names = KNOWN_KEYS + OTHER_EXECUTORS_KEYS
+    clauses = []
+    for key in keys:
+        # lower-cased first: "Footprint" is footprint, and difflib scores case as a difference
+        nearest = difflib.get_close_matches(str(key).lower(), names, n=1)
+        clauses.append(f"{key!r}" + (f" (did you mean {nearest[0]!r}?)" if nearest else ""))
+    return InvalidHint(
+        set(keys), f"unknown resource specification key {', '.join(clauses)}; ScalpelExecutor reads "
+                   f"{', '.join(KNOWN_KEYS)}, and accepts {', '.join(OTHER_EXECUTORS_KEYS)} (Parsl's TaskVine "
+                   f"and Work Queue keys) without using them; fix or remove the key")
+
+
+def _warn_unused(key: str) -> None:
+    with _warned_lock:
+        first = key not in _warned
+        _warned.add(key)
+    if first:
+        logger.warning("resource specification key %r (of Parsl's TaskVine and Work Queue executors) is not "
+                       "supported by ScalpelExecutor yet and is ignored: each task runs on one core of its own; "
+                       "this executor reads %s", key, ", ".join(KNOWN_KEYS))
+
+
 def parse_hints(specification: dict[str, Any] | None) -> Hints:
     """Validate a resource specification and return the hints this executor uses.
 
-    Numbers may be any ``numbers.Real`` but bool, numpy scalars included.
+    Numbers may be any ``numbers.Real`` but bool, numpy scalars included. Keys of
+    :data:`OTHER_EXECUTORS_KEYS` are accepted and unused (one warning per key per process).
 
     Raises
     ------
     InvalidHint
-        (an ``InvalidResourceSpecification`` and a ``ValueError``) for a wrong type, a negative,
-        NaN, infinite or too large value, or an unparseable size; the message names the key and
-        the value.
+        (an ``InvalidResourceSpecification`` and a ``ValueError``) for a key this executor does
+        not know, naming it and the nearest known one; for a wrong type, a negative, NaN,
+        infinite or too large value, or an unparseable size, naming the key and the value.
+
+    Examples
+    --------
+    >>> parse_hints({"footprint": "24MiB", "priority": 2})
+    Hints(footprint=25165824.0, runtime=None, priority=2.0, profile_key=None)
+    >>> parse_hints({"Footprint": "24MiB"})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    scalpel_executor.learning.hints.InvalidHint: ... key 'Footprint' (did you mean 'footprint'?); ...
     """
     if specification is None:
         return Hints()
@@ -86,15 +150,12 @@ def parse_hints(specification: dict[str, Any] | None) -> Hints:
                    f"got {specification!r} of type {type(specification).__name__}")
     if not specification:
         return Hints()
+    unknown = [key for key in specification if key not in KNOWN_KEYS and key not in OTHER_EXECUTORS_KEYS]
+    if unknown:
+        raise _unknown_keys(unknown)
     for key in specification:
-        if key not in KNOWN_KEYS:
-            with _warned_lock:
-                first = key not in _warned
-                _warned.add(key)
-            if first:
-                logger.warning(
-                    "ignoring resource specification key %r: ScalpelExecutor uses only %s", key, ", ".join(KNOWN_KEYS)
-                )
+        if key in OTHER_EXECUTORS_KEYS:
+            _warn_unused(key)
     footprint = runtime = None
     if specification.get("footprint") is not None:
         value = specification["footprint"]
@@ -106,11 +167,76 @@ def parse_hints(specification: dict[str, Any] | None) -> Hints:
         runtime = _number("runtime", specification["runtime"])
         if runtime < 0:
             raise _invalid("runtime", f"must be a non-negative number of seconds, got {runtime!r}")
-    priority = _number("priority", specification["priority"]) if specification.get("priority") is not None else 0.0
+    priority = _number("priority", specification["priority"]) if specification.get("priority") is not None else None
     profile_key = specification.get("profile_key")
     if profile_key is not None and (not isinstance(profile_key, str) or not profile_key.strip()):
         raise _invalid("profile_key", f"must be a non-empty string naming the task's profile, got {profile_key!r}")
     return Hints(footprint, runtime, priority, profile_key)
+
+
+def scheduling_priority(priority: float | None) -> float:
+    """``Task.priority`` for a user's ``priority`` hint: the scheduler core runs higher first, users
+    (as in HTEX) lower first, so the value is negated; no hint is ``-inf``, after every task with one.
+
+    >>> [scheduling_priority(p) for p in (1, 0, -2.5, None)]
+    [-1.0, 0.0, 2.5, -inf]
+    """
+    return -math.inf if priority is None else 0.0 - priority  # 0.0 - x, not -x: no -0.0 level in a report
+
+
+class HintAudit:
+    """Counts the hints more than :data:`HINT_DRIFT` times off what their tasks measured, by hint,
+    and logs a warning for the first such task of each (profile key, hint).
+
+    The ``footprint`` hint is judged only on tasks the probe measured (``stats["footprint"]``);
+    the ``runtime`` hint against the wall time, which includes any slowdown from co-running tasks.
+    A hint of 0 is a claim too (a footprint of 0 fits anywhere), judged against the floor.
+
+    >>> audit = HintAudit()
+    >>> audit.observe("k", Hints(footprint=24 * 2**20, runtime=1.0), {"wall": 3.5, "footprint": 20 * 2**20})
+    ['runtime']
+    >>> audit.counts
+    {'runtime': 1}
+    """
+
+    def __init__(self) -> None:
+        self._counts: Counter[str] = Counter()
+        self._logged: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()  # the completion thread counts, run_report() reads
+
+    @property
+    def counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+    def observe(self, key: str, hints: Hints, stats: Mapping[str, Any]) -> list[str]:
+        """Judge one successful task's hints; returns the names of those too far off."""
+        off = []
+        for name, hint, measured, floor in (("footprint", hints.footprint, stats.get("footprint"), FOOTPRINT_FLOOR),
+                                            ("runtime", hints.runtime, stats.get("wall"), DRIFT_FLOOR)):
+            value = _finite_float(measured)
+            if hint is None or value is None or value < 0:
+                continue
+            if (value >= floor) if hint == 0 else drifted(value, hint, HINT_DRIFT, floor):
+                off.append(name)
+                self._note(key, name, hint, value)
+        return off
+
+    def _note(self, key: str, name: str, hint: float, measured: float) -> None:
+        with self._lock:
+            self._counts[name] += 1
+            first = (key, name) not in self._logged
+            self._logged.add((key, name))
+        if not first:
+            return
+        logger.warning("the %s hint %s of %s is more than %gx off the %s its task measured; correct the hint, "
+                       "or drop it and the executor learns the %s (further tasks of this key are counted in the "
+                       "run report's hints_off, not logged)", name, _shown(name, hint), key, HINT_DRIFT,
+                       _shown(name, measured), name)
+
+
+def _shown(name: str, value: float) -> str:
+    return format_size(value) if name == "footprint" else f"{value:.3g} s"
 
 
 def parse_walltime(kwargs: dict[str, Any]) -> float | None:

@@ -55,12 +55,13 @@ from parsl.utils import RepresentationMixin
 
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.learning.estimates import Estimator
-from scalpel_executor.learning.hints import parse_hints, parse_walltime
+from scalpel_executor.learning.hints import HintAudit, parse_hints, parse_walltime, scheduling_priority
 from scalpel_executor.learning.sampling import MEASURE_EVERY, MEASURE_FIRST, REMEASURE_DRIFT, Sampling
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, TaskExit, WalltimeExceeded, WorkerDied
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.runtime.channel import PORT_RANGE, make_keys
 from scalpel_executor.runtime.hub import HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, ManagerHub
+from scalpel_executor.runtime.logs import share_parsl_handlers
 from scalpel_executor.runtime.manager import ManagerConfig
 from scalpel_executor.runtime.manager_client import ManagerClient
 from scalpel_executor.runtime.pool import Job, Outcome, WorkerPool
@@ -103,6 +104,7 @@ class TaskRecord:
     intensity: float | None = None  # the LLC miss rate the scheduler was told (`di` ranks by it)
     measured: bool = False  # sent to be measured by the probe (learning.sampling decided)
     runtime_spread: float = 0.0  # how far the run-time estimate may be off, relative (the key's std / mean)
+    priority: float | None = None  # the user's priority hint (lower first, as in HTEX); None: none given
 
 
 class ScalpelExecutor(ParslExecutor, RepresentationMixin):
@@ -342,6 +344,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self._topology = resolve_topology(topology, smt=smt)  # bad CPUs fail here, not at start()
         self._store_path = self._check_store_path(profiles)  # a directory fails here; faults warn at start()
         self._estimator: Estimator | None = None
+        self._hint_audit = HintAudit()  # hints far off their tasks' measurements (run report: hints_off)
+        self._take_back_log_handlers: Callable[[], None] | None = None
         self._ids = itertools.count()
         self.records: deque[TaskRecord] = deque(maxlen=RECORDS_KEPT)  # the latest finished tasks, in completion order
         self._pool: WorkerPool | ManagerClient | None = None
@@ -386,6 +390,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         if self._pool is not None:
             return False
         self._estimator = self._make_estimator()
+        if self.run_dir != self._unset_run_dir:  # run by a DataFlowKernel: our warnings into its parsl.log
+            self._take_back_log_handlers = share_parsl_handlers()
         return True
 
     def start(self) -> None:
@@ -443,24 +449,27 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                 f"pass only values that pickle (no open files, locks held by others, generators, sockets)"
             ) from error
         pool.submit(  # raises ExecutorShutdown if shutdown() began since the check above
-            Task(task_id, estimate.footprint, estimate.runtime, hints.priority, estimate.intensity,
-                 payload=Job(buffer, context=(future, estimate), walltime=walltime, measure=estimate.measure),
+            Task(task_id, estimate.footprint, estimate.runtime, scheduling_priority(hints.priority),  # lower first
+                 estimate.intensity,
+                 payload=Job(buffer, context=(future, estimate, hints), walltime=walltime, measure=estimate.measure),
                  spread=estimate.runtime_spread)
         )
         return future
 
     def _complete(self, task: Task, outcome: Outcome) -> None:
         job: Job = task.payload
-        future, estimate = job.context
+        future, estimate, hints = job.context
         succeeded = outcome.ok and outcome.error is None
         self.records.append(
             TaskRecord(task.id, job.slot, job.domain, job.cpu, job.started, time.monotonic(),
                        task.footprint, task.runtime, succeeded, outcome.stats,
                        estimate.key, estimate.footprint_source, estimate.runtime_source, task.intensity,
-                       estimate.measure, task.spread)
+                       estimate.measure, task.spread, hints.priority)
         )
         if succeeded and self._estimator is not None:
             self._estimator.observe(estimate, outcome.stats)
+        if succeeded:
+            self._hint_audit.observe(estimate.key, hints, outcome.stats)
         try:
             if outcome.error is not None:
                 future.set_exception(outcome.error)
@@ -495,6 +504,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             if self._estimator.store is not None and not isinstance(self.profiles, ProfileStore):
                 self._estimator.store.close()
             self._write_report()
+        if self._take_back_log_handlers is not None:
+            self._take_back_log_handlers()
         super().shutdown()
 
     def run_report(self) -> dict:
@@ -504,8 +515,10 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         this run, ``store`` from earlier runs, ``prior`` for keys never seen before); ``priors``
         lists the keys that started with the prior; ``tasks_measured`` counts the tasks the probe
         was asked to measure and ``drifts`` the unmeasured tasks whose run time made their key due
-        for one (``measure_first``, ``measure_every``, ``remeasure_drift``); ``tasks`` has one row
-        per task.
+        for one (``measure_first``, ``measure_every``, ``remeasure_drift``); ``hints_off`` counts, per
+        hint, the tasks whose ``footprint`` or ``runtime`` hint was more than twice or under half
+        what they measured (:class:`~scalpel_executor.learning.hints.HintAudit`); ``tasks`` has one
+        row per task, its ``priority`` the user's hint.
         """
         records = list(self.records)
         store = self._estimator.store if self._estimator is not None else None
@@ -522,6 +535,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             "tasks_failed": sum(not record.ok for record in records),
             "tasks_measured": sum(record.measured for record in records),
             "drifts": self._estimator.drifts if self._estimator is not None else 0,
+            "hints_off": self._hint_audit.counts,
             "sources": {
                 "footprint": dict(Counter(record.footprint_source for record in records)),
                 "runtime": dict(Counter(record.runtime_source for record in records)),
@@ -530,6 +544,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             "tasks": [
                 {
                     "task_id": record.task_id, "profile_key": record.profile_key, "ok": record.ok,
+                    "priority": record.priority,
                     "slot": record.slot, "domain": record.domain, "cpu": record.cpu,
                     "estimated_footprint": record.footprint, "footprint_source": record.footprint_source,
                     "estimated_runtime": record.runtime, "runtime_source": record.runtime_source,

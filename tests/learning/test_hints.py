@@ -1,12 +1,16 @@
 """Hints and sizes: what ``parse_hints``, ``parse_walltime`` and ``parse_size`` accept and how they refuse."""
 
+import logging
+import math
 from fractions import Fraction
 
 import numpy as np
 import pytest
 from parsl.executors.errors import InvalidResourceSpecification
 
-from scalpel_executor.learning.hints import InvalidHint, parse_hints, parse_walltime
+from scalpel_executor.learning import hints as hints_module
+from scalpel_executor.learning.hints import (OTHER_EXECUTORS_KEYS, HintAudit, Hints, InvalidHint, parse_hints,
+                                             parse_walltime, scheduling_priority)
 from scalpel_executor.core.units import parse_size
 
 MiB = 2**20
@@ -74,3 +78,108 @@ def test_a_hint_too_large_for_a_float_is_a_value_error_naming_the_key(key, messa
 def test_a_footprint_hint_with_a_stray_letter_is_refused(text):
     with pytest.raises(InvalidResourceSpecification, match=rf"key 'footprint': .*got {text!r}"):
         parse_hints({"footprint": text})
+
+
+# -- keys: as HTEX refuses what it does not know, naming the nearest known key ----------------------
+
+
+@pytest.mark.parametrize("key, nearest", [("Footprint", "footprint"), ("priorty", "priority"),
+                                          ("run_time", "runtime"), ("profilekey", "profile_key"), ("core", "cores")])
+def test_a_misspelt_key_is_refused_with_the_nearest_known_key(key, nearest):
+    with pytest.raises(InvalidResourceSpecification) as error:
+        parse_hints({key: 1, "footprint": "1MiB"} if key != "Footprint" else {key: "24MiB"})
+    assert isinstance(error.value, InvalidHint) and error.value.invalid_keys == {key}
+    assert f"unknown resource specification key {key!r} (did you mean {nearest!r}?)" in str(error.value)
+    assert "fix or remove the key" in str(error.value)
+
+
+def test_a_key_like_none_is_refused_with_the_keys_there_are():
+    with pytest.raises(InvalidHint) as error:
+        parse_hints({"banana": 1, 7: 2})
+    message = str(error.value)
+    assert error.value.invalid_keys == {"banana", 7}
+    assert "key 'banana', 7;" in message and "did you mean" not in message
+    assert "reads footprint, runtime, priority, profile_key, and accepts cores, memory" in message
+
+
+@pytest.fixture
+def fresh_warnings(monkeypatch, caplog):
+    monkeypatch.setattr(hints_module, "_warned", set())  # once per process: start this test afresh
+    caplog.set_level(logging.WARNING, logger="scalpel_executor")
+    return caplog
+
+
+def test_keys_of_other_executors_are_accepted_with_one_warning_each(fresh_warnings):
+    specification = {key: 1 for key in OTHER_EXECUTORS_KEYS}
+    assert OTHER_EXECUTORS_KEYS == ("cores", "memory", "disk", "gpus", "running_time_min", "category", "exec_mode")
+    for _ in range(3):
+        assert parse_hints({**specification, "runtime": 2}) == Hints(runtime=2.0)
+    messages = [record.getMessage() for record in fresh_warnings.records]
+    assert len(messages) == len(OTHER_EXECUTORS_KEYS)
+    for key in OTHER_EXECUTORS_KEYS:
+        assert sum(f"key {key!r} (of Parsl's TaskVine and Work Queue executors) is not supported by "
+                   f"ScalpelExecutor yet" in message for message in messages) == 1
+
+
+def test_an_unknown_key_beside_a_foreign_one_is_refused_before_any_warning(fresh_warnings):
+    with pytest.raises(InvalidHint, match="'gpu' \\(did you mean 'gpus'\\?\\)"):
+        parse_hints({"cores": 1, "gpu": 1})
+    assert not fresh_warnings.records
+
+
+# -- priority: lower first, as in HTEX ------------------------------------------------------------
+
+
+def test_priority_is_kept_as_the_user_wrote_it():
+    assert parse_hints({"priority": 2}).priority == 2.0
+    assert parse_hints({"footprint": 1}).priority is None and parse_hints(None).priority is None
+
+
+def test_the_scheduler_priority_puts_lower_user_values_first_and_none_last():
+    users = [3, None, -1.5, 0, 10, 1]
+    # the scheduler core runs higher Task.priority first
+    by_scheduler = sorted(users, key=scheduling_priority, reverse=True)
+    assert by_scheduler == [-1.5, 0, 1, 3, 10, None]  # HTEX: lower first, a task without one after all
+    assert scheduling_priority(None) == -math.inf
+    assert math.copysign(1.0, scheduling_priority(0)) == 1.0  # 0, not -0.0
+
+
+# -- hints far off their measurements --------------------------------------------------------------
+
+MEASURED = {"wall": 1.0, "footprint": 8 * MiB}
+
+
+@pytest.mark.parametrize("hints, off", [
+    (Hints(footprint=8 * MiB, runtime=1.0), []),
+    (Hints(footprint=4.1 * MiB, runtime=1.9), []),  # within 2x either way
+    (Hints(footprint=3 * MiB), ["footprint"]), (Hints(footprint=20 * MiB), ["footprint"]),
+    (Hints(runtime=0.4), ["runtime"]), (Hints(runtime=2.5), ["runtime"]),
+    (Hints(footprint=0, runtime=0), ["footprint", "runtime"]),  # 0 is a claim too
+    (Hints(priority=1), []),
+])
+def test_hints_more_than_twice_off_are_counted(hints, off):
+    audit = HintAudit()
+    assert audit.observe("k", hints, MEASURED) == off
+    assert audit.counts == {name: 1 for name in off}
+
+
+@pytest.mark.parametrize("hints, stats", [
+    (Hints(footprint=64 * MiB), {"wall": 1.0}),  # not measured by the probe: nothing to judge by
+    (Hints(footprint=0.1 * MiB), {"footprint": 0.9 * MiB}),  # both under the probe's 1 MiB of noise
+    (Hints(runtime=0.001), {"wall": 0.05}),  # both under 0.1 s: scheduling jitter
+    (Hints(runtime=1.0), {"wall": float("nan")}), (Hints(runtime=1.0), {"wall": None}),
+])
+def test_hints_are_not_judged_on_noise_or_missing_measurements(hints, stats):
+    assert HintAudit().observe("k", hints, stats) == []
+
+
+def test_a_hint_off_is_logged_once_per_profile_key_and_counted_every_time(caplog):
+    audit = HintAudit()
+    with caplog.at_level(logging.WARNING, logger="scalpel_executor"):
+        for key in ("a", "a", "b"):
+            audit.observe(key, Hints(footprint=1 * MiB, runtime=10.0), MEASURED)
+    assert audit.counts == {"footprint": 3, "runtime": 3}
+    messages = [record.getMessage() for record in caplog.records]
+    assert len(messages) == 4  # (a, footprint), (a, runtime), (b, footprint), (b, runtime)
+    assert "the footprint hint 1.0 MiB of a is more than 2x off the 8.0 MiB its task measured" in messages[0]
+    assert "the runtime hint 10 s of a is more than 2x off the 1 s its task measured" in messages[1]

@@ -161,7 +161,7 @@ def test_bad_hints_are_clear_errors_naming_the_key(dfk, spec, key):
         where(1, parsl_resource_specification=spec).result(timeout=60)
 
 
-def test_unknown_hint_keys_are_ignored_with_one_warning(dfk, caplog):
+def test_keys_of_other_executors_are_accepted_with_one_warning(dfk, caplog):
     with caplog.at_level("WARNING", logger="scalpel_executor"):
         a = where(1, parsl_resource_specification={"cores": 1, "footprint": "1MiB"})
         b = where(2, parsl_resource_specification={"cores": 1})

@@ -1,0 +1,109 @@
+"""What a user switching from HTEX expects of ``parsl_resource_specification``, through real Parsl.
+
+``priority`` runs lower first, in the order HighThroughputExecutor runs the same tasks; a key HTEX
+would refuse is refused; keys of Parsl's other executors warn in ``parsl.log``.
+"""
+
+import os
+import shlex
+import time
+from pathlib import Path
+
+import parsl
+import pytest
+from parsl import python_app
+from parsl.config import Config
+from parsl.dataflow.states import States
+from parsl.executors import HighThroughputExecutor
+from parsl.executors.errors import InvalidResourceSpecification
+from parsl.providers import LocalProvider
+
+from scalpel_executor import ScalpelExecutor
+from scalpel_executor.learning import hints as hints_module
+
+PRIORITIES = [3, 5, 1, 4, 2]  # the submission order: neither it nor its reverse is the priority order
+# HTEX's workers unpickle this module's apps by reference, as ours do; ours inherit the driver's
+# sys.path, HTEX's need the folder that holds tests/ on theirs.
+PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+@python_app
+def blocker(started, release, parsl_resource_specification=None):
+    import os
+    import time
+
+    open(started, "w").close()
+    while not os.path.exists(release):
+        time.sleep(0.01)
+
+
+@python_app
+def stamp(priority, parsl_resource_specification=None):
+    import time
+
+    return priority, time.monotonic()  # CLOCK_MONOTONIC: one clock for every process of the host
+
+
+def _wait_for(condition, what, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout} s"
+        time.sleep(0.01)
+
+
+def _one_worker_scalpel():
+    return ScalpelExecutor(label="scalpel", topology=[[min(os.sched_getaffinity(0))]], profiles=False)
+
+
+def _order_behind_a_blocker(executor, tmp_path):
+    """The priorities of PRIORITIES' tasks in the order they ran on the executor's one worker,
+    queued while a blocker held it."""
+    started, release = tmp_path / "started", tmp_path / "release"
+    config = Config(executors=[executor], run_dir=str(tmp_path / "runinfo"), strategy="none")
+    with parsl.load(config):
+        block = blocker(str(started), str(release))
+        _wait_for(lambda: started.exists() or block.done(), "the blocker's start")
+        assert not block.done(), block.exception()
+        futures = [stamp(p, parsl_resource_specification={"priority": p}) for p in PRIORITIES]
+        _wait_for(lambda: all(f.task_record["status"] == States.launched for f in futures), "the tasks' launch")
+        # launched: handed to the executor; the hop to where it queues them (HTEX's interchange, our
+        # node manager) is a socket write away, and a task still on its way would join late
+        time.sleep(1.0)
+        release.touch()
+        block.result(timeout=60)
+        ran = [f.result(timeout=60) for f in futures]
+    return [priority for priority, _ in sorted(ran, key=lambda result: result[1])]
+
+
+def test_priorities_run_in_htex_order_lower_first(tmp_path):
+    htex = HighThroughputExecutor(label="htex", max_workers_per_node=1,
+                                  provider=LocalProvider(init_blocks=1, min_blocks=1, max_blocks=1,
+                                                         worker_init=f"export PYTHONPATH={shlex.quote(PROJECT_ROOT)}"))
+    htex_order = _order_behind_a_blocker(htex, tmp_path / "htex")
+    scalpel = _one_worker_scalpel()
+    scalpel_order = _order_behind_a_blocker(scalpel, tmp_path / "scalpel")
+    assert htex_order == [1, 2, 3, 4, 5]
+    assert scalpel_order == htex_order
+    rows = scalpel.run_report()["tasks"]
+    assert [row["priority"] for row in rows] == [None, *PRIORITIES]  # the user's values, not the scheduler's
+
+
+@pytest.fixture
+def scalpel_dfk(tmp_path, monkeypatch):
+    monkeypatch.setattr(hints_module, "_warned", set())  # once per process: this test must see the first
+    with parsl.load(Config(executors=[_one_worker_scalpel()], run_dir=str(tmp_path / "runinfo"))) as dfk:
+        yield dfk
+
+
+def test_a_misspelt_key_is_refused_naming_the_nearest_key(scalpel_dfk):
+    with pytest.raises(InvalidResourceSpecification, match=r"'priorty' \(did you mean 'priority'\?\)"):
+        stamp(1, parsl_resource_specification={"priorty": 1}).result(timeout=60)
+
+
+def test_keys_of_other_executors_run_and_warn_once_in_parsl_log(scalpel_dfk):
+    specification = {"cores": 2, "memory": 1000, "priority": 1}
+    assert [stamp(i, parsl_resource_specification=specification).result(timeout=60)[0] for i in range(3)] == [0, 1, 2]
+    log = open(os.path.join(scalpel_dfk.run_dir, "parsl.log")).read()
+    for key in ("cores", "memory"):
+        assert log.count(f"resource specification key '{key}' (of Parsl's TaskVine and Work Queue executors) "
+                         f"is not supported by ScalpelExecutor yet") == 1, log[-3000:]
