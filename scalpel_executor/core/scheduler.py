@@ -132,6 +132,7 @@ class Scheduler:
         self._started: dict[int, float] = {}  # slot index -> the driver's clock when its task started
         self._reason: dict[int, str] = {}  # slot index -> why its running task started
         self.reasons: Counter[str] = Counter()  # starts by reason (core.admission)
+        self._learned_tasks: set[int] = set()  # id() of tasks whose footprint was learned in the run (learn)
 
     # -- driver API -------------------------------------------------------------------------
 
@@ -194,12 +195,14 @@ class Scheduler:
 
     def learn(self, key: str, footprint: float) -> int:
         """A task of profile key ``key`` was measured at ``footprint`` bytes during the run: every
-        task of that key whose footprint is still the prior (``footprint_known`` False), running or
-        waiting, takes it, and waiting tasks are planned again. Returns how many tasks changed."""
+        task of that key whose footprint is still the prior (``footprint_known`` False) or was
+        learned so, running or waiting, takes it (the latest reading wins), and waiting tasks are
+        planned again. Returns how many tasks changed."""
         changed = 0
         for task in [*self._waiting.values(), *self._running.values(), *(t for b in self._buffers for t in b)]:
-            if task.key == key and not task.footprint_known:
+            if task.key == key and (not task.footprint_known or id(task) in self._learned_tasks):
                 task.footprint, task.footprint_known = float(footprint), True
+                self._learned_tasks.add(id(task))
                 changed += 1
         if changed:
             self._dirty = True

@@ -294,13 +294,14 @@ class NodeManager:
                 self.send(Fatal(f"the node manager received a malformed message: {error}"))
                 return self._end(2)
             if isinstance(message, Submit):
-                task_id, footprint, runtime, priority, intensity, spread, walltime, measure, buffer = message
                 try:
-                    pool.submit(Task(task_id, footprint, runtime, priority, intensity,
-                                     payload=Job(buffer, walltime=walltime, measure=measure), spread=spread))
+                    pool.submit(Task(message.task_id, message.footprint, message.runtime, message.priority,
+                                     message.intensity, spread=message.spread, key=message.key or None,
+                                     footprint_known=message.footprint_known,
+                                     payload=Job(message.buffer, walltime=message.walltime, measure=message.measure)))
                 except (ExecutorShutdown, ExecutorFailed) as error:  # the pool gave up (no worker left, a bug)
                     kind, detail = _describe(error)
-                    self.send(Failed(task_id, kind, str(error), detail, None, None, None, None))
+                    self.send(Failed(message.task_id, kind, str(error), detail, None, None, None, None))
             elif isinstance(message, Shutdown):
                 return self._end(0)
             else:

@@ -6,7 +6,8 @@
       │  Configure(config) ──>                              first message: what WorkerPool takes
       │                               <── Started(pid, worker_pids, slot_cpus, topology)
       │  Submit(id, footprint, runtime, priority, intensity,
-      │         spread, walltime, measure, buffer) ──>      any number, before or after Started
+      │         spread, walltime, measure, key,
+      │         footprint_known, buffer) ──>                any number, before or after Started
       │                               <── Result(id, ok, stats, slot, domain, cpu, started, payload)
       │                               <── Failed(id, kind, message, detail, slot, domain, cpu, started)
       │                               <── Heartbeat(worker_pids, respawns, ...)   every heartbeat_period
@@ -72,6 +73,8 @@ class Submit(NamedTuple):
     spread: float  # relative error of ``runtime`` (Task.spread)
     walltime: float | None
     measure: bool
+    key: str  # the profile key, "" for none: tasks of one key learn each other's footprint in the run
+    footprint_known: bool  # False: ``footprint`` is the prior (Task.footprint_known)
     buffer: bytes
 
 
@@ -132,7 +135,8 @@ _SCHEMA: dict[str, tuple[type, tuple[Any, ...]]] = {  # tag -> (kind, types of i
     "register": (Register, (str, str, str, int, list)),
     "ping": (Ping, ()),
     "configure": (Configure, (dict,)),
-    "submit": (Submit, (int, _NUMBER, _NUMBER, _NUMBER, _OPTIONAL_NUMBER, _NUMBER, _OPTIONAL_NUMBER, bool, bytes)),
+    "submit": (Submit, (int, _NUMBER, _NUMBER, _NUMBER, _OPTIONAL_NUMBER, _NUMBER, _OPTIONAL_NUMBER, bool, str, bool,
+                        bytes)),
     "shutdown": (Shutdown, ()),
     "started": (Started, (int, list, list, dict)),
     "result": (Result, (int, bool, dict, int, int, int, _NUMBER, bytes)),
@@ -148,8 +152,8 @@ _LENGTH = struct.Struct("!I")
 def encode(message: Message) -> bytes:
     """The bytes of one message.
 
-    >>> decode(encode(Submit(7, 1e6, 0.5, 0, None, 0.1, None, True, b"call")))
-    Submit(task_id=7, footprint=1000000.0, runtime=0.5, priority=0.0, intensity=None, spread=0.1, walltime=None, measure=True, buffer=b'call')
+    >>> decode(encode(Submit(7, 1e6, 0.5, 0, None, 0.1, None, True, "app(~64)", True, b"call")))
+    Submit(task_id=7, footprint=1000000.0, runtime=0.5, priority=0.0, intensity=None, spread=0.1, walltime=None, measure=True, key='app(~64)', footprint_known=True, buffer=b'call')
     """
     tag = _TAGS[type(message)]
     fields = list(message)
@@ -167,7 +171,7 @@ def submit_of(task: Any) -> bytes:
     job = task.payload
     return encode(Submit(task.id, float(task.footprint), float(task.runtime), float(task.priority),
                          None if task.intensity is None else float(task.intensity), float(task.spread),
-                         job.walltime, bool(job.measure), job.buffer))
+                         job.walltime, bool(job.measure), task.key or "", bool(task.footprint_known), job.buffer))
 
 
 def decode(data: bytes) -> Message:

@@ -58,7 +58,7 @@ from scalpel_executor.core.scheduler import Scheduler, Task, resolve_policy
 from scalpel_executor.core.topology import Topology
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, WalltimeExceeded, WorkerDied
 from scalpel_executor.runtime.processes import kill_group, slot_cpus, start_worker, worker_environment
-from scalpel_executor.runtime.protocol import Ready, Result, Run, Warm, decode, encode
+from scalpel_executor.runtime.protocol import Measured, Ready, Result, Run, Warm, decode, encode
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +84,7 @@ class Job:
     domain: int | None = field(default=None, init=False)
     cpu: int | None = field(default=None, init=False)
     started: float | None = field(default=None, init=False)  # monotonic time it was sent to its worker
+    admission: str | None = field(default=None, init=False)  # why it started there (core.admission)
 
 
 @dataclass
@@ -189,6 +190,7 @@ class WorkerPool:
         self.retired_slots: set[int] = set()  # slots whose replacements kept dying before "ready"
         self._on_state = on_state or (lambda: None)
         self._failed_starts: dict[int, int] = {}  # slot -> replacements in a row that died unready
+        self._learned: dict[str, float] = {}  # profile key -> latest footprint measured in this run
         self._no_workers_left = False
         self._failure: str | None = None  # why the dispatch thread itself failed, if it did
 
@@ -375,7 +377,21 @@ class WorkerPool:
             self._batcher.hold(arrived, now)
         batch = self._batcher.release(now, self._scheduler.waiting)
         if batch:
+            for task in batch:  # a key measured earlier in this run: its footprint, not the prior
+                if not task.footprint_known and task.key in self._learned:
+                    task.footprint, task.footprint_known = self._learned[task.key], True
             self._scheduler.add(batch)
+
+    def _learn(self, task: Task, footprint: float | None) -> None:
+        """What a task of ``task.key`` measured, while it runs (Measured: the probe's first window,
+        which also sees the task's start-up, so it reads high) or at its end: every task of the key
+        whose footprint is the prior takes the latest reading, now and on arrival, for this run. An
+        unmeasured end still lifts the prior (the key has run: nothing more to wait for)."""
+        if task.key is None or footprint is None and task.key in self._learned:
+            return
+        value = float(footprint) if isinstance(footprint, (int, float)) and footprint >= 0 else task.footprint
+        self._learned[task.key] = value
+        self._scheduler.learn(task.key, value)
 
     def _dispatch(self) -> None:
         for assignment in self._scheduler.dispatch(time.monotonic()):
@@ -384,6 +400,7 @@ class WorkerPool:
             job: Job = task.payload
             job.slot, job.domain = assignment.slot.index, assignment.slot.domain
             job.cpu, job.started = worker.cpus[0], time.monotonic()
+            job.admission = assignment.reason
             worker.task = task
             try:
                 worker.connection.send_bytes(encode(Run(task.id, job.buffer, job.measure)))
@@ -400,7 +417,7 @@ class WorkerPool:
             message = decode(data)
         except Exception as error:  # noqa: BLE001 - garbage on the socket: the worker is not to be trusted
             message = error
-        if not isinstance(message, (Ready, Warm, Result)):
+        if not isinstance(message, (Ready, Warm, Measured, Result)):
             logger.error("worker pid %d sent %r, which is no answer a worker gives; replacing it",
                          worker.process.pid, message)
             kill_group(worker.process)
@@ -417,6 +434,10 @@ class WorkerPool:
             self._scheduler.enable(worker.slot)
             self._on_state()
             return
+        if isinstance(message, Measured):  # a running task's first reading; its Result follows
+            if worker.task is not None and worker.task.id == message.task_id:
+                self._learn(worker.task, message.footprint)
+            return
         task_id, ok, payload, stats = message
         task, worker.task = worker.task, None
         if task is None or task.id != task_id:
@@ -426,6 +447,9 @@ class WorkerPool:
             self._worker_lost(worker)
             return
         self._scheduler.release(worker.slot)
+        self._learn(task, stats.get("footprint") if isinstance(stats, dict) else None)
+        if isinstance(stats, dict):  # how the scheduler saw it: why it started, the footprint it last knew
+            stats["admission"], stats["scheduled_footprint"] = task.payload.admission, task.footprint
         self._complete(task, Outcome(ok, payload, None, stats))
 
     def _enforce_deadlines(self) -> float | None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import pickle
 from typing import Any, NamedTuple, Union
 
-__all__ = ["Ready", "Warm", "Run", "Result", "Stop", "Message", "encode", "decode"]
+__all__ = ["Ready", "Warm", "Run", "Measured", "Result", "Stop", "Message", "encode", "decode"]
 
 
 class Ready(NamedTuple):
@@ -38,6 +38,13 @@ class Run(NamedTuple):
     measure: bool = True  # start the probe around this task (a worker started with --probe off never does)
 
 
+class Measured(NamedTuple):
+    """The probe's first reading of a running task's footprint, before its Result (at most one)."""
+
+    task_id: int
+    footprint: float  # bytes
+
+
 class Result(NamedTuple):
     task_id: int
     ok: bool  # True: payload is the serialized result; False: a serialized RemoteExceptionWrapper
@@ -49,8 +56,9 @@ class Stop(NamedTuple):
     pass
 
 
-Message = Union[Ready, Warm, Run, Result, Stop]
-_KINDS: dict[str, type] = {"ready": Ready, "warm": Warm, "task": Run, "result": Result, "stop": Stop}
+Message = Union[Ready, Warm, Run, Measured, Result, Stop]
+_KINDS: dict[str, type] = {"ready": Ready, "warm": Warm, "task": Run, "measured": Measured, "result": Result,
+                           "stop": Stop}
 _TAGS = {kind: tag for tag, kind in _KINDS.items()}
 
 

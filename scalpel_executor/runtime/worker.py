@@ -13,13 +13,15 @@ defined once, in :mod:`scalpel_executor.runtime.protocol`)::
                                               worker takes tasks from Ready on)
     Run(id, buffer,      ──>  probe.start() if measure: one message to the probe's sampler process
         measure)              unpack_apply_message(buffer) → fn(*args, **kwargs)
+                          <── Measured(id, footprint)  (measured tasks still running at EARLY_REPORT:
+                                                        the probe's first reading, from another thread)
                               probe.stop() if measure: footprint, peak RSS/USS, LLC counts (never waits)
                           <── Result(id, ok, serialized result or RemoteExceptionWrapper, stats)
     Stop()               ──>  exit 0
     socket closed (EOF)  ──>  exit 0: the pool is gone
 
-Only one message is ever in flight per direction: the scheduler sends a task only to an idle
-worker, so the socket needs no queue of its own. The payload is Parsl's own serialization
+Only one task is ever in flight per worker: the scheduler sends a task only to an idle worker, so
+the socket needs no queue of its own; a measured task may answer twice (Measured, then Result). The payload is Parsl's own serialization
 (``parsl.serialize``); the envelope only ever crosses this private socket pair.
 
 ``stats`` always holds ``wall``, ``cpu``, ``max_rss`` and ``children_cpu``; for a task sent with
@@ -49,9 +51,14 @@ import threading
 import time
 from multiprocessing.connection import Connection
 
-from scalpel_executor.runtime.protocol import Ready, Result, Run, Warm, decode, encode
+from scalpel_executor.runtime.protocol import Measured, Ready, Result, Run, Warm, decode, encode
 
 PARENT_CHECK_INTERVAL = 0.2  # seconds between checks that the scheduler process still lives (a getppid call)
+#: Seconds into a measured task at which its footprint so far is reported (Measured): just after
+#: the probe's first window closes (20 ms settle + 80 ms), so tasks of its key still waiting are
+#: scheduled by a measurement instead of the prior. The first window also sees the task's start-up
+#: allocations, so it reads high rather than low; the Result's figure replaces it.
+EARLY_REPORT = 0.15
 PROBE_OFF = {"footprint": None, "footprint_source": "unavailable: probe off"}
 NOT_MEASURED = {"footprint": None, "footprint_source": "unavailable: not measured (sampling)"}
 
@@ -179,7 +186,23 @@ def serve(connection: Connection, parent_pid: int, probe: bool = True) -> None:
             meter.close()
 
 
+def _report_early(connection: Connection, send_lock: threading.Lock, meter, task_id: int,
+                  done: threading.Event) -> None:
+    """Send the running task's first footprint reading, unless its Result goes first."""
+    if done.wait(EARLY_REPORT):
+        return
+    footprint = meter.peek()
+    with send_lock:
+        if footprint is None or done.is_set():
+            return
+        try:
+            connection.send_bytes(encode(Measured(task_id, footprint)))
+        except (EOFError, OSError):
+            pass  # the pool is gone; the main loop finds out on its next receive
+
+
 def _serve_tasks(connection: Connection, meter) -> None:
+    send_lock = threading.Lock()  # the early report and the Result share the socket
     while True:
         try:
             message = decode(connection.recv_bytes())
@@ -189,11 +212,16 @@ def _serve_tasks(connection: Connection, meter) -> None:
             return  # Stop
         task_id, buffer, measure = message
         measuring = meter is not None and measure
+        done = threading.Event()
         if measuring:
             meter.start()
+            threading.Thread(target=_report_early, args=(connection, send_lock, meter, task_id, done), daemon=True,
+                             name="early-report").start()
         wall_start, cpu_start = time.perf_counter(), time.process_time()
         ok, payload = _run(buffer)
         wall, cpu = time.perf_counter() - wall_start, time.process_time() - cpu_start
+        with send_lock:
+            done.set()
         measured = _probe_stats(meter) if measuring else NOT_MEASURED if meter is not None else PROBE_OFF
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         stats = {key: value for key, value in measured.items() if key not in ("wall", "cpu")}

@@ -15,6 +15,7 @@ import resource
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 from scalpel_executor.host.probe import sampler
@@ -98,6 +99,8 @@ class Probe:
         self.capabilities = detect_capabilities(self.pid, proc_root, event_source_root)
         self._counters = LLCCounters.open(event_source_root) if self.capabilities.llc_counters is None else None
         self._generation = 0
+        self._lock = threading.Lock()  # peek() from the worker's early-report thread vs start()/stop()
+        self._peeked: list[Window] = []  # the current task's windows drained by peek()
         self._started: tuple[float, float, tuple[int, int] | None] | None = None
         self._problem = self.capabilities.referenced_pages
         self._sampler: subprocess.Popen | None = None
@@ -146,6 +149,7 @@ class Probe:
     def start(self) -> None:
         """Begin measuring a task: a counter read where counters exist, one message to the sampler."""
         self._generation += 1
+        self._peeked = []
         self._started = (time.perf_counter(), _cpu_now(), self._read_counters())
         try:
             if self._connection is not None:
@@ -153,6 +157,19 @@ class Probe:
                 self._send(_START + _GENERATION.pack(self._generation))
         except Exception:  # measuring must never break the task
             logger.exception("probe failed to start")
+
+    def peek(self) -> float | None:
+        """The running task's footprint from the windows closed so far (None before the first);
+        callable from another thread while the task runs. Never waits."""
+        with self._lock:
+            started = self._started
+            if started is None or self._connection is None:
+                return None
+            windows, _ = self._drain()
+            self._peeked += windows
+            if not self._peeked:
+                return None
+            return summarize(self._peeked, time.perf_counter() - started[0], self.percentile).footprint
 
     def stop(self) -> ProbeReport:
         """End the task's measurement and report it; never waits for a window in flight."""
@@ -166,7 +183,9 @@ class Probe:
             windows, failure = [], None
             if self._connection is not None:
                 self._send(_END + _GENERATION.pack(self._generation))
-                windows, failure = self._drain()
+                with self._lock:
+                    windows, failure = self._drain()
+                    windows, self._peeked = self._peeked + windows, []
             report = summarize(windows, wall_end - wall_start, self.percentile, self.settle + self.schedule[0])
             report.cpu = cpu_end - cpu_start
             if llc_start is not None and llc_end is not None:
