@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 CHILD = textwrap.dedent(
@@ -65,19 +67,23 @@ def main() -> int:
     parser.add_argument("--json", help="write all samples to this file")
     args = parser.parse_args()
     samples: dict[str, list[dict]] = {"htex": [], "scalpel": []}
-    for round_ in range(args.rounds):
-        for which in samples:
-            run = subprocess.run(
-                [sys.executable, "-c", CHILD, which, str(args.tasks), str(args.pings), str(args.batch_window)],
-                capture_output=True, text=True, timeout=600,
-            )
-            if run.returncode != 0:
-                print(run.stderr[-3000:], file=sys.stderr)
-                return 1
-            sample = json.loads(run.stdout.strip().splitlines()[-1])
-            samples[which].append(sample)
-            print(f"round {round_ + 1}/{args.rounds} {which:8s} {sample['throughput']:8.0f} tasks/s  "
-                  f"round trip {sample['round_trip_median'] * 1e3:6.2f} ms", flush=True)
+    # The executor's profiles go to a store of this run's own, kept across rounds as a user's would
+    # be, never to the user's store (SCALPEL_PROFILE_STORE: the child builds the executor).
+    with tempfile.TemporaryDirectory(prefix="scalpel-throughput-bench-") as folder:
+        env = dict(os.environ, SCALPEL_PROFILE_STORE=os.path.join(folder, "profiles.sqlite"))
+        for round_ in range(args.rounds):
+            for which in samples:
+                run = subprocess.run(
+                    [sys.executable, "-c", CHILD, which, str(args.tasks), str(args.pings), str(args.batch_window)],
+                    capture_output=True, text=True, timeout=600, env=env,
+                )
+                if run.returncode != 0:
+                    print(run.stderr[-3000:], file=sys.stderr)
+                    return 1
+                sample = json.loads(run.stdout.strip().splitlines()[-1])
+                samples[which].append(sample)
+                print(f"round {round_ + 1}/{args.rounds} {which:8s} {sample['throughput']:8.0f} tasks/s  "
+                      f"round trip {sample['round_trip_median'] * 1e3:6.2f} ms", flush=True)
     med = {w: {k: statistics.median(s[k] for s in v) for k in ("throughput", "round_trip_median")} for w, v in samples.items()}
     print()
     print(f"{'executor':10s} {'tasks/s (median)':>18s} {'round trip ms (median)':>24s}")

@@ -11,6 +11,9 @@ matters here beyond mirroring: a replacement block would be numbered 2 and ``--c
 this two-core machine does not have.
 """
 
+import os
+import tempfile
+
 from parsl.config import Config
 from parsl.launchers import SingleNodeLauncher
 from parsl.providers import LocalProvider
@@ -19,11 +22,15 @@ from scalpel_executor import ScalpelExecutor
 from scalpel_executor.runtime.executor import DEFAULT_LAUNCH_CMD
 
 BLOCKS = 2
+# As in parsl_suite_config.py: the suite's profiles go to a store of this run's own, not the user's.
+# The store is the driver's alone; the blocks' node managers never open one.
+_STORE = tempfile.TemporaryDirectory(prefix="scalpel-parsl-suite-")
 
 
 def fresh_config():
     provider = LocalProvider(init_blocks=BLOCKS, min_blocks=BLOCKS, max_blocks=BLOCKS, nodes_per_block=1,
                              launcher=SingleNodeLauncher())
     executor = ScalpelExecutor(label="scalpel_blocks", provider=provider,
-                               launch_cmd=DEFAULT_LAUNCH_CMD + " --cpus {block_id}")
+                               launch_cmd=DEFAULT_LAUNCH_CMD + " --cpus {block_id}",
+                               profiles=os.path.join(_STORE.name, "profiles.sqlite"))
     return Config(executors=[executor], strategy="none", run_dir="runinfo")
