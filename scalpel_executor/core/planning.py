@@ -53,8 +53,10 @@ predicted makespan (docs/benchmarks.md has measured plan times).
 Without an LLC size the model predicts no contention and the plan is a contention-free
 longest-processing-time improvement.
 
-The plan assumes the tasks of one priority level start on an empty machine (as Algorithm 1 does);
-tasks arriving while others run are planned again together with every task that has not started.
+The plan starts from what is running when it is made (``PlanContext.running``: each running task's
+domain, footprint and estimated remaining time; empty for a batch on an idle machine, as Algorithm 1
+assumes); tasks arriving while others run are planned again together with every task that has not
+started, around the ones that have.
 """
 
 from __future__ import annotations
@@ -101,6 +103,7 @@ class PlanContext:
     budget: int = DEFAULT_BUDGET
     rate: float = STARTS_PER_SECOND  # simulated starts allowed per second of predicted makespan
     chooser: Callable[[str, list[Task]], Chooser] | None = None
+    running: Sequence[tuple[int, float, float]] = ()  # (domain, footprint, remaining s) of tasks running now
 
 
 def plan_scalpel(tasks: list[Task], context: PlanContext) -> list[Group]:
@@ -114,9 +117,10 @@ def plan_scalpel(tasks: list[Task], context: PlanContext) -> list[Group]:
         task.foreseen_harm = None
     if ev is not None:
         model, llc = context.model, ev.llc
+        footprints = [t.footprint for t in tasks] + [r[1] for r in context.running]
 
         def foresee(i: int, running: list[int]) -> None:
-            increases, own = slowdown_increase(model, llc, [tasks[j].footprint for j in running], tasks[i].footprint)
+            increases, own = slowdown_increase(model, llc, [footprints[j] for j in running], footprints[i])
             tasks[i].foreseen_harm = max([own, *increases])
 
         ev.run(order, on_start=foresee)
@@ -136,7 +140,8 @@ def _plan(tasks: list[Task], context: PlanContext) -> tuple[list[int], FcfsEvalu
         return lpt, None
     llc = context.llc if context.llc and context.llc > 0 else math.inf
     ev = FcfsEvaluator([t.runtime for t in tasks], [t.footprint for t in tasks], [None] * n,
-                       context.cores_per_domain, llc, context.model)
+                       context.cores_per_domain, llc, context.model,
+                       context.running)
     best, best_time = lpt, ev.run(lpt)
     allowance = int(min(context.budget, context.rate * best_time))
     spreads = [t.spread if t.spread > 0 and math.isfinite(t.spread) else 0.0 for t in tasks]
@@ -193,7 +198,8 @@ def robust_choice(tasks: list[Task], spreads: Sequence[float], orders: list[list
             if key not in factors:
                 factors[key] = math.exp(rng.gauss(0.0, s)) if s > 0 else 1.0
             solo.append(t.runtime * factors[key])
-        ev = FcfsEvaluator(solo, footprints, [None] * n, context.cores_per_domain, llc, context.model)
+        ev = FcfsEvaluator(solo, footprints, [None] * n, context.cores_per_domain, llc, context.model,
+                       context.running)
         times = [ev.run(o) for o in distinct]
         for k, value in enumerate(times):
             log_ratio[k].append(math.log(value / times[0]) if times[0] > 0 and value > 0 else 0.0)

@@ -130,6 +130,7 @@ class Scheduler:
         self._idle = [True] * len(self.slots)
         self._disabled: set[int] = set()  # slots with no worker to run a task (being replaced)
         self._started: dict[int, float] = {}  # slot index -> the driver's clock when its task started
+        self._clock = 0.0  # the driver's clock at the latest dispatch
         self._reason: dict[int, str] = {}  # slot index -> why its running task started
         self.reasons: Counter[str] = Counter()  # starts by reason (core.admission)
         self._learned_tasks: set[int] = set()  # id() of tasks whose footprint was learned in the run (learn)
@@ -174,6 +175,8 @@ class Scheduler:
             raise ValueError(f"core {slot.cpu} (slot {slot.index}) is still running task {self._running[slot.index].id!r}")
         if slot.index in self._disabled:
             raise ValueError(f"core {slot.cpu} (slot {slot.index}) is disabled; enable() it first")
+        if now is not None:
+            self._clock = now
         task, reason = self._admit(slot.domain, now) if self._admits else (self._choose(slot.domain), admission.PLANNED)
         if task is not None:
             self.reasons[reason] += 1
@@ -260,6 +263,7 @@ class Scheduler:
     # -- the decision -----------------------------------------------------------------------
 
     def _replan(self) -> None:
+        self._context.running = self._running_now(self._clock)
         levels: dict[float, list[Task]] = {}
         for task in self._waiting.values():
             levels.setdefault(task.priority, []).append(task)
@@ -311,7 +315,7 @@ class Scheduler:
         if position is None or self._buffers[domain]:
             return self._choose(domain), admission.FITS
         head = self._plan[position].tasks[0]
-        clock = 0.0 if now is None else now
+        clock = self._clock
         running = [admission.Running(task, self._remaining(index, clock))
                    for index, task in self._running.items() if self.slots[index].domain == domain]
         if not running:
@@ -344,28 +348,20 @@ class Scheduler:
         :data:`ROLLOUT_LIMIT` waiting tasks the end is far off and deferring one start costs nothing."""
         if len(self._plan) > ROLLOUT_LIMIT:
             return True
-        running = list(self._running.items())
         queued = [group.tasks[0] for group in reversed(self._plan)]
-        tasks = [task for _, task in running] + queued
-        solo = [self._remaining(index, now) for index, _ in running] + [t.runtime for t in queued]
-        llc = self._context.llc or math.inf
-        ev = FcfsEvaluator(solo, [t.footprint for t in tasks], [None] * len(tasks), self.cores_per_domain, llc,
-                           self._context.model)
-        state = ev.start_state()
-        for number, (index, _) in enumerate(running):
-            domain = self.slots[index].domain
-            state[2][domain].append([number, solo[number], 1.0])
-            state[5][domain] -= 1
-        for index in self._disabled:
-            state[5][self.slots[index].domain] -= 1
-        for domain, entries in enumerate(state[2]):
-            ev._refresh(entries, domain, 0.0, state[4], state[7])
-        first = len(running)
-        plan_order = list(range(first, len(tasks)))  # head first: the plan's own next start
-        fitting_index = first + len(self._plan) - 1 - fitting_at
+        ev = FcfsEvaluator([t.runtime for t in queued], [t.footprint for t in queued], [None] * len(queued),
+                           self.cores_per_domain, self._context.llc or math.inf, self._context.model,
+                           self._running_now(now))
+        plan_order = list(range(len(queued)))  # head first: the plan's own next start
+        fitting_index = len(self._plan) - 1 - fitting_at
         deferred = [fitting_index] + [i for i in plan_order if i != fitting_index]
-        as_planned = ev.run(plan_order, state)
-        return ev.run(deferred, state, cutoff=as_planned * (1 + 1e-9)) <= as_planned * (1 + 1e-9)
+        as_planned = ev.run(plan_order)
+        return ev.run(deferred, cutoff=as_planned * (1 + 1e-9)) <= as_planned * (1 + 1e-9)
+
+    def _running_now(self, now: float) -> list[tuple[int, float, float]]:
+        """(domain, footprint, estimated remaining seconds) of every running task."""
+        return [(self.slots[index].domain, task.footprint, self._remaining(index, now))
+                for index, task in self._running.items()]
 
     def _next_group(self, cores: int) -> int | None:
         """Position in ``_plan`` of the group a domain of ``cores`` cores should take next.

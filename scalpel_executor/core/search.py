@@ -42,19 +42,23 @@ class FcfsEvaluator:
 
     ``solo``, ``footprints`` and ``sensitivities`` (None: the model's default) describe the tasks,
     indexed 0..n-1; orders are lists of these indices. :meth:`of` builds one from SimTasks.
+    ``running`` — (domain, footprint, remaining seconds) of tasks already running — makes every
+    simulation start from them instead of an empty machine (they are indices n, n+1, ... inside).
     """
 
     def __init__(self, solo: Sequence[float], footprints: Sequence[float], sensitivities: Sequence[float | None],
-                 cores_per_domain: Sequence[int], llc: float, model: ContentionModel):
+                 cores_per_domain: Sequence[int], llc: float, model: ContentionModel,
+                 running: Sequence[tuple[int, float, float]] = ()):
         if not (len(solo) == len(footprints) == len(sensitivities)):
             raise ValueError(f"solo times, footprints and sensitivities differ in length: "
                              f"{len(solo)}, {len(footprints)}, {len(sensitivities)}")
         self.n = len(solo)
-        self.solo = [float(s) for s in solo]
+        self.solo = [float(s) for s in solo] + [float(r[2]) for r in running]
         sigma0 = model.sensitivity
         kinds: dict[tuple, int] = {}
         self.kind = []
-        for footprint, sensitivity in zip(footprints, sensitivities):
+        for footprint, sensitivity in zip([*footprints, *(r[1] for r in running)],
+                                          [*sensitivities, *(None for _ in running)]):
             key = (footprint, sigma0 if sensitivity is None else sensitivity)
             self.kind.append(kinds.setdefault(key, len(kinds)))
         self.kind_fp = [k[0] for k in kinds]
@@ -66,6 +70,15 @@ class FcfsEvaluator:
         self.tol = [1e-9 * max(1.0, s) for s in self.solo]
         self.evaluations = 0
         self.starts = 0  # task starts simulated, over all evaluations: the work done
+        self._initial = None
+        if running:
+            state = self.start_state()
+            for number, (domain, _, remaining) in enumerate(running):
+                state[2][domain].append([self.n + number, float(remaining), 1.0])
+                state[5][domain] = max(0, state[5][domain] - 1)
+            for domain, entries in enumerate(state[2]):
+                self._refresh(entries, domain, 0.0, state[4], state[7])
+            self._initial = state
 
     @classmethod
     def of(cls, tasks: Sequence, cores_per_domain: Sequence[int], llc: float, model: ContentionModel) -> FcfsEvaluator:
@@ -84,6 +97,8 @@ class FcfsEvaluator:
         return hit
 
     def start_state(self) -> list:
+        if self._initial is not None:
+            return self.copy_state(self._initial)
         # [now, pos, running per domain ([idx, rem, rate]), updated_at, next finish, idle, makespan,
         #  (tie-break stamp per domain, counter)]: simultaneous events on two domains are taken in
         # the order simulate()'s heap takes them, the domain rescheduled first goes first
