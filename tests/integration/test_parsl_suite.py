@@ -23,11 +23,17 @@ SOURCE_ROOT = str(Path(scalpel_executor.__file__).resolve().parents[1])
 # stderr's stage-out may still be writing into the same file: it fails now and then under any
 # executor (Parsl issue #3467, "bad zip file CI failure"), so it is left out here.
 KNOWN_FLAKY = ("test_stdout_stderr_staging_zip",)
+# Tests Parsl marks issue_3620 (today test_resource_spec.py::test_resource) assert that only HTEX,
+# Work Queue and ThreadPoolExecutor refuse a resource specification key they do not know ('cpus');
+# ScalpelExecutor refuses it as HTEX does, so it is left out, as Parsl leaves it out for
+# GlobusComputeExecutor (its conftest's marker description).
+LEFT_OUT_MARKS = "not issue_3620"
 # Per config: its file, and the passes Parsl's ThreadPoolExecutor and HighThroughputExecutor configs
-# reach on this kind of machine. Provider mode passes the same tests as local mode: none is left out.
+# reach on this kind of machine, less the test left out above. Provider mode passes the same tests
+# as local mode: none is left out.
 CONFIGS = {
-    "local": ("parsl_suite_config.py", 142),
-    "provider": ("parsl_suite_provider_config.py", 142),
+    "local": ("parsl_suite_config.py", 141),
+    "provider": ("parsl_suite_provider_config.py", 141),
 }
 
 
@@ -37,6 +43,7 @@ def test_parsl_config_mode_suite_passes(tmp_path, config, expected_passes):
         sys.executable, "-m", "pytest", PARSL_TESTS, "--config", str(Path(__file__).with_name(config)),
         "-k", " and ".join(["not cleannet", "not unix_filesystem_permissions_required",
                             *(f"not {name}" for name in KNOWN_FLAKY)]),
+        "-m", LEFT_OUT_MARKS,
         "-q", "-p", "no:cacheprovider", "-o", "addopts=",  # keep this project's pytest options out
     ]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [SOURCE_ROOT, os.environ.get("PYTHONPATH")])))
