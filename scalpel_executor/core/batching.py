@@ -5,7 +5,12 @@ together, and a regroup costs O(n log n) in the waiting tasks. A Parsl workflow 
 as a burst of separate ``submit`` calls, so the driver holds arrivals briefly and hands them to the
 scheduler together. The rule, with times passed in by the driver (the core reads no clock):
 
-- a lone arrival waits ``quiet`` seconds, or, when the driver passes ``runtime_of``, up to
+- a lone arrival on an idle machine (nothing running or waiting: the driver passes ``running``)
+  waits only :data:`LONE_WAIT_SHARE` of its estimated run time, without the ``quiet`` floor: a
+  no-op is sent on at once, so a lone task's round trip pays no wait for company, while a long
+  one still waits for a burst's next submits (below); whatever it later runs beside is checked
+  when that starts (:mod:`scalpel_executor.core.admission`) and planned around;
+- otherwise a lone arrival waits ``quiet`` seconds, or, when the driver passes ``runtime_of``, up to
   :data:`LONE_WAIT_SHARE` (1%) of its estimated run time, at most ``window``: a no-op task is
   sent on after 1 ms, a task expected to run half a second or more waits the whole window for
   company, which costs it at most 1% and spares a burst whose second submit came late the loss
@@ -35,6 +40,9 @@ time, so it models the window's cost (``simulate(..., batching=Batching(...))``)
 >>> batcher.hold(["b"], now=0.0008)  # a burst: the window runs 5 ms from the first arrival
 >>> batcher.release(now=0.002, waiting=0), batcher.release(now=0.005, waiting=0)
 ([], ['a', 'b'])
+>>> batcher.hold(["c"], now=0.006)  # alone, nothing runs, run time not told: at once
+>>> batcher.release(now=0.006, waiting=0, running=0)
+['c']
 """
 
 from __future__ import annotations
@@ -97,12 +105,12 @@ class Batcher(Generic[T]):
         self._last_at = now
         self._held.extend(tasks)
 
-    def _due_at(self) -> float:
+    def _due_at(self, running: int | None = None) -> float:
         if len(self._held) > 1:
             window = self.batching.window
             return min(max(self._first_at + window, self._last_at + self.batching.quiet),
                        self._first_at + BURST_STRETCH * window)
-        quiet = self.batching.quiet
+        quiet = 0.0 if running == 0 else self.batching.quiet  # an idle machine: no floor (docstring)
         if self._runtime_of is not None:
             runtime = self._runtime_of(self._held[0])
             if math.isfinite(runtime):
@@ -112,21 +120,23 @@ class Batcher(Generic[T]):
     def _starving(self, waiting: int) -> bool:
         return waiting < 2 * self.cores
 
-    def wake_at(self, waiting: int) -> float | None:
-        """When the held batch falls due, given ``waiting`` tasks in the scheduler; None: no deadline.
+    def wake_at(self, waiting: int, running: int | None = None) -> float | None:
+        """When the held batch falls due, given ``waiting`` tasks in the scheduler and ``running``
+        tasks on its cores (None: not told); None: no deadline.
 
         While the scheduler holds plenty of work there is none: the driver's next completion
         calls :meth:`release` again.
         """
         if not self._held or not self._starving(waiting):
             return None
-        return self._due_at()
+        return self._due_at(running if waiting == 0 else None)
 
-    def release(self, now: float, waiting: int) -> list[T]:
+    def release(self, now: float, waiting: int, running: int | None = None) -> list[T]:
         """The held tasks if the batch is due at ``now``, else ``[]``."""
         if not self._held:
             return []
-        if len(self._held) >= self.batching.max_batch or (now >= self._due_at() and self._starving(waiting)):
+        due = self._due_at(running if waiting == 0 else None)
+        if len(self._held) >= self.batching.max_batch or (now >= due and self._starving(waiting)):
             batch, self._held = self._held, []
             return batch
         return []

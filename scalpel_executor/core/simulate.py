@@ -273,10 +273,10 @@ def simulate(
         nonlocal batch_due, order
         if batcher is None:
             return
-        batch = batcher.release(now, scheduler.waiting)
+        batch = batcher.release(now, scheduler.waiting, len(scheduler.running))
         if batch:
             scheduler.add(batch)
-        due = batcher.wake_at(scheduler.waiting)
+        due = batcher.wake_at(scheduler.waiting, len(scheduler.running))
         if due is not None and due != batch_due:
             batch_due = due
             order += 1

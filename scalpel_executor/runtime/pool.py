@@ -360,7 +360,7 @@ class WorkerPool:
 
     def _timeout(self) -> float | None:
         """Seconds until the next deadline of any kind; None: only a message or a submit can wake us."""
-        deadlines = [at for at in (self._batcher.wake_at(self._scheduler.waiting), self._enforce_deadlines())
+        deadlines = [at for at in (self._batcher.wake_at(self._scheduler.waiting, len(self._scheduler.running)), self._enforce_deadlines())
                      if at is not None]
         return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
 
@@ -375,7 +375,7 @@ class WorkerPool:
         now = time.monotonic()
         if arrived:
             self._batcher.hold(arrived, now)
-        batch = self._batcher.release(now, self._scheduler.waiting)
+        batch = self._batcher.release(now, self._scheduler.waiting, len(self._scheduler.running))
         if batch:
             for task in batch:  # a key measured earlier in this run: its footprint, not the prior
                 if not task.footprint_known and task.key in self._learned:

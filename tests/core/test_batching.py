@@ -140,3 +140,14 @@ def test_the_simulator_holds_a_long_lone_first_task_for_a_longer_one_submitted_j
     held = simulate(tasks, [[0, 1]], 32 * 2**20, policy="longer_first", batching=Batching(window=0.005, quiet=0.001))
     first_two = {r.name for r in sorted(held.records, key=lambda r: r.start)[:2]}
     assert first_two == {"long", "mid"}
+
+
+def test_a_lone_no_op_on_an_idle_machine_goes_at_once_but_waits_quiet_beside_running_work():
+    batcher = Batcher(Batching(WINDOW, QUIET), cores=2, runtime_of=lambda task: task[1])
+    batcher.hold([("noop", 0.0001)], now=1.0)
+    assert batcher.release(1.0 + 0.0001 * 0.01, waiting=0, running=0) == [("noop", 0.0001)]
+    batcher.hold([("noop", 0.0001)], now=2.0)
+    assert batcher.release(2.0 + QUIET / 2, waiting=0, running=1) == []  # a burst may be arriving
+    assert batcher.release(2.0 + QUIET, waiting=0, running=1) == [("noop", 0.0001)]
+    batcher.hold([("long", 60.0)], now=3.0)  # long: still waits the window for company
+    assert batcher.wake_at(waiting=0, running=0) == pytest.approx(3.0 + WINDOW)
