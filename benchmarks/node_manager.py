@@ -78,7 +78,9 @@ CHILD = textwrap.dedent(
                 t = time.perf_counter()
                 noop().result()
                 trips.append(time.perf_counter() - t)
-        print(json.dumps({"throughput": tasks / elapsed, "round_trip_median": sorted(trips)[len(trips) // 2],
+        trips.sort()
+        print(json.dumps({"throughput": tasks / elapsed, "round_trip_median": trips[len(trips) // 2],
+                          "round_trip_p90": trips[int(len(trips) * 0.9)],
                           "driver_cpu_per_task_us": (after.user + after.system - cpu.user - cpu.system) / tasks * 1e6,
                           "manager_cpu_per_task_us": None if manager_cpu is None else manager_cpu / tasks * 1e6}))
     """
@@ -112,26 +114,28 @@ def main() -> int:
                 sample = run_sample(which, args.tasks, args.pings, folder, args.workers)
                 samples[which].append(sample)
                 print(f"round {round_ + 1}/{args.rounds} {which:16s} {sample['throughput']:8.0f} tasks/s  round trip "
-                      f"{sample['round_trip_median'] * 1e3:6.2f} ms  driver CPU "
+                      f"{sample['round_trip_median'] * 1e3:6.2f} ms (p90 {sample['round_trip_p90'] * 1e3:6.2f})  driver CPU "
                       f"{sample['driver_cpu_per_task_us']:6.0f} us/task"
                       + (f"  manager CPU {sample['manager_cpu_per_task_us']:5.0f} us/task"
                          if sample["manager_cpu_per_task_us"] is not None else ""), flush=True)
-    keys = ("throughput", "round_trip_median", "driver_cpu_per_task_us")
+    keys = ("throughput", "round_trip_median", "round_trip_p90", "driver_cpu_per_task_us")
     med = {w: {k: statistics.median(s[k] for s in v) for k in keys} for w, v in samples.items()}
     for which, v in samples.items():
         if v[0]["manager_cpu_per_task_us"] is not None:
             med[which]["manager_cpu_per_task_us"] = statistics.median(s["manager_cpu_per_task_us"] for s in v)
-    print(f"\n{'executor':16s} {'tasks/s':>9s} {'round trip ms':>14s} {'driver CPU us/task':>19s} "
+    print(f"\n{'executor':16s} {'tasks/s':>9s} {'round trip ms':>14s} {'p90 ms':>7s} {'driver CPU us/task':>19s} "
           f"{'manager CPU us/task':>20s}   (medians of "
           f"{args.rounds} rounds, {args.workers} workers, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f})")
     for which, m in med.items():
         manager = m.get("manager_cpu_per_task_us")
-        print(f"{which:16s} {m['throughput']:9.0f} {m['round_trip_median'] * 1e3:14.2f} "
+        print(f"{which:16s} {m['throughput']:9.0f} {m['round_trip_median'] * 1e3:14.2f} {m['round_trip_p90'] * 1e3:7.2f} "
               f"{m['driver_cpu_per_task_us']:19.0f} {'-' if manager is None else f'{manager:.0f}':>20s}")
     if "htex" in med:
         for which in med.keys() - {"htex"}:
-            print(f"throughput {which}/htex: {med[which]['throughput'] / med['htex']['throughput']:.2f}x")
+            print(f"throughput {which}/htex: {med[which]['throughput'] / med['htex']['throughput']:.2f}x; round trip "
+                  f"{med[which]['round_trip_median'] / med['htex']['round_trip_median']:.2f}x at the median, "
+                  f"{med[which]['round_trip_p90'] / med['htex']['round_trip_p90']:.2f}x at the 90th percentile")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"args": vars(args), "samples": samples, "medians": med}, handle, indent=1)

@@ -1,0 +1,180 @@
+"""A scientist's own DAG workflow under ScalpelExecutor and under HTEX: makespan, and the mechanism.
+
+The workflow (:mod:`scalpel_executor.workloads.lookups`), written as a user would::
+
+    lookups  = [lookup(seed, MiB, rounds) for seed in range(8)]      large: random gathers over a table
+    spectra  = [spectrum(2**14, seed, r) for seed in range(16)]      small FFTs
+    refined  = [refine(lookup_result, ...) for each lookup]          follow-ups fed by the lookups' dicts
+    products = [product(n, seed, r) for seed in range(4)]            matrix products (3 n^2 doubles)
+    lines    = [bash summary_line(refined[i], outputs=[File]) ...]   two shell steps
+    reduce_summaries(inputs=[line.outputs[0] ...])                   the reduce
+
+Each repetition, in an order that rotates between repetitions (interleaved):
+
+1. **The pair, measured here**: one lookup alone on CPU 0, then two at once on CPUs 0 and 1, in
+   plain pinned processes: how much two large tasks slow each other on this host this minute.
+2. For each executor (HTEX with one pinned worker per core and single-threaded BLAS; Scalpel's
+   default): load, warm every worker, run the workflow, read every task's own start and end.
+
+Scalpel's profile store is this script's own, emptied before the first repetition: its first run
+starts with no estimates (the "first run"), the later ones read what the earlier ones learned.
+Per run it reports the makespan (first task start to last task end) and the **large co-run
+seconds**: the summed time during which two large tasks (lookups, products) ran at once, from the
+tasks' timestamps. Scalpel's run report gives why each task started where it did.
+
+    python benchmarks/user_workflow.py --repeats 5 --out docs/data/user-workflow
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import multiprocessing
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from scalpel_executor.core.topology import Topology
+from scalpel_executor.core.units import format_size
+from scalpel_executor.experiments.bench.stats import bootstrap_ratio
+from scalpel_executor.experiments.harness import fresh_store, start_peer
+from scalpel_executor.experiments.sizing import machine_llc
+from scalpel_executor.host.topology import detect_topology
+from scalpel_executor.workloads import lookups as apps
+
+PEERS = ("htex-block", "scalpel:scalpel")
+LARGE = ("lookup", "product")
+
+
+def _pinned(cpu: int, seed: int, mib: int, rounds: int, results) -> None:
+    os.sched_setaffinity(0, {cpu})
+    start = time.perf_counter()
+    apps.lookup(seed, mib, rounds)
+    results.put(time.perf_counter() - start)
+
+
+def lookup_times(cpus: list[int], mib: int, rounds: int) -> list[float]:
+    """Wall seconds of one lookup per CPU in ``cpus``, all started together in pinned processes."""
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    workers = [context.Process(target=_pinned, args=(cpu, 100 + i, mib, rounds, results)) for i, cpu in enumerate(cpus)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return [results.get() for _ in workers]
+
+
+def rounds_for(mib: int, seconds: float) -> int:
+    """Gather rounds that make a lookup last about ``seconds`` alone here."""
+    probe = 4
+    took = min(lookup_times([0], mib, probe)[0] for _ in range(2))
+    setup = lookup_times([0], mib, 1)[0] - (took / probe)  # allocation and the table's random fill
+    per_round = max(1e-4, (took - setup) / (probe - 1))
+    return max(2, round((seconds - setup) / per_round))
+
+
+def run_workflow(submitter, out: Path, args, rounds: int) -> tuple[list[dict], float]:
+    from parsl.data_provider.files import File
+
+    lookup, spectrum, refine, product, reduce_summaries = (
+        submitter.app(f) for f in (apps.lookup, apps.spectrum, apps.refine, apps.product, apps.reduce_summaries))
+    summary_line = submitter.bash_app(apps.summary_line)
+    started = time.time()
+    looked = [lookup(seed, args.lookup_mib, rounds) for seed in range(8)]
+    spectra = [spectrum(1 << 14, seed, 40) for seed in range(16)]
+    refined = [refine(result, 1 << 16, 12) for result in looked]
+    products = [product(args.product_n, seed, 2) for seed in range(4)]
+    lines = [summary_line(refined[i], outputs=[File(str(out / f"line-{i}.txt"))]) for i in range(2)]
+    reduced = reduce_summaries(inputs=[line.outputs[0] for line in lines])
+    results = [f.result(timeout=1800) for f in looked + spectra + refined + products + [reduced]]
+    for line in lines:
+        line.result(timeout=60)
+    return results, started
+
+
+def large_corun_seconds(results: list[dict]) -> float:
+    """Summed time during which two large tasks ran at once (pairwise overlaps of their spans)."""
+    large = [r for r in results if r["name"].split("-")[0] in LARGE]
+    return sum(max(0.0, min(a["t1"], b["t1"]) - max(a["t0"], b["t0"])) for a, b in itertools.combinations(large, 2))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--llc", help="LLC per domain the executor plans with (default: sysfs, or 56 MiB in a VM)")
+    parser.add_argument("--lookup-mib", type=int, default=40, help="each lookup's table, MiB")
+    parser.add_argument("--lookup-seconds", type=float, default=1.5, help="a lookup's run time alone")
+    parser.add_argument("--product-n", type=int, default=1200, help="matrix order of the products")
+    parser.add_argument("--out", default=None, help="write the record (JSON) into this folder")
+    args = parser.parse_args()
+    detected = detect_topology()
+    llc, llc_note = machine_llc(detected, args.llc)
+    cores = len(detected.domains[0].cpus)
+    if len(detected.domains) != 1 or cores < 2:
+        print("this script is for one LLC domain of at least 2 cores", file=sys.stderr)
+        return 2
+    topology = Topology.from_cpu_lists([detected.domains[0].cpus], llc_size=llc)
+    rounds = rounds_for(args.lookup_mib, args.lookup_seconds)
+    print(f"{cores} cores, LLC {format_size(llc)} ({llc_note}); lookups of {args.lookup_mib} MiB, {rounds} rounds",
+          flush=True)
+    runs, pairs = [], []
+    with tempfile.TemporaryDirectory(prefix="scalpel-user-workflow-") as folder:
+        base = Path(folder)
+        store = fresh_store(base / "store")
+        for repeat in range(args.repeats):
+            alone = lookup_times([0], args.lookup_mib, rounds)[0]
+            together = statistics.median(lookup_times([0, 1], args.lookup_mib, rounds))
+            pairs.append({"repeat": repeat, "alone": alone, "together": together, "slowdown": together / alone})
+            print(f"repeat {repeat + 1}: a lookup alone {alone:.2f} s, two together {together:.2f} s "
+                  f"({together / alone:.2f}x)", flush=True)
+            order = PEERS if repeat % 2 == 0 else PEERS[::-1]
+            for peer in order:
+                out = base / f"{peer.replace(':', '-')}-{repeat}"
+                out.mkdir()
+                submitter = start_peer(peer, cores, topology, str(out / "runinfo"), store)
+                try:
+                    results, _ = run_workflow(submitter, out, args, rounds)
+                    report = submitter.executor.run_report() if peer.startswith("scalpel") else None
+                finally:
+                    submitter.close()
+                makespan = max(r["t1"] for r in results) - min(r["t0"] for r in results)
+                row = {"peer": peer, "repeat": repeat, "makespan": makespan,
+                       "large_corun_seconds": large_corun_seconds(results), "tasks": results,
+                       "first_run": peer.startswith("scalpel") and repeat == 0}
+                if report is not None:
+                    row["admission"] = report["admission"]
+                    row["sources"] = report["sources"]
+                    row["profile_keys"] = len({t["profile_key"] for t in report["tasks"]})
+                runs.append(row)
+                print(f"  {peer:16s} makespan {makespan:6.2f} s, large tasks together {row['large_corun_seconds']:5.2f} s"
+                      + (f", admission {row['admission']}, footprints {row['sources']['footprint']}" if report else ""),
+                      flush=True)
+    by = {peer: [r for r in runs if r["peer"] == peer] for peer in PEERS}
+    htex, scalpel = ([r["makespan"] for r in by[p]] for p in PEERS)
+    ratio, low, high = bootstrap_ratio(htex, scalpel)
+    learned = [r for r in by["scalpel:scalpel"] if not r["first_run"]]
+    summary = {
+        "cores": cores, "llc": llc, "llc_note": llc_note, "lookup_mib": args.lookup_mib, "rounds": rounds,
+        "pair_slowdown_median": statistics.median(p["slowdown"] for p in pairs),
+        "htex_over_scalpel": {"ratio": ratio, "low": low, "high": high},
+        "large_corun_seconds": {
+            "htex": statistics.median(r["large_corun_seconds"] for r in by["htex-block"]),
+            "scalpel_first_run": by["scalpel:scalpel"][0]["large_corun_seconds"],
+            "scalpel_learned": statistics.median(r["large_corun_seconds"] for r in learned) if learned else None,
+        },
+    }
+    print(json.dumps(summary, indent=1))
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        with open(Path(args.out) / "user-workflow.json", "w") as stream:
+            json.dump({"args": vars(args), "summary": summary, "pairs": pairs, "runs": runs}, stream, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
