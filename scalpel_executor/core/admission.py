@@ -7,7 +7,8 @@ LLC domain at that moment (footprints measured or estimated)::
 
     free core on domain d, plan head h, running set R (d's tasks, with how long each has run)
       h fits: the model predicts no task of R ∪ {h} slowed by more than TOLERANCE beyond R alone,
-              and h is not a second unmeasured task of a key already running unmeasured on d
+              and h is no unmeasured bet: its footprint still the prior while an unmeasured task
+              of its key, or a large task, runs on d (unmeasured_risk)
         └─> start h                                                         (FITS)
       h's plan foresaw at least this much harm at its start, and chose it (h.foreseen_harm)
         └─> start h                                                         (FORESEEN)
@@ -26,9 +27,9 @@ empty machine), or an order nobody checked (longest-first kept by the robustness
 
 "Fits" uses the scheduler's contention model (:class:`~scalpel_executor.core.contention.ContentionModel`),
 so a model fitted on a host where co-runs cost nothing admits every pair there, and the default
-model keeps apart what overflows its effective capacity ρ·LLC. The first unmeasured tasks of one
-key are kept on different domains (or, on one domain, apart in time) while other work waits, so a
-first run measures before it bets: once the probe reports one of them, the scheduler learns the
+model keeps apart what overflows its effective capacity ρ·LLC. A task whose footprint is still
+the prior does not start beside an unmeasured task of its key, nor beside a large task, while a
+task that fits waits, so a first run measures before it bets: once the probe reports one of them, the scheduler learns the
 footprint for every task of the key (:meth:`~scalpel_executor.core.scheduler.Scheduler.learn`).
 
 Whether waiting costs more is the model's call: the scheduler simulates the rest of the plan,
@@ -48,7 +49,7 @@ from dataclasses import dataclass
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.tasks import Task
 
-__all__ = ["TOLERANCE", "OVERDUE_FRACTION", "FITS", "FORESEEN", "KEPT_APART", "CORUN_WAIT_COSTS_MORE", "CORUN_NOTHING_FITS",
+__all__ = ["unmeasured_risk", "TOLERANCE", "OVERDUE_FRACTION", "FITS", "FORESEEN", "KEPT_APART", "CORUN_WAIT_COSTS_MORE", "CORUN_NOTHING_FITS",
            "PLANNED", "REASONS", "Running", "Decision", "decide"]
 
 TOLERANCE = 0.05  # a co-run "overflows" when the model slows some task by more than 5% beyond R alone
@@ -80,11 +81,19 @@ class Decision:
     deferred: Task | None = None  # the plan's head when another task was started instead
 
 
-def _unmeasured_twin(task: Task, running: Sequence[Running]) -> bool:
-    """``task`` is a second unmeasured task of a key that already runs unmeasured here."""
+def unmeasured_risk(task: Task, running: Sequence[Running], model: ContentionModel, llc: float | None) -> bool:
+    """``task``'s footprint is still the prior and it would run beside a task that makes that a bet:
+    an unmeasured task of the same key (they may be large together), or a task large enough that a
+    copy of it beside it would overflow the domain (anything large beside it overflows too)."""
     if task.footprint_known or task.key is None:
         return False
-    return any(r.task.key == task.key and not r.task.footprint_known for r in running)
+    for r in running:
+        if not r.task.footprint_known:
+            if r.task.key == task.key:
+                return True
+        elif _harm(model, llc, [r], r.task) > TOLERANCE:
+            return True
+    return False
 
 
 def slowdown_increase(model: ContentionModel, llc: float | None, footprints: Sequence[float],
@@ -124,7 +133,7 @@ def decide(head: Task, others: Iterable[Task], running: Sequence[Running], *,
         ``head`` waits than when ``head`` starts now (the driver's rollout of the rest of the plan).
     model, llc : the contention model and the domain's LLC bytes (None: unknown, no contention).
     """
-    twin = _unmeasured_twin(head, running)
+    twin = unmeasured_risk(head, running, model, llc)
     harm = _harm(model, llc, running, head)
     overflow = harm > TOLERANCE
     if not twin and not overflow:
@@ -138,10 +147,10 @@ def decide(head: Task, others: Iterable[Task], running: Sequence[Running], *,
         if signature in tried:
             continue
         tried.add(signature)
-        if not _unmeasured_twin(task, running) and _harm(model, llc, running, task) <= TOLERANCE:
+        if not unmeasured_risk(task, running, model, llc) and _harm(model, llc, running, task) <= TOLERANCE:
             fitting = task
             break
-    if not overflow:  # only the unmeasured twin: measure first whenever other work can run
+    if not overflow:  # only an unmeasured bet: measure first whenever other work can run
         return Decision(fitting, KEPT_APART, head) if fitting is not None else Decision(head, CORUN_NOTHING_FITS)
     if fitting is not None and deferral_pays(head, fitting):
         return Decision(fitting, KEPT_APART, head)

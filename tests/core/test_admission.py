@@ -50,7 +50,8 @@ def test_no_start_overflows_while_a_fitting_task_waits_unless_the_reason_is_reco
                 waiting = [t for t in tasks if t.id not in started and t.priority == a.task.priority
                            and t in s._waiting.values()]
                 assert all(harm(here, w) > admission.TOLERANCE
-                           or admission._unmeasured_twin(w, [admission.Running(t, 1.0) for t in here]) for w in waiting)
+                           or admission.unmeasured_risk(w, [admission.Running(t, 1.0) for t in here], MODEL, LLC)
+                           for w in waiting)
             else:
                 assert a.reason in (admission.FORESEEN, admission.KEPT_APART, admission.CORUN_WAIT_COSTS_MORE)
 
@@ -124,3 +125,14 @@ def test_baselines_are_not_checked():
     assignments = s.dispatch(0.0)
     assert {a.task.id for a in assignments} == {"a", "b"}
     assert {a.reason for a in assignments} == {admission.PLANNED}
+
+
+def test_an_unmeasured_task_waits_beside_a_large_one_while_a_measured_small_one_can_run():
+    large = Task("lookup", 28 * MiB, 3.0, key="lookup")
+    unknown, small = Task("product", 0.0, 1.0, key="product", footprint_known=False), Task("fft", MiB, 1.0, key="fft")
+    decision = admission.decide(unknown, [small], [admission.Running(large, 3.0)], deferral_pays=lambda h, w: True,
+                                model=MODEL, llc=LLC)
+    assert decision == admission.Decision(small, admission.KEPT_APART, unknown)
+    beside_small = admission.decide(unknown, [], [admission.Running(small, 1.0)], deferral_pays=lambda h, w: True,
+                                    model=MODEL, llc=LLC)
+    assert beside_small.reason == admission.FITS
