@@ -6,6 +6,8 @@
                        ScalpelExecutor per policy), each worker warmed up before anything is timed
     run_kernels        submit a whole batch at once, wait for all; makespan from first submit to
                        last result, and a row per task (where and when it ran)
+    run_workflow       the same for a DAG: every step submitted at once, each taking its upstream
+                       futures as arguments (Parsl's DFK holds a step until they are done)
     solo_pass          every distinct case alone on one pinned core, through ScalpelExecutor, so the
                        profile store learns the footprints and the caller gets solo times
     fresh_store        an empty profile store for one run
@@ -23,14 +25,24 @@ from pathlib import Path
 from typing import TextIO
 
 import parsl
-from parsl import python_app
+from parsl import bash_app, python_app
 from parsl.config import Config
+from parsl.data_provider.files import File
 from parsl.executors import HighThroughputExecutor, ThreadPoolExecutor
 from parsl.providers import LocalProvider
 from tqdm import tqdm
 
 from scalpel_executor.core.topology import Topology
-from scalpel_executor.experiments.apps import ONE_THREAD_ENV, one_blas_thread, timed_kernel, warm_up
+from scalpel_executor.experiments.apps import (
+    ONE_THREAD_ENV,
+    one_blas_thread,
+    record_line,
+    reduce_lines,
+    seeded_step,
+    step_after,
+    timed_kernel,
+    warm_up,
+)
 from scalpel_executor.runtime.executor import ScalpelExecutor
 from scalpel_executor.workloads.kernels import KernelCase
 
@@ -86,6 +98,9 @@ class ParslSubmitter:
 
     def app(self, function: Callable) -> Callable:
         return python_app(function, executors=[self.executor.label])
+
+    def bash_app(self, function: Callable) -> Callable:
+        return bash_app(function, executors=[self.executor.label])
 
     def close(self) -> None:
         try:
@@ -169,13 +184,41 @@ def run_kernels(submitter, cases: Sequence[KernelCase], *, timeout: float,
         if progress is not None:
             progress.update()
     makespan = time.monotonic() - started
-    rows = []
-    for case, future in zip(cases, futures):
-        ran = future.result()
-        rows.append({"case": case.name, "kernel": case.kernel, "footprint": case.footprint_bytes, "cpu": ran["cpu"],
-                     "start": ran["started"] - wall_zero, "end": ran["finished"] - wall_zero,
-                     "seconds": ran["seconds"]})
-    return makespan, rows
+    return makespan, [_task_row(case, future.result(), wall_zero) for case, future in zip(cases, futures)]
+
+
+def _task_row(case: KernelCase, ran: dict, wall_zero: float) -> dict:
+    """Where and when a kernel task ran (seconds since ``wall_zero``), from its timed result."""
+    return {"case": case.name, "kernel": case.kernel, "footprint": case.footprint_bytes, "cpu": ran["cpu"],
+            "start": ran["started"] - wall_zero, "end": ran["finished"] - wall_zero, "seconds": ran["seconds"]}
+
+
+def run_workflow(submitter: ParslSubmitter, members: Sequence[Sequence[KernelCase]], out: Path, *, seed: int,
+                 timeout: float) -> tuple[float, list[dict]]:
+    """Run a DAG written as a user writes one: per member, a seeded first step, then each later
+    kernel step taking the previous step's result (a dict) as its argument, a ``bash_app`` that
+    writes the member's line to a file, and one reduce over those files (``inputs=``). Everything
+    is submitted at once, futures as arguments, so Parsl's DFK releases each step when its inputs
+    are done. Returns the makespan (first submit to the reduce's result) and a row per kernel
+    step as :func:`run_kernels` gives. Raises the first failure.
+    """
+    first, after = submitter.app(seeded_step), submitter.app(step_after)
+    record, reduce = submitter.bash_app(record_line), submitter.app(reduce_lines)
+    out.mkdir(parents=True, exist_ok=True)
+    started, wall_zero = time.monotonic(), time.time()
+    steps, lines = [], []
+    for member, cases in enumerate(members):
+        result = first(cases[0].kernel, cases[0].size, cases[0].steps, seed + member)
+        steps.append((cases[0], result))
+        for case in cases[1:]:
+            result = after(result, case.kernel, case.size, case.steps)
+            steps.append((case, result))
+        lines.append(record(result, outputs=[File(str(out / f"member-{member:03d}.txt"))]))
+    summary = reduce(inputs=[line.outputs[0] for line in lines]).result(timeout=timeout)
+    makespan = time.monotonic() - started
+    if summary["members"] != len(members):
+        raise RuntimeError(f"the reduce read {summary['members']} member files of {len(members)}")
+    return makespan, [_task_row(case, future.result(), wall_zero) for case, future in steps]
 
 
 def solo_pass(cases: Sequence[KernelCase], run_dir: str, store: str, cpu: int, stream: TextIO,

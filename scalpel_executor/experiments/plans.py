@@ -13,7 +13,8 @@ from dataclasses import dataclass, fields, replace
 from scalpel_executor.core.scheduler import POLICIES
 
 #: Workload mixes of the benchmark (built by ``experiments.bench.mixes``).
-MIXES = ("contention", "suite-2x", "suite-4x", "suite-8x", "light", "noop-throughput", "noop-latency", "montage")
+MIXES = ("contention", "suite-2x", "suite-4x", "suite-8x", "light", "workflow", "noop-throughput", "noop-latency",
+         "montage")
 #: Scalpel policies the benchmark runs; ``random`` is left to the simulator.
 SCALPEL_POLICIES = ("scalpel", "scalpel-paper", "longer_first", "grouping+fifo", "fifo", "di")
 #: Executors the benchmark compares: Parsl's, a process pool, Scalpel per policy, and the oracle order.
@@ -91,7 +92,7 @@ BENCH = BenchPlan(mixes=tuple(m for m in MIXES if m != "montage"),
                   peers=tuple(p for p in PEERS if p not in ON_REQUEST), repeats=5, scale="bench",
                   noop_tasks=2000, latency_tasks=200)
 #: A one-minute check that the harness works; its figures mean nothing.
-BENCH_SMOKE = replace(BENCH, mixes=("contention", "suite-2x", "light", "noop-throughput", "noop-latency"),
+BENCH_SMOKE = replace(BENCH, mixes=("contention", "suite-2x", "light", "workflow", "noop-throughput", "noop-latency"),
                       peers=("htex-block", "threads", "processpool", "scalpel:scalpel", "oracle"), repeats=2,
                       scale="quick", noop_tasks=50, latency_tasks=20, resamples=200)
 

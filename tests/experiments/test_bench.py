@@ -169,7 +169,7 @@ def test_the_smoke_run_runs_every_peer_on_every_mix_and_pyperf_reads_it(smoke):
     out, done = smoke
     record = json.loads((out / "bench.json").read_text())
     mixes = [m["name"] for m in record["mixes"]]
-    assert mixes == ["contention", "suite-2x", "light", "noop-throughput", "noop-latency"]
+    assert mixes == ["contention", "suite-2x", "light", "workflow", "noop-throughput", "noop-latency"]
     peers = {row["peer"] for row in record["summary"]}
     assert peers == {"htex-block", "threads", "processpool", "scalpel:scalpel", "oracle"}
     for row in record["summary"]:
@@ -178,6 +178,7 @@ def test_the_smoke_run_runs_every_peer_on_every_mix_and_pyperf_reads_it(smoke):
     contention = [row for row in record["summary"] if row["mix"] == "contention"]
     assert {row["peer"] for row in contention} == peers  # the oracle runs the contention mix only
     assert all(row["peer"] != "oracle" for row in record["summary"] if row["mix"] != "contention")
+    assert {row["peer"] for row in record["summary"] if row["mix"] == "workflow"} == peers - {"oracle", "processpool"}
     kernel_rows = [r for r in record["summary"] if r["mix"] in ("contention", "suite-2x", "light")]
     assert all(r["lower_bound"] > 0 and "ci_low" in r for r in kernel_rows)
     assert all(len(times) == 2 for times in record["solo"].values())  # a solo pass per repeat
@@ -186,6 +187,7 @@ def test_the_smoke_run_runs_every_peer_on_every_mix_and_pyperf_reads_it(smoke):
     suites = {p: pyperf.BenchmarkSuite.load(path) for p, path in record["files"]["pyperf"].items()}
     assert set(suites) == peers
     assert sorted(suites["htex-block"].get_benchmark_names()) == sorted(mixes)
+    assert "workflow" not in suites["processpool"].get_benchmark_names()  # futures as arguments need Parsl
     assert suites["scalpel:scalpel"].get_benchmark("contention").get_nrun() == 2
     compared = subprocess.run([sys.executable, "-m", "pyperf", "compare_to", record["files"]["pyperf"]["htex-block"],
                                record["files"]["pyperf"]["scalpel:scalpel"], "--table"],
@@ -199,6 +201,27 @@ def test_the_smoke_run_runs_every_peer_on_every_mix_and_pyperf_reads_it(smoke):
     table = report.stdout.splitlines()
     assert [cell.strip() for cell in table[0].split("|")[1:3]] == ["mix", "peer"]
     assert len(table) == 2 + len(record["summary"]) and all(line.startswith("|") for line in table)
+
+
+def test_the_workflow_mix_runs_its_dag_in_order_under_every_parsl_peer(smoke):
+    out, _ = smoke
+    record = json.loads((out / "bench.json").read_text())
+    mix = next(m for m in record["mixes"] if m["name"] == "workflow")
+    members = 2 * record["machine"]["cores"]
+    assert mix["kind"] == "workflow" and mix["tasks"] == 3 * members + members + 1  # steps, bash steps, reduce
+    footprints = [c["footprint"] for c in mix["cases"]]
+    llc_share = record["machine"]["llc"] / record["machine"]["cores"]
+    assert all(small < llc_share < large for small, large in zip(footprints[0::3], footprints[1::3]))
+    runs = [r for r in record["runs"] if r["mix"] == "workflow"]
+    assert {r["peer"] for r in runs} == {"htex-block", "threads", "scalpel:scalpel"} and all(r["makespan"] for r in runs)
+    for run in runs:
+        steps = run["tasks"]
+        assert [t["case"] for t in steps] == [c["case"] for c in mix["cases"]]
+        for member in range(members):  # each step started after the one whose result it took had ended
+            first, middle, last = steps[3 * member:3 * member + 3]
+            assert first["end"] <= middle["start"] and middle["end"] <= last["start"]
+    for peer in ("htex-block", "threads", "scalpel-scalpel"):  # the bash step's files, read by the reduce
+        assert len(list((out / "workflow" / peer).glob("member-*.txt"))) == members
 
 
 def test_calibrate_fits_a_corun_document_and_predicts_the_smoke_mixes(smoke, tmp_path):

@@ -7,6 +7,10 @@
                    large ones first            threads                 Parsl ThreadPoolExecutor
       suite-2x/4x/8x  the kernel suite         processpool             concurrent.futures
       light        small kernels only          scalpel:<policy>        ScalpelExecutor, per policy
+      workflow     a DAG: per member small ->
+                   large -> small kernel (each
+                   takes the last one's dict), a
+                   bash_app, one reduce (inputs=)
       noop-throughput, noop-latency, montage   oracle                  contention mix in the order an
                                                                        exhaustive search in the contention
                                                                        model finds best (Scalpel's pinned

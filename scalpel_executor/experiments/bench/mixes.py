@@ -17,16 +17,38 @@ class Mix:
     """One workload of the benchmark."""
 
     name: str
-    kind: str  # "kernels", "throughput", "latency" or "montage"
-    cases: tuple = ()  # KernelCase, in submission order
+    kind: str  # "kernels", "throughput", "latency", "montage" or "workflow"
+    cases: tuple = ()  # KernelCase, in submission order (workflow: member by member, WORKFLOW_STEPS each)
     oracle: tuple | None = None  # the same cases in the best order the search found in the model
     oracle_method: str = ""  # how: "branch and bound (proven optimal)" or "local search (best found)"
-    count: int = 0  # no-op tasks, or Montage tiles
+    count: int = 0  # no-op tasks, Montage tiles, or workflow members
     note: str = ""
 
     @property
     def tasks(self) -> int:
+        if self.kind == "workflow":  # its kernel steps, a bash step per member, one reduce
+            return len(self.cases) + self.count + 1
         return len(self.cases) if self.kind == "kernels" else self.count
+
+    @property
+    def members(self) -> list[tuple]:
+        """A workflow's cases, one tuple of WORKFLOW_STEPS steps per member."""
+        return [self.cases[i:i + WORKFLOW_STEPS] for i in range(0, len(self.cases), WORKFLOW_STEPS)]
+
+
+#: Kernel steps of each member of the workflow mix: prepare (small), simulate (large), analyse (small).
+WORKFLOW_STEPS = 3
+
+
+def workflow_members(llc: int, cores: int, scale: str, seed: int) -> list[tuple]:
+    """The workflow mix's members, 2 per core: each a small kernel, a large one (more than a core's
+    share of the LLC, so members that overlap in their middle step contend), then a small one,
+    drawn from the kernel suite. Pure."""
+    pool = suite(llc, cores, scale, seed=seed + 2)
+    small = [c for c in pool if c.footprint_bytes <= llc / cores / 8]
+    large = [c for c in pool if c.footprint_bytes > llc / cores]
+    rng = random.Random(seed)
+    return [(rng.choice(small), rng.choice(large), rng.choice(small)) for _ in range(2 * cores)]
 
 
 def build_mixes(plan: BenchPlan, llc: int, cores: int, *, time_here: bool = True, model=None) -> list[Mix]:
@@ -73,6 +95,11 @@ def build_mixes(plan: BenchPlan, llc: int, cores: int, *, time_here: bool = True
                              note=f"{latency_tasks} no-op tasks, each submitted when the last returned"))
         elif name == "montage":
             mixes.append(Mix(name, "montage", count=montage_tiles, note=f"Montage mosaic of {montage_tiles} tiles"))
+        elif name == "workflow":
+            members = workflow_members(llc, cores, scale, seed)
+            mixes.append(Mix(name, "workflow", tuple(c for member in members for c in member), count=len(members),
+                             note=f"a DAG of {len(members)} members (small, large, small kernel; a bash step), "
+                                  f"one reduce"))
     return mixes
 
 

@@ -20,7 +20,7 @@ from scalpel_executor.experiments.bench.mixes import Mix, MixRun, build_mixes
 from scalpel_executor.experiments.bench.pyperf_suites import write_pyperf
 from scalpel_executor.experiments.bench.stats import summarise
 from scalpel_executor.experiments.charts import bench_chart
-from scalpel_executor.experiments.harness import fresh_store, run_kernels, solo_pass, start_peer
+from scalpel_executor.experiments.harness import fresh_store, run_kernels, run_workflow, solo_pass, start_peer
 from scalpel_executor.experiments.plans import REFERENCE, BenchPlan
 from scalpel_executor.experiments.sizing import machine_llc
 from scalpel_executor.host.topology import detect_topology
@@ -31,10 +31,10 @@ logger = logging.getLogger(__name__)
 
 def runs_mix(peer: str, mix: Mix) -> bool:
     """Whether ``peer`` takes part in ``mix``: the oracle only where a mix has a best order, and
-    the Montage DAG only under Parsl (it chains apps through futures)."""
+    the Montage and workflow DAGs only under Parsl (they chain apps through futures)."""
     if peer == "oracle":
         return mix.oracle is not None
-    if mix.kind == "montage":
+    if mix.kind in ("montage", "workflow"):
         return peer != "processpool"
     return True
 
@@ -65,6 +65,9 @@ def run_mix(submitter, peer: str, mix: Mix, repeat: int, out: Path, timeout: flo
                 app().result(timeout=timeout)
                 run.latencies.append(time.perf_counter() - sent)
             run.makespan = time.monotonic() - started
+        elif mix.kind == "workflow":
+            run.makespan, run.tasks = run_workflow(submitter, mix.members, out / "workflow" / peer.replace(":", "-"),
+                                                   seed=repeat, timeout=timeout)
         elif mix.kind == "montage":
             started = time.monotonic()
             mosaic_pipeline(SkyPlan(mix.count, seed=repeat), out / "montage" / peer.replace(":", "-")).wait(timeout)
