@@ -2,7 +2,7 @@
 
 ::
 
-    scalpel profile list [--prefix P]            one line per key: runs, run time, footprint, origin
+    scalpel profile list [--prefix P] [--wide]   one line per key: runs, run time, footprint, origin
     scalpel profile show KEY                     every statistic of one key
     scalpel profile export [--prefix P] [-o F]   a scalpel-profile/1 JSON document (stdout or F)
     scalpel profile import FILE|NAME [--prefix]  load a document or a shipped profile (e.g. polybench-xeon-e5620)
@@ -35,7 +35,6 @@ from scalpel_executor.cli.common import CommandFailed, at_least
 from scalpel_executor.core.units import format_size
 from scalpel_executor.experiments.tables import format_table
 from scalpel_executor.learning.exchange import read_json_object, shipped_document
-from scalpel_executor.learning.keys import profile_key
 from scalpel_executor.learning.store import ProfileStore, default_path
 
 
@@ -83,6 +82,14 @@ def _fmt_bytes(value: float | None) -> str:
     return "-" if value is None else format_size(value)
 
 
+KEY_WIDTH = 72  # characters of a key that `profile list` shows; with the other columns, one line of 120
+
+
+def _cut(key: str, width: int = KEY_WIDTH) -> str:
+    """``key`` cut to ``width`` characters, the cut marked by an ellipsis; `show` and --wide give it whole."""
+    return key if len(key) <= width else key[: width - 1] + "…"
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     with _store(args) as store:
         profiles = store.profiles(args.prefix)
@@ -91,7 +98,8 @@ def cmd_list(args: argparse.Namespace) -> int:
             return 0
         print(f"{len(profiles)} profiles in {store.path or ':memory:'}")
         if profiles:
-            cells = [[p.key, p.runs, _fmt_seconds(p.runtime), _fmt_bytes(p.footprint), p.origin] for p in profiles]
+            cells = [[p.key if args.wide else _cut(p.key), p.runs, _fmt_seconds(p.runtime), _fmt_bytes(p.footprint),
+                      p.origin] for p in profiles]
             for line in format_table(["key", "runs", "run time", "footprint", "origin"], cells, right=[1, 2, 3]):
                 print(line)
     return 0
@@ -198,7 +206,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not equals or not name.isidentifier():
             raise ValueError(f"--kw expects NAME=VALUE, got {item!r}")
         keywords[name] = _literal(value)
-    key = args.key or profile_key(function, tuple(positional), keywords)
     with _writing(args, "store what the run measures"):
         pass  # refuse a store that cannot keep the measurement before running anything
     store = _store(args)
@@ -207,7 +214,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                                measure_every=1)  # profiling measures every repeat, not a sample
     executor.start()
     try:
-        spec = {"profile_key": key}
+        spec = {"profile_key": args.key} if args.key else {}  # else the key the executor computes for this call
         for repeat in range(args.repeat):
             future = executor.submit(function, spec, *positional, **keywords)
             try:
@@ -220,6 +227,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                       f"footprint {_fmt_bytes(stats.get('footprint'))} ({stats.get('footprint_source', 'not measured')})")
     finally:
         executor.shutdown()
+    key = executor.records[-1].profile_key
     profile = store.get(key)
     store.close()
     if args.json:
@@ -266,7 +274,10 @@ def add_command(commands: argparse._SubParsersAction) -> None:
         parser.set_defaults(run=run)
         return parser
 
-    action("list", cmd_list, "one line per stored profile").add_argument("--prefix", default="", help="only keys starting with this")
+    listing = action("list", cmd_list, "one line per stored profile")
+    listing.add_argument("--prefix", default="", help="only keys starting with this")
+    listing.add_argument("--wide", action="store_true",
+                         help=f"show keys whole (else cut to {KEY_WIDTH} characters with an ellipsis)")
     action("show", cmd_show, "every statistic of one profile").add_argument("key", help="the profile key (see `list`)")
     export = action("export", cmd_export, "write profiles as a scalpel-profile/1 JSON document")
     export.add_argument("--prefix", default="", help="only keys starting with this")

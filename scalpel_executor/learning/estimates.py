@@ -4,27 +4,35 @@
 
     submit (DFK thread) ── estimate(func, args, kwargs, hints) ──> Estimate(key, footprint, runtime, sources,
                               │                                             intensity, measure, runtime_spread)
+                              │ the keys: a profile_key hint or key function names one key; otherwise
+                              │   the shape key, or the exact key once the store split the shape key
                               │ 1. hints            (footprint= / runtime= in the resource specification)
-                              │ 2. this run         (a key measured earlier in this run: "learned")
-                              │ 3. the store        (an earlier run, or an imported profile: "store")
-                              │ 4. the prior        (never seen: the executor's defaults, logged once per key)
+                              │ 2. the key          (earlier in this run: "learned"; an earlier run: "store")
+                              │ 3. the shape key    (the exact key is new, its shape known: "shape")
+                              │ 4. the app          (every key of the app pooled: "app")
+                              │ 5. the prior        (never seen: the executor's defaults, logged once per key)
                               └ measure: whether the probe measures this task (learning.sampling)
-    completion thread ── observe(estimate, stats) ──> in-memory profile updated at once
+    completion thread ── observe(estimate, stats) ──> in-memory profiles of the key, its shape key and its app
                                                   ├─> an unmeasured task's drift: the key's next task is measured
                                                   └─> pending observations ──flush()──> ProfileStore.record
                                                       (every second or 256 tasks, and at shutdown)
 
-Sources are per quantity: a hint may give the footprint while the store gives the run time. Nothing
-is run to measure it: the measurement is the task's real run, taken by the probe in the worker
-(``stats["footprint"]``, wall time); which tasks the probe measures is decided here, by the
-:mod:`~scalpel_executor.learning.sampling` rule, and travels with the task. Failed tasks teach
-nothing, because a crash's run time says nothing about the next run. A store fault is the store's business (it fails over to memory); an
-error in a user's key function fails that task's submit with a message naming the function.
+Sources are per quantity: a hint may give the footprint while the store gives the run time, and a
+key whose tasks were too short for the probe has a run time of its own and its app's footprint.
+Each level holds the store's statistics as read at its first use in this run plus this run's
+observations. Nothing is run to measure it: the measurement is the task's real run, taken by the
+probe in the worker (``stats["footprint"]``, wall time); which tasks the probe measures is decided
+here, by the :mod:`~scalpel_executor.learning.sampling` rule, and travels with the task. Failed
+tasks teach nothing, because a crash's run time says nothing about the next run. A store fault is
+the store's business (it fails over to memory); an error in a user's key function fails that
+task's submit with a message naming the function.
 
-``runtime_spread`` says how far the run-time estimate may be off, relative: the key's run-time
-standard deviation over its mean (every run the store and this run have seen, Welford), or
-:data:`ONE_RUN_SPREAD` with a single run, :data:`PRIOR_SPREAD` for the prior and 0 for a hint. The
-default policy keeps longest-first's order unless its plan's predicted gain survives that spread
+``runtime_spread`` says how far the run-time estimate may be off, relative, from the level that
+gave it: a key's or shape key's run-time standard deviation over its mean (every run the store
+and this run have seen, Welford), or :data:`ONE_RUN_SPREAD` with a single run; for the app, its
+standard deviation over its mean across every key, at least :data:`APP_SPREAD`;
+:data:`PRIOR_SPREAD` for the prior and 0 for a hint. The default policy keeps longest-first's
+order unless its plan's predicted gain survives that spread
 (:func:`~scalpel_executor.core.planning.robust_choice`).
 """
 
@@ -39,17 +47,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from scalpel_executor.learning.hints import Hints
-from scalpel_executor.learning.keys import app_name, profile_key
+from scalpel_executor.learning.keys import app_name, profile_keys
+from scalpel_executor.learning.refine import Moments
 from scalpel_executor.learning.sampling import MeasurePlan, Sampling
-from scalpel_executor.learning.store import Observation, ProfileStore
+from scalpel_executor.learning.store import Observation, Profile, ProfileStore
 from scalpel_executor.core.units import format_size
 
 logger = logging.getLogger(__name__)
 
-SOURCES = ("hint", "learned", "store", "prior")
+SOURCES = ("hint", "learned", "store", "shape", "app", "prior")
 FLUSH_SECONDS = 1.0
 FLUSH_BATCH = 256
 ONE_RUN_SPREAD = 0.25  # a key seen once: its run time is assumed off by about a quarter
+APP_SPREAD = 0.5  # an app's other shapes: at least twice as uncertain as a key seen once
 PRIOR_SPREAD = 1.0  # never seen: the prior says little
 
 
@@ -57,7 +67,7 @@ PRIOR_SPREAD = 1.0  # never seen: the prior says little
 class Estimate:
     """What the scheduler is told about one task, and where each figure came from."""
 
-    key: str
+    key: str  # the key this task's measurements are recorded under
     app: str
     footprint: float
     runtime: float
@@ -66,23 +76,57 @@ class Estimate:
     intensity: float | None = None  # LLC miss rate (misses / references) where counters measured it
     measure: bool = False  # the probe measures this task (footprint, LLC counts); wall and CPU time always
     runtime_spread: float = 0.0  # relative error of ``runtime``: the key's run-time std / mean (module docstring)
+    shape: str | None = None  # the call's shape key (None: a named key); ``key`` is it or refines it
+    exact: str | None = None  # the call's exact key (its integers below 16 as given)
 
 
 @dataclass
 class _Known:
+    """One level's profile in this run: the store's statistics when first read, plus this run's."""
+
     footprint: float | None
     runtime: float | None
-    source: str  # "store" or "learned"
+    source: str  # "store" or "learned"; a fallback level reports its level instead
     intensity: float | None = None  # LLC miss rate; only hardware counters give one
     runs: int = 0  # run times seen (the store's and this run's), their mean and sum of squared deviations
     runtime_mean: float = 0.0
     runtime_m2: float = 0.0
+    split: bool = False  # a shape key whose exact keys have profiles of their own
+    pooled: bool = False  # an app's profile: its estimates are plain means over every key
+    footprints: Moments = Moments()  # footprints seen; the estimate of a pooled level
+
+    @classmethod
+    def of(cls, profile: Profile, pooled: bool = False) -> _Known:
+        return cls(profile.footprint, profile.runtime if profile.runs else None, "store", profile.llc_miss_rate,
+                   profile.runs, profile.runtime_mean or 0.0, (profile.runtime_std or 0.0) ** 2 * max(0, profile.runs - 1),
+                   profile.split, pooled,
+                   Moments.of(profile.footprint_runs, profile.footprint_mean,
+                              (profile.footprint_std or 0.0) ** 2 * max(0, profile.footprint_runs - 1)))
 
     @property
     def spread(self) -> float:
         if self.runs >= 2 and self.runtime_mean > 0:
-            return math.sqrt(self.runtime_m2 / (self.runs - 1)) / self.runtime_mean
-        return ONE_RUN_SPREAD if self.runtime is not None else PRIOR_SPREAD
+            spread = math.sqrt(self.runtime_m2 / (self.runs - 1)) / self.runtime_mean
+        else:
+            spread = ONE_RUN_SPREAD if self.runtime is not None else PRIOR_SPREAD
+        return max(spread, APP_SPREAD) if self.pooled else spread
+
+    def learn(self, runtime: Any, footprint: Any, miss_rate: float | None, blend: Callable) -> None:
+        if isinstance(runtime, (int, float)) and not isinstance(runtime, bool) and math.isfinite(runtime) \
+                and runtime >= 0:
+            self.runs += 1
+            delta = runtime - self.runtime_mean
+            self.runtime_mean += delta / self.runs
+            self.runtime_m2 += delta * (runtime - self.runtime_mean)
+        if blend(None, footprint) is not None:
+            self.footprints = self.footprints.add(float(footprint))
+        if self.pooled:
+            self.runtime = self.runtime_mean if self.runs else None
+            self.footprint = self.footprints.mean if self.footprints.count else None
+        else:
+            self.runtime = blend(self.runtime, runtime)
+            self.footprint = blend(self.footprint, footprint)
+        self.intensity = blend(self.intensity, miss_rate)
 
 
 class Estimator:
@@ -111,8 +155,9 @@ class Estimator:
         self.default_runtime = float(default_runtime)
         self.key_function = key_function
         self.alpha = alpha
-        self._known: dict[str, _Known | None] = {}
-        self._lock = threading.Lock()  # _known and _pending: submit thread vs completion thread
+        self._known: dict[str, _Known | None] = {}  # by key (exact and shape keys alike)
+        self._apps: dict[str, _Known | None] = {}  # by app name
+        self._lock = threading.Lock()  # _known, _apps and _pending: submit thread vs completion thread
         self._pending: list[Observation] = []
         self._last_flush = time.monotonic()
         self.priors: set[str] = set()  # keys that started this run with the prior
@@ -120,8 +165,15 @@ class Estimator:
         self.drifts = 0  # unmeasured tasks whose wall time made their key due for a measurement
 
     def key(self, func: Callable, args: tuple, kwargs: Mapping[str, Any], hints: Hints) -> str:
+        """The key a call's measurements are recorded under (see :meth:`keys`)."""
+        return self.keys(func, args, kwargs, hints)[0]
+
+    def keys(self, func: Callable, args: tuple, kwargs: Mapping[str, Any],
+             hints: Hints) -> tuple[str, str | None, str | None]:
+        """(key, shape key, exact key) of a call: a named key has neither of the other two, and the
+        key is the exact key only once the store split the shape key."""
         if hints.profile_key is not None:
-            return hints.profile_key
+            return hints.profile_key, None, None
         if self.key_function is not None:
             try:
                 chosen = self.key_function(func, args, kwargs)
@@ -133,46 +185,56 @@ class Estimator:
             if chosen is not None:
                 if not isinstance(chosen, str):
                     raise TypeError(f"the profile_key function must return a string or None, got {chosen!r}")
-                return chosen
-        return profile_key(func, args, kwargs)
+                return chosen, None, None
+        keys = profile_keys(func, args, kwargs)
+        if keys.exact == keys.shape:
+            return keys.shape, keys.shape, keys.exact
+        shape = self._lookup(keys.shape)
+        split = shape is not None and shape.split
+        return (keys.exact if split else keys.shape), keys.shape, keys.exact
 
     def _lookup(self, key: str) -> _Known | None:
         with self._lock:
             if key in self._known:
                 return self._known[key]
-        found = None
-        if self.store is not None:
-            profile = self.store.get(key)
-            if profile is not None and (profile.runs or profile.footprint_runs):
-                found = _Known(profile.footprint, profile.runtime if profile.runs else None, "store",
-                               profile.llc_miss_rate, profile.runs, profile.runtime_mean or 0.0,
-                               (profile.runtime_std or 0.0) ** 2 * max(0, profile.runs - 1))
+        profile = self.store.get(key) if self.store is not None else None
+        found = _Known.of(profile) if profile is not None and (profile.runs or profile.footprint_runs) else None
         with self._lock:
             return self._known.setdefault(key, found)
+
+    def _lookup_app(self, app: str) -> _Known | None:
+        with self._lock:
+            if app in self._apps:
+                return self._apps[app]
+        profile = self.store.app_profile(app) if self.store is not None else None
+        found = _Known.of(profile, pooled=True) if profile is not None else None
+        with self._lock:
+            return self._apps.setdefault(app, found)
 
     def estimate(self, func: Callable, args: tuple, kwargs: Mapping[str, Any], hints: Hints) -> Estimate:
         """The task's estimates and their sources."""
         name = app_name(func)
-        key = self.key(func, args, kwargs, hints)
+        key, shape, exact = self.keys(func, args, kwargs, hints)
         measure = self._decide(key)
         if hints.footprint is not None and hints.runtime is not None:
-            return Estimate(key, name, hints.footprint, hints.runtime, "hint", "hint", measure=measure)
-        known = self._lookup(key)
-        if hints.runtime is not None:
-            spread = 0.0
-        elif known is not None:
-            with self._lock:
-                spread = known.spread
-        else:
-            spread = PRIOR_SPREAD
-        if known is None and key not in self.priors:
+            return Estimate(key, name, hints.footprint, hints.runtime, "hint", "hint", measure=measure,
+                            shape=shape, exact=exact)
+        levels = [(self._lookup(key), None)]
+        if shape is not None and shape != key:
+            levels.append((self._lookup(shape), "shape"))
+        levels.append((self._lookup_app(name), "app"))
+        with self._lock:  # the completion thread updates these profiles
+            footprint, footprint_source, _ = self._pick(hints.footprint, levels, "footprint", self.default_footprint)
+            runtime, runtime_source, level = self._pick(hints.runtime, levels, "runtime", self.default_runtime)
+            spread = 0.0 if hints.runtime is not None else level.spread if level is not None else PRIOR_SPREAD
+            intensity = next((known.intensity for known, _ in levels[:-1]
+                              if known is not None and known.intensity is not None), None)
+        if footprint_source in ("prior", "hint") and runtime_source in ("prior", "hint") and key not in self.priors:
             self.priors.add(key)
             logger.info("no profile for %s yet: assuming a footprint of %s and a run time of %.3g s until it is measured",
                         key, format_size(self.default_footprint), self.default_runtime)
-        footprint, footprint_source = self._pick(hints.footprint, known, "footprint", self.default_footprint)
-        runtime, runtime_source = self._pick(hints.runtime, known, "runtime", self.default_runtime)
-        intensity = known.intensity if known is not None else None
-        return Estimate(key, name, footprint, runtime, footprint_source, runtime_source, intensity, measure, spread)
+        return Estimate(key, name, footprint, runtime, footprint_source, runtime_source, intensity, measure, spread,
+                        shape, exact)
 
     def _decide(self, key: str) -> bool:
         if self._plan is None:
@@ -181,13 +243,16 @@ class Estimator:
             return self._plan.decide(key)
 
     @staticmethod
-    def _pick(hint: float | None, known: _Known | None, field: str, prior: float) -> tuple[float, str]:
+    def _pick(hint: float | None, levels: list[tuple[_Known | None, str | None]], field: str,
+              prior: float) -> tuple[float, str, _Known | None]:
+        """The first level that knows ``field``: (value, source, that level)."""
         if hint is not None:
-            return hint, "hint"
-        value = getattr(known, field) if known is not None else None
-        if value is not None:
-            return value, known.source
-        return prior, "prior"
+            return hint, "hint", None
+        for known, source in levels:
+            value = getattr(known, field) if known is not None else None
+            if value is not None:
+                return value, source or known.source, known
+        return prior, "prior", None
 
     def observe(self, estimate: Estimate, stats: Mapping[str, Any]) -> None:
         """Learn from one successful task's measurements (``wall`` seconds, ``footprint`` bytes)."""
@@ -197,7 +262,12 @@ class Estimator:
         miss_rate = misses / references if references and misses is not None else None
         observation = Observation(
             estimate.key, estimate.app, runtime, footprint, stats.get("peak_rss") or stats.get("max_rss"), miss_rate,
+            estimate.shape, estimate.exact,
         )
+        levels = [estimate.key] + ([estimate.shape] if estimate.shape not in (None, estimate.key) else [])
+        for level in levels[1:]:
+            self._lookup(level)  # the store's statistics first, so this run's add to them
+        self._lookup_app(estimate.app)
         with self._lock:
             known = self._known.get(estimate.key)
             if known is None:
@@ -207,15 +277,13 @@ class Estimator:
                 self.drifts += 1
                 logger.debug("%s ran %.3g s against a learned %.3g s: its next task is measured", estimate.key,
                             runtime, known.runtime)
-            if isinstance(runtime, (int, float)) and not isinstance(runtime, bool) and math.isfinite(runtime) \
-                    and runtime >= 0:
-                known.runs += 1
-                delta = runtime - known.runtime_mean
-                known.runtime_mean += delta / known.runs
-                known.runtime_m2 += delta * (runtime - known.runtime_mean)
-            known.runtime = self._blend(known.runtime, runtime)
-            known.footprint = self._blend(known.footprint, footprint)
-            known.intensity = self._blend(known.intensity, miss_rate)
+            for level in levels[1:]:
+                if self._known.get(level) is None:
+                    self._known[level] = _Known(None, None, "learned")
+            if self._apps.get(estimate.app) is None:
+                self._apps[estimate.app] = _Known(None, None, "learned", pooled=True)
+            for profile in [self._known[level] for level in levels] + [self._apps[estimate.app]]:
+                profile.learn(runtime, footprint, miss_rate, self._blend)
             if self.store is None:
                 return
             self._pending.append(observation)

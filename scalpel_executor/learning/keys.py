@@ -1,25 +1,36 @@
 """Profile keys: which earlier runs a task's footprint and run time can be learned from.
 
-A key is the app's qualified name plus a *size signature* of its arguments::
+A key is the app's qualified name plus the *shape* of its arguments, never their values::
 
     examples.kernels.matmul(~2048)              matmul(2000)
     examples.kernels.matmul(~215)               matmul(200)      -> a different profile
     mypkg.fit(f8[~1024x3],mode=fast)            fit(np.zeros((1000, 3)), mode="fast")
-    montage.project(file~4.0MiB,file~4.0MiB)    two File inputs of about 4 MiB
+    mypkg.normalise({cpu:num,name:str,t0:num},~64)   normalise(<an upstream task's dict>, 64)
+    mypkg.simulate(n<16)                        simulate(seed) for seeds 0 to 15
+    mypkg.reduce(inputs=8)                      reduce(inputs=[eight futures' results])
+    montage.add(inputs=~64[~256MiB])            64 File inputs of 4 MiB
 
-What enters the signature, and why:
+What enters the shape, and why:
 
-- numbers: bucketed on a log scale, four buckets per doubling (values within about ±9% share a
-  bucket); integers below 16 exactly. Run times and footprints grow with problem sizes smoothly,
-  so nearby sizes can share what was learned, while 200 and 2000 cannot.
-- arrays (anything with ``shape`` and ``dtype``): dtype and bucketed shape; data frames and other
-  sized objects: type name and bucketed length; short tuples element by element; longer
-  sequences by bucketed length only.
-- strings: a word such as ``"gemm"`` or ``"jacobi-2d"`` verbatim (it usually names a mode or a
-  kernel); a path to an existing file by its bucketed size; anything else only by bucketed length,
-  because file names and labels are unique per task and would defeat learning.
-- Parsl ``File`` objects: the bucketed size of the local file when it exists; ``outputs=`` only
-  by count; Parsl's own keyword arguments (``parsl_resource_specification``, ``walltime``,
+- numbers (an argument, or in a short tuple): bucketed on a log scale, four buckets per doubling
+  (values within about ±9% share a bucket). Run times and footprints grow with sizes smoothly, so
+  nearby sizes share what was learned while 200 and 2000 do not. Integers below 16 become
+  ``n<16``: they are as often seeds, CPU numbers and indices as sizes, so they split a profile
+  only when the measurements show they change it (:mod:`~scalpel_executor.learning.refine`); the
+  call's *exact* key, with them as given, is what such a split keys by.
+- arrays (``shape`` and ``dtype``): dtype and bucketed shape; data frames: type and bucketed
+  shape; short tuples (up to 4) element by element.
+- strings: a word such as ``"gemm"`` or ``"jacobi-2d"`` verbatim when it is an argument (it
+  usually names a mode or a kernel); a path to an existing file by its bucketed size; anything
+  else ``str``, and a long one (256 characters or more) ``str`` with its bucketed length.
+- what an upstream task returned (dicts, lists, sets, longer tuples): the *kind* of each value,
+  never the value: a small dict by its field names and their kinds (``num``, ``bool``, ``str``,
+  arrays by shape, files by size), other containers by bucketed length plus, when they hold
+  arrays, bytes, files or long strings, the bucketed total size (``list8[~64MiB]``). A CPU number,
+  a timestamp or a task name in a result therefore never splits a key.
+- Parsl ``File`` objects: the bucketed size of the local file when it exists; ``inputs=`` (already
+  the upstream results when the executor sees them) by count and total size; ``outputs=`` by
+  count; Parsl's own keyword arguments (``parsl_resource_specification``, ``walltime``,
   ``stdout``/``stderr`` and the monitoring ids) are left out.
 
 Users override all of this with the ``profile_key`` resource hint or the executor's
@@ -31,18 +42,37 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+import numbers
 import os
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from scalpel_executor.core.units import format_size
 
 MAX_KEY_LENGTH = 240
+SMALL = "n<16"  # an integer below 16 in a shape key
+SMALL_LIMIT = 16
+LONG_STRING = 256  # characters: a shorter string in a key is "str", a longer one also has its length
 _WORD = re.compile(r"^[A-Za-z][A-Za-z0-9_+\-]{0,31}$")
 _PARSL_KWARGS = {"parsl_resource_specification", "walltime", "stdout", "stderr", "inputs", "outputs"}
 _SHORT_TUPLE = 4
+_SMALL_DICT = 8
 _DEPTH = 3
+_BULK_SCAN = 64  # elements of a container whose sizes are added up; the rest is extrapolated
+
+
+def _nearest_power(value: float) -> float:
+    return 2.0 ** (round(math.log2(value) * 4) / 4)  # four buckets per doubling: about ±9 % each
+
+
+def representative(value: float) -> float:
+    """The value a positive number's bucket stands for: itself when an integer below 16, else 2^(k/4)
+    for the nearest k."""
+    if float(value).is_integer() and value < SMALL_LIMIT:
+        return float(value)
+    return _nearest_power(value)
 
 
 def bucket(value: float) -> str:
@@ -61,62 +91,156 @@ def bucket(value: float) -> str:
         return "-" + bucket(-value)
     if value == 0:
         return "0"
-    if float(value).is_integer() and value < 16:
+    if float(value).is_integer() and value < SMALL_LIMIT:
         return str(int(value))
-    representative = 2.0 ** (round(math.log2(value) * 4) / 4)
-    return "~" + (f"{representative:.0f}" if representative >= 100 else f"{representative:.3g}")
+    rounded = representative(value)
+    return "~" + (f"{rounded:.0f}" if rounded >= 100 else f"{rounded:.3g}")
 
 
-def _size_bucket(size: int) -> str:
+def is_small(value: Any) -> bool:
+    """Whether a number is written exactly in a key (an integer below 16 either way): ``n<16`` in a shape key."""
+    return (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+            and float(value).is_integer() and abs(value) < SMALL_LIMIT)
+
+
+def size_bucket(size: float) -> str:
+    """A byte count's bucket, as in ``file~4.0MiB``: four per doubling."""
     if size <= 0:
         return "0"
-    return "~" + format_size(2.0 ** (round(math.log2(size) * 4) / 4)).replace(" ", "")
+    return "~" + format_size(_nearest_power(size)).replace(" ", "")
+
+
+def _weight(size: float) -> float:
+    """A size as its bucket's representative, so that a container's total moves only when an element
+    changes bucket (and an old key's text gives the same total: learning.migrate)."""
+    return _nearest_power(size) if size > 0 else 0.0
+
+
+def _file_size(path: str) -> int | None:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
 
 
 def _file_signature(path: str) -> str:
+    size = _file_size(path)
+    return "file" if size is None else "file" + size_bucket(size)
+
+
+def _is_path(value: str) -> bool:
+    return ("/" in value or "." in value) and os.path.isfile(value)
+
+
+def _parsl_file(value: Any) -> str | None:
+    """The local path of a ``parsl.data_provider.files.File``, else None."""
+    filepath = getattr(value, "filepath", None)
+    return filepath if isinstance(filepath, str) and hasattr(value, "scheme") else None
+
+
+def _dims(value: Any) -> tuple | None:
+    shape = getattr(value, "shape", None)
+    return shape if isinstance(shape, tuple) and all(isinstance(n, int) for n in shape) else None
+
+
+def _string(value: str, argument: bool) -> str:
+    if argument and _WORD.match(value):
+        return value
+    if _is_path(value):
+        return _file_signature(value)
+    length = bucket(len(value))
+    return "str" + length if float(length.lstrip("~")) >= LONG_STRING else "str"
+
+
+def _bulk(value: Any, depth: int = 0) -> float:
+    """Bytes of data a value carries in arrays, bytes, files and long strings (numbers and short
+    strings: 0), each element's size rounded to its bucket (:func:`_weight`)."""
+    if isinstance(value, str):
+        if _is_path(value):
+            return _weight(_file_size(value) or 0)
+        return _weight(len(value)) if len(value) >= LONG_STRING else 0.0
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return _weight(len(value))
+    path = _parsl_file(value)
+    if path is not None:
+        return _weight(_file_size(path) or 0)
+    dims, itemsize = _dims(value), getattr(getattr(value, "dtype", None), "itemsize", None)
+    if dims is not None and isinstance(itemsize, int):
+        return float(itemsize) * math.prod(representative(n) if n else 0.0 for n in dims)
+    nbytes = getattr(value, "nbytes", None)
+    if isinstance(nbytes, int) and not isinstance(nbytes, bool):
+        return _weight(nbytes)
+    if depth >= _DEPTH or isinstance(value, (numbers.Number, type(None))):
+        return 0.0
+    items = value.values() if isinstance(value, Mapping) else value
     try:
-        return "file" + _size_bucket(os.stat(path).st_size)
-    except OSError:
-        return "file"
+        length = len(items)
+        total = 0.0
+        for scanned, item in enumerate(items):
+            if scanned == _BULK_SCAN:
+                return total * length / scanned
+            total += _bulk(item, depth + 1)
+        return total
+    except TypeError:  # not a sized iterable
+        return 0.0
 
 
-def signature(value: Any, depth: int = 0) -> str:
-    """The size signature of one argument (see the module docstring).
+def _sized(name: str, value: Any, depth: int) -> str:
+    """``list8``, ``dict~64[~1.0GiB]``: a container by length, and by total size when it carries data."""
+    bulk = _bulk(value, depth)
+    return f"{name}{bucket(len(value))}" + (f"[{size_bucket(bulk)}]" if bulk else "")
 
-    >>> signature(2000), signature("gemm"), signature("out/tile_17.fits"), signature((3, 4))
-    ('~2048', 'gemm', 'str~16', '(3,4)')
+
+def _content(value: Any, depth: int) -> str:
+    """The kind of a value inside a container or an upstream result: never the value itself."""
+    if value is None:
+        return "None"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, numbers.Real):
+        return "num"
+    if isinstance(value, str):
+        return _string(value, argument=False)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "bytes" + bucket(len(value))
+    path = _parsl_file(value)
+    if path is not None:
+        return _file_signature(path)
+    dims = _dims(value)
+    if dims is not None:
+        dtype = getattr(value, "dtype", None)
+        text = "x".join(bucket(n) for n in dims)
+        if dtype is not None:
+            return f"{getattr(dtype, 'str', str(dtype)).lstrip('<>|=')}[{text}]"
+        return f"{type(value).__name__}[{text}]"  # data frames
+    if depth < _DEPTH and isinstance(value, Mapping) and len(value) <= _SMALL_DICT:
+        items = sorted(value.items(), key=lambda item: str(item[0]))
+        return "{" + ",".join(f"{key}:{_content(item, depth + 1)}" for key, item in items) + "}"
+    try:
+        return _sized(type(value).__name__, value, depth)
+    except TypeError:
+        return type(value).__name__
+
+
+def signature(value: Any, exact: bool = False, depth: int = 0) -> str:
+    """The shape signature of one argument (see the module docstring).
+
+    ``exact`` keeps integers below 16 as given instead of ``n<16``: the call's exact key.
+
+    >>> signature(2000), signature("gemm"), signature("out/tile_17.fits"), signature((3, 4)), signature(3, exact=True)
+    ('~2048', 'gemm', 'str', '(n<16,n<16)', '3')
+    >>> signature({"cpu": 3, "name": "lookup-3", "t0": 1805811301.2})
+    '{cpu:num,name:str,t0:num}'
     """
     if value is None or isinstance(value, bool):
         return str(value)
-    if isinstance(value, (int, float)):
-        return bucket(value)
+    if isinstance(value, numbers.Real):
+        return SMALL if is_small(value) and not exact else bucket(value)
     if isinstance(value, str):
-        if _WORD.match(value):
-            return value
-        if ("/" in value or "." in value) and os.path.isfile(value):
-            return _file_signature(value)
-        return "str" + bucket(len(value))
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return "bytes" + bucket(len(value))
-    filepath = getattr(value, "filepath", None)
-    if isinstance(filepath, str) and hasattr(value, "scheme"):  # a parsl.data_provider.files.File
-        return _file_signature(filepath)
-    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
-    if isinstance(shape, tuple) and dtype is not None and all(isinstance(n, int) for n in shape):
-        dims = "x".join(bucket(n) for n in shape)
-        return f"{getattr(dtype, 'str', str(dtype)).lstrip('<>|=')}[{dims}]"
-    if isinstance(shape, tuple) and all(isinstance(n, int) for n in shape):  # data frames
-        return f"{type(value).__name__}[{'x'.join(bucket(n) for n in shape)}]"
+        return _string(value, argument=depth == 0)
     if depth < _DEPTH and isinstance(value, tuple) and len(value) <= _SHORT_TUPLE:
-        return "(" + ",".join(signature(item, depth + 1) for item in value) + ")"
-    if depth < _DEPTH and isinstance(value, Mapping) and len(value) <= 8:
-        items = sorted(value.items(), key=lambda item: str(item[0]))
-        return "{" + ",".join(f"{key}:{signature(item, depth + 1)}" for key, item in items) + "}"
-    try:
-        length = len(value)
-    except TypeError:
-        return type(value).__name__
-    return f"{type(value).__name__}{bucket(length)}"
+        return "(" + ",".join(signature(item, exact, depth + 1) for item in value) + ")"
+    return _content(value, depth)
 
 
 def _unwrap(func: Callable) -> Callable:
@@ -156,25 +280,59 @@ def _bash_args(func: Callable, args: tuple) -> tuple:
     return args
 
 
+@dataclass(frozen=True)
+class Keys:
+    """The two keys of one call: ``shape`` (integers below 16 as ``n<16``) and ``exact`` (as given).
+
+    They are equal when the call has no such integer. A profile is kept under ``shape`` until
+    the measurements of the exact keys under it differ (:mod:`~scalpel_executor.learning.refine`).
+    """
+
+    shape: str
+    exact: str
+
+
+def _limited(key: str) -> str:
+    if len(key) <= MAX_KEY_LENGTH:
+        return key
+    digest = hashlib.sha1(key.encode()).hexdigest()[:12]
+    return f"{key[: MAX_KEY_LENGTH - 14]}…#{digest}"
+
+
+def _key(func: Callable, args: tuple, kwargs: Mapping[str, Any], exact: bool) -> str:
+    parts = [signature(arg, exact) for arg in _bash_args(func, tuple(args))]
+    for name in sorted(kwargs):
+        value = kwargs[name]
+        if name.startswith("_parsl") or name in _PARSL_KWARGS and name not in ("inputs", "outputs"):
+            continue
+        if name == "inputs":  # Parsl has replaced each future by its result: count them and weigh their data
+            try:
+                parts.append("inputs=" + _sized("", value, 0))
+            except TypeError:
+                parts.append(f"inputs={_content(value, 0)}")
+        elif name == "outputs":
+            parts.append(f"outputs={len(value)}")
+        else:
+            parts.append(f"{name}={signature(value, exact)}")
+    return _limited(f"{app_name(func)}({','.join(parts)})")
+
+
+def profile_keys(func: Callable, args: tuple = (), kwargs: Mapping[str, Any] | None = None) -> Keys:
+    """Both keys of one call (:class:`Keys`).
+
+    >>> keys = profile_keys(bucket, (3,))
+    >>> keys.shape.endswith("bucket(n<16)"), keys.exact.endswith("bucket(3)")
+    (True, True)
+    """
+    shape = _key(func, args, kwargs or {}, exact=False)
+    exact = _key(func, args, kwargs or {}, exact=True) if SMALL in shape else shape
+    return Keys(shape, exact)
+
+
 def profile_key(func: Callable, args: tuple = (), kwargs: Mapping[str, Any] | None = None) -> str:
-    """The profile key of one call: ``app_name(func)`` and the size signature of its arguments.
+    """The profile key of one call: ``app_name(func)`` and the shape of its arguments (``Keys.shape``).
 
     >>> profile_key(bucket, (2000,)) == profile_key(bucket, (2100,)) != profile_key(bucket, (200,))
     True
     """
-    parts = [signature(arg) for arg in _bash_args(func, tuple(args))]
-    for name in sorted(kwargs or {}):
-        value = kwargs[name]
-        if name.startswith("_parsl") or name in _PARSL_KWARGS and name not in ("inputs", "outputs"):
-            continue
-        if name == "inputs":
-            parts.append("inputs=[" + ",".join(signature(item) for item in list(value)[:16]) + "]")
-        elif name == "outputs":
-            parts.append(f"outputs={len(value)}")
-        else:
-            parts.append(f"{name}={signature(value)}")
-    key = f"{app_name(func)}({','.join(parts)})"
-    if len(key) > MAX_KEY_LENGTH:
-        digest = hashlib.sha1(key.encode()).hexdigest()[:12]
-        key = f"{key[: MAX_KEY_LENGTH - 14]}…#{digest}"
-    return key
+    return profile_keys(func, args, kwargs).shape

@@ -13,6 +13,20 @@ and an exponentially weighted mean (``alpha`` = 0.3) that follows drift, for the
 footprint separately (a task whose footprint could not be measured still teaches its run time).
 Estimates use the weighted mean.
 
+An observation names up to three keys (:class:`Observation`): the key it is recorded under, the
+shape key that key refines, and the call's exact key. Under a shape key that is not split, each
+exact key's statistics are kept in ``variants`` (not keys: ``profiles()`` does not list them), and
+:func:`~scalpel_executor.learning.refine.should_split` is asked after every batch; a split moves
+every variant into ``profiles`` as a key whose ``refines`` names the shape key, and marks the
+shape key ``split``. A refined key's observations also update its shape key, which is what a new
+exact key falls back to. :meth:`ProfileStore.app_profile` pools every unrefined key of an app.
+
+**Schema.** Version 2 (``meta.schema``) added ``refines``, ``split`` and ``variants``. A store of
+version 1 is upgraded when it is opened for writing, once, in one transaction: its keys are
+rewritten by today's key rule and merged (:mod:`~scalpel_executor.learning.migrate`). Opened
+read-only, or by a process that cannot write it, the same rewrite is done on the copy in memory.
+A store of a later version is read, like a damaged one, into memory with one warning.
+
 Rules this module keeps:
 
 - **Safe with several writers.** Every update is a read-modify-write inside ``BEGIN IMMEDIATE``,
@@ -34,27 +48,25 @@ from __future__ import annotations
 
 import logging
 import math
-import numbers
 import os
 import sqlite3
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from scalpel_executor.core.units import parse_size, show
-from scalpel_executor.learning.exchange import FORMAT  # one format for files and the store's export
+from scalpel_executor.learning.exchange import document_rows, finite, store_document
+from scalpel_executor.learning.migrate import rekey_rows
+from scalpel_executor.learning.refine import Moments, merge_rows, should_split
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 DEFAULT_ALPHA = 0.3
 BUSY_TIMEOUT_MS = 30_000
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS profiles (
+_STATISTICS = """
     key TEXT PRIMARY KEY,
     app TEXT NOT NULL,
     runs INTEGER NOT NULL DEFAULT 0,
@@ -64,13 +76,22 @@ CREATE TABLE IF NOT EXISTS profiles (
     peak_rss REAL,
     llc_miss_rate REAL,
     origin TEXT NOT NULL,
-    updated REAL NOT NULL
-);
+    updated REAL NOT NULL"""
+_META = "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)"
+_VERSION_2 = f"""
+CREATE TABLE IF NOT EXISTS variants ({_STATISTICS}, shape TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS variants_by_shape ON variants (shape);
+CREATE INDEX IF NOT EXISTS profiles_by_app ON profiles (app);
 """
+_SCHEMA = f"CREATE TABLE IF NOT EXISTS profiles ({_STATISTICS}, refines TEXT, split INTEGER NOT NULL DEFAULT 0);" + _VERSION_2
+_UPGRADE_FROM_1 = ("ALTER TABLE profiles ADD COLUMN refines TEXT;"
+                   "ALTER TABLE profiles ADD COLUMN split INTEGER NOT NULL DEFAULT 0;" + _VERSION_2)
 _COLUMNS = (
     "key, app, runs, runtime_mean, runtime_m2, runtime_ewma, footprint_runs, footprint_mean, footprint_m2, "
     "footprint_ewma, peak_rss, llc_miss_rate, origin, updated"
 )
+_ALL = _COLUMNS + ", refines, split"
+_ROW = ",".join("?" * 14)
 
 
 def default_path() -> Path:
@@ -92,6 +113,8 @@ class Observation:
     footprint: float | None = None  # bytes
     peak_rss: float | None = None  # bytes
     llc_miss_rate: float | None = None  # misses / references, where counters exist
+    shape: str | None = None  # the shape key that ``key`` refines, when it is not ``key`` itself
+    exact: str | None = None  # the call's exact key, when ``key`` is its (unsplit) shape key
 
 
 @dataclass(frozen=True)
@@ -110,8 +133,10 @@ class Profile:
     footprint: float | None  # the estimate: exponentially weighted mean
     peak_rss: float | None
     llc_miss_rate: float | None
-    origin: str  # "measured", or "imported:<name>"
+    origin: str  # "measured", "imported:<name>", or "pooled" (an app's profile)
     updated: float  # Unix time
+    refines: str | None = None  # the shape key this key was split from
+    split: bool = False  # this shape key's small integers have keys of their own
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -122,53 +147,17 @@ def _std(runs: int, m2: float | None) -> float | None:
 
 
 def _profile(row: tuple) -> Profile:
-    key, app, runs, rt_mean, rt_m2, rt_ewma, fp_runs, fp_mean, fp_m2, fp_ewma, rss, miss, origin, updated = row
+    key, app, runs, rt_mean, rt_m2, rt_ewma, fp_runs, fp_mean, fp_m2, fp_ewma, rss, miss, origin, updated = row[:14]
+    refines, split = row[14:] or (None, 0)
     return Profile(key, app, runs, rt_mean, _std(runs, rt_m2), rt_ewma, fp_runs, fp_mean, _std(fp_runs, fp_m2),
-                   fp_ewma, rss, miss, origin, updated)
+                   fp_ewma, rss, miss, origin, updated, refines, bool(split))
 
 
 def _welford(count: int, mean: float | None, m2: float | None, ewma: float | None, value: float, alpha: float):
     """One more value into (count, mean, M2, weighted mean) — Welford's update, O(1)."""
-    if count == 0 or mean is None:
-        return 1, value, 0.0, value
-    count += 1
-    delta = value - mean
-    mean += delta / count
-    m2 = (m2 or 0.0) + delta * (value - mean)
-    ewma = value if ewma is None else alpha * value + (1 - alpha) * ewma
-    return count, mean, m2, ewma
-
-
-def _show(value: object) -> str:
-    return show(value, 120)
-
-
-def _number_field(entry: dict, name: str, *, required: bool = False) -> float | None:
-    """A numeric field of an imported task: a number (not bool) or absent; negative or non-finite
-    numbers count as absent. TypeError naming the field for anything else."""
-    value = entry[name] if required else entry.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number, got {value!r} of type {type(value).__name__}")
-    try:
-        return _finite(value)
-    except OverflowError:
-        return None
-
-
-def _count_field(entry: dict, name: str, default: int) -> int:
-    value = entry.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise ValueError(f"{name} must be a whole number >= 0, got {value!r}")
-    return int(value)
-
-
-def _finite(value: float | None, minimum: float = 0.0) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) and value >= minimum else None
+    moments = Moments.of(count, mean, m2).add(value)
+    ewma = value if ewma is None or not count else alpha * value + (1 - alpha) * ewma
+    return moments.count, moments.mean, moments.m2, ewma
 
 
 class ProfileStore:
@@ -244,16 +233,37 @@ class ProfileStore:
 
     def _prepare(self, connection: sqlite3.Connection) -> None:
         connection.execute("BEGIN IMMEDIATE")
-        for statement in filter(str.strip, _SCHEMA.split(";")):
-            connection.execute(statement)
+        connection.execute(_META)
         row = connection.execute("SELECT value FROM meta WHERE name = 'schema'").fetchone()
-        if row is None:
-            connection.execute("INSERT INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
-        elif row[0] != SCHEMA_VERSION:
+        if row is not None and row[0] not in ("1", SCHEMA_VERSION):
             connection.execute("ROLLBACK")
             raise sqlite3.DatabaseError(f"schema version {row[0]!r}, this version of scalpel-executor reads {SCHEMA_VERSION!r}")
+        if row is not None and row[0] == "1":
+            for statement in filter(str.strip, _UPGRADE_FROM_1.split(";")):
+                connection.execute(statement)
+            self._rekey(connection)
+            connection.execute("UPDATE meta SET value = ? WHERE name = 'schema'", (SCHEMA_VERSION,))
+        else:
+            for statement in filter(str.strip, _SCHEMA.split(";")):
+                connection.execute(statement)
+            connection.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
         connection.execute("SELECT count(*) FROM profiles").fetchone()
         connection.execute("COMMIT")
+
+    def _rekey(self, connection: sqlite3.Connection) -> None:
+        """Rewrite schema-1 keys by today's rule (:mod:`~scalpel_executor.learning.migrate`), inside the caller's transaction."""
+        rows = connection.execute(f"SELECT {_COLUMNS} FROM profiles").fetchall()
+        merged, variants, changed = rekey_rows(rows)
+        if not changed:
+            return
+        connection.execute("DELETE FROM profiles")
+        connection.executemany(f"INSERT INTO profiles ({_COLUMNS}) VALUES ({_ROW})", merged)
+        connection.executemany(f"INSERT OR REPLACE INTO variants ({_COLUMNS}, shape) VALUES ({_ROW}, ?)",
+                               [(*row, shape) for shape, row in variants])
+        for shape in sorted({shape for shape, _ in variants}):
+            self._split_if_different(connection, shape)
+        logger.info("profile store %s: %d profiles from before the key rule changed became %d (see docs/profiles.md, "
+                    "\"Migration\")", self.path or ":memory:", len(rows), len(merged))
 
     def _memory(self) -> sqlite3.Connection:
         connection = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
@@ -268,9 +278,7 @@ class ProfileStore:
         try:
             source = sqlite3.connect(f"file:{self.path}?mode=ro&immutable=1", uri=True)
             try:
-                rows = source.execute(f"SELECT {_COLUMNS} FROM profiles").fetchall()
-                memory.executemany(f"INSERT OR REPLACE INTO profiles ({_COLUMNS}) VALUES ({','.join('?' * 14)})", rows)
-                salvaged = len(rows)
+                salvaged = self._salvage(source, memory)
             finally:
                 source.close()
         except (sqlite3.Error, OSError):
@@ -281,6 +289,22 @@ class ProfileStore:
             f"{salvaged} stored profiles were read" if salvaged else "no stored profiles could be read",
         )
         return memory
+
+    def _salvage(self, source: sqlite3.Connection, memory: sqlite3.Connection) -> int:
+        """Copy what ``source`` holds into the in-memory store; a schema-1 file's keys are rewritten on the way."""
+        columns = {row[1] for row in source.execute("PRAGMA table_info(profiles)")}
+        current = "split" in columns
+        rows = source.execute(f"SELECT {_ALL if current else _COLUMNS} FROM profiles").fetchall()
+        memory.execute("BEGIN")
+        memory.executemany(f"INSERT OR REPLACE INTO profiles ({_ALL if current else _COLUMNS}) "
+                           f"VALUES ({_ROW}{',?,?' if current else ''})", rows)
+        if current:
+            memory.executemany(f"INSERT OR REPLACE INTO variants ({_COLUMNS}, shape) VALUES ({_ROW}, ?)",
+                               source.execute(f"SELECT {_COLUMNS}, shape FROM variants").fetchall())
+        else:
+            self._rekey(memory)
+        memory.execute("COMMIT")
+        return len(rows)
 
     def _write(self, work) -> None:
         """Run ``work(connection)`` in an IMMEDIATE transaction; on a file fault, fail over and redo it."""
@@ -316,46 +340,101 @@ class ProfileStore:
 
     def get(self, key: str) -> Profile | None:
         """The statistics of ``key``, or None if it was never seen."""
-        rows = self._read(f"SELECT {_COLUMNS} FROM profiles WHERE key = ?", (key,))
+        rows = self._read(f"SELECT {_ALL} FROM profiles WHERE key = ?", (key,))
         return _profile(rows[0]) if rows else None
 
     def profiles(self, prefix: str = "") -> list[Profile]:
         """Every profile whose key starts with ``prefix``, sorted by key."""
         escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        rows = self._read(f"SELECT {_COLUMNS} FROM profiles WHERE key LIKE ? ESCAPE '\\' ORDER BY key", (escaped + "%",))
+        rows = self._read(f"SELECT {_ALL} FROM profiles WHERE key LIKE ? ESCAPE '\\' ORDER BY key", (escaped + "%",))
         return [_profile(row) for row in rows]
 
+    def app_profile(self, app: str) -> Profile | None:
+        """Every key of ``app`` pooled into one profile (keys split from a shape key count in that key
+        only), or None when none has a run. Its ``runtime`` and ``footprint`` are plain means over
+        every run, and its standard deviations include the differences between keys."""
+        rows = self._read(f"SELECT {_COLUMNS} FROM profiles WHERE app = ? AND refines IS NULL", (app,))
+        if not rows:
+            return None
+        merged = _profile(merge_rows(app, rows))
+        if not (merged.runs or merged.footprint_runs):
+            return None
+        return replace(merged, runtime=merged.runtime_mean, footprint=merged.footprint_mean,
+                                   origin="pooled")
+
     def record(self, observations: Iterable[Observation]) -> int:
-        """Fold observations into their keys' statistics, in one transaction. Returns how many."""
+        """Fold observations into their keys' statistics, in one transaction. Returns how many.
+
+        Each is folded into ``key``; into ``shape`` too when ``key`` refines it; and, when ``exact``
+        differs from ``key``, into that exact key's variant (its key, once the shape key is split).
+        """
         batch = list(observations)
         if not batch:
             return 0
 
         def work(connection: sqlite3.Connection) -> None:
             now = time.time()
+            shapes = set()
             for item in batch:
-                row = connection.execute(f"SELECT {_COLUMNS} FROM profiles WHERE key = ?", (item.key,)).fetchone()
-                (_, _, runs, rt_mean, rt_m2, rt_ewma, fp_runs, fp_mean, fp_m2, fp_ewma, rss, miss, origin, _) = (
-                    row or (item.key, item.app, 0, None, None, None, 0, None, None, None, None, None, "measured", now)
-                )
-                runtime, footprint = _finite(item.runtime), _finite(item.footprint)
-                if runtime is not None:
-                    runs, rt_mean, rt_m2, rt_ewma = _welford(runs, rt_mean, rt_m2, rt_ewma, runtime, self.alpha)
-                if footprint is not None:
-                    fp_runs, fp_mean, fp_m2, fp_ewma = _welford(fp_runs, fp_mean, fp_m2, fp_ewma, footprint, self.alpha)
-                peak = _finite(item.peak_rss)
-                rss = peak if rss is None else max(rss, peak or 0.0)
-                rate = _finite(item.llc_miss_rate)
-                miss = rate if rate is not None and miss is None else (
-                    miss if rate is None else self.alpha * rate + (1 - self.alpha) * miss)
-                connection.execute(
-                    f"INSERT OR REPLACE INTO profiles ({_COLUMNS}) VALUES ({','.join('?' * 14)})",
-                    (item.key, item.app, runs, rt_mean, rt_m2, rt_ewma, fp_runs, fp_mean, fp_m2, fp_ewma, rss, miss,
-                     origin, now),
-                )
+                refines = item.shape if item.shape not in (None, item.key) else None
+                self._fold(connection, "profiles", item.key, item, now, refines)
+                if refines is not None:
+                    self._fold(connection, "profiles", refines, item, now)
+                if item.exact in (None, item.key):
+                    continue
+                split = connection.execute("SELECT split FROM profiles WHERE key = ?", (item.key,)).fetchone()[0]
+                if split:  # split since this task's estimate: its exact key is a key now
+                    self._fold(connection, "profiles", item.exact, item, now, item.key)
+                else:
+                    self._fold(connection, "variants", item.exact, item, now, item.key)
+                    shapes.add(item.key)
+            for shape in sorted(shapes):
+                self._split_if_different(connection, shape)
 
         self._write(work)
         return len(batch)
+
+    def _fold(self, connection: sqlite3.Connection, table: str, key: str, item: Observation, now: float,
+              parent: str | None = None) -> None:
+        """One observation into one row of ``profiles`` (``parent``: the shape key it refines) or of
+        ``variants`` (``parent``: its shape key)."""
+        row = connection.execute(f"SELECT {_COLUMNS} FROM {table} WHERE key = ?", (key,)).fetchone()
+        (_, _, runs, rt_mean, rt_m2, rt_ewma, fp_runs, fp_mean, fp_m2, fp_ewma, rss, miss, origin, _) = (
+            row or (key, item.app, 0, None, None, None, 0, None, None, None, None, None, "measured", now)
+        )
+        runtime, footprint = finite(item.runtime), finite(item.footprint)
+        if runtime is not None:
+            runs, rt_mean, rt_m2, rt_ewma = _welford(runs, rt_mean, rt_m2, rt_ewma, runtime, self.alpha)
+        if footprint is not None:
+            fp_runs, fp_mean, fp_m2, fp_ewma = _welford(fp_runs, fp_mean, fp_m2, fp_ewma, footprint, self.alpha)
+        peak = finite(item.peak_rss)
+        rss = peak if rss is None else max(rss, peak or 0.0)
+        rate = finite(item.llc_miss_rate)
+        miss = rate if rate is not None and miss is None else (
+            miss if rate is None else self.alpha * rate + (1 - self.alpha) * miss)
+        values = (key, item.app, runs, rt_mean, rt_m2, rt_ewma, fp_runs, fp_mean, fp_m2, fp_ewma, rss, miss, origin, now)
+        statistics = ", ".join(f"{column} = excluded.{column}" for column in _COLUMNS.split(", ")[2:])
+        if table == "variants":
+            connection.execute(f"INSERT OR REPLACE INTO variants ({_COLUMNS}, shape) VALUES ({_ROW}, ?)",
+                               (*values, parent))
+        else:  # an upsert: a key's split mark stays
+            connection.execute(
+                f"INSERT INTO profiles ({_COLUMNS}, refines) VALUES ({_ROW}, ?) ON CONFLICT (key) DO UPDATE SET "
+                f"{statistics}, refines = coalesce(excluded.refines, refines)", (*values, parent))
+
+    def _split_if_different(self, connection: sqlite3.Connection, shape: str) -> None:
+        """Split ``shape`` when its variants differ (:func:`~scalpel_executor.learning.refine.should_split`)."""
+        rows = connection.execute(
+            "SELECT runs, runtime_mean, runtime_m2, footprint_runs, footprint_mean, footprint_m2 FROM variants "
+            "WHERE shape = ?", (shape,)).fetchall()
+        if not should_split((Moments.of(*row[:3]), Moments.of(*row[3:])) for row in rows):
+            return
+        connection.execute(f"INSERT OR IGNORE INTO profiles ({_COLUMNS}, refines) SELECT {_COLUMNS}, shape "
+                           "FROM variants WHERE shape = ?", (shape,))
+        connection.execute("DELETE FROM variants WHERE shape = ?", (shape,))
+        connection.execute("UPDATE profiles SET split = 1 WHERE key = ?", (shape,))
+        logger.info("profile %s: its small integers change its run time or footprint, so its %d variants are "
+                    "keys of their own from now on", shape, len(rows))
 
     def delete(self, prefix: str = "", *, exact: bool = False) -> int:
         """Remove the profile ``prefix`` (``exact=True``) or every profile starting with it. Returns how many."""
@@ -368,78 +447,23 @@ class ProfileStore:
             else:
                 escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
                 removed = connection.execute("DELETE FROM profiles WHERE key LIKE ? ESCAPE '\\'", (escaped + "%",)).rowcount
+            connection.execute("DELETE FROM variants WHERE shape NOT IN (SELECT key FROM profiles)")
 
         self._write(work)
         return removed
 
     def export(self, prefix: str = "", name: str = "profile-store") -> dict:
         """The profiles as a ``scalpel-profile/1`` document (JSON-ready; see ``docs/profiles.md``)."""
-        tasks = []
-        for profile in self.profiles(prefix):
-            entry = {"name": profile.key, "app": profile.app, "runs": profile.runs}
-            for field in ("runtime", "runtime_mean", "runtime_std", "footprint", "footprint_mean", "footprint_std",
-                          "peak_rss", "llc_miss_rate"):
-                value = getattr(profile, field)
-                if value is not None:
-                    entry[field] = value
-            entry["footprint_runs"] = profile.footprint_runs
-            if "runtime" not in entry:
-                entry["runtime"] = 0.0
-            tasks.append(entry)
-        return {
-            "format": FORMAT,
-            "name": name,
-            "description": f"profiles exported from {self.path or 'memory'}",
-            "exported": time.time(),
-            "tasks": tasks,
-        }
+        return store_document(self.profiles(prefix), name, f"profiles exported from {self.path or 'memory'}")
 
     def import_document(self, document: dict, *, prefix: str = "", origin: str | None = None) -> int:
         """Load a ``scalpel-profile/1`` document; each task's ``name`` (with ``prefix``) is its key.
 
         An imported key replaces what the store held for it. Raises ValueError naming the bad entry.
         """
-        if not isinstance(document, dict) or document.get("format") != FORMAT:
-            raise ValueError(f"a profile document must be a JSON object with \"format\": \"{FORMAT}\"")
-        entries = document.get("tasks")
-        if not isinstance(entries, list):
-            raise ValueError("a profile document needs a list \"tasks\"")
-        rows = []
-        origin = origin or f"imported:{document.get('name', 'unnamed')}"
-        now = time.time()
-        for position, entry in enumerate(entries):
-            try:
-                if not isinstance(entry, dict):
-                    raise TypeError("a task must be a JSON object such as {\"name\": \"adi\", \"runtime\": 41.5}")
-                key = prefix + str(entry["name"])
-                runtime = _number_field(entry, "runtime", required=True)
-                footprint = entry.get("footprint")
-                if isinstance(footprint, str):
-                    footprint = float(parse_size(footprint, what="footprint"))
-                footprint = _number_field({"footprint": footprint}, "footprint")
-                runs = _count_field(entry, "runs", 1)
-                fp_runs = _count_field(entry, "footprint_runs", runs if footprint is not None else 0)
-                if runtime is None:
-                    raise ValueError(f"runtime must be a finite number of seconds >= 0, got {entry['runtime']!r}")
-
-                def m2(std_key: str, count: int, entry: dict = entry) -> float:
-                    std = _number_field(entry, std_key)
-                    return std * std * (count - 1) if std is not None and count > 1 else 0.0
-
-                rows.append((
-                    key, str(entry.get("app", key)), runs,
-                    _number_field(entry, "runtime_mean") or runtime, m2("runtime_std", runs), runtime,
-                    fp_runs, None if footprint is None else (_number_field(entry, "footprint_mean") or footprint),
-                    None if footprint is None else m2("footprint_std", fp_runs), footprint,
-                    _number_field(entry, "peak_rss"), _number_field(entry, "llc_miss_rate"), origin, now,
-                ))
-            except KeyError as error:
-                raise ValueError(f"task #{position} ({_show(entry)}) is malformed: it needs a field {error}") from None
-            except (TypeError, ValueError) as error:
-                raise ValueError(f"task #{position} ({_show(entry)}) is malformed: {error}") from None
-
+        rows = document_rows(document, prefix, origin)
         self._write(lambda connection: connection.executemany(
-            f"INSERT OR REPLACE INTO profiles ({_COLUMNS}) VALUES ({','.join('?' * 14)})", rows))
+            f"INSERT OR REPLACE INTO profiles ({_ALL}) VALUES ({_ROW}, ?, ?)", rows))
         return len(rows)
 
     def close(self) -> None:

@@ -99,7 +99,7 @@ class TaskRecord:
     ok: bool  # False for a task exception, a worker death or a shutdown
     stats: dict  # measured in the worker: wall / cpu seconds, peak RSS, footprint (probe)
     profile_key: str = ""
-    footprint_source: str = "prior"  # hint | learned | store | prior (see scalpel_executor.learning.estimates)
+    footprint_source: str = "prior"  # hint | learned | store | shape | app | prior (learning.estimates.SOURCES)
     runtime_source: str = "prior"
     intensity: float | None = None  # the LLC miss rate the scheduler was told (`di` ranks by it)
     measured: bool = False  # sent to be measured by the probe (learning.sampling decided)
@@ -512,7 +512,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         """Where every finished task ran and where its estimates came from (JSON-ready).
 
         ``sources`` counts tasks per source of each estimate (``hint``, ``learned`` earlier in
-        this run, ``store`` from earlier runs, ``prior`` for keys never seen before); ``priors``
+        this run, ``store`` from earlier runs, ``shape`` and ``app`` for a key new but its shape
+        key or app known, ``prior`` for keys never seen before); ``priors``
         lists the keys that started with the prior; ``tasks_measured`` counts the tasks the probe
         was asked to measure and ``drifts`` the unmeasured tasks whose run time made their key due
         for one (``measure_first``, ``measure_every``, ``remeasure_drift``); ``hints_off`` counts, per

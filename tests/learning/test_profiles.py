@@ -336,16 +336,16 @@ def _warm():
     return 0
 
 
-def _touch(mib, seconds=1.2):
+def _touch(kib, seconds=1.2):
     import time
 
     import numpy as np
 
-    hot = np.ones(int(mib * 2**20) // 8)
+    hot = np.ones(int(kib * 2**10) // 8)
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         hot += 1.0
-    return mib
+    return kib
 
 
 def _run_batch(store_path, sizes):
@@ -356,18 +356,18 @@ def _run_batch(store_path, sizes):
     try:
         for future in [executor.submit(_warm, {"profile_key": "warm-up"}) for _ in range(8)]:
             future.result()
-        futures = [executor.submit(_touch, {}, mib) for mib in sizes]
+        futures = [executor.submit(_touch, {}, kib) for kib in sizes]
         assert [future.result() for future in futures] == list(sizes)
     finally:
         executor.shutdown()
     by_key = {record.profile_key: record for record in executor.records if record.profile_key != "warm-up"}
-    return executor, [by_key[profile_key(_touch, (mib,))] for mib in sizes]
+    return executor, [by_key[profile_key(_touch, (kib,))] for kib in sizes]
 
 
 def test_a_second_run_groups_by_what_the_first_measured(tmp_path):
     from scalpel_executor.core.grouping import group_tasks
 
-    sizes = (1, 24, 4, 12)
+    sizes = (1024, 24 * 1024, 4 * 1024, 12 * 1024)  # KiB: sizes (an argument below 16 would share a key)
     store = tmp_path / "p.sqlite"
     first, records = _run_batch(store, sizes)
     assert {r.footprint_source for r in records} == {"prior"}
@@ -380,7 +380,7 @@ def test_a_second_run_groups_by_what_the_first_measured(tmp_path):
     assert {r.runtime_source for r in records} == {"store"}
     assert second.run_report()["priors"] == []
     estimated = [r.footprint for r in records]
-    true = [mib * 2**20 for mib in sizes]
+    true = [kib * 2**10 for kib in sizes]
     assert group_tasks(estimated, 2, 2) == group_tasks(true, 2, 2)
 
 
