@@ -122,11 +122,11 @@ def test_a_tiny_plan_runs_end_to_end_with_the_split(tmp_path):
     assert len(list((out / "runinfo").glob("*/scalpel-solo-report.json"))) == 1
     assert record["solo_passes"] == 1
     # the solo pass taught the store, so Scalpel's runs used stored estimates, not the prior (a task
-    # shorter than the probe's first window teaches its run time but no footprint)
+    # shorter than the probe's first window teaches its run time but no footprint: its app's, or the prior)
     for run in record["runs"]:
         if run["executor"].startswith("scalpel:"):
             assert run["report_sources"]["runtime"] == {"store": 4}
-            assert set(run["report_sources"]["footprint"]) <= {"store", "prior"}
+            assert set(run["report_sources"]["footprint"]) <= {"store", "app", "prior"}
     assert record["machine"]["llc"] > 0 and "Scalpel plans with it" in completed.stderr
     bound = record["summary"]["bound"]
     assert bound["runs"] == len(names) * repeats and 0 <= bound["runs_below"] <= bound["runs"]
