@@ -60,7 +60,8 @@ _PARSL_KWARGS = {"parsl_resource_specification", "walltime", "stdout", "stderr",
 _SHORT_TUPLE = 4
 _SMALL_DICT = 8
 _DEPTH = 3
-_BULK_SCAN = 64  # elements of a container whose sizes are added up; the rest is extrapolated
+_BULK_SCAN = 64  # elements of a container whose sizes are added up (an eighth of that a level deeper); the
+# rest is extrapolated, so a list of 100 lists of 100 lists costs about 1 ms at submit, not 200 ms
 
 
 def _nearest_power(value: float) -> float:
@@ -174,10 +175,10 @@ def _bulk(value: Any, depth: int = 0) -> float:
         return 0.0
     items = value.values() if isinstance(value, Mapping) else value
     try:
-        length = len(items)
+        length, scan = len(items), max(1, _BULK_SCAN >> (3 * depth))
         total = 0.0
         for scanned, item in enumerate(items):
-            if scanned == _BULK_SCAN:
+            if scanned == scan:
                 return total * length / scanned
             total += _bulk(item, depth + 1)
         return total
