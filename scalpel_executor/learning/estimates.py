@@ -46,6 +46,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from scalpel_executor.host.probe.estimator import ENDED_BEFORE_FIRST_WINDOW
 from scalpel_executor.learning.hints import Hints
 from scalpel_executor.learning.keys import app_name, profile_keys
 from scalpel_executor.learning.refine import Moments
@@ -258,6 +259,8 @@ class Estimator:
         """Learn from one successful task's measurements (``wall`` seconds, ``footprint`` bytes)."""
         runtime = stats.get("wall")
         footprint = stats.get("footprint")
+        if footprint is None and str(stats.get("footprint_source", "")).startswith(ENDED_BEFORE_FIRST_WINDOW):
+            footprint = 0.0  # over before the probe's first window: too short to hold the cache, a measurement
         references, misses = stats.get("llc_references"), stats.get("llc_misses")
         miss_rate = misses / references if references and misses is not None else None
         observation = Observation(

@@ -90,3 +90,22 @@ def test_the_live_scheduler_is_told_each_tasks_runtime_spread(tmp_path):
             executor.shutdown()
         spreads = [r.runtime_spread for r in executor.records]
         assert spreads == [pytest.approx(0.01414 / 0.02, rel=1e-3)]
+
+
+def test_a_task_over_before_the_probes_first_window_counts_as_a_footprint_of_zero(tmp_path):
+    from scalpel_executor.host.probe.estimator import summarize
+
+    store = ProfileStore(tmp_path / "p.sqlite")
+    estimator = Estimator(store, default_footprint=5e6, default_runtime=1.0)
+    first = estimator.estimate(_double, (1,), {}, Hints(profile_key="short"))
+    assert first.footprint_source == "prior"
+    too_short = summarize([], wall=0.02)  # the probe's own report for a 20 ms task
+    estimator.observe(first, {"wall": 0.02, "footprint": None, "footprint_source": too_short.footprint_source})
+    estimator.flush()
+    again = Estimator(store, default_footprint=5e6, default_runtime=1.0)
+    second = again.estimate(_double, (1,), {}, Hints(profile_key="short"))
+    assert (second.footprint, second.footprint_source) == (0.0, "store")
+    # a failed probe is no measurement: nothing is learned from it
+    other = estimator.estimate(_double, (1,), {}, Hints(profile_key="broken"))
+    estimator.observe(other, {"wall": 2.0, "footprint": None, "footprint_source": "unavailable: probe off"})
+    assert estimator.estimate(_double, (1,), {}, Hints(profile_key="broken")).footprint_source == "app"

@@ -82,6 +82,11 @@ class ProbeReport:
 
 
 
+#: How ``footprint_source`` begins for a task that ended before its first window closed: too short
+#: to hold the cache long enough to matter, which the estimator records as a footprint of 0.
+ENDED_BEFORE_FIRST_WINDOW = "unavailable: the task ended after"
+
+
 def summarize(windows: Sequence[Window], wall: float, percentile: float = PERCENTILE,
               first_close: float = SETTLE + FIRST_WINDOW) -> ProbeReport:
     """Turn one task's windows into its report (footprint, peaks, sampling cost).
@@ -119,7 +124,7 @@ def summarize(windows: Sequence[Window], wall: float, percentile: float = PERCEN
     """
     report = ProbeReport(None, "", len(windows), wall=wall, probe_cpu=sum(w.cost for w in windows))
     if not windows:
-        report.footprint_source = (f"unavailable: the task ended after {wall * 1e3:.1f} ms, before its "
+        report.footprint_source = (f"{ENDED_BEFORE_FIRST_WINDOW} {wall * 1e3:.1f} ms, before its "
                                    f"first window closed at {first_close * 1e3:.0f} ms")
         return report
     data = [w.memory.referenced_data for w in windows]
