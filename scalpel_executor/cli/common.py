@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 
 from scalpel_executor.core.simulate import ContentionModel
-from scalpel_executor.experiments.contention_fit import load_model
+from scalpel_executor.core.contention_fit import load_model
 from scalpel_executor.learning.exchange import read_json_object
 
 

@@ -43,6 +43,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from scalpel_executor.core.contention import ContentionModel
+from scalpel_executor.core.contention_fit import CoRun, fit_contention
 from scalpel_executor.core.topology import Topology
 
 __all__ = [
@@ -119,31 +120,13 @@ def k_copies_rms(model: ContentionModel, points, llc: float) -> float:
 def fit_k_copies(points, llc: float, *, max_sensitivity: float = 8.0) -> tuple[ContentionModel, float]:
     """ρ, σ fitted to (footprint, copies, slowdown) ``points`` on one ``llc``-byte LLC; the model and its rms.
 
-    The method of ``experiments.contention_fit`` (least squares on slowdowns), with k copies of
-    one footprint instead of pairs: ρ on a geometric grid 0.05-4, refined twice between the best
-    point's neighbours; for each ρ, σ in closed form, since the predicted excess slowdown is σ
-    times the excess at σ = 1.
+    :func:`~scalpel_executor.core.contention_fit.fit_contention` on the slowdowns, each point one
+    co-run of a footprint beside k - 1 copies of itself: ρ on its geometric grid, refined twice
+    between the best point's neighbours; for each ρ, σ in closed form, since the predicted excess
+    slowdown is σ times the excess at σ = 1.
     """
     if not points:
         raise ValueError("no co-run points with 2 or more copies to fit; the surface's slowdown table is empty")
-
-    def best_on(rhos):
-        best = None
-        for rho in rhos:
-            excess = [k_copies_slowdown(ContentionModel(rho, 1.0), f, k, llc) - 1.0 for f, k, _ in points]
-            denominator = sum(e * e for e in excess)
-            sigma = sum(e * (v - 1.0) for e, (_, _, v) in zip(excess, points)) / denominator if denominator else 0.0
-            model = ContentionModel(rho, min(max(sigma, 0.0), max_sensitivity))
-            error = k_copies_rms(model, points, llc)
-            if best is None or error < best[0] - 1e-15:
-                best = (error, model)
-        return best
-
-    grid = [0.05 * (4 / 0.05) ** (i / 159) for i in range(160)]
-    error, model = best_on(grid)
-    for _ in range(2):
-        i = min(range(len(grid)), key=lambda j: abs(grid[j] - model.capacity_fraction))
-        low, high = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
-        grid = [low + (high - low) * j / 40 for j in range(41)]
-        error, model = min((error, model), best_on(grid), key=lambda pair: pair[0])
-    return model, error
+    coruns = [CoRun(f, ((1.0, (f,) * (k - 1)),), v) for f, k, v in points]
+    model, _ = fit_contention(coruns, llc, log=False, max_sensitivity=max_sensitivity)
+    return model, k_copies_rms(model, points, llc)

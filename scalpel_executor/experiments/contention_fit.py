@@ -8,7 +8,8 @@
             └─> fit_model: rho, sigma minimising     └─> predict_bench: each mix simulated with the
                 the squared error of the pair            fitted model, the peer's policy, the measured
                 slowdowns (sigma in closed form          solo times and the cases' footprints, in
-                for each rho on a grid)                  submission order ─> error per (mix, peer)
+                for each rho on a grid:                  submission order ─> error per (mix, peer)
+                core.contention_fit)
 
 Not to be confused with ``workloads.kernels.calibrate``, which picks a kernel case's steps for a
 wanted run time. The mixes are held out: the fit sees pairs only. Pure functions on the two JSON documents; the
@@ -24,6 +25,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
+from scalpel_executor.core.contention_fit import CoRun, fit_contention, load_model  # noqa: F401 - re-exported: benchmarks read calibrations through it
 from scalpel_executor.core.simulate import ContentionModel, SimTask, lower_bound, simulate
 from scalpel_executor.core.units import parse_size
 
@@ -101,12 +103,6 @@ def pairs_from_corun(document: dict) -> list[PairObservation]:
     return out
 
 
-def _excess(model: ContentionModel, footprint: float, partner: float, llc: float) -> float:
-    """What the model's slowdown minus one is per unit of sensitivity."""
-    unit = ContentionModel(model.capacity_fraction, 1.0)
-    return unit.slowdowns([footprint, partner], [1.0, 1.0], llc)[0] - 1.0
-
-
 def _rms(model: ContentionModel, pairs: Sequence[PairObservation], llc: float) -> float:
     errors = [model.slowdowns([p.footprint, p.partner], [model.sensitivity] * 2, llc)[0] - p.slowdown for p in pairs]
     return math.sqrt(statistics.fmean(e * e for e in errors))
@@ -117,50 +113,20 @@ def fit_model(pairs: Sequence[PairObservation], llc: float, *, rhos: Iterable[fl
     """rho and sigma of :class:`~scalpel_executor.core.simulate.ContentionModel` that best explain
     ``pairs`` on an LLC of ``llc`` bytes (least squares on the slowdowns).
 
-    For each rho on a geometric grid (0.05 to 4 by default), refined twice between the best
-    point's neighbours, the model is linear in sigma, so the best sigma has a closed form, clipped
-    to [0, ``max_sensitivity``]. O(grid x pairs).
+    :func:`scalpel_executor.core.contention_fit.fit_contention` on the slowdowns (not their logs),
+    each pair one co-run with one co-runner: for each rho on a geometric grid (0.01 to 4 by
+    default), refined twice between the best point's neighbours, sigma in closed form, clipped to
+    [0, ``max_sensitivity``]. O(grid x pairs).
     """
     if not pairs:
         raise ValueError("need at least one measured pair to fit")
     if not (llc > 0):
         raise ValueError(f"llc must be a positive number of bytes, got {llc!r}")
-    grid = sorted(rhos) if rhos is not None else [0.05 * (4 / 0.05) ** (k / 159) for k in range(160)]
-
-    def best_on(candidates: Sequence[float]) -> tuple[float, ContentionModel]:
-        best: tuple[float, ContentionModel] | None = None
-        for rho in candidates:
-            excess = [_excess(ContentionModel(rho, 1.0), p.footprint, p.partner, llc) for p in pairs]
-            denominator = sum(e * e for e in excess)
-            sigma = sum(e * (p.slowdown - 1.0) for e, p in zip(excess, pairs)) / denominator if denominator else 0.0
-            model = ContentionModel(rho, min(max(sigma, 0.0), max_sensitivity))
-            error = _rms(model, pairs, llc)
-            if best is None or error < best[0] - 1e-15:
-                best = (error, model)
-        return best
-
-    error, model = best_on(grid)
-    for _ in range(2):  # refine between the best point's neighbours
-        k = min(range(len(grid)), key=lambda i: abs(grid[i] - model.capacity_fraction))
-        low, high = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
-        grid = [low + (high - low) * i / 40 for i in range(41)]
-        error, model = min((error, model), best_on(grid), key=lambda pair: pair[0])
+    coruns = [CoRun(p.footprint, ((1.0, (p.partner,)),), p.slowdown) for p in pairs]
+    model, _ = fit_contention(coruns, llc, log=False, rhos=rhos, max_sensitivity=max_sensitivity)
     residuals = tuple((p.label, p.partner_label, p.slowdown,
                        model.slowdowns([p.footprint, p.partner], [model.sensitivity] * 2, llc)[0]) for p in pairs)
-    return Fit(model, llc, error, _rms(ContentionModel(), pairs, llc), len(pairs), residuals)
-
-
-def load_model(document: dict) -> ContentionModel:
-    """The model of a ``calibration.json`` (:meth:`Fit.to_dict`)."""
-    try:
-        rho, sigma = document["capacity_fraction"], document["sensitivity"]
-    except (KeyError, TypeError):
-        raise ValueError("not a calibration document: it needs capacity_fraction and sensitivity "
-                         "(scalpel calibrate --out)") from None
-    for name, value in (("capacity_fraction", rho), ("sensitivity", sigma)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-            raise ValueError(f"{name} must be a finite number (scalpel calibrate --out writes it), got {value!r}")
-    return ContentionModel(float(rho), float(sigma))
+    return Fit(model, llc, _rms(model, pairs, llc), _rms(ContentionModel(), pairs, llc), len(pairs), residuals)
 
 
 @dataclass(frozen=True)
