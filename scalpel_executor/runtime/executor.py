@@ -54,7 +54,9 @@ from parsl.serialize import deserialize, pack_apply_message
 from parsl.utils import RepresentationMixin
 
 from scalpel_executor.core.contention import ContentionModel
+from scalpel_executor.core.contention_fit import load_model
 from scalpel_executor.learning.estimates import Estimator
+from scalpel_executor.learning.host_model import MIN_OBSERVATIONS, HostFit, HostModelStore, TaskSpan, host_id, model_report
 from scalpel_executor.learning.hints import HintAudit, parse_hints, parse_walltime, scheduling_priority
 from scalpel_executor.learning.sampling import MEASURE_EVERY, MEASURE_FIRST, REMEASURE_DRIFT, Sampling
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, TaskExit, WalltimeExceeded, WorkerDied
@@ -122,9 +124,11 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         ``"grouping+fifo"``, ``"fifo"``, ``"random"``, ``"di"``.
     contention_model : ContentionModel, path or None
         The model ``scalpel`` plans with: a ``ContentionModel``, the path of a calibration that
-        ``scalpel calibrate --out`` wrote, or None for the default (rho 0.5, sigma 1). A model that
-        overstates this machine's contention makes the plan trade order for separation it does not
-        need; calibrate where it matters (keyword only).
+        ``scalpel calibrate --out`` wrote, or None: in local mode, the model fitted on this host
+        from earlier runs' co-runs (kept in the profile store) once it rests on 20 of them, else the
+        default (rho 0.5, sigma 1); each run's co-runs are added at shutdown (docs/design.md, "Where
+        the model comes from"). A model that overstates this machine's contention makes the plan
+        trade order for separation it does not need (keyword only).
     topology : Topology, str or list of CPU lists, optional
         The LLC domains to schedule for. Default: detected from sysfs and this process's affinity.
         A spec such as ``"2x4:12MiB"`` describes a machine you do not have; its decisions are then
@@ -319,6 +323,12 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self.label = label
         self.policy = policy
         self.contention_model = _contention_model(contention_model)
+        # What start() plans with: the given model, else this host's fit once it rests on enough co-runs.
+        self._model_source = "default" if contention_model is None else "given"
+        self._planning_model = self.contention_model
+        self._host_models: HostModelStore | None = None
+        self._host_fit: HostFit | None = None  # this host's fit after the run (at shutdown)
+        self._host_preview: tuple[int, HostFit | None] | None = None  # (records, fit) for run_report before it
         self.topology = topology
         self.pin = pin
         self.batch_window = float(batch_window)
@@ -390,6 +400,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         if self._pool is not None:
             return False
         self._estimator = self._make_estimator()
+        if self._model_source == "default" and self.provider is None:  # provider mode's nodes are other hosts
+            self._use_host_model()
         if self.run_dir != self._unset_run_dir:  # run by a DataFlowKernel: our warnings into its parsl.log
             self._take_back_log_handlers = share_parsl_handlers()
         return True
@@ -407,7 +419,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             max_batch=self.max_batch,
             worker_env=self._worker_env(),
             seed=self.seed,
-            contention_model=self.contention_model,
+            contention_model=self._planning_model,
         )
         pool.start()
         self._pool = pool
@@ -417,6 +429,68 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             f", node manager pid {pool.pid}" if self.node_manager else "",
             self._topology.describe().replace("\n", ";"),
         )
+
+    def _use_host_model(self) -> None:
+        """Plan with this host's fit when it rests on :data:`MIN_OBSERVATIONS` co-runs; a store
+        problem leaves the default (the fit's store warns once and carries on in memory)."""
+        store = self._estimator.store if self._estimator is not None else None
+        try:
+            self._host_models = HostModelStore(store.path if store is not None and store.persistent else None)
+            fit = self._host_models.fitted(host_id(self._topology))
+        except Exception as error:  # noqa: BLE001 - never fail a run for what it could learn
+            logger.warning("executor %r plans with the default contention model: the host's fit could not be "
+                           "read (%s)", self.label, error)
+            return
+        if fit is not None and fit.observations >= MIN_OBSERVATIONS and fit.llc == self._topology.llc_size:
+            self._planning_model, self._model_source = fit.model, "fitted on this host"
+            logger.info("executor %r plans with the contention model fitted on this host: rho %.3f, sigma %.3f "
+                        "from %d co-runs", self.label, fit.model.capacity_fraction, fit.model.sensitivity,
+                        fit.observations)
+
+    def _task_spans(self) -> list[TaskSpan]:
+        """The finished tasks that ran, as the host's fit sees them (local mode: one clock, one host)."""
+        spans = []
+        for record in self.records:
+            if record.domain is None or record.started is None:
+                continue
+            wall = record.stats.get("wall")
+            wall = float(wall) if isinstance(wall, (int, float)) and math.isfinite(wall) and wall >= 0 else None
+            footprint = record.stats.get("footprint") or record.stats.get("scheduled_footprint") or record.footprint
+            spans.append(TaskSpan(record.profile_key, record.domain, record.started,
+                                  record.started + wall if wall is not None else record.finished, wall,
+                                  float(footprint), record.ok))
+        return spans
+
+    def _learn_host_model(self) -> None:
+        """Add this run's co-runs to the host's and refit (shutdown); a fault is one warning."""
+        store, self._host_models = self._host_models, None
+        if store is None:
+            return
+        try:
+            self._host_fit = store.learn(host_id(self._topology), self._topology.llc_size, self._task_spans())
+        except Exception as error:  # noqa: BLE001 - never fail a shutdown for what it could learn
+            logger.warning("executor %r could not add this run's co-runs to the host's contention fit: %s",
+                           self.label, error)
+        finally:
+            store.close()
+
+    def _contention_report(self, records: Sequence[TaskRecord]) -> dict:
+        """The run report's ``contention_model`` (see run_report)."""
+        fit = self._host_fit
+        if not self._shut_down and self._host_models is not None:  # a preview, once per number of records
+            if self._host_preview is None or self._host_preview[0] != len(records):
+                try:
+                    preview = self._host_models.preview(host_id(self._topology), self._topology.llc_size,
+                                                        self._task_spans())
+                except Exception as error:  # noqa: BLE001 - the report goes on without it
+                    logger.warning("the host's contention fit could not be previewed: %s", error)
+                    preview = None
+                self._host_preview = (len(records), preview)
+            fit = self._host_preview[1]
+        footprints = [float(r.stats.get("footprint") or r.stats.get("scheduled_footprint") or r.footprint)
+                      for r in records if r.started is not None]
+        return model_report(self._planning_model, self._model_source, host_id(self._topology),
+                            self._topology.llc_size, fit, footprints)
 
     def _make_estimator(self) -> Estimator:
         return Estimator(self._open_store(), self._default_footprint_bytes, self.default_runtime,
@@ -503,6 +577,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             self._estimator.flush()
             if self._estimator.store is not None and not isinstance(self.profiles, ProfileStore):
                 self._estimator.store.close()
+            self._learn_host_model()
             self._write_report()
         if self._take_back_log_handlers is not None:
             self._take_back_log_handlers()
@@ -518,8 +593,12 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         was asked to measure and ``drifts`` the unmeasured tasks whose run time made their key due
         for one (``measure_first``, ``measure_every``, ``remeasure_drift``); ``hints_off`` counts, per
         hint, the tasks whose ``footprint`` or ``runtime`` hint was more than twice or under half
-        what they measured (:class:`~scalpel_executor.learning.hints.HintAudit`); ``tasks`` has one
-        row per task, its ``priority`` the user's hint.
+        what they measured (:class:`~scalpel_executor.learning.hints.HintAudit`); ``contention_model``
+        says which model the plan used (``planned_with``), where
+        it came from (``source``: ``given``, ``fitted on this host``, ``default``), this host's fit
+        with this run's co-runs (``fitted``: rho, sigma, the co-runs it rests on; before shutdown a
+        preview) and what it predicts for this run's two largest footprints together
+        (``two_largest``); ``tasks`` has one row per task, its ``priority`` the user's hint.
         """
         records = list(self.records)
         store = self._estimator.store if self._estimator is not None else None
@@ -537,6 +616,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             "tasks_measured": sum(record.measured for record in records),
             "drifts": self._estimator.drifts if self._estimator is not None else 0,
             "hints_off": self._hint_audit.counts,
+            "contention_model": self._contention_report(records),
             "sources": {
                 "footprint": dict(Counter(record.footprint_source for record in records)),
                 "runtime": dict(Counter(record.runtime_source for record in records)),
@@ -689,12 +769,12 @@ def scalpel_config(run_dir: str = "runinfo", **executor_options: Any):
 
 def _contention_model(value) -> ContentionModel:
     """The contention model the ``scalpel`` policy plans with: a ContentionModel, the path of a
-    calibration (``scalpel calibrate --out``), or None for the default (rho 0.5, sigma 1)."""
+    calibration (``scalpel calibrate --out``), or None for the default (rho 0.5, sigma 1; start()
+    may plan with the host's fit instead)."""
     if value is None:
         return ContentionModel()
     if isinstance(value, ContentionModel):
         return value
-    from scalpel_executor.experiments.contention_fit import load_model
     try:
         with open(value, encoding="utf-8") as handle:
             document = json.load(handle)

@@ -2,11 +2,18 @@
 
 import json
 
+import parsl
 import pytest
+from parsl import python_app
+from parsl.config import Config
 
 from scalpel_executor import ContentionModel
+from scalpel_executor.core.topology import Topology
+from scalpel_executor.learning.host_model import MIN_OBSERVATIONS, HostModelStore, TaskSpan, host_id
 from scalpel_executor.runtime.executor import ScalpelExecutor
 from scalpel_executor.runtime.manager import ManagerConfig
+
+MiB = 2**20
 
 
 @pytest.mark.parametrize("node_manager", [True, False])
@@ -51,3 +58,48 @@ def test_the_node_manager_is_told_the_model():
     config = ManagerConfig.from_dict(ManagerConfig(contention_model=[0.9, 0.2]).to_dict())
     assert config.contention_model == [0.9, 0.2]
     assert ManagerConfig().contention_model is None  # the manager's pool then plans with the default
+
+
+@python_app(executors=["scalpel"])
+def square(x, parsl_resource_specification={}):
+    return x * x
+
+
+def test_the_run_report_says_where_the_model_came_from(tmp_path):
+    topology = Topology.from_spec("1x2:56MiB")
+    store = tmp_path / "profiles.sqlite"
+    host = host_id(topology)
+    assert ScalpelExecutor(topology=topology, profiles=str(store)).run_report()["contention_model"]["source"] == \
+        "default"
+    assert ScalpelExecutor(topology=topology, contention_model=ContentionModel(0.3, 2.0)).run_report()[
+        "contention_model"]["source"] == "given"
+    # Earlier runs on this host: each key alone once, then equal pairs, timed as a model that is not the default says.
+    truth, spans, t = ContentionModel(0.9, 0.2), [], 0.0
+    for size in (16, 32, 48):
+        spans.append(TaskSpan(f"k{size}", 0, t, t + 1.0, 1.0, size * MiB))
+        t += 2.0
+    for _ in range(4):
+        for size in (16, 32, 48):
+            wall = truth.slowdowns([size * MiB] * 2, [0.2] * 2, 56 * MiB)[0]
+            spans += [TaskSpan(f"k{size}", 0, t, t + wall, wall, size * MiB)] * 2
+            t += 2.0
+    seeded = HostModelStore(store)
+    fit = seeded.learn(host, 56 * MiB, spans)
+    seeded.close()
+    assert fit.observations >= MIN_OBSERVATIONS
+
+    executor = ScalpelExecutor(label="scalpel", topology=topology, profiles=str(store), node_manager=False)
+    dfk = parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "run")))
+    try:
+        assert [f.result(timeout=60) for f in [square(i) for i in range(3)]] == [0, 1, 4]
+        assert executor.pool._scheduler._context.model == fit.model
+    finally:
+        dfk.cleanup()
+        parsl.clear()
+    report = executor.run_report()["contention_model"]
+    assert report["source"] == "fitted on this host" and report["host"] == host
+    assert report["planned_with"] == {"capacity_fraction": fit.model.capacity_fraction,
+                                      "sensitivity": fit.model.sensitivity}
+    assert report["fitted"]["observations"] == fit.observations  # three no-ops: too short to be co-runs
+    written = json.loads((tmp_path / "run" / "000" / "scalpel-scalpel-report.json").read_text())
+    assert written["contention_model"]["source"] == "fitted on this host"

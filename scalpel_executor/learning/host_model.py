@@ -1,0 +1,357 @@
+"""What this host's co-runs teach about contention: ρ and σ fitted to the executor's own runs.
+
+::
+
+    executor.start ──── HostModelStore.fitted(host) ──> HostFit: planned with once it rests on
+                        (host: host_id(topology))       MIN_OBSERVATIONS co-runs; else the default
+    executor.shutdown ─ TaskSpan per finished task ──> HostModelStore.learn(host, llc, spans)
+                          (key, domain, start, end,       │ observe_run: who ran beside whom
+                           wall, footprint, ok)           │   (core.contention_fit.co_runner_segments);
+                                                          │   alone on its domain: a solo time of its key;
+                                                          │   beside others: a co-run (wall, segments)
+                                                          │ + the co-runs and solo times of earlier runs
+                                                          v   (the latest MAX_CORUNS per host)
+                                       fit_host: slowdown = wall / the key's solo mean; the prior;
+                                       core.contention_fit.fit_contention (log error) ──> HostFit, stored
+
+The tables live in the profile store's SQLite file beside its profiles (``host_coruns``,
+``host_solo``, ``host_fits``; ``docs/profiles.md``) and are opened through a connection of their
+own, so the profile store's schema is not touched. A co-run is kept raw (its key, wall time and
+co-runners' footprints), not as a slowdown, because its key's solo time may come only from a
+later run. The fit is relative to the host's LLC size as the topology states it: a sysfs that
+overstates what the cores share (a VM's 480 MiB L3 for some 48–64 MiB) gives a small ρ.
+
+**The prior.** Real co-runs cover few footprints. Beside them the fit sees the default model's
+predictions for equal pairs of 1/16 to 1 LLC, weighing :data:`PRIOR_WEIGHT` co-runs in all, so
+what no run has shown stays as the default says instead of what an overfit σ extrapolates; a
+few dozen co-runs outweigh it where they speak.
+
+**Never fails a task.** A file that cannot be opened or written logs one warning and the tables
+carry on in memory for the rest of the run; a row that does not parse is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import socket
+import sqlite3
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from scalpel_executor.core.contention import ContentionModel
+from scalpel_executor.core.contention_fit import CoRun, co_runner_segments, fit_contention
+from scalpel_executor.core.topology import Topology
+from scalpel_executor.core.units import format_size
+from scalpel_executor.learning.store import BUSY_TIMEOUT_MS
+
+logger = logging.getLogger(__name__)
+
+#: Co-runs the fit must rest on before the executor plans with it. Repeated co-runs on the
+#: development VM vary by about ±3.5% (2.26–2.42 s); the mean of 20 is then within about 1%,
+#: well under the 5% the admission check treats as harm.
+MIN_OBSERVATIONS = 20
+MAX_CORUNS = 400  # kept per host, the latest: the host under a VM changes week to week
+MAX_SOLO_KEYS = 1000  # solo times kept per host, the latest updated keys
+SOLO_MEMORY = 20  # a key's solo mean weighs its last ~20 runs: after that, an exponential mean
+MIN_WALL = 0.05  # seconds: shorter tasks' wall times are mostly start-up and timer noise
+SOLO_SLACK = 0.02  # a task beside others for at most 2% of its life ran alone
+PRIOR_WEIGHT = 2.0
+PRIOR_FRACTIONS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS host_coruns (host TEXT NOT NULL, at REAL NOT NULL, key TEXT NOT NULL,
+    footprint REAL NOT NULL, wall REAL NOT NULL, segments TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS host_coruns_by_host ON host_coruns (host, at);
+CREATE TABLE IF NOT EXISTS host_solo (host TEXT NOT NULL, key TEXT NOT NULL, runs INTEGER NOT NULL,
+    mean REAL NOT NULL, updated REAL NOT NULL, PRIMARY KEY (host, key));
+CREATE TABLE IF NOT EXISTS host_fits (host TEXT PRIMARY KEY, llc REAL NOT NULL, capacity_fraction REAL NOT NULL,
+    sensitivity REAL NOT NULL, observations INTEGER NOT NULL, rms_error REAL NOT NULL, updated REAL NOT NULL)
+"""
+
+
+def host_id(topology: Topology, hostname: str | None = None) -> str:
+    """This host as the fit knows it: its name and its LLC domains, e.g. ``"node7 1x2:480MiB"``.
+
+    A host whose sysfs changes (a VM moved to another host) or a topology given by hand is
+    another host, because ρ is relative to the LLC size stated."""
+    cores = topology.cores_per_domain
+    shape = f"{len(cores)}x{cores[0]}" if len(set(cores)) == 1 else "+".join(map(str, cores))
+    llc = topology.llc_size
+    return f"{hostname or socket.gethostname()} {shape}:{format_size(llc) if llc else 'unknown'}"
+
+
+@dataclass(frozen=True)
+class TaskSpan:
+    """One finished task as the fit sees it. ``end``: when it stopped occupying its core (one
+    clock with ``start``); ``wall``: its measured run time, None when unknown (a failure)."""
+
+    key: str
+    domain: int
+    start: float
+    end: float
+    wall: float | None
+    footprint: float
+    ok: bool = True
+
+
+@dataclass(frozen=True)
+class RawCoRun:
+    """A task that ran beside others: its key, footprint, wall time and segments (seconds, the
+    co-runners' footprints). Its slowdown needs its key's solo time."""
+
+    key: str
+    footprint: float
+    wall: float
+    segments: tuple[tuple[float, tuple[float, ...]], ...]
+
+
+@dataclass(frozen=True)
+class HostFit:
+    """The model fitted on a host, what it rests on and the LLC it is relative to."""
+
+    model: ContentionModel
+    observations: int  # co-runs with a solo time of their key
+    rms_error: float  # of the log slowdowns
+    llc: float
+
+    def to_dict(self) -> dict:
+        return {"capacity_fraction": self.model.capacity_fraction, "sensitivity": self.model.sensitivity,
+                "observations": self.observations, "rms_error": self.rms_error, "llc": self.llc}
+
+
+def observe_run(spans: Sequence[TaskSpan]) -> tuple[list[RawCoRun], dict[str, list[float]]]:
+    """Who ran beside whom: the co-runs of ``spans``, and the wall times of tasks that ran alone, per key.
+
+    Every span counts as a co-runner (a failed task held its core too); only successful tasks of
+    at least :data:`MIN_WALL` seconds are observations.
+    """
+    segments = co_runner_segments([(s.domain, s.start, s.end) for s in spans])
+    coruns, solos = [], defaultdict(list)
+    for span, life in zip(spans, segments):
+        if not span.ok or span.wall is None or span.wall < MIN_WALL or not life:
+            continue
+        beside = sum(seconds for seconds, others in life if others)
+        if beside <= SOLO_SLACK * sum(seconds for seconds, _ in life):
+            solos[span.key].append(span.wall)
+        else:
+            coruns.append(RawCoRun(span.key, span.footprint, span.wall,
+                                   tuple((seconds, tuple(spans[j].footprint for j in others)) for seconds, others in life)))
+    return coruns, dict(solos)
+
+
+def prior_coruns(llc: float, prior: ContentionModel = ContentionModel()) -> list[CoRun]:
+    """The prior as co-runs: ``prior``'s slowdowns of equal pairs at :data:`PRIOR_FRACTIONS` of the LLC."""
+    weight = PRIOR_WEIGHT / len(PRIOR_FRACTIONS)
+    return [CoRun(f * llc, ((1.0, (f * llc,)),), prior.slowdowns([f * llc] * 2, [prior.sensitivity] * 2, llc)[0], weight)
+            for f in PRIOR_FRACTIONS]
+
+
+def fit_host(coruns: Iterable[RawCoRun], solo: Mapping[str, float], llc: float | None) -> HostFit | None:
+    """ρ, σ fitted to the co-runs whose key has a solo time (slowdown = wall / solo) plus the prior;
+    None when none has one or the LLC size is unknown."""
+    if not llc:
+        return None
+    observed = [CoRun(c.footprint, c.segments, c.wall / solo[c.key]) for c in coruns
+                if solo.get(c.key, 0) > 0 and c.wall > 0]
+    if not observed:
+        return None
+    model, error = fit_contention(observed + prior_coruns(llc), llc)
+    return HostFit(model, len(observed), error, float(llc))
+
+
+def pair_cost(model: ContentionModel, first: float, second: float, llc: float) -> float:
+    """The slowdown ``model`` predicts for the larger of two tasks of these footprints run together."""
+    return max(model.slowdowns([first, second], [model.sensitivity] * 2, llc))
+
+
+def model_report(planned: ContentionModel, source: str, host: str, llc: float | None, fit: HostFit | None,
+                 footprints: Sequence[float]) -> dict:
+    """The run report's ``contention_model``: the model planned with and its ``source`` (``given``,
+    ``fitted on this host``, ``default``), the host's fit (``fitted``) and what the fit, else the
+    planned model, predicts for the two largest of ``footprints`` together (``two_largest``), in
+    words too: "on this host, two 30 MiB tasks together cost 1.00x (fitted from 42 co-runs)"."""
+    largest = sorted(footprints, reverse=True)[:2]
+    two = None
+    if len(largest) == 2 and llc:
+        cost = pair_cost(fit.model if fit is not None else planned, *largest, llc)
+        first, second = (format_size(int(f)) for f in largest)
+        tasks = f"two {first} tasks" if first == second else f"tasks of {first} and {second}"
+        basis = (f"fitted from {fit.observations} co-runs" if fit is not None else
+                 "the given model" if source == "given" else "the default model; no co-run fitted yet")
+        two = {"footprints": largest, "slowdown": cost,
+               "summary": f"on this host, {tasks} together cost {cost:.2f}x ({basis})"}
+    return {"planned_with": {"capacity_fraction": planned.capacity_fraction, "sensitivity": planned.sensitivity},
+            "source": source, "host": host, "llc": llc, "fitted": None if fit is None else fit.to_dict(),
+            "min_observations": MIN_OBSERVATIONS, "two_largest": two}
+
+
+class HostModelStore:
+    """The per-host co-runs, solo times and fits, in the profile store's SQLite file.
+
+    ``path`` None keeps them in memory. Every problem with the file is one warning; the tables
+    then carry on in memory (``problem`` says why).
+    """
+
+    def __init__(self, path: str | os.PathLike | None):
+        self.path = None if path is None or str(path) == ":memory:" else Path(path).expanduser()
+        self.problem: str | None = None
+        self._lock = threading.Lock()
+        try:
+            self._connection = self._open()
+        except (sqlite3.Error, OSError) as error:
+            self._connection = self._fail_over(error)
+
+    def _open(self) -> sqlite3.Connection:
+        if self.path is None:
+            return self._prepare(sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False))
+        if not self.path.parent.exists():
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not self.path.exists():
+            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))  # sqlite3 would use the umask
+        connection = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                                     check_same_thread=False)
+        try:
+            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            connection.execute("PRAGMA journal_mode = WAL")
+            return self._prepare(connection)
+        except BaseException:
+            connection.close()
+            raise
+
+    @staticmethod
+    def _prepare(connection: sqlite3.Connection) -> sqlite3.Connection:
+        connection.execute("BEGIN IMMEDIATE")
+        for statement in filter(str.strip, _SCHEMA.split(";")):
+            connection.execute(statement)
+        connection.execute("COMMIT")
+        return connection
+
+    def _fail_over(self, error: BaseException) -> sqlite3.Connection:
+        self.problem = f"{type(error).__name__}: {error}"
+        logger.warning("the host's contention fit cannot be kept in %s (%s); this run's co-runs are fitted in "
+                       "memory and forgotten at shutdown", self.path, self.problem)
+        return self._prepare(sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False))
+
+    def _run(self, work):
+        """``work(connection)`` in an IMMEDIATE transaction; on a file fault, once more in memory."""
+        with self._lock:
+            for attempt in (1, 2):
+                try:
+                    self._connection.execute("BEGIN IMMEDIATE")
+                    try:
+                        result = work(self._connection)
+                    except BaseException:
+                        self._connection.execute("ROLLBACK")
+                        raise
+                    self._connection.execute("COMMIT")
+                    return result
+                except (sqlite3.Error, OSError) as error:
+                    if attempt == 2 or self.problem is not None:
+                        raise
+                    self._connection.close()
+                    self._connection = self._fail_over(error)
+
+    # -- the API --------------------------------------------------------------------------------
+
+    def fitted(self, host: str) -> HostFit | None:
+        """The host's stored fit, or None."""
+        row = self._run(lambda c: c.execute("SELECT capacity_fraction, sensitivity, observations, rms_error, llc "
+                                            "FROM host_fits WHERE host = ?", (host,)).fetchone())
+        if row is None or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in row):
+            return None
+        try:
+            return HostFit(ContentionModel(row[0], row[1]), int(row[2]), row[3], row[4])
+        except ValueError:  # a hand-edited row: ρ ≤ 0 or σ < 0
+            return None
+
+    def history(self, host: str) -> tuple[list[RawCoRun], dict[str, tuple[int, float]]]:
+        """The host's kept co-runs (oldest first) and (runs, solo mean) per key."""
+        def read(connection):
+            return (connection.execute("SELECT key, footprint, wall, segments FROM host_coruns WHERE host = ? "
+                                       "ORDER BY at, rowid", (host,)).fetchall(),
+                    connection.execute("SELECT key, runs, mean FROM host_solo WHERE host = ?", (host,)).fetchall())
+
+        rows, solo = self._run(read)
+        coruns = [corun for corun in map(_parse_corun, rows) if corun is not None]
+        return coruns, {key: (runs, mean) for key, runs, mean in solo
+                        if isinstance(runs, int) and isinstance(mean, float) and math.isfinite(mean) and mean > 0}
+
+    def preview(self, host: str, llc: float | None, spans: Sequence[TaskSpan]) -> HostFit | None:
+        """The fit the host would have with ``spans`` added; stores nothing."""
+        coruns, solos = observe_run(spans)
+        kept, solo = self.history(host)
+        return fit_host((kept + coruns)[-MAX_CORUNS:], _solo_means(_add_solo(solo, solos)), llc)
+
+    def learn(self, host: str, llc: float | None, spans: Sequence[TaskSpan]) -> HostFit | None:
+        """Add the co-runs and solo times of ``spans``, keep the latest, refit and store the fit.
+
+        Returns the host's fit after it (None while no co-run has a solo time of its key)."""
+        coruns, solos = observe_run(spans)
+        now = time.time()
+
+        def add(connection: sqlite3.Connection) -> None:
+            connection.executemany(
+                "INSERT INTO host_coruns VALUES (?, ?, ?, ?, ?, ?)",
+                [(host, now, c.key, c.footprint, c.wall, json.dumps([[s, list(o)] for s, o in c.segments]))
+                 for c in coruns])
+            connection.execute("DELETE FROM host_coruns WHERE host = ? AND rowid NOT IN (SELECT rowid FROM "
+                               "host_coruns WHERE host = ? ORDER BY at DESC, rowid DESC LIMIT ?)",
+                               (host, host, MAX_CORUNS))
+            stored = {key: tuple(row) for key, *row in connection.execute(
+                "SELECT key, runs, mean FROM host_solo WHERE host = ?", (host,))}
+            for key, (runs, mean) in _add_solo(stored, solos).items():
+                if key in solos:
+                    connection.execute("INSERT OR REPLACE INTO host_solo VALUES (?, ?, ?, ?, ?)",
+                                       (host, key, runs, mean, now))
+            connection.execute("DELETE FROM host_solo WHERE host = ? AND key NOT IN (SELECT key FROM host_solo "
+                               "WHERE host = ? ORDER BY updated DESC LIMIT ?)", (host, host, MAX_SOLO_KEYS))
+
+        self._run(add)
+        kept, solo = self.history(host)
+        fit = fit_host(kept, _solo_means(solo), llc)
+        if fit is not None:
+            self._run(lambda c: c.execute("INSERT OR REPLACE INTO host_fits VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                          (host, fit.llc, fit.model.capacity_fraction, fit.model.sensitivity,
+                                           fit.observations, fit.rms_error, now)))
+        return fit
+
+    def close(self) -> None:
+        with self._lock:
+            self._connection.close()
+
+
+def _add_solo(stored: Mapping[str, tuple[int, float]], walls: Mapping[str, list[float]]) -> dict[str, tuple[int, float]]:
+    """Each key's (runs, solo mean) with ``walls`` added: a mean over the first :data:`SOLO_MEMORY`
+    runs, an exponential one after, so a host that changed speed is followed."""
+    out = dict(stored)
+    for key, values in walls.items():
+        runs, mean = out.get(key, (0, 0.0))
+        for wall in values:
+            runs = min(runs + 1, SOLO_MEMORY)
+            mean += (wall - mean) / runs
+        out[key] = (runs, mean)
+    return out
+
+
+def _solo_means(solo: Mapping[str, tuple[int, float]]) -> dict[str, float]:
+    return {key: mean for key, (_, mean) in solo.items()}
+
+
+def _parse_corun(row: tuple) -> RawCoRun | None:
+    """A stored co-run, or None for a row that is not one (only numbers and strings are read)."""
+    key, footprint, wall, text = row
+    try:
+        segments = tuple((float(seconds), tuple(float(f) for f in others)) for seconds, others in json.loads(text))
+    except (TypeError, ValueError):
+        return None
+    numbers = [footprint, wall, *(s for s, _ in segments), *(f for _, o in segments for f in o)]
+    if not isinstance(key, str) or not all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0 for v in numbers):
+        return None
+    return RawCoRun(key, float(footprint), float(wall), segments)

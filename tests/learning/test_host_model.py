@@ -1,0 +1,129 @@
+"""This host's contention fit: co-runs from finished tasks, kept per host in the store's file (learning.host_model)."""
+
+import logging
+import random
+import sqlite3
+
+import pytest
+
+from scalpel_executor.core.contention import ContentionModel
+from scalpel_executor.core.simulate import SimTask, simulate
+from scalpel_executor.core.topology import Topology
+from scalpel_executor.learning import host_model
+from scalpel_executor.learning.host_model import HostModelStore, TaskSpan, host_id, model_report, observe_run
+
+MiB = 2**20
+SIZES = {"lookup16": 16, "lookup32": 32, "lookup48": 48, "gather8": 8}
+
+
+def run_spans(truth, llc, seed, tasks=16):
+    """A run simulated under ``truth`` on two cores, as the executor's spans: each key's solo
+    time is 1 s, and the first task of each key runs alone first, so the run knows its solo time."""
+    rng = random.Random(seed)
+    keys = sorted(SIZES)
+    solo = [SimTask(key, 1.0, SIZES[key] * MiB) for key in keys]
+    batch = [SimTask(key, 1.0, SIZES[key] * MiB) for key in (rng.choice(keys) for _ in range(tasks))]
+    spans, offset = [], 0.0
+    for group, cores in ((solo, [0]), (batch, [0, 1])):
+        records = simulate(group, [cores], llc, "fifo", model=truth).records
+        spans += [TaskSpan(r.name, 0, offset + r.start, offset + r.end, r.end - r.start, r.footprint) for r in records]
+        offset += max(r.end for r in records) + 1.0
+    return spans
+
+
+def test_a_host_is_its_name_and_its_llc_domains():
+    assert host_id(Topology.from_spec("1x2:480MiB"), "node7") == "node7 1x2:480.0 MiB"
+    assert host_id(Topology.from_spec("2x4"), "node7") == "node7 2x4:unknown"
+
+
+def test_a_run_splits_into_solo_times_and_co_runs():
+    spans = [TaskSpan("a", 0, 0.0, 1.0, 1.0, 8 * MiB),          # alone
+             TaskSpan("a", 0, 2.0, 3.5, 1.5, 8 * MiB),          # beside b for 1 s
+             TaskSpan("b", 0, 2.5, 3.5, 1.0, 4 * MiB),
+             TaskSpan("c", 0, 2.0, 2.01, 0.01, 1 * MiB),        # too short to tell anything
+             TaskSpan("d", 0, 5.0, 6.0, None, 1 * MiB, ok=False),  # failed: a co-runner, not an observation
+             TaskSpan("e", 0, 5.0, 6.0, 1.0, 2 * MiB),
+             TaskSpan("f", 1, 5.0, 6.0, 1.0, 2 * MiB)]          # another domain: alone
+    coruns, solos = observe_run(spans)
+    assert solos == {"a": [1.0], "f": [1.0]}
+    assert [(c.key, c.wall) for c in coruns] == [("a", 1.5), ("b", 1.0), ("e", 1.0)]
+    assert [others for _, others in coruns[0].segments] == [(1 * MiB,), (), (4 * MiB,)]
+    assert [seconds for seconds, _ in coruns[0].segments] == pytest.approx([0.01, 0.49, 1.0])
+    assert coruns[2].segments == ((1.0, (1 * MiB,)),)
+
+
+def test_the_fit_is_kept_per_host_and_grows_across_runs(tmp_path):
+    truth, llc = ContentionModel(0.1, 0.9), 480 * MiB  # a VM whose sysfs states 10x what its cores share
+    path = tmp_path / "profiles.sqlite"
+    store = HostModelStore(path)
+    first = store.learn("vm 1x2:480MiB", llc, run_spans(truth, llc, 1))
+    store.close()
+    assert first is not None and first.observations > 0
+
+    store = HostModelStore(path)  # the next run
+    assert store.fitted("vm 1x2:480MiB") == first
+    assert store.fitted("other 1x2:480MiB") is None
+    second = store.learn("vm 1x2:480MiB", llc, run_spans(truth, llc, 2))
+    assert second.observations > first.observations
+    assert store.fitted("vm 1x2:480MiB") == second
+    store.close()
+    # The default (ρ 0.5 of 480 MiB) calls two 32 MiB tasks free; the fit finds what they cost here.
+    two = model_report(ContentionModel(), "default", "vm", llc, second, [32 * MiB, 32 * MiB])["two_largest"]
+    assert two["slowdown"] == pytest.approx(truth.slowdowns([32 * MiB] * 2, [0.9] * 2, llc)[0], rel=0.03)
+    assert two["summary"] == f"on this host, two 32.0 MiB tasks together cost {two['slowdown']:.2f}x " \
+                             f"(fitted from {second.observations} co-runs)"
+
+
+def test_runs_that_cost_nothing_tell_the_fit_so(tmp_path):
+    llc = 32 * MiB  # lookups of 26-31 MiB ran two at a time at their solo speed on a "32 MiB" host
+    spans = []
+    for i in range(12):
+        spans += [TaskSpan("lookup", 0, 3.0 * i, 3.0 * i + 2.3, 2.3, 28 * MiB),
+                  TaskSpan("lookup", 1, 3.0 * i, 3.0 * i + 2.3, 2.3, 28 * MiB)]
+    spans.append(TaskSpan("lookup", 0, 100.0, 102.3, 2.3, 28 * MiB))
+    spans = [TaskSpan(s.key, 0, s.start, s.end, s.wall, s.footprint) for s in spans]  # one domain
+    fit = HostModelStore(None).learn("h 1x2:32MiB", llc, spans)
+    assert fit.observations == 24
+    assert ContentionModel().slowdowns([28 * MiB] * 2, [1.0] * 2, llc)[0] > 1.2  # the default avoids the pair
+    assert host_model.pair_cost(fit.model, 28 * MiB, 28 * MiB, llc) < 1.02  # the fit stops avoiding it
+
+
+def test_the_store_keeps_the_latest_co_runs_of_a_host(tmp_path, monkeypatch):
+    monkeypatch.setattr(host_model, "MAX_CORUNS", 5)
+    store = HostModelStore(tmp_path / "profiles.sqlite")
+    truth, llc = ContentionModel(), 64 * MiB
+    for seed in range(3):
+        store.learn("h", llc, run_spans(truth, llc, seed))
+    coruns, solo = store.history("h")
+    assert len(coruns) == 5 and store.fitted("h").observations == 5
+    assert set(solo) == set(SIZES)
+
+
+def test_a_store_that_cannot_be_written_never_fails_a_run(tmp_path, caplog):
+    bad = tmp_path / "profiles.sqlite"
+    bad.write_bytes(b"this is not a database" * 100)
+    with caplog.at_level(logging.WARNING, logger="scalpel_executor"):
+        store = HostModelStore(bad)
+    assert store.problem and "cannot be kept" in caplog.text
+    fit = store.learn("h", 64 * MiB, run_spans(ContentionModel(), 64 * MiB, 0))
+    assert fit is not None and store.fitted("h") == fit  # in memory for the rest of the run
+
+
+def test_rows_that_are_not_co_runs_are_skipped(tmp_path):
+    path = tmp_path / "profiles.sqlite"
+    HostModelStore(path).close()
+    with sqlite3.connect(path) as connection:
+        connection.executemany("INSERT INTO host_coruns VALUES (?, ?, ?, ?, ?, ?)", [
+            ("h", 1.0, "a", 1.0, 1.0, "not json"), ("h", 2.0, "a", 1.0, 1.0, "[[1, [-5]]]"),
+            ("h", 3.0, "a", 1.0, 1.0, '{"x": 1}'), ("h", 4.0, "a", 1.0, 1.5, "[[1.5, [1048576]]]")])
+    coruns, _ = HostModelStore(path).history("h")
+    assert [c.wall for c in coruns] == [1.5]
+
+
+def test_the_report_names_the_model_and_where_it_came_from():
+    report = model_report(ContentionModel(0.3, 2.0), "given", "h 1x2:56MiB", 56 * MiB, None, [8 * MiB, 30 * MiB, 1.0])
+    assert report["source"] == "given" and report["fitted"] is None
+    assert report["planned_with"] == {"capacity_fraction": 0.3, "sensitivity": 2.0}
+    assert report["two_largest"]["summary"].startswith("on this host, tasks of 30.0 MiB and 8.0 MiB together cost ")
+    assert report["two_largest"]["summary"].endswith("(the given model)")
+    assert model_report(ContentionModel(), "default", "h", None, None, [1.0, 2.0])["two_largest"] is None
