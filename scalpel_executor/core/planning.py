@@ -9,7 +9,7 @@ of the two on every batch and then improves the end of the schedule, where both 
    estimates, footprints), the dispatch orders of ``longer_first``, ``scalpel-paper`` and
    ``scalpel-lpt`` (Algorithm 1 groups ordered by their longest task); keep the one with the
    shortest predicted makespan (longest-first on ties).
-2. **Search of the tail.** A seeded local search over the end of that order
+2. **Search of the tail** (a batch planned on an idle machine only). A seeded local search over the end of that order
    (:func:`~scalpel_executor.core.search.improve_tail`): random swaps and moves between positions
    of the last wave (the last N positions, N the cores), each order simulated first come first
    served from a snapshot of where that wave begins and abandoned as soon as it cannot beat the
@@ -158,7 +158,10 @@ def _plan(tasks: list[Task], context: PlanContext) -> tuple[list[int], FcfsEvalu
     # Keep a share of the allowance for the robustness check (step 3) when estimates are uncertain.
     reserve = min(allowance // 4, ROBUST_SCENARIOS * 3 * n) if uncertain else 0
     left = allowance - reserve - ev.starts
-    if left > 0:  # the last wave first, widening while the allowance lasts; only improvements kept
+    # The last wave first, widening while the allowance lasts; only improvements kept. Not on a
+    # replan while tasks run: the waiting tasks' tail is then not the workload's (a DAG releases
+    # children later), and searching it held back tasks whose children were the critical path.
+    if left > 0 and not context.running:
         best = improve_tail(ev, best, budget=left, seed=TAIL_SEED * 1_000_003 + n)
     if uncertain:  # co-runs are trusted only where a plan's gain survived the spread
         best = robust_choice(tasks, spreads, [lpt, base, best], context, llc, allowance - ev.starts) \
