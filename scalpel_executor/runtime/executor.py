@@ -526,7 +526,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             Task(task_id, estimate.footprint, estimate.runtime, scheduling_priority(hints.priority),  # lower first
                  estimate.intensity,
                  payload=Job(buffer, context=(future, estimate, hints), walltime=walltime, measure=estimate.measure),
-                 spread=estimate.runtime_spread)
+                 spread=estimate.runtime_spread, key=estimate.key, footprint_known=estimate.footprint_source != "prior")
         )
         return future
 
@@ -593,8 +593,10 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         was asked to measure and ``drifts`` the unmeasured tasks whose run time made their key due
         for one (``measure_first``, ``measure_every``, ``remeasure_drift``); ``hints_off`` counts, per
         hint, the tasks whose ``footprint`` or ``runtime`` hint was more than twice or under half
-        what they measured (:class:`~scalpel_executor.learning.hints.HintAudit`); ``contention_model``
-        says which model the plan used (``planned_with``), where
+        what they measured (:class:`~scalpel_executor.learning.hints.HintAudit`); ``admission``
+        counts the tasks by why they started where they did (:mod:`scalpel_executor.core.admission`:
+        ``fits``, ``kept-apart``, ``co-run: ...``; ``planned`` under a policy that is not checked at
+        dispatch); ``contention_model`` says which model the plan used (``planned_with``), where
         it came from (``source``: ``given``, ``fitted on this host``, ``default``), this host's fit
         with this run's co-runs (``fitted``: rho, sigma, the co-runs it rests on; before shutdown a
         preview) and what it predicts for this run's two largest footprints together
@@ -616,6 +618,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             "tasks_measured": sum(record.measured for record in records),
             "drifts": self._estimator.drifts if self._estimator is not None else 0,
             "hints_off": self._hint_audit.counts,
+            "admission": dict(Counter(record.stats.get("admission") or "none" for record in records)),
             "contention_model": self._contention_report(records),
             "sources": {
                 "footprint": dict(Counter(record.footprint_source for record in records)),
@@ -632,6 +635,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                     "runtime_spread": record.runtime_spread,
                     "measured": record.measured, "measured_runtime": record.stats.get("wall"),
                     "measured_footprint": record.stats.get("footprint"),
+                    "admission": record.stats.get("admission"),
+                    "scheduled_footprint": record.stats.get("scheduled_footprint"),
                 }
                 for record in sorted(records, key=lambda record: record.task_id)
             ],

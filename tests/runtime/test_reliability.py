@@ -559,7 +559,7 @@ def test_a_failing_dispatch_thread_fails_every_task_naming_what_broke():
     executor = ScalpelExecutor(profiles=False, node_manager=False)  # a bug injected into this process's pool
     executor.start()
     try:
-        def broken():
+        def broken(now=None):
             raise ValueError("injected scheduler bug")
 
         executor.pool._scheduler.dispatch = broken
