@@ -27,7 +27,10 @@ scheduler together. The rule, with times passed in by the driver (the core reads
   such bursts);
 - ``max_batch`` held tasks are released at once;
 - while the scheduler still holds plenty of work (``waiting >= 2 × cores``), arrivals keep
-  collecting past their deadline and join it in one regroup: no core starves meanwhile.
+  collecting past their deadline and join it in one regroup: no core starves meanwhile. Not with
+  ``hold_while_busy=False`` (the default policy, checked at dispatch): there a task that arrived
+  (a DAG's follow-up) may be the one that fits beside what runs, so it joins at its deadline, and
+  the scheduler merges it into its plan without planning again while it holds plenty.
 
 The live pool calls :meth:`Batcher.hold` as tasks arrive and :meth:`Batcher.release` whenever it
 wakes; :meth:`Batcher.wake_at` says when it must wake. The simulator does the same with simulated
@@ -82,9 +85,11 @@ class Batching:
 class Batcher(Generic[T]):
     """Holds arrivals until the batch is due (see the module docstring)."""
 
-    def __init__(self, batching: Batching, cores: int, runtime_of: Callable[[T], float] | None = None):
+    def __init__(self, batching: Batching, cores: int, runtime_of: Callable[[T], float] | None = None, *,
+                 hold_while_busy: bool = True):
         self.batching = batching
         self.cores = cores
+        self._hold_while_busy = hold_while_busy
         self._runtime_of = runtime_of  # a task's estimated run time (seconds), for a lone arrival's wait
         self._held: list[T] = []
         self._first_at = 0.0
@@ -118,7 +123,7 @@ class Batcher(Generic[T]):
         return self._first_at + min(quiet, self.batching.window)
 
     def _starving(self, waiting: int) -> bool:
-        return waiting < 2 * self.cores
+        return not self._hold_while_busy or waiting < 2 * self.cores
 
     def wake_at(self, waiting: int, running: int | None = None) -> float | None:
         """When the held batch falls due, given ``waiting`` tasks in the scheduler and ``running``

@@ -138,12 +138,34 @@ class Scheduler:
     # -- driver API -------------------------------------------------------------------------
 
     def add(self, tasks: Iterable[Task]) -> None:
-        """Tasks arrived. They wait until :meth:`dispatch` finds them a core."""
+        """Tasks arrived. They wait until :meth:`dispatch` finds them a core.
+
+        Under a policy checked at dispatch, tasks that arrive while the plan still holds at least
+        two tasks per core are merged into it in longest-first position, unplanned (the admission
+        check sees them at once) instead of planning everything again; the next arrival into a
+        shorter plan plans them all."""
+        tasks = list(tasks)
+        merge = self._admits and not self._dirty and len(self._plan) >= 2 * len(self.slots)
         for task in tasks:
             task.seq = self._seq
             self._seq += 1
             self._waiting[task.seq] = task
-            self._dirty = True
+            if merge:
+                self._merge(task)
+            else:
+                self._dirty = True
+
+    def _merge(self, task: Task) -> None:
+        """Put ``task`` into the plan (reversed dispatch order) among its priority level's tasks,
+        before the first one with a shorter run time; nobody checked its co-runs."""
+        task.foreseen_harm = None
+        at = 0
+        for position in range(len(self._plan) - 1, -1, -1):  # dispatch order
+            head = self._plan[position].tasks[0]
+            if head.priority < task.priority or (head.priority == task.priority and head.runtime < task.runtime):
+                at = position + 1
+                break
+        self._plan.insert(at, Group([task], 1))
 
     def dispatch(self, now: float | None = None) -> list[Assignment]:
         """Give a task to every idle core that can get one; returns what to start.

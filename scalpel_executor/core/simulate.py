@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from scalpel_executor.core.batching import Batcher, Batching
 from scalpel_executor.core.contention import ContentionModel
-from scalpel_executor.core.scheduler import Scheduler, Task
+from scalpel_executor.core.scheduler import CHECKED_AT_DISPATCH, Scheduler, Task
 
 __all__ = ["SimTask", "SimResult", "SimRecord", "ContentionModel", "Batching", "simulate", "lower_bound"]
 
@@ -259,7 +259,8 @@ def simulate(
         return Task(i, t.footprint, estimate, t.priority, t.intensity, payload=t, spread=t.runtime_spread)
 
     batcher: Batcher[Task] | None = (None if batching is None
-                                     else Batcher(batching, len(slots), runtime_of=lambda task: task.runtime))
+                                     else Batcher(batching, len(slots), runtime_of=lambda task: task.runtime,
+                                                  hold_while_busy=scheduler.policy not in CHECKED_AT_DISPATCH))
     batch_due: float | None = None  # the pending "batch due" event's time, if one is queued
 
     def arrive(new: list[Task], now: float) -> None:

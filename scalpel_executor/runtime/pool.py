@@ -54,7 +54,7 @@ from typing import Any
 
 from scalpel_executor.core.batching import Batcher, Batching
 from scalpel_executor.core.contention import ContentionModel
-from scalpel_executor.core.scheduler import Scheduler, Task, resolve_policy
+from scalpel_executor.core.scheduler import CHECKED_AT_DISPATCH, Scheduler, Task, resolve_policy
 from scalpel_executor.core.topology import Topology
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, WalltimeExceeded, WorkerDied
 from scalpel_executor.runtime.processes import kill_group, slot_cpus, start_worker, worker_environment
@@ -173,7 +173,8 @@ class WorkerPool:
         self._scheduler = Scheduler([d.cpus for d in topology.domains], policy, seed=seed, llc=topology.llc_size,
                                     model=self.contention_model)
         self._slot_cpus = slot_cpus(topology, pin, sorted(os.sched_getaffinity(0)))
-        self._batcher: Batcher[Task] = Batcher(self.batching, len(self._slot_cpus), runtime_of=lambda task: task.runtime)
+        self._batcher: Batcher[Task] = Batcher(self.batching, len(self._slot_cpus), runtime_of=lambda task: task.runtime,
+                                               hold_while_busy=policy not in CHECKED_AT_DISPATCH)
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)

@@ -136,3 +136,27 @@ def test_an_unmeasured_task_waits_beside_a_large_one_while_a_measured_small_one_
     beside_small = admission.decide(unknown, [], [admission.Running(small, 1.0)], deferral_pays=lambda h, w: True,
                                     model=MODEL, llc=LLC)
     assert beside_small.reason == admission.FITS
+
+
+def test_a_follow_up_arriving_into_a_long_plan_is_merged_and_can_be_kept_apart_at_once():
+    # Two cores; a long plan of large tasks: a small follow-up that arrives joins the plan without
+    # planning again, and the next free core starts it beside the running large task.
+    s = Scheduler([[0, 1]], "scalpel", llc=LLC)
+    s.add([Task(f"large-{i}", 28 * MiB, 3.0, spread=0.25) for i in range(6)])
+    first = s.dispatch(0.0)
+    assert len(first) == 2 and s.waiting == 4
+    s.release(first[1].slot)
+    s.add([Task("follow-up", 1 * MiB, 0.5, spread=0.25)])
+    assert not s._dirty  # merged, not planned again
+    assert [a.task.id for a in s.dispatch(1.0)] == ["follow-up"]
+
+
+def test_the_default_policys_batches_are_not_held_while_the_scheduler_is_busy():
+    from scalpel_executor.core.batching import Batcher, Batching
+
+    held = Batcher(Batching(0.005, 0.001), cores=2)
+    checked = Batcher(Batching(0.005, 0.001), cores=2, hold_while_busy=False)
+    for batcher in (held, checked):
+        batcher.hold(["follow-up"], now=0.0)
+    assert held.release(1.0, waiting=10) == [] and held.wake_at(waiting=10) is None
+    assert checked.release(1.0, waiting=10) == ["follow-up"]
