@@ -49,7 +49,7 @@ from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import CoRun, co_runner_segments, fit_contention
 from scalpel_executor.core.topology import Topology
 from scalpel_executor.core.units import format_size
-from scalpel_executor.learning.store import BUSY_TIMEOUT_MS
+from scalpel_executor.learning.store import connect_file
 
 logger = logging.getLogger(__name__)
 
@@ -211,15 +211,8 @@ class HostModelStore:
     def _open(self) -> sqlite3.Connection:
         if self.path is None:
             return self._prepare(sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False))
-        if not self.path.parent.exists():
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not self.path.exists():
-            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))  # sqlite3 would use the umask
-        connection = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                                     check_same_thread=False)
+        connection = connect_file(self.path)
         try:
-            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            connection.execute("PRAGMA journal_mode = WAL")
             return self._prepare(connection)
         except BaseException:
             connection.close()

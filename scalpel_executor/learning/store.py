@@ -160,6 +160,25 @@ def _welford(count: int, mean: float | None, m2: float | None, ewma: float | Non
     return moments.count, moments.mean, moments.m2, ewma
 
 
+def connect_file(path: Path) -> sqlite3.Connection:
+    """A connection to the store's file (created 0600 in a 0700 folder when missing) in WAL mode,
+    waiting for writers up to BUSY_TIMEOUT_MS; shared by every table kept in that file."""
+    if not path.parent.exists():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not path.exists():
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))  # sqlite3 would use the umask
+    connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+    try:
+        connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if connection.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
+            raise sqlite3.OperationalError("the file system does not support WAL mode")
+        connection.execute("PRAGMA synchronous = NORMAL")
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
 class ProfileStore:
     """Per-key running statistics of run time and footprint, in SQLite.
 
@@ -214,17 +233,8 @@ class ProfileStore:
             return self._fail_over(error)
 
     def _open_file(self) -> sqlite3.Connection:
-        if not self.path.parent.exists():
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not self.path.exists():
-            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))  # sqlite3 would use the umask
-        connection = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                                     check_same_thread=False)
+        connection = connect_file(self.path)
         try:
-            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            if connection.execute("PRAGMA journal_mode = WAL").fetchone()[0].lower() != "wal":
-                raise sqlite3.OperationalError("the file system does not support WAL mode")
-            connection.execute("PRAGMA synchronous = NORMAL")
             self._prepare(connection)
         except BaseException:
             connection.close()
