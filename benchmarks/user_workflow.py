@@ -3,7 +3,7 @@
 The workflow (:mod:`scalpel_executor.workloads.lookups`), written as a user would::
 
     lookups  = [lookup(seed, MiB, rounds) for seed in range(8)]      large: random gathers over a table
-    spectra  = [spectrum(2**14, seed, r) for seed in range(16)]      small FFTs
+    spectra  = [spectrum(2**15, seed, r) for seed in range(16)]      small FFTs
     refined  = [refine(lookup_result, ...) for each lookup]          follow-ups fed by the lookups' dicts
     products = [product(n, seed, r) for seed in range(4)]            matrix products (3 n^2 doubles)
     lines    = [bash summary_line(refined[i], outputs=[File]) ...]   two shell steps
@@ -86,9 +86,9 @@ def run_workflow(submitter, out: Path, args, rounds: int) -> tuple[list[dict], f
     summary_line = submitter.bash_app(apps.summary_line)
     started = time.time()
     looked = [lookup(seed, args.lookup_mib, rounds) for seed in range(8)]
-    spectra = [spectrum(1 << 14, seed, 40) for seed in range(16)]
-    refined = [refine(result, 1 << 16, 12) for result in looked]
-    products = [product(args.product_n, seed, 2) for seed in range(4)]
+    spectra = [spectrum(1 << 15, seed, 2500) for seed in range(16)]  # about 0.5 s each here
+    refined = [refine(result, 1 << 17, 400) for result in looked]  # about 0.3 s
+    products = [product(args.product_n, seed, 8) for seed in range(4)]  # about 0.7 s, 33 MiB
     lines = [summary_line(refined[i], outputs=[File(str(out / f"line-{i}.txt"))]) for i in range(2)]
     reduced = reduce_summaries(inputs=[line.outputs[0] for line in lines])
     results = [f.result(timeout=1800) for f in looked + spectra + refined + products + [reduced]]
@@ -109,6 +109,7 @@ def main() -> int:
     parser.add_argument("--llc", help="LLC per domain the executor plans with (default: sysfs, or 56 MiB in a VM)")
     parser.add_argument("--lookup-mib", type=int, default=40, help="each lookup's table, MiB")
     parser.add_argument("--lookup-seconds", type=float, default=1.5, help="a lookup's run time alone")
+    parser.add_argument("--rounds", type=int, help="gather rounds per lookup (default: timed for --lookup-seconds)")
     parser.add_argument("--product-n", type=int, default=1200, help="matrix order of the products")
     parser.add_argument("--out", default=None, help="write the record (JSON) into this folder")
     args = parser.parse_args()
@@ -119,7 +120,7 @@ def main() -> int:
         print("this script is for one LLC domain of at least 2 cores", file=sys.stderr)
         return 2
     topology = Topology.from_cpu_lists([detected.domains[0].cpus], llc_size=llc)
-    rounds = rounds_for(args.lookup_mib, args.lookup_seconds)
+    rounds = args.rounds or rounds_for(args.lookup_mib, args.lookup_seconds)
     print(f"{cores} cores, LLC {format_size(llc)} ({llc_note}); lookups of {args.lookup_mib} MiB, {rounds} rounds",
           flush=True)
     runs, pairs = [], []
