@@ -39,7 +39,7 @@ import sys
 
 from scalpel_executor.core.units import parse_size
 from scalpel_executor.runtime.processes import WorkerClient
-from scalpel_executor.runtime.protocol import Run, decode, encode
+from scalpel_executor.runtime.protocol import Run, encode
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -68,7 +68,7 @@ def run(worker: WorkerClient, measure: bool, *args) -> dict:
     # Run(id, buffer) alone for a measured task: a worker that predates the measure flag takes it too.
     message = Run(worker._next_id, task) if measure else Run(worker._next_id, task, False)
     worker.connection.send_bytes(encode(message))
-    result = decode(worker.connection.recv_bytes())
+    result = worker.receive()
     if not result.ok:
         raise RuntimeError(f"the task failed in worker pid {worker.process.pid}")
     return result.stats

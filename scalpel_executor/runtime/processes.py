@@ -19,7 +19,7 @@ from multiprocessing.connection import Connection
 
 from scalpel_executor.core.topology import Topology
 from scalpel_executor.host.blas import THREAD_ENV_VARS
-from scalpel_executor.runtime.protocol import Ready, Run, Stop, Warm, decode, encode
+from scalpel_executor.runtime.protocol import Measured, Ready, Run, Stop, Warm, decode, encode
 
 __all__ = ["slot_cpus", "worker_environment", "start_worker", "kill_group", "WorkerClient"]
 
@@ -120,8 +120,16 @@ class WorkerClient:
 
         self._next_id += 1
         self.connection.send_bytes(encode(Run(self._next_id, pack_apply_message(func, args, kwargs))))
-        result = decode(self.connection.recv_bytes())
+        result = self.receive()
         return result.ok, deserialize(result.payload), result.stats
+
+    def receive(self):
+        """The worker's next answer but a ``Measured`` reading (sent while a measured task runs;
+        its Result follows)."""
+        while True:
+            message = decode(self.connection.recv_bytes())
+            if not isinstance(message, Measured):
+                return message
 
     def close(self) -> None:
         """Ask the worker to stop and wait for it (killing it after 10 s). Idempotent."""

@@ -6,7 +6,7 @@ import pytest
 
 from scalpel_executor import ScalpelExecutor
 from scalpel_executor.runtime.processes import WorkerClient
-from scalpel_executor.runtime.protocol import Result, Run, decode, encode
+from scalpel_executor.runtime.protocol import Result, Run, encode
 
 NOT_MEASURED = "unavailable: not measured (sampling)"
 ONE_CPU = [[min(os.sched_getaffinity(0))]]
@@ -31,7 +31,7 @@ def test_a_worker_starts_its_probe_only_for_a_run_that_asks():
         answers = []
         for task_id, measure in enumerate((False, True, False)):
             worker.connection.send_bytes(encode(Run(task_id, pack_apply_message(nap, (0.01,), {}), measure)))
-            answers.append(decode(worker.connection.recv_bytes()))
+            answers.append(worker.receive())
     assert all(isinstance(a, Result) and a.ok for a in answers)
     assert [_was_measured(a.stats) for a in answers] == [False, True, False]
     assert answers[0].stats["footprint"] is None and answers[0].stats["footprint_source"] == NOT_MEASURED
