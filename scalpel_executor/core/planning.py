@@ -66,7 +66,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from scalpel_executor.core.admission import slowdown_increase
+from scalpel_executor.core.admission import TOLERANCE, slowdown_increase
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.search import FcfsEvaluator, improve_tail, trace
 from scalpel_executor.core.tasks import Group, Task
@@ -149,8 +149,10 @@ def _plan(tasks: list[Task], context: PlanContext) -> tuple[list[int], FcfsEvalu
     if uncertain and allowance // 4 < ROBUST_MIN_SCENARIOS * 2 * n:
         return lpt, None  # no plan could be checked against the estimates' spread (step 3)
     if context.chooser is not None and allowance >= 3 * n:  # each base policy costs about two runs
-        for policy in BASE_POLICIES[1:]:
-            candidate = trace(ev, context.chooser(policy, tasks))
+        candidates = [trace(ev, context.chooser(policy, tasks)) for policy in BASE_POLICIES[1:]]
+        if math.isfinite(llc) and not context.running:  # like the tail search: not on a DAG's replans
+            candidates.append(apart_order(ev, lpt, context.model))
+        for candidate in candidates:
             predicted = ev.run(candidate)
             if predicted < best_time - 1e-9 * max(1.0, best_time):
                 best, best_time = candidate, predicted
@@ -168,6 +170,36 @@ def _plan(tasks: list[Task], context: PlanContext) -> tuple[list[int], FcfsEvalu
             if best != lpt else lpt
         return best, ev if best != lpt else None
     return best, ev
+
+
+APART_LOOKAHEAD = 64  # waiting tasks apart_order scans for one that fits
+
+
+def apart_order(ev: FcfsEvaluator, base: Sequence[int], model: ContentionModel) -> list[int]:
+    """The dispatch order of the admission rule's greedy form applied to ``base``: each free core
+    starts the first of the next :data:`APART_LOOKAHEAD` tasks of ``base`` that fits beside what
+    its domain runs (no task slowed by more than ``admission.TOLERANCE``), else ``base``'s next.
+    Longest-first keeps large tasks together where the cores free at once; this order pairs them
+    with small ones, and FCFS replays it exactly (as :func:`~scalpel_executor.core.search.trace`).
+    Cost: one evaluation's events plus O(n · lookahead) footprint checks."""
+    n = ev.n
+    footprint = [ev.kind_fp[k] for k in ev.kind]
+    order, fixed, state = [0] * n, 0, None
+    waiting = list(base)
+    while fixed < n:
+        state = ev.run(order, state=state, stop=fixed, reuse=True)
+        idle, running = state[5], [[footprint[e[0]] for e in entries] for entries in state[2]]
+        for d in [d for r in range(ev.maxc) for d in range(ev.P) if r < idle[d]][:n - fixed]:
+            pick = 0
+            for at, i in enumerate(waiting[:APART_LOOKAHEAD]):
+                increases, own = slowdown_increase(model, ev.llc, running[d], footprint[i])
+                if max([own, *increases]) <= TOLERANCE:
+                    pick = at
+                    break
+            i = waiting.pop(pick)
+            order[fixed], fixed = i, fixed + 1
+            running[d].append(footprint[i])
+    return order
 
 
 def robust_choice(tasks: list[Task], spreads: Sequence[float], orders: list[list[int]], context: PlanContext,

