@@ -141,15 +141,19 @@ def decide(head: Task, others: Iterable[Task], running: Sequence[Running], *,
     if not twin and head.foreseen_harm is not None and harm <= head.foreseen_harm + TOLERANCE:
         return Decision(head, FORESEEN)
     tried: set[Hashable] = set()
-    fitting = None
+    fitting = unmeasured = None
     for task in others:
         signature = (task.footprint, task.key if not task.footprint_known else None)
         if signature in tried:
             continue
         tried.add(signature)
-        if not unmeasured_risk(task, running, model, llc) and _harm(model, llc, running, task) <= TOLERANCE:
-            fitting = task
-            break
+        if _harm(model, llc, running, task) <= TOLERANCE:
+            if not unmeasured_risk(task, running, model, llc):
+                fitting = task
+                break
+            unmeasured = unmeasured or task
+    if fitting is None and overflow:  # an unmeasured bet beats a co-run known to overflow
+        fitting = unmeasured
     if not overflow:  # only an unmeasured bet: measure first whenever other work can run
         return Decision(fitting, KEPT_APART, head) if fitting is not None else Decision(head, CORUN_NOTHING_FITS)
     if fitting is not None and deferral_pays(head, fitting):

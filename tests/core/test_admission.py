@@ -160,3 +160,11 @@ def test_the_default_policys_batches_are_not_held_while_the_scheduler_is_busy():
         batcher.hold(["follow-up"], now=0.0)
     assert held.release(1.0, waiting=10) == [] and held.wake_at(waiting=10) is None
     assert checked.release(1.0, waiting=10) == ["follow-up"]
+
+
+def test_an_unmeasured_task_goes_beside_a_large_one_rather_than_a_second_large_one():
+    running = [admission.Running(Task("lookup-0", 28 * MiB, 3.0, key="lookup"), 3.0)]
+    second = Task("lookup-1", 28 * MiB, 3.0, key="lookup")
+    unknown = Task("spectrum", 0.0, 1.0, key="spectrum", footprint_known=False)
+    decision = admission.decide(second, [unknown], running, deferral_pays=lambda h, w: True, model=MODEL, llc=LLC)
+    assert decision == admission.Decision(unknown, admission.KEPT_APART, second)
