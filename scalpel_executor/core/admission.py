@@ -152,8 +152,10 @@ def decide(head: Task, others: Iterable[Task], running: Sequence[Running], *,
                 fitting = task
                 break
             unmeasured = unmeasured or task
-    if fitting is None and overflow:  # an unmeasured bet beats a co-run known to overflow
-        fitting = unmeasured
+    if fitting is None and overflow and unmeasured is not None:
+        # An unmeasured bet beats a co-run known to overflow, whatever a rollout on its prior
+        # estimates would say: running it is how its figures stop being the prior.
+        return Decision(unmeasured, KEPT_APART, head)
     if not overflow:  # only an unmeasured bet: measure first whenever other work can run
         return Decision(fitting, KEPT_APART, head) if fitting is not None else Decision(head, CORUN_NOTHING_FITS)
     if fitting is not None and deferral_pays(head, fitting):
