@@ -199,10 +199,9 @@ class Scheduler:
             raise ValueError(f"core {slot.cpu} (slot {slot.index}) is disabled; enable() it first")
         if now is not None:
             self._clock = now
-        task, reason = self._admit(slot.domain, now) if self._admits else (self._choose(slot.domain), admission.PLANNED)
+        task, reason = self._admit(slot.domain) if self._admits else (self._choose(slot.domain), admission.PLANNED)
         if task is not None:
             self.reasons[reason] += 1
-        if task is not None:
             self._idle[slot.index] = False
             self._running[slot.index] = task
             self._started[slot.index] = 0.0 if now is None else now
@@ -216,6 +215,7 @@ class Scheduler:
             raise ValueError(f"slot {index} has no running task to release")
         self._idle[index] = True
         self._started.pop(index, None)
+        self._learned_tasks.discard(id(self._running[index]))
         return self._running.pop(index)
 
     def learn(self, key: str, footprint: float) -> int:
@@ -243,6 +243,8 @@ class Scheduler:
         if self._idle[index]:
             return None
         self._idle[index] = True
+        self._started.pop(index, None)
+        self._learned_tasks.discard(id(self._running[index]))
         return self._running.pop(index)
 
     def enable(self, slot: Slot | int) -> None:
@@ -331,7 +333,7 @@ class Scheduler:
         else:
             self._buffers[domain].extend(tasks)
 
-    def _admit(self, domain: int, now: float | None) -> tuple[Task | None, str]:
+    def _admit(self, domain: int) -> tuple[Task | None, str]:
         """The plan's next task for a free core of ``domain``, checked by :func:`admission.decide`."""
         position = self._next_group(self.cores_per_domain[domain])
         if position is None or self._buffers[domain]:
@@ -353,7 +355,7 @@ class Scheduler:
                 yield group.tasks[0]
 
         decision = admission.decide(head, others(), running, model=self._context.model, llc=self._context.llc,
-                                    deferral_pays=lambda h, w: self._deferral_pays(h, w, positions[id(w)], clock))
+                                    deferral_pays=lambda h, w: self._deferral_pays(position, positions[id(w)], clock))
         at = position if decision.task is head else positions[id(decision.task)]
         group = self._plan.pop(at)
         self._commit(group.tasks, domain, front=True)
@@ -363,9 +365,9 @@ class Scheduler:
         task = self._running[index]
         return max(task.runtime - (now - self._started.get(index, now)), admission.OVERDUE_FRACTION * task.runtime)
 
-    def _deferral_pays(self, head: Task, fitting: Task, fitting_at: int, now: float) -> bool:
-        """Whether the model predicts the schedule ends no later with ``fitting`` started now and
-        ``head`` next than with ``head`` now: the rest of the plan simulated first come first
+    def _deferral_pays(self, head_at: int, fitting_at: int, now: float) -> bool:
+        """Whether the model predicts the schedule ends no later with the fitting task (plan
+        position ``fitting_at``) started now and the head (``head_at``) next than with the head now: the rest of the plan simulated first come first
         served from what runs (:class:`~scalpel_executor.core.search.FcfsEvaluator`). Past
         :data:`ROLLOUT_LIMIT` waiting tasks the end is far off and deferring one start costs nothing."""
         if len(self._plan) > ROLLOUT_LIMIT:
@@ -374,9 +376,11 @@ class Scheduler:
         ev = FcfsEvaluator([t.runtime for t in queued], [t.footprint for t in queued], [None] * len(queued),
                            self.cores_per_domain, self._context.llc or math.inf, self._context.model,
                            self._running_now(now))
-        plan_order = list(range(len(queued)))  # head first: the plan's own next start
-        fitting_index = len(self._plan) - 1 - fitting_at
-        deferred = [fitting_index] + [i for i in plan_order if i != fitting_index]
+        last = len(self._plan) - 1  # plan positions count from the end, queued indices from the start
+        head, fitting = last - head_at, last - fitting_at
+        rest = [i for i in range(len(queued)) if i not in (head, fitting)]
+        plan_order = [head] + [i for i in range(len(queued)) if i != head]  # the plan's own next start first
+        deferred = [fitting, head, *rest]
         as_planned = ev.run(plan_order)
         return ev.run(deferred, cutoff=as_planned * (1 + 1e-9)) <= as_planned * (1 + 1e-9)
 
