@@ -28,6 +28,9 @@ class Task:
     footprint_known: bool = True  # False: ``footprint`` is the prior, nothing measured or hinted yet
     foreseen_harm: float | None = None  # the slowdown increase a checked plan accepted at this task's
     #                                     start (core.admission); None: nobody checked its co-runners
+    cores: int = 1  # CPUs of one LLC domain the task runs on at once (its footprint counts there once)
+    memory: float = 0.0  # bytes of the node's memory it holds (declared, else learned; 0: not counted)
+    gpus: int = 0  # accelerators it needs (the driver picks which; the scheduler counts them)
 
 
 @dataclass(slots=True, eq=False)
@@ -60,6 +63,14 @@ class Slot:
 
 @dataclass(frozen=True, slots=True)
 class Assignment:
+    """Start ``task`` on ``slot``; a task of ``cores`` k books ``slots`` (k cores of the slot's
+    domain, ``slot`` first), each released with ``slot``."""
+
     slot: Slot
     task: Task
     reason: str = "planned"  # why this task started here (core.admission's reasons)
+    slots: tuple[Slot, ...] = ()  # every core booked, ``slot`` first; () means (slot,)
+
+    @property
+    def booked(self) -> tuple[Slot, ...]:
+        return self.slots or (self.slot,)
