@@ -50,7 +50,7 @@ from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.tasks import Task
 
 __all__ = ["unmeasured_risk", "TOLERANCE", "OVERDUE_FRACTION", "FITS", "FORESEEN", "KEPT_APART", "CORUN_WAIT_COSTS_MORE", "CORUN_NOTHING_FITS",
-           "PLANNED", "REASONS", "Running", "Decision", "decide"]
+           "BACKFILLED", "PLANNED", "REASONS", "Running", "Decision", "decide"]
 
 TOLERANCE = 0.05  # a co-run "overflows" when the model slows some task by more than 5% beyond R alone
 OVERDUE_FRACTION = 0.1  # a task past its estimate is assumed to have this fraction of it left
@@ -61,7 +61,9 @@ FORESEEN = "co-run: foreseen by the plan"  # the plan checked this co-run in the
 KEPT_APART = "kept-apart"
 CORUN_WAIT_COSTS_MORE = "co-run: waiting costs more"
 CORUN_NOTHING_FITS = "co-run: nothing fits"
-REASONS = (PLANNED, FITS, FORESEEN, KEPT_APART, CORUN_WAIT_COSTS_MORE, CORUN_NOTHING_FITS)  # reasons a task started
+BACKFILLED = "backfilled"  # the plan's next task waits for cores, memory or accelerators (core.resources)
+REASONS = (PLANNED, FITS, FORESEEN, KEPT_APART, CORUN_WAIT_COSTS_MORE, CORUN_NOTHING_FITS,
+           BACKFILLED)  # reasons a task started
 
 
 @dataclass(frozen=True, slots=True)

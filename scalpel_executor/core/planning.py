@@ -135,9 +135,9 @@ def scalpel_order(tasks: list[Task], context: PlanContext) -> list[int]:
 def _plan(tasks: list[Task], context: PlanContext) -> tuple[list[int], FcfsEvaluator | None]:
     """The order, and the evaluator that checked it; None when its co-runs were not checked."""
     n = len(tasks)
-    lpt = sorted(range(n), key=lambda i: (-tasks[i].runtime, tasks[i].seq))
-    if n <= 1:
-        return lpt, None
+    lpt = sorted(range(n), key=lambda i: (-tasks[i].runtime * tasks[i].cores, tasks[i].seq))
+    if n <= 1 or any(task.cores != 1 for task in tasks):
+        return lpt, None  # largest area first; the evaluator runs one task per core
     llc = context.llc if context.llc and context.llc > 0 else math.inf
     ev = FcfsEvaluator([t.runtime for t in tasks], [t.footprint for t in tasks], [None] * n,
                        context.cores_per_domain, llc, context.model,

@@ -47,8 +47,9 @@ def plan_scalpel_lpt(tasks, context):
 
 
 def plan_longer_first(tasks, context):
-    """LPT without grouping: the longest waiting task goes to whichever core frees first."""
-    return _singletons(sorted(tasks, key=lambda t: (-t.runtime, t.seq)))
+    """LPT without grouping: the longest waiting task goes to whichever core frees first; with
+    tasks of several cores, the largest area (run time × cores) first."""
+    return _singletons(sorted(tasks, key=lambda t: (-t.runtime * t.cores, t.seq)))
 
 
 def plan_grouping_fifo(tasks, context):

@@ -38,6 +38,12 @@ runs on the core's domain now, and may start a later task of the plan that fits 
 the core idle until the domain has room. Each :class:`Assignment` says why its task started.
 :meth:`Scheduler.learn` gives every task of a profile key a footprint measured during the run.
 
+Resources (:mod:`scalpel_executor.core.resources`): a task of ``cores`` k takes k cores of one
+domain (its :class:`Assignment` books them all, released together), and memory and accelerators
+count against the node's ``memory`` and ``gpus``. Whatever the policy would start next but does
+not fit yet is reserved, and a later task starts only where it cannot delay it (EASY
+backfilling); with one-core tasks and no memory or accelerators asked this changes nothing.
+
 Priorities (``Task.priority``, higher first): the policy plans each priority level separately, and
 the levels are dispatched highest first. A free core whose buffer head has a lower priority than
 the best waiting group takes from that group instead (its rest goes to the front of the buffer).
@@ -45,15 +51,17 @@ the best waiting group takes from that group instead (its rest goes to the front
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 
-from scalpel_executor.core import admission
+from scalpel_executor.core import admission, resources
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.planning import DEFAULT_BUDGET, STARTS_PER_SECOND, PlanContext
 from scalpel_executor.core.policies import POLICIES, resolve_policy
+from scalpel_executor.core.resources import Capacity, Holding, Reservation, may_backfill, unfit_reason
 from scalpel_executor.core.search import FcfsEvaluator
 from scalpel_executor.core.tasks import Assignment, Group, Slot, Task
 
@@ -64,6 +72,8 @@ __all__ = ["Scheduler", "Task", "Assignment", "Slot", "Group", "POLICIES", "reso
 CHECKED_AT_DISPATCH = frozenset({"scalpel"})
 #: Waiting tasks past which the admission rule does not simulate the rest of the plan.
 ROLLOUT_LIMIT = 512
+#: Waiting tasks a free core looks through for one to backfill while the next one does not fit.
+BACKFILL_LOOKAHEAD = 1024
 
 
 class Scheduler:
@@ -88,6 +98,10 @@ class Scheduler:
     plan_rate : float
         And at most this many per second of the batch's predicted makespan
         (:data:`~scalpel_executor.core.planning.STARTS_PER_SECOND`; ``math.inf``: only the budget counts).
+    memory : float, optional
+        Bytes of memory the running tasks' ``Task.memory`` may hold together (None: not counted).
+    gpus : int
+        Accelerators on the node; the running tasks' ``Task.gpus`` never add up to more.
 
     Examples
     --------
@@ -99,7 +113,7 @@ class Scheduler:
 
     def __init__(self, domains: Sequence[Sequence[int]], policy: str = "scalpel", *, seed: int = 0,
                  llc: float | None = None, model: ContentionModel | None = None, plan_budget: int = DEFAULT_BUDGET,
-                 plan_rate: float = STARTS_PER_SECOND):
+                 plan_rate: float = STARTS_PER_SECOND, memory: float | None = None, gpus: int = 0):
         self._plan_function = resolve_policy(policy)
         self.policy = policy
         self._admits = policy in CHECKED_AT_DISPATCH
@@ -114,6 +128,7 @@ class Scheduler:
         if not cpu_lists or any(len(cpus) == 0 for cpus in cpu_lists):
             raise ValueError(f"every LLC domain needs at least one core, got domains {cpu_lists!r}")
         self.cores_per_domain = [len(cpus) for cpus in cpu_lists]
+        self.capacity = Capacity(tuple(self.cores_per_domain), memory, gpus)
         self.slots = tuple(
             Slot(index, cpu, domain)
             for index, (domain, cpu) in enumerate((d, cpu) for d, cpus in enumerate(cpu_lists) for cpu in cpus)
@@ -134,6 +149,11 @@ class Scheduler:
         self._reason: dict[int, str] = {}  # slot index -> why its running task started
         self.reasons: Counter[str] = Counter()  # starts by reason (core.admission)
         self._learned_tasks: set[int] = set()  # id() of tasks whose footprint was learned in the run (learn)
+        self._domain_slots = [[s.index for s in self.slots if s.domain == d] for d in range(len(cpu_lists))]
+        self._booked: dict[int, tuple[int, ...]] = {}  # slot index -> every core its running task holds
+        self._holder: dict[int, int] = {}  # a core held by a wider task -> the slot index that task runs on
+        self._memory_used = 0.0
+        self._gpus_used = 0
 
     # -- driver API -------------------------------------------------------------------------
 
@@ -145,6 +165,9 @@ class Scheduler:
         check sees them at once) instead of planning everything again; the next arrival into a
         shorter plan plans them all."""
         tasks = list(tasks)
+        for task in tasks:
+            if (problem := unfit_reason(task, self.capacity)) is not None:
+                raise ValueError(problem)
         merge = self._admits and not self._dirty and len(self._plan) >= 2 * len(self.slots)
         for task in tasks:
             task.seq = self._seq
@@ -184,10 +207,13 @@ class Scheduler:
         assignments = []
         for rank in range(max(self.cores_per_domain)):
             for slots in per_domain:
-                if rank < len(slots):
-                    task = self.next_for(slots[rank], now)
+                if rank < len(slots) and self._idle[slots[rank].index]:  # not booked by a wider task since
+                    slot = slots[rank]
+                    task = self.next_for(slot, now)
                     if task is not None:
-                        assignments.append(Assignment(slots[rank], task, self._reason[slots[rank].index]))
+                        booked = self._booked[slot.index]
+                        assignments.append(Assignment(slot, task, self._reason[slot.index],
+                                                      tuple(self.slots[i] for i in booked) if len(booked) > 1 else ()))
         return assignments
 
     def next_for(self, slot: Slot | int, now: float | None = None) -> Task | None:
@@ -202,7 +228,7 @@ class Scheduler:
         task, reason = self._admit(slot.domain) if self._admits else (self._choose(slot.domain), admission.PLANNED)
         if task is not None:
             self.reasons[reason] += 1
-            self._idle[slot.index] = False
+            self._book(slot, task)
             self._running[slot.index] = task
             self._started[slot.index] = 0.0 if now is None else now
             self._reason[slot.index] = reason
@@ -211,12 +237,42 @@ class Scheduler:
     def release(self, slot: Slot | int) -> Task:
         """The task on ``slot`` ended (done, failed or its worker died); the core is idle."""
         index = slot if isinstance(slot, int) else slot.index
-        if self._idle[index]:
+        if self._idle[index] or index in self._holder:
             raise ValueError(f"slot {index} has no running task to release")
-        self._idle[index] = True
         self._started.pop(index, None)
         self._learned_tasks.discard(id(self._running[index]))
+        self._unbook(index)
         return self._running.pop(index)
+
+    def _book(self, slot: Slot, task: Task) -> None:
+        """Mark ``slot`` and the other cores ``task`` needs busy (nearest ones of its domain first,
+        then, for a task wider than any domain, the idlest other domains'), with its memory and
+        accelerators."""
+        chosen = [slot.index]
+        if task.cores > 1:
+            def idle(indices):
+                return [i for i in indices if self._idle[i] and i not in self._disabled and i != slot.index]
+            chosen += sorted(idle(self._domain_slots[slot.domain]), key=lambda i: (abs(i - slot.index), i))
+            others = sorted((d for d in range(len(self._domain_slots)) if d != slot.domain),
+                            key=lambda d: -len(idle(self._domain_slots[d])))
+            for domain in others:
+                chosen += idle(self._domain_slots[domain])
+            chosen = chosen[:task.cores]
+        for index in chosen:
+            self._idle[index] = False
+        for index in chosen[1:]:
+            self._holder[index] = slot.index
+        self._booked[slot.index] = tuple(chosen)
+        self._memory_used += task.memory
+        self._gpus_used += task.gpus
+
+    def _unbook(self, index: int) -> None:
+        task = self._running[index]
+        for core in self._booked.pop(index, (index,)):
+            self._idle[core] = True
+            self._holder.pop(core, None)
+        self._memory_used = max(0.0, self._memory_used - task.memory)
+        self._gpus_used -= task.gpus
 
     def learn(self, key: str, footprint: float) -> int:
         """A task of profile key ``key`` was measured at ``footprint`` bytes during the run: every
@@ -240,11 +296,11 @@ class Scheduler:
         """
         index = slot if isinstance(slot, int) else slot.index
         self._disabled.add(index)
-        if self._idle[index]:
+        if self._idle[index] or index in self._holder:  # a core a wider task holds: free when it ends
             return None
-        self._idle[index] = True
         self._started.pop(index, None)
         self._learned_tasks.discard(id(self._running[index]))
+        self._unbook(index)
         return self._running.pop(index)
 
     def enable(self, slot: Slot | int) -> None:
@@ -276,6 +332,20 @@ class Scheduler:
     def idle_slots(self) -> list[Slot]:
         """Cores that can take a task now: idle and not disabled."""
         return [s for s in self.slots if self._idle[s.index] and s.index not in self._disabled]
+
+    @property
+    def booked(self) -> dict[int, tuple[int, ...]]:
+        """Slot index of each running task -> every core it holds (its own first)."""
+        return {index: self._booked.get(index, (index,)) for index in self._running}
+
+    @property
+    def memory_used(self) -> float:
+        """Bytes of ``Task.memory`` the running tasks hold."""
+        return self._memory_used
+
+    @property
+    def gpus_used(self) -> int:
+        return self._gpus_used
 
     @property
     def disabled_slots(self) -> frozenset[int]:
@@ -334,32 +404,85 @@ class Scheduler:
             self._buffers[domain].extend(tasks)
 
     def _admit(self, domain: int) -> tuple[Task | None, str]:
-        """The plan's next task for a free core of ``domain``, checked by :func:`admission.decide`."""
+        """The plan's next task for a free core of ``domain``, checked by :func:`admission.decide`.
+
+        A head that does not fit the domain's idle cores, the memory or the accelerators left is
+        reserved (:mod:`~scalpel_executor.core.resources`); the rule then runs on the first task
+        that may be backfilled, among those that may."""
         position = self._next_group(self.cores_per_domain[domain])
         if position is None or self._buffers[domain]:
             return self._choose(domain), admission.FITS
         head = self._plan[position].tasks[0]
+        eligible = self._eligible(head, domain)
+        backfill = eligible is not None
+        if backfill:
+            position = next((at for at in range(position - 1, max(-1, position - 1 - BACKFILL_LOOKAHEAD), -1)
+                             if eligible(self._plan[at].tasks[0])), None)
+            if position is None:
+                return None, admission.FITS
+            head = self._plan[position].tasks[0]
+        else:
+            def eligible(task: Task) -> bool:
+                return self._fits(task, domain)
         clock = self._clock
         running = [admission.Running(task, self._remaining(index, clock))
                    for index, task in self._running.items() if self.slots[index].domain == domain]
         if not running:
-            return self._choose(domain), admission.FITS
+            return self._take_planned(position, domain), admission.BACKFILLED if backfill else admission.FITS
         positions: dict[int, int] = {}  # id(task) -> its position in the plan
 
         def others():
             for at in range(position - 1, -1, -1):
-                group = self._plan[at]
-                if group.tasks[0].priority != head.priority:
+                task = self._plan[at].tasks[0]
+                if task.priority != head.priority:
                     return
-                positions[id(group.tasks[0])] = at
-                yield group.tasks[0]
+                if eligible(task):
+                    positions[id(task)] = at
+                    yield task
 
         decision = admission.decide(head, others(), running, model=self._context.model, llc=self._context.llc,
                                     deferral_pays=lambda h, w: self._deferral_pays(position, positions[id(w)], clock))
         at = position if decision.task is head else positions[id(decision.task)]
-        group = self._plan.pop(at)
+        reason = admission.BACKFILLED if backfill and decision.reason == admission.FITS else decision.reason
+        return self._take_planned(at, domain), reason
+
+    def _take_planned(self, position: int, domain: int) -> Task:
+        """Take the group at plan ``position`` onto ``domain``; its first task starts."""
+        group = self._plan.pop(position)
         self._commit(group.tasks, domain, front=True)
-        return self._buffers[domain].popleft(), decision.reason
+        return self._buffers[domain].popleft()
+
+    # -- resources (core.resources) ---------------------------------------------------------
+
+    def _free_cores(self) -> list[int]:
+        return [sum(1 for i in slots if self._idle[i] and i not in self._disabled) for slots in self._domain_slots]
+
+    def _fits(self, task: Task, domain: int) -> bool:
+        if task.cores == 1 and task.memory <= 0 and task.gpus <= 0:
+            return True  # the free core is all it needs
+        return resources.fits(task, domain, self._free_cores(), self.capacity, self._memory_used, self._gpus_used)
+
+    def _eligible(self, head: Task, domain: int):
+        """None when ``head`` fits on ``domain`` now; else the test a later task must pass to start
+        there instead: it fits, and it cannot delay ``head``'s reservation."""
+        if self._fits(head, domain):
+            return None
+        reservation = self._reservation(head)
+
+        def eligible(task: Task) -> bool:
+            return self._fits(task, domain) and may_backfill(task, domain, reservation)
+
+        return eligible
+
+    def _reservation(self, task: Task) -> Reservation:
+        holdings = []
+        for index, running in self._running.items():
+            cores = [0] * len(self._domain_slots)
+            for core in self._booked.get(index, (index,)):
+                cores[self.slots[core].domain] += 1
+            holdings.append(Holding(self._remaining(index, self._clock), tuple(cores), running.memory, running.gpus))
+        return resources.reserve(task, self._free_cores(), self.capacity, self._memory_used, self._gpus_used,
+                                 holdings)
 
     def _remaining(self, index: int, now: float) -> float:
         task = self._running[index]
@@ -373,6 +496,8 @@ class Scheduler:
         if len(self._plan) > ROLLOUT_LIMIT:
             return True
         queued = [group.tasks[0] for group in reversed(self._plan)]
+        if any(task.cores != 1 for task in (*queued, *self._running.values())):
+            return True  # the evaluator runs one task per core: keep apart, as the rule prefers
         ev = FcfsEvaluator([t.runtime for t in queued], [t.footprint for t in queued], [None] * len(queued),
                            self.cores_per_domain, self._context.llc or math.inf, self._context.model,
                            self._running_now(now))
@@ -410,16 +535,52 @@ class Scheduler:
         return len(self._plan) - 1
 
     def _choose(self, domain: int) -> Task | None:
+        """The policy's next task for a free core of ``domain``: its buffer's head, the next
+        group, or the head of the fullest other buffer; one that does not fit is reserved and
+        the first later one that may be backfilled starts instead."""
         buffer = self._buffers[domain]
         position = self._next_group(self.cores_per_domain[domain])
         group = None if position is None else self._plan[position]
         if buffer and (group is None or group.tasks[0].priority <= buffer[0].priority):
-            return buffer.popleft()
-        if group is not None:
-            del self._plan[position]
-            self._commit(group.tasks, domain, front=True)
-            return buffer.popleft()
-        fullest = max(range(len(self._buffers)), key=lambda d: len(self._buffers[d]))
-        if self._buffers[fullest]:
-            return self._buffers[fullest].popleft()
+            head = buffer[0]
+        elif group is not None:
+            head = group.tasks[0]
+        else:
+            fullest = max(range(len(self._buffers)), key=lambda d: len(self._buffers[d]))
+            head = self._buffers[fullest][0] if self._buffers[fullest] else None
+        if head is None:
+            return None
+        eligible = self._eligible(head, domain)
+        for task, take in itertools.islice(self._candidates(domain), BACKFILL_LOOKAHEAD):
+            if eligible is None or eligible(task):
+                return take()
         return None
+
+    def _candidates(self, domain: int):
+        """Every waiting task a free core of ``domain`` may take, in the policy's order of
+        preference (the head :meth:`_choose` names first), each with the call that takes it."""
+        buffer = self._buffers[domain]
+        position = self._next_group(self.cores_per_domain[domain])
+        group = None if position is None else self._plan[position]
+        buffer_first = bool(buffer) and (group is None or group.tasks[0].priority <= buffer[0].priority)
+        if buffer_first:
+            yield from self._buffer_candidates(domain)
+        if group is not None:
+            yield group.tasks[0], lambda: self._take_planned(position, domain)
+        for at in range(len(self._plan) - 1, -1, -1):
+            if at != position:
+                yield self._plan[at].tasks[0], lambda at=at: self._take_planned(at, domain)
+        if not buffer_first:
+            yield from self._buffer_candidates(domain)
+        for other in sorted(range(len(self._buffers)), key=lambda d: -len(self._buffers[d])):
+            if other != domain:
+                yield from self._buffer_candidates(other)
+
+    def _buffer_candidates(self, domain: int):
+        buffer = self._buffers[domain]
+        for index, task in enumerate(list(buffer)):
+            def take(index=index):
+                task = buffer[index]
+                del buffer[index]
+                return task
+            yield task, take

@@ -46,12 +46,22 @@ class SimTask:
     priority: float = 0.0
     intensity: float | None = None
     parents: tuple[int, ...] = ()  # indices of the tasks whose ends release this one (a DAG)
+    cores: int = 1  # cores of one LLC domain it runs on at once (its solo time is on that many)
+    memory: float = 0.0  # bytes of the node's memory it holds (counted against simulate's ``memory``)
+    gpus: int = 0
 
     def __post_init__(self) -> None:
         for name in ("solo_time", "footprint", "arrival"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or math.isnan(value) or math.isinf(value) or value < 0:
                 raise ValueError(f"task {self.name!r}: {name} must be a finite number ≥ 0, got {value!r}")
+        for name in ("cores", "gpus"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "cores" else 0):
+                raise ValueError(f"task {self.name!r}: {name} must be an integer ≥ {1 if name == 'cores' else 0}, "
+                                 f"got {value!r}")
+        if not isinstance(self.memory, (int, float)) or not 0 <= self.memory < math.inf:
+            raise ValueError(f"task {self.name!r}: memory must be a finite number of bytes ≥ 0, got {self.memory!r}")
         spread = self.runtime_spread
         if isinstance(spread, bool) or not isinstance(spread, (int, float)) or not 0 <= spread < math.inf:
             raise ValueError(f"task {self.name!r}: runtime_spread must be a finite number ≥ 0, got {spread!r}")
@@ -107,9 +117,11 @@ class SimResult:
         return out
 
 
-def lower_bound(solo_times: Sequence[float], cores: int) -> float:
-    """No schedule beats max(longest task, total work / cores) (solo times, no contention)."""
-    return max(max(solo_times, default=0.0), sum(solo_times) / cores)
+def lower_bound(solo_times: Sequence[float], cores: int, widths: Sequence[int] | None = None) -> float:
+    """No schedule beats max(longest task, total work / cores) (solo times, no contention; a task
+    of ``widths[i]`` cores is that many cores' work)."""
+    work = sum(solo_times) if widths is None else sum(t * w for t, w in zip(solo_times, widths))
+    return max(max(solo_times, default=0.0), work / cores)
 
 
 def _dag(tasks: Sequence[SimTask]) -> tuple[list[list[int]], list[float]]:
@@ -160,6 +172,8 @@ def simulate(
     batching: Batching | None = None,
     scheduler: Scheduler | None = None,
     on_time: Callable[[float], None] | None = None,
+    memory: float | None = None,
+    gpus: int = 0,
 ) -> SimResult:
     """Run ``tasks`` on a machine of LLC ``domains`` (CPU lists) under ``policy``.
 
@@ -188,6 +202,8 @@ def simulate(
     on_time : callable, optional
         Called with the simulated time of every event before the scheduler hears of it, for a
         scheduler that reads a clock.
+    memory, gpus : the node's memory budget (bytes; None: not counted) and accelerators, against
+        which the tasks' ``memory`` and ``gpus`` are booked (the scheduler's).
 
     Returns
     -------
@@ -201,7 +217,7 @@ def simulate(
     unfinished_parents = [len(t.parents) for t in tasks]
     model = model or ContentionModel()
     if scheduler is None:
-        scheduler = Scheduler(domains, policy, seed=seed, llc=llc_size, model=model)
+        scheduler = Scheduler(domains, policy, seed=seed, llc=llc_size, model=model, memory=memory, gpus=gpus)
     slots = scheduler.slots
     n_domains = len(scheduler.cores_per_domain)
     default_sigma = model.sensitivity
@@ -256,7 +272,8 @@ def simulate(
 
     def to_task(i: int, t: SimTask) -> Task:
         estimate = t.solo_time if t.runtime_estimate is None else t.runtime_estimate
-        return Task(i, t.footprint, estimate, t.priority, t.intensity, payload=t, spread=t.runtime_spread)
+        return Task(i, t.footprint, estimate, t.priority, t.intensity, payload=t, spread=t.runtime_spread,
+                    cores=t.cores, memory=t.memory, gpus=t.gpus)
 
     batcher: Batcher[Task] | None = (None if batching is None
                                      else Batcher(batching, len(slots), runtime_of=lambda task: task.runtime,
@@ -313,7 +330,7 @@ def simulate(
         for slot_index in done:
             sim_task = running[domain].pop(slot_index)[0]
             began = starts.pop(slot_index)
-            busy += now - began
+            busy += (now - began) * sim_task.cores
             slot = slots[slot_index]
             records.append(SimRecord(sim_task.name, slot.cpu, domain, began, now, sim_task.solo_time, sim_task.footprint))
             for child in children[scheduler.release(slot_index).id]:
@@ -338,7 +355,8 @@ def simulate(
     return SimResult(
         policy=policy,
         makespan=makespan,
-        lower_bound=max(lower_bound([t.solo_time for t in tasks], cores), max(chain, default=0.0)),
+        lower_bound=max(lower_bound([t.solo_time for t in tasks], cores, [t.cores for t in tasks]),
+                        max(chain, default=0.0)),
         utilisation=busy / (cores * makespan) if makespan > 0 else 0.0,
         records=records,
         order=dispatched,

@@ -1,0 +1,146 @@
+"""Per-task resources on one node: cores of an LLC domain, memory, accelerators. Pure.
+
+A task declares ``cores`` (CPUs it runs on at once), ``memory`` (bytes it holds) and ``gpus``
+(:class:`~scalpel_executor.core.tasks.Task`). A k-core task takes k cores of one LLC domain, and its
+footprint counts on that domain once; one asking more cores than any domain has takes cores of
+several domains (its footprint counts on the first). Memory and accelerators are the node's: the
+tasks running never hold more than the node's budget of either::
+
+    free core on domain d, head h (the task the policy would start next)
+      h fits: h.cores idle cores on d (or on the node, for a task wider than any domain),
+              memory used + h.memory <= budget, accelerators used + h.gpus <= count
+        └─> start h
+      else h is *reserved*: the earliest time it fits if running tasks end as estimated
+              (their remaining seconds), on which domain, and what is spare then (reservation)
+           a later task b may start now only if it fits and cannot delay h: it ends before
+           the reservation (b.runtime <= at), or uses only what h leaves spare then (backfill)
+
+This is EASY backfilling (Lifka, 1995; Mu'alem and Feitelson, 2001) on one node: a wide or large
+task is never starved by a stream of small ones, and no core idles that a task could use without
+delaying it. With every task one core, no memory and no accelerator (the default) every task fits
+any idle core and nothing here changes a decision.
+
+Cost: a reservation sorts the running tasks by their estimated end, O(R log R) for R running tasks,
+and is computed only when the head does not fit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scalpel_executor.core.tasks import Task
+from scalpel_executor.core.units import format_size
+
+__all__ = ["Capacity", "Holding", "Reservation", "needs_resources", "unfit_reason", "fits", "reserve", "may_backfill"]
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """What one node offers: cores per LLC domain, memory in bytes (None: not counted), accelerators."""
+
+    cores_per_domain: tuple[int, ...]
+    memory: float | None = None
+    gpus: int = 0
+
+    def __post_init__(self) -> None:
+        if self.memory is not None and not (isinstance(self.memory, (int, float)) and self.memory >= 0
+                                            and math.isfinite(self.memory)):
+            raise ValueError(f"the node's memory budget must be a finite number of bytes >= 0 or None, "
+                             f"got {self.memory!r}")
+        if isinstance(self.gpus, bool) or not isinstance(self.gpus, int) or self.gpus < 0:
+            raise ValueError(f"the node's accelerator count must be an integer >= 0, got {self.gpus!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Holding:
+    """A running task as reservations see it: what it holds and when it is expected to end."""
+
+    remaining: float  # estimated seconds left
+    cores: tuple[int, ...]  # cores it holds on each domain
+    memory: float
+    gpus: int
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """When a blocked task is expected to fit (``at`` seconds from now; inf: not while the running
+    tasks end), on which ``domain``, and what is left spare for others then."""
+
+    at: float
+    domain: int | None
+    spare_cores: int  # on ``domain``, beyond the task's
+    spare_memory: float
+    spare_gpus: int
+
+
+def needs_resources(task: Task) -> bool:
+    """Whether ``task`` asks for more than one core, any memory or an accelerator."""
+    return task.cores != 1 or task.memory > 0 or task.gpus > 0
+
+
+def unfit_reason(task: Task, capacity: Capacity) -> str | None:
+    """Why ``task`` can never run on this node (a sentence naming the figures), or None."""
+    total = sum(capacity.cores_per_domain)
+    if task.cores > total:
+        return (f"task {task.id!r} asks for {task.cores} cores; this node has {total} "
+                f"(LLC domains of {', '.join(map(str, capacity.cores_per_domain))})")
+    if capacity.memory is not None and task.memory > capacity.memory:
+        return (f"task {task.id!r} asks for {format_size(task.memory)} of memory; this node's budget is "
+                f"{format_size(capacity.memory)}")
+    if task.gpus > capacity.gpus:
+        return (f"task {task.id!r} asks for {task.gpus} accelerator{'s' * (task.gpus != 1)}; this node has "
+                f"{capacity.gpus}")
+    return None
+
+
+def fits(task: Task, domain: int, free: Sequence[int], capacity: Capacity, memory_used: float, gpus_used: int) -> bool:
+    """Whether ``task`` can start now on a free core of ``domain`` (``free``: idle cores per domain)."""
+    widest = max(capacity.cores_per_domain)
+    cores_ok = free[domain] >= task.cores if task.cores <= widest else free[domain] >= 1 and sum(free) >= task.cores
+    return (cores_ok and (capacity.memory is None or memory_used + task.memory <= capacity.memory)
+            and gpus_used + task.gpus <= capacity.gpus)
+
+
+def reserve(task: Task, free: Sequence[int], capacity: Capacity, memory_used: float, gpus_used: int,
+            running: Sequence[Holding]) -> Reservation:
+    """The earliest time ``task`` fits if the ``running`` tasks end as estimated (module docstring)."""
+    free = list(free)
+    memory_free = math.inf if capacity.memory is None else capacity.memory - memory_used
+    gpus_free = capacity.gpus - gpus_used
+    widest = max(capacity.cores_per_domain)
+    at = 0.0
+    ending = sorted(running, key=lambda holding: holding.remaining)
+    for step in range(len(ending) + 1):
+        if step:
+            holding = ending[step - 1]
+            at = holding.remaining
+            for domain, cores in enumerate(holding.cores):
+                free[domain] += cores
+            memory_free += holding.memory
+            gpus_free += holding.gpus
+            if step < len(ending) and ending[step].remaining == at:
+                continue  # tasks ending together free their resources together
+        if memory_free < task.memory or gpus_free < task.gpus:
+            continue
+        if task.cores <= widest:
+            domain = next((d for d, idle in enumerate(free) if idle >= task.cores), None)
+            if domain is not None:
+                return Reservation(at, domain, free[domain] - task.cores, memory_free - task.memory,
+                                   gpus_free - task.gpus)
+        elif sum(free) >= task.cores:
+            return Reservation(at, None, 0, memory_free - task.memory, gpus_free - task.gpus)
+    return Reservation(math.inf, None, 0, 0.0, 0)
+
+
+def may_backfill(task: Task, domain: int, reservation: Reservation) -> bool:
+    """Whether ``task``, which fits now on ``domain``, may start without delaying the reserved task:
+    it ends before the reservation, or it holds only what the reserved task leaves spare then."""
+    if task.runtime <= reservation.at:
+        return True
+    if reservation.domain is None and reservation.at < math.inf:
+        cores_ok = False  # a task wider than any domain needs every core it counted on
+    else:
+        cores_ok = domain != reservation.domain or task.cores <= reservation.spare_cores
+    return cores_ok and task.memory <= reservation.spare_memory and task.gpus <= reservation.spare_gpus
