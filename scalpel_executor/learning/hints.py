@@ -8,11 +8,16 @@ Recognised keys:
   one runs after every task that has one (HTEX's interchange reads a missing priority as
   ``inf``). :func:`scheduling_priority` turns it into ``Task.priority``, which the scheduler core
   orders higher first;
-- ``profile_key``: a string naming the task's profile.
+- ``profile_key``: a string naming the task's profile;
+- ``cores``: CPUs of one LLC domain the task runs on (an integer >= 1; its affinity and BLAS/OpenMP
+  thread count follow), as TaskVine and Work Queue read it;
+- ``memory``: memory the task holds, in MiB as TaskVine and Work Queue read it (or a size such as
+  ``"4GiB"``); running tasks never declare more than the node's budget together;
+- ``gpus``: accelerators the task needs (an integer >= 0); it is given that many distinct ids.
 
-Keys that Parsl's TaskVine and Work Queue executors read (:data:`OTHER_EXECUTORS_KEYS`: ``cores``,
-``memory``, ...) are accepted, so a specification written for them runs here, but not used yet:
-each logs one warning per key per process. Any other key is refused with
+Other keys that Parsl's TaskVine and Work Queue executors read (:data:`OTHER_EXECUTORS_KEYS`:
+``disk``, ``category``, ...) are accepted, so a specification written for them runs here, but not
+used: each logs one warning per key per process. Any other key is refused with
 :class:`InvalidHint` naming it and the nearest known key, as HTEX refuses keys it does not know: a
 misspelt ``"Footprint"`` would otherwise lose its hint without a word.
 
@@ -43,12 +48,12 @@ from scalpel_executor.learning.sampling import DRIFT_FLOOR, REMEASURE_DRIFT, dri
 
 logger = logging.getLogger(__name__)
 
-KNOWN_KEYS = ("footprint", "runtime", "priority", "profile_key")
+KNOWN_KEYS = ("footprint", "runtime", "priority", "profile_key", "cores", "memory", "gpus")
 # Read per task by Parsl's TaskVine executor (executors/taskvine/executor.py: the loop over the
 # specification's keys, and exec_mode) and Work Queue's (executors/workqueue/executor.py,
-# acceptable_fields); priority is ours too. Each task here runs on one core of its own, so none
-# of them changes what it gets yet.
-OTHER_EXECUTORS_KEYS = ("cores", "memory", "disk", "gpus", "running_time_min", "category", "exec_mode")
+# acceptable_fields); cores, memory, gpus and priority are ours too, the rest change nothing here.
+OTHER_EXECUTORS_KEYS = ("disk", "running_time_min", "category", "exec_mode")
+MiB = 2**20  # ``memory`` as a number is MiB, as TaskVine and Work Queue read it
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
 
@@ -65,6 +70,9 @@ class Hints:
     runtime: float | None = None
     priority: float | None = None  # the user's value, lower first; None: after every task that has one
     profile_key: str | None = None
+    cores: int | None = None  # None: the executor's cores_per_task
+    memory: float | None = None  # bytes; None: the executor's mem_per_task, else what its key learned
+    gpus: int | None = None
 
 
 class InvalidHint(InvalidResourceSpecification, ValueError):
@@ -110,14 +118,35 @@ def _unknown_keys(keys: list[Any]) -> InvalidHint:
                    f"and Work Queue keys) without using them; fix or remove the key")
 
 
+def _count(key: str, value: Any, lowest: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or _finite_float(value) is None \
+            or float(value) != int(value):
+        raise _invalid(key, f"must be a whole number >= {lowest}, got {show(value)}")
+    if int(value) < lowest:
+        raise _invalid(key, f"must be a whole number >= {lowest}, got {show(value)}")
+    return int(value)
+
+
+def _memory(value: Any) -> float:
+    """``memory`` in bytes: a number is MiB (TaskVine's and Work Queue's unit), a string a size."""
+    if isinstance(value, str):
+        try:
+            return float(parse_size(value, what="memory"))
+        except ValueError as error:
+            raise _invalid("memory", str(error)) from None
+    number = _number("memory", value)
+    if number < 0:
+        raise _invalid("memory", f"must be a number of MiB >= 0 (or a size such as '4GiB'), got {show(value)}")
+    return number * MiB
+
+
 def _warn_unused(key: str) -> None:
     with _warned_lock:
         first = key not in _warned
         _warned.add(key)
     if first:
         logger.warning("resource specification key %r (of Parsl's TaskVine and Work Queue executors) is not "
-                       "supported by ScalpelExecutor yet and is ignored: each task runs on one core of its own; "
-                       "this executor reads %s", key, ", ".join(KNOWN_KEYS))
+                       "used by ScalpelExecutor and is ignored; this executor reads %s", key, ", ".join(KNOWN_KEYS))
 
 
 def parse_hints(specification: dict[str, Any] | None) -> Hints:
@@ -135,8 +164,8 @@ def parse_hints(specification: dict[str, Any] | None) -> Hints:
 
     Examples
     --------
-    >>> parse_hints({"footprint": "24MiB", "priority": 2})
-    Hints(footprint=25165824.0, runtime=None, priority=2.0, profile_key=None)
+    >>> parse_hints({"footprint": "24MiB", "priority": 2, "cores": 2})
+    Hints(footprint=25165824.0, runtime=None, priority=2.0, profile_key=None, cores=2, memory=None, gpus=None)
     >>> parse_hints({"Footprint": "24MiB"})  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
@@ -171,7 +200,10 @@ def parse_hints(specification: dict[str, Any] | None) -> Hints:
     profile_key = specification.get("profile_key")
     if profile_key is not None and (not isinstance(profile_key, str) or not profile_key.strip()):
         raise _invalid("profile_key", f"must be a non-empty string naming the task's profile, got {profile_key!r}")
-    return Hints(footprint, runtime, priority, profile_key)
+    cores = _count("cores", specification["cores"], 1) if specification.get("cores") is not None else None
+    memory = _memory(specification["memory"]) if specification.get("memory") is not None else None
+    gpus = _count("gpus", specification["gpus"], 0) if specification.get("gpus") is not None else None
+    return Hints(footprint, runtime, priority, profile_key, cores, memory, gpus)
 
 
 def scheduling_priority(priority: float | None) -> float:

@@ -5,8 +5,10 @@
     pool                                   worker (one per core, pinned)
       │                    <── Ready(pid)   imported the minimum; takes tasks from now on
       │                    <── Warm()       imported what tasks need (Parsl's serialization, ...)
-      │  Run(task_id, buffer, measure) ──>  one at a time: a worker holds at most one task;
-      │                                     measure: the probe measures it (the driver decides)
+      │  Run(task_id, buffer, measure,  ──>  one at a time: a worker holds at most one task;
+      │      cpus, env)                     measure: the probe measures it (the driver decides);
+      │                                     cpus: the task's CPUs when it has more than the worker's
+      │                                     core (its threads follow), env: its accelerators
       │  <── Result(task_id, ok, payload, stats)
       │  Stop() ──>                         exit 0
 
@@ -36,6 +38,8 @@ class Run(NamedTuple):
     task_id: int
     buffer: bytes
     measure: bool = True  # start the probe around this task (a worker started with --probe off never does)
+    cpus: tuple[int, ...] = ()  # the task's CPUs and thread count for its run; (): the worker's own
+    env: tuple[tuple[str, str], ...] = ()  # environment for its run only (accelerator ids)
 
 
 class Measured(NamedTuple):

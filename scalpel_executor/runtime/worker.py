@@ -11,8 +11,11 @@ defined once, in :mod:`scalpel_executor.runtime.protocol`)::
                               imports Parsl while it waits (_preload), so no first task pays for it
                           <── Warm()          (the executor's start() waits for this; a respawned
                                               worker takes tasks from Ready on)
-    Run(id, buffer,      ──>  probe.start() if measure: one message to the probe's sampler process
-        measure)              unpack_apply_message(buffer) → fn(*args, **kwargs)
+    Run(id, buffer,      ──>  a task of several cores: affinity set to its CPUs, BLAS/OpenMP threads to
+        measure, cpus,        their count (threadpoolctl, and the environment for what it loads or
+        env)                  starts); env (accelerator ids) set; all restored after it
+                              probe.start() if measure: one message to the probe's sampler process
+                              unpack_apply_message(buffer) → fn(*args, **kwargs)
                           <── Measured(id, footprint)  (measured tasks still running at EARLY_REPORT:
                                                         the probe's first reading, from another thread)
                               probe.stop() if measure: footprint, peak RSS/USS, LLC counts (never waits)
@@ -51,6 +54,7 @@ import threading
 import time
 from multiprocessing.connection import Connection
 
+from scalpel_executor.host.blas import THREAD_ENV_VARS
 from scalpel_executor.runtime.protocol import Measured, Ready, Result, Run, Warm, decode, encode
 
 PARENT_CHECK_INTERVAL = 0.2  # seconds between checks that the scheduler process still lives (a getppid call)
@@ -201,6 +205,47 @@ def _report_early(connection: Connection, send_lock: threading.Lock, meter, task
             pass  # the pool is gone; the main loop finds out on its next receive
 
 
+class _TaskPlace:
+    """A task's CPUs, thread count and environment, set for its run and undone after it."""
+
+    def __init__(self, cpus: tuple[int, ...], env: tuple[tuple[str, str], ...]):
+        self.own = os.sched_getaffinity(0)
+        self.cpus = set(cpus) if cpus and set(cpus) != self.own else None
+        self.env = dict(env)
+        self.saved: dict[str, str | None] = {}
+
+    def __enter__(self) -> _TaskPlace:
+        changes = dict(self.env)
+        if self.cpus is not None:
+            os.sched_setaffinity(0, self.cpus)
+            changes.update({name: str(len(self.cpus)) for name in THREAD_ENV_VARS})
+            _limit_loaded_threads(len(self.cpus))
+        for name, value in changes.items():
+            self.saved[name] = os.environ.get(name)
+            os.environ[name] = value
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for name, value in self.saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        if self.cpus is not None:
+            os.sched_setaffinity(0, self.own)
+            _limit_loaded_threads(len(self.own))  # a BLAS the task loaded started with its thread count
+
+
+def _limit_loaded_threads(threads: int) -> None:
+    """Resize the thread pools of the BLAS and OpenMP libraries this process has loaded."""
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=threads)
+    except Exception:  # noqa: BLE001 - the task runs with the libraries' own counts
+        logger.exception("could not set the task's thread count to %d", threads)
+
+
 def _serve_tasks(connection: Connection, meter) -> None:
     send_lock = threading.Lock()  # the early report and the Result share the socket
     while True:
@@ -210,7 +255,7 @@ def _serve_tasks(connection: Connection, meter) -> None:
             return
         if not isinstance(message, Run):
             return  # Stop
-        task_id, buffer, measure = message
+        task_id, buffer, measure, cpus, env = message
         measuring = meter is not None and measure
         done = threading.Event()
         if measuring:
@@ -218,7 +263,8 @@ def _serve_tasks(connection: Connection, meter) -> None:
             threading.Thread(target=_report_early, args=(connection, send_lock, meter, task_id, done), daemon=True,
                              name="early-report").start()
         wall_start, cpu_start = time.perf_counter(), time.process_time()
-        ok, payload = _run(buffer)
+        with _TaskPlace(cpus, env):
+            ok, payload = _run(buffer)
         wall, cpu = time.perf_counter() - wall_start, time.process_time() - cpu_start
         with send_lock:
             done.set()

@@ -99,7 +99,7 @@ def test_a_key_like_none_is_refused_with_the_keys_there_are():
     message = str(error.value)
     assert error.value.invalid_keys == {"banana", 7}
     assert "key 'banana', 7;" in message and "did you mean" not in message
-    assert "reads footprint, runtime, priority, profile_key, and accepts cores, memory" in message
+    assert "reads footprint, runtime, priority, profile_key, cores, memory, gpus, and accepts disk, " in message
 
 
 @pytest.fixture
@@ -111,19 +111,19 @@ def fresh_warnings(monkeypatch, caplog):
 
 def test_keys_of_other_executors_are_accepted_with_one_warning_each(fresh_warnings):
     specification = {key: 1 for key in OTHER_EXECUTORS_KEYS}
-    assert OTHER_EXECUTORS_KEYS == ("cores", "memory", "disk", "gpus", "running_time_min", "category", "exec_mode")
+    assert OTHER_EXECUTORS_KEYS == ("disk", "running_time_min", "category", "exec_mode")
     for _ in range(3):
         assert parse_hints({**specification, "runtime": 2}) == Hints(runtime=2.0)
     messages = [record.getMessage() for record in fresh_warnings.records]
     assert len(messages) == len(OTHER_EXECUTORS_KEYS)
     for key in OTHER_EXECUTORS_KEYS:
-        assert sum(f"key {key!r} (of Parsl's TaskVine and Work Queue executors) is not supported by "
-                   f"ScalpelExecutor yet" in message for message in messages) == 1
+        assert sum(f"key {key!r} (of Parsl's TaskVine and Work Queue executors) is not used by "
+                   f"ScalpelExecutor" in message for message in messages) == 1
 
 
 def test_an_unknown_key_beside_a_foreign_one_is_refused_before_any_warning(fresh_warnings):
     with pytest.raises(InvalidHint, match="'gpu' \\(did you mean 'gpus'\\?\\)"):
-        parse_hints({"cores": 1, "gpu": 1})
+        parse_hints({"disk": 1, "gpu": 1})
     assert not fresh_warnings.records
 
 
@@ -183,3 +183,28 @@ def test_a_hint_off_is_logged_once_per_profile_key_and_counted_every_time(caplog
     assert len(messages) == 4  # (a, footprint), (a, runtime), (b, footprint), (b, runtime)
     assert "the footprint hint 1.0 MiB of a is more than 2x off the 8.0 MiB its task measured" in messages[0]
     assert "the runtime hint 10 s of a is more than 2x off the 1 s its task measured" in messages[1]
+
+
+# -- cores, memory, gpus: as TaskVine and Work Queue read them ---------------------------------------
+
+
+def test_resources_are_read_in_taskvine_units():
+    hints = parse_hints({"cores": 2, "memory": 1000, "gpus": 1})
+    assert (hints.cores, hints.memory, hints.gpus) == (2, 1000 * 2**20, 1)
+    assert parse_hints({"memory": "4GiB"}).memory == 4 * 2**30
+    assert parse_hints({"cores": 2.0}).cores == 2
+    assert parse_hints({}).cores is None and parse_hints({"gpus": 0}).gpus == 0
+
+
+@pytest.mark.parametrize("spec, words", [
+    ({"cores": 0}, "'cores': must be a whole number >= 1, got 0"),
+    ({"cores": 1.5}, "'cores': must be a whole number >= 1, got 1.5"),
+    ({"cores": True}, "'cores': must be a whole number >= 1"),
+    ({"gpus": -1}, "'gpus': must be a whole number >= 0, got -1"),
+    ({"memory": -5}, "'memory': must be a number of MiB >= 0"),
+    ({"memory": "lots"}, "'memory'"),
+])
+def test_bad_resources_name_the_key_and_the_value(spec, words):
+    with pytest.raises(InvalidHint) as error:
+        parse_hints(spec)
+    assert words in str(error.value)
