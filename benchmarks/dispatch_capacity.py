@@ -53,10 +53,10 @@ from scalpel_executor import __version__
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.core.topology import Domain, Topology
 from scalpel_executor.runtime.channel import PING, load_keys, make_keys
-from scalpel_executor.runtime.hub import HEARTBEAT_THRESHOLD, ManagerHub
-from scalpel_executor.runtime.manager import ManagerConfig
-from scalpel_executor.runtime.manager_protocol import (Configure, Heartbeat, Register, Result, Shutdown, Started,
-                                                       Submit, decode, encode)
+from scalpel_executor.runtime.hub import ManagerHub
+from scalpel_executor.runtime.manager_protocol import (Configure, Heartbeat, ManagerConfig, Register, Result, Shutdown,
+                                                       Started, Submit, decode, encode)
+from scalpel_executor.runtime.options import HEARTBEAT_THRESHOLD, PoolOptions
 from scalpel_executor.runtime.pool import Job
 
 START_TIMEOUT = 60.0  # seconds for every fake manager to register and start
@@ -148,7 +148,7 @@ class FakeManagers:
             dealer.send(encode(Result(message.task_id, True, self.stats, slot, 0, slot, time.monotonic(),
                                       self.payload)))
         elif isinstance(message, Configure):
-            self.period = float(message.config["heartbeat_period"])
+            self.period = PoolOptions.from_dict(message.options).heartbeat_period
             self.next_beat = min(self.next_beat, time.monotonic() + self.period)
             self.configured.add(dealer)
             dealer.send(encode(Started(os.getpid(), [], [[cpu] for cpu in range(self.slots)], self.topology)))
@@ -276,8 +276,8 @@ def measure(managers: int, *, tasks: int, slots: int, prefetch: int, warmup: int
     """
     completions = Completions()
     ids = count()
-    config = ManagerConfig(sys_path=[p for p in sys.path if p])
-    hub = ManagerHub(config, completions, cert_dir=cert_dir, address="127.0.0.1", prefetch=prefetch)
+    hub = ManagerHub(ManagerConfig.of_driver(), PoolOptions(), completions, cert_dir=cert_dir, address="127.0.0.1",
+                     prefetch=prefetch)
     hub.start()
     fakes: list[subprocess.Popen] = []
     received: dict[str, int] = {}

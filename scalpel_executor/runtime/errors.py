@@ -9,6 +9,8 @@ Every task ends exactly once: with its result, its own exception, or one of thes
 - :class:`TaskExit` — it raised a ``BaseException`` that is not an ``Exception``
   (``sys.exit()``, ``KeyboardInterrupt``, an ``argparse`` error); the original is its
   ``__cause__``. Parsl's DataFlowKernel only handles ``Exception``, so the executor wraps these.
+- :class:`NodeManagerLost` — the node manager running it was lost (killed, crashed, silent past
+  ``heartbeat_threshold``); a subclass of Parsl's ``ManagerLost``, so ``retries=`` reruns it.
 - :class:`ExecutorShutdown` — the executor was shut down before it finished.
 - :class:`ExecutorFailed` — the executor itself broke (a bug in its dispatch thread); the
   message says what broke.
@@ -19,10 +21,10 @@ from __future__ import annotations
 import platform
 
 from parsl.app.errors import AppTimeout
-from parsl.executors.high_throughput.errors import WorkerLost
+from parsl.executors.high_throughput.errors import ManagerLost, WorkerLost
 
 
-__all__ = ["WorkerDied", "WalltimeExceeded", "ExecutorShutdown", "ExecutorFailed", "TaskExit"]
+__all__ = ["WorkerDied", "WalltimeExceeded", "NodeManagerLost", "ExecutorShutdown", "ExecutorFailed", "TaskExit"]
 
 
 class WorkerDied(WorkerLost, RuntimeError):
@@ -54,6 +56,33 @@ class WalltimeExceeded(AppTimeout):
     def __init__(self, message: str, *, task_id: int | None = None, walltime: float | None = None):
         super().__init__(message)
         self.task_id, self.walltime = task_id, walltime
+
+
+class NodeManagerLost(ManagerLost):
+    """The node manager running a task was lost (killed, crashed, or silent past the threshold).
+
+    A subclass of Parsl's ``ManagerLost`` (what HighThroughputExecutor raises when a manager
+    misses its heartbeats), so ``except ManagerLost`` clauses and ``retries=`` work as with HTEX.
+    ``manager_id`` is the manager's pid (as bytes, as Parsl's), ``task_id`` and ``cause`` say
+    which task and why.
+    """
+
+    def __init__(self, message: str, *, task_id: int | None = None, pid: int | None = None, cause: str = "",
+                 hostname: str | None = None):
+        ManagerLost.__init__(self, str(pid).encode(), hostname or platform.node())
+        self.args = (message,)
+        self.task_id, self.pid, self.cause = task_id, pid, cause
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self):
+        return (_rebuild_lost, (self.args[0], self.task_id, self.pid, self.cause, self.hostname))
+
+
+def _rebuild_lost(message: str, task_id: int | None, pid: int | None, cause: str,
+                  hostname: str | None = None) -> NodeManagerLost:
+    return NodeManagerLost(message, task_id=task_id, pid=pid, cause=cause, hostname=hostname)
 
 
 class ExecutorShutdown(RuntimeError):

@@ -23,10 +23,15 @@ Parsl ``BlockProviderExecutor``: Parsl's scaling strategy starts blocks through 
 node of a block runs a node manager that connects back over CurveZMQ, and ``WorkerPool`` above is
 :class:`~scalpel_executor.runtime.hub.ManagerHub`, which deals tasks to the managers
 (:mod:`~scalpel_executor.runtime.placement`); its hub thread plays the completion thread.
+
+The three keep one contract, :class:`~scalpel_executor.runtime.contract.Pool`, and are told one
+:class:`~scalpel_executor.runtime.options.PoolOptions`, built and checked in the constructor from
+its arguments (policy, pinning, batching, worker environment, seed, contention model, heartbeats).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import logging
@@ -62,13 +67,15 @@ from scalpel_executor.learning.sampling import MEASURE_EVERY, MEASURE_FIRST, REM
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, TaskExit, WalltimeExceeded, WorkerDied
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.runtime.channel import PORT_RANGE, make_keys
-from scalpel_executor.runtime.hub import HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, ManagerHub
+from scalpel_executor.runtime.contract import Pool
+from scalpel_executor.runtime.hub import ManagerHub
 from scalpel_executor.runtime.logs import share_parsl_handlers
-from scalpel_executor.runtime.manager import ManagerConfig
 from scalpel_executor.runtime.manager_client import ManagerClient
+from scalpel_executor.runtime.manager_protocol import ManagerConfig
+from scalpel_executor.runtime.options import (HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, LOCAL_BATCH_WINDOW,
+                                              PROVIDER_BATCH_WINDOW, PoolOptions)
 from scalpel_executor.runtime.pool import Job, Outcome, WorkerPool
 from scalpel_executor.learning.store import ProfileStore, default_path
-from scalpel_executor.core.scheduler import resolve_policy
 from scalpel_executor.core.topology import Topology
 from scalpel_executor.host.topology import resolve_topology
 from scalpel_executor.core.units import parse_size
@@ -79,7 +86,6 @@ __all__ = ["DEFAULT_LAUNCH_CMD", "ExecutorFailed", "ExecutorShutdown", "ScalpelE
            "TaskExit", "TaskRecord", "WalltimeExceeded",
            "WorkerDied", "scalpel_config"]
 
-LOCAL_BATCH_WINDOW = 0.005  # batch_window's default in local mode (seconds); provider mode's is 0
 RECORDS_KEPT = 100_000  # finished tasks remembered in ``records`` (a campaign may run millions)
 # What a provider block runs on each node (formatted with python, url, cert_dir, block_id, driver_threshold).
 DEFAULT_LAUNCH_CMD = ("{python} -m scalpel_executor.runtime.manager --connect {url} --cert-dir {cert_dir} "
@@ -194,7 +200,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         it does not share this interpreter with Parsl's DataFlowKernel (default, None: True).
         The manager is a child on a private socket pair; estimates and learning stay here. If it
         dies, each of its unfinished tasks fails once with Parsl's ``ManagerLost``
-        (:class:`~scalpel_executor.runtime.manager_client.NodeManagerLost`), so ``retries=``
+        (:class:`~scalpel_executor.runtime.errors.NodeManagerLost`), so ``retries=``
         reruns them, and a new manager takes later tasks. False runs the pool in this process
         (threads beside the DataFlowKernel's). Provider mode always runs node managers: leave it out.
     provider : ExecutionProvider, optional
@@ -202,7 +208,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         with its launcher. The executor is then a :class:`ScalpelProviderExecutor`, a Parsl
         ``BlockProviderExecutor`` whose blocks each run one node manager per node; Parsl's scaling
         strategy (``init_blocks``, ``min_blocks``, ``max_blocks``, ``parallelism``) applies. The
-        options below apply to provider mode only.
+        options below apply to provider mode only, but for the heartbeat settings, which apply to
+        node managers in both modes.
     address : str
         Where the driver binds its node manager channel, and where managers connect: an IP address
         of this host (default ``"127.0.0.1"``: managers on this host only; on a cluster, the
@@ -217,9 +224,10 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         Tasks each manager is sent beyond one per worker, so its scheduler has the next task at hand
         when a core frees (default 1).
     heartbeat_period, heartbeat_threshold : float
-        Seconds between heartbeats (both ways); seconds of silence after which a manager is lost
-        and each of its tasks fails with ``ManagerLost`` (defaults 2 and 120, as HTEX's). A
-        manager whose connection drops is lost at once.
+        Seconds between a node manager's heartbeats (in provider mode both ways); seconds of silence
+        after which a manager is lost and each of its tasks fails with ``ManagerLost`` (defaults 2
+        and 120, as HTEX's). Local mode's manager (``node_manager=True``) and provider blocks'
+        managers alike; a manager that exits, or whose connection drops, is lost at once.
     launch_cmd : str, optional
         The command a block runs on each node, formatted with ``python``, ``url``, ``cert_dir``,
         ``block_id`` and ``driver_threshold`` (default :data:`DEFAULT_LAUNCH_CMD`). Append
@@ -239,12 +247,12 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
     def __init__(
         self,
         label: str = "scalpel",
-        policy: str = "scalpel",
+        policy: str = PoolOptions.policy,
         topology: Union[Topology, str, Sequence[Sequence[int]], None] = None,
-        pin: str = "core",
+        pin: str = PoolOptions.pin,
         batch_window: Union[int, float, None] = None,
-        batch_quiet: Union[int, float] = 0.001,
-        max_batch: int = 4096,
+        batch_quiet: Union[int, float] = PoolOptions.batch_quiet,
+        max_batch: int = PoolOptions.max_batch,
         default_footprint: Union[int, float, str] = 0,
         default_runtime: Union[int, float] = 1.0,
         profiles: Union[str, os.PathLike, ProfileStore, bool, None] = None,
@@ -258,7 +266,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         storage_access: Optional[List[Any]] = None,
         working_dir: Optional[str] = None,
         remote_monitoring_radio: Optional[RadioConfig] = None,
-        seed: int = 0,
+        seed: int = PoolOptions.seed,
         node_manager: Optional[bool] = None,
         *,
         provider: Optional[ExecutionProvider] = None,
@@ -282,9 +290,6 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             raise ValueError(f"max_workers_per_node must be at least 1 or None, got {max_workers_per_node!r}")
         if prefetch_capacity < 0:
             raise ValueError(f"prefetch_capacity must be 0 or more tasks, got {prefetch_capacity!r}")
-        for name, value in (("heartbeat_period", heartbeat_period), ("heartbeat_threshold", heartbeat_threshold)):
-            if isinstance(value, bool) or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
         low, high = port_range
         if not 0 < low < high <= 65536:
             raise ValueError(f"port_range must be (lowest, highest + 1) with 0 < lowest < highest <= 65536, "
@@ -293,36 +298,30 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self.port_range = port_range
         self.max_workers_per_node = max_workers_per_node
         self.prefetch_capacity = prefetch_capacity
-        self.heartbeat_period = float(heartbeat_period)
-        self.heartbeat_threshold = float(heartbeat_threshold)
         self.launch_cmd = launch_cmd or DEFAULT_LAUNCH_CMD
         if provider is None:  # with one, BlockProviderExecutor keeps the handler it resolved
             self.block_error_handler = block_error_handler
         self._unset_run_dir = self.run_dir
-        if batch_window is None:
-            batch_window = LOCAL_BATCH_WINDOW if provider is None else 0.0
-        resolve_policy(policy)
-        if pin not in ("core", "domain"):
-            raise ValueError(f"pin must be 'core' or 'domain', got {pin!r}")
         if not label.strip():
             raise ValueError(f"label must name the executor, as in executors=['scalpel'], got {label!r}")
         if "/" in label or "\0" in label or label in (".", ".."):
             raise ValueError(f"label names the executor's files in the run directory and cannot contain '/' "
                              f"or NUL or be '.' or '..'; got {label!r}; try {label.replace('/', '-')!r}")
-        for name, value in (("batch_window", batch_window), ("batch_quiet", batch_quiet), ("max_batch", max_batch),
-                            ("default_runtime", default_runtime)):
-            if isinstance(value, bool):
-                raise TypeError(f"{name} must be a number, got the boolean {value!r}")
-        for name, value in (("batch_window", batch_window), ("batch_quiet", batch_quiet)):
-            if math.isnan(value) or math.isinf(value) or value < 0:
-                raise ValueError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
-        if max_batch < 1:
-            raise ValueError(f"max_batch must be at least 1, got {max_batch!r}")
+        if isinstance(default_runtime, bool):
+            raise TypeError(f"default_runtime must be a number, got the boolean {default_runtime!r}")
         if math.isnan(default_runtime) or math.isinf(default_runtime) or default_runtime < 0:
             raise ValueError(f"default_runtime must be a finite number of seconds >= 0, got {default_runtime!r}")
+        self.contention_model = _contention_model(contention_model)
+        # Every pool option, checked once; start() swaps in the model it plans with.
+        self._options = PoolOptions(
+            policy=policy, pin=pin, batch_quiet=batch_quiet, max_batch=max_batch, seed=seed,
+            batch_window=(LOCAL_BATCH_WINDOW if provider is None else PROVIDER_BATCH_WINDOW)
+            if batch_window is None else batch_window,
+            worker_env={**({} if probe else {"SCALPEL_PROBE": "off"}), **(worker_env or {})},
+            contention_model=self.contention_model, heartbeat_period=heartbeat_period,
+            heartbeat_threshold=heartbeat_threshold)
         self.label = label
         self.policy = policy
-        self.contention_model = _contention_model(contention_model)
         # What start() plans with: the given model, else this host's fit once it rests on enough co-runs.
         self._model_source = "default" if contention_model is None else "given"
         self._planning_model = self.contention_model
@@ -331,9 +330,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self._host_preview: tuple[int, HostFit | None] | None = None  # (records, fit) for run_report before it
         self.topology = topology
         self.pin = pin
-        self.batch_window = float(batch_window)
-        self.batch_quiet = float(batch_quiet)
+        self.batch_window, self.batch_quiet = self._options.batch_window, self._options.batch_quiet
         self.max_batch = max_batch
+        self.heartbeat_period, self.heartbeat_threshold = self._options.heartbeat_period, self._options.heartbeat_threshold
         self.default_footprint = default_footprint
         self.default_runtime = float(default_runtime)
         self.profiles = profiles
@@ -358,7 +357,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self._take_back_log_handlers: Callable[[], None] | None = None
         self._ids = itertools.count()
         self.records: deque[TaskRecord] = deque(maxlen=RECORDS_KEPT)  # the latest finished tasks, in completion order
-        self._pool: WorkerPool | ManagerClient | None = None
+        self._pool: Pool | None = None
         self._shut_down = False
 
     @staticmethod
@@ -386,10 +385,10 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         return self._topology
 
     @property
-    def pool(self) -> WorkerPool | ManagerClient | None:
-        """The worker pool: pinned workers and the scheduler driving them (None before ``start()``).
-
-        With ``node_manager=True``, the client of the node manager process that runs the pool.
+    def pool(self) -> Pool | None:
+        """What runs the tasks (None before ``start()``): the worker pool, its pinned workers and the
+        scheduler driving them; with ``node_manager=True`` the client of the node manager process that
+        runs it; in provider mode the hub of the blocks' managers (:mod:`~scalpel_executor.runtime.contract`).
         """
         return self._pool
 
@@ -409,18 +408,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
     def start(self) -> None:
         if not self._begin_start():
             return
-        pool = (ManagerClient if self.node_manager else WorkerPool)(
-            self._topology,
-            self.policy,
-            self._complete,
-            pin=self.pin,
-            batch_window=self.batch_window,
-            batch_quiet=self.batch_quiet,
-            max_batch=self.max_batch,
-            worker_env=self._worker_env(),
-            seed=self.seed,
-            contention_model=self._planning_model,
-        )
+        pool = (ManagerClient if self.node_manager else WorkerPool)(self._topology, self._pool_options(), self._complete)
         pool.start()
         self._pool = pool
         logger.info(
@@ -496,11 +484,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         return Estimator(self._open_store(), self._default_footprint_bytes, self.default_runtime,
                          key_function=self.profile_key, sampling=self._sampling if self.probe else None)
 
-    def _worker_env(self) -> dict[str, str]:
-        worker_env = dict(self.worker_env or {})
-        if not self.probe:
-            worker_env.setdefault("SCALPEL_PROBE", "off")
-        return worker_env
+    def _pool_options(self) -> PoolOptions:
+        """The options every pool of this executor runs with, planning with the model start() chose."""
+        return dataclasses.replace(self._options, contention_model=self._planning_model)
 
     def submit(self, func, resource_specification: Dict[str, Any], *args: Any, **kwargs: Any) -> Future:
         pool = self._pool  # read once: a concurrent shutdown() sets it to None
@@ -685,18 +671,10 @@ class ScalpelProviderExecutor(ScalpelExecutor, BlockProviderExecutor):
             self._cert_dir = make_keys(tempfile.mkdtemp(prefix=f"scalpel-{self.label}-") + "/certificates")
         else:
             self._cert_dir = make_keys(os.path.join(self.run_dir, self.label, "certificates"))
-        config = ManagerConfig(
-            domains=None if self.topology is None else
-            ManagerConfig.for_topology(self._topology).domains,
-            smt=self.smt, policy=self.policy, pin=self.pin, batch_window=self.batch_window,
-            batch_quiet=self.batch_quiet, max_batch=self.max_batch, worker_env=self._worker_env(), seed=self.seed,
-            heartbeat_period=self.heartbeat_period, sys_path=[p for p in sys.path if p],
-            log_level=logging.getLogger("scalpel_executor").getEffectiveLevel(),
-            max_workers=self.max_workers_per_node,
-            contention_model=[self.contention_model.capacity_fraction, self.contention_model.sensitivity])
-        hub = ManagerHub(config, self._complete, cert_dir=self._cert_dir, address=self.address,
-                         port_range=self.port_range, prefetch=self.prefetch_capacity,
-                         heartbeat_period=self.heartbeat_period, heartbeat_threshold=self.heartbeat_threshold)
+        config = ManagerConfig.of_driver(None if self.topology is None else self._topology, smt=self.smt,
+                                         max_workers=self.max_workers_per_node)
+        hub = ManagerHub(config, self._pool_options(), self._complete, cert_dir=self._cert_dir,
+                         address=self.address, port_range=self.port_range, prefetch=self.prefetch_capacity)
         hub.start()
         self._pool = hub
         BlockProviderExecutor.start(self)

@@ -1,16 +1,18 @@
 """The driver's side of provider mode: every node manager, over one CurveZMQ ROUTER socket.
 
-:class:`ManagerHub` has WorkerPool's surface (``start``, ``submit(Task)``, ``shutdown``,
-``on_complete(task, outcome)``) for the executor, and behind it any number of node managers
-(:mod:`scalpel_executor.runtime.manager` in connect mode), each started by a provider block and
-connecting to the hub's port (:mod:`scalpel_executor.runtime.channel` has the keys and sockets).
+:class:`ManagerHub` is the executor's :class:`~scalpel_executor.runtime.contract.Pool` in provider
+mode, and behind it any number of node managers (:mod:`scalpel_executor.runtime.manager` in
+connect mode), each started by a provider block and connecting to the hub's port
+(:mod:`scalpel_executor.runtime.channel` has the keys and sockets). Every manager is configured
+with the same :class:`~scalpel_executor.runtime.manager_protocol.ManagerConfig` and
+:class:`~scalpel_executor.runtime.options.PoolOptions`.
 
 Data flow::
 
     submit(Task) (DFK thread) ── pending (under the lock) ── a byte on the inproc wake socket ──┐
                                                                                                 v
     hub thread (owns the ROUTER): poll ROUTER + wake socket, then in one pass
-        ├─ Register ──> version check ──> Configure ──> (Started: slots known, the manager takes work)
+        ├─ Register ──> version check ──> Configure(config, options) ──> (Started: slots known, it takes work)
         ├─ Result / Failed ──> pop from its manager's held tasks ──> on_complete (no lock held)
         ├─ Heartbeat / Log / Fatal ──> worker pids / re-logged here / kept as the loss's cause
         ├─ a TCP connection dropped (socket monitor) ──> Ping every manager for PROBE_WINDOW s:
@@ -46,11 +48,11 @@ from zmq.utils.monitor import recv_monitor_message
 from scalpel_executor import __version__
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.runtime.channel import PING, PORT_RANGE, bind_router
-from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown
-from scalpel_executor.runtime.manager import ManagerConfig
-from scalpel_executor.runtime.manager_client import NodeManagerLost, rebuild_error
-from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Fatal, Heartbeat, Log, Register, Result,
-                                                       Shutdown, Started, decode, encode, submit_of)
+from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, NodeManagerLost
+from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Fatal, Heartbeat, Log, ManagerConfig,
+                                                       Register, Result, Shutdown, Started, decode, encode,
+                                                       rebuild_error, submit_of)
+from scalpel_executor.runtime.options import PoolOptions
 from scalpel_executor.runtime.placement import NodeRoom, place
 from scalpel_executor.runtime.pool import Job, Outcome
 
@@ -58,8 +60,6 @@ __all__ = ["ManagerHub", "RemoteManager"]
 
 logger = logging.getLogger(__name__)
 
-HEARTBEAT_PERIOD = 2.0  # seconds between heartbeats, both ways
-HEARTBEAT_THRESHOLD = 120.0  # seconds of silence after which a manager is lost (HTEX's default)
 HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                     | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 REFUSAL_LOG_INTERVAL = 10.0  # seconds between warnings about failed handshakes
@@ -103,12 +103,16 @@ class RemoteManager:
 
 
 class ManagerHub:
-    """Node managers reached over the network, with WorkerPool's surface.
+    """Node managers reached over the network, kept as one pool.
 
     Parameters
     ----------
     config : ManagerConfig
-        What every manager is told (policy, batching, worker environment, ...).
+        Where every manager's pool runs (the driver's topology or none, sys.path, max workers).
+    options : PoolOptions
+        How it runs (policy, batching, worker environment, ...), sent to every manager as they are;
+        ``heartbeat_period`` is also the period of the hub's Pings, ``heartbeat_threshold`` the
+        silence after which a manager is lost.
     on_complete : callable(Task, Outcome)
         Called once per task, on the hub thread, holding no lock.
     cert_dir : path
@@ -119,22 +123,18 @@ class ManagerHub:
         Ports to try, lowest included, highest excluded.
     prefetch : int
         Tasks a manager is sent beyond its slots.
-    heartbeat_period, heartbeat_threshold : float
-        Seconds between Pings (and the managers' Heartbeats); silence after which a manager is lost.
     """
 
-    def __init__(self, config: ManagerConfig, on_complete: Callable[[Task, Outcome], None], *,
+    def __init__(self, config: ManagerConfig, options: PoolOptions, on_complete: Callable[[Task, Outcome], None], *,
                  cert_dir: str | os.PathLike, address: str = "127.0.0.1",
-                 port_range: tuple[int, int] = PORT_RANGE, prefetch: int = 1,
-                 heartbeat_period: float = HEARTBEAT_PERIOD, heartbeat_threshold: float = HEARTBEAT_THRESHOLD):
-        self._config = config
+                 port_range: tuple[int, int] = PORT_RANGE, prefetch: int = 1):
+        self.options = options
+        self._configure = encode(Configure(config.to_dict(), options.to_dict()))
         self._on_complete = on_complete
         self.cert_dir = Path(cert_dir)
         self.address = address
         self.port_range = port_range
         self.prefetch = prefetch
-        self.heartbeat_period = float(heartbeat_period)
-        self.heartbeat_threshold = float(heartbeat_threshold)
         self.port: int | None = None
         self._lock = threading.Lock()  # guards _pending, _unfinished, _stopping, _managers' membership
         self._pending: dict[float, deque[Task]] = {}  # priority -> tasks in arrival order, not yet dealt
@@ -248,7 +248,7 @@ class ManagerHub:
         poller.register(wake_in, zmq.POLLIN)
         monitor = self._monitor = router.get_monitor_socket(zmq.EVENT_DISCONNECTED | HANDSHAKE_FAILED)
         poller.register(monitor, zmq.POLLIN)
-        next_ping = time.monotonic() + self.heartbeat_period
+        next_ping = time.monotonic() + self.options.heartbeat_period
         probe_until = 0.0
         try:
             while True:
@@ -273,11 +273,11 @@ class ManagerHub:
                     break
                 now = time.monotonic()
                 for manager in list(self._managers.values()):
-                    if now - manager.last_heard > self.heartbeat_threshold:
+                    if now - manager.last_heard > self.options.heartbeat_threshold:
                         self._lose(router, manager, f"was silent for {now - manager.last_heard:.0f} s "
-                                                    f"(heartbeat_threshold {self.heartbeat_threshold:g} s)")
+                                                    f"(heartbeat_threshold {self.options.heartbeat_threshold:g} s)")
                 if now >= next_ping:
-                    next_ping = now + self.heartbeat_period
+                    next_ping = now + self.options.heartbeat_period
                     for manager in list(self._managers.values()):
                         self._send(router, manager, PING)
                 self._deal(router)
@@ -309,7 +309,7 @@ class ManagerHub:
                                    event["event"], event["value"], self.refused_count)
 
     def _next_silence_deadline(self) -> float:
-        deadlines = [manager.last_heard + self.heartbeat_threshold for manager in self._managers.values()]
+        deadlines = [manager.last_heard + self.options.heartbeat_threshold for manager in self._managers.values()]
         return min(deadlines, default=float("inf"))
 
     def _receive(self, router: zmq.Socket, frames: list[bytes]) -> None:
@@ -391,7 +391,7 @@ class ManagerHub:
         with self._lock:
             self._managers[identity] = manager
         logger.info("node manager %s registered with CPUs %s", manager.name, manager.cpus)
-        self._send(router, manager, encode(Configure(self._config.to_dict())))
+        self._send(router, manager, self._configure)
 
     def _send(self, router: zmq.Socket, manager: RemoteManager | None, data: bytes,
               identity: bytes | None = None) -> bool:

@@ -10,8 +10,8 @@ each task's measurements back with its result and never estimates anything.
 
 Data flow::
 
-    driver socket ──> main thread: Configure ──> WorkerPool(...) ──> start thread: pool.start()
-                        │                                                 └─> Started / Fatal
+    driver socket ──> main thread: Configure(config, options) ──> WorkerPool(config.topology(), options)
+                        │                                   start thread: pool.start() ──> Started / Fatal
                         ├─ Submit ──> Task(payload=Job) ──> pool.submit ──> dispatch thread ──> workers
                         ├─ Shutdown ──> pool.shutdown(): unfinished tasks fail (ExecutorShutdown) ─┐
                         └─ EOF (driver gone) ──> pool.shutdown(), exit                             │
@@ -40,107 +40,31 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import os
 import socket
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field, fields
 from multiprocessing.connection import Connection
 
 from scalpel_executor import __version__
-from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.cpulist import cpu_set, format_cpu_list
 from scalpel_executor.core.tasks import Task
-from scalpel_executor.core.topology import Domain, Topology
-from scalpel_executor.host.topology import detect_topology
 from scalpel_executor.runtime.channel import ManagerLink
-from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, WalltimeExceeded, WorkerDied
-from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Fatal, Heartbeat, Log, Register, Result,
-                                                       Shutdown, Started, Submit, decode, encode)
-from scalpel_executor.runtime.pool import WALLTIME_GRACE, Job, Outcome, WorkerPool
+from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown
+from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Fatal, Heartbeat, Log, ManagerConfig,
+                                                       Register, Result, Shutdown, Started, Submit, decode,
+                                                       describe_error, encode)
+from scalpel_executor.runtime.options import HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, PoolOptions
+from scalpel_executor.runtime.pool import Job, Outcome, WorkerPool
 
-__all__ = ["ManagerConfig", "NodeManager", "main"]
+__all__ = ["NodeManager", "main"]
 
 logger = logging.getLogger("scalpel_executor.runtime.manager")  # not __name__: run as __main__ (-m)
 
 CONFIGURE_TIMEOUT = 60.0  # seconds the manager waits for its first message before giving up
 PARENT_CHECK_INTERVAL = 0.2  # seconds between checks that the driver still lives (a getppid call)
 SHUTDOWN_TIMEOUT = 10.0  # seconds pool.shutdown may take to join its threads
-
-
-@dataclass(frozen=True)
-class ManagerConfig:
-    """What a node manager is told in its first message: everything its WorkerPool takes.
-
-    ``domains`` is the driver's topology as ``[{"cpus": [...], "llc_size": bytes or None}, ...]``;
-    None lets the manager detect its node's own (``smt`` as in
-    :func:`~scalpel_executor.host.topology.detect_topology`). ``sys_path`` is the driver's import
-    path, handed to workers so they unpickle the driver's functions by reference.
-    """
-
-    domains: list | None = None
-    topology_source: str = "driver"
-    smt: bool = False
-    policy: str = "scalpel"
-    pin: str = "core"
-    batch_window: float = 0.005
-    batch_quiet: float = 0.001
-    max_batch: int = 4096
-    worker_env: dict = field(default_factory=dict)
-    seed: int = 0
-    walltime_grace: float = WALLTIME_GRACE
-    heartbeat_period: float = 2.0
-    sys_path: list = field(default_factory=list)
-    log_level: int = logging.INFO
-    max_workers: int | None = None  # at most this many slots (the first CPUs of the topology); None: all
-    contention_model: list | None = None  # [capacity_fraction, sensitivity] the scalpel policy plans with
-
-    @classmethod
-    def for_topology(cls, topology: Topology, **options) -> "ManagerConfig":
-        """The configuration that schedules for ``topology`` (the driver's, resolved there)."""
-        domains = [{"cpus": list(domain.cpus), "llc_size": domain.llc_size} for domain in topology.domains]
-        return cls(domains=domains, topology_source=topology.source, **options)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, values: dict) -> "ManagerConfig":
-        """Rebuild a configuration, naming any key this manager does not know (a version mismatch)."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"the node manager's configuration has unknown keys {unknown}; the driver and the "
-                             f"manager must run the same scalpel-executor version")
-        config = cls(**values)
-        if not isinstance(config.heartbeat_period, (int, float)) or isinstance(config.heartbeat_period, bool) \
-                or not math.isfinite(config.heartbeat_period) or config.heartbeat_period <= 0:
-            raise ValueError(f"heartbeat_period must be a positive number of seconds, got {config.heartbeat_period!r}")
-        if config.max_workers is not None and (not isinstance(config.max_workers, int)
-                                               or isinstance(config.max_workers, bool) or config.max_workers < 1):
-            raise ValueError(f"max_workers must be a positive integer or None, got {config.max_workers!r}")
-        if not isinstance(config.worker_env, dict) or not all(
-                isinstance(k, str) and isinstance(v, str) for k, v in config.worker_env.items()):
-            raise ValueError(f"worker_env must map names to strings, got {config.worker_env!r:.200}")
-        return config
-
-    def topology(self) -> Topology:
-        """The LLC domains to schedule for: the driver's, or this node's own when none was given."""
-        if self.domains is None:
-            topology = detect_topology(smt=self.smt)
-        else:
-            topology = Topology(tuple(Domain(index, tuple(d["cpus"]), d.get("llc_size"))
-                                      for index, d in enumerate(self.domains)), self.topology_source)
-        if self.max_workers is None or self.max_workers >= sum(len(d.cpus) for d in topology.domains):
-            return topology
-        kept, left = [], self.max_workers
-        for domain in topology.domains:
-            if left > 0:
-                kept.append(Domain(len(kept), domain.cpus[:left], domain.llc_size))
-                left -= len(kept[-1].cpus)
-        return Topology(tuple(kept), topology.source)
 
 
 class _ToDriver(logging.Handler):
@@ -187,7 +111,7 @@ class NodeManager:
         self._pool: WorkerPool | None = None
         self._started = threading.Event()
         self._ending = threading.Event()
-        self._heartbeat_period = ManagerConfig.heartbeat_period
+        self._heartbeat_period = HEARTBEAT_PERIOD  # until the driver's options say otherwise
 
     def send(self, message) -> None:
         """Send one message to the driver; a driver that is gone makes this a no-op (the reader sees EOF)."""
@@ -230,12 +154,12 @@ class NodeManager:
             self.send(Fatal(f"the node manager's first message must configure it, got {first!r:.200}"))
             return 2
         try:
-            config = ManagerConfig.from_dict(first.config)
-            self._pool = self._make_pool(config)
+            config, options = ManagerConfig.from_dict(first.config), PoolOptions.from_dict(first.options)
+            self._pool = self._make_pool(config, options)
         except Exception as error:  # noqa: BLE001 - every configuration error goes back to the driver
             self.send(Fatal(f"the node manager could not be configured: {type(error).__name__}: {error}"))
             return 2
-        self._heartbeat_period = float(config.heartbeat_period)
+        self._heartbeat_period = options.heartbeat_period
         threading.Thread(target=self._start_pool, name="scalpel-manager-start", daemon=True).start()
         threading.Thread(target=self._watch, name="scalpel-manager-watch", daemon=True).start()
         return self._serve()
@@ -244,7 +168,7 @@ class NodeManager:
         with self._send_lock:
             self._connection.close()
 
-    def _make_pool(self, config: ManagerConfig) -> WorkerPool:
+    def _make_pool(self, config: ManagerConfig, options: PoolOptions) -> WorkerPool:
         # The driver's import path first: workers inherit it (SCALPEL_SYS_PATH) to unpickle its functions.
         sys.path[:] = list(dict.fromkeys([*config.sys_path, *sys.path]))
         handler = _ToDriver(self, config.log_level)
@@ -259,12 +183,7 @@ class NodeManager:
                            "slots are laid over this node's CPUs %s; leave topology= out to let each node detect "
                            "its own", format_cpu_list(missing), len(topology.cpus),
                            format_cpu_list(sorted(os.sched_getaffinity(0))))
-        return WorkerPool(topology, config.policy, self._send_outcome, pin=config.pin,
-                          batch_window=config.batch_window, batch_quiet=config.batch_quiet,
-                          max_batch=config.max_batch, worker_env=config.worker_env, seed=config.seed,
-                          walltime_grace=config.walltime_grace,
-                          contention_model=None if config.contention_model is None
-                          else ContentionModel(*config.contention_model), on_state=self._report_state)
+        return WorkerPool(topology, options, self._send_outcome, on_state=self._report_state)
 
     def _start_pool(self) -> None:
         pool = self._pool
@@ -300,7 +219,7 @@ class NodeManager:
                                      footprint_known=message.footprint_known,
                                      payload=Job(message.buffer, walltime=message.walltime, measure=message.measure)))
                 except (ExecutorShutdown, ExecutorFailed) as error:  # the pool gave up (no worker left, a bug)
-                    kind, detail = _describe(error)
+                    kind, detail = describe_error(error)
                     self.send(Failed(message.task_id, kind, str(error), detail, None, None, None, None))
             elif isinstance(message, Shutdown):
                 return self._end(0)
@@ -342,21 +261,8 @@ class NodeManager:
             self.send(Result(task.id, outcome.ok, outcome.stats, job.slot, job.domain, job.cpu, job.started,
                              outcome.payload))
             return
-        kind, detail = _describe(outcome.error)
+        kind, detail = describe_error(outcome.error)
         self.send(Failed(task.id, kind, str(outcome.error), detail, job.slot, job.domain, job.cpu, job.started))
-
-
-def _describe(error: BaseException) -> tuple[str, dict]:
-    """An error the pool raised as one of FAILURE_KINDS and its plain fields."""
-    if isinstance(error, WorkerDied):
-        return "WorkerDied", {"pid": error.worker_id, "cpus": list(error.cpus), "cause": error.cause}
-    if isinstance(error, WalltimeExceeded):
-        return "WalltimeExceeded", {"walltime": error.walltime}
-    if isinstance(error, ExecutorShutdown):
-        return "ExecutorShutdown", {}
-    if isinstance(error, ExecutorFailed):
-        return "ExecutorFailed", {}
-    return "ExecutorFailed", {"type": type(error).__name__}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -377,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="CPUs to confine the manager and its workers to, e.g. '0-3,8' (default: its affinity)")
     parser.add_argument("--connect-timeout", type=float, default=CONFIGURE_TIMEOUT,
                         help="provider mode: seconds to wait for the driver to answer (default %(default)s)")
-    parser.add_argument("--driver-threshold", type=float, default=120.0,
+    parser.add_argument("--driver-threshold", type=float, default=HEARTBEAT_THRESHOLD,
                         help="provider mode: seconds of silence from the driver after which the manager ends "
                              "its workers and exits (default %(default)s)")
     args = parser.parse_args(argv)

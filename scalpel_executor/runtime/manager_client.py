@@ -1,12 +1,12 @@
-"""The driver's side of a node manager: WorkerPool's surface, with the pool in another process.
+"""The driver's side of a node manager: a :class:`~scalpel_executor.runtime.contract.Pool`, with the pool in another process.
 
 :class:`ManagerClient` starts ``python -m scalpel_executor.runtime.manager`` (the ``scalpel-manager``
 console script) with one end of a private ``socketpair`` (no listening socket, no address, no file
-anyone else could open), configures it, and from then on only sends tasks and reads what comes
-back. Its surface is the one the executor uses from
-:class:`~scalpel_executor.runtime.pool.WorkerPool`: ``start``, ``submit(Task)``,
-``shutdown(timeout)``, ``worker_pids``, ``slot_cpus_map`` and the ``on_complete(task, outcome)``
-callback, with each task's placement (slot, domain, CPU, start time) filled into its ``Job``.
+anyone else could open), configures it (``Configure``: the topology and the
+:class:`~scalpel_executor.runtime.options.PoolOptions`, heartbeats included), and from then on only
+sends tasks and reads what comes back. It keeps the pool contract
+(:mod:`scalpel_executor.runtime.contract`) as :class:`~scalpel_executor.runtime.pool.WorkerPool`
+does, with each task's placement (slot, domain, CPU, start time) filled into its ``Job``.
 
 Data flow::
 
@@ -33,7 +33,6 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import platform
 import signal
 import socket
 import subprocess
@@ -46,52 +45,20 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import IO
 
-from parsl.executors.high_throughput.errors import ManagerLost
-
-from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.core.topology import Topology
-from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, WalltimeExceeded, WorkerDied
-from scalpel_executor.runtime.manager import ManagerConfig
-from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Fatal, Heartbeat, Log, Result, Shutdown,
-                                                       Started, decode, encode, submit_of)
-from scalpel_executor.runtime.pool import NO_WORKERS_LEFT, READY_TIMEOUT, RESPAWNS_KEPT, WALLTIME_GRACE, Job, Outcome
+from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, NodeManagerLost
+from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Fatal, Heartbeat, Log, ManagerConfig, Result,
+                                                       Shutdown, Started, decode, encode, rebuild_error, submit_of)
+from scalpel_executor.runtime.options import PoolOptions
+from scalpel_executor.runtime.pool import NO_WORKERS_LEFT, READY_TIMEOUT, RESPAWNS_KEPT, Job, Outcome
 
-__all__ = ["ManagerClient", "NodeManagerLost", "rebuild_error"]
+__all__ = ["ManagerClient"]
 
 logger = logging.getLogger(__name__)
 
 START_TIMEOUT = READY_TIMEOUT + 30.0  # seconds: the manager's imports plus its workers' start
-HEARTBEAT_PERIOD = 2.0  # seconds between the manager's heartbeats
-HEARTBEAT_THRESHOLD = 120.0  # seconds of silence after which a started manager is lost (HTEX's default)
 STDERR_TAIL = 20  # lines of the manager's error output kept for a start failure's message
-
-
-class NodeManagerLost(ManagerLost):
-    """The node manager running a task was lost (killed, crashed, or silent past the threshold).
-
-    A subclass of Parsl's ``ManagerLost`` (what HighThroughputExecutor raises when a manager
-    misses its heartbeats), so ``except ManagerLost`` clauses and ``retries=`` work as with HTEX.
-    ``manager_id`` is the manager's pid (as bytes, as Parsl's), ``task_id`` and ``cause`` say
-    which task and why.
-    """
-
-    def __init__(self, message: str, *, task_id: int | None = None, pid: int | None = None, cause: str = "",
-                 hostname: str | None = None):
-        ManagerLost.__init__(self, str(pid).encode(), hostname or platform.node())
-        self.args = (message,)
-        self.task_id, self.pid, self.cause = task_id, pid, cause
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-    def __reduce__(self):
-        return (_rebuild_lost, (self.args[0], self.task_id, self.pid, self.cause, self.hostname))
-
-
-def _rebuild_lost(message: str, task_id: int | None, pid: int | None, cause: str,
-                  hostname: str | None = None) -> NodeManagerLost:
-    return NodeManagerLost(message, task_id=task_id, pid=pid, cause=cause, hostname=hostname)
 
 
 @dataclass(eq=False)
@@ -149,46 +116,26 @@ class _Manager:
 class ManagerClient:
     """A :class:`~scalpel_executor.runtime.pool.WorkerPool` run by a node manager process.
 
-    Parameters are WorkerPool's (checked by the manager; a bad one fails ``start`` naming it),
-    plus:
-
-    heartbeat_period : float
-        Seconds between the manager's heartbeats (they carry its worker pids, ``respawns``,
-        ``respawn_seconds`` and ``retired_slots``, which are also sent as soon as they change).
-    heartbeat_threshold : float
-        Seconds of silence after which a started manager is declared lost and killed.
+    Parameters
+    ----------
+    topology : Topology
+        What the manager's pool schedules for (resolved in the driver).
+    options : PoolOptions
+        Sent to the manager as they are; ``heartbeat_period`` is how often it heartbeats (its
+        heartbeats carry its worker pids, ``respawns``, ``respawn_seconds`` and ``retired_slots``,
+        also sent as soon as they change), ``heartbeat_threshold`` the silence after which a
+        started manager is declared lost and killed.
+    on_complete : callable(Task, Outcome)
+        Called once per task, on the reader thread, holding no lock.
     env : mapping, optional
         The manager's environment (default this process's); workers get it plus ``worker_env``.
     """
 
-    def __init__(
-        self,
-        topology: Topology,
-        policy: str,
-        on_complete: Callable[[Task, Outcome], None],
-        *,
-        pin: str = "core",
-        batch_window: float = 0.005,
-        batch_quiet: float = 0.001,
-        max_batch: int = 4096,
-        worker_env: dict[str, str] | None = None,
-        seed: int = 0,
-        walltime_grace: float = WALLTIME_GRACE,
-        heartbeat_period: float = HEARTBEAT_PERIOD,
-        heartbeat_threshold: float = HEARTBEAT_THRESHOLD,
-        env: Mapping[str, str] | None = None,
-        contention_model: ContentionModel | None = None,
-    ):
+    def __init__(self, topology: Topology, options: PoolOptions, on_complete: Callable[[Task, Outcome], None], *,
+                 env: Mapping[str, str] | None = None):
         self.topology = topology
-        self.policy = policy
-        self.heartbeat_threshold = float(heartbeat_threshold)
-        self._config = ManagerConfig.for_topology(
-            topology, policy=policy, pin=pin, batch_window=batch_window, batch_quiet=batch_quiet,
-            max_batch=max_batch, worker_env=dict(worker_env or {}), seed=seed, walltime_grace=walltime_grace,
-            heartbeat_period=heartbeat_period, sys_path=[p for p in sys.path if p],
-            log_level=logging.getLogger("scalpel_executor").getEffectiveLevel(),
-            contention_model=None if contention_model is None
-            else [contention_model.capacity_fraction, contention_model.sensitivity])
+        self.options = options
+        self._configure = encode(Configure(ManagerConfig.of_driver(topology).to_dict(), options.to_dict()))
         self._env = dict(os.environ if env is None else env)
         self._on_complete = on_complete
         self._lock = threading.Lock()  # guards _outstanding, _manager, _stopping, _failure
@@ -199,7 +146,6 @@ class ManagerClient:
         self._reader: threading.Thread | None = None
         self._worker_pids: list[int] = []
         self._slot_cpus: list[tuple[int, ...]] = []
-        self.contention_model = contention_model or ContentionModel()
         # As the current manager's pool reported them (heartbeats, and at once when they change):
         self.respawns = 0  # workers respawned
         self.respawn_seconds: deque[float] = deque(maxlen=RESPAWNS_KEPT)  # death noticed -> replacement ready
@@ -264,7 +210,7 @@ class ManagerClient:
         manager.stderr_thread = threading.Thread(target=_forward_stderr, args=(process.stderr, manager.stderr_tail),
                                                  name=f"scalpel-manager-stderr-{process.pid}", daemon=True)
         manager.stderr_thread.start()
-        manager.send(encode(Configure(self._config.to_dict())))
+        manager.send(self._configure)
         logger.debug("started node manager pid %d", process.pid)
         return manager
 
@@ -332,7 +278,7 @@ class ManagerClient:
     def _read_loop(self) -> None:
         try:
             while (manager := self._manager) is not None:
-                timeout = self.heartbeat_threshold if manager.started \
+                timeout = self.options.heartbeat_threshold if manager.started \
                     else max(0.0, manager.started_by - time.monotonic())
                 try:
                     if not manager.connection.poll(timeout):
@@ -447,19 +393,6 @@ class ManagerClient:
             self._on_complete(task, outcome)
         except BaseException:  # noqa: BLE001 - not even SystemExit from a callback may stop the others
             logger.exception("completion callback failed for task %s", task.id)
-
-
-def rebuild_error(message: Failed) -> BaseException:
-    """The exception a Failed message describes, as this process's own type."""
-    detail, text = message.detail, message.message
-    if message.kind == "WorkerDied":
-        return WorkerDied(text, task_id=message.task_id, pid=detail.get("pid"), cpus=tuple(detail.get("cpus", ())),
-                          cause=str(detail.get("cause", "")))
-    if message.kind == "WalltimeExceeded":
-        return WalltimeExceeded(text, task_id=message.task_id, walltime=detail.get("walltime"))
-    if message.kind == "ExecutorShutdown":
-        return ExecutorShutdown(text)
-    return ExecutorFailed(text)
 
 
 def _forward_stderr(stream: IO[bytes], tail: deque) -> None:

@@ -3,7 +3,7 @@
 ::
 
     driver (ManagerClient)                                  node manager (one per node)
-      │  Configure(config) ──>                              first message: what WorkerPool takes
+      │  Configure(config, options) ──>                     first message: where and how to run
       │                               <── Started(pid, worker_pids, slot_cpus, topology)
       │  Submit(id, footprint, runtime, priority, intensity,
       │         spread, walltime, measure, key,
@@ -20,16 +20,20 @@ In connect mode (provider blocks, :mod:`scalpel_executor.runtime.hub`) the manag
 and the driver beats too; each message is one ZeroMQ frame holding the same bytes::
 
       │                               <── Register(block_id, hostname, version, pid, cpus)
-      │  Configure(config) ──>  ...as above...
+      │  Configure(config, options) ──>  ...as above...
       │  Ping() ──>                                         every heartbeat_period: the driver lives
 
 A task's call and result are opaque bytes here (Parsl's serialization, packed by the driver and
 unpacked by a worker, or the reverse). The envelope is **not** a pickle: it is a JSON header
 (tag and fields: numbers, strings, booleans, None, lists and string-keyed dicts of those) followed
 by at most one raw byte field, so decoding a message runs no code and builds no object of the
-peer's choosing, whoever the peer is. A failure without a result (``Failed``) travels as a kind
-from :data:`FAILURE_KINDS`, a message and a dict of plain fields; the driver rebuilds the
-exception it knows (``WorkerDied``, ``WalltimeExceeded``, ...).
+peer's choosing, whoever the peer is. ``Configure`` carries the node's :class:`ManagerConfig`
+(defined here) and the pool's :class:`~scalpel_executor.runtime.options.PoolOptions`, each as its
+own ``to_dict()``. A failure without a result (``Failed``) travels as a kind from
+:data:`FAILURE_KINDS`, a message and a dict of plain fields (:func:`describe_error` in the manager);
+the driver rebuilds the exception it knows (:func:`rebuild_error`: ``WorkerDied``,
+``WalltimeExceeded``, ...), and a lost manager's tasks fail with
+:class:`~scalpel_executor.runtime.errors.NodeManagerLost`, whichever side of the driver saw it.
 
 Layout of one message: a 4-byte big-endian header length, the UTF-8 JSON header
 ``[tag, field, ...]`` (every field but the byte one), then the byte field's bytes.
@@ -38,12 +42,20 @@ Layout of one message: a 4-byte big-endian header length, the UTF-8 JSON header
 from __future__ import annotations
 
 import json
+import logging
 import math
 import struct
+import sys
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, NamedTuple, Union
 
+from scalpel_executor.core.topology import Domain, Topology
+from scalpel_executor.host.topology import detect_topology
+from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, WalltimeExceeded, WorkerDied
+
 __all__ = ["Register", "Ping", "Configure", "Submit", "Shutdown", "Started", "Result", "Failed", "Heartbeat", "Log", "Fatal",
-           "Message", "FAILURE_KINDS", "encode", "decode", "submit_of"]
+           "Message", "FAILURE_KINDS", "ManagerConfig", "encode", "decode", "submit_of", "describe_error",
+           "rebuild_error"]
 
 FAILURE_KINDS = ("WorkerDied", "WalltimeExceeded", "ExecutorShutdown", "ExecutorFailed")
 
@@ -61,7 +73,8 @@ class Ping(NamedTuple):
 
 
 class Configure(NamedTuple):
-    config: dict  # see scalpel_executor.runtime.manager.ManagerConfig
+    config: dict  # ManagerConfig.to_dict(): the node (topology or none, sys.path, log level, max workers)
+    options: dict  # PoolOptions.to_dict(): how its pool runs (policy, batching, heartbeats, ...)
 
 
 class Submit(NamedTuple):
@@ -134,7 +147,7 @@ _NUMBER, _OPTIONAL_NUMBER, _OPTIONAL_INT = "number", "number?", "int?"
 _SCHEMA: dict[str, tuple[type, tuple[Any, ...]]] = {  # tag -> (kind, types of its fields in order)
     "register": (Register, (str, str, str, int, list)),
     "ping": (Ping, ()),
-    "configure": (Configure, (dict,)),
+    "configure": (Configure, (dict, dict)),
     "submit": (Submit, (int, _NUMBER, _NUMBER, _NUMBER, _OPTIONAL_NUMBER, _NUMBER, _OPTIONAL_NUMBER, bool, str, bool,
                         bytes)),
     "shutdown": (Shutdown, ()),
@@ -215,3 +228,92 @@ def _checked(tag: str, name: str, value: Any, expected: Any) -> Any:
     wanted = {_NUMBER: "a number", _OPTIONAL_NUMBER: "a number or null", _OPTIONAL_INT: "an integer or null",
               int: "an integer"}.get(expected, getattr(expected, "__name__", str(expected)))
     raise ValueError(f"field {name!r} of a {tag!r} message must be {wanted}, got {value!r:.100}")
+
+
+@dataclass(frozen=True)
+class ManagerConfig:
+    """Where a node manager's pool runs: ``Configure``'s first half (its
+    :class:`~scalpel_executor.runtime.options.PoolOptions`, how the pool runs, are the other).
+
+    ``domains`` is the driver's topology as ``[{"cpus": [...], "llc_size": bytes or None}, ...]``;
+    None lets the manager detect its node's own (``smt`` as in
+    :func:`~scalpel_executor.host.topology.detect_topology`), of which ``max_workers`` keeps the
+    first CPUs. ``sys_path`` is the driver's import path, handed to workers so they unpickle the
+    driver's functions by reference; ``log_level`` the driver's level for ``scalpel_executor``.
+    """
+
+    domains: list | None = None
+    topology_source: str = "driver"
+    smt: bool = False
+    max_workers: int | None = None  # at most this many slots (the first CPUs of the topology); None: all
+    sys_path: list = field(default_factory=list)
+    log_level: int = logging.INFO
+
+    @classmethod
+    def of_driver(cls, topology: Topology | None = None, **node: Any) -> "ManagerConfig":
+        """What this process, the driver, tells its managers: ``topology`` (resolved here; None: each
+        node detects its own), its import path and its log level, and ``node`` (smt, max_workers)."""
+        domains = None if topology is None else [{"cpus": list(domain.cpus), "llc_size": domain.llc_size}
+                                                 for domain in topology.domains]
+        return cls(domains=domains, topology_source="driver" if topology is None else topology.source,
+                   sys_path=[p for p in sys.path if p],
+                   log_level=logging.getLogger("scalpel_executor").getEffectiveLevel(), **node)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "ManagerConfig":
+        """Rebuild a configuration, naming any key this manager does not know (a version mismatch)."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"the node manager's configuration has unknown keys {unknown}; the driver and the "
+                             f"manager must run the same scalpel-executor version")
+        config = cls(**values)
+        if config.max_workers is not None and (not isinstance(config.max_workers, int)
+                                               or isinstance(config.max_workers, bool) or config.max_workers < 1):
+            raise ValueError(f"max_workers must be a positive integer or None, got {config.max_workers!r}")
+        return config
+
+    def topology(self) -> Topology:
+        """The LLC domains to schedule for: the driver's, or this node's own when none was given."""
+        if self.domains is None:
+            topology = detect_topology(smt=self.smt)
+        else:
+            topology = Topology(tuple(Domain(index, tuple(d["cpus"]), d.get("llc_size"))
+                                      for index, d in enumerate(self.domains)), self.topology_source)
+        if self.max_workers is None or self.max_workers >= sum(len(d.cpus) for d in topology.domains):
+            return topology
+        kept, left = [], self.max_workers
+        for domain in topology.domains:
+            if left > 0:
+                kept.append(Domain(len(kept), domain.cpus[:left], domain.llc_size))
+                left -= len(kept[-1].cpus)
+        return Topology(tuple(kept), topology.source)
+
+
+def describe_error(error: BaseException) -> tuple[str, dict]:
+    """An error a pool ended a task with, as one of FAILURE_KINDS and its plain fields (the manager's side)."""
+    if isinstance(error, WorkerDied):
+        return "WorkerDied", {"pid": error.worker_id, "cpus": list(error.cpus), "cause": error.cause}
+    if isinstance(error, WalltimeExceeded):
+        return "WalltimeExceeded", {"walltime": error.walltime}
+    if isinstance(error, ExecutorShutdown):
+        return "ExecutorShutdown", {}
+    if isinstance(error, ExecutorFailed):
+        return "ExecutorFailed", {}
+    return "ExecutorFailed", {"type": type(error).__name__}
+
+
+def rebuild_error(message: Failed) -> BaseException:
+    """The exception a Failed message describes, as this process's own type (the driver's side)."""
+    detail, text = message.detail, message.message
+    if message.kind == "WorkerDied":
+        return WorkerDied(text, task_id=message.task_id, pid=detail.get("pid"), cpus=tuple(detail.get("cpus", ())),
+                          cause=str(detail.get("cause", "")))
+    if message.kind == "WalltimeExceeded":
+        return WalltimeExceeded(text, task_id=message.task_id, walltime=detail.get("walltime"))
+    if message.kind == "ExecutorShutdown":
+        return ExecutorShutdown(text)
+    return ExecutorFailed(text)

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import atexit
 import logging
-import math
 import os
 import queue
 import signal
@@ -53,10 +52,10 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from scalpel_executor.core.batching import Batcher, Batching
-from scalpel_executor.core.contention import ContentionModel
-from scalpel_executor.core.scheduler import CHECKED_AT_DISPATCH, Scheduler, Task, resolve_policy
+from scalpel_executor.core.scheduler import CHECKED_AT_DISPATCH, Scheduler, Task
 from scalpel_executor.core.topology import Topology
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, WalltimeExceeded, WorkerDied
+from scalpel_executor.runtime.options import PoolOptions
 from scalpel_executor.runtime.processes import kill_group, slot_cpus, start_worker, worker_environment
 from scalpel_executor.runtime.protocol import Measured, Ready, Result, Run, Warm, decode, encode
 
@@ -65,7 +64,6 @@ logger = logging.getLogger(__name__)
 NO_WORKERS_LEFT = "no worker could be started on any core (see the log); no new tasks are accepted"
 RESPAWNS_KEPT = 1024  # the latest respawn times remembered (respawn_seconds)
 READY_TIMEOUT = 60.0  # seconds a new worker may take to import and report ready
-WALLTIME_GRACE = 3.0  # seconds past a task's walltime before its worker is killed
 MAX_FAILED_STARTS = 3  # replacements in a row that die before "ready" before a slot is retired
 
 
@@ -117,64 +115,28 @@ class WorkerPool:
     Parameters
     ----------
     topology : Topology
-    policy : str
-        A scheduling policy name (:data:`scalpel_executor.core.scheduler.POLICIES`).
+    options : PoolOptions
+        Policy, pinning, batching, worker environment, seed, walltime grace, contention model
+        (checked when they were built).
     on_complete : callable(Task, Outcome)
         Called once per task, in completion order, on the completion thread, with no lock held.
-    pin : "core" or "domain"
-    batch_window : float
-        Longest time to collect arrivals before grouping them; 0 adds each arrival at once.
-    batch_quiet : float
-        How long a lone arrival waits for a second one (default 0.001 s); once a second arrives,
-        the collection runs the whole ``batch_window`` from the first.
-    max_batch : int
-        Arrivals that trigger grouping before the window ends.
-    worker_env : dict
-        Extra environment for workers (overrides the BLAS/OpenMP thread counts set from ``pin``).
-    walltime_grace : float
-        Seconds past a task's ``walltime`` before its worker is killed (default WALLTIME_GRACE).
-    contention_model : ContentionModel, optional
-        The model the ``scalpel`` policy plans with (default ``ContentionModel()``).
     on_state : callable(), optional
         Called (on the dispatch thread) after ``respawns``, ``respawn_seconds`` or ``retired_slots``
         change: a node manager reports them to its driver at once.
     """
 
-    def __init__(
-        self,
-        topology: Topology,
-        policy: str,
-        on_complete: Callable[[Task, Outcome], None],
-        *,
-        pin: str = "core",
-        batch_window: float = 0.005,
-        batch_quiet: float = 0.001,
-        max_batch: int = 4096,
-        worker_env: dict[str, str] | None = None,
-        seed: int = 0,
-        walltime_grace: float = WALLTIME_GRACE,
-        contention_model: ContentionModel | None = None,
-        on_state: Callable[[], None] | None = None,
-    ):
-        resolve_policy(policy)
-        if pin not in ("core", "domain"):
-            raise ValueError(f"pin must be 'core' or 'domain', got {pin!r}")
-        if isinstance(walltime_grace, bool) or not isinstance(walltime_grace, (int, float)) \
-                or not math.isfinite(walltime_grace) or walltime_grace < 0:
-            raise ValueError(f"walltime_grace must be a finite number of seconds >= 0, got {walltime_grace!r}")
-        self.walltime_grace = float(walltime_grace)
+    def __init__(self, topology: Topology, options: PoolOptions, on_complete: Callable[[Task, Outcome], None], *,
+                 on_state: Callable[[], None] | None = None):
+        self.options = options
+        self.walltime_grace = options.walltime_grace  # seconds past a task's walltime before its worker is killed
         self.topology = topology
-        self.policy = policy
-        self.pin = pin
-        self.batching = Batching(batch_window, batch_quiet, max_batch)
-        self.worker_env = dict(worker_env or {})
         self._on_complete = on_complete
-        self.contention_model = contention_model or ContentionModel()
-        self._scheduler = Scheduler([d.cpus for d in topology.domains], policy, seed=seed, llc=topology.llc_size,
-                                    model=self.contention_model)
-        self._slot_cpus = slot_cpus(topology, pin, sorted(os.sched_getaffinity(0)))
-        self._batcher: Batcher[Task] = Batcher(self.batching, len(self._slot_cpus), runtime_of=lambda task: task.runtime,
-                                               hold_while_busy=policy not in CHECKED_AT_DISPATCH)
+        self._scheduler = Scheduler([d.cpus for d in topology.domains], options.policy, seed=options.seed,
+                                    llc=topology.llc_size, model=options.contention_model)
+        self._slot_cpus = slot_cpus(topology, options.pin, sorted(os.sched_getaffinity(0)))
+        self._batcher: Batcher[Task] = Batcher(Batching(options.batch_window, options.batch_quiet, options.max_batch),
+                                               len(self._slot_cpus), runtime_of=lambda task: task.runtime,
+                                               hold_while_busy=options.policy not in CHECKED_AT_DISPATCH)
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
@@ -307,7 +269,7 @@ class WorkerPool:
         with self._spawn_lock:
             if self._stopping.is_set():
                 return None
-            process, connection = start_worker(cpus, worker_environment(cpus, self.worker_env))
+            process, connection = start_worker(cpus, worker_environment(cpus, self.options.worker_env))
             self._spawned.append(process)
         worker = _Worker(slot, cpus, process, connection)
         self._workers[slot] = worker

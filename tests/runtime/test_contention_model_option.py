@@ -11,7 +11,7 @@ from scalpel_executor import ContentionModel
 from scalpel_executor.core.topology import Topology
 from scalpel_executor.learning.host_model import MIN_OBSERVATIONS, HostModelStore, TaskSpan, host_id
 from scalpel_executor.runtime.executor import ScalpelExecutor
-from scalpel_executor.runtime.manager import ManagerConfig
+from scalpel_executor.runtime.options import PoolOptions
 
 MiB = 2**20
 
@@ -26,7 +26,7 @@ def test_a_calibration_file_becomes_the_planning_model(tmp_path, node_manager):
     try:
         assert executor.submit(len, {}, "ab").result(timeout=60) == 2
         if node_manager:  # what the manager's pool plans with (test_the_node_manager_is_told_the_model)
-            assert executor.pool._config.contention_model == [0.892, 0.179]
+            assert executor.pool.options.contention_model == ContentionModel(0.892, 0.179)
         else:
             assert executor.pool._scheduler._context.model == ContentionModel(0.892, 0.179)
     finally:
@@ -55,9 +55,10 @@ def test_a_bad_calibration_file_is_named(tmp_path, content, message):
 
 
 def test_the_node_manager_is_told_the_model():
-    config = ManagerConfig.from_dict(ManagerConfig(contention_model=[0.9, 0.2]).to_dict())
-    assert config.contention_model == [0.9, 0.2]
-    assert ManagerConfig().contention_model is None  # the manager's pool then plans with the default
+    document = PoolOptions(contention_model=ContentionModel(0.9, 0.2)).to_dict()
+    assert document["contention_model"] == {"capacity_fraction": 0.9, "sensitivity": 0.2}  # calibrate's format
+    assert PoolOptions.from_dict(document).contention_model == ContentionModel(0.9, 0.2)
+    assert PoolOptions().contention_model == ContentionModel()
 
 
 @python_app(executors=["scalpel"])

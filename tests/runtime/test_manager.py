@@ -20,9 +20,10 @@ from parsl.serialize import deserialize, pack_apply_message
 
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.host.topology import resolve_topology
-from scalpel_executor.runtime.errors import ExecutorShutdown
-from scalpel_executor.runtime.manager_client import ManagerClient, NodeManagerLost
-from scalpel_executor.runtime.manager_protocol import Result
+from scalpel_executor.runtime.errors import ExecutorShutdown, NodeManagerLost
+from scalpel_executor.runtime.manager_client import ManagerClient
+from scalpel_executor.runtime.manager_protocol import Configure, ManagerConfig, Result, encode
+from scalpel_executor.runtime.options import PoolOptions
 from scalpel_executor.runtime.pool import Job
 
 GENEROUS = 30.0  # seconds: a bound that only a broken mechanism misses, never a slow machine
@@ -56,9 +57,9 @@ class Outcomes:
 def make_client():
     clients = []
 
-    def make(**options):
+    def make(env=None, **options):
         outcomes = Outcomes()
-        client = ManagerClient(resolve_topology(None), options.pop("policy", "scalpel"), outcomes, **options)
+        client = ManagerClient(resolve_topology(None), PoolOptions(**options), outcomes, env=env)
         clients.append(client)
         return client, outcomes
 
@@ -240,9 +241,10 @@ def test_the_manager_and_its_workers_exit_when_the_driver_is_killed(tmp_path):
         from scalpel_executor.core.tasks import Task
         from scalpel_executor.host.topology import resolve_topology
         from scalpel_executor.runtime.manager_client import ManagerClient
+        from scalpel_executor.runtime.options import PoolOptions
         from scalpel_executor.runtime.pool import Job
 
-        client = ManagerClient(resolve_topology(None), "scalpel", lambda task, outcome: None)
+        client = ManagerClient(resolve_topology(None), PoolOptions(), lambda task, outcome: None)
         client.start()
         client.submit(Task(1, payload=Job(pack_apply_message(time.sleep, (60,), {}))))
         print(json.dumps({"manager": client.pid, "workers": client.worker_pids}), flush=True)
@@ -266,8 +268,12 @@ def test_the_manager_and_its_workers_exit_when_the_driver_is_killed(tmp_path):
 
 
 def test_a_manager_that_rejects_its_configuration_fails_start_naming_why(make_client):
-    client, _ = make_client(policy="lpt")
-    with pytest.raises(RuntimeError, match=r"could not start: .*unknown scheduling policy 'lpt'"):
+    client, _ = make_client()
+    # What a driver of another version would send: options the manager does not know (PoolOptions
+    # checks its own fields in the driver, so a bad policy never gets this far).
+    client._configure = encode(Configure(ManagerConfig.of_driver(client.topology).to_dict(),
+                                         {**client.options.to_dict(), "gpus": 2}))
+    with pytest.raises(RuntimeError, match=r"could not start: .*unknown keys \['gpus'\].*same scalpel-executor"):
         client.start()
     assert not alive([client.pid])
     with pytest.raises(ExecutorShutdown):

@@ -21,9 +21,10 @@ from parsl.serialize import deserialize
 
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.runtime.channel import make_keys
+from scalpel_executor.runtime.errors import NodeManagerLost
 from scalpel_executor.runtime.hub import ManagerHub
-from scalpel_executor.runtime.manager import ManagerConfig
-from scalpel_executor.runtime.manager_client import NodeManagerLost
+from scalpel_executor.runtime.manager_protocol import ManagerConfig
+from scalpel_executor.runtime.options import PoolOptions
 from tests.runtime.test_manager import GENEROUS, Outcomes, alive, call, sleep_after_marking, wait_until, where
 
 CPUS = sorted(os.sched_getaffinity(0))
@@ -42,9 +43,10 @@ def hub_and_managers(tmp_path):
 
     def make(threshold=30.0, period=0.5, prefetch=1, domains=None):
         outcomes = Outcomes()
-        config = ManagerConfig(domains=domains, heartbeat_period=period, sys_path=[p for p in sys.path if p])
-        hub = ManagerHub(config, outcomes, cert_dir=make_keys(tmp_path / "certificates"), address="127.0.0.1",
-                         prefetch=prefetch, heartbeat_period=period, heartbeat_threshold=threshold)
+        config = ManagerConfig(domains=domains, sys_path=[p for p in sys.path if p])
+        options = PoolOptions(heartbeat_period=period, heartbeat_threshold=threshold)
+        hub = ManagerHub(config, options, outcomes, cert_dir=make_keys(tmp_path / "certificates"), address="127.0.0.1",
+                         prefetch=prefetch)
         hub.start()
         hubs.append(hub)
 
@@ -232,9 +234,10 @@ def test_a_killed_driver_leaves_no_manager_or_worker_behind(tmp_path):
         import sys, time
         from scalpel_executor.runtime.channel import make_keys
         from scalpel_executor.runtime.hub import ManagerHub
-        from scalpel_executor.runtime.manager import ManagerConfig
-        hub = ManagerHub(ManagerConfig(heartbeat_period=0.5), lambda task, outcome: None,
-                         cert_dir=make_keys({str(tmp_path / 'certificates')!r}), heartbeat_period=0.5)
+        from scalpel_executor.runtime.manager_protocol import ManagerConfig
+        from scalpel_executor.runtime.options import PoolOptions
+        hub = ManagerHub(ManagerConfig(), PoolOptions(heartbeat_period=0.5), lambda task, outcome: None,
+                         cert_dir=make_keys({str(tmp_path / 'certificates')!r}))
         hub.start()
         print(hub.url, flush=True)
         time.sleep(600)

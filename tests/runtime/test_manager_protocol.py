@@ -4,14 +4,15 @@ import pickle
 
 import pytest
 
-from scalpel_executor.runtime.manager import ManagerConfig
-from scalpel_executor.runtime.manager_client import NodeManagerLost
-from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Fatal, Heartbeat, Log, Result, Shutdown,
-                                                       Started, Submit, decode, encode)
+from scalpel_executor.runtime.errors import NodeManagerLost
+from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Fatal, Heartbeat, Log, ManagerConfig, Result,
+                                                       Shutdown, Started, Submit, decode, encode)
+from scalpel_executor.runtime.options import PoolOptions
+from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.topology import Topology
 
 MESSAGES = [
-    Configure(ManagerConfig.for_topology(Topology.from_spec("2x2:12MiB")).to_dict()),
+    Configure(ManagerConfig.of_driver(Topology.from_spec("2x2:12MiB")).to_dict(), PoolOptions().to_dict()),
     Submit(3, 2.5e7, 0.25, 1.0, None, 0.2, 60.0, False, "mod.app(~64)", False, b"\x00call" * 1000),
     Shutdown(),
     Started(41, [42, 43], [[0], [1]], {"source": "spec", "domains": []}),
@@ -30,10 +31,14 @@ def test_every_message_round_trips(message):
     assert decode(encode(message)) == message
 
 
-def test_a_configuration_round_trips_and_rebuilds_the_topology():
+def test_a_configuration_round_trips_and_rebuilds_the_topology_and_the_options():
     topology = Topology.from_spec("2x2:12MiB")
-    config = ManagerConfig.from_dict(decode(encode(Configure(ManagerConfig.for_topology(topology).to_dict()))).config)
-    assert config.topology().domains == topology.domains
+    options = PoolOptions(policy="fifo", pin="domain", batch_window=0, worker_env={"A": "1"}, seed=7,
+                          walltime_grace=0.5, contention_model=ContentionModel(0.9, 0.2), heartbeat_period=0.25,
+                          heartbeat_threshold=3)
+    message = decode(encode(Configure(ManagerConfig.of_driver(topology).to_dict(), options.to_dict())))
+    assert ManagerConfig.from_dict(message.config).topology().domains == topology.domains
+    assert PoolOptions.from_dict(message.options) == options
 
 
 def frame(header: bytes, blob: bytes = b"") -> bytes:
@@ -69,6 +74,8 @@ def test_a_pickle_is_not_a_message_and_is_never_unpickled():
 def test_a_configuration_from_another_version_is_refused_naming_the_keys():
     with pytest.raises(ValueError, match=r"unknown keys \['gpus'\].*same scalpel-executor version"):
         ManagerConfig.from_dict({**ManagerConfig().to_dict(), "gpus": 2})
+    with pytest.raises(ValueError, match=r"unknown keys \['gpus'\].*same scalpel-executor version"):
+        PoolOptions.from_dict({**PoolOptions().to_dict(), "gpus": 2})
 
 
 def test_manager_lost_pickles_and_keeps_its_fields():

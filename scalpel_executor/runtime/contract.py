@@ -1,0 +1,66 @@
+"""The pool contract: what the executor asks of whatever runs its tasks.
+
+Three pools keep it, and the executor holds one of them as a :class:`Pool`:
+
+- :class:`~scalpel_executor.runtime.pool.WorkerPool` — pinned workers driven from this process
+  (``node_manager=False``);
+- :class:`~scalpel_executor.runtime.manager_client.ManagerClient` — a WorkerPool in a node manager
+  child process (local mode's default);
+- :class:`~scalpel_executor.runtime.hub.ManagerHub` — the node managers of provider blocks, over
+  CurveZMQ (provider mode).
+
+Each is built as ``Pool(where, options, on_complete, **its own keywords)``: ``where`` is the
+:class:`~scalpel_executor.core.topology.Topology` to schedule for (WorkerPool, ManagerClient) or the
+:class:`~scalpel_executor.runtime.manager_protocol.ManagerConfig` every node manager is told
+(ManagerHub); ``options`` the :class:`~scalpel_executor.runtime.options.PoolOptions`; ``on_complete``
+the completion callback (:data:`OnComplete`)::
+
+    executor ── start() ────────────> pool: workers (or the managers' channel) ready
+             ── submit(Task) ───────> pool ──> ... ──> on_complete(task, Outcome)   once per accepted task
+             ── shutdown(timeout) ──> pool ──> on_complete(task, Outcome(error=ExecutorShutdown))
+                                               for each task not finished yet; every process ended
+
+``submit`` takes a :class:`~scalpel_executor.core.tasks.Task` whose ``payload`` is a
+:class:`~scalpel_executor.runtime.pool.Job`; it never waits for a task to run, and raises
+``ExecutorShutdown`` (shut down) or ``ExecutorFailed`` (the pool broke) instead of accepting. Every task ``submit`` accepted ends in exactly one ``on_complete(task, outcome)``, with the
+task's placement (slot, domain, CPU, start time) filled into its ``Job``: its result, its exception,
+or an error the pool names (``WorkerDied``, ``WalltimeExceeded``, ``NodeManagerLost``,
+``ExecutorShutdown``, ``ExecutorFailed``). The callback runs on a thread of the pool's, holding no
+lock of the pool's, so it may submit again (Parsl's callbacks launch dependent tasks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from scalpel_executor.core.tasks import Task
+
+if TYPE_CHECKING:
+    from scalpel_executor.runtime.pool import Outcome
+
+__all__ = ["OnComplete", "Pool"]
+
+OnComplete = Callable[[Task, "Outcome"], None]  # called once per task submit accepted (module docstring)
+
+
+@runtime_checkable
+class Pool(Protocol):
+    """What runs the executor's tasks (see the module docstring for the whole contract)."""
+
+    def start(self) -> None:
+        """Start the workers (or the channel to the managers); raises RuntimeError naming why not."""
+
+    def submit(self, task: Task) -> None:
+        """Accept a task whose payload is a Job (thread-safe); its outcome comes to ``on_complete``."""
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Fail unfinished tasks with ExecutorShutdown and end every process the pool started. Idempotent."""
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """The pids of the workers that run tasks (as last reported, for a pool in other processes)."""
+
+    @property
+    def slot_cpus_map(self) -> list[tuple[int, ...]]:
+        """The CPUs of each slot, in slot order."""

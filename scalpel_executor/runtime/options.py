@@ -1,0 +1,138 @@
+"""What every pool is told: one frozen :class:`PoolOptions`, its defaults, its checks, its wire form.
+
+The executor builds one ``PoolOptions`` from its constructor's arguments and hands it to whichever
+pool runs its tasks (:mod:`scalpel_executor.runtime.contract`): ``WorkerPool`` reads it in this
+process; ``ManagerClient`` and ``ManagerHub`` send it to their node managers as itself
+(``to_dict`` in the ``Configure`` message, ``from_dict`` in the manager), and the manager's
+``WorkerPool`` reads the same object. So an option is declared, defaulted and checked here once,
+and a new one is a new field here, nothing else on the way::
+
+    ScalpelExecutor(...) ──> PoolOptions(...) ──> WorkerPool(topology, options, on_complete)
+                                   │          ──> ManagerClient(topology, options, ...) ──┐ Configure(config,
+                                   │          ──> ManagerHub(config, options, ...) ───────┤   options.to_dict())
+                                   └── checked once (__post_init__)                      v
+                                                    node manager: PoolOptions.from_dict ──> WorkerPool
+
+The batching defaults are :class:`~scalpel_executor.core.batching.Batching`'s, which the simulator
+uses too; the contention model travels as the document ``scalpel calibrate --out`` writes
+(``capacity_fraction``, ``sensitivity``), read back by the same
+:func:`~scalpel_executor.core.contention_fit.load_model`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+from scalpel_executor.core.batching import Batching
+from scalpel_executor.core.contention import ContentionModel
+from scalpel_executor.core.contention_fit import load_model
+from scalpel_executor.core.policies import resolve_policy
+
+__all__ = ["HEARTBEAT_PERIOD", "HEARTBEAT_THRESHOLD", "LOCAL_BATCH_WINDOW", "PROVIDER_BATCH_WINDOW", "PINS",
+           "WALLTIME_GRACE", "PoolOptions"]
+
+PINS = ("core", "domain")  # a worker pinned to its core, or to every core of its LLC domain
+LOCAL_BATCH_WINDOW = Batching.window  # seconds: local mode's batch window
+PROVIDER_BATCH_WINDOW = 0.0  # provider mode's: the driver deals each manager its share in passes
+WALLTIME_GRACE = 3.0  # seconds past a task's walltime before its worker is killed
+HEARTBEAT_PERIOD = 2.0  # seconds between a node manager's heartbeats (and, in provider mode, the driver's pings)
+HEARTBEAT_THRESHOLD = 120.0  # seconds of silence after which a node manager is lost (HTEX's default)
+
+
+@dataclass(frozen=True)
+class PoolOptions:
+    """How a pool runs its tasks, whichever pool and wherever it runs.
+
+    Parameters
+    ----------
+    policy : str
+        A scheduling policy name (:data:`scalpel_executor.core.policies.POLICIES`).
+    pin : "core" or "domain"
+        Pin each worker to its core, or to every core of its LLC domain.
+    batch_window, batch_quiet, max_batch : float, float, int
+        When arrivals join the scheduler (:class:`~scalpel_executor.core.batching.Batching`).
+    worker_env : dict
+        Extra environment for workers (overrides the BLAS/OpenMP thread counts set from ``pin``).
+    seed : int
+        Seeds the ``random`` policy and the default policy's search.
+    walltime_grace : float
+        Seconds past a task's ``walltime`` before its worker is killed.
+    contention_model : ContentionModel
+        The model the ``scalpel`` policy plans with.
+    heartbeat_period, heartbeat_threshold : float
+        Seconds between a node manager's heartbeats; seconds of silence after which it is lost.
+
+    Every field is checked on construction (a ValueError or TypeError naming the field and the
+    bad value), numbers are stored as floats and ``worker_env`` as a copy, so an options object
+    that exists is one every pool and every node manager accepts.
+    """
+
+    policy: str = "scalpel"
+    pin: str = "core"
+    batch_window: float = LOCAL_BATCH_WINDOW
+    batch_quiet: float = Batching.quiet
+    max_batch: int = Batching.max_batch
+    worker_env: dict = field(default_factory=dict, hash=False)
+    seed: int = 0
+    walltime_grace: float = WALLTIME_GRACE
+    contention_model: ContentionModel = field(default_factory=ContentionModel)
+    heartbeat_period: float = HEARTBEAT_PERIOD
+    heartbeat_threshold: float = HEARTBEAT_THRESHOLD
+    # Per-task resource settings (cores, memory, accelerators) join here as one group of fields.
+
+    # Fields that travel as a document of their own, and what reads that document back.
+    _DOCUMENTS: ClassVar[dict[str, Any]] = {"contention_model": load_model}
+
+    def __post_init__(self) -> None:
+        resolve_policy(self.policy)  # ValueError listing the policies
+        if self.pin not in PINS:
+            raise ValueError(f"pin must be 'core' or 'domain', got {self.pin!r}")
+        Batching(self.batch_window, self.batch_quiet, self.max_batch)  # its checks name batch_window, ...
+        if not isinstance(self.worker_env, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in self.worker_env.items()):
+            raise ValueError(f"worker_env must map names to strings, got {self.worker_env!r:.200}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise TypeError(f"seed must be an integer, got {self.seed!r}")
+        if not isinstance(self.contention_model, ContentionModel):
+            raise TypeError(f"contention_model must be a ContentionModel, got {self.contention_model!r:.200}")
+        _seconds("walltime_grace", self.walltime_grace, zero=True)
+        _seconds("heartbeat_period", self.heartbeat_period, zero=False)
+        _seconds("heartbeat_threshold", self.heartbeat_threshold, zero=False)
+        for name in ("batch_window", "batch_quiet", "walltime_grace", "heartbeat_period", "heartbeat_threshold"):
+            object.__setattr__(self, name, float(getattr(self, name)))
+        object.__setattr__(self, "worker_env", dict(self.worker_env))
+
+    def to_dict(self) -> dict:
+        """The options as JSON-ready values: what a node manager is sent."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values["worker_env"] = dict(self.worker_env)
+        model = self.contention_model
+        values["contention_model"] = {"capacity_fraction": model.capacity_fraction, "sensitivity": model.sensitivity}
+        return values
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "PoolOptions":
+        """The options ``to_dict`` gave, checked; a key this version does not know is named (a
+        driver and a node manager of different versions)."""
+        if not isinstance(values, dict):
+            raise ValueError(f"pool options must be a dict of fields, got {values!r:.200}")
+        unknown = sorted(set(values) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"the pool options have unknown keys {unknown}; the driver and the node manager "
+                             f"must run the same scalpel-executor version")
+        values = dict(values)
+        for name, read in cls._DOCUMENTS.items():
+            if name in values:
+                try:
+                    values[name] = read(values[name])
+                except ValueError as error:
+                    raise ValueError(f"{name}: {error}") from None
+        return cls(**values)
+
+
+def _seconds(name: str, value: Any, *, zero: bool) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value < 0 or (value == 0 and not zero):
+        raise ValueError(f"{name} must be a finite number of seconds {'>= 0' if zero else '> 0'}, got {value!r}")
