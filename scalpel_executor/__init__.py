@@ -30,6 +30,7 @@ _LAZY = {
     "scalpel_config": "scalpel_executor.runtime.executor",
     "WorkerDied": "scalpel_executor.runtime.errors",
     "ExecutorShutdown": "scalpel_executor.runtime.errors",
+    "ResourcesUnavailable": "scalpel_executor.runtime.errors",
     "ExecutorFailed": "scalpel_executor.runtime.errors",
     "TaskExit": "scalpel_executor.runtime.errors",
     "WalltimeExceeded": "scalpel_executor.runtime.errors",

@@ -89,6 +89,10 @@ class ExecutorShutdown(RuntimeError):
     """The executor was shut down before the task finished."""
 
 
+class ResourcesUnavailable(ValueError):
+    """The task asks for more cores, memory or accelerators than its node has (it would wait forever)."""
+
+
 class ExecutorFailed(RuntimeError):
     """The executor's dispatch thread failed; unfinished tasks end with this, naming the cause."""
 

@@ -64,7 +64,9 @@ from scalpel_executor.learning.estimates import Estimator
 from scalpel_executor.learning.host_model import MIN_OBSERVATIONS, HostFit, HostModelStore, TaskSpan, host_id, model_report
 from scalpel_executor.learning.hints import HintAudit, parse_hints, parse_walltime, scheduling_priority
 from scalpel_executor.learning.sampling import MEASURE_EVERY, MEASURE_FIRST, REMEASURE_DRIFT, Sampling
-from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, TaskExit, WalltimeExceeded, WorkerDied
+from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, TaskExit,
+                                             WalltimeExceeded, WorkerDied)
+from scalpel_executor.core.resources import Capacity, unfit_reason
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.runtime.channel import PORT_RANGE, make_keys
 from scalpel_executor.runtime.contract import Pool
@@ -72,7 +74,7 @@ from scalpel_executor.runtime.hub import ManagerHub
 from scalpel_executor.runtime.logs import share_parsl_handlers
 from scalpel_executor.runtime.manager_client import ManagerClient
 from scalpel_executor.runtime.manager_protocol import ManagerConfig
-from scalpel_executor.runtime.options import (HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, LOCAL_BATCH_WINDOW,
+from scalpel_executor.runtime.options import (HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, LOCAL_BATCH_WINDOW, memory_budget,
                                               PROVIDER_BATCH_WINDOW, PoolOptions)
 from scalpel_executor.runtime.pool import Job, Outcome, WorkerPool
 from scalpel_executor.learning.store import ProfileStore, default_path
@@ -83,7 +85,7 @@ from scalpel_executor.core.units import parse_size
 logger = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_LAUNCH_CMD", "ExecutorFailed", "ExecutorShutdown", "ScalpelExecutor", "ScalpelProviderExecutor",
-           "TaskExit", "TaskRecord", "WalltimeExceeded",
+           "ResourcesUnavailable", "TaskExit", "TaskRecord", "WalltimeExceeded",
            "WorkerDied", "scalpel_config"]
 
 RECORDS_KEPT = 100_000  # finished tasks remembered in ``records`` (a campaign may run millions)
@@ -113,6 +115,9 @@ class TaskRecord:
     measured: bool = False  # sent to be measured by the probe (learning.sampling decided)
     runtime_spread: float = 0.0  # how far the run-time estimate may be off, relative (the key's std / mean)
     priority: float | None = None  # the user's priority hint (lower first, as in HTEX); None: none given
+    cores: int = 1  # what it held while it ran (Task.cores, Task.memory in bytes, Task.gpus)
+    memory: float = 0.0
+    gpus: int = 0
 
 
 class ScalpelExecutor(ParslExecutor, RepresentationMixin):
@@ -234,6 +239,26 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         ``--cpus {block_id}`` or other ``scalpel-manager`` options here.
     block_error_handler : bool or callable
         Parsl's handling of blocks that fail (default True: Parsl's simple handler).
+
+    Per-task resources (keyword only; a task's ``parsl_resource_specification`` may ask for
+    ``cores``, ``memory`` in MiB and ``gpus``, as TaskVine's and Work Queue's do; docs/executor.md):
+
+    cores_per_task : int
+        Cores a task gets without a ``cores`` hint (default 1). Where HTEX's ``cores_per_worker``
+        sizes every worker alike, here each task may differ: a k-core task runs on k cores of one
+        LLC domain (its affinity and BLAS/OpenMP threads set to them), beside other tasks on the rest.
+    mem_per_task : int, float or str, optional
+        Memory a task holds without a ``memory`` hint, in MiB or a size such as ``"2GiB"`` (HTEX's
+        ``mem_per_worker`` is in GB per worker); None (default): 0, not counted.
+    memory_budget : int, float or str, optional
+        What the running tasks' declared memory may add up to on a node, in MiB or a size (default:
+        what is available when the node's pool starts, less 10%). Tasks that would exceed it wait;
+        a task asking more than it fails at submit with ``ResourcesUnavailable``.
+    available_accelerators : int or list of str, optional
+        Accelerators a node's tasks share, as HTEX names it: a count (ids ``"0"`` … ``"n-1"``) or
+        device ids. A task with ``gpus=k`` is given k ids no running task holds, in
+        ``CUDA_VISIBLE_DEVICES``, ``ROCR_VISIBLE_DEVICES`` and ``ZE_AFFINITY_MASK``; a task without
+        one sees none.
     """
 
     provider = None  # local mode; ScalpelProviderExecutor has its provider here
@@ -279,6 +304,10 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         launch_cmd: Optional[str] = None,
         block_error_handler: Union[bool, Callable[..., None]] = True,
         contention_model: Union[ContentionModel, str, os.PathLike, None] = None,
+        cores_per_task: int = 1,
+        mem_per_task: Union[int, float, str, None] = None,
+        memory_budget: Union[int, float, str, None] = None,
+        available_accelerators: Union[int, Sequence[str], None] = None,
     ):
         ParslExecutor.__init__(self)
         if provider is not None:
@@ -319,7 +348,14 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             if batch_window is None else batch_window,
             worker_env={**({} if probe else {"SCALPEL_PROBE": "off"}), **(worker_env or {})},
             contention_model=self.contention_model, heartbeat_period=heartbeat_period,
-            heartbeat_threshold=heartbeat_threshold)
+            heartbeat_threshold=heartbeat_threshold, accelerators=available_accelerators,
+            memory_budget=None if memory_budget is None else _mebibytes("memory_budget", memory_budget))
+        if isinstance(cores_per_task, bool) or cores_per_task < 1:
+            raise ValueError(f"cores_per_task must be a whole number >= 1, got {cores_per_task!r}")
+        self.cores_per_task, self.mem_per_task = cores_per_task, mem_per_task
+        self.memory_budget, self.available_accelerators = memory_budget, available_accelerators
+        self._mem_per_task = 0.0 if mem_per_task is None else _mebibytes("mem_per_task", mem_per_task)
+        self._wide_warned: set[int] = set()
         self.label = label
         self.policy = policy
         # What start() plans with: the given model, else this host's fit once it rests on enough co-runs.
@@ -485,8 +521,28 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                          key_function=self.profile_key, sampling=self._sampling if self.probe else None)
 
     def _pool_options(self) -> PoolOptions:
-        """The options every pool of this executor runs with, planning with the model start() chose."""
-        return dataclasses.replace(self._options, contention_model=self._planning_model)
+        """The options every pool of this executor runs with, planning with the model start() chose;
+        in local mode with the memory budget of this host, fixed now, so submit() checks against
+        the one the node's scheduler has."""
+        options = dataclasses.replace(self._options, contention_model=self._planning_model)
+        if self.provider is None:
+            options = dataclasses.replace(options, memory_budget=memory_budget(options))
+            self._capacity = Capacity(tuple(len(d.cpus) for d in self._topology.domains), options.memory_budget,
+                                      len(options.accelerators))
+        return options
+
+    def _resources(self, task: Task) -> None:
+        """Refuse at submit a task this node could never start (local mode); say once per width
+        that a task wider than any LLC domain spans several."""
+        capacity = getattr(self, "_capacity", None)
+        if capacity is not None and (problem := unfit_reason(task, capacity)) is not None:
+            raise ResourcesUnavailable(f"{problem}; it could never start here: ask for less, or run it on a "
+                                       f"larger node (memory_budget=, available_accelerators=)")
+        widest = max(len(d.cpus) for d in self._topology.domains)
+        if task.cores > widest and task.cores not in self._wide_warned:
+            self._wide_warned.add(task.cores)
+            logger.warning("tasks of %d cores are wider than any LLC domain here (%d cores): each runs on cores "
+                           "of several domains, and its threads share no last-level cache", task.cores, widest)
 
     def submit(self, func, resource_specification: Dict[str, Any], *args: Any, **kwargs: Any) -> Future:
         pool = self._pool  # read once: a concurrent shutdown() sets it to None
@@ -508,12 +564,15 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                 f"the call of {getattr(func, '__name__', func)!r} cannot be serialized for a worker: {error}; "
                 f"pass only values that pickle (no open files, locks held by others, generators, sockets)"
             ) from error
-        pool.submit(  # raises ExecutorShutdown if shutdown() began since the check above
-            Task(task_id, estimate.footprint, estimate.runtime, scheduling_priority(hints.priority),  # lower first
-                 estimate.intensity,
-                 payload=Job(buffer, context=(future, estimate, hints), walltime=walltime, measure=estimate.measure),
-                 spread=estimate.runtime_spread, key=estimate.key, footprint_known=estimate.footprint_source != "prior")
-        )
+        task = Task(task_id, estimate.footprint, estimate.runtime, scheduling_priority(hints.priority),  # lower first
+                    estimate.intensity,
+                    payload=Job(buffer, context=(future, estimate, hints), walltime=walltime, measure=estimate.measure),
+                    spread=estimate.runtime_spread, key=estimate.key,
+                    footprint_known=estimate.footprint_source != "prior",
+                    cores=hints.cores or self.cores_per_task,
+                    memory=self._mem_per_task if hints.memory is None else hints.memory, gpus=hints.gpus or 0)
+        self._resources(task)
+        pool.submit(task)  # raises ExecutorShutdown if shutdown() began since the check above
         return future
 
     def _complete(self, task: Task, outcome: Outcome) -> None:
@@ -524,7 +583,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             TaskRecord(task.id, job.slot, job.domain, job.cpu, job.started, time.monotonic(),
                        task.footprint, task.runtime, succeeded, outcome.stats,
                        estimate.key, estimate.footprint_source, estimate.runtime_source, task.intensity,
-                       estimate.measure, task.spread, hints.priority)
+                       estimate.measure, task.spread, hints.priority, task.cores, task.memory, task.gpus)
         )
         if succeeded and self._estimator is not None:
             self._estimator.observe(estimate, outcome.stats)
@@ -622,6 +681,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                     "measured": record.measured, "measured_runtime": record.stats.get("wall"),
                     "measured_footprint": record.stats.get("footprint"),
                     "admission": record.stats.get("admission"),
+                    "cores": record.cores, "memory": record.memory, "gpus": record.gpus,
+                    "cpus": record.stats.get("cpus"), "devices": record.stats.get("devices"),
                     "scheduled_footprint": record.stats.get("scheduled_footprint"),
                 }
                 for record in sorted(records, key=lambda record: record.task_id)
@@ -748,6 +809,15 @@ def scalpel_config(run_dir: str = "runinfo", **executor_options: Any):
     from parsl.config import Config
 
     return Config(executors=[ScalpelExecutor(**executor_options)], run_dir=run_dir)
+
+
+def _mebibytes(name: str, value: Union[int, float, str]) -> float:
+    """Bytes of a memory option: a number is MiB (TaskVine's unit for ``memory``), a string a size."""
+    if isinstance(value, str):
+        return float(parse_size(value, what=name))
+    if isinstance(value, bool) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a number of MiB >= 0 or a size such as '4GiB', got {value!r}")
+    return float(value) * 2**20
 
 
 def _contention_model(value) -> ContentionModel:

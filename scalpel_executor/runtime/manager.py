@@ -216,7 +216,8 @@ class NodeManager:
                 try:
                     pool.submit(Task(message.task_id, message.footprint, message.runtime, message.priority,
                                      message.intensity, spread=message.spread, key=message.key or None,
-                                     footprint_known=message.footprint_known,
+                                     footprint_known=message.footprint_known, cores=message.cores,
+                                     memory=message.memory, gpus=message.gpus,
                                      payload=Job(message.buffer, walltime=message.walltime, measure=message.measure)))
                 except (ExecutorShutdown, ExecutorFailed) as error:  # the pool gave up (no worker left, a bug)
                     kind, detail = describe_error(error)

@@ -7,7 +7,8 @@
       │                               <── Started(pid, worker_pids, slot_cpus, topology)
       │  Submit(id, footprint, runtime, priority, intensity,
       │         spread, walltime, measure, key,
-      │         footprint_known, buffer) ──>                any number, before or after Started
+      │         footprint_known, cores, memory, gpus,
+      │         buffer) ──>                                 any number, before or after Started
       │                               <── Result(id, ok, stats, slot, domain, cpu, started, payload)
       │                               <── Failed(id, kind, message, detail, slot, domain, cpu, started)
       │                               <── Heartbeat(worker_pids, respawns, ...)   every heartbeat_period
@@ -51,13 +52,14 @@ from typing import Any, NamedTuple, Union
 
 from scalpel_executor.core.topology import Domain, Topology
 from scalpel_executor.host.topology import detect_topology
-from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, WalltimeExceeded, WorkerDied
+from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, WalltimeExceeded,
+                                             WorkerDied)
 
 __all__ = ["Register", "Ping", "Configure", "Submit", "Shutdown", "Started", "Result", "Failed", "Heartbeat", "Log", "Fatal",
            "Message", "FAILURE_KINDS", "ManagerConfig", "encode", "decode", "submit_of", "describe_error",
            "rebuild_error"]
 
-FAILURE_KINDS = ("WorkerDied", "WalltimeExceeded", "ExecutorShutdown", "ExecutorFailed")
+FAILURE_KINDS = ("WorkerDied", "WalltimeExceeded", "ExecutorShutdown", "ExecutorFailed", "ResourcesUnavailable")
 
 
 class Register(NamedTuple):
@@ -88,6 +90,9 @@ class Submit(NamedTuple):
     measure: bool
     key: str  # the profile key, "" for none: tasks of one key learn each other's footprint in the run
     footprint_known: bool  # False: ``footprint`` is the prior (Task.footprint_known)
+    cores: int  # Task.cores, Task.memory (bytes), Task.gpus: what it holds while it runs
+    memory: float
+    gpus: int
     buffer: bytes
 
 
@@ -149,7 +154,7 @@ _SCHEMA: dict[str, tuple[type, tuple[Any, ...]]] = {  # tag -> (kind, types of i
     "ping": (Ping, ()),
     "configure": (Configure, (dict, dict)),
     "submit": (Submit, (int, _NUMBER, _NUMBER, _NUMBER, _OPTIONAL_NUMBER, _NUMBER, _OPTIONAL_NUMBER, bool, str, bool,
-                        bytes)),
+                        int, _NUMBER, int, bytes)),
     "shutdown": (Shutdown, ()),
     "started": (Started, (int, list, list, dict)),
     "result": (Result, (int, bool, dict, int, int, int, _NUMBER, bytes)),
@@ -165,8 +170,8 @@ _LENGTH = struct.Struct("!I")
 def encode(message: Message) -> bytes:
     """The bytes of one message.
 
-    >>> decode(encode(Submit(7, 1e6, 0.5, 0, None, 0.1, None, True, "app(~64)", True, b"call")))
-    Submit(task_id=7, footprint=1000000.0, runtime=0.5, priority=0.0, intensity=None, spread=0.1, walltime=None, measure=True, key='app(~64)', footprint_known=True, buffer=b'call')
+    >>> decode(encode(Submit(7, 1e6, 0.5, 0, None, 0.1, None, True, "app(~64)", True, 1, 0, 0, b"call")))
+    Submit(task_id=7, footprint=1000000.0, runtime=0.5, priority=0.0, intensity=None, spread=0.1, walltime=None, measure=True, key='app(~64)', footprint_known=True, cores=1, memory=0.0, gpus=0, buffer=b'call')
     """
     tag = _TAGS[type(message)]
     fields = list(message)
@@ -184,7 +189,8 @@ def submit_of(task: Any) -> bytes:
     job = task.payload
     return encode(Submit(task.id, float(task.footprint), float(task.runtime), float(task.priority),
                          None if task.intensity is None else float(task.intensity), float(task.spread),
-                         job.walltime, bool(job.measure), task.key or "", bool(task.footprint_known), job.buffer))
+                         job.walltime, bool(job.measure), task.key or "", bool(task.footprint_known),
+                         int(task.cores), float(task.memory), int(task.gpus), job.buffer))
 
 
 def decode(data: bytes) -> Message:
@@ -301,6 +307,8 @@ def describe_error(error: BaseException) -> tuple[str, dict]:
         return "WalltimeExceeded", {"walltime": error.walltime}
     if isinstance(error, ExecutorShutdown):
         return "ExecutorShutdown", {}
+    if isinstance(error, ResourcesUnavailable):
+        return "ResourcesUnavailable", {}
     if isinstance(error, ExecutorFailed):
         return "ExecutorFailed", {}
     return "ExecutorFailed", {"type": type(error).__name__}
@@ -316,4 +324,6 @@ def rebuild_error(message: Failed) -> BaseException:
         return WalltimeExceeded(text, task_id=message.task_id, walltime=detail.get("walltime"))
     if message.kind == "ExecutorShutdown":
         return ExecutorShutdown(text)
+    if message.kind == "ResourcesUnavailable":
+        return ResourcesUnavailable(text)
     return ExecutorFailed(text)

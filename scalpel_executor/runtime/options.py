@@ -25,13 +25,16 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
+import psutil
+
 from scalpel_executor.core.batching import Batching
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import load_model
 from scalpel_executor.core.policies import resolve_policy
+from scalpel_executor.host.accelerators import resolve_accelerators
 
 __all__ = ["HEARTBEAT_PERIOD", "HEARTBEAT_THRESHOLD", "LOCAL_BATCH_WINDOW", "PROVIDER_BATCH_WINDOW", "PINS",
-           "WALLTIME_GRACE", "PoolOptions"]
+           "WALLTIME_GRACE", "MEMORY_RESERVE", "PoolOptions", "memory_budget"]
 
 PINS = ("core", "domain")  # a worker pinned to its core, or to every core of its LLC domain
 LOCAL_BATCH_WINDOW = Batching.window  # seconds: local mode's batch window
@@ -39,6 +42,15 @@ PROVIDER_BATCH_WINDOW = 0.0  # provider mode's: the driver deals each manager it
 WALLTIME_GRACE = 3.0  # seconds past a task's walltime before its worker is killed
 HEARTBEAT_PERIOD = 2.0  # seconds between a node manager's heartbeats (and, in provider mode, the driver's pings)
 HEARTBEAT_THRESHOLD = 120.0  # seconds of silence after which a node manager is lost (HTEX's default)
+MEMORY_RESERVE = 0.1  # of the memory available at start, kept out of the default budget (the driver, the OS)
+
+
+def memory_budget(options: PoolOptions) -> float:
+    """The bytes of declared task memory a node may run at once: the option, else 90% of what is
+    available now (psutil)."""
+    if options.memory_budget is not None:
+        return options.memory_budget
+    return psutil.virtual_memory().available * (1 - MEMORY_RESERVE)
 
 
 @dataclass(frozen=True)
@@ -63,6 +75,11 @@ class PoolOptions:
         The model the ``scalpel`` policy plans with.
     heartbeat_period, heartbeat_threshold : float
         Seconds between a node manager's heartbeats; seconds of silence after which it is lost.
+    memory_budget : float, optional
+        Bytes of memory the running tasks' declared ``memory`` may add up to on a node; None: what
+        is available when the pool starts, less :data:`MEMORY_RESERVE` of it.
+    accelerators : tuple of str
+        Device ids a node's tasks are given (``available_accelerators``); () none.
 
     Every field is checked on construction (a ValueError or TypeError naming the field and the
     bad value), numbers are stored as floats and ``worker_env`` as a copy, so an options object
@@ -80,7 +97,9 @@ class PoolOptions:
     contention_model: ContentionModel = field(default_factory=ContentionModel)
     heartbeat_period: float = HEARTBEAT_PERIOD
     heartbeat_threshold: float = HEARTBEAT_THRESHOLD
-    # Per-task resource settings (cores, memory, accelerators) join here as one group of fields.
+    # Per-task resources (core.resources): what a node's running tasks may hold together.
+    memory_budget: float | None = None
+    accelerators: tuple = ()
 
     # Fields that travel as a document of their own, and what reads that document back.
     _DOCUMENTS: ClassVar[dict[str, Any]] = {"contention_model": load_model}
@@ -103,11 +122,18 @@ class PoolOptions:
         for name in ("batch_window", "batch_quiet", "walltime_grace", "heartbeat_period", "heartbeat_threshold"):
             object.__setattr__(self, name, float(getattr(self, name)))
         object.__setattr__(self, "worker_env", dict(self.worker_env))
+        if self.memory_budget is not None:
+            if isinstance(self.memory_budget, bool) or not isinstance(self.memory_budget, (int, float)) \
+                    or not math.isfinite(self.memory_budget) or self.memory_budget < 0:
+                raise ValueError(f"memory_budget must be a finite number of bytes >= 0 or None, got {self.memory_budget!r}")
+            object.__setattr__(self, "memory_budget", float(self.memory_budget))
+        object.__setattr__(self, "accelerators", resolve_accelerators(self.accelerators))
 
     def to_dict(self) -> dict:
         """The options as JSON-ready values: what a node manager is sent."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values["worker_env"] = dict(self.worker_env)
+        values["accelerators"] = list(self.accelerators)
         model = self.contention_model
         values["contention_model"] = {"capacity_fraction": model.capacity_fraction, "sensitivity": model.sensitivity}
         return values

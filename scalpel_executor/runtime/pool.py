@@ -52,10 +52,13 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from scalpel_executor.core.batching import Batcher, Batching
+from scalpel_executor.core.resources import unfit_reason
 from scalpel_executor.core.scheduler import CHECKED_AT_DISPATCH, Scheduler, Task
 from scalpel_executor.core.topology import Topology
-from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, WalltimeExceeded, WorkerDied
-from scalpel_executor.runtime.options import PoolOptions
+from scalpel_executor.host.accelerators import device_env
+from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, WalltimeExceeded,
+                                             WorkerDied)
+from scalpel_executor.runtime.options import PoolOptions, memory_budget
 from scalpel_executor.runtime.processes import kill_group, slot_cpus, start_worker, worker_environment
 from scalpel_executor.runtime.protocol import Measured, Ready, Result, Run, Warm, decode, encode
 
@@ -83,6 +86,8 @@ class Job:
     cpu: int | None = field(default=None, init=False)
     started: float | None = field(default=None, init=False)  # monotonic time it was sent to its worker
     admission: str | None = field(default=None, init=False)  # why it started there (core.admission)
+    cpus: tuple[int, ...] = field(default=(), init=False)  # every CPU it ran on (several for a k-core task)
+    devices: tuple[str, ...] = field(default=(), init=False)  # accelerator ids it was given
 
 
 @dataclass
@@ -131,8 +136,11 @@ class WorkerPool:
         self.walltime_grace = options.walltime_grace  # seconds past a task's walltime before its worker is killed
         self.topology = topology
         self._on_complete = on_complete
+        self.memory_budget = memory_budget(options)
         self._scheduler = Scheduler([d.cpus for d in topology.domains], options.policy, seed=options.seed,
-                                    llc=topology.llc_size, model=options.contention_model)
+                                    llc=topology.llc_size, model=options.contention_model,
+                                    memory=self.memory_budget, gpus=len(options.accelerators))
+        self._free_devices: deque[str] = deque(options.accelerators)  # ids no running task holds
         self._slot_cpus = slot_cpus(topology, options.pin, sorted(os.sched_getaffinity(0)))
         self._batcher: Batcher[Task] = Batcher(Batching(options.batch_window, options.batch_quiet, options.max_batch),
                                                len(self._slot_cpus), runtime_of=lambda task: task.runtime,
@@ -216,7 +224,9 @@ class WorkerPool:
     def submit(self, task: Task) -> None:
         """Queue a task whose payload is a :class:`Job` (thread-safe, never blocks).
 
-        Raises ExecutorShutdown after shutdown, ExecutorFailed after the dispatch thread broke.
+        Raises ExecutorShutdown after shutdown, ExecutorFailed after the dispatch thread broke. A
+        task asking for more cores, memory or accelerators than the node has fails at once with
+        ResourcesUnavailable naming the figures.
         """
         with self._accepting:  # the wake pipe closes under this lock, so the write cannot miss it
             if self._stopping.is_set():
@@ -224,6 +234,10 @@ class WorkerPool:
                     raise ExecutorFailed(self._failure)
                 raise ExecutorShutdown(NO_WORKERS_LEFT if self._no_workers_left
                                        else "the executor is shut down; no new tasks are accepted")
+            if (problem := unfit_reason(task, self._scheduler.capacity)) is not None:
+                self._complete(task, Outcome(False, error=ResourcesUnavailable(
+                    f"{problem}; it could never start here: ask for less, or run it on a larger node")))
+                return
             self._inbox.put(task)
             self._wake()
 
@@ -364,9 +378,15 @@ class WorkerPool:
             job.slot, job.domain = assignment.slot.index, assignment.slot.domain
             job.cpu, job.started = worker.cpus[0], time.monotonic()
             job.admission = assignment.reason
+            job.cpus = tuple(sorted({cpu for slot in assignment.booked for cpu in self._slot_cpus[slot.index]}))
+            env: tuple[tuple[str, str], ...] = ()
+            if self.options.accelerators:  # a task without accelerators sees none, so it takes none
+                job.devices = tuple(self._free_devices.popleft() for _ in range(task.gpus))
+                env = device_env(job.devices)
             worker.task = task
+            cpus = job.cpus if len(assignment.booked) > 1 else ()
             try:
-                worker.connection.send_bytes(encode(Run(task.id, job.buffer, job.measure)))
+                worker.connection.send_bytes(encode(Run(task.id, job.buffer, job.measure, cpus, env)))
             except OSError:
                 self._worker_lost(worker)
 
@@ -410,9 +430,11 @@ class WorkerPool:
             self._worker_lost(worker)
             return
         self._scheduler.release(worker.slot)
+        self._free_devices.extend(task.payload.devices)
         self._learn(task, stats.get("footprint") if isinstance(stats, dict) else None)
         if isinstance(stats, dict):  # how the scheduler saw it: why it started, the footprint it last knew
             stats["admission"], stats["scheduled_footprint"] = task.payload.admission, task.footprint
+            stats["cpus"], stats["devices"] = list(task.payload.cpus), list(task.payload.devices)
         self._complete(task, Outcome(ok, payload, None, stats))
 
     def _enforce_deadlines(self) -> float | None:
@@ -473,6 +495,7 @@ class WorkerPool:
         logger.warning("worker pid %d on CPUs %s died (%s)%s", worker.process.pid, worker.cpus, cause,
                        f" while running task {task.id}" if task else "")
         if task is not None:
+            self._free_devices.extend(task.payload.devices)
             self._complete(task, Outcome(False, error=error or WorkerDied(
                 f"task {task.id} was lost: its worker (pid {worker.process.pid}) on core "
                 f"{','.join(map(str, worker.cpus))} died from {cause}",

@@ -101,9 +101,9 @@ def test_a_misspelt_key_is_refused_naming_the_nearest_key(scalpel_dfk):
 
 
 def test_keys_of_other_executors_run_and_warn_once_in_parsl_log(scalpel_dfk):
-    specification = {"cores": 2, "memory": 1000, "priority": 1}
+    specification = {"disk": 100, "category": "x", "priority": 1}
     assert [stamp(i, parsl_resource_specification=specification).result(timeout=60)[0] for i in range(3)] == [0, 1, 2]
     log = open(os.path.join(scalpel_dfk.run_dir, "parsl.log")).read()
-    for key in ("cores", "memory"):
+    for key in ("disk", "category"):
         assert log.count(f"resource specification key '{key}' (of Parsl's TaskVine and Work Queue executors) "
-                         f"is not supported by ScalpelExecutor yet") == 1, log[-3000:]
+                         f"is not used by ScalpelExecutor") == 1, log[-3000:]

@@ -1,0 +1,108 @@
+"""Per-task cores, memory and accelerators on the live executor, in both local modes: read from
+each task's own affinity, threads, environment and timestamps, not from what the scheduler says."""
+
+import os
+
+import parsl
+import pytest
+from parsl import python_app
+from parsl.config import Config
+
+from scalpel_executor import ResourcesUnavailable, ScalpelExecutor
+
+GiB = 2**30
+
+
+@python_app(executors=["scalpel"])
+def where(seconds, parsl_resource_specification={}):
+    """Where and how the task ran: its CPUs, its BLAS threads, its devices, when."""
+    import os
+    import time
+
+    from threadpoolctl import threadpool_info
+
+    import numpy  # noqa: F401 - loads the BLAS whose threads are read
+
+    began = time.time()
+    time.sleep(seconds)
+    blas = {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}
+    return {"cpus": sorted(os.sched_getaffinity(0)), "blas": sorted(blas), "omp": os.environ.get("OMP_NUM_THREADS"),
+            "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"), "rocr": os.environ.get("ROCR_VISIBLE_DEVICES"),
+            "begin": began, "end": time.time()}
+
+
+def load(tmp_path, node_manager, **options):
+    executor = ScalpelExecutor(label="scalpel", topology="1x2:32MiB", profiles=False, node_manager=node_manager,
+                               probe=False, **options)
+    return executor, parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "run")))
+
+
+def overlaps(a, b) -> bool:
+    return a["begin"] < b["end"] and b["begin"] < a["end"]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+@pytest.mark.parametrize("node_manager", [True, False])
+def test_mixed_core_counts_never_share_a_cpu_and_a_wide_task_gets_both(tmp_path, node_manager):
+    executor, dfk = load(tmp_path, node_manager)
+    try:
+        narrow = [where(0.3) for _ in range(4)]
+        wide = [where(0.3, parsl_resource_specification={"cores": 2}) for _ in range(2)]
+        narrow += [where(0.3) for _ in range(4)]
+        runs = [f.result(timeout=120) for f in narrow + wide]
+        report = executor.run_report()
+    finally:
+        dfk.cleanup()
+        parsl.clear()
+    for run in runs[-2:]:
+        assert len(run["cpus"]) == 2 and run["blas"] == [2] and run["omp"] == "2", run
+    for run in runs[:-2]:
+        assert len(run["cpus"]) == 1 and run["blas"] == [1] and run["omp"] == "1", run
+    for i, a in enumerate(runs):  # no CPU in two tasks' affinity at one time
+        for b in runs[i + 1:]:
+            if overlaps(a, b):
+                assert not set(a["cpus"]) & set(b["cpus"]), (a, b)
+    rows = [r for r in report["tasks"] if r["cores"] == 2]
+    assert len(rows) == 2 and all(len(r["cpus"]) == 2 for r in rows)
+
+
+@pytest.mark.parametrize("node_manager", [True, False])
+def test_declared_memory_keeps_two_large_tasks_apart_and_a_request_past_the_node_fails_at_once(tmp_path,
+                                                                                               node_manager):
+    executor, dfk = load(tmp_path, node_manager, memory_budget="24GiB")
+    try:
+        big = [where(0.5, parsl_resource_specification={"memory": 15 * 1024}) for _ in range(2)]
+        with pytest.raises(ResourcesUnavailable, match=r"asks for 64.0 GiB of memory; this node's budget is 24.0 GiB"):
+            where(0, parsl_resource_specification={"memory": "64GiB"}).result(timeout=60)
+        a, b = [f.result(timeout=120) for f in big]
+    finally:
+        dfk.cleanup()
+        parsl.clear()
+    assert not overlaps(a, b), (a, b)
+
+
+@pytest.mark.parametrize("node_manager", [True, False])
+def test_concurrent_gpu_tasks_see_distinct_devices_and_cpu_tasks_none(tmp_path, node_manager):
+    executor, dfk = load(tmp_path, node_manager, available_accelerators=["0", "1"])
+    try:
+        gpu = [where(0.5, parsl_resource_specification={"gpus": 1}) for _ in range(2)]
+        cpu = where(0)
+        runs = [f.result(timeout=120) for f in gpu]
+        plain = cpu.result(timeout=120)
+        with pytest.raises(ResourcesUnavailable, match="asks for 3 accelerators; this node has 2"):
+            where(0, parsl_resource_specification={"gpus": 3}).result(timeout=60)
+    finally:
+        dfk.cleanup()
+        parsl.clear()
+    assert {run["cuda"] for run in runs} == {"0", "1"} and all(run["rocr"] == run["cuda"] for run in runs)
+    assert overlaps(*runs)  # both ran at once, each on its own device
+    assert plain["cuda"] == ""
+
+
+def test_bad_resource_options_name_the_value():
+    with pytest.raises(ValueError, match="cores_per_task must be a whole number >= 1, got 0"):
+        ScalpelExecutor(cores_per_task=0)
+    with pytest.raises(ValueError, match="available_accelerators names device '0' twice"):
+        ScalpelExecutor(available_accelerators=["0", "0"])
+    with pytest.raises(ValueError, match="mem_per_task must be a number of MiB >= 0"):
+        ScalpelExecutor(mem_per_task=-1)
