@@ -47,6 +47,7 @@ from typing import IO
 
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.core.topology import Topology
+from scalpel_executor.runtime.contract import OnComplete
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, NodeManagerLost
 from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Fatal, Heartbeat, Log, ManagerConfig, Result,
                                                        Shutdown, Started, decode, encode, rebuild_error, submit_of)
@@ -131,7 +132,7 @@ class ManagerClient:
         The manager's environment (default this process's); workers get it plus ``worker_env``.
     """
 
-    def __init__(self, topology: Topology, options: PoolOptions, on_complete: Callable[[Task, Outcome], None], *,
+    def __init__(self, topology: Topology, options: PoolOptions, on_complete: OnComplete, *,
                  env: Mapping[str, str] | None = None):
         self.topology = topology
         self.options = options
