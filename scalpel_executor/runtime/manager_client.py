@@ -1,4 +1,4 @@
-"""The driver's side of a node manager: a :class:`~scalpel_executor.runtime.contract.Pool`, with the pool in another process.
+"""The driver's side of a node manager: a pool (:mod:`scalpel_executor.runtime.contract`) in another process.
 
 :class:`ManagerClient` starts ``python -m scalpel_executor.runtime.manager`` (the ``scalpel-manager``
 console script) with one end of a private ``socketpair`` (no listening socket, no address, no file
