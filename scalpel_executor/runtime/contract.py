@@ -22,9 +22,10 @@ the completion callback (:data:`OnComplete`)::
 
 ``submit`` takes a :class:`~scalpel_executor.core.tasks.Task` whose ``payload`` is a
 :class:`~scalpel_executor.runtime.pool.Job`; it never waits for a task to run, and raises
-``ExecutorShutdown`` (shut down) or ``ExecutorFailed`` (the pool broke) instead of accepting. Every task ``submit`` accepted ends in exactly one ``on_complete(task, outcome)``, with the
-task's placement (slot, domain, CPU, start time) filled into its ``Job``: its result, its exception,
-or an error the pool names (``WorkerDied``, ``WalltimeExceeded``, ``NodeManagerLost``,
+``ExecutorShutdown`` (shut down) or ``ExecutorFailed`` (the pool broke) instead of accepting. Every
+task ``submit`` accepted ends in exactly one ``on_complete(task, outcome)``, with the task's
+placement (slot, domain, CPU, start time) filled into its ``Job``: its result, its exception, or an
+error the pool names (``WorkerDied``, ``WalltimeExceeded``, ``NodeManagerLost``,
 ``ExecutorShutdown``, ``ExecutorFailed``). The callback runs on a thread of the pool's, holding no
 lock of the pool's, so it may submit again (Parsl's callbacks launch dependent tasks).
 """

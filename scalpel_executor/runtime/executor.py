@@ -368,7 +368,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self.pin = pin
         self.batch_window, self.batch_quiet = self._options.batch_window, self._options.batch_quiet
         self.max_batch = max_batch
-        self.heartbeat_period, self.heartbeat_threshold = self._options.heartbeat_period, self._options.heartbeat_threshold
+        self.heartbeat_period = self._options.heartbeat_period
+        self.heartbeat_threshold = self._options.heartbeat_threshold
         self.default_footprint = default_footprint
         self.default_runtime = float(default_runtime)
         self.profiles = profiles
@@ -444,7 +445,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
     def start(self) -> None:
         if not self._begin_start():
             return
-        pool = (ManagerClient if self.node_manager else WorkerPool)(self._topology, self._pool_options(), self._complete)
+        kind = ManagerClient if self.node_manager else WorkerPool
+        pool = kind(self._topology, self._pool_options(), self._complete)
         pool.start()
         self._pool = pool
         logger.info(

@@ -48,6 +48,7 @@ from zmq.utils.monitor import recv_monitor_message
 from scalpel_executor import __version__
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.runtime.channel import PING, PORT_RANGE, bind_router
+from scalpel_executor.runtime.contract import OnComplete
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, NodeManagerLost
 from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Fatal, Heartbeat, Log, ManagerConfig,
                                                        Register, Result, Shutdown, Started, decode, encode,
@@ -125,7 +126,7 @@ class ManagerHub:
         Tasks a manager is sent beyond its slots.
     """
 
-    def __init__(self, config: ManagerConfig, options: PoolOptions, on_complete: Callable[[Task, Outcome], None], *,
+    def __init__(self, config: ManagerConfig, options: PoolOptions, on_complete: OnComplete, *,
                  cert_dir: str | os.PathLike, address: str = "127.0.0.1",
                  port_range: tuple[int, int] = PORT_RANGE, prefetch: int = 1):
         self.options = options

@@ -1,4 +1,4 @@
-"""The driver's side of a node manager: a :class:`~scalpel_executor.runtime.contract.Pool`, with the pool in another process.
+"""The driver's side of a node manager: a pool (:mod:`scalpel_executor.runtime.contract`) in another process.
 
 :class:`ManagerClient` starts ``python -m scalpel_executor.runtime.manager`` (the ``scalpel-manager``
 console script) with one end of a private ``socketpair`` (no listening socket, no address, no file
@@ -47,6 +47,7 @@ from typing import IO
 
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.core.topology import Topology
+from scalpel_executor.runtime.contract import OnComplete
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, NodeManagerLost
 from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Fatal, Heartbeat, Log, ManagerConfig, Result,
                                                        Shutdown, Started, decode, encode, rebuild_error, submit_of)
@@ -131,7 +132,7 @@ class ManagerClient:
         The manager's environment (default this process's); workers get it plus ``worker_env``.
     """
 
-    def __init__(self, topology: Topology, options: PoolOptions, on_complete: Callable[[Task, Outcome], None], *,
+    def __init__(self, topology: Topology, options: PoolOptions, on_complete: OnComplete, *,
                  env: Mapping[str, str] | None = None):
         self.topology = topology
         self.options = options

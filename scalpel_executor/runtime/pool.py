@@ -56,6 +56,7 @@ from scalpel_executor.core.resources import unfit_reason
 from scalpel_executor.core.scheduler import CHECKED_AT_DISPATCH, Scheduler, Task
 from scalpel_executor.core.topology import Topology
 from scalpel_executor.host.accelerators import device_env
+from scalpel_executor.runtime.contract import OnComplete
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, WalltimeExceeded,
                                              WorkerDied)
 from scalpel_executor.runtime.options import PoolOptions, memory_budget
@@ -130,7 +131,7 @@ class WorkerPool:
         change: a node manager reports them to its driver at once.
     """
 
-    def __init__(self, topology: Topology, options: PoolOptions, on_complete: Callable[[Task, Outcome], None], *,
+    def __init__(self, topology: Topology, options: PoolOptions, on_complete: OnComplete, *,
                  on_state: Callable[[], None] | None = None):
         self.options = options
         self.walltime_grace = options.walltime_grace  # seconds past a task's walltime before its worker is killed

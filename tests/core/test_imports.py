@@ -1,14 +1,22 @@
-"""The layout's promises, checked: the core is pure, and no module of the package is in an import cycle."""
+"""The layout's promises (docs/design.md, "Import rules"), checked: the core is pure, layers point
+down, and no module of the package is in an import cycle."""
 
 import ast
 import pathlib
+import re
 import subprocess
 import sys
 
 import networkx as nx
 import pytest
 
+import scalpel_executor
+
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "scalpel_executor"
+DESIGN = PACKAGE.parent / "docs" / "design.md"
+# The package itself and the old paths, kept for users: they re-export from any layer.
+REEXPORTS = {"scalpel_executor", "scalpel_executor.executor", "scalpel_executor.topology", "scalpel_executor.grouping",
+             "scalpel_executor.errors"}
 CORE_MODULES = sorted(f"scalpel_executor.core.{p.stem}" for p in (PACKAGE / "core").glob("*.py") if p.stem != "__init__")
 
 # What a pure decision may use: data structures and arithmetic. No os, pathlib, time, threading,
@@ -34,18 +42,28 @@ def _type_checking_only(tree: ast.AST) -> set[int]:
 
 
 def _imports(path: pathlib.Path) -> set[str]:
-    """Every module a file imports when it runs, at module level or inside a function, as absolute names."""
+    """Every module a file of the package imports when it runs (see _imports_in)."""
+    return _imports_in(path.read_text(), _module_name(path), path.stem == "__init__")
+
+
+def _imports_in(source: str, module_name: str, is_package: bool) -> set[str]:
+    """Every module ``source`` imports when it runs, at module level or inside a function, as absolute
+    names (a relative import resolved against its package); ``from m import x`` gives m and m.x."""
     found = set()
-    tree = ast.parse(path.read_text())
+    tree = ast.parse(source)
     skipped = _type_checking_only(tree)
     for node in ast.walk(tree):
         if id(node) in skipped:
             continue
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                package = module_name.split(".")[:None if is_package else -1]
+                module = ".".join([*package[:len(package) - node.level + 1], *filter(None, [node.module])])
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
     return found
 
 
@@ -72,6 +90,71 @@ def test_importing_the_core_in_a_fresh_interpreter_loads_neither_numpy_nor_parsl
             f"if m in sys.modules); assert not heavy, heavy")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def _layers_of_the_design() -> dict[str, int]:
+    """Each subpackage's rank in docs/design.md's "Layers point down: `cli` → ... → `core`" (core 0)."""
+    rule = re.search(r"Layers point down:(.*?)\.\s", DESIGN.read_text(), re.S)
+    assert rule, f"{DESIGN} no longer states the layer order as 'Layers point down: `cli` → ... → `core`.'"
+    levels = rule.group(1).split("→")
+    return {name: rank for rank, level in enumerate(reversed(levels)) for name in re.findall(r"`(\w+)`", level)}
+
+
+def _layer(module: str, layers: dict[str, int]) -> int | None:
+    return layers.get(module.split(".")[1]) if module.count(".") else None
+
+
+def _imported_module(name: str, modules: dict) -> str | None:
+    """The package module an imported name loads: itself, the module it is a name of, or for a name
+    of the package root the module the root loads it from on first use (None: the root's own)."""
+    if name in modules:
+        return name
+    parent, _, attribute = name.rpartition(".")
+    if parent == "scalpel_executor":
+        return scalpel_executor._LAZY.get(attribute)
+    return parent if parent in modules else None
+
+
+def test_the_design_names_every_subpackage_in_its_layer_order():
+    subpackages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    layers = _layers_of_the_design()
+    assert set(layers) == subpackages, f"docs/design.md's layers {sorted(layers)}, the package's {sorted(subpackages)}"
+    below_experiments = [name for name, rank in layers.items() if rank < layers["experiments"]]
+    assert layers["core"] == 0 and sorted(below_experiments) == ["core", "host", "learning", "runtime", "workloads"]
+
+
+def test_every_import_points_to_the_same_or_a_lower_layer():
+    layers = _layers_of_the_design()
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    upward = []
+    for name, path in sorted(modules.items()):
+        if name in REEXPORTS:
+            continue
+        own = _layer(name, layers)
+        assert own is not None, f"{name} is in no layer of docs/design.md's import rules"
+        for imported in sorted(_imports(path)):
+            target = _imported_module(imported, modules) if imported.startswith("scalpel_executor.") else None
+            if target is None:
+                continue
+            if target in REEXPORTS:
+                upward.append(f"{name} imports {target}, an old path kept for users: import the module it re-exports")
+            elif _layer(target, layers) > own:
+                upward.append(f"{name} ({target.split('.')[1]} is above {name.split('.')[1]}) imports {imported}")
+    assert not upward, "imports against docs/design.md's layer order (move the piece down):\n" + "\n".join(upward)
+
+
+def test_the_layer_check_sees_an_upward_import_wherever_it_is():
+    # Inside a function, relative, or a name the package root loads from the runtime on first use;
+    # not under TYPE_CHECKING, which never runs.
+    layers = _layers_of_the_design()
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from scalpel_executor.cli import main\n"
+              "def f():\n    from ..experiments import plans\n    from scalpel_executor import ScalpelExecutor\n")
+    imports = _imports_in(source, "scalpel_executor.core.upward", is_package=False)
+    targets = {_imported_module(i, modules) for i in imports if i.startswith("scalpel_executor.")} - {None}
+    assert targets == {"scalpel_executor.experiments", "scalpel_executor.experiments.plans",
+                       "scalpel_executor.runtime.executor"}, targets
+    assert all(_layer(t, layers) > layers["core"] for t in targets)
 
 
 def test_no_module_of_the_package_is_part_of_an_import_cycle():

@@ -12,6 +12,7 @@ from parsl.config import Config
 from parsl.executors.high_throughput.errors import ManagerLost
 
 from scalpel_executor import ExecutorShutdown, ScalpelExecutor, WorkerDied
+from scalpel_executor.runtime.errors import NodeManagerLost
 from scalpel_executor.runtime.manager_client import ManagerClient
 
 GENEROUS = 30.0
@@ -112,3 +113,22 @@ def test_shutdown_fails_unfinished_tasks_with_executor_shutdown(tmp_path):
         with pytest.raises(ExecutorShutdown):
             future.result(timeout=0)
     assert not alive(processes)
+
+
+def test_the_heartbeat_settings_reach_local_modes_manager():
+    # With the default 120 s threshold a stopped manager would outlast GENEROUS: only the
+    # executor's heartbeat_threshold, passed on to the local manager's client, ends this in time.
+    executor = ScalpelExecutor(label="scalpel", node_manager=True, profiles=False, heartbeat_period=0.2,
+                               heartbeat_threshold=2.0)
+    executor.start()
+    try:
+        assert (executor.pool.options.heartbeat_period, executor.pool.options.heartbeat_threshold) == (0.2, 2.0)
+        future = executor.submit(time.sleep, {}, 60)
+        time.sleep(0.5)  # sent, and running in one of the manager's workers
+        stopped = executor.pool.pid
+        os.kill(stopped, signal.SIGSTOP)  # alive but silent: only the threshold can tell
+        with pytest.raises(NodeManagerLost, match="was silent for 2 s"):
+            future.result(timeout=GENEROUS)
+        assert executor.pool.pid != stopped and not alive([stopped])
+    finally:
+        executor.shutdown()
