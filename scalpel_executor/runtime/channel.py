@@ -20,7 +20,18 @@ readable by the managers, which on a cluster means a shared file system.
 libzmq: the ROUTER never delivers a byte of it to Python, so nothing of it is decoded, let alone
 unpickled. The ZAP handler logs each refusal (``scalpel_executor.runtime.channel``, WARNING) with
 the peer's address and the key it offered. Messages themselves are
-:mod:`~scalpel_executor.runtime.manager_protocol` bytes, one frame each, and are never pickles.
+:mod:`~scalpel_executor.runtime.manager_protocol` bytes (one ZeroMQ message each, in frames of at
+most 16 MiB: below), and are never pickles.
+
+**Frames.** libzmq allocates a frame's announced size when its header arrives, before CURVE has
+authenticated the peer, so with no cap anyone who can reach the port could make the driver
+allocate gigabytes (measured: +1,013 MiB for one 1 GiB frame, +4,043 MiB for two 2 GiB ones). Both
+ends set ``zmq.MAXMSGSIZE`` to :data:`MAX_FRAME` (16 MiB) plus CURVE's overhead before they bind or
+connect (set after ``bind`` it no longer reaches the listener); libzmq checks it per frame on
+reading the frame's header and drops a connection that announces more. So a stranger costs the
+driver at most one such frame per connection while its handshake lasts. Messages of any size still
+travel: a message is sent as consecutive frames of at most 16 MiB (:func:`frames_of`, views of its
+bytes, not copies) and joined on receipt (:func:`joined`), so no task's call or result meets a limit.
 
 **Threads.** ZeroMQ sockets are used by one thread each. A manager's :class:`ManagerLink` owns its
 DEALER on an I/O thread; other threads hand it outgoing frames through an inproc PUSH socket
@@ -45,12 +56,32 @@ from zmq.utils.monitor import recv_monitor_message
 
 from scalpel_executor.runtime.manager_protocol import Ping, encode
 
-__all__ = ["ManagerLink", "DriverAuthenticator", "bind_router", "make_keys", "load_keys", "LinkRefused"]
+__all__ = ["ManagerLink", "DriverAuthenticator", "bind_router", "make_keys", "load_keys", "LinkRefused",
+           "frames_of", "joined", "MAX_FRAME"]
 
 logger = logging.getLogger(__name__)
 
 PORT_RANGE = (54000, 55000)  # the default ports the driver tries, as HTEX's worker_port_range
 PING = encode(Ping())
+MAX_FRAME = 16 << 20  # bytes: the largest frame either end sends (a longer message is split) or reads
+FRAME_OVERHEAD = 64  # bytes CURVE adds to a frame on the wire (its MESSAGE command: 33)
+
+
+def frames_of(data: bytes) -> list:
+    """``data`` as consecutive frames of at most :data:`MAX_FRAME` bytes (views of it, not copies).
+
+    >>> [len(frame) for frame in frames_of(bytes(MAX_FRAME + 5))] == [MAX_FRAME, 5]
+    True
+    """
+    if len(data) <= MAX_FRAME:
+        return [data]
+    view = memoryview(data)
+    return [view[start:start + MAX_FRAME] for start in range(0, len(data), MAX_FRAME)]
+
+
+def joined(frames: list[bytes]) -> bytes:
+    """The message whose frames ``frames_of`` made."""
+    return frames[0] if len(frames) == 1 else b"".join(frames)
 
 
 def make_keys(cert_dir: str | os.PathLike) -> Path:
@@ -111,7 +142,9 @@ def bind_router(context: zmq.Context, cert_dir: Path, address: str,
                 port_range: tuple[int, int]) -> tuple[zmq.Socket, DriverAuthenticator, int]:
     """The driver's ROUTER, CURVE server, bound to ``address`` on a port from ``port_range``.
 
-    Returns the socket, its running authenticator and the port. A send to a peer whose
+    Returns the socket, its running authenticator and the port. A peer announcing a frame larger
+    than :data:`MAX_FRAME` is disconnected before anything is allocated for it (authenticated or
+    not); send messages to managers as ``[identity, *frames_of(data)]``. A send to a peer whose
     connection is gone raises (``ROUTER_MANDATORY``: EHOSTUNREACH), which is how the hub tells
     which manager a disconnection event was about (libzmq's ``ROUTER_NOTIFY``, which would say
     directly, is a draft API that release builds leave out).
@@ -122,6 +155,7 @@ def bind_router(context: zmq.Context, cert_dir: Path, address: str,
     socket = context.socket(zmq.ROUTER)
     socket.setsockopt(zmq.LINGER, 0)
     socket.setsockopt(zmq.ROUTER_MANDATORY, 1)  # a send to a gone peer raises rather than vanishing
+    socket.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME + FRAME_OVERHEAD)  # before bind: the listener copies it there
     socket.curve_secretkey = secret
     socket.curve_publickey = public
     socket.curve_server = True
@@ -145,7 +179,8 @@ class ManagerLink:
 
     ``recv_bytes`` raises EOFError once the driver is gone: its TCP connection dropped after the
     handshake, it was silent (no message, no ``Ping``) for ``driver_threshold`` seconds, or it
-    refused our key (then ``refused`` says so). ``Ping`` frames are consumed here.
+    refused our key (then ``refused`` says so). ``Ping`` frames are consumed here. Messages of
+    any size go both ways, as frames of at most :data:`MAX_FRAME` bytes.
     """
 
     _EOF = object()
@@ -155,6 +190,7 @@ class ManagerLink:
         self._context = zmq.Context()
         self._dealer = self._context.socket(zmq.DEALER)
         self._dealer.setsockopt(zmq.LINGER, 2000)  # a final Result/Failed may still be on its way out
+        self._dealer.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME + FRAME_OVERHEAD)  # before connect, as the driver's
         self._dealer.curve_secretkey = secret
         self._dealer.curve_publickey = public
         self._dealer.curve_serverkey = server_public
@@ -239,7 +275,7 @@ class ManagerLink:
                 if self._dealer in events:
                     while True:
                         try:
-                            data = self._dealer.recv(zmq.NOBLOCK)
+                            data = joined(self._dealer.recv_multipart(zmq.NOBLOCK))
                         except zmq.Again:
                             break
                         last_heard = time.monotonic()
@@ -255,7 +291,7 @@ class ManagerLink:
                         if not data:
                             closing = True
                             break
-                        self._dealer.send(data)
+                        self._dealer.send_multipart(frames_of(data), copy=False)
                     if closing:
                         break
         except zmq.ZMQError as error:

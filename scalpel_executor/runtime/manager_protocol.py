@@ -45,6 +45,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import reprlib
 import struct
 import sys
 from dataclasses import asdict, dataclass, field, fields
@@ -149,20 +150,27 @@ class Fatal(NamedTuple):
 Message = Union[Register, Ping, Configure, Submit, Shutdown, Started, Result, Failed, Heartbeat, Log, Fatal]
 
 _NUMBER, _OPTIONAL_NUMBER, _OPTIONAL_INT = "number", "number?", "int?"
+_INTS, _NUMBERS, _INT_LISTS = "ints", "numbers", "int lists"  # lists of integers, of numbers, of integer lists
+_PLAIN, _DETAIL = "plain", "detail"  # a dict of plain values; a Failed's fields (see _DETAIL_FIELDS)
 _SCHEMA: dict[str, tuple[type, tuple[Any, ...]]] = {  # tag -> (kind, types of its fields in order)
-    "register": (Register, (str, str, str, int, list)),
+    "register": (Register, (str, str, str, int, _INTS)),
     "ping": (Ping, ()),
     "configure": (Configure, (dict, dict)),
     "submit": (Submit, (int, _NUMBER, _NUMBER, _NUMBER, _OPTIONAL_NUMBER, _NUMBER, _OPTIONAL_NUMBER, bool, str, bool,
                         int, _NUMBER, int, bytes)),
     "shutdown": (Shutdown, ()),
-    "started": (Started, (int, list, list, dict)),
-    "result": (Result, (int, bool, dict, int, int, int, _NUMBER, bytes)),
-    "failed": (Failed, (int, str, str, dict, _OPTIONAL_INT, _OPTIONAL_INT, _OPTIONAL_INT, _OPTIONAL_NUMBER)),
-    "heartbeat": (Heartbeat, (list, int, list, list)),
+    "started": (Started, (int, _INTS, _INT_LISTS, dict)),
+    "result": (Result, (int, bool, _PLAIN, int, int, int, _NUMBER, bytes)),
+    "failed": (Failed, (int, str, str, _DETAIL, _OPTIONAL_INT, _OPTIONAL_INT, _OPTIONAL_INT, _OPTIONAL_NUMBER)),
+    "heartbeat": (Heartbeat, (_INTS, int, _NUMBERS, _INTS)),
     "log": (Log, (int, str, str)),
     "fatal": (Fatal, (str,)),
 }
+#: The fields of a Failed's ``detail`` the driver reads to rebuild its exception, and what each must be.
+_DETAIL_FIELDS = {"pid": _OPTIONAL_INT, "cpus": _INTS, "cause": str, "walltime": _OPTIONAL_NUMBER}
+#: Deepest nesting of lists and dicts a header may have (a configuration nests 4 deep); deeper
+#: ones are refused before anything walks them recursively.
+MAX_DEPTH = 32
 _TAGS = {kind: tag for tag, (kind, _) in _SCHEMA.items()}
 _LENGTH = struct.Struct("!I")
 
@@ -204,8 +212,12 @@ def decode(data: bytes) -> Message:
         envelope = json.loads(data[_LENGTH.size:_LENGTH.size + length])
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"not a node manager message: its header is not JSON ({error})") from None
+    except RecursionError:
+        raise ValueError(f"not a node manager message: its header nests deeper than {MAX_DEPTH} levels") from None
+    if _depth(envelope) > MAX_DEPTH:
+        raise ValueError(f"not a node manager message: its header nests deeper than {MAX_DEPTH} levels")
     if not isinstance(envelope, list) or not envelope or envelope[0] not in _SCHEMA:
-        raise ValueError(f"not a node manager message: {envelope!r:.200}")
+        raise ValueError(f"not a node manager message: {_short(envelope)}")
     tag, fields = envelope[0], envelope[1:]
     kind, types = _SCHEMA[tag]
     blob = data[_LENGTH.size + length:]
@@ -214,9 +226,43 @@ def decode(data: bytes) -> Message:
     elif blob:
         raise ValueError(f"a {tag!r} message carries no bytes, but {len(blob)} follow its header")
     if len(fields) != len(types):
-        raise ValueError(f"a {tag!r} message has {len(types)} fields, got {len(fields)}: {fields!r:.200}")
+        raise ValueError(f"a {tag!r} message has {len(types)} fields, got {len(fields)}: {_short(fields)}")
     return kind(*(_checked(tag, name, value, expected)
                   for name, value, expected in zip(kind._fields, fields, types)))
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and dicts nest in a decoded JSON value (iteratively: no recursion to exhaust)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (list, dict)):
+            deepest = max(deepest, level)
+            if level <= MAX_DEPTH:
+                stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, bool, int, float))
+
+
+def _is_plain(value: Any) -> bool:  # a worker's stats: numbers, strings, booleans, null, or lists of those
+    return _is_scalar(value) or isinstance(value, list) and all(map(_is_scalar, value))
+
+
+_WANTED = {_NUMBER: "a number", _OPTIONAL_NUMBER: "a number or null", _OPTIONAL_INT: "an integer or null",
+           int: "an integer", _INTS: "a list of integers", _NUMBERS: "a list of numbers",
+           _INT_LISTS: "a list of lists of integers",
+           _PLAIN: "an object of numbers, strings, booleans, nulls or lists of those"}
 
 
 def _checked(tag: str, name: str, value: Any, expected: Any) -> Any:
@@ -224,16 +270,44 @@ def _checked(tag: str, name: str, value: Any, expected: Any) -> Any:
     if value is None and optional:
         return None
     if expected in (_NUMBER, _OPTIONAL_NUMBER):
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value):
+        if _is_number(value):
             return float(value)
     elif expected is _OPTIONAL_INT or expected is int:
-        if isinstance(value, int) and not isinstance(value, bool):
+        if _is_int(value):
             return value
+    elif expected is _INTS:
+        if isinstance(value, list) and all(map(_is_int, value)):
+            return value
+    elif expected is _NUMBERS:
+        if isinstance(value, list) and all(map(_is_number, value)):
+            return value
+    elif expected is _INT_LISTS:
+        if isinstance(value, list) and all(isinstance(item, list) and all(map(_is_int, item)) for item in value):
+            return value
+    elif expected is _PLAIN:
+        if isinstance(value, dict) and all(map(_is_plain, value.values())):
+            return value
+    elif expected is _DETAIL:
+        if not isinstance(value, dict):
+            raise ValueError(f"field {name!r} of a {tag!r} message must be an object, got {_short(value)}")
+        for key, wanted in _DETAIL_FIELDS.items():
+            if key in value:
+                _checked(tag, f"{name}.{key}", value[key], wanted)
+        return value
     elif isinstance(value, expected):
         return value
-    wanted = {_NUMBER: "a number", _OPTIONAL_NUMBER: "a number or null", _OPTIONAL_INT: "an integer or null",
-              int: "an integer"}.get(expected, getattr(expected, "__name__", str(expected)))
-    raise ValueError(f"field {name!r} of a {tag!r} message must be {wanted}, got {value!r:.100}")
+    wanted = _WANTED.get(expected, getattr(expected, "__name__", str(expected)))
+    raise ValueError(f"field {name!r} of a {tag!r} message must be {wanted}, got {_short(value)}")
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 100
+
+
+def _short(value: Any) -> str:
+    """A value for an error message: bounded in length and depth, whatever the peer sent."""
+    return _REPR.repr(value)
+
 
 
 @dataclass(frozen=True)

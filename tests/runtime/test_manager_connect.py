@@ -8,22 +8,28 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+from types import SimpleNamespace
 
 import psutil
 import pytest
+import zmq
 from parsl.executors.high_throughput.errors import ManagerLost
-from parsl.serialize import deserialize
+from parsl.serialize import deserialize, serialize
 
+from scalpel_executor import __version__
 from scalpel_executor.core.tasks import Task
-from scalpel_executor.runtime.channel import make_keys
-from scalpel_executor.runtime.errors import NodeManagerLost
+from scalpel_executor.runtime import hub as hub_module
+from scalpel_executor.runtime.channel import MAX_FRAME, PING, load_keys, make_keys
+from scalpel_executor.runtime.errors import NodeManagerLost, WorkerDied
 from scalpel_executor.runtime.hub import ManagerHub
-from scalpel_executor.runtime.manager_protocol import ManagerConfig
+from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Heartbeat, ManagerConfig, Register, Result,
+                                                       Shutdown, Started, Submit, decode, encode)
 from scalpel_executor.runtime.options import PoolOptions
 from tests.runtime.test_manager import GENEROUS, Outcomes, alive, call, sleep_after_marking, wait_until, where
 
@@ -172,7 +178,7 @@ def test_a_driver_topology_naming_cpus_the_node_lacks_is_laid_over_its_own_with_
 
 def test_a_manager_that_cannot_reach_the_driver_gives_up(tmp_path):
     cert_dir = make_keys(tmp_path / "certificates")
-    with __import__("socket").socket() as probe:  # a port nothing listens on
+    with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     process = subprocess.run(manager_command(f"tcp://127.0.0.1:{port}", cert_dir, "0", None, "--connect-timeout",
@@ -315,3 +321,259 @@ def test_a_burst_of_submits_faster_than_the_hub_thread_is_queued_whole(hub_and_m
     launch("0", CPUS[0])
     results = outcomes.wait(range(3000), timeout=120)
     assert all(outcome.ok for outcome in results.values())
+
+
+# -- faults of the channel and of managers' messages (issue 26: defects 1-4 and slow callbacks) -------------
+
+
+class FakeManager:
+    """A node manager played by the test: a DEALER holding this run's client keys, speaking
+    manager_protocol by hand, so a test decides exactly what reaches the hub and when."""
+
+    def __init__(self, hub, block_id="fake", slots=1):
+        public, secret, server_public = load_keys(hub.cert_dir, "client")
+        self.context = zmq.Context()
+        self.dealer = self.context.socket(zmq.DEALER)
+        self.dealer.setsockopt(zmq.LINGER, 0)
+        self.dealer.curve_secretkey, self.dealer.curve_publickey = secret, public
+        self.dealer.curve_serverkey = server_public
+        self.dealer.connect(hub.url)
+        self.send(Register(block_id, f"fake-{block_id}", __version__, os.getpid(), list(range(slots))))
+        self.receive(Configure)
+        self.send(Started(os.getpid(), [], [[cpu] for cpu in range(slots)], {}))
+
+    def send(self, message):
+        self.send_raw(encode(message))
+
+    def send_raw(self, data):
+        self.dealer.send(data)
+
+    def receive(self, kind, timeout=GENEROUS):
+        """The next message but Pings, which must be a ``kind``."""
+        deadline = time.monotonic() + timeout
+        while self.dealer.poll(max(0.0, deadline - time.monotonic()) * 1000):
+            data = b"".join(self.dealer.recv_multipart())
+            if data != PING:
+                message = decode(data)
+                assert isinstance(message, kind), message
+                return message
+        raise AssertionError(f"no {kind.__name__} within {timeout} s")
+
+    def result(self, submit, value):
+        return Result(submit.task_id, True, {"wall": 0.01}, 0, 0, 0, time.monotonic(), serialize(value))
+
+    def close(self):
+        self.dealer.close()
+        self.context.term()
+
+
+@pytest.fixture
+def fakes():
+    made = []
+
+    def make(hub, block_id="fake", slots=1):
+        made.append(FakeManager(hub, block_id, slots))
+        return made[-1]
+
+    yield make
+    for fake in made:
+        fake.close()
+
+
+NO_WORKER_LEFT = Failed(0, "ExecutorShutdown", "no worker could be started on any core (see the log); no new tasks "
+                        "are accepted", {}, None, None, None, None)
+
+
+def test_a_manager_with_no_worker_left_is_sent_nothing_and_its_unstarted_tasks_run_on_another(hub_and_managers,
+                                                                                               fakes):
+    hub, outcomes, launch = hub_and_managers()
+    broken = fakes(hub, "broken")
+    assert registered(hub, 1)
+    for task_id in range(2):
+        hub.submit(call(task_id, where, task_id))
+    held = [broken.receive(Submit) for _ in range(2)]
+    launch("healthy", CPUS[0])
+    assert registered(hub, 2)
+    # Its pool retired its last core (the replacements died before "ready"): the heartbeat says so at
+    # once, then the pool fails what it had not started, as WorkerDied and, for later arrivals, refusals.
+    broken.send(Heartbeat([], 3, [], [0]))
+    broken.send(Failed(held[0].task_id, "WorkerDied", "task 0 cannot run: no worker could be started on any core",
+                       {"pid": None, "cpus": [], "cause": "no worker left"}, None, None, None, None))
+    broken.send(NO_WORKER_LEFT._replace(task_id=held[1].task_id))
+    broken.receive(Shutdown)
+    for task_id in range(2, 8):
+        hub.submit(call(task_id, where, task_id))
+    results = outcomes.wait(range(8))
+    assert all(outcome.ok and outcome.error is None for outcome in results.values()), results
+    assert all(len(outcomes.by_task[i]) == 1 for i in range(8))
+    assert [m["block_id"] for m in hub.connected_managers()] == ["healthy"]
+    assert hub.managers_lost == 1
+
+
+def test_with_no_other_manager_a_task_that_cannot_start_fails_with_worker_died_naming_the_node(hub_and_managers,
+                                                                                                fakes):
+    hub, outcomes, launch = hub_and_managers()
+    broken = fakes(hub, "broken")
+    hub.submit(call(0, where, 0))
+    submit = broken.receive(Submit)
+    broken.send(Heartbeat([], 3, [], [0]))
+    broken.send(NO_WORKER_LEFT._replace(task_id=submit.task_id))
+    (outcome,) = outcomes.wait([0]).values()
+    assert isinstance(outcome.error, WorkerDied), outcome  # not ExecutorShutdown: the executor still accepts
+    assert "fake-broken" in str(outcome.error) and "no other node manager" in str(outcome.error)
+    broken.receive(Shutdown)
+    assert hub.connected_managers() == []
+    hub.submit(call(1, where, 1))  # waits in the driver for a manager that can run it
+    launch("healthy", CPUS[0])
+    assert outcomes.wait([1])[1].ok
+
+
+def test_a_manager_short_of_workers_is_dealt_only_what_its_live_cores_take(hub_and_managers, fakes):
+    hub, outcomes, launch = hub_and_managers(prefetch=0)
+    fake = fakes(hub, "half", slots=2)
+    fake.send(Heartbeat([], 3, [], [1]))  # one of its two cores retired
+    for task_id in range(3):
+        hub.submit(call(task_id, where, task_id))
+    first = fake.receive(Submit)
+    assert wait_until(lambda: hub.connected_managers()[0]["tasks"] == 1)
+    with pytest.raises(AssertionError, match="no Submit"):
+        fake.receive(Submit, timeout=1.0)  # room: one live slot, no prefetch
+    fake.send(fake.result(first, "done"))
+    fake.receive(Submit)
+
+
+def test_results_queued_while_the_driver_was_stopped_are_read_before_anyone_is_judged_silent(hub_and_managers,
+                                                                                              fakes, monkeypatch):
+    hub, outcomes, launch = hub_and_managers(threshold=30.0, period=0.5)
+    fake = fakes(hub)
+    hub.submit(call(0, where, 0))
+    submit = fake.receive(Submit)
+    # The driver resumes after a stop longer than heartbeat_threshold: its clock jumped, and the result
+    # the manager sent meanwhile is still with libzmq's I/O thread when the hub thread's poll returns.
+    offset = [0.0]
+    monkeypatch.setattr(hub_module, "time", SimpleNamespace(monotonic=lambda: time.monotonic() + offset[0]))
+    poll, resumed = zmq.Poller.poll, threading.Event()
+
+    def poll_across_a_stop(self, timeout=None):
+        if threading.current_thread() is hub._thread and not resumed.is_set():
+            resumed.set()
+            offset[0] = hub.heartbeat_threshold + 10
+            fake.send(fake.result(submit, "finished before the stop"))  # the test thread waits meanwhile
+            return []
+        return poll(self, timeout)
+
+    monkeypatch.setattr(zmq.Poller, "poll", poll_across_a_stop)
+    (outcome,) = outcomes.wait([0]).values()
+    assert resumed.is_set()
+    assert outcome.ok and outcome.error is None, outcome.error  # not NodeManagerLost
+    assert deserialize(outcome.payload) == "finished before the stop"
+    assert hub.managers_lost == 0 and len(hub.connected_managers()) == 1
+
+
+def deep_header():
+    return frame(b'["log",' + b"[" * 100_000 + b"]" * 100_000 + b',"scalpel_executor","x"]')
+
+
+def frame(header, blob=b""):
+    return len(header).to_bytes(4, "big") + header + blob
+
+
+@pytest.mark.parametrize("malformed", ["deeply nested header", "slot_cpus [5]", "a bug handling it"])
+def test_a_malformed_message_from_a_key_holder_loses_only_that_manager(hub_and_managers, fakes, monkeypatch,
+                                                                       malformed):
+    hub, outcomes, launch = hub_and_managers()
+    fake = fakes(hub, "bad")
+    for task_id in range(2):
+        hub.submit(call(task_id, where, task_id))
+    held = [fake.receive(Submit) for _ in range(2)]
+    launch("healthy", CPUS[0])
+    assert registered(hub, 2)
+    if malformed == "deeply nested header":
+        fake.send_raw(deep_header())
+    elif malformed == "slot_cpus [5]":
+        fake.send_raw(frame(b'["started",1,[],[5],{}]'))
+    else:  # anything a message's handling raises costs that manager only
+        def broken(message):
+            raise RuntimeError("injected while rebuilding an error")
+
+        monkeypatch.setattr(hub_module, "rebuild_error", broken)
+        fake.send(NO_WORKER_LEFT._replace(task_id=held[0].task_id, slot=0))
+    lost = outcomes.wait([m.task_id for m in held])
+    for outcome in lost.values():
+        assert isinstance(outcome.error, NodeManagerLost) and "malformed" in str(outcome.error), outcome
+    for task_id in range(2, 6):
+        hub.submit(call(task_id, where, task_id))
+    results = outcomes.wait(range(2, 6))
+    assert all(outcome.ok for outcome in results.values()), results
+    assert hub._thread.is_alive()
+    assert all(len(entries) == 1 for entries in outcomes.by_task.values())
+    assert [m["block_id"] for m in hub.connected_managers()] == ["healthy"]
+
+
+def rss():
+    return psutil.Process().memory_info().rss
+
+
+def test_a_stranger_announcing_a_huge_frame_is_dropped_before_the_driver_allocates_it(hub_and_managers):
+    hub, outcomes, launch = hub_and_managers()
+    size = 128 << 20
+    before = rss()
+    with socket.create_connection(("127.0.0.1", hub.port), timeout=GENEROUS) as stranger:
+        # A ZMTP 3.0 greeting asking for CURVE, then, before any handshake, one long command frame
+        # announcing 128 MiB and sending all of it but the last byte (libzmq would hold it waiting).
+        stranger.sendall(b"\xff" + bytes(8) + b"\x7f" + b"\x03\x00" + b"CURVE".ljust(20, b"\x00") + bytes(32))
+        stranger.sendall(b"\x06" + size.to_bytes(8, "big"))
+        chunk, sent, dropped = bytes(1 << 20), 0, False
+        try:
+            while sent < size - 1:
+                sent += stranger.send(chunk[:size - 1 - sent])
+        except OSError:  # the driver closed the connection after the frame's header
+            dropped = True
+        grown = rss() - before
+    print(f"stranger sent {sent >> 20} MiB before being dropped; driver RSS {grown / 2**20:+.1f} MiB")
+    assert dropped and grown < 32 << 20, (sent, grown)
+    hub.submit(call(0, where, 0))  # the hub is unharmed
+    launch("0", CPUS[0])
+    assert outcomes.wait([0])[0].ok
+
+
+def test_a_key_holder_sending_an_oversized_frame_is_lost_and_large_messages_travel_in_frames(hub_and_managers,
+                                                                                             fakes, caplog):
+    caplog.set_level(logging.INFO, logger="scalpel_executor")
+    hub, outcomes, launch = hub_and_managers()
+    fake = fakes(hub, "big")
+    hub.submit(call(0, where, 0))
+    submit = fake.receive(Submit)
+    fake.send_raw(encode(fake.result(submit, "x"))[:10] + bytes(MAX_FRAME + 100))  # one frame over the limit
+    (outcome,) = outcomes.wait([0]).values()
+    assert isinstance(outcome.error, NodeManagerLost) and "frame over 16 MiB" in str(outcome.error)
+    # A real manager's large call and result cross as several frames each
+    launch("0", CPUS[0])
+    hub.submit(call(1, len, b"a" * (40 << 20)))
+    hub.submit(call(2, bytes, 40 << 20))
+    results = outcomes.wait([1, 2])
+    assert results[1].ok and deserialize(results[1].payload) == 40 << 20
+    assert results[2].ok and deserialize(results[2].payload) == bytes(40 << 20)
+
+
+def test_a_slow_completion_callback_does_not_silence_the_driver(hub_and_managers):
+    hub, outcomes, launch = hub_and_managers(threshold=2.0, period=0.5)
+    release, slow = threading.Event(), []
+
+    def on_complete(task, outcome):
+        if task.id == 0:
+            slow.append(time.monotonic())
+            release.wait(GENEROUS)  # a user callback that takes its time
+        outcomes(task, outcome)
+
+    hub._on_complete = on_complete
+    manager = launch("0", CPUS[0], None, "--driver-threshold", "2")
+    assert registered(hub, 1)
+    hub.submit(call(0, where, 0))
+    hub.submit(call(1, where, 1))
+    assert wait_until(lambda: slow)
+    time.sleep(6.0)  # three driver thresholds inside the callback: the hub thread pings meanwhile
+    assert manager.poll() is None, "the manager ended: it heard nothing from the driver"
+    assert len(hub.connected_managers()) == 1 and hub.managers_lost == 0
+    release.set()
+    assert all(outcome.ok for outcome in outcomes.wait([0, 1]).values())

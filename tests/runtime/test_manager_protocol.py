@@ -56,6 +56,18 @@ def frame(header: bytes, blob: bytes = b"") -> bytes:
     (frame(b'["heartbeat",[1],true,[],[]]'), "field 'respawns' of a 'heartbeat' message must be an integer"),
     (frame(b'["submit",1,NaN,1,0,null,0,null,true,"",true,1,0,0]'), "field 'footprint' of a 'submit' message must be a number"),
     (frame(b'["submit",1,1,1,0,null,null,null,true,"",true,1,0,0]'), "field 'spread' of a 'submit' message must be a number"),
+    # From a key holder these stopped the driver's hub thread (TypeError, RecursionError) before being refused here
+    (frame(b'["started",1,[],[5],{}]'), "field 'slot_cpus' of a 'started' message must be a list of lists of integers"),
+    (frame(b'["register","0","h","1",1,["0"]]'), "field 'cpus' of a 'register' message must be a list of integers"),
+    (frame(b'["heartbeat",[1],0,[0.5,"x"],[]]'), "field 'respawn_seconds' of a 'heartbeat' message must be a list"),
+    (frame(b'["heartbeat",[1],0,[],[null]]'), "field 'retired_slots' of a 'heartbeat' message must be a list of int"),
+    (frame(b'["failed",1,"WorkerDied","m",{"cpus":5},null,null,null,null]'),
+     "field 'detail.cpus' of a 'failed' message must be a list of integers, got 5"),
+    (frame(b'["failed",1,"WorkerDied","m",{"pid":"42"},null,null,null,null]'), "field 'detail.pid'"),
+    (frame(b'["result",1,true,{"wall":{"deep":1}},0,0,0,1.0]'), "field 'stats' of a 'result' message must be"),
+    (frame(b'["log",' + b"[" * 100_000 + b"]" * 100_000 + b',"a","b"]'), "nests deeper than 32 levels"),
+    (frame(b'["log",' + b"[" * 40 + b"]" * 40 + b',"a","b"]'), "nests deeper than 32 levels"),
+    (frame(b'["fatal",' + b"[" * 30 + b"]" * 30 + b"]"), "field 'message' of a 'fatal' message must be str"),
 ])
 def test_anything_else_fails_to_decode_naming_what_is_wrong(data, complaint):
     with pytest.raises(ValueError, match=complaint):
