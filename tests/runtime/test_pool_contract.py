@@ -92,7 +92,7 @@ def started_pool(request):
     if request.param is ManagerHub:
         hub, outcomes, launch = request.getfixturevalue("hub_and_managers")()
         launch("0", CPU)
-        assert wait_until(lambda: hub.worker_pids, GENEROUS), "the manager did not start its worker"
+        assert wait_until(lambda: hub.slot_cpus_map, GENEROUS), "the manager did not report Started"
         yield hub, outcomes
         return
     outcomes = Outcomes()
