@@ -457,7 +457,7 @@ def test_results_queued_while_the_driver_was_stopped_are_read_before_anyone_is_j
     def poll_across_a_stop(self, timeout=None):
         if threading.current_thread() is hub._thread and not resumed.is_set():
             resumed.set()
-            offset[0] = hub.heartbeat_threshold + 10
+            offset[0] = hub.options.heartbeat_threshold + 10
             fake.send(fake.result(submit, "finished before the stop"))  # the test thread waits meanwhile
             return []
         return poll(self, timeout)
