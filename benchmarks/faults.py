@@ -24,6 +24,7 @@ injects one fault per case at one state, chosen by a seeded random generator::
     close_fds           the task closes every descriptor above 2 (the worker's socket included)
     unpicklable         the task returns a lock
     unreadable          the task returns an object that raises when the driver unpickles it
+    unreadable_exit     the task returns an object whose unpickling calls sys.exit(3) in the driver
     huge_result         the result needs more memory to serialize than the worker may use
 
 Invariants checked after every round (a fresh executor, several cases, ``dfk.cleanup()``):
@@ -63,7 +64,7 @@ import psutil
 
 STATES = ("starting", "idle", "running", "replacing", "walltime", "probing")
 IN_TASK = ("bg_exit", "sys_exit", "keyboard_interrupt", "base_exception", "fork", "close_fds",
-           "unpicklable", "unreadable", "huge_result")
+           "unpicklable", "unreadable", "unreadable_exit", "huge_result")
 FAULTS = ("sigkill", "sigstop") + IN_TASK
 # Which faults can land in which state: outside signals anywhere, the task's own faults while it runs.
 COMBINATIONS = tuple(
@@ -82,6 +83,7 @@ TASK_ERRORS = {  # the error class names a faulted task may end with
     "close_fds": {"WorkerDied"},
     "unpicklable": {"TypeError"},
     "unreadable": {"UnreadableError", "DeserializationError"},
+    "unreadable_exit": {"TaskExit"},  # fails its own future (it was left pending forever)
     "huge_result": {"TypeError", "RuntimeError", "MemoryError"},
 }
 STOP_FOR = 0.3  # seconds a SIGSTOPped process stays stopped
@@ -106,6 +108,11 @@ def _explode():
 class Unreadable:
     def __reduce__(self):
         return (_explode, ())
+
+
+class ExitsWhenRead:
+    def __reduce__(self):
+        return (sys.exit, (3,))
 
 
 def fault_task(fault: str, value: int, walltime: float | None = None, parsl_resource_specification: dict | None = None):
@@ -137,6 +144,8 @@ def fault_task(fault: str, value: int, walltime: float | None = None, parsl_reso
         return threading.Lock()
     if fault == "unreadable":
         return Unreadable()
+    if fault == "unreadable_exit":
+        return ExitsWhenRead()
     if fault == "huge_result":
         import resource
 

@@ -587,10 +587,13 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                        estimate.key, estimate.footprint_source, estimate.runtime_source, task.intensity,
                        estimate.measure, task.spread, hints.priority, task.cores, task.memory, task.gpus)
         )
-        if succeeded and self._estimator is not None:
-            self._estimator.observe(estimate, outcome.stats)
-        if succeeded:
-            self._hint_audit.observe(estimate.key, hints, outcome.stats)
+        try:
+            if succeeded and self._estimator is not None:
+                self._estimator.observe(estimate, outcome.stats)
+            if succeeded:
+                self._hint_audit.observe(estimate.key, hints, outcome.stats)
+        except Exception:  # noqa: BLE001 - odd measurements cost what they would teach, never the future
+            logger.exception("could not learn from task %s's measurements %r", task.id, outcome.stats)
         try:
             if outcome.error is not None:
                 future.set_exception(outcome.error)
@@ -609,6 +612,16 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         except Exception as error:  # noqa: BLE001 - e.g. a result that cannot be deserialized here
             try:
                 future.set_exception(error)
+            except InvalidStateError:
+                pass
+        except BaseException as error:  # noqa: BLE001 - unpickling the result called sys.exit(): fail it alone
+            # Never KeyboardInterrupt from Ctrl-C: this runs on a completion thread, and Python delivers
+            # signals to the main thread; whatever arrives here was raised by the result's own code.
+            try:
+                failure = TaskExit(f"task {task.id}'s {'result' if outcome.ok else 'exception'} raised {error!r} "
+                                   f"while it was deserialized in the driver", error)
+                failure.__cause__ = error
+                future.set_exception(failure)
             except InvalidStateError:
                 pass
 

@@ -128,6 +128,47 @@ def test_a_killed_manager_fails_its_task_with_manager_lost_and_retries_run_it_on
         dfk.cleanup()
 
 
+@python_app(executors=["scalpel_blocks"])
+def where_slowly(x):
+    import os
+    import time
+
+    time.sleep(0.2)
+    return x, os.environ.get("PARSL_WORKER_BLOCK_ID")
+
+
+@needs_two_cpus
+def test_a_block_whose_workers_cannot_start_is_dealt_nothing_and_every_task_runs_on_a_healthy_one(tmp_path):
+    # Once the marker exists, every worker block 1's manager starts dies before "ready" (a broken
+    # environment on that node), and says so in a file; block 0 (and any later block) is healthy.
+    site, marker, deaths = tmp_path / "site", tmp_path / "break-block-1", tmp_path / "deaths"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import os\n"
+        f"if os.environ.get('PARSL_WORKER_BLOCK_ID') == '1' and os.path.exists({str(marker)!r}):\n"
+        f"    open({str(deaths)!r}, 'a').write('died\\n')\n"
+        "    os._exit(7)\n")
+    path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    dfk, executor = load(tmp_path, retries=2, probe=False, worker_env={"PYTHONPATH": path},
+                         launch_cmd=DEFAULT_LAUNCH_CMD + " --cpus $(( {block_id} % 2 ))")
+    try:
+        assert managers_ready(executor, 2), executor.connected_managers()
+        (broken,) = [m for m in executor.connected_managers() if m["block_id"] == "1"]
+        marker.touch()
+        for pid in broken["worker_pids"]:  # its replacements die 3 times in a row: the core is retired
+            os.kill(pid, signal.SIGKILL)
+        assert wait_until(lambda: deaths.exists() and len(deaths.read_text().split()) >= 3)
+        futures = [where_slowly(i) for i in range(20)]
+        results = [future.result(timeout=2 * GENEROUS) for future in futures]  # was: 18 of 20 failed 3 times
+        assert [x for x, _ in results] == list(range(20))
+        assert "1" not in {block for _, block in results}
+        assert wait_until(lambda: not alive([broken["pid"]])), "the manager without workers was not let go"
+        assert "1" not in [m["block_id"] for m in executor.connected_managers()]
+        assert executor.pool.managers_lost >= 1
+    finally:
+        dfk.cleanup()
+
+
 @needs_two_cpus
 def test_a_block_of_two_nodes_runs_a_manager_on_each_and_both_end_at_cleanup(tmp_path):
     # Node i of the block (the launcher's $1, counting from 1) is confined to CPU i - 1, as srun

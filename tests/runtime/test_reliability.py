@@ -553,6 +553,35 @@ def test_sys_exit_or_keyboard_interrupt_in_a_task_fails_it_with_task_exit_and_th
     assert echo(1).result(timeout=GENEROUS) == 1
 
 
+class _ExitsWhenUnpickled:
+    """A result whose unpickling, in the driver, calls sys.exit(3) (pickled fine in the worker)."""
+
+    def __reduce__(self):
+        import sys
+
+        return (sys.exit, (3,))
+
+
+def _result_that_exits_when_unpickled():
+    return _ExitsWhenUnpickled()
+
+
+@pytest.mark.parametrize("node_manager", [True, False])
+def test_a_result_whose_unpickling_calls_sys_exit_fails_its_own_future_and_the_next_completes(node_manager):
+    from scalpel_executor import TaskExit
+
+    executor = ScalpelExecutor(batch_window=0, profiles=False, probe=False, node_manager=node_manager)
+    executor.start()
+    try:
+        future = executor.submit(_result_that_exits_when_unpickled, {})
+        error = future.exception(timeout=GENEROUS)  # was pending forever, even after shutdown()
+        assert isinstance(error, TaskExit) and isinstance(error.exception, SystemExit), error
+        assert "deserialized in the driver" in str(error) and "SystemExit(3)" in str(error)
+        assert executor.submit(len, {}, "ab").result(timeout=GENEROUS) == 2
+    finally:
+        executor.shutdown()
+
+
 def test_a_failing_dispatch_thread_fails_every_task_naming_what_broke():
     from scalpel_executor import ExecutorFailed
 
