@@ -17,7 +17,8 @@
       │  (EOF) ──>                                          the driver is gone: end workers, exit
 
 In connect mode (provider blocks, :mod:`scalpel_executor.runtime.hub`) the manager speaks first
-and the driver beats too; each message is one ZeroMQ frame holding the same bytes::
+and the driver beats too; each message is one ZeroMQ message holding the same bytes, in frames
+of at most 16 MiB (:mod:`~scalpel_executor.runtime.channel`)::
 
       │                               <── Register(block_id, hostname, version, pid, cpus)
       │  Configure(config) ──>  ...as above...
@@ -27,7 +28,11 @@ A task's call and result are opaque bytes here (Parsl's serialization, packed by
 unpacked by a worker, or the reverse). The envelope is **not** a pickle: it is a JSON header
 (tag and fields: numbers, strings, booleans, None, lists and string-keyed dicts of those) followed
 by at most one raw byte field, so decoding a message runs no code and builds no object of the
-peer's choosing, whoever the peer is. A failure without a result (``Failed``) travels as a kind
+peer's choosing, whoever the peer is; every field is checked against its type down to its
+elements (a CPU list is a list of integers, a worker's stats are numbers, strings, booleans, nulls
+or lists of those), the free-form objects (a configuration, a topology) may nest at most
+:data:`MAX_DEPTH` levels, and anything else is a ``ValueError`` naming the field, so a receiver
+has one exception to catch. A failure without a result (``Failed``) travels as a kind
 from :data:`FAILURE_KINDS`, a message and a dict of plain fields; the driver rebuilds the
 exception it knows (``WorkerDied``, ``WalltimeExceeded``, ...).
 
