@@ -291,7 +291,8 @@ class ManagerLink:
                         if not data:
                             closing = True
                             break
-                        self._dealer.send_multipart(frames_of(data), copy=False)
+                        frames = frames_of(data)
+                        self._dealer.send_multipart(frames, copy=len(frames) == 1)  # large: views, not copies
                     if closing:
                         break
         except zmq.ZMQError as error:

@@ -176,7 +176,8 @@ class ManagerHub:
         self._wake_lock = threading.Lock()
         self._woken = False  # a wake byte waits for the hub thread (guarded by _wake_lock)
         self._thread: threading.Thread | None = None
-        self._completions: queue.SimpleQueue = queue.SimpleQueue()  # (task, outcome), then None at the end
+        self._completions: queue.SimpleQueue = queue.SimpleQueue()  # lists of (task, outcome); None at the end
+        self._delivered: list[tuple[Task, Outcome]] = []  # this pass's outcomes, handed over together
         self._completer: threading.Thread | None = None
         self._monitor: zmq.Socket | None = None
         self.managers_lost = 0
@@ -305,6 +306,7 @@ class ManagerHub:
                     for manager in list(self._managers.values()):
                         self._send(router, manager, PING)
                 self._deal(router)
+                self._hand_over()
         except BaseException as error:  # noqa: BLE001 - a bug here must not leave futures pending forever
             logger.exception("the node manager hub failed; failing every unfinished task")
             cause = f"the executor's hub thread failed with {error!r} (a bug: please report it with the log)"
@@ -360,6 +362,7 @@ class ManagerHub:
             except zmq.Again:
                 return
             self._receive(router, frames)
+        self._hand_over()
 
     def _receive(self, router: zmq.Socket, frames: list[bytes]) -> None:
         if len(frames) < 2:
@@ -489,7 +492,8 @@ class ManagerHub:
     def _send(self, router: zmq.Socket, manager: RemoteManager | None, data: bytes,
               identity: bytes | None = None) -> bool:
         try:
-            router.send_multipart([identity or manager.identity, *frames_of(data)], zmq.NOBLOCK, copy=False)
+            frames = frames_of(data)
+            router.send_multipart([identity or manager.identity, *frames], zmq.NOBLOCK, copy=len(frames) == 1)
             return True
         except zmq.ZMQError as error:  # EHOSTUNREACH: gone; EAGAIN: its queue is full, it is not reading
             if manager is not None and manager.identity in self._managers:
@@ -565,14 +569,21 @@ class ManagerHub:
     def _deliver(self, task: Task, outcome: Outcome) -> None:
         with self._lock:
             self._unfinished -= 1
-        self._completions.put((task, outcome))
+        self._delivered.append((task, outcome))
+
+    def _hand_over(self) -> None:
+        """Pass what this pass delivered to the completion thread: one hand-off (and wake-up) per pass."""
+        if self._delivered:
+            self._completions.put(self._delivered)
+            self._delivered = []
 
     def _completion_loop(self) -> None:
-        while (item := self._completions.get()) is not None:
-            try:
-                self._on_complete(*item)
-            except BaseException:  # noqa: BLE001 - not even SystemExit from a callback may stop the others
-                logger.exception("completion callback failed for task %s", item[0].id)
+        while (batch := self._completions.get()) is not None:
+            for task, outcome in batch:
+                try:
+                    self._on_complete(task, outcome)
+                except BaseException:  # noqa: BLE001 - not even SystemExit from a callback may stop the others
+                    logger.exception("completion callback failed for task %s", task.id)
 
     def _end(self, router: zmq.Socket, wake_in: zmq.Socket, error_for: Callable[[Task], BaseException]) -> None:
         """Shut every manager down, fail what is unfinished, close the sockets."""
@@ -590,6 +601,7 @@ class ManagerHub:
             manager.held = {}
         for task in unfinished:
             self._deliver(task, Outcome(False, error=error_for(task)))
+        self._hand_over()
         self._completions.put(None)  # after every outcome: shutdown() returns once each one is delivered
         with self._wake_lock:
             self._wake.close()

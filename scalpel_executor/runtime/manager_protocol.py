@@ -18,7 +18,8 @@
       │  (EOF) ──>                                          the driver is gone: end workers, exit
 
 In connect mode (provider blocks, :mod:`scalpel_executor.runtime.hub`) the manager speaks first
-and the driver beats too; each message is one ZeroMQ frame holding the same bytes::
+and the driver beats too; each message is one ZeroMQ message holding the same bytes, in frames
+of at most 16 MiB (:mod:`~scalpel_executor.runtime.channel`)::
 
       │                               <── Register(block_id, hostname, version, pid, cpus)
       │  Configure(config, options) ──>  ...as above...
@@ -28,9 +29,13 @@ A task's call and result are opaque bytes here (Parsl's serialization, packed by
 unpacked by a worker, or the reverse). The envelope is **not** a pickle: it is a JSON header
 (tag and fields: numbers, strings, booleans, None, lists and string-keyed dicts of those) followed
 by at most one raw byte field, so decoding a message runs no code and builds no object of the
-peer's choosing, whoever the peer is. ``Configure`` carries the node's :class:`ManagerConfig`
-(defined here) and the pool's :class:`~scalpel_executor.runtime.options.PoolOptions`, each as its
-own ``to_dict()``. A failure without a result (``Failed``) travels as a kind from
+peer's choosing, whoever the peer is; every field is checked against its type down to its
+elements (a CPU list is a list of integers, a worker's stats are numbers, strings, booleans, nulls
+or lists of those), the free-form objects (a configuration, a topology) may nest at most
+:data:`MAX_DEPTH` levels, and anything else is a ``ValueError`` naming the field, so a receiver
+has one exception to catch. ``Configure`` carries the node's :class:`ManagerConfig` (defined
+here) and the pool's :class:`~scalpel_executor.runtime.options.PoolOptions`, each as its own
+``to_dict()``. A failure without a result (``Failed``) travels as a kind from
 :data:`FAILURE_KINDS`, a message and a dict of plain fields (:func:`describe_error` in the manager);
 the driver rebuilds the exception it knows (:func:`rebuild_error`: ``WorkerDied``,
 ``WalltimeExceeded``, ...), and a lost manager's tasks fail with
@@ -168,9 +173,11 @@ _SCHEMA: dict[str, tuple[type, tuple[Any, ...]]] = {  # tag -> (kind, types of i
 }
 #: The fields of a Failed's ``detail`` the driver reads to rebuild its exception, and what each must be.
 _DETAIL_FIELDS = {"pid": _OPTIONAL_INT, "cpus": _INTS, "cause": str, "walltime": _OPTIONAL_NUMBER}
-#: Deepest nesting of lists and dicts a header may have (a configuration nests 4 deep); deeper
-#: ones are refused before anything walks them recursively.
+#: Deepest nesting of lists and dicts a header may have: json refuses about a thousand levels
+#: (RecursionError); every field is checked to its full depth but the free-form objects (a
+#: configuration, which nests 4 deep, and a topology), which are refused below 32.
 MAX_DEPTH = 32
+_SCALARS = (str, bool, int, float, type(None))
 _TAGS = {kind: tag for tag, (kind, _) in _SCHEMA.items()}
 _LENGTH = struct.Struct("!I")
 
@@ -214,8 +221,6 @@ def decode(data: bytes) -> Message:
         raise ValueError(f"not a node manager message: its header is not JSON ({error})") from None
     except RecursionError:
         raise ValueError(f"not a node manager message: its header nests deeper than {MAX_DEPTH} levels") from None
-    if _depth(envelope) > MAX_DEPTH:
-        raise ValueError(f"not a node manager message: its header nests deeper than {MAX_DEPTH} levels")
     if not isinstance(envelope, list) or not envelope or envelope[0] not in _SCHEMA:
         raise ValueError(f"not a node manager message: {_short(envelope)}")
     tag, fields = envelope[0], envelope[1:]
@@ -251,12 +256,8 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
 
 
-def _is_scalar(value: Any) -> bool:
-    return value is None or isinstance(value, (str, bool, int, float))
-
-
 def _is_plain(value: Any) -> bool:  # a worker's stats: numbers, strings, booleans, null, or lists of those
-    return _is_scalar(value) or isinstance(value, list) and all(map(_is_scalar, value))
+    return isinstance(value, _SCALARS) or isinstance(value, list) and all(isinstance(item, _SCALARS) for item in value)
 
 
 _WANTED = {_NUMBER: "a number", _OPTIONAL_NUMBER: "a number or null", _OPTIONAL_INT: "an integer or null",
@@ -286,6 +287,11 @@ def _checked(tag: str, name: str, value: Any, expected: Any) -> Any:
             return value
     elif expected is _PLAIN:
         if isinstance(value, dict) and all(map(_is_plain, value.values())):
+            return value
+    elif expected is dict:
+        if isinstance(value, dict):
+            if _depth(value) >= MAX_DEPTH:
+                raise ValueError(f"field {name!r} of a {tag!r} message nests deeper than {MAX_DEPTH} levels")
             return value
     elif expected is _DETAIL:
         if not isinstance(value, dict):

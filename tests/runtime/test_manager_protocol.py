@@ -66,7 +66,9 @@ def frame(header: bytes, blob: bytes = b"") -> bytes:
     (frame(b'["failed",1,"WorkerDied","m",{"pid":"42"},null,null,null,null]'), "field 'detail.pid'"),
     (frame(b'["result",1,true,{"wall":{"deep":1}},0,0,0,1.0]'), "field 'stats' of a 'result' message must be"),
     (frame(b'["log",' + b"[" * 100_000 + b"]" * 100_000 + b',"a","b"]'), "nests deeper than 32 levels"),
-    (frame(b'["log",' + b"[" * 40 + b"]" * 40 + b',"a","b"]'), "nests deeper than 32 levels"),
+    (frame(b'["log",' + b"[" * 40 + b"]" * 40 + b',"a","b"]'), "field 'level' of a 'log' message must be an int"),
+    (frame(b'["started",1,[],[],' + b'{"a":' * 40 + b"1" + b"}" * 40 + b"]"),
+     "field 'topology' of a 'started' message nests deeper than 32 levels"),
     (frame(b'["fatal",' + b"[" * 30 + b"]" * 30 + b"]"), "field 'message' of a 'fatal' message must be str"),
 ])
 def test_anything_else_fails_to_decode_naming_what_is_wrong(data, complaint):
