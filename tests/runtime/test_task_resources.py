@@ -106,3 +106,65 @@ def test_bad_resource_options_name_the_value():
         ScalpelExecutor(available_accelerators=["0", "0"])
     with pytest.raises(ValueError, match="mem_per_task must be a number of MiB >= 0"):
         ScalpelExecutor(mem_per_task=-1)
+
+
+@python_app(executors=["scalpel"])
+def hold(path, seconds, parsl_resource_specification={}):
+    """Say where it runs (its pid, in ``path``), then sleep: a task to be killed mid-run."""
+    import os
+    import time
+
+    with open(path, "w") as handle:
+        handle.write(str(os.getpid()))
+    time.sleep(seconds)
+    return sorted(os.sched_getaffinity(0))
+
+
+def killed_mid_task(path):
+    import signal
+    import time
+
+    deadline = time.monotonic() + 60
+    while not (path.exists() and path.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(int(path.read_text()), signal.SIGKILL)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+@pytest.mark.parametrize("node_manager", [True, False])
+def test_a_wide_task_whose_worker_is_killed_frees_all_its_cores_once(tmp_path, node_manager):
+    from scalpel_executor import WorkerDied
+
+    executor, dfk = load(tmp_path, node_manager)
+    try:
+        victim = hold(str(tmp_path / "pid"), 60, parsl_resource_specification={"cores": 2})
+        killed_mid_task(tmp_path / "pid")
+        with pytest.raises(WorkerDied):
+            victim.result(timeout=120)
+        again = where(0.2, parsl_resource_specification={"cores": 2})  # needs both cores: both were freed
+        narrow = [where(0.2) for _ in range(3)]
+        assert len(again.result(timeout=120)["cpus"]) == 2
+        assert all(len(f.result(timeout=120)["cpus"]) == 1 for f in narrow)
+        report = executor.run_report()
+    finally:
+        dfk.cleanup()
+        parsl.clear()
+    assert report["tasks_failed"] == 1 and report["tasks_finished"] == 5
+
+
+@pytest.mark.parametrize("node_manager", [True, False])
+def test_a_memory_blocked_queue_goes_on_after_the_holder_is_killed_and_its_worker_respawned(tmp_path, node_manager):
+    from scalpel_executor import WorkerDied
+
+    executor, dfk = load(tmp_path, node_manager, memory_budget="24GiB")
+    try:
+        holder = hold(str(tmp_path / "pid"), 60, parsl_resource_specification={"memory": "15GiB"})
+        waiting = [where(0.2, parsl_resource_specification={"memory": "15GiB"}) for _ in range(2)]
+        killed_mid_task(tmp_path / "pid")
+        with pytest.raises(WorkerDied):
+            holder.result(timeout=120)
+        a, b = [f.result(timeout=120) for f in waiting]
+    finally:
+        dfk.cleanup()
+        parsl.clear()
+    assert not overlaps(a, b), (a, b)
