@@ -31,6 +31,7 @@ _LAZY = {
     "WorkerDied": "scalpel_executor.runtime.errors",
     "ExecutorShutdown": "scalpel_executor.runtime.errors",
     "ResourcesUnavailable": "scalpel_executor.runtime.errors",
+    "MemoryExceeded": "scalpel_executor.runtime.errors",
     "ExecutorFailed": "scalpel_executor.runtime.errors",
     "TaskExit": "scalpel_executor.runtime.errors",
     "WalltimeExceeded": "scalpel_executor.runtime.errors",

@@ -93,6 +93,21 @@ class ResourcesUnavailable(ValueError):
     """The task asks for more cores, memory or accelerators than its node has (it would wait forever)."""
 
 
+class MemoryExceeded(MemoryError):
+    """The task allocated past the memory it declared, under ``enforce_memory=True``: it failed alone.
+
+    ``declared`` is its declaration in bytes, ``limit`` the address-space limit it ran under
+    (RLIMIT_AS: the worker's size when the task began plus the declaration, with a margin).
+    """
+
+    def __init__(self, message: str, declared: float | None = None, limit: int | None = None):
+        super().__init__(message)
+        self.declared, self.limit = declared, limit
+
+    def __reduce__(self):
+        return (type(self), (self.args[0], self.declared, self.limit))
+
+
 class ExecutorFailed(RuntimeError):
     """The executor's dispatch thread failed; unfinished tasks end with this, naming the cause."""
 

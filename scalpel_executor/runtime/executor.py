@@ -259,6 +259,10 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         device ids. A task with ``gpus=k`` is given k ids no running task holds, in
         ``CUDA_VISIBLE_DEVICES``, ``ROCR_VISIBLE_DEVICES`` and ``ZE_AFFINITY_MASK``; a task without
         one sees none.
+    enforce_memory : bool
+        Stop a task that allocates past its declared ``memory``: it runs under an address-space
+        limit (RLIMIT_AS) of its worker's size plus the declaration and 256 MiB, and fails alone
+        with ``MemoryExceeded`` naming both figures (default False: memory is admission only).
     """
 
     provider = None  # local mode; ScalpelProviderExecutor has its provider here
@@ -308,6 +312,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         mem_per_task: Union[int, float, str, None] = None,
         memory_budget: Union[int, float, str, None] = None,
         available_accelerators: Union[int, Sequence[str], None] = None,
+        enforce_memory: bool = False,
     ):
         ParslExecutor.__init__(self)
         if provider is not None:
@@ -348,12 +353,13 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             if batch_window is None else batch_window,
             worker_env={**({} if probe else {"SCALPEL_PROBE": "off"}), **(worker_env or {})},
             contention_model=self.contention_model, heartbeat_period=heartbeat_period,
-            heartbeat_threshold=heartbeat_threshold, accelerators=available_accelerators,
+            heartbeat_threshold=heartbeat_threshold, accelerators=available_accelerators, enforce_memory=enforce_memory,
             memory_budget=None if memory_budget is None else _mebibytes("memory_budget", memory_budget))
         if isinstance(cores_per_task, bool) or cores_per_task < 1:
             raise ValueError(f"cores_per_task must be a whole number >= 1, got {cores_per_task!r}")
         self.cores_per_task, self.mem_per_task = cores_per_task, mem_per_task
         self.memory_budget, self.available_accelerators = memory_budget, available_accelerators
+        self.enforce_memory = enforce_memory
         self._mem_per_task = 0.0 if mem_per_task is None else _mebibytes("mem_per_task", mem_per_task)
         self._wide_warned: set[int] = set()
         self.label = label

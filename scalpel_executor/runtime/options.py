@@ -80,6 +80,9 @@ class PoolOptions:
         is available when the pool starts, less :data:`MEMORY_RESERVE` of it.
     accelerators : tuple of str
         Device ids a node's tasks are given (``available_accelerators``); () none.
+    enforce_memory : bool
+        Run each task that declares memory under an address-space limit of its worker's size plus
+        the declaration (RLIMIT_AS); past it the task fails alone with ``MemoryExceeded``.
 
     Every field is checked on construction (a ValueError or TypeError naming the field and the
     bad value), numbers are stored as floats and ``worker_env`` as a copy, so an options object
@@ -100,6 +103,7 @@ class PoolOptions:
     # Per-task resources (core.resources): what a node's running tasks may hold together.
     memory_budget: float | None = None
     accelerators: tuple = ()
+    enforce_memory: bool = False
 
     # Fields that travel as a document of their own, and what reads that document back.
     _DOCUMENTS: ClassVar[dict[str, Any]] = {"contention_model": load_model}
@@ -128,6 +132,8 @@ class PoolOptions:
                 raise ValueError(f"memory_budget must be a finite number of bytes >= 0 or None, got {self.memory_budget!r}")
             object.__setattr__(self, "memory_budget", float(self.memory_budget))
         object.__setattr__(self, "accelerators", resolve_accelerators(self.accelerators))
+        if not isinstance(self.enforce_memory, bool):
+            raise TypeError(f"enforce_memory must be True or False, got {self.enforce_memory!r}")
 
     def to_dict(self) -> dict:
         """The options as JSON-ready values: what a node manager is sent."""

@@ -387,7 +387,8 @@ class WorkerPool:
             worker.task = task
             cpus = job.cpus if len(assignment.booked) > 1 else ()
             try:
-                worker.connection.send_bytes(encode(Run(task.id, job.buffer, job.measure, cpus, env)))
+                worker.connection.send_bytes(encode(Run(task.id, job.buffer, job.measure, cpus, env,
+                                                        int(task.memory) if self.options.enforce_memory else 0)))
             except OSError:
                 self._worker_lost(worker)
 

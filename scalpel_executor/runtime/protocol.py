@@ -40,6 +40,7 @@ class Run(NamedTuple):
     measure: bool = True  # start the probe around this task (a worker started with --probe off never does)
     cpus: tuple[int, ...] = ()  # the task's CPUs and thread count for its run; (): the worker's own
     env: tuple[tuple[str, str], ...] = ()  # environment for its run only (accelerator ids)
+    memory: int = 0  # bytes it declared, enforced (enforce_memory=True); 0: not enforced
 
 
 class Measured(NamedTuple):

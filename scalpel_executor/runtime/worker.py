@@ -76,19 +76,32 @@ def _watch_parent(parent_pid: int) -> None:
             os.killpg(0, signal.SIGKILL)
 
 
-def _run(buffer: bytes) -> tuple[bool, bytes]:
+def _run(buffer: bytes, place: _TaskPlace | None = None) -> tuple[bool, bytes]:
     from parsl.serialize import serialize, unpack_apply_message
 
-    from scalpel_executor.runtime.errors import TaskExit
+    from scalpel_executor.runtime.errors import MemoryExceeded, TaskExit
 
     serving = os.getpid()
     try:
         try:
             func, args, kwargs = unpack_apply_message(buffer)
             result = func(*args, **kwargs)
+            if place is not None and place.limit and _wrapped_memory_error(result):
+                raise MemoryError(str(result.e_value))  # a python_app returns its failure wrapped
         finally:
             if os.getpid() != serving:  # a fork without exec came back here: it must not answer
                 os._exit(0)
+    except MemoryError as error:
+        if place is None or not place.limit:
+            return False, _serialized_failure(sys.exc_info())
+        try:  # past its declaration: name both figures
+            raise MemoryExceeded(
+                f"task {place.task_id} allocated past its declared memory of {place.memory / 2**20:.0f} MiB (enforce_memory=True: "
+                f"RLIMIT_AS {place.limit / 2**20:.0f} MiB, the worker's {place.base / 2**20:.0f} MiB before it "
+                f"plus the declaration and a margin): {error!r}; declare more memory, or enforce_memory=False",
+                declared=place.memory, limit=place.limit) from error
+        except MemoryExceeded:
+            return False, _serialized_failure(sys.exc_info())
     except Exception:  # every failure of user code travels back to the caller
         return False, _serialized_failure(sys.exc_info())
     except BaseException as error:  # noqa: BLE001 - sys.exit() and the like end the task, not the worker
@@ -105,6 +118,12 @@ def _run(buffer: bytes) -> tuple[bool, bytes]:
             raise TypeError(f"the task's result of type {kind} cannot be serialized: {type(error).__name__}: {error}") from error
         except TypeError:
             return False, _serialized_failure(sys.exc_info())
+
+
+def _wrapped_memory_error(result) -> bool:
+    """Whether ``result`` is Parsl's RemoteExceptionWrapper of a MemoryError (a python_app's failure)."""
+    kind = getattr(result, "e_type", None)
+    return type(result).__name__ == "RemoteExceptionWrapper" and isinstance(kind, type) and issubclass(kind, MemoryError)
 
 
 def _serialized_failure(exc_info) -> bytes:
@@ -205,16 +224,33 @@ def _report_early(connection: Connection, send_lock: threading.Lock, meter, task
             pass  # the pool is gone; the main loop finds out on its next receive
 
 
-class _TaskPlace:
-    """A task's CPUs, thread count and environment, set for its run and undone after it."""
+#: Address space a task may use beyond its declared memory under enforce_memory: what a few
+#: threads' stacks and a BLAS's buffers reserve without touching (virtual size, not resident).
+MEMORY_MARGIN = 256 * 2**20
 
-    def __init__(self, cpus: tuple[int, ...], env: tuple[tuple[str, str], ...]):
+
+class _TaskPlace:
+    """A task's CPUs, thread count, environment and memory limit, set for its run and undone after it."""
+
+    def __init__(self, cpus: tuple[int, ...], env: tuple[tuple[str, str], ...], memory: int = 0, task_id: int = -1):
+        self.task_id = task_id
         self.own = os.sched_getaffinity(0)
         self.cpus = set(cpus) if cpus and set(cpus) != self.own else None
         self.env = dict(env)
         self.saved: dict[str, str | None] = {}
+        self.memory, self.base, self.limit = memory, 0, 0
+        self.previous_limit: tuple[int, int] | None = None
 
     def __enter__(self) -> _TaskPlace:
+        if self.memory > 0:  # RLIMIT_AS: the address space now, plus the declaration and a margin
+            with open("/proc/self/statm") as statm:
+                self.base = int(statm.read().split()[0]) * resource.getpagesize()
+            self.previous_limit = resource.getrlimit(resource.RLIMIT_AS)
+            hard = self.previous_limit[1]
+            self.limit = self.base + int(self.memory) + MEMORY_MARGIN
+            if hard != resource.RLIM_INFINITY:
+                self.limit = min(self.limit, hard)
+            resource.setrlimit(resource.RLIMIT_AS, (self.limit, hard))
         changes = dict(self.env)
         if self.cpus is not None:
             os.sched_setaffinity(0, self.cpus)
@@ -226,6 +262,8 @@ class _TaskPlace:
         return self
 
     def __exit__(self, *exc) -> None:
+        if self.previous_limit is not None:
+            resource.setrlimit(resource.RLIMIT_AS, self.previous_limit)
         for name, value in self.saved.items():
             if value is None:
                 os.environ.pop(name, None)
@@ -255,7 +293,7 @@ def _serve_tasks(connection: Connection, meter) -> None:
             return
         if not isinstance(message, Run):
             return  # Stop
-        task_id, buffer, measure, cpus, env = message
+        task_id, buffer, measure, cpus, env, memory = message
         measuring = meter is not None and measure
         done = threading.Event()
         if measuring:
@@ -263,8 +301,8 @@ def _serve_tasks(connection: Connection, meter) -> None:
             threading.Thread(target=_report_early, args=(connection, send_lock, meter, task_id, done), daemon=True,
                              name="early-report").start()
         wall_start, cpu_start = time.perf_counter(), time.process_time()
-        with _TaskPlace(cpus, env):
-            ok, payload = _run(buffer)
+        with _TaskPlace(cpus, env, memory, task_id) as place:
+            ok, payload = _run(buffer, place)
         wall, cpu = time.perf_counter() - wall_start, time.process_time() - cpu_start
         with send_lock:
             done.set()

@@ -168,3 +168,27 @@ def test_a_memory_blocked_queue_goes_on_after_the_holder_is_killed_and_its_worke
         dfk.cleanup()
         parsl.clear()
     assert not overlaps(a, b), (a, b)
+
+
+@python_app(executors=["scalpel"])
+def allocate(mib, parsl_resource_specification={}):
+    data = bytearray(mib << 20)
+    return len(data) >> 20
+
+
+@pytest.mark.parametrize("node_manager", [True, False])
+def test_enforce_memory_fails_a_task_past_its_declaration_alone(tmp_path, node_manager):
+    from scalpel_executor import MemoryExceeded
+
+    executor, dfk = load(tmp_path, node_manager, enforce_memory=True)
+    try:
+        over = allocate(2048, parsl_resource_specification={"memory": 100})
+        within = allocate(50, parsl_resource_specification={"memory": 100})
+        with pytest.raises(MemoryExceeded, match=r"task 0 allocated past its declared memory of 100 MiB \(enforce_memory=True: RLIMIT_AS"):
+            over.result(timeout=120)
+        assert within.result(timeout=120) == 50
+        after = allocate(2048)  # the worker's limit was lifted after the task
+        assert after.result(timeout=120) == 2048
+    finally:
+        dfk.cleanup()
+        parsl.clear()
