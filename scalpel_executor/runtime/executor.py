@@ -757,11 +757,18 @@ class ScalpelProviderExecutor(ScalpelExecutor, BlockProviderExecutor):
                                          max_workers=self.max_workers_per_node)
         hub = ManagerHub(config, self._pool_options(), self._complete, cert_dir=self._cert_dir,
                          address=self.address, port_range=self.port_range, prefetch=self.prefetch_capacity)
+        hub.blocks_pending = self._blocks_pending
         hub.start()
         self._pool = hub
         BlockProviderExecutor.start(self)
         logger.info("executor %r listens for node managers on %s (provider %s)", self.label, hub.url,
                     type(self.provider).__name__)
+
+    def _blocks_pending(self) -> bool:
+        """Whether a block that is not over has no connected manager yet (it may bring a node)."""
+        connected = {manager["block_id"] for manager in self.connected_managers()}
+        return any(status.state not in TERMINAL_STATES and block_id not in connected
+                   for block_id, status in list(self._status.items()))
 
     def _get_launch_command(self, block_id: str) -> str:
         hub: ManagerHub = self._pool

@@ -61,10 +61,13 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from scalpel_executor import __version__
+from scalpel_executor.core.resources import needs_resources
 from scalpel_executor.core.tasks import Task
+from scalpel_executor.core.units import format_size
 from scalpel_executor.runtime.channel import MAX_FRAME, PING, PORT_RANGE, bind_router, frames_of, joined
 from scalpel_executor.runtime.contract import OnComplete
-from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, NodeManagerLost, WorkerDied
+from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, NodeManagerLost, ResourcesUnavailable,
+                                             WorkerDied)
 from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Fatal, Heartbeat, Log, ManagerConfig,
                                                        Register, Result, Shutdown, Started, decode, encode,
                                                        rebuild_error, submit_of)
@@ -107,11 +110,17 @@ class RemoteManager:
     draining: bool = False  # its block is being cancelled: send it nothing more
     fatal: str | None = None
     retired: frozenset = frozenset()  # slots its pool gave up on (their workers could not start)
+    memory: float = 0.0  # its pool's memory budget, bytes (Started)
+    gpus: int = 0  # its accelerators (Started)
     unusable: str | None = None  # why it can run no task (no worker left, its pool refuses): send it nothing
 
     @property
     def name(self) -> str:
         return f"{self.hostname}:{self.pid} (block {self.block_id})"
+
+    def could_run(self, task: Task) -> bool:
+        """Whether the node has the cores, memory and accelerators ``task`` asks for (once it is free)."""
+        return task.cores <= self.live_slots and task.memory <= self.memory and task.gpus <= self.gpus
 
     @property
     def live_slots(self) -> int:
@@ -163,6 +172,9 @@ class ManagerHub:
         self.address = address
         self.port_range = port_range
         self.prefetch = prefetch
+        #: Whether a block that may bring another node is pending (the executor sets it from Parsl's
+        #: block states): a task that fits no connected node waits only then.
+        self.blocks_pending: Callable[[], bool] = lambda: False
         self.port: int | None = None
         self._lock = threading.Lock()  # guards _pending, _unfinished, _stopping, _managers' membership
         self._pending: dict[float, deque[Task]] = {}  # priority -> tasks in arrival order, not yet dealt
@@ -398,6 +410,9 @@ class ManagerHub:
             manager.load -= task.footprint
             if not manager.held:
                 manager.idle_since, manager.load = time.monotonic(), 0.0
+            if isinstance(message, Failed) and message.slot is None and message.kind == "ResourcesUnavailable":
+                self._too_large(task, outcome, refused_by=manager)  # the node cannot run it; another may
+                return
             if isinstance(message, Failed) and message.slot is None:  # it never started there
                 self._handed_back(router, manager, task, message, outcome)
                 return
@@ -422,6 +437,7 @@ class ManagerHub:
                 manager.slot_cpus = [list(cpus) for cpus in message.slot_cpus]
                 manager.worker_pids = list(message.worker_pids)
                 manager.topology = message.topology
+                manager.memory, manager.gpus = message.memory, message.gpus
             logger.info("node manager %s started %d workers on CPUs %s", manager.name, manager.slots,
                         manager.slot_cpus)
         elif isinstance(message, Fatal):
@@ -515,7 +531,15 @@ class ManagerHub:
             if not nodes:
                 return
             chosen = self._take_pending(sum(node.room for node in nodes))
-        for task, identity in zip(chosen, place([task.footprint for task in chosen], nodes)):
+        plain = [task for task in chosen if not needs_resources(task)]
+        dealt = list(zip(plain, place([task.footprint for task in plain], nodes)))
+        room = {node.key: node.room - sum(1 for _, key in dealt if key == node.key) for node in nodes}
+        for task in chosen:
+            if needs_resources(task):
+                dealt.append((task, self._place_resources(task, room)))
+        for task, identity in dealt:
+            if identity is None:
+                continue  # requeued or delivered by _place_resources
             manager = self._managers.get(identity)
             if manager is None:  # lost while this deal was sending to it: the task waits for another
                 self._requeue(task)
@@ -525,6 +549,32 @@ class ManagerHub:
             data = submit_of(task)
             if not self._send(router, manager, data):
                 continue  # _lose failed what it held, this task included
+
+    def _place_resources(self, task: Task, room: dict) -> bytes | None:
+        """The manager with room whose node has ``task``'s cores, memory and accelerators, least
+        loaded per slot first; None when it waits (requeued) or can run nowhere (failed)."""
+        fitting = [m for m in self._managers.values() if room.get(m.identity, 0) > 0 and m.could_run(task)
+                   and not m.draining and not m.unusable]
+        if fitting:
+            chosen = min(fitting, key=lambda m: (m.load / max(1, m.live_slots), -room[m.identity]))
+            room[chosen.identity] -= 1
+            return chosen.identity
+        self._too_large(task, None)
+        return None
+
+    def _too_large(self, task: Task, outcome: Outcome | None, refused_by: RemoteManager | None = None) -> None:
+        """``task`` fits no manager with room: it waits while a connected node could run it, or a
+        block that may bring one is pending; else it fails with ResourcesUnavailable."""
+        if any(m.could_run(task) and not m.draining and not m.unusable and m is not refused_by
+               for m in self._managers.values()) or self.blocks_pending():
+            self._requeue(task)
+            return
+        nodes = ", ".join(f"{m.name}: {m.live_slots} cores, {format_size(m.memory)}, {m.gpus} accelerators"
+                          for m in self._managers.values()) or "none connected"
+        self._deliver(task, Outcome(False, error=ResourcesUnavailable(
+            f"task {task.id} asks for {task.cores} cores, {format_size(task.memory)} of memory and {task.gpus} "
+            f"accelerators; no connected node has them ({nodes}) and no block is pending: ask for less, or "
+            f"use a provider whose nodes are larger")) if outcome is None or outcome.error is None else outcome)
 
     def _take_pending(self, count: int) -> list[Task]:
         """Up to ``count`` waiting tasks, highest priority first, in arrival order within one (lock held)."""

@@ -196,7 +196,7 @@ class NodeManager:
             return
         self._started.set()
         self.send(Started(os.getpid(), pool.worker_pids, [list(cpus) for cpus in pool.slot_cpus_map],
-                          pool.topology.to_dict()))
+                          pool.topology.to_dict(), float(pool.memory_budget), len(pool.options.accelerators)))
 
     def _serve(self) -> int:
         """Take the driver's messages until Shutdown or EOF (the main thread)."""

@@ -4,7 +4,7 @@
 
     driver (ManagerClient)                                  node manager (one per node)
       │  Configure(config, options) ──>                     first message: where and how to run
-      │                               <── Started(pid, worker_pids, slot_cpus, topology)
+      │                               <── Started(pid, worker_pids, slot_cpus, topology, memory, gpus)
       │  Submit(id, footprint, runtime, priority, intensity,
       │         spread, walltime, measure, key,
       │         footprint_known, cores, memory, gpus,
@@ -111,6 +111,8 @@ class Started(NamedTuple):
     worker_pids: list
     slot_cpus: list  # one list of CPUs per slot
     topology: dict  # Topology.to_dict() of what the manager schedules for
+    memory: float  # bytes of declared task memory the node runs at once (its pool's memory budget)
+    gpus: int  # accelerators its tasks share
 
 
 class Result(NamedTuple):
@@ -164,7 +166,7 @@ _SCHEMA: dict[str, tuple[type, tuple[Any, ...]]] = {  # tag -> (kind, types of i
     "submit": (Submit, (int, _NUMBER, _NUMBER, _NUMBER, _OPTIONAL_NUMBER, _NUMBER, _OPTIONAL_NUMBER, bool, str, bool,
                         int, _NUMBER, int, bytes)),
     "shutdown": (Shutdown, ()),
-    "started": (Started, (int, _INTS, _INT_LISTS, dict)),
+    "started": (Started, (int, _INTS, _INT_LISTS, dict, _NUMBER, int)),
     "result": (Result, (int, bool, _PLAIN, int, int, int, _NUMBER, bytes)),
     "failed": (Failed, (int, str, str, _DETAIL, _OPTIONAL_INT, _OPTIONAL_INT, _OPTIONAL_INT, _OPTIONAL_NUMBER)),
     "heartbeat": (Heartbeat, (_INTS, int, _NUMBERS, _INTS)),

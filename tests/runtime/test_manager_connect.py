@@ -340,7 +340,7 @@ class FakeManager:
         self.dealer.connect(hub.url)
         self.send(Register(block_id, f"fake-{block_id}", __version__, os.getpid(), list(range(slots))))
         self.receive(Configure)
-        self.send(Started(os.getpid(), [], [[cpu] for cpu in range(slots)], {}))
+        self.send(Started(os.getpid(), [], [[cpu] for cpu in range(slots)], {}, 2.0 * 2**30, 0))
 
     def send(self, message):
         self.send_raw(encode(message))
@@ -491,7 +491,7 @@ def test_a_malformed_message_from_a_key_holder_loses_only_that_manager(hub_and_m
     if malformed == "deeply nested header":
         fake.send_raw(deep_header())
     elif malformed == "slot_cpus [5]":
-        fake.send_raw(frame(b'["started",1,[],[5],{}]'))
+        fake.send_raw(frame(b'["started",1,[],[5],{},0,0]'))
     else:  # anything a message's handling raises costs that manager only
         def broken(message):
             raise RuntimeError("injected while rebuilding an error")

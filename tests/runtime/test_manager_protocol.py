@@ -15,7 +15,7 @@ MESSAGES = [
     Configure(ManagerConfig.of_driver(Topology.from_spec("2x2:12MiB")).to_dict(), PoolOptions().to_dict()),
     Submit(3, 2.5e7, 0.25, 1.0, None, 0.2, 60.0, False, "mod.app(~64)", False, 2, 3.0 * 2**30, 1, b"\x00call" * 1000),
     Shutdown(),
-    Started(41, [42, 43], [[0], [1]], {"source": "spec", "domains": []}),
+    Started(41, [42, 43], [[0], [1]], {"source": "spec", "domains": []}, 2.0 * 2**30, 1),
     Result(3, True, {"wall": 0.1, "footprint": None, "footprint_source": "referenced-pages"}, 1, 0, 1, 123.5, b""),
     Result(4, False, {}, 0, 0, 0, 1.0, b"\xff" * 70_000),
     Failed(5, "WorkerDied", "task 5 was lost", {"pid": 42, "cpus": [1], "cause": "signal SIGKILL"}, 1, 0, 1, 2.0),
@@ -57,7 +57,7 @@ def frame(header: bytes, blob: bytes = b"") -> bytes:
     (frame(b'["submit",1,NaN,1,0,null,0,null,true,"",true,1,0,0]'), "field 'footprint' of a 'submit' message must be a number"),
     (frame(b'["submit",1,1,1,0,null,null,null,true,"",true,1,0,0]'), "field 'spread' of a 'submit' message must be a number"),
     # From a key holder these stopped the driver's hub thread (TypeError, RecursionError) before being refused here
-    (frame(b'["started",1,[],[5],{}]'), "field 'slot_cpus' of a 'started' message must be a list of lists of integers"),
+    (frame(b'["started",1,[],[5],{},0,0]'), "field 'slot_cpus' of a 'started' message must be a list of lists of integers"),
     (frame(b'["register","0","h","1",1,["0"]]'), "field 'cpus' of a 'register' message must be a list of integers"),
     (frame(b'["heartbeat",[1],0,[0.5,"x"],[]]'), "field 'respawn_seconds' of a 'heartbeat' message must be a list"),
     (frame(b'["heartbeat",[1],0,[],[null]]'), "field 'retired_slots' of a 'heartbeat' message must be a list of int"),
@@ -67,7 +67,7 @@ def frame(header: bytes, blob: bytes = b"") -> bytes:
     (frame(b'["result",1,true,{"wall":{"deep":1}},0,0,0,1.0]'), "field 'stats' of a 'result' message must be"),
     (frame(b'["log",' + b"[" * 100_000 + b"]" * 100_000 + b',"a","b"]'), "nests deeper than 32 levels"),
     (frame(b'["log",' + b"[" * 40 + b"]" * 40 + b',"a","b"]'), "field 'level' of a 'log' message must be an int"),
-    (frame(b'["started",1,[],[],' + b'{"a":' * 40 + b"1" + b"}" * 40 + b"]"),
+    (frame(b'["started",1,[],[],' + b'{"a":' * 40 + b"1" + b"}" * 40 + b",0,0]"),
      "field 'topology' of a 'started' message nests deeper than 32 levels"),
     (frame(b'["fatal",' + b"[" * 30 + b"]" * 30 + b"]"), "field 'message' of a 'fatal' message must be str"),
 ])

@@ -223,3 +223,25 @@ def test_local_mode_is_unchanged_and_provider_options_are_checked():
         ScalpelExecutor(provider=LocalProvider(), node_manager=True)
     with pytest.raises(ValueError, match="prefetch_capacity"):
         ScalpelExecutor(provider=LocalProvider(), prefetch_capacity=-1)
+
+
+@python_app(executors=["scalpel_blocks"])
+def devices(parsl_resource_specification={}):
+    import os
+
+    return os.environ.get("CUDA_VISIBLE_DEVICES"), sorted(os.sched_getaffinity(0))
+
+
+def test_a_task_no_node_can_run_waits_for_the_pending_block_then_fails_naming_the_nodes(tmp_path):
+    from scalpel_executor import ResourcesUnavailable
+
+    dfk, executor = load(tmp_path, blocks=1, available_accelerators=["0"])
+    try:
+        wide = devices(parsl_resource_specification={"cores": 2})  # sent before the block's manager connects
+        gpu = devices(parsl_resource_specification={"gpus": 1})
+        assert gpu.result(timeout=GENEROUS) == ("0", [0])
+        with pytest.raises(ResourcesUnavailable, match=r"asks for 2 cores, .* no connected node has them \(.*1 cores"):
+            wide.result(timeout=GENEROUS)
+        assert devices().result(timeout=GENEROUS)[0] == ""  # a task without gpus sees none
+    finally:
+        dfk.cleanup()
