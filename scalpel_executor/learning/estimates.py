@@ -79,6 +79,7 @@ class Estimate:
     runtime_spread: float = 0.0  # relative error of ``runtime``: the key's run-time std / mean (module docstring)
     shape: str | None = None  # the call's shape key (None: a named key); ``key`` is it or refines it
     exact: str | None = None  # the call's exact key (its integers below 16 as given)
+    memory: float | None = None  # the largest peak RSS measured for its key or shape key (bytes); None: none
 
 
 @dataclass
@@ -95,6 +96,7 @@ class _Known:
     split: bool = False  # a shape key whose exact keys have profiles of their own
     pooled: bool = False  # an app's profile: its estimates are plain means over every key
     footprints: Moments = Moments()  # footprints seen; the estimate of a pooled level
+    memory: float | None = None  # the largest peak RSS measured (the probe's; the store keeps its max)
 
     @classmethod
     def of(cls, profile: Profile, pooled: bool = False) -> _Known:
@@ -102,7 +104,8 @@ class _Known:
                    profile.runs, profile.runtime_mean or 0.0, (profile.runtime_std or 0.0) ** 2 * max(0, profile.runs - 1),
                    profile.split, pooled,
                    Moments.of(profile.footprint_runs, profile.footprint_mean,
-                              (profile.footprint_std or 0.0) ** 2 * max(0, profile.footprint_runs - 1)))
+                              (profile.footprint_std or 0.0) ** 2 * max(0, profile.footprint_runs - 1)),
+                   profile.peak_rss)
 
     @property
     def spread(self) -> float:
@@ -112,7 +115,10 @@ class _Known:
             spread = ONE_RUN_SPREAD if self.runtime is not None else PRIOR_SPREAD
         return max(spread, APP_SPREAD) if self.pooled else spread
 
-    def learn(self, runtime: Any, footprint: Any, miss_rate: float | None, blend: Callable) -> None:
+    def learn(self, runtime: Any, footprint: Any, miss_rate: float | None, blend: Callable,
+              peak_rss: Any = None) -> None:
+        if blend(None, peak_rss) is not None:
+            self.memory = max(self.memory or 0.0, float(peak_rss))
         if isinstance(runtime, (int, float)) and not isinstance(runtime, bool) and math.isfinite(runtime) \
                 and runtime >= 0:
             self.runs += 1
@@ -230,12 +236,13 @@ class Estimator:
             spread = 0.0 if hints.runtime is not None else level.spread if level is not None else PRIOR_SPREAD
             intensity = next((known.intensity for known, _ in levels[:-1]
                               if known is not None and known.intensity is not None), None)
+            memory = next((known.memory for known, _ in levels[:-1] if known is not None and known.memory), None)
         if footprint_source in ("prior", "hint") and runtime_source in ("prior", "hint") and key not in self.priors:
             self.priors.add(key)
             logger.info("no profile for %s yet: assuming a footprint of %s and a run time of %.3g s until it is measured",
                         key, format_size(self.default_footprint), self.default_runtime)
         return Estimate(key, name, footprint, runtime, footprint_source, runtime_source, intensity, measure, spread,
-                        shape, exact)
+                        shape, exact, memory)
 
     def _decide(self, key: str) -> bool:
         if self._plan is None:
@@ -286,7 +293,7 @@ class Estimator:
             if self._apps.get(estimate.app) is None:
                 self._apps[estimate.app] = _Known(None, None, "learned", pooled=True)
             for profile in [self._known[level] for level in levels] + [self._apps[estimate.app]]:
-                profile.learn(runtime, footprint, miss_rate, self._blend)
+                profile.learn(runtime, footprint, miss_rate, self._blend, stats.get("peak_rss"))
             if self.store is None:
                 return
             self._pending.append(observation)

@@ -539,6 +539,15 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                                       len(options.accelerators))
         return options
 
+    def _learned_memory(self, estimate) -> float:
+        """An undeclared task's memory for admission in local mode: the largest peak RSS its key
+        measured, at most the node's budget (a learned figure never makes a task unrunnable); 0
+        before any, and in provider mode, whose nodes' budgets the driver does not hold."""
+        capacity = getattr(self, "_capacity", None)
+        if capacity is None or capacity.memory is None:
+            return 0.0
+        return min(estimate.memory or 0.0, capacity.memory)
+
     def _resources(self, task: Task) -> None:
         """Refuse at submit a task this node could never start (local mode); say once per width
         that a task wider than any LLC domain spans several."""
@@ -572,13 +581,16 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                 f"the call of {getattr(func, '__name__', func)!r} cannot be serialized for a worker: {error}; "
                 f"pass only values that pickle (no open files, locks held by others, generators, sockets)"
             ) from error
+        declared = hints.memory if hints.memory is not None else self._mem_per_task if self.mem_per_task is not None \
+            else None
         task = Task(task_id, estimate.footprint, estimate.runtime, scheduling_priority(hints.priority),  # lower first
                     estimate.intensity,
-                    payload=Job(buffer, context=(future, estimate, hints), walltime=walltime, measure=estimate.measure),
+                    payload=Job(buffer, context=(future, estimate, hints), walltime=walltime, measure=estimate.measure,
+                                memory_limit=declared or 0.0),
                     spread=estimate.runtime_spread, key=estimate.key,
                     footprint_known=estimate.footprint_source != "prior",
                     cores=hints.cores or self.cores_per_task,
-                    memory=self._mem_per_task if hints.memory is None else hints.memory, gpus=hints.gpus or 0)
+                    memory=declared if declared is not None else self._learned_memory(estimate), gpus=hints.gpus or 0)
         self._resources(task)
         pool.submit(task)  # raises ExecutorShutdown if shutdown() began since the check above
         return future

@@ -218,7 +218,8 @@ class NodeManager:
                                      message.intensity, spread=message.spread, key=message.key or None,
                                      footprint_known=message.footprint_known, cores=message.cores,
                                      memory=message.memory, gpus=message.gpus,
-                                     payload=Job(message.buffer, walltime=message.walltime, measure=message.measure)))
+                                     payload=Job(message.buffer, walltime=message.walltime, measure=message.measure,
+                                                 memory_limit=message.memory_limit)))
                 except (ExecutorShutdown, ExecutorFailed) as error:  # the pool gave up (no worker left, a bug)
                     kind, detail = describe_error(error)
                     self.send(Failed(message.task_id, kind, str(error), detail, None, None, None, None))

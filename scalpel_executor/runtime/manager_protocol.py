@@ -99,6 +99,7 @@ class Submit(NamedTuple):
     cores: int  # Task.cores, Task.memory (bytes), Task.gpus: what it holds while it runs
     memory: float
     gpus: int
+    memory_limit: float  # bytes declared (Job.memory_limit): enforced under enforce_memory; 0: none
     buffer: bytes
 
 
@@ -164,7 +165,7 @@ _SCHEMA: dict[str, tuple[type, tuple[Any, ...]]] = {  # tag -> (kind, types of i
     "ping": (Ping, ()),
     "configure": (Configure, (dict, dict)),
     "submit": (Submit, (int, _NUMBER, _NUMBER, _NUMBER, _OPTIONAL_NUMBER, _NUMBER, _OPTIONAL_NUMBER, bool, str, bool,
-                        int, _NUMBER, int, bytes)),
+                        int, _NUMBER, int, _NUMBER, bytes)),
     "shutdown": (Shutdown, ()),
     "started": (Started, (int, _INTS, _INT_LISTS, dict, _NUMBER, int)),
     "result": (Result, (int, bool, _PLAIN, int, int, int, _NUMBER, bytes)),
@@ -187,8 +188,8 @@ _LENGTH = struct.Struct("!I")
 def encode(message: Message) -> bytes:
     """The bytes of one message.
 
-    >>> decode(encode(Submit(7, 1e6, 0.5, 0, None, 0.1, None, True, "app(~64)", True, 1, 0, 0, b"call")))
-    Submit(task_id=7, footprint=1000000.0, runtime=0.5, priority=0.0, intensity=None, spread=0.1, walltime=None, measure=True, key='app(~64)', footprint_known=True, cores=1, memory=0.0, gpus=0, buffer=b'call')
+    >>> decode(encode(Submit(7, 1e6, 0.5, 0, None, 0.1, None, True, "app(~64)", True, 1, 0, 0, 0, b"call")))
+    Submit(task_id=7, footprint=1000000.0, runtime=0.5, priority=0.0, intensity=None, spread=0.1, walltime=None, measure=True, key='app(~64)', footprint_known=True, cores=1, memory=0.0, gpus=0, memory_limit=0.0, buffer=b'call')
     """
     tag = _TAGS[type(message)]
     fields = list(message)
@@ -207,7 +208,7 @@ def submit_of(task: Any) -> bytes:
     return encode(Submit(task.id, float(task.footprint), float(task.runtime), float(task.priority),
                          None if task.intensity is None else float(task.intensity), float(task.spread),
                          job.walltime, bool(job.measure), task.key or "", bool(task.footprint_known),
-                         int(task.cores), float(task.memory), int(task.gpus), job.buffer))
+                         int(task.cores), float(task.memory), int(task.gpus), float(job.memory_limit), job.buffer))
 
 
 def decode(data: bytes) -> Message:

@@ -82,6 +82,7 @@ class Job:
     context: Any = None
     walltime: float | None = None  # seconds; past walltime + grace the worker is killed
     measure: bool = True  # the worker's probe measures this task (the caller's sampling decision)
+    memory_limit: float = 0.0  # bytes the task declared (enforced under enforce_memory); 0: none declared
     slot: int | None = field(default=None, init=False)  # where it ran, once dispatched
     domain: int | None = field(default=None, init=False)
     cpu: int | None = field(default=None, init=False)
@@ -388,7 +389,7 @@ class WorkerPool:
             cpus = job.cpus if len(assignment.booked) > 1 else ()
             try:
                 worker.connection.send_bytes(encode(Run(task.id, job.buffer, job.measure, cpus, env,
-                                                        int(task.memory) if self.options.enforce_memory else 0)))
+                                                        int(job.memory_limit) if self.options.enforce_memory else 0)))
             except OSError:
                 self._worker_lost(worker)
 

@@ -109,3 +109,15 @@ def test_a_task_over_before_the_probes_first_window_counts_as_a_footprint_of_zer
     other = estimator.estimate(_double, (1,), {}, Hints(profile_key="broken"))
     estimator.observe(other, {"wall": 2.0, "footprint": None, "footprint_source": "unavailable: probe off"})
     assert estimator.estimate(_double, (1,), {}, Hints(profile_key="broken")).footprint_source == "app"
+
+
+def test_a_keys_memory_is_the_largest_peak_rss_measured_from_the_store_and_this_run(tmp_path):
+    store = ProfileStore(tmp_path / "p.sqlite")
+    store.record([Observation("big", "app", runtime=1.0, footprint=8e6, peak_rss=3e9)])
+    estimator = Estimator(store, default_footprint=1.0, default_runtime=1.0)
+    assert estimator.estimate(_double, (1,), {}, Hints(profile_key="big")).memory == 3e9
+    fresh = estimator.estimate(_double, (1,), {}, Hints(profile_key="new"))
+    assert fresh.memory is None  # nothing measured: the task declares nothing and counts nothing
+    estimator.observe(fresh, {"wall": 0.1, "footprint": 1e6, "peak_rss": 2e9, "max_rss": 9e9})
+    estimator.observe(fresh, {"wall": 0.1, "footprint": 1e6, "peak_rss": 1e9})
+    assert estimator.estimate(_double, (1,), {}, Hints(profile_key="new")).memory == 2e9  # the probe's, the largest

@@ -192,3 +192,14 @@ def test_enforce_memory_fails_a_task_past_its_declaration_alone(tmp_path, node_m
     finally:
         dfk.cleanup()
         parsl.clear()
+
+
+def test_an_undeclared_task_is_admitted_with_its_keys_learned_peak_rss_capped_at_the_budget(tmp_path):
+    from scalpel_executor.learning.estimates import Estimate
+
+    executor = ScalpelExecutor(topology="1x2:32MiB", profiles=False, memory_budget="4GiB")
+    executor._pool_options()  # local mode fixes the node's budget here, as start() does
+    learned = Estimate("k", "app", 0.0, 1.0, "prior", "prior", memory=3 * GiB)
+    assert executor._learned_memory(learned) == 3 * GiB
+    assert executor._learned_memory(Estimate("k", "app", 0.0, 1.0, "prior", "prior", memory=64 * GiB)) == 4 * GiB
+    assert executor._learned_memory(Estimate("k", "app", 0.0, 1.0, "prior", "prior")) == 0.0
