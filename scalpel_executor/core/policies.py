@@ -19,8 +19,22 @@ PlanFunction = Callable[[list[Task], PlanContext], list[Group]]
 
 
 def _alg1_groups(tasks: list[Task], cores_per_domain: Sequence[int]) -> list[Group]:
-    formed = group_with_capacities([t.footprint for t in tasks], cores_per_domain)
-    return [Group([tasks[i] for i in members], capacity) for members, capacity in formed]
+    """Algorithm 1's groups, each holding at most its domain's cores' worth of tasks: with tasks of
+    several cores, a group formed over its capacity gives up its widest tasks (the lightest of
+    those first), which are grouped again the same way, until every group fits (a task wider than
+    its domain stays alone). With one-core tasks this is exactly the paper's grouping."""
+    groups: list[Group] = []
+    while tasks:
+        overflow: list[Task] = []
+        for members, capacity in group_with_capacities([t.footprint for t in tasks], cores_per_domain):
+            group = [tasks[i] for i in members]
+            while len(group) > 1 and sum(t.cores for t in group) > capacity:
+                widest = max(group, key=lambda t: (t.cores, -t.footprint, t.seq))
+                group.remove(widest)
+                overflow.append(widest)
+            groups.append(Group(group, capacity))
+        tasks = overflow
+    return groups
 
 
 def _singletons(tasks: Iterable[Task]) -> list[Group]:

@@ -43,7 +43,8 @@ class Group:
 
     @property
     def full(self) -> bool:
-        return len(self.tasks) >= self.capacity
+        """Its tasks' cores fill its domain (a group's demand is its cores)."""
+        return sum(t.cores for t in self.tasks) >= self.capacity
 
     @property
     def runtime(self) -> float:

@@ -182,3 +182,20 @@ def test_simulated_mixed_core_batches_end_and_never_beat_the_work_bound(widths, 
     assert len(result.records) == len(tasks)
     assert result.makespan >= result.lower_bound - 1e-9
     assert 0 < result.utilisation <= 1 + 1e-9
+
+
+@settings(max_examples=150, deadline=None)
+@given(widths=st.lists(st.integers(1, 4), min_size=1, max_size=40),
+       domains=st.sampled_from([(4, 4), (2, 2, 2), (4,), (3, 1)]))
+def test_algorithm_1_groups_never_hold_more_cores_than_their_domain(widths, domains):
+    """A group's demand is its cores; one-core batches group exactly as the paper's procedure."""
+    from scalpel_executor.core.grouping import group_with_capacities
+    from scalpel_executor.core.policies import _alg1_groups
+
+    tasks = [Task(i, footprint=(i * 7919) % 97 * MiB, cores=min(w, max(domains)), seq=i) for i, w in enumerate(widths)]
+    groups = _alg1_groups(tasks, domains)
+    assert sorted(t.id for g in groups for t in g.tasks) == list(range(len(tasks)))
+    assert all(len(g.tasks) == 1 or sum(t.cores for t in g.tasks) <= g.capacity for g in groups)
+    narrow = [Task(i, footprint=t.footprint, seq=i) for i, t in enumerate(tasks)]
+    assert [[t.id for t in g.tasks] for g in _alg1_groups(narrow, domains)] == \
+        [members for members, _ in group_with_capacities([t.footprint for t in narrow], domains)]
