@@ -3,14 +3,20 @@
 A task that asks for ``gpus=k`` is given k distinct ids of the node's list, for its run only, in
 every variable the common runtimes read (:data:`DEVICE_ENV_VARS`: CUDA, ROCm and oneAPI Level
 Zero); a task that asks for none, on a node with accelerators, is given none (the variables are
-set empty), so it cannot take a device another task was given.
+set empty), so it cannot take a device another task was given. Of the free ids, a task is given
+those on the NUMA node of its CPUs first, where sysfs tells which node a device sits on
+(:func:`device_cpus`).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
-__all__ = ["DEVICE_ENV_VARS", "resolve_accelerators", "device_env"]
+from scalpel_executor.core.cpulist import parse_cpu_list
+
+__all__ = ["DEVICE_ENV_VARS", "resolve_accelerators", "device_env", "device_cpus", "pick_devices"]
 
 #: What CUDA, ROCm (HIP) and oneAPI Level Zero read to choose their visible devices.
 DEVICE_ENV_VARS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK")
@@ -52,3 +58,48 @@ def device_env(devices: Sequence[str]) -> tuple[tuple[str, str], ...]:
     """The environment that shows a task ``devices`` and no other."""
     value = ",".join(devices)
     return tuple((name, value) for name in DEVICE_ENV_VARS)
+
+
+#: PCI classes of display and 3D controllers (GPUs), and of processing accelerators.
+_ACCELERATOR_CLASSES = ("0x0300", "0x0302", "0x1200")
+
+
+def device_cpus(devices: Sequence[str], sysfs_root: str | os.PathLike = "/sys") -> dict[str, frozenset[int]]:
+    """The CPUs of the NUMA node each device sits on, where sysfs tells.
+
+    A numeric id ``i`` is read as the i-th accelerator in PCI bus order (``CUDA_DEVICE_ORDER=PCI_BUS_ID``,
+    ROCm's default); its ``numa_node`` gives the node, and the node's ``cpulist`` its CPUs. Ids that
+    are not numbers, devices past the count found, a node of -1 (none) or a tree without these files
+    are left out: nothing is known of them.
+    """
+    root = Path(sysfs_root)
+    pci = root / "bus" / "pci" / "devices"
+    try:
+        found = sorted(entry for entry in pci.iterdir()
+                       if (entry / "class").is_file() and (entry / "class").read_text().strip()[:6] in _ACCELERATOR_CLASSES)
+    except OSError:
+        return {}
+    near: dict[str, frozenset[int]] = {}
+    for device in devices:
+        if not device.isdigit() or int(device) >= len(found):
+            continue
+        try:
+            node = int((found[int(device)] / "numa_node").read_text().strip())
+            if node < 0:
+                continue
+            text = (root / "devices" / "system" / "node" / f"node{node}" / "cpulist").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        near[device] = frozenset(parse_cpu_list(text))
+    return near
+
+
+def pick_devices(free: Sequence[str], count: int, cpus: Sequence[int], near: dict[str, frozenset[int]]) -> list[str]:
+    """``count`` of the ``free`` ids for a task on ``cpus``: those on the NUMA node of its CPUs first,
+    then the rest, each in the order given.
+
+    >>> pick_devices(["0", "1", "2"], 1, [4], {"0": frozenset({0, 1}), "2": frozenset({4, 5})})
+    ['2']
+    """
+    ranked = sorted(range(len(free)), key=lambda i: (not near.get(free[i], frozenset()) & set(cpus), i))
+    return [free[i] for i in ranked[:count]]

@@ -55,7 +55,7 @@ from scalpel_executor.core.batching import Batcher, Batching
 from scalpel_executor.core.resources import unfit_reason
 from scalpel_executor.core.scheduler import CHECKED_AT_DISPATCH, Scheduler, Task
 from scalpel_executor.core.topology import Topology
-from scalpel_executor.host.accelerators import device_env
+from scalpel_executor.host.accelerators import device_cpus, device_env, pick_devices
 from scalpel_executor.runtime.contract import OnComplete
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, WalltimeExceeded,
                                              WorkerDied)
@@ -143,6 +143,7 @@ class WorkerPool:
                                     llc=topology.llc_size, model=options.contention_model,
                                     memory=self.memory_budget, gpus=len(options.accelerators))
         self._free_devices: deque[str] = deque(options.accelerators)  # ids no running task holds
+        self._device_cpus = device_cpus(options.accelerators)  # each device's NUMA node's CPUs, where sysfs tells
         self._slot_cpus = slot_cpus(topology, options.pin, sorted(os.sched_getaffinity(0)))
         self._batcher: Batcher[Task] = Batcher(Batching(options.batch_window, options.batch_quiet, options.max_batch),
                                                len(self._slot_cpus), runtime_of=lambda task: task.runtime,
@@ -383,7 +384,9 @@ class WorkerPool:
             job.cpus = tuple(sorted({cpu for slot in assignment.booked for cpu in self._slot_cpus[slot.index]}))
             env: tuple[tuple[str, str], ...] = ()
             if self.options.accelerators:  # a task without accelerators sees none, so it takes none
-                job.devices = tuple(self._free_devices.popleft() for _ in range(task.gpus))
+                job.devices = tuple(pick_devices(self._free_devices, task.gpus, job.cpus, self._device_cpus))
+                for device in job.devices:
+                    self._free_devices.remove(device)
                 env = device_env(job.devices)
             worker.task = task
             cpus = job.cpus if len(assignment.booked) > 1 else ()
