@@ -66,7 +66,7 @@ from scalpel_executor.learning.hints import HintAudit, parse_hints, parse_wallti
 from scalpel_executor.learning.sampling import MEASURE_EVERY, MEASURE_FIRST, REMEASURE_DRIFT, Sampling
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, TaskExit,
                                              WalltimeExceeded, WorkerDied)
-from scalpel_executor.core.resources import Capacity, unfit_reason
+from scalpel_executor.core.resources import Capacity, needs_resources, unfit_reason
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.runtime.channel import PORT_RANGE, make_keys
 from scalpel_executor.runtime.contract import Pool
@@ -552,9 +552,11 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         """Refuse at submit a task this node could never start (local mode); say once per width
         that a task wider than any LLC domain spans several."""
         capacity = getattr(self, "_capacity", None)
-        if capacity is not None and (problem := unfit_reason(task, capacity)) is not None:
+        if capacity is not None and needs_resources(task) and (problem := unfit_reason(task, capacity)) is not None:
             raise ResourcesUnavailable(f"{problem}; it could never start here: ask for less, or run it on a "
                                        f"larger node (memory_budget=, available_accelerators=)")
+        if task.cores == 1:
+            return
         widest = max(len(d.cpus) for d in self._topology.domains)
         if task.cores > widest and task.cores not in self._wide_warned:
             self._wide_warned.add(task.cores)
@@ -715,7 +717,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                     "measured_footprint": record.stats.get("footprint"),
                     "admission": record.stats.get("admission"),
                     "cores": record.cores, "memory": record.memory, "gpus": record.gpus,
-                    "cpus": record.stats.get("cpus"), "devices": record.stats.get("devices"),
+                    "cpus": record.stats.get("cpus") or (None if record.cpu is None else [record.cpu]),
+                    "devices": record.stats.get("devices") or [],
                     "scheduled_footprint": record.stats.get("scheduled_footprint"),
                 }
                 for record in sorted(records, key=lambda record: record.task_id)

@@ -52,7 +52,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from scalpel_executor.core.batching import Batcher, Batching
-from scalpel_executor.core.resources import unfit_reason
+from scalpel_executor.core.resources import needs_resources, unfit_reason
 from scalpel_executor.core.scheduler import CHECKED_AT_DISPATCH, Scheduler, Task
 from scalpel_executor.core.topology import Topology
 from scalpel_executor.host.accelerators import device_cpus, device_env, pick_devices
@@ -237,7 +237,7 @@ class WorkerPool:
                     raise ExecutorFailed(self._failure)
                 raise ExecutorShutdown(NO_WORKERS_LEFT if self._no_workers_left
                                        else "the executor is shut down; no new tasks are accepted")
-            if (problem := unfit_reason(task, self._scheduler.capacity)) is not None:
+            if needs_resources(task) and (problem := unfit_reason(task, self._scheduler.capacity)) is not None:
                 self._complete(task, Outcome(False, error=ResourcesUnavailable(
                     f"{problem}; it could never start here: ask for less, or run it on a larger node")))
                 return
@@ -381,7 +381,8 @@ class WorkerPool:
             job.slot, job.domain = assignment.slot.index, assignment.slot.domain
             job.cpu, job.started = worker.cpus[0], time.monotonic()
             job.admission = assignment.reason
-            job.cpus = tuple(sorted({cpu for slot in assignment.booked for cpu in self._slot_cpus[slot.index]}))
+            job.cpus = self._slot_cpus[assignment.slot.index] if not assignment.slots else \
+                tuple(sorted({cpu for slot in assignment.booked for cpu in self._slot_cpus[slot.index]}))
             env: tuple[tuple[str, str], ...] = ()
             if self.options.accelerators:  # a task without accelerators sees none, so it takes none
                 job.devices = tuple(pick_devices(self._free_devices, task.gpus, job.cpus, self._device_cpus))
@@ -440,7 +441,8 @@ class WorkerPool:
         self._learn(task, stats.get("footprint") if isinstance(stats, dict) else None)
         if isinstance(stats, dict):  # how the scheduler saw it: why it started, the footprint it last knew
             stats["admission"], stats["scheduled_footprint"] = task.payload.admission, task.footprint
-            stats["cpus"], stats["devices"] = list(task.payload.cpus), list(task.payload.devices)
+            if task.cores > 1 or task.payload.devices:  # a one-core task's CPU is its Result's cpu
+                stats["cpus"], stats["devices"] = list(task.payload.cpus), list(task.payload.devices)
         self._complete(task, Outcome(ok, payload, None, stats))
 
     def _enforce_deadlines(self) -> float | None:

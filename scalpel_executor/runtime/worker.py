@@ -234,7 +234,7 @@ class _TaskPlace:
 
     def __init__(self, cpus: tuple[int, ...], env: tuple[tuple[str, str], ...], memory: int = 0, task_id: int = -1):
         self.task_id = task_id
-        self.own = os.sched_getaffinity(0)
+        self.own = os.sched_getaffinity(0) if cpus else None  # a one-core task runs where the worker is
         self.cpus = set(cpus) if cpus and set(cpus) != self.own else None
         self.env = dict(env)
         self.saved: dict[str, str | None] = {}
