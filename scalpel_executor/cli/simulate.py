@@ -56,6 +56,10 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                         f"{model.sensitivity})")
     parser.add_argument("--model", help="calibration JSON from `scalpel calibrate --out` (sets rho and sigma, "
                         "replacing the preset's; --capacity-fraction and --sensitivity override it in turn)")
+    parser.add_argument("--memory", help="the node's memory budget for tasks' declared memory, e.g. 24GiB "
+                                         "(default: not counted)")
+    parser.add_argument("--gpus", type=at_least(0), default=0,
+                        help="accelerators on the node, for tasks that ask for gpus (default %(default)s)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(run=run)
 
@@ -76,7 +80,9 @@ def run(args: argparse.Namespace) -> int:
         policies.append("fifo")
     counts = _parse_counts(args.tasks) if args.tasks else [len(pool)]
     model = _model(args, preset)
-    rows = compare_policies(pool, topology, llc_size, counts, policies, args.repeats, args.seed, model)
+    memory = parse_size(args.memory, what="--memory") if args.memory else None
+    rows = compare_policies(pool, topology, llc_size, counts, policies, args.repeats, args.seed, model,
+                            memory=memory, gpus=args.gpus)
     if args.json:
         print(json.dumps({"profile": document.get("name"), "preset": preset.name if preset else None,
                           "machine": spec, "llc_size": llc_size, "model": vars(model), "rows": rows}, indent=2))

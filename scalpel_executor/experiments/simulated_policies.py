@@ -31,8 +31,13 @@ def compare_policies(
     repeats: int,
     seed: int,
     model: ContentionModel,
+    *,
+    memory: float | None = None,
+    gpus: int = 0,
 ) -> list[dict]:
     """Simulate each policy on the same random batches; one row per (task count, policy).
+
+    ``memory`` and ``gpus`` are the node's, against which tasks' ``memory`` and ``gpus`` are booked.
 
     Each row: the mean makespan, the mean lower bound, the mean of makespan / lower bound per
     batch and, where ``fifo`` is among ``policies``, the geometric-mean speedup over it.
@@ -45,7 +50,8 @@ def compare_policies(
         for repeat in range(repeats):
             batch = pick_batch(pool, count, random.Random(seed * 1_000_003 + count * 1009 + repeat))
             for policy in policies:
-                result = simulate(batch, domains, llc_size, policy, model=model, seed=seed + repeat)
+                result = simulate(batch, domains, llc_size, policy, model=model, seed=seed + repeat, memory=memory,
+                                  gpus=gpus)
                 makespans[policy].append(result.makespan)
             bounds.append(result.lower_bound)
         reference = makespans.get("fifo")

@@ -8,7 +8,8 @@ Format ``scalpel-profile/1``::
 
 ``runtime`` is seconds when running alone; ``footprint`` is bytes (a number, or a size string such
 as "24MiB"); ``sensitivity`` (optional) is the task's σ in the contention model of
-:mod:`scalpel_executor.core.simulate`. Profiles shipped with the package live in the top-level
+:mod:`scalpel_executor.core.simulate`; ``cores``, ``memory`` (MiB, or a size) and ``gpus``
+(optional, as the resource hints read them) are what the task holds while it runs. Profiles shipped with the package live in the top-level
 ``profiles/`` folder and are found by name. The profile store exports to and imports from the same
 format (:func:`store_document`, :func:`document_rows`); its rows carry ``refines`` and ``split``
 for keys split by small integers (``docs/profiles.md``).
@@ -24,6 +25,7 @@ import time
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from scalpel_executor.core.simulate import SimTask
 from scalpel_executor.core.units import parse_size, show
@@ -86,6 +88,21 @@ def shipped_document(name: str) -> dict:
     return json.loads(_shipped_text(name))
 
 
+def _whole(value: Any, field: str, lowest: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
+        raise ValueError(f"{field} must be a whole number >= {lowest}, got {value!r}")
+    return value
+
+
+def _memory(value: Any) -> float:
+    """A task's ``memory``: MiB as a number (TaskVine's unit, as the ``memory`` hint), or a size."""
+    if isinstance(value, str):
+        return float(parse_size(value, what="memory"))
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"memory must be a number of MiB >= 0 or a size such as \"4GiB\", got {value!r}")
+    return float(value) * 2**20
+
+
 def load_profile(name_or_path: str | Path) -> tuple[dict, list[SimTask]]:
     """Read a profile by shipped name or file path; returns (document, tasks).
 
@@ -121,6 +138,9 @@ def load_profile(name_or_path: str | Path) -> tuple[dict, list[SimTask]]:
                     solo_time=float(entry["runtime"]),
                     footprint=float(parse_size(entry.get("footprint", 0), what="footprint")),
                     sensitivity=None if entry.get("sensitivity") is None else float(entry["sensitivity"]),
+                    cores=_whole(entry.get("cores", 1), "cores", 1),
+                    memory=_memory(entry.get("memory", 0)),
+                    gpus=_whole(entry.get("gpus", 0), "gpus", 0),
                 )
             )
         except KeyError as error:

@@ -99,3 +99,20 @@ def test_simulate_help_lists_every_preset_with_its_description(scalpel, capsys):
     text = " ".join(capsys.readouterr().out.split())
     for machine in MACHINES.values():
         assert f"{machine.name} {machine.description}" in text
+
+
+def test_simulate_books_a_profiles_cores_memory_and_gpus_against_the_node(scalpel, tmp_path):
+    profile = tmp_path / "wide.json"
+    profile.write_text(json.dumps({
+        "format": "scalpel-profile/1", "name": "wide", "machine": {"spec": "1x2:32MiB"},
+        "tasks": [{"name": "solve", "runtime": 4, "footprint": "20MiB", "cores": 2},
+                  {"name": "big", "runtime": 2, "memory": 15 * 1024}]}))
+    code, out, _ = scalpel("simulate", "--profile", str(profile), "--policies", "fifo", "--json")
+    assert code == 0 and json.loads(out)["rows"][0]["mean_makespan"] == pytest.approx(6.0)  # the 2-core task alone
+    code, out, _ = scalpel("simulate", "--profile", str(profile), "--policies", "fifo", "--json",
+                           "--memory", "10GiB")
+    assert code == 2 and "asks for 15.0 GiB of memory; this node's budget is 10.0 GiB" in _
+    profile.write_text(json.dumps({"format": "scalpel-profile/1", "name": "bad", "machine": {"spec": "1x2:32MiB"},
+                                   "tasks": [{"name": "x", "runtime": 1, "cores": 0}]}))
+    code, _, err = scalpel("simulate", "--profile", str(profile))
+    assert code == 2 and "cores must be a whole number >= 1, got 0" in err
