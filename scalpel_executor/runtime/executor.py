@@ -44,7 +44,6 @@ import tempfile
 import time
 from collections import Counter, deque
 from concurrent.futures import Future, InvalidStateError
-from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import typeguard
@@ -77,6 +76,7 @@ from scalpel_executor.runtime.manager_protocol import ManagerConfig
 from scalpel_executor.runtime.options import (HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, LOCAL_BATCH_WINDOW, memory_budget,
                                               PROVIDER_BATCH_WINDOW, PoolOptions)
 from scalpel_executor.runtime.pool import Job, Outcome, WorkerPool
+from scalpel_executor.runtime.report import TaskRecord, task_rows, task_spans, write_report
 from scalpel_executor.learning.store import ProfileStore, default_path
 from scalpel_executor.core.topology import Topology
 from scalpel_executor.host.topology import resolve_topology
@@ -92,32 +92,6 @@ RECORDS_KEPT = 100_000  # finished tasks remembered in ``records`` (a campaign m
 # What a provider block runs on each node (formatted with python, url, cert_dir, block_id, driver_threshold).
 DEFAULT_LAUNCH_CMD = ("{python} -m scalpel_executor.runtime.manager --connect {url} --cert-dir {cert_dir} "
                       "--block-id {block_id} --driver-threshold {driver_threshold}")
-
-
-@dataclass(frozen=True)
-class TaskRecord:
-    """What happened to one task: where it ran (slot, LLC domain, CPU), when, and its estimates."""
-
-    task_id: int
-    slot: int | None  # None: it never started (shutdown)
-    domain: int | None
-    cpu: int | None
-    started: float | None  # time.monotonic() when it was sent to its worker
-    finished: float
-    footprint: float  # the estimates the scheduler used
-    runtime: float
-    ok: bool  # False for a task exception, a worker death or a shutdown
-    stats: dict  # measured in the worker: wall / cpu seconds, peak RSS, footprint (probe)
-    profile_key: str = ""
-    footprint_source: str = "prior"  # hint | learned | store | shape | app | prior (learning.estimates.SOURCES)
-    runtime_source: str = "prior"
-    intensity: float | None = None  # the LLC miss rate the scheduler was told (`di` ranks by it)
-    measured: bool = False  # sent to be measured by the probe (learning.sampling decided)
-    runtime_spread: float = 0.0  # how far the run-time estimate may be off, relative (the key's std / mean)
-    priority: float | None = None  # the user's priority hint (lower first, as in HTEX); None: none given
-    cores: int = 1  # what it held while it ran (Task.cores, Task.memory in bytes, Task.gpus)
-    memory: float = 0.0
-    gpus: int = 0
 
 
 class ScalpelExecutor(ParslExecutor, RepresentationMixin):
@@ -480,18 +454,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                         fit.observations)
 
     def _task_spans(self) -> list[TaskSpan]:
-        """The finished tasks that ran, as the host's fit sees them (local mode: one clock, one host)."""
-        spans = []
-        for record in self.records:
-            if record.domain is None or record.started is None:
-                continue
-            wall = record.stats.get("wall")
-            wall = float(wall) if isinstance(wall, (int, float)) and math.isfinite(wall) and wall >= 0 else None
-            footprint = record.stats.get("footprint") or record.stats.get("scheduled_footprint") or record.footprint
-            spans.append(TaskSpan(record.profile_key, record.domain, record.started,
-                                  record.started + wall if wall is not None else record.finished, wall,
-                                  float(footprint), record.ok))
-        return spans
+        return task_spans(self.records)
 
     def _learn_host_model(self) -> None:
         """Add this run's co-runs to the host's and refit (shutdown); a fault is one warning."""
@@ -705,24 +668,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                 "runtime": dict(Counter(record.runtime_source for record in records)),
             },
             "priors": sorted(self._estimator.priors) if self._estimator is not None else [],
-            "tasks": [
-                {
-                    "task_id": record.task_id, "profile_key": record.profile_key, "ok": record.ok,
-                    "priority": record.priority,
-                    "slot": record.slot, "domain": record.domain, "cpu": record.cpu,
-                    "estimated_footprint": record.footprint, "footprint_source": record.footprint_source,
-                    "estimated_runtime": record.runtime, "runtime_source": record.runtime_source,
-                    "runtime_spread": record.runtime_spread,
-                    "measured": record.measured, "measured_runtime": record.stats.get("wall"),
-                    "measured_footprint": record.stats.get("footprint"),
-                    "admission": record.stats.get("admission"),
-                    "cores": record.cores, "memory": record.memory, "gpus": record.gpus,
-                    "cpus": record.stats.get("cpus") or (None if record.cpu is None else [record.cpu]),
-                    "devices": record.stats.get("devices") or [],
-                    "scheduled_footprint": record.stats.get("scheduled_footprint"),
-                }
-                for record in sorted(records, key=lambda record: record.task_id)
-            ],
+            "tasks": task_rows(records),
         }
 
     def _write_report(self) -> None:
@@ -730,17 +676,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         run_dir = self.run_dir
         if run_dir == self._unset_run_dir or not os.path.isdir(run_dir) or not self.records:
             return  # not run by a DataFlowKernel, which sets run_dir: do not litter the working directory
-        path = os.path.join(run_dir, f"scalpel-{self.label}-report.json")
-        report = self.run_report()
-        try:
-            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(descriptor, "w") as stream:
-                json.dump(report, stream, indent=1)
-        except OSError as error:
-            logger.warning("could not write the run report %s: %s", path, error)
-            return
-        logger.info("run report %s: %d tasks; footprint sources %s; run time sources %s", path,
-                    report["tasks_finished"], report["sources"]["footprint"], report["sources"]["runtime"])
+        write_report(os.path.join(run_dir, f"scalpel-{self.label}-report.json"), self.run_report())
 
     def monitor_resources(self) -> bool:
         return True

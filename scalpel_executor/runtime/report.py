@@ -1,0 +1,99 @@
+"""The run report: one record per finished task, and the per-task rows, spans and file made of them.
+
+:class:`~scalpel_executor.runtime.executor.ScalpelExecutor` appends a :class:`TaskRecord` for
+each task it completes (``records``); ``run_report()`` counts them and lists them with
+:func:`task_rows`, ``shutdown()`` writes the report with :func:`write_report` and hands
+:func:`task_spans` to this host's contention fit (:mod:`scalpel_executor.learning.host_model`).
+The fields are documented in docs/executor.md.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from scalpel_executor.learning.host_model import TaskSpan
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["TaskRecord", "task_rows", "task_spans", "write_report"]
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """What happened to one task: where it ran (slot, LLC domain, CPU), when, and its estimates."""
+
+    task_id: int
+    slot: int | None  # None: it never started (shutdown)
+    domain: int | None
+    cpu: int | None
+    started: float | None  # time.monotonic() when it was sent to its worker
+    finished: float
+    footprint: float  # the estimates the scheduler used
+    runtime: float
+    ok: bool  # False for a task exception, a worker death or a shutdown
+    stats: dict  # measured in the worker: wall / cpu seconds, peak RSS, footprint (probe)
+    profile_key: str = ""
+    footprint_source: str = "prior"  # hint | learned | store | shape | app | prior (learning.estimates.SOURCES)
+    runtime_source: str = "prior"
+    intensity: float | None = None  # the LLC miss rate the scheduler was told (`di` ranks by it)
+    measured: bool = False  # sent to be measured by the probe (learning.sampling decided)
+    runtime_spread: float = 0.0  # how far the run-time estimate may be off, relative (the key's std / mean)
+    priority: float | None = None  # the user's priority hint (lower first, as in HTEX); None: none given
+    cores: int = 1  # what it held while it ran (Task.cores, Task.memory in bytes, Task.gpus)
+    memory: float = 0.0
+    gpus: int = 0
+
+
+def task_rows(records: Iterable[TaskRecord]) -> list[dict]:
+    """The report's ``tasks``: one JSON-ready row per task, in task id order."""
+    return [
+        {
+            "task_id": record.task_id, "profile_key": record.profile_key, "ok": record.ok,
+            "priority": record.priority,
+            "slot": record.slot, "domain": record.domain, "cpu": record.cpu,
+            "estimated_footprint": record.footprint, "footprint_source": record.footprint_source,
+            "estimated_runtime": record.runtime, "runtime_source": record.runtime_source,
+            "runtime_spread": record.runtime_spread,
+            "measured": record.measured, "measured_runtime": record.stats.get("wall"),
+            "measured_footprint": record.stats.get("footprint"),
+            "admission": record.stats.get("admission"),
+            "cores": record.cores, "memory": record.memory, "gpus": record.gpus,
+            "cpus": record.stats.get("cpus") or (None if record.cpu is None else [record.cpu]),
+            "devices": record.stats.get("devices") or [],
+            "scheduled_footprint": record.stats.get("scheduled_footprint"),
+        }
+        for record in sorted(records, key=lambda record: record.task_id)
+    ]
+
+
+def task_spans(records: Iterable[TaskRecord]) -> list[TaskSpan]:
+    """The finished tasks that ran, as the host's fit sees them (local mode: one clock, one host)."""
+    spans = []
+    for record in records:
+        if record.domain is None or record.started is None:
+            continue
+        wall = record.stats.get("wall")
+        wall = float(wall) if isinstance(wall, (int, float)) and math.isfinite(wall) and wall >= 0 else None
+        footprint = record.stats.get("footprint") or record.stats.get("scheduled_footprint") or record.footprint
+        spans.append(TaskSpan(record.profile_key, record.domain, record.started,
+                              record.started + wall if wall is not None else record.finished, wall,
+                              float(footprint), record.ok))
+    return spans
+
+
+def write_report(path: str, report: dict) -> None:
+    """Write ``report`` as JSON to ``path`` (mode 0600); a failure is one warning."""
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as stream:
+            json.dump(report, stream, indent=1)
+    except OSError as error:
+        logger.warning("could not write the run report %s: %s", path, error)
+        return
+    logger.info("run report %s: %d tasks; footprint sources %s; run time sources %s", path,
+                report["tasks_finished"], report["sources"]["footprint"], report["sources"]["runtime"])
