@@ -74,6 +74,10 @@ def test_declared_memory_keeps_two_large_tasks_apart_and_a_request_past_the_node
         big = [where(0.5, parsl_resource_specification={"memory": 15 * 1024}) for _ in range(2)]
         with pytest.raises(ResourcesUnavailable, match=r"asks for 64.0 GiB of memory; this node's budget is 24.0 GiB"):
             where(0, parsl_resource_specification={"memory": "64GiB"}).result(timeout=60)
+        with pytest.raises(ResourcesUnavailable, match=r"asks for 1 accelerator; this node has 0"):
+            where(0, parsl_resource_specification={"gpus": 1}).result(timeout=60)
+        with pytest.raises(ResourcesUnavailable, match=r"asks for 3 cores; this node has 2"):
+            where(0, parsl_resource_specification={"cores": 3}).result(timeout=60)
         a, b = [f.result(timeout=120) for f in big]
     finally:
         dfk.cleanup()
