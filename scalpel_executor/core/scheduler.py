@@ -468,9 +468,12 @@ class Scheduler:
         if self._fits(head, domain):
             return None
         reservation = self._reservation(head)
+        free = self._free_cores()  # nothing starts while the candidates are tested
 
         def eligible(task: Task) -> bool:
-            return self._fits(task, domain) and may_backfill(task, domain, reservation)
+            fits = task.cores == 1 and task.memory <= 0 and task.gpus <= 0 or resources.fits(
+                task, domain, free, self.capacity, self._memory_used, self._gpus_used)
+            return fits and may_backfill(task, domain, reservation)
 
         return eligible
 
