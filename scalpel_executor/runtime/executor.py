@@ -68,7 +68,7 @@ from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, R
                                              WalltimeExceeded, WorkerDied)
 from scalpel_executor.core.resources import Capacity, unfit_reason
 from scalpel_executor.core.tasks import Task
-from scalpel_executor.runtime.channel import PORT_RANGE, make_keys
+from scalpel_executor.runtime.channel import PORT_RANGE, make_keys, remove_keys
 from scalpel_executor.runtime.contract import Pool
 from scalpel_executor.runtime.hub import ManagerHub
 from scalpel_executor.runtime.logs import share_parsl_handlers
@@ -736,6 +736,8 @@ class ScalpelProviderExecutor(ScalpelExecutor, BlockProviderExecutor):
     The arguments are ScalpelExecutor's; see there.
     """
 
+    _key_dirs: tuple = ()  # the CurveZMQ key directory and any directory made for it alone, until shutdown
+
     @property
     def provider(self) -> Optional[ExecutionProvider]:  # BlockProviderExecutor's, not ScalpelExecutor's None
         return self._provider
@@ -743,19 +745,46 @@ class ScalpelProviderExecutor(ScalpelExecutor, BlockProviderExecutor):
     def start(self) -> None:
         if not self._begin_start():
             return
+        made: tuple[str, ...] = ()  # directories made for the keys alone, removed with them
         if self.run_dir == self._unset_run_dir:  # not run by a DataFlowKernel: keep keys out of the working dir
-            self._cert_dir = make_keys(tempfile.mkdtemp(prefix=f"scalpel-{self.label}-") + "/certificates")
+            made = (tempfile.mkdtemp(prefix=f"scalpel-{self.label}-"),)
+            self._cert_dir = make_keys(os.path.join(made[0], "certificates"))
         else:
             self._cert_dir = make_keys(os.path.join(self.run_dir, self.label, "certificates"))
+        self._key_dirs = (self._cert_dir, *made)
         config = ManagerConfig.of_driver(None if self.topology is None else self._topology, smt=self.smt,
                                          max_workers=self.max_workers_per_node)
         hub = ManagerHub(config, self._pool_options(), self._complete, cert_dir=self._cert_dir,
                          address=self.address, port_range=self.port_range, prefetch=self.prefetch_capacity)
-        hub.start()
+        try:
+            hub.start()
+        except BaseException:
+            self._remove_keys()
+            raise
         self._pool = hub
         BlockProviderExecutor.start(self)
         logger.info("executor %r listens for node managers on %s (provider %s)", self.label, hub.url,
                     type(self.provider).__name__)
+
+    def shutdown(self) -> None:
+        """As ScalpelExecutor's; then, the hub stopped and its managers told to end, the run's
+        CurveZMQ keys are deleted. Idempotent."""
+        try:
+            super().shutdown()
+        finally:
+            self._remove_keys()
+
+    def _remove_keys(self) -> None:
+        """Delete the key files and the directories start() made for them, once each is empty."""
+        if not self._key_dirs:
+            return
+        (cert_dir, *made), self._key_dirs = self._key_dirs, ()
+        remove_keys(cert_dir)
+        for directory in made:
+            try:
+                os.rmdir(directory)
+            except OSError:
+                pass  # not empty: someone else's files
 
     def _get_launch_command(self, block_id: str) -> str:
         hub: ManagerHub = self._pool

@@ -100,12 +100,17 @@ def test_two_blocks_run_a_workflow_each_manager_on_its_own_cpu(tmp_path):
         processes = manager_processes(executor)
         report = executor.run_report()
         assert report["tasks_finished"] == 12 and {t["cpu"] for t in report["tasks"]} == {0, 1}
+        # the run directory holds the keys while the run lasts, private to this user
+        (cert_dir,) = (tmp_path / "run").glob("*/scalpel_blocks/certificates")
+        assert oct(cert_dir.stat().st_mode & 0o777) == "0o700"
+        assert sorted(p.name for p in cert_dir.iterdir()) == ["client.key", "client.key_secret", "server.key",
+                                                              "server.key_secret"]
+        assert all(oct(p.stat().st_mode & 0o777) == "0o600" for p in cert_dir.iterdir())
     finally:
         dfk.cleanup()
     assert wait_until(lambda: not alive(processes)), "a manager or worker outlived dfk.cleanup()"
-    assert os.stat(tmp_path / "run").st_mode  # the run directory holds the keys
-    cert_dirs = list((tmp_path / "run").glob("*/scalpel_blocks/certificates"))
-    assert cert_dirs and all(oct(d.stat().st_mode & 0o777) == "0o700" for d in cert_dirs)
+    # and no key outlives it: the files are deleted, and the directory with them
+    assert not list((tmp_path / "run").rglob("*.key*")) and not cert_dir.exists()
 
 
 @needs_two_cpus
@@ -223,3 +228,18 @@ def test_local_mode_is_unchanged_and_provider_options_are_checked():
         ScalpelExecutor(provider=LocalProvider(), node_manager=True)
     with pytest.raises(ValueError, match="prefetch_capacity"):
         ScalpelExecutor(provider=LocalProvider(), prefetch_capacity=-1)
+
+
+def test_without_a_dataflow_kernel_the_keys_go_to_a_temporary_directory_removed_at_shutdown(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    executor = ScalpelExecutor(label="keys", provider=LocalProvider(init_blocks=0, min_blocks=0), profiles=False)
+    executor.start()
+    try:
+        (made,) = tmp_path.glob("scalpel-keys-*")
+        assert sorted(p.name for p in (made / "certificates").iterdir()) == [
+            "client.key", "client.key_secret", "server.key", "server.key_secret"]
+    finally:
+        executor.shutdown()
+    assert list(tmp_path.iterdir()) == []
