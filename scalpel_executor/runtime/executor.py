@@ -233,6 +233,13 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         after which a manager is lost and each of its tasks fails with ``ManagerLost`` (defaults 2
         and 120, as HTEX's). Local mode's manager (``node_manager=True``) and provider blocks'
         managers alike; a manager that exits, or whose connection drops, is lost at once.
+    drain_period : float, optional
+        Seconds after a block's node manager starts at which it drains, as HTEX's ``drain_period``:
+        it is dealt no new task, finishes the tasks it holds (running and prefetched), then exits,
+        so its block's job ends without killing a task, and Parsl's strategy starts a new block for
+        the work still waiting. Set it to the block's walltime less the time a block takes to start
+        and the longest task. Default None: never. A drained manager is not a lost one (no
+        ``ManagerLost``). Provider mode only.
     launch_cmd : str, optional
         The command a block runs on each node, formatted with ``python``, ``url``, ``cert_dir``,
         ``block_id`` and ``driver_threshold`` (default :data:`DEFAULT_LAUNCH_CMD`). Append
@@ -301,6 +308,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         prefetch_capacity: int = 1,
         heartbeat_period: Union[int, float] = HEARTBEAT_PERIOD,
         heartbeat_threshold: Union[int, float] = HEARTBEAT_THRESHOLD,
+        drain_period: Union[int, float, None] = None,
         launch_cmd: Optional[str] = None,
         block_error_handler: Union[bool, Callable[..., None]] = True,
         contention_model: Union[ContentionModel, str, os.PathLike, None] = None,
@@ -315,6 +323,10 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                 raise ValueError(f"node_manager={node_manager!r} is a local-mode option; with provider= every node "
                                  f"runs a node manager: leave node_manager out")
             BlockProviderExecutor.__init__(self, provider=provider, block_error_handler=block_error_handler)
+        elif drain_period is not None:
+            raise ValueError(f"drain_period={drain_period!r} is a provider-mode option (a block's managers drain "
+                             f"before its walltime); local mode's manager lives as long as the executor: leave it "
+                             f"out, or give provider=")
         if max_workers_per_node is not None and max_workers_per_node < 1:
             raise ValueError(f"max_workers_per_node must be at least 1 or None, got {max_workers_per_node!r}")
         if prefetch_capacity < 0:
@@ -348,7 +360,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             if batch_window is None else batch_window,
             worker_env={**({} if probe else {"SCALPEL_PROBE": "off"}), **(worker_env or {})},
             contention_model=self.contention_model, heartbeat_period=heartbeat_period,
-            heartbeat_threshold=heartbeat_threshold, accelerators=available_accelerators,
+            heartbeat_threshold=heartbeat_threshold, accelerators=available_accelerators, drain_period=drain_period,
             memory_budget=None if memory_budget is None else _mebibytes("memory_budget", memory_budget))
         if isinstance(cores_per_task, bool) or cores_per_task < 1:
             raise ValueError(f"cores_per_task must be a whole number >= 1, got {cores_per_task!r}")
@@ -370,6 +382,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self.max_batch = max_batch
         self.heartbeat_period = self._options.heartbeat_period
         self.heartbeat_threshold = self._options.heartbeat_threshold
+        self.drain_period = self._options.drain_period
         self.default_footprint = default_footprint
         self.default_runtime = float(default_runtime)
         self.profiles = profiles

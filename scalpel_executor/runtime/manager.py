@@ -34,6 +34,12 @@ no parent to watch, so the link reports EOF when the TCP connection drops after 
 when the driver sent nothing (not even its ``Ping``) for ``--driver-threshold`` seconds. A driver
 that refuses the key, or none answering within ``--connect-timeout``, ends the manager with status 2.
 ``--cpus`` confines the manager (and so its workers) to those CPUs before it detects its topology.
+
+**Draining** (the pool options' ``drain_period``, HTEX's): that many seconds after the manager's
+module was loaded (when the block's job began, near enough, as HTEX counts from its worker pool's
+load) the watch thread sends ``Drain`` once. The driver deals it nothing more and, once it holds no
+task, tells it to shut down, so the manager exits before its block's walltime with every task it
+was given finished.
 """
 
 from __future__ import annotations
@@ -52,9 +58,9 @@ from scalpel_executor.core.cpulist import cpu_set, format_cpu_list
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.runtime.channel import ManagerLink
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown
-from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Fatal, Heartbeat, Log, ManagerConfig,
-                                                       Register, Result, Shutdown, Started, Submit, decode,
-                                                       describe_error, encode)
+from scalpel_executor.runtime.manager_protocol import (Configure, Drain, Failed, Fatal, Heartbeat, Log,
+                                                       ManagerConfig, Register, Result, Shutdown, Started, Submit,
+                                                       decode, describe_error, encode)
 from scalpel_executor.runtime.options import HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, PoolOptions
 from scalpel_executor.runtime.pool import Job, Outcome, WorkerPool
 
@@ -65,6 +71,7 @@ logger = logging.getLogger("scalpel_executor.runtime.manager")  # not __name__: 
 CONFIGURE_TIMEOUT = 60.0  # seconds the manager waits for its first message before giving up
 PARENT_CHECK_INTERVAL = 0.2  # seconds between checks that the driver still lives (a getppid call)
 SHUTDOWN_TIMEOUT = 10.0  # seconds pool.shutdown may take to join its threads
+LOADED = time.monotonic()  # drain_period counts from here, as HTEX's manager counts from its script's load
 
 
 class _ToDriver(logging.Handler):
@@ -112,6 +119,7 @@ class NodeManager:
         self._started = threading.Event()
         self._ending = threading.Event()
         self._heartbeat_period = HEARTBEAT_PERIOD  # until the driver's options say otherwise
+        self._drain_at = float("inf")  # when to send Drain (LOADED + drain_period); inf: never, or sent
 
     def send(self, message) -> None:
         """Send one message to the driver; a driver that is gone makes this a no-op (the reader sees EOF)."""
@@ -160,6 +168,8 @@ class NodeManager:
             self.send(Fatal(f"the node manager could not be configured: {type(error).__name__}: {error}"))
             return 2
         self._heartbeat_period = options.heartbeat_period
+        if options.drain_period is not None:
+            self._drain_at = LOADED + options.drain_period
         threading.Thread(target=self._start_pool, name="scalpel-manager-start", daemon=True).start()
         threading.Thread(target=self._watch, name="scalpel-manager-watch", daemon=True).start()
         return self._serve()
@@ -249,6 +259,11 @@ class NodeManager:
             if time.monotonic() >= next_beat:  # while its workers start too: a silent manager is lost
                 next_beat = time.monotonic() + self._heartbeat_period
                 self._report_state()
+            if time.monotonic() >= self._drain_at:
+                self._drain_at = float("inf")
+                logger.info("drain_period over (%.0f s since this manager started): it takes no new task and "
+                            "exits once those it holds are done", time.monotonic() - LOADED)
+                self.send(Drain(time.monotonic() - LOADED))
 
     def _report_state(self) -> None:
         """A Heartbeat: the workers, and how respawns went (also the pool's on_state callback)."""

@@ -80,6 +80,10 @@ class PoolOptions:
         is available when the pool starts, less :data:`MEMORY_RESERVE` of it.
     accelerators : tuple of str
         Device ids a node's tasks are given (``available_accelerators``); () none.
+    drain_period : float, optional
+        Seconds after a node manager starts at which it drains (HTEX's ``drain_period``): it asks
+        its driver for no new task, finishes what it holds, and is then told to exit, so a block
+        ending at its walltime kills no running task. None: never. Read by node managers only.
 
     Every field is checked on construction (a ValueError or TypeError naming the field and the
     bad value), numbers are stored as floats and ``worker_env`` as a copy, so an options object
@@ -100,6 +104,7 @@ class PoolOptions:
     # Per-task resources (core.resources): what a node's running tasks may hold together.
     memory_budget: float | None = None
     accelerators: tuple = ()
+    drain_period: float | None = None
 
     # Fields that travel as a document of their own, and what reads that document back.
     _DOCUMENTS: ClassVar[dict[str, Any]] = {"contention_model": load_model}
@@ -128,6 +133,9 @@ class PoolOptions:
                 raise ValueError(f"memory_budget must be a finite number of bytes >= 0 or None, got {self.memory_budget!r}")
             object.__setattr__(self, "memory_budget", float(self.memory_budget))
         object.__setattr__(self, "accelerators", resolve_accelerators(self.accelerators))
+        if self.drain_period is not None:
+            _seconds("drain_period", self.drain_period, zero=False)
+            object.__setattr__(self, "drain_period", float(self.drain_period))
 
     def to_dict(self) -> dict:
         """The options as JSON-ready values: what a node manager is sent."""
