@@ -13,6 +13,7 @@ Data flow::
     driver socket ──> main thread: Configure(config, options) ──> WorkerPool(config.topology(), options)
                         │                                   start thread: pool.start() ──> Started / Fatal
                         ├─ Submit ──> Task(payload=Job) ──> pool.submit ──> dispatch thread ──> workers
+                        │     (held in the manager until Started is sent: none starts before the driver knows)
                         ├─ Shutdown ──> pool.shutdown(): unfinished tasks fail (ExecutorShutdown) ─┐
                         └─ EOF (driver gone) ──> pool.shutdown(), exit                             │
     pool's completion thread: on_complete(task, outcome) ──> Result / Failed ──> driver socket <───┘
@@ -117,6 +118,10 @@ class NodeManager:
         self._send_lock = threading.Lock()
         self._pool: WorkerPool | None = None
         self._started = threading.Event()
+        # Submits that arrive before Started is sent wait here (then None): a manager whose Started
+        # its driver never read has run none of its tasks, so a replacement may take them unspent.
+        self._early: list[Submit] | None = []
+        self._early_lock = threading.Lock()
         self._ending = threading.Event()
         self._heartbeat_period = HEARTBEAT_PERIOD  # until the driver's options say otherwise
         self._drain_at = float("inf")  # when to send Drain (LOADED + drain_period); inf: never, or sent
@@ -204,13 +209,16 @@ class NodeManager:
                 self.send(Fatal(f"the node manager could not start its workers: {error}"))
             self._end(1)
             return
-        self._started.set()
-        self.send(Started(os.getpid(), pool.worker_pids, [list(cpus) for cpus in pool.slot_cpus_map],
-                          pool.topology.to_dict()))
+        with self._early_lock:
+            self._started.set()
+            self.send(Started(os.getpid(), pool.worker_pids, [list(cpus) for cpus in pool.slot_cpus_map],
+                              pool.topology.to_dict()))
+            early, self._early = self._early, None
+            for message in early:
+                self._submit(message)
 
     def _serve(self) -> int:
         """Take the driver's messages until Shutdown or EOF (the main thread)."""
-        pool = self._pool
         while True:
             try:
                 data = self._connection.recv_bytes()
@@ -223,24 +231,37 @@ class NodeManager:
                 self.send(Fatal(f"the node manager received a malformed message: {error}"))
                 return self._end(2)
             if isinstance(message, Submit):
-                try:
-                    pool.submit(Task(message.task_id, message.footprint, message.runtime, message.priority,
-                                     message.intensity, spread=message.spread, key=message.key or None,
-                                     footprint_known=message.footprint_known, cores=message.cores,
-                                     memory=message.memory, gpus=message.gpus,
-                                     payload=Job(message.buffer, walltime=message.walltime, measure=message.measure)))
-                except (ExecutorShutdown, ExecutorFailed) as error:  # the pool gave up (no worker left, a bug)
-                    kind, detail = describe_error(error)
-                    self.send(Failed(message.task_id, kind, str(error), detail, None, None, None, None))
+                with self._early_lock:
+                    if self._early is not None:
+                        self._early.append(message)
+                        continue
+                self._submit(message)
             elif isinstance(message, Shutdown):
                 return self._end(0)
             else:
                 self.send(Fatal(f"the node manager cannot act on {type(message).__name__} from the driver"))
                 return self._end(2)
 
+    def _submit(self, message: Submit) -> None:
+        """Hand one task to the pool; a pool that gave up (no worker left, a bug) fails it unstarted."""
+        try:
+            self._pool.submit(Task(message.task_id, message.footprint, message.runtime, message.priority,
+                                   message.intensity, spread=message.spread, key=message.key or None,
+                                   footprint_known=message.footprint_known, cores=message.cores,
+                                   memory=message.memory, gpus=message.gpus,
+                                   payload=Job(message.buffer, walltime=message.walltime, measure=message.measure)))
+        except (ExecutorShutdown, ExecutorFailed) as error:
+            kind, detail = describe_error(error)
+            self.send(Failed(message.task_id, kind, str(error), detail, None, None, None, None))
+
     def _end(self, status: int) -> int:
         """Fail unfinished tasks (sent back as ExecutorShutdown), end every worker and exit."""
         self._ending.set()
+        with self._early_lock:
+            early, self._early = self._early or [], None
+        for message in early:
+            self.send(Failed(message.task_id, "ExecutorShutdown", f"task {message.task_id} had not started when "
+                             f"the node manager shut down", {}, None, None, None, None))
         if self._pool is not None:
             self._pool.shutdown(SHUTDOWN_TIMEOUT)
         with self._send_lock:
