@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from scalpel_executor import __version__
 from scalpel_executor.cli import bench, calibrate, demo, profile, simulate, topology
 from scalpel_executor.cli.common import CommandFailed
 
@@ -25,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Contention-aware co-scheduling of many-task workflows on shared last-level caches.",
         epilog="`scalpel COMMAND --help` explains every option of a command.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.add_command(commands)

@@ -56,8 +56,8 @@ from zmq.utils.monitor import recv_monitor_message
 
 from scalpel_executor.runtime.manager_protocol import Ping, encode
 
-__all__ = ["ManagerLink", "DriverAuthenticator", "bind_router", "make_keys", "load_keys", "LinkRefused",
-           "frames_of", "joined", "MAX_FRAME"]
+__all__ = ["ManagerLink", "DriverAuthenticator", "bind_router", "make_keys", "remove_keys", "load_keys",
+           "LinkRefused", "frames_of", "joined", "MAX_FRAME"]
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +96,23 @@ def make_keys(cert_dir: str | os.PathLike) -> Path:
         os.chmod(public, 0o600)
         os.chmod(secret, 0o600)
     return path
+
+
+def remove_keys(cert_dir: str | os.PathLike) -> None:
+    """Delete the key files :func:`make_keys` wrote in ``cert_dir``, then the directory if that left it
+    empty; files it did not write stay. Called at shutdown, once no manager needs them: a secret
+    key that outlives its run is one more copy to steal from a shared file system."""
+    path = Path(cert_dir)
+    for name in ("server", "client"):
+        for suffix in (".key", ".key_secret"):
+            try:
+                (path / f"{name}{suffix}").unlink(missing_ok=True)
+            except OSError as error:
+                logger.warning("could not remove the CurveZMQ key %s: %s", path / f"{name}{suffix}", error)
+    try:
+        path.rmdir()
+    except OSError:
+        pass  # not empty (someone else's files), or already gone
 
 
 def load_keys(cert_dir: str | os.PathLike, side: str) -> tuple[bytes, bytes, bytes]:

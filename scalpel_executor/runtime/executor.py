@@ -67,7 +67,7 @@ from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, R
                                              WalltimeExceeded, WorkerDied)
 from scalpel_executor.core.resources import Capacity, needs_resources, unfit_reason
 from scalpel_executor.core.tasks import Task
-from scalpel_executor.runtime.channel import PORT_RANGE, make_keys
+from scalpel_executor.runtime.channel import PORT_RANGE, make_keys, remove_keys
 from scalpel_executor.runtime.contract import Pool
 from scalpel_executor.runtime.hub import ManagerHub
 from scalpel_executor.runtime.logs import share_parsl_handlers
@@ -207,6 +207,13 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         after which a manager is lost and each of its tasks fails with ``ManagerLost`` (defaults 2
         and 120, as HTEX's). Local mode's manager (``node_manager=True``) and provider blocks'
         managers alike; a manager that exits, or whose connection drops, is lost at once.
+    drain_period : float, optional
+        Seconds after a block's node manager starts at which it drains, as HTEX's ``drain_period``:
+        it is dealt no new task, finishes the tasks it holds (running and prefetched), then exits,
+        so its block's job ends without killing a task, and Parsl's strategy starts a new block for
+        the work still waiting. Set it to the block's walltime less the time a block takes to start
+        and the longest task. Default None: never. A drained manager is not a lost one (no
+        ``ManagerLost``). Provider mode only.
     launch_cmd : str, optional
         The command a block runs on each node, formatted with ``python``, ``url``, ``cert_dir``,
         ``block_id`` and ``driver_threshold`` (default :data:`DEFAULT_LAUNCH_CMD`). Append
@@ -279,6 +286,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         prefetch_capacity: int = 1,
         heartbeat_period: Union[int, float] = HEARTBEAT_PERIOD,
         heartbeat_threshold: Union[int, float] = HEARTBEAT_THRESHOLD,
+        drain_period: Union[int, float, None] = None,
         launch_cmd: Optional[str] = None,
         block_error_handler: Union[bool, Callable[..., None]] = True,
         contention_model: Union[ContentionModel, str, os.PathLike, None] = None,
@@ -294,6 +302,10 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                 raise ValueError(f"node_manager={node_manager!r} is a local-mode option; with provider= every node "
                                  f"runs a node manager: leave node_manager out")
             BlockProviderExecutor.__init__(self, provider=provider, block_error_handler=block_error_handler)
+        elif drain_period is not None:
+            raise ValueError(f"drain_period={drain_period!r} is a provider-mode option (a block's managers drain "
+                             f"before its walltime); local mode's manager lives as long as the executor: leave it "
+                             f"out, or give provider=")
         if max_workers_per_node is not None and max_workers_per_node < 1:
             raise ValueError(f"max_workers_per_node must be at least 1 or None, got {max_workers_per_node!r}")
         if prefetch_capacity < 0:
@@ -328,6 +340,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             worker_env={**({} if probe else {"SCALPEL_PROBE": "off"}), **(worker_env or {})},
             contention_model=self.contention_model, heartbeat_period=heartbeat_period,
             heartbeat_threshold=heartbeat_threshold, accelerators=available_accelerators, enforce_memory=enforce_memory,
+            drain_period=drain_period,
             memory_budget=None if memory_budget is None else _mebibytes("memory_budget", memory_budget))
         if isinstance(cores_per_task, bool) or cores_per_task < 1:
             raise ValueError(f"cores_per_task must be a whole number >= 1, got {cores_per_task!r}")
@@ -350,6 +363,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self.max_batch = max_batch
         self.heartbeat_period = self._options.heartbeat_period
         self.heartbeat_threshold = self._options.heartbeat_threshold
+        self.drain_period = self._options.drain_period
         self.default_footprint = default_footprint
         self.default_runtime = float(default_runtime)
         self.profiles = profiles
@@ -693,6 +707,8 @@ class ScalpelProviderExecutor(ScalpelExecutor, BlockProviderExecutor):
     The arguments are ScalpelExecutor's; see there.
     """
 
+    _key_dirs: tuple = ()  # the CurveZMQ key directory and any directory made for it alone, until shutdown
+
     @property
     def provider(self) -> Optional[ExecutionProvider]:  # BlockProviderExecutor's, not ScalpelExecutor's None
         return self._provider
@@ -700,16 +716,23 @@ class ScalpelProviderExecutor(ScalpelExecutor, BlockProviderExecutor):
     def start(self) -> None:
         if not self._begin_start():
             return
+        made: tuple[str, ...] = ()  # directories made for the keys alone, removed with them
         if self.run_dir == self._unset_run_dir:  # not run by a DataFlowKernel: keep keys out of the working dir
-            self._cert_dir = make_keys(tempfile.mkdtemp(prefix=f"scalpel-{self.label}-") + "/certificates")
+            made = (tempfile.mkdtemp(prefix=f"scalpel-{self.label}-"),)
+            self._cert_dir = make_keys(os.path.join(made[0], "certificates"))
         else:
             self._cert_dir = make_keys(os.path.join(self.run_dir, self.label, "certificates"))
+        self._key_dirs = (self._cert_dir, *made)
         config = ManagerConfig.of_driver(None if self.topology is None else self._topology, smt=self.smt,
                                          max_workers=self.max_workers_per_node)
         hub = ManagerHub(config, self._pool_options(), self._complete, cert_dir=self._cert_dir,
                          address=self.address, port_range=self.port_range, prefetch=self.prefetch_capacity)
         hub.blocks_pending = self._blocks_pending
-        hub.start()
+        try:
+            hub.start()
+        except BaseException:
+            self._remove_keys()
+            raise
         self._pool = hub
         BlockProviderExecutor.start(self)
         logger.info("executor %r listens for node managers on %s (provider %s)", self.label, hub.url,
@@ -720,6 +743,26 @@ class ScalpelProviderExecutor(ScalpelExecutor, BlockProviderExecutor):
         connected = {manager["block_id"] for manager in self.connected_managers()}
         return any(status.state not in TERMINAL_STATES and block_id not in connected
                    for block_id, status in list(self._status.items()))
+
+    def shutdown(self) -> None:
+        """As ScalpelExecutor's; then, the hub stopped and its managers told to end, the run's
+        CurveZMQ keys are deleted. Idempotent."""
+        try:
+            super().shutdown()
+        finally:
+            self._remove_keys()
+
+    def _remove_keys(self) -> None:
+        """Delete the key files and the directories start() made for them, once each is empty."""
+        if not self._key_dirs:
+            return
+        (cert_dir, *made), self._key_dirs = self._key_dirs, ()
+        remove_keys(cert_dir)
+        for directory in made:
+            try:
+                os.rmdir(directory)
+            except OSError:
+                pass  # not empty: someone else's files
 
     def _get_launch_command(self, block_id: str) -> str:
         hub: ManagerHub = self._pool

@@ -15,6 +15,7 @@ Data flow::
         ├─ Register ──> version check ──> Configure(config, options) ──> (Started: slots known, the manager takes work)
         ├─ Result / Failed ──> pop from its manager's held tasks ──> completions (SimpleQueue) ──┐
         ├─ Heartbeat / Log / Fatal ──> worker pids, retired slots / re-logged here / the loss's cause
+        ├─ Drain (its drain_period is over) ──> dealt nothing more; holding nothing: Shutdown, released
         ├─ a message that does not decode, or cannot be handled ──> that manager is lost
         ├─ a TCP connection dropped (socket monitor) ──> Ping every manager for PROBE_WINDOW s:
         │                               the one whose send fails (EHOSTUNREACH) is lost
@@ -39,6 +40,12 @@ is sent nothing more. Each task it hands back unstarted (a ``Failed`` without a 
 again on another manager, or, when no other manager is connected, fails with ``WorkerDied`` naming
 that node; once it holds nothing it is told to shut down and counted lost, and Parsl's strategy may
 start a block in its place. A manager's room counts its live slots only.
+
+A manager that drains (its ``drain_period`` is over: a ``Drain`` message) is dealt nothing more
+and keeps what it holds, started or prefetched, as HTEX's interchange lets a draining manager
+finish its tasks; once it holds none it is told to shut down and *released*: not a loss
+(``managers_drained`` counts it, not ``managers_lost``), so its block's job ends cleanly before its
+walltime and Parsl's strategy starts another for the work still waiting here.
 
 User callbacks (``on_complete``: Parsl's future callbacks, which may take seconds) run on a
 completion thread of their own, so the hub thread keeps reading, pinging and dealing meanwhile:
@@ -68,9 +75,9 @@ from scalpel_executor.runtime.channel import MAX_FRAME, PING, PORT_RANGE, bind_r
 from scalpel_executor.runtime.contract import OnComplete
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, NodeManagerLost, ResourcesUnavailable,
                                              WorkerDied)
-from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Fatal, Heartbeat, Log, ManagerConfig,
-                                                       Register, Result, Shutdown, Started, decode, encode,
-                                                       rebuild_error, submit_of)
+from scalpel_executor.runtime.manager_protocol import (Configure, Drain, Failed, Fatal, Heartbeat, Log,
+                                                       ManagerConfig, Register, Result, Shutdown, Started, decode,
+                                                       encode, rebuild_error, submit_of)
 from scalpel_executor.runtime.options import PoolOptions
 from scalpel_executor.runtime.placement import NodeRoom, place
 from scalpel_executor.runtime.pool import Job, Outcome
@@ -107,7 +114,8 @@ class RemoteManager:
     held: dict = field(default_factory=dict)  # task id -> Task sent to it, not finished
     load: float = 0.0  # summed footprint of held tasks
     idle_since: float = 0.0
-    draining: bool = False  # its block is being cancelled: send it nothing more
+    draining: bool = False  # its block is being cancelled, or it drains: send it nothing more
+    drained: bool = False  # it asked to drain (Drain): once it holds nothing it is released, not lost
     fatal: str | None = None
     retired: frozenset = frozenset()  # slots its pool gave up on (their workers could not start)
     memory: float = 0.0  # its pool's memory budget, bytes (Started)
@@ -193,6 +201,8 @@ class ManagerHub:
         self._completer: threading.Thread | None = None
         self._monitor: zmq.Socket | None = None
         self.managers_lost = 0
+        self.managers_drained = 0  # released after draining: not losses
+        self._released: dict[bytes, str] = {}  # drained managers let go: identity -> name
         self.refused_count = 0  # connections that failed the CurveZMQ handshake
         self._refusal_logged = -REFUSAL_LOG_INTERVAL
 
@@ -421,6 +431,15 @@ class ManagerHub:
             self._deliver(task, outcome)
             if manager.unusable and not manager.held:
                 self._lose(router, manager, manager.unusable)
+            elif manager.drained and not manager.held:
+                self._release(router, manager)
+        elif isinstance(message, Drain):
+            with self._lock:
+                manager.draining = manager.drained = True
+            logger.info("node manager %s drains (%.0f s after it started): it is dealt no new task and is let go "
+                        "once its %d tasks end", manager.name, message.after, len(manager.held))
+            if not manager.held:
+                self._release(router, manager)
         elif isinstance(message, Heartbeat):
             manager.worker_pids = list(message.worker_pids)
             manager.retired = frozenset(message.retired_slots)
@@ -429,8 +448,7 @@ class ManagerHub:
                                                f"each one's replacement workers died before reporting ready; "
                                                f"its log says why)")
         elif isinstance(message, Log):
-            name = message.logger if message.logger.startswith("scalpel_executor") else "scalpel_executor.manager"
-            logging.getLogger(name).log(message.level, "[node manager %s] %s", manager.name, message.text)
+            self._relog(manager.name, message)
         elif isinstance(message, Started):
             with self._lock:
                 manager.slots = len(message.slot_cpus)
@@ -446,6 +464,23 @@ class ManagerHub:
         else:
             logger.error("node manager %s sent %s, which a manager never sends; ignored", manager.name,
                          type(message).__name__)
+
+    @staticmethod
+    def _relog(name: str, message: Log) -> None:
+        """A manager's log record, logged here under its own logger's name."""
+        logger_name = message.logger if message.logger.startswith("scalpel_executor") else "scalpel_executor.manager"
+        logging.getLogger(logger_name).log(message.level, "[node manager %s] %s", name, message.text)
+
+    def _release(self, router: zmq.Socket, manager: RemoteManager) -> None:
+        """A drained manager that holds nothing: tell it to shut down and forget it, without a loss."""
+        with self._lock:
+            if self._managers.pop(manager.identity, None) is None:
+                return
+        self._released[manager.identity] = manager.name
+        self.managers_drained += 1
+        logger.info("node manager %s drained: every task it was given has ended; it is told to shut down",
+                    manager.name)
+        self._send(router, None, encode(Shutdown()), manager.identity)
 
     def _give_up(self, router: zmq.Socket, manager: RemoteManager, cause: str) -> None:
         """Send the manager nothing more; once it has handed back what it holds, let it go."""
@@ -480,6 +515,13 @@ class ManagerHub:
             self._pending_count += 1
 
     def _unregistered(self, router: zmq.Socket, identity: bytes, message) -> None:
+        if identity in self._released:  # a drained manager's last heartbeat or log, sent before our Shutdown
+            if isinstance(message, Log):
+                self._relog(self._released[identity], message)
+            else:
+                logger.debug("dropped a %s from drained node manager %s", type(message).__name__,
+                             self._released[identity])
+            return
         if not isinstance(message, Register):
             what = type(message).__name__
             detail = f" for task {message.task_id}" if isinstance(message, (Result, Failed)) else ""

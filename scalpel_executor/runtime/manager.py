@@ -13,6 +13,7 @@ Data flow::
     driver socket ──> main thread: Configure(config, options) ──> WorkerPool(config.topology(), options)
                         │                                   start thread: pool.start() ──> Started / Fatal
                         ├─ Submit ──> Task(payload=Job) ──> pool.submit ──> dispatch thread ──> workers
+                        │     (held in the manager until Started is sent: none starts before the driver knows)
                         ├─ Shutdown ──> pool.shutdown(): unfinished tasks fail (ExecutorShutdown) ─┐
                         └─ EOF (driver gone) ──> pool.shutdown(), exit                             │
     pool's completion thread: on_complete(task, outcome) ──> Result / Failed ──> driver socket <───┘
@@ -34,6 +35,12 @@ no parent to watch, so the link reports EOF when the TCP connection drops after 
 when the driver sent nothing (not even its ``Ping``) for ``--driver-threshold`` seconds. A driver
 that refuses the key, or none answering within ``--connect-timeout``, ends the manager with status 2.
 ``--cpus`` confines the manager (and so its workers) to those CPUs before it detects its topology.
+
+**Draining** (the pool options' ``drain_period``, HTEX's): that many seconds after the manager's
+module was loaded (when the block's job began, near enough, as HTEX counts from its worker pool's
+load) the watch thread sends ``Drain`` once. The driver deals it nothing more and, once it holds no
+task, tells it to shut down, so the manager exits before its block's walltime with every task it
+was given finished.
 """
 
 from __future__ import annotations
@@ -52,9 +59,9 @@ from scalpel_executor.core.cpulist import cpu_set, format_cpu_list
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.runtime.channel import ManagerLink
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown
-from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Fatal, Heartbeat, Log, ManagerConfig,
-                                                       Register, Result, Shutdown, Started, Submit, decode,
-                                                       describe_error, encode)
+from scalpel_executor.runtime.manager_protocol import (Configure, Drain, Failed, Fatal, Heartbeat, Log,
+                                                       ManagerConfig, Register, Result, Shutdown, Started, Submit,
+                                                       decode, describe_error, encode)
 from scalpel_executor.runtime.options import HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, PoolOptions
 from scalpel_executor.runtime.pool import Job, Outcome, WorkerPool
 
@@ -65,6 +72,7 @@ logger = logging.getLogger("scalpel_executor.runtime.manager")  # not __name__: 
 CONFIGURE_TIMEOUT = 60.0  # seconds the manager waits for its first message before giving up
 PARENT_CHECK_INTERVAL = 0.2  # seconds between checks that the driver still lives (a getppid call)
 SHUTDOWN_TIMEOUT = 10.0  # seconds pool.shutdown may take to join its threads
+LOADED = time.monotonic()  # drain_period counts from here, as HTEX's manager counts from its script's load
 
 
 class _ToDriver(logging.Handler):
@@ -110,8 +118,13 @@ class NodeManager:
         self._send_lock = threading.Lock()
         self._pool: WorkerPool | None = None
         self._started = threading.Event()
+        # Submits that arrive before Started is sent wait here (then None): a manager whose Started
+        # its driver never read has run none of its tasks, so a replacement may take them unspent.
+        self._early: list[Submit] | None = []
+        self._early_lock = threading.Lock()
         self._ending = threading.Event()
         self._heartbeat_period = HEARTBEAT_PERIOD  # until the driver's options say otherwise
+        self._drain_at = float("inf")  # when to send Drain (LOADED + drain_period); inf: never, or sent
 
     def send(self, message) -> None:
         """Send one message to the driver; a driver that is gone makes this a no-op (the reader sees EOF)."""
@@ -160,6 +173,8 @@ class NodeManager:
             self.send(Fatal(f"the node manager could not be configured: {type(error).__name__}: {error}"))
             return 2
         self._heartbeat_period = options.heartbeat_period
+        if options.drain_period is not None:
+            self._drain_at = LOADED + options.drain_period
         threading.Thread(target=self._start_pool, name="scalpel-manager-start", daemon=True).start()
         threading.Thread(target=self._watch, name="scalpel-manager-watch", daemon=True).start()
         return self._serve()
@@ -194,13 +209,16 @@ class NodeManager:
                 self.send(Fatal(f"the node manager could not start its workers: {error}"))
             self._end(1)
             return
-        self._started.set()
-        self.send(Started(os.getpid(), pool.worker_pids, [list(cpus) for cpus in pool.slot_cpus_map],
-                          pool.topology.to_dict(), float(pool.memory_budget), len(pool.options.accelerators)))
+        with self._early_lock:
+            self._started.set()
+            self.send(Started(os.getpid(), pool.worker_pids, [list(cpus) for cpus in pool.slot_cpus_map],
+                              pool.topology.to_dict(), float(pool.memory_budget), len(pool.options.accelerators)))
+            early, self._early = self._early, None
+            for message in early:
+                self._submit(message)
 
     def _serve(self) -> int:
         """Take the driver's messages until Shutdown or EOF (the main thread)."""
-        pool = self._pool
         while True:
             try:
                 data = self._connection.recv_bytes()
@@ -213,25 +231,38 @@ class NodeManager:
                 self.send(Fatal(f"the node manager received a malformed message: {error}"))
                 return self._end(2)
             if isinstance(message, Submit):
-                try:
-                    pool.submit(Task(message.task_id, message.footprint, message.runtime, message.priority,
-                                     message.intensity, spread=message.spread, key=message.key or None,
-                                     footprint_known=message.footprint_known, cores=message.cores,
-                                     memory=message.memory, gpus=message.gpus,
-                                     payload=Job(message.buffer, walltime=message.walltime, measure=message.measure,
-                                                 memory_limit=message.memory_limit)))
-                except (ExecutorShutdown, ExecutorFailed) as error:  # the pool gave up (no worker left, a bug)
-                    kind, detail = describe_error(error)
-                    self.send(Failed(message.task_id, kind, str(error), detail, None, None, None, None))
+                with self._early_lock:
+                    if self._early is not None:
+                        self._early.append(message)
+                        continue
+                self._submit(message)
             elif isinstance(message, Shutdown):
                 return self._end(0)
             else:
                 self.send(Fatal(f"the node manager cannot act on {type(message).__name__} from the driver"))
                 return self._end(2)
 
+    def _submit(self, message: Submit) -> None:
+        """Hand one task to the pool; a pool that gave up (no worker left, a bug) fails it unstarted."""
+        try:
+            self._pool.submit(Task(message.task_id, message.footprint, message.runtime, message.priority,
+                                   message.intensity, spread=message.spread, key=message.key or None,
+                                   footprint_known=message.footprint_known, cores=message.cores,
+                                   memory=message.memory, gpus=message.gpus,
+                                   payload=Job(message.buffer, walltime=message.walltime, measure=message.measure,
+                                               memory_limit=message.memory_limit)))
+        except (ExecutorShutdown, ExecutorFailed) as error:
+            kind, detail = describe_error(error)
+            self.send(Failed(message.task_id, kind, str(error), detail, None, None, None, None))
+
     def _end(self, status: int) -> int:
         """Fail unfinished tasks (sent back as ExecutorShutdown), end every worker and exit."""
         self._ending.set()
+        with self._early_lock:
+            early, self._early = self._early or [], None
+        for message in early:
+            self.send(Failed(message.task_id, "ExecutorShutdown", f"task {message.task_id} had not started when "
+                             f"the node manager shut down", {}, None, None, None, None))
         if self._pool is not None:
             self._pool.shutdown(SHUTDOWN_TIMEOUT)
         with self._send_lock:
@@ -250,6 +281,11 @@ class NodeManager:
             if time.monotonic() >= next_beat:  # while its workers start too: a silent manager is lost
                 next_beat = time.monotonic() + self._heartbeat_period
                 self._report_state()
+            if time.monotonic() >= self._drain_at:
+                self._drain_at = float("inf")
+                logger.info("drain_period over (%.0f s since this manager started): it takes no new task and "
+                            "exits once those it holds are done", time.monotonic() - LOADED)
+                self.send(Drain(time.monotonic() - LOADED))
 
     def _report_state(self) -> None:
         """A Heartbeat: the workers, and how respawns went (also the pool's on_state callback)."""

@@ -17,12 +17,23 @@ Data flow::
                                         └── EOF, malformed message, or silent for heartbeat_threshold:
                                             the manager is lost: SIGKILL it, start a replacement, then
                                             fail each outstanding task once with NodeManagerLost
+                                        └── a replacement lost before its Started: start another after
+                                            a back-off (0.5 s, doubling) and send it the tasks the dead
+                                            one held, unspent; give up after MAX_REPLACEMENT_STARTS in a row
 
 The reader thread is the only reader; it calls ``on_complete`` itself, holding no lock (Parsl's
 callbacks may submit again, and a retry goes to the replacement). A task is in ``outstanding``
 from the moment ``submit`` accepts it until exactly one outcome is delivered: from the manager,
 from the loss of the manager it was sent to, or from shutdown. A result for a task that is not
 outstanding (a duplicate, or one for a task already failed) is dropped and logged.
+
+A manager runs no task before it has sent ``Started`` (it holds earlier Submits until then), and
+messages arrive in order, so a replacement that ends before its ``Started`` was read ran none of
+the tasks sent to it: they go to the next replacement without costing a retry. Replacements are
+started again (a SIGKILL during start, a transient fork or import failure), and only after
+``MAX_REPLACEMENT_STARTS`` in a row fail does the client give up: every unfinished task fails with
+``ExecutorFailed`` naming the last cause, and ``submit`` raises it. (Before: the first replacement
+killed while it started ended the executor for good.)
 
 The manager's stderr (its own and its workers') comes back through a pipe and is written to this
 process's stderr; its last lines name the cause when the manager cannot start.
@@ -60,6 +71,8 @@ logger = logging.getLogger(__name__)
 
 START_TIMEOUT = READY_TIMEOUT + 30.0  # seconds: the manager's imports plus its workers' start
 STDERR_TAIL = 20  # lines of the manager's error output kept for a start failure's message
+MAX_REPLACEMENT_STARTS = 5  # replacements in a row lost before Started, after which the client gives up
+REPLACEMENT_BACKOFF = 0.5  # seconds before starting the second of them, doubling for each later one
 
 
 @dataclass(eq=False)
@@ -143,7 +156,9 @@ class ManagerClient:
         self._outstanding: dict[int, Task] = {}
         self._manager: _Manager | None = None
         self._stopping = False
-        self._failure: str | None = None  # why no task can run any more (a replacement could not start)
+        self._failure: str | None = None  # why no task can run any more (no replacement could start)
+        self._stop_requested = threading.Event()  # shutdown() was called: a back-off ends at once
+        self._failed_starts = 0  # replacements in a row lost before Started (the reader's)
         self._reader: threading.Thread | None = None
         self._worker_pids: list[int] = []
         self._slot_cpus: list[tuple[int, ...]] = []
@@ -238,6 +253,7 @@ class ManagerClient:
         with self._lock:
             already, self._stopping = self._stopping, True
             manager = self._manager
+        self._stop_requested.set()
         atexit.unregister(self.shutdown)
         if manager is None or already and self._reader is None:
             return
@@ -333,6 +349,7 @@ class ManagerClient:
             logging.getLogger(name).log(message.level, "[node manager pid %d] %s", manager.pid, message.text)
         elif isinstance(message, Started):
             manager.started = True
+            self._failed_starts = 0
             self._worker_pids = list(message.worker_pids)
             self._slot_cpus = [tuple(cpus) for cpus in message.slot_cpus]
             self.manager_topology = message.topology
@@ -353,34 +370,82 @@ class ManagerClient:
             cause += f" after reporting: {manager.fatal}"
         with self._lock:
             stopping, started = self._stopping, manager.started
-            if not stopping and started:
-                # Under the lock, so shutdown() either stops this replacement or sees it, and a submit
-                # goes to the lost manager (and is failed below) or to the replacement.
-                replacement = self._manager = self._launch()  # before failing them: a retry needs a manager
+            lost: list[Task] = []
+            if started and not stopping:
                 lost = list(self._outstanding.values())
                 self._outstanding.clear()
                 self._worker_pids = []
         if stopping:
-            self._fail_outstanding(lambda task: ExecutorShutdown(
-                f"task {task.id} had not finished when the executor shut down"))
+            self._fail_shutdown()
             return False
-        if not started:
+        if started:
+            self.managers_lost += 1
+            failure = None
+        else:  # it ran none of the tasks it held (none starts before Started): the next one takes them
+            self._failed_starts += 1
             failure = (f"the node manager (pid {manager.pid}) that replaced a lost one could not start: {cause}"
-                       f"{manager.tail()}; no new tasks are accepted")
-            logger.error("%s", failure)
+                       f"{manager.tail()}")
+            logger.warning("%s (%d of %d in a row)", failure, self._failed_starts, MAX_REPLACEMENT_STARTS)
+        replacement = self._replace(failure)  # before failing them: a retry needs a manager
+        if started:
+            taker = (f"a new manager (pid {replacement.pid}) takes later tasks" if replacement is not None
+                     else "no new manager could be started")
+            logger.error("node manager pid %d was lost (%s); its %d unfinished tasks fail with ManagerLost; %s",
+                         manager.pid, cause, len(lost), taker)
+            for task in lost:
+                self._deliver(task, Outcome(False, error=NodeManagerLost(
+                    f"task {task.id} was lost with its node manager (pid {manager.pid}), which {cause}; {taker}",
+                    task_id=task.id, pid=manager.pid, cause=cause)))
+        return replacement is not None
+
+    def _replace(self, failure: str | None) -> _Manager | None:
+        """Start a replacement manager and send it every outstanding task (those a manager lost before
+        its Started held), after a back-off when replacements have been failing; None once
+        MAX_REPLACEMENT_STARTS in a row failed (every unfinished task then fails) or on shutdown."""
+        while True:
+            if self._failed_starts >= MAX_REPLACEMENT_STARTS:
+                self._give_up(f"{self._failed_starts} node managers in a row could not start to replace a lost "
+                              f"one; the last: {failure}")
+                return None
+            if self._failed_starts and self._stop_requested.wait(
+                    REPLACEMENT_BACKOFF * 2 ** (self._failed_starts - 1)):
+                self._fail_shutdown()
+                return None
             with self._lock:
-                self._failure = failure
-            self._fail_outstanding(lambda task: ExecutorFailed(f"task {task.id} cannot run: {failure}"))
-            return False
-        self.managers_lost += 1
-        logger.error("node manager pid %d was lost (%s); its %d unfinished tasks fail with ManagerLost; "
-                     "a new manager, pid %d, takes later tasks", manager.pid, cause, len(lost), replacement.pid)
-        for task in lost:
-            self._deliver(task, Outcome(False, error=NodeManagerLost(
-                f"task {task.id} was lost with its node manager (pid {manager.pid}), which {cause}; "
-                f"a new manager (pid {replacement.pid}) takes later tasks",
-                task_id=task.id, pid=manager.pid, cause=cause)))
-        return True
+                # Under the lock, so shutdown() either stops this replacement or sees it, and a submit
+                # goes to the lost manager (and is sent on below) or to the replacement.
+                if self._stopping:
+                    replacement = None
+                else:
+                    try:
+                        replacement = self._manager = self._launch()
+                    except OSError as error:  # fork or exec failed (EAGAIN, ENOMEM): try again
+                        replacement, failure = None, f"a node manager could not be launched: {error}"
+                        self._failed_starts += 1
+                        logger.warning("%s (%d of %d in a row)", failure, self._failed_starts,
+                                       MAX_REPLACEMENT_STARTS)
+                        continue
+                    waiting = list(self._outstanding.values())
+            if replacement is None:
+                self._fail_shutdown()
+                return None
+            for task in waiting:  # outside the lock: a starting manager reads its socket only once imported
+                replacement.send(submit_of(task))
+            if waiting:
+                logger.info("node manager pid %d takes the %d tasks its lost predecessor had not started",
+                            replacement.pid, len(waiting))
+            return replacement
+
+    def _give_up(self, failure: str) -> None:
+        failure += "; no new tasks are accepted"
+        logger.error("%s", failure)
+        with self._lock:
+            self._failure = failure
+        self._fail_outstanding(lambda task: ExecutorFailed(f"task {task.id} cannot run: {failure}"))
+
+    def _fail_shutdown(self) -> None:
+        self._fail_outstanding(lambda task: ExecutorShutdown(
+            f"task {task.id} had not finished when the executor shut down"))
 
     def _fail_outstanding(self, error_for: Callable[[Task], BaseException]) -> None:
         with self._lock:

@@ -14,6 +14,8 @@
       │                               <── Heartbeat(worker_pids, respawns, ...)   every heartbeat_period
       │                               <── Log(level, logger, text)           the manager's log records
       │                               <── Fatal(message)                     it cannot go on; it exits
+      │                               <── Drain(after)                       its drain_period is over: send it
+      │                                                                      no new task (provider mode)
       │  Shutdown() ──>                                     fail what is unfinished, end workers, exit
       │  (EOF) ──>                                          the driver is gone: end workers, exit
 
@@ -62,7 +64,7 @@ from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, R
                                              WorkerDied)
 
 __all__ = ["Register", "Ping", "Configure", "Submit", "Shutdown", "Started", "Result", "Failed", "Heartbeat", "Log", "Fatal",
-           "Message", "FAILURE_KINDS", "ManagerConfig", "encode", "decode", "submit_of", "describe_error",
+           "Drain", "Message", "FAILURE_KINDS", "ManagerConfig", "encode", "decode", "submit_of", "describe_error",
            "rebuild_error"]
 
 FAILURE_KINDS = ("WorkerDied", "WalltimeExceeded", "ExecutorShutdown", "ExecutorFailed", "ResourcesUnavailable")
@@ -155,7 +157,11 @@ class Fatal(NamedTuple):
     message: str
 
 
-Message = Union[Register, Ping, Configure, Submit, Shutdown, Started, Result, Failed, Heartbeat, Log, Fatal]
+class Drain(NamedTuple):  # the manager takes no new task; once it holds none the driver tells it to shut down
+    after: float  # seconds since the manager started (its drain_period)
+
+
+Message = Union[Register, Ping, Configure, Submit, Shutdown, Started, Result, Failed, Heartbeat, Log, Fatal, Drain]
 
 _NUMBER, _OPTIONAL_NUMBER, _OPTIONAL_INT = "number", "number?", "int?"
 _INTS, _NUMBERS, _INT_LISTS = "ints", "numbers", "int lists"  # lists of integers, of numbers, of integer lists
@@ -173,6 +179,7 @@ _SCHEMA: dict[str, tuple[type, tuple[Any, ...]]] = {  # tag -> (kind, types of i
     "heartbeat": (Heartbeat, (_INTS, int, _NUMBERS, _INTS)),
     "log": (Log, (int, str, str)),
     "fatal": (Fatal, (str,)),
+    "drain": (Drain, (_NUMBER,)),
 }
 #: The fields of a Failed's ``detail`` the driver reads to rebuild its exception, and what each must be.
 _DETAIL_FIELDS = {"pid": _OPTIONAL_INT, "cpus": _INTS, "cause": str, "walltime": _OPTIONAL_NUMBER}

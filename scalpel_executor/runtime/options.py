@@ -83,6 +83,10 @@ class PoolOptions:
     enforce_memory : bool
         Run each task that declares memory under an address-space limit of its worker's size plus
         the declaration (RLIMIT_AS); past it the task fails alone with ``MemoryExceeded``.
+    drain_period : float, optional
+        Seconds after a node manager starts at which it drains (HTEX's ``drain_period``): it asks
+        its driver for no new task, finishes what it holds, and is then told to exit, so a block
+        ending at its walltime kills no running task. None: never. Read by node managers only.
 
     Every field is checked on construction (a ValueError or TypeError naming the field and the
     bad value), numbers are stored as floats and ``worker_env`` as a copy, so an options object
@@ -104,6 +108,7 @@ class PoolOptions:
     memory_budget: float | None = None
     accelerators: tuple = ()
     enforce_memory: bool = False
+    drain_period: float | None = None
 
     # Fields that travel as a document of their own, and what reads that document back.
     _DOCUMENTS: ClassVar[dict[str, Any]] = {"contention_model": load_model}
@@ -134,6 +139,9 @@ class PoolOptions:
         object.__setattr__(self, "accelerators", resolve_accelerators(self.accelerators))
         if not isinstance(self.enforce_memory, bool):
             raise TypeError(f"enforce_memory must be True or False, got {self.enforce_memory!r}")
+        if self.drain_period is not None:
+            _seconds("drain_period", self.drain_period, zero=False)
+            object.__setattr__(self, "drain_period", float(self.drain_period))
 
     def to_dict(self) -> dict:
         """The options as JSON-ready values: what a node manager is sent."""

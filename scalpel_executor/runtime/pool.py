@@ -286,7 +286,8 @@ class WorkerPool:
         with self._spawn_lock:
             if self._stopping.is_set():
                 return None
-            process, connection = start_worker(cpus, worker_environment(cpus, self.options.worker_env))
+            env = worker_environment(cpus, self.options.worker_env, rank=slot, count=len(self._slot_cpus))
+            process, connection = start_worker(cpus, env)
             self._spawned.append(process)
         worker = _Worker(slot, cpus, process, connection)
         self._workers[slot] = worker

@@ -42,12 +42,20 @@ def slot_cpus(topology: Topology, pin: str, real_cpus: Sequence[int]) -> list[tu
 
 
 def worker_environment(cpus: Sequence[int], extra: Mapping[str, str] | None = None,
-                       base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """A worker's environment: ``base`` (default this process's), BLAS/OpenMP threads = its CPU count, ``extra``."""
+                       base: Mapping[str, str] | None = None, *, rank: int | None = None,
+                       count: int | None = None) -> dict[str, str]:
+    """A worker's environment: ``base`` (default this process's), BLAS/OpenMP threads = its CPU count,
+    ``extra``, then HTEX's ``PARSL_WORKER_RANK`` (``rank``: the worker's index on its node, which its
+    replacement keeps) and ``PARSL_WORKER_COUNT`` (``count``: the workers on the node), set last
+    as HTEX's worker sets them over whatever it inherited."""
     env = dict(os.environ if base is None else base)
     for name in THREAD_ENV_VARS:
         env[name] = str(len(cpus))
     env.update(extra or {})
+    if rank is not None:
+        env["PARSL_WORKER_RANK"] = str(rank)
+    if count is not None:
+        env["PARSL_WORKER_COUNT"] = str(count)
     env["SCALPEL_SYS_PATH"] = os.pathsep.join(p for p in sys.path if p)  # the driver's imports, for the task
     return env
 

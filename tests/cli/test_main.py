@@ -24,6 +24,15 @@ def test_console_script_help_lists_every_command():
     assert "--quick" in demo.stdout and "--llc" in demo.stdout and "HighThroughputExecutor" in demo.stdout
 
 
+def test_version_prints_the_package_version():
+    from scalpel_executor import __version__
+
+    out = subprocess.run([sys.executable, "-m", "scalpel_executor.cli", "--version"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"scalpel {__version__}"
+
+
 def test_help_loads_neither_parsl_nor_numpy():
     code = ("import sys; from scalpel_executor.cli import build_parser; build_parser(); "
             "print(sorted({'parsl', 'numpy', 'matplotlib', 'pyperf'} & set(sys.modules)))")

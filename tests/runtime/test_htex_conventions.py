@@ -1,7 +1,8 @@
 """What a user switching from HTEX expects of ``parsl_resource_specification``, through real Parsl.
 
 ``priority`` runs lower first, in the order HighThroughputExecutor runs the same tasks; a key HTEX
-would refuse is refused; keys of Parsl's other executors warn in ``parsl.log``.
+would refuse is refused; keys of Parsl's other executors warn in ``parsl.log``. Workers see
+``PARSL_WORKER_RANK`` and ``PARSL_WORKER_COUNT`` as HTEX's workers do.
 """
 
 import os
@@ -107,3 +108,29 @@ def test_keys_of_other_executors_run_and_warn_once_in_parsl_log(scalpel_dfk):
     for key in ("disk", "category"):
         assert log.count(f"resource specification key '{key}' (of Parsl's TaskVine and Work Queue executors) "
                          f"is not used by ScalpelExecutor") == 1, log[-3000:]
+
+
+@python_app
+def rank_and_count(meeting, parsl_resource_specification=None):
+    """This worker's PARSL_WORKER_RANK and PARSL_WORKER_COUNT, once every worker of the node has
+    arrived at ``meeting`` (a folder), so each worker runs one of the tasks."""
+    import os
+    import time
+
+    rank, count = os.environ.get("PARSL_WORKER_RANK"), os.environ.get("PARSL_WORKER_COUNT")
+    open(os.path.join(meeting, f"{rank}-{os.getpid()}"), "w").close()
+    deadline = time.monotonic() + 60
+    while len(os.listdir(meeting)) < int(count or 0) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return rank, count
+
+
+def test_workers_know_their_rank_and_count_as_under_htex(tmp_path):
+    """HTEX's process_worker_pool sets PARSL_WORKER_RANK to the worker's index on its node and
+    PARSL_WORKER_COUNT to the node's workers; two workers meeting in one folder see ranks 0 and 1 of 2."""
+    meeting = tmp_path / "meeting"
+    meeting.mkdir()
+    executor = ScalpelExecutor(label="scalpel", topology="1x2", profiles=False)
+    with parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "runinfo"), strategy="none")):
+        seen = sorted(future.result(timeout=120) for future in [rank_and_count(str(meeting)) for _ in range(2)])
+    assert seen == [("0", "2"), ("1", "2")]

@@ -20,7 +20,8 @@ from parsl.serialize import deserialize, pack_apply_message
 
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.host.topology import resolve_topology
-from scalpel_executor.runtime.errors import ExecutorShutdown, NodeManagerLost
+from scalpel_executor.runtime import manager_client
+from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, NodeManagerLost
 from scalpel_executor.runtime.manager_client import ManagerClient
 from scalpel_executor.runtime.manager_protocol import Configure, ManagerConfig, Result, encode
 from scalpel_executor.runtime.options import PoolOptions
@@ -213,6 +214,58 @@ def test_a_manager_killed_while_tasks_run_fails_each_once_with_manager_lost_and_
     time.sleep(0.5)  # nothing may arrive twice, however late
     assert all(len(outcomes.by_task[i]) == 1 for i in running + queued + [1000 + i for i in queued])
     assert client.managers_lost == 1
+
+
+def kill_replacements_while_they_start(client, monkeypatch, count):
+    """Replacement managers the client launches: the first ``count`` are SIGKILLed as soon as they
+    are launched, long before they could report Started (a kill during start, a node's OOM killer)."""
+    launched = []
+    launch = client._launch
+
+    def launch_and_maybe_kill():
+        manager = launch()
+        launched.append(manager.pid)
+        if len(launched) <= count:
+            os.kill(manager.pid, signal.SIGKILL)
+        return manager
+
+    monkeypatch.setattr(client, "_launch", launch_and_maybe_kill)
+    return launched
+
+
+def test_replacements_killed_while_they_start_are_started_again_and_their_tasks_run_unspent(make_client,
+                                                                                            monkeypatch):
+    monkeypatch.setattr(manager_client, "REPLACEMENT_BACKOFF", 0.05)
+    client, outcomes = make_client()
+    client.start()
+    launched = kill_replacements_while_they_start(client, monkeypatch, 2)
+    os.kill(client.pid, signal.SIGKILL)
+    assert wait_until(lambda: launched)
+    client.submit(call(1, where, 1))  # sent to the first replacement, which never starts
+    outcomes.wait([1])
+    assert outcomes.value(1)[0] == 1  # not NodeManagerLost: no manager that ran it was lost
+    assert len(launched) == 3 and client.pid == launched[2] and client.managers_lost == 1
+    for i in range(2, 6):  # later tasks run on the third replacement (was: ExecutorFailed for good)
+        client.submit(call(i, where, i))
+    outcomes.wait(range(2, 6))
+    assert all(outcomes.value(i)[0] == i and len(outcomes.by_task[i]) == 1 for i in range(1, 6))
+
+
+def test_after_five_replacements_in_a_row_fail_to_start_the_client_gives_up_naming_why(make_client, monkeypatch):
+    monkeypatch.setattr(manager_client, "REPLACEMENT_BACKOFF", 0.01)
+    client, outcomes = make_client()
+    client.start()
+    launched = kill_replacements_while_they_start(client, monkeypatch, 99)
+    os.kill(client.pid, signal.SIGKILL)
+    assert wait_until(lambda: launched)
+    client.submit(call(1, where, 1))
+    error = outcomes.wait([1])[1].error
+    assert isinstance(error, ExecutorFailed), error
+    assert f"{manager_client.MAX_REPLACEMENT_STARTS} node managers in a row could not start" in str(error)
+    assert "SIGKILL" in str(error) and len(launched) == manager_client.MAX_REPLACEMENT_STARTS
+    with pytest.raises(ExecutorFailed, match="no new tasks are accepted"):
+        client.submit(call(2, where, 2))
+    assert not alive(launched)
 
 
 def test_a_silent_manager_is_declared_lost_after_the_heartbeat_threshold(make_client, tmp_path):

@@ -28,8 +28,8 @@ from scalpel_executor.runtime import hub as hub_module
 from scalpel_executor.runtime.channel import MAX_FRAME, PING, load_keys, make_keys
 from scalpel_executor.runtime.errors import NodeManagerLost, WorkerDied
 from scalpel_executor.runtime.hub import ManagerHub
-from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Heartbeat, ManagerConfig, Register, Result,
-                                                       Shutdown, Started, Submit, decode, encode)
+from scalpel_executor.runtime.manager_protocol import (Configure, Drain, Failed, Heartbeat, ManagerConfig, Register,
+                                                       Result, Shutdown, Started, Submit, decode, encode)
 from scalpel_executor.runtime.options import PoolOptions
 from tests.runtime.test_manager import GENEROUS, Outcomes, alive, call, sleep_after_marking, wait_until, where
 
@@ -440,6 +440,40 @@ def test_a_manager_short_of_workers_is_dealt_only_what_its_live_cores_take(hub_a
         fake.receive(Submit, timeout=1.0)  # room: one live slot, no prefetch
     fake.send(fake.result(first, "done"))
     fake.receive(Submit)
+
+
+def test_a_draining_manager_finishes_what_it_holds_gets_nothing_new_and_is_released_not_lost(hub_and_managers, fakes,
+                                                                                              caplog):
+    caplog.set_level(logging.WARNING, logger="scalpel_executor.runtime")
+    hub, outcomes, launch = hub_and_managers()
+    draining = fakes(hub, "draining")
+    for task_id in range(2):  # one for its slot, one prefetched
+        hub.submit(call(task_id, where, task_id))
+    held = [draining.receive(Submit) for _ in range(2)]
+    draining.send(Drain(3600.0))
+    assert wait_until(lambda: hub.connected_managers()[0]["draining"])
+    hub.submit(call(2, where, 2))
+    with pytest.raises(AssertionError, match="no Submit"):
+        draining.receive(Submit, timeout=1.0)  # it had room for it before it drained
+    draining.send(draining.result(held[0], "first"))
+    draining.send(draining.result(held[1], "second"))  # the prefetched one runs there too, as under HTEX
+    draining.receive(Shutdown)
+    draining.send(Heartbeat([], 0, [], []))  # sent before it read the Shutdown: dropped quietly
+    assert [deserialize(outcomes.wait([i])[i].payload) for i in range(2)] == ["first", "second"]
+    assert hub.connected_managers() == [] and hub.outstanding == 1  # task 2 waits for a manager
+    assert (hub.managers_drained, hub.managers_lost) == (1, 0)
+    launch("fresh", CPUS[0])
+    assert outcomes.wait([2])[2].ok
+    assert all(len(outcomes.by_task[i]) == 1 for i in range(3))
+    assert "lost" not in caplog.text and "dropped" not in caplog.text, caplog.text
+
+
+def test_a_manager_that_drains_holding_nothing_is_released_at_once(hub_and_managers, fakes):
+    hub, outcomes, launch = hub_and_managers()
+    idle = fakes(hub, "idle")
+    idle.send(Drain(10.0))
+    idle.receive(Shutdown)
+    assert hub.connected_managers() == [] and (hub.managers_drained, hub.managers_lost) == (1, 0)
 
 
 def test_results_queued_while_the_driver_was_stopped_are_read_before_anyone_is_judged_silent(hub_and_managers,

@@ -92,6 +92,39 @@ def test_a_killed_manager_fails_its_tasks_with_manager_lost_and_retries_rerun_th
     assert executor.pool.pid != lost_pid and not alive([lost_pid, *workers])
 
 
+def test_replacements_killed_while_they_start_cost_no_task_a_retry_does_not_cover(dfk, tmp_path, monkeypatch):
+    # Issue 26, item 6: a replacement killed while it started ended the executor for good (2,438 of
+    # 3,000 tasks failed with retries=3). Here the first two replacements are SIGKILLed at launch.
+    from scalpel_executor.runtime import manager_client
+
+    monkeypatch.setattr(manager_client, "REPLACEMENT_BACKOFF", 0.05)
+    executor = dfk.executors["scalpel"]
+    client = executor.pool
+    launched, launch = [], client._launch
+
+    def launch_and_kill_the_first_two():
+        manager = launch()
+        launched.append(manager.pid)
+        if len(launched) <= 2:
+            os.kill(manager.pid, signal.SIGKILL)
+        return manager
+
+    monkeypatch.setattr(client, "_launch", launch_and_kill_the_first_two)
+    release = tmp_path / "release"
+    futures = [wait_for_file(str(release), i) for i in range(6)]
+    lost_pid = client.pid
+    time.sleep(0.5)  # the tasks reached the manager: two run, four wait there
+    os.kill(lost_pid, signal.SIGKILL)
+    deadline = time.monotonic() + GENEROUS
+    while len(launched) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    release.touch()
+    assert [f.result(timeout=GENEROUS) for f in futures] == list(range(6))  # retries=1 was enough
+    later = [where(i) for i in range(6, 10)]
+    assert [f.result(timeout=GENEROUS)[0] for f in later] == list(range(6, 10))
+    assert len(launched) == 3 and client.pid == launched[2] and client.managers_lost == 1
+
+
 def test_without_retries_a_lost_managers_tasks_end_with_manager_lost(tmp_path):
     executor = ScalpelExecutor(label="scalpel", node_manager=True, profiles=False)
     with parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "run"))):

@@ -5,8 +5,8 @@ import pickle
 import pytest
 
 from scalpel_executor.runtime.errors import NodeManagerLost
-from scalpel_executor.runtime.manager_protocol import (Configure, Failed, Fatal, Heartbeat, Log, ManagerConfig, Result,
-                                                       Shutdown, Started, Submit, decode, encode)
+from scalpel_executor.runtime.manager_protocol import (Configure, Drain, Failed, Fatal, Heartbeat, Log, ManagerConfig,
+                                                       Result, Shutdown, Started, Submit, decode, encode)
 from scalpel_executor.runtime.options import PoolOptions
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.topology import Topology
@@ -23,6 +23,7 @@ MESSAGES = [
     Heartbeat([42, 44], 1, [0.25], [3]),
     Log(30, "scalpel_executor.runtime.pool", "worker pid 42 died"),
     Fatal("could not start"),
+    Drain(3600.5),
 ]
 
 
@@ -35,7 +36,7 @@ def test_a_configuration_round_trips_and_rebuilds_the_topology_and_the_options()
     topology = Topology.from_spec("2x2:12MiB")
     options = PoolOptions(policy="fifo", pin="domain", batch_window=0, worker_env={"A": "1"}, seed=7,
                           walltime_grace=0.5, contention_model=ContentionModel(0.9, 0.2), heartbeat_period=0.25,
-                          heartbeat_threshold=3)
+                          heartbeat_threshold=3, drain_period=3000)
     message = decode(encode(Configure(ManagerConfig.of_driver(topology).to_dict(), options.to_dict())))
     assert ManagerConfig.from_dict(message.config).topology().domains == topology.domains
     assert PoolOptions.from_dict(message.options) == options

@@ -41,9 +41,9 @@ def wait_until(condition, timeout=GENEROUS, interval=0.05):
     return True
 
 
-def load(tmp_path, blocks=2, retries=0, max_idletime=120.0, nodes_per_block=1, **options):
+def load(tmp_path, blocks=2, retries=0, max_idletime=120.0, nodes_per_block=1, max_blocks=None, **options):
     # SingleNodeLauncher runs the launch command once per node of the block, here all on this host
-    provider = LocalProvider(init_blocks=blocks, min_blocks=0, max_blocks=max(blocks, 1),
+    provider = LocalProvider(init_blocks=blocks, min_blocks=0, max_blocks=max_blocks or max(blocks, 1),
                              nodes_per_block=nodes_per_block, launcher=SingleNodeLauncher())
     options.setdefault("launch_cmd", DEFAULT_LAUNCH_CMD + " --cpus {block_id}")
     executor = ScalpelExecutor(label="scalpel_blocks", provider=provider, profiles=False, batch_window=0.002,
@@ -100,12 +100,17 @@ def test_two_blocks_run_a_workflow_each_manager_on_its_own_cpu(tmp_path):
         processes = manager_processes(executor)
         report = executor.run_report()
         assert report["tasks_finished"] == 12 and {t["cpu"] for t in report["tasks"]} == {0, 1}
+        # the run directory holds the keys while the run lasts, private to this user
+        (cert_dir,) = (tmp_path / "run").glob("*/scalpel_blocks/certificates")
+        assert oct(cert_dir.stat().st_mode & 0o777) == "0o700"
+        assert sorted(p.name for p in cert_dir.iterdir()) == ["client.key", "client.key_secret", "server.key",
+                                                              "server.key_secret"]
+        assert all(oct(p.stat().st_mode & 0o777) == "0o600" for p in cert_dir.iterdir())
     finally:
         dfk.cleanup()
     assert wait_until(lambda: not alive(processes)), "a manager or worker outlived dfk.cleanup()"
-    assert os.stat(tmp_path / "run").st_mode  # the run directory holds the keys
-    cert_dirs = list((tmp_path / "run").glob("*/scalpel_blocks/certificates"))
-    assert cert_dirs and all(oct(d.stat().st_mode & 0o777) == "0o700" for d in cert_dirs)
+    # and no key outlives it: the files are deleted, and the directory with them
+    assert not list((tmp_path / "run").rglob("*.key*")) and not cert_dir.exists()
 
 
 @needs_two_cpus
@@ -167,6 +172,57 @@ def test_a_block_whose_workers_cannot_start_is_dealt_nothing_and_every_task_runs
         assert executor.pool.managers_lost >= 1
     finally:
         dfk.cleanup()
+
+
+@python_app(executors=["scalpel_blocks"])
+def hold_until(marker, release):
+    import os
+    import time
+
+    open(marker, "w").close()
+    deadline = time.monotonic() + 300
+    while not os.path.exists(release) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return os.environ.get("PARSL_WORKER_BLOCK_ID")
+
+
+@needs_two_cpus
+def test_a_draining_block_finishes_its_task_and_new_work_goes_to_another_block(tmp_path):
+    # One block to begin with, at most two; each manager drains 6 s after it starts (HTEX's
+    # drain_period). A task runs on block 0 across its drain point; a task submitted once block 0
+    # drains is not dealt to it, but to a block Parsl's strategy starts; retries=0, so a task lost
+    # with a manager (ManagerLost) would fail the test.
+    dfk, executor = load(tmp_path, blocks=1, max_blocks=2, drain_period=6,
+                         launch_cmd=DEFAULT_LAUNCH_CMD + " --cpus $(( {block_id} % 2 ))")
+    marker, release = tmp_path / "running", tmp_path / "release"
+    try:
+        assert executor.drain_period == 6.0
+        running = hold_until(str(marker), str(release))
+        assert wait_until(lambda: marker.exists() or running.done()), "the long task never started"
+        (holder,) = [m for m in executor.connected_managers() if m["tasks"]]
+        assert wait_until(lambda: any(m["draining"] for m in executor.connected_managers()
+                                      if m["pid"] == holder["pid"])), "block 0's manager did not drain"
+        assert not running.done()  # draining ended nothing
+        later = where(1)
+        # Block 0 stays while its task runs; the strategy starts a block for the waiting task. Its
+        # task is released once that block runs workers (or the later task is done), whichever first.
+        wait_until(lambda: later.done() or any(m["pid"] != holder["pid"] and m["worker_count"] and not m["draining"]
+                                               for m in executor.connected_managers()))
+        release.touch()
+        assert running.result(timeout=GENEROUS) == holder["block_id"]  # finished where it ran, not lost
+        assert later.result(timeout=2 * GENEROUS)[1] != holder["block_id"]
+        assert wait_until(lambda: not alive([holder["pid"], *holder["worker_pids"]])), "the drained manager stayed"
+        assert executor.pool.managers_drained >= 1 and executor.pool.managers_lost == 0
+        assert executor.run_report()["tasks_failed"] == 0
+    finally:
+        dfk.cleanup()
+
+
+def test_drain_period_is_a_provider_mode_option():
+    with pytest.raises(ValueError, match="drain_period=5 is a provider-mode option"):
+        ScalpelExecutor(drain_period=5, profiles=False)
+    with pytest.raises(ValueError, match="drain_period must be a finite number of seconds > 0, got 0"):
+        ScalpelExecutor(provider=LocalProvider(), drain_period=0, profiles=False)
 
 
 @needs_two_cpus
@@ -245,3 +301,18 @@ def test_a_task_no_node_can_run_waits_for_the_pending_block_then_fails_naming_th
         assert devices().result(timeout=GENEROUS)[0] == ""  # a task without gpus sees none
     finally:
         dfk.cleanup()
+
+
+def test_without_a_dataflow_kernel_the_keys_go_to_a_temporary_directory_removed_at_shutdown(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    executor = ScalpelExecutor(label="keys", provider=LocalProvider(init_blocks=0, min_blocks=0), profiles=False)
+    executor.start()
+    try:
+        (made,) = tmp_path.glob("scalpel-keys-*")
+        assert sorted(p.name for p in (made / "certificates").iterdir()) == [
+            "client.key", "client.key_secret", "server.key", "server.key_secret"]
+    finally:
+        executor.shutdown()
+    assert list(tmp_path.iterdir()) == []
