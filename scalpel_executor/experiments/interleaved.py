@@ -124,6 +124,9 @@ def _executor(spec: dict):
 
 
 def _wait_for_managers(executor, count: int, timeout: float = 120) -> None:
+    """Until ``count`` node managers of the executor's blocks are connected (0: at once)."""
+    if count == 0:
+        return
     deadline = time.monotonic() + timeout
     while len(executor.connected_managers()) < count:
         if time.monotonic() > deadline:
