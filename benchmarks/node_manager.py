@@ -26,11 +26,10 @@ manager process's (``scalpel_executor.experiments.interleaved``). Prints per-exe
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
-from scalpel_executor.experiments.interleaved import Contender, medians, run_rounds
+from scalpel_executor.experiments.interleaved import Contender, medians, run_rounds, write_samples
 
 EXECUTORS = ("scalpel-manager", "scalpel-inprocess", "htex")
 
@@ -81,9 +80,7 @@ def main() -> int:
             print(f"throughput {which}/htex: {med[which]['throughput'] / med['htex']['throughput']:.2f}x; round trip "
                   f"{med[which]['round_trip_median'] / med['htex']['round_trip_median']:.2f}x at the median, "
                   f"{med[which]['round_trip_p90'] / med['htex']['round_trip_p90']:.2f}x at the 90th percentile")
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump({"args": vars(args), "samples": samples, "medians": med}, handle, indent=1)
+    write_samples(args.json, args, samples, med)
     return 0
 
 

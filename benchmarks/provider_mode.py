@@ -25,7 +25,7 @@ import json
 import os
 import sys
 
-from scalpel_executor.experiments.interleaved import Contender, medians, run_rounds
+from scalpel_executor.experiments.interleaved import Contender, medians, run_rounds, write_samples
 
 BLOCKS = {"init_blocks": 2, "min_blocks": 2, "max_blocks": 2}  # LocalProvider's, for both executors
 CONFIG = {"strategy_period": 0.5}
@@ -63,9 +63,7 @@ def main() -> int:
         rates = [s["throughput"] for s in samples[which]]
         print(f"{which:16s} {m['throughput']:7.0f} ({min(rates):.0f}-{max(rates):.0f}) {m['round_trip_median'] * 1e3:14.2f}")
     print(f"throughput scalpel-provider/htex: {med['scalpel-provider']['throughput'] / med['htex']['throughput']:.2f}x")
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump({"args": vars(args), "samples": samples, "medians": med}, handle, indent=1)
+    write_samples(args.json, args, samples, med)
     return 0
 
 

@@ -11,10 +11,9 @@ medians; ``--json`` writes every sample.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from scalpel_executor.experiments.interleaved import Contender, medians, run_rounds
+from scalpel_executor.experiments.interleaved import Contender, medians, run_rounds, write_samples
 
 
 def main() -> int:
@@ -44,9 +43,7 @@ def main() -> int:
         print(f"{which:10s} {m['throughput']:18.0f} {m['round_trip_median'] * 1e3:24.2f}")
     print(f"\nthroughput ratio scalpel/htex: {med['scalpel']['throughput'] / med['htex']['throughput']:.2f}x "
           f"(batch_window {args.batch_window * 1e3:.1f} ms)")
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump({"args": vars(args), "samples": samples, "medians": med}, handle, indent=1)
+    write_samples(args.json, args, samples, med)
     return 0
 
 

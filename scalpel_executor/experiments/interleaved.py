@@ -108,6 +108,13 @@ def medians(samples: Mapping[str, list[dict]], keys: Iterable[str]) -> dict[str,
             for name, values in samples.items()}
 
 
+def write_samples(path: str | None, arguments, samples: Mapping[str, list[dict]], medians_: Mapping) -> None:
+    """``--json PATH``: the command's arguments (an argparse namespace), every sample and the medians."""
+    if path:
+        with open(path, "w") as handle:
+            json.dump({"args": vars(arguments), "samples": samples, "medians": medians_}, handle, indent=1)
+
+
 def noop():
     return 0
 
