@@ -41,18 +41,17 @@ def _type_checking_only(tree: ast.AST) -> set[int]:
     return skipped
 
 
-def _imports(path: pathlib.Path, type_only: bool = False) -> set[str]:
+def _imports(path: pathlib.Path) -> set[str]:
     """Every module a file of the package imports when it runs (see _imports_in)."""
-    return _imports_in(path.read_text(), _module_name(path), path.stem == "__init__", type_only)
+    return _imports_in(path.read_text(), _module_name(path), path.stem == "__init__")
 
 
-def _imports_in(source: str, module_name: str, is_package: bool, type_only: bool = False) -> set[str]:
+def _imports_in(source: str, module_name: str, is_package: bool) -> set[str]:
     """Every module ``source`` imports when it runs, at module level or inside a function, as absolute
-    names (a relative import resolved against its package); ``from m import x`` gives m and m.x.
-    ``type_only``: also those under ``if TYPE_CHECKING:``, which a reader follows though Python does not."""
+    names (a relative import resolved against its package); ``from m import x`` gives m and m.x."""
     found = set()
     tree = ast.parse(source)
-    skipped = set() if type_only else _type_checking_only(tree)
+    skipped = _type_checking_only(tree)
     for node in ast.walk(tree):
         if id(node) in skipped:
             continue
@@ -159,12 +158,11 @@ def test_the_layer_check_sees_an_upward_import_wherever_it_is():
 
 
 def test_no_module_of_the_package_is_part_of_an_import_cycle():
-    # Type-only imports count: a cycle a type checker follows is one a reader must untangle too.
     graph = nx.DiGraph()
     modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
     for name, path in modules.items():
         graph.add_node(name)
-        for imported in _imports(path, type_only=True):
+        for imported in _imports(path):
             # "from scalpel_executor.core import tasks" names a module; "from x import Name" names x
             target = imported if imported in modules else imported.rsplit(".", 1)[0]
             if target in modules and target != name and not name.startswith(target + "."):
