@@ -19,7 +19,8 @@ model and estimate error) into tables that check the goals of the future default
 * closes at least half of the ``longer_first``-to-search gap (makespan over the search's best,
   geometric means pooled over every batch of a machine).
 
-Machines (``MACHINES``, topologies from the package's presets, ``scalpel_executor.core.machines``):
+Machines (``MACHINES``, ``scalpel_executor.experiments.study_machines``: topologies from the package's
+presets, ``scalpel_executor.core.machines``):
 ``paper`` 2x4 cores, 12 MiB per domain, Table II tasks, 8-23 per batch; ``wide`` 8x8, 32 MiB;
 ``epyc`` 16 domains (2 sockets x 8 CCDs) x 8 cores, 32 MiB per CCD; ``xeon16`` 1x16 cores sharing
 one 300 MiB LLC. The last three draw 10x and 25x their cores from the kernel suite sized for their
@@ -35,8 +36,9 @@ plans on its estimates as if they were exact (no robustness check).
 Policies
 --------
 Package policies (``fifo``, ``longer_first``, ``scalpel-paper`` (the published algorithm),
-``scalpel-lpt`` and ``scalpel``, the package's default, which ships ``rollout-best`` with three
-base rules and a planning allowance) run through the package's :class:`Scheduler`, which plans
+``scalpel-lpt`` and ``scalpel``, the package's default: a dispatch order checked in the contention
+model, its tail improved by a seeded local search under a planning allowance) run through the
+package's :class:`Scheduler`, which plans
 with the simulated machine's LLC size and model. Candidates that
 need the scheduler's online state (the footprints running on the freed core's domain, and for some
 the clock) subclass Scheduler and override ``_choose`` (:class:`OnlineScheduler`): ``lpt-aware-x``,
@@ -75,9 +77,7 @@ The best makespan is the minimum of the search and of every policy's own makespa
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import gzip
-import importlib.util
 import json
 import math
 import random
@@ -89,62 +89,22 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from scalpel_executor.experiments.contention_fit import load_model
-from scalpel_executor.core.grouping import group_with_capacities
-from scalpel_executor.core.machines import MACHINES as PRESETS
 from scalpel_executor.core.machines import fit_k_copies as fit_k_copies_points
 from scalpel_executor.core.machines import k_copies_points, k_copies_rms, k_copies_slowdown
-from scalpel_executor.learning.exchange import load_profile
-from scalpel_executor.core.scheduler import Group, Scheduler, Task
+from scalpel_executor.core.scheduler import Scheduler, Task
 from scalpel_executor.core.search import FcfsEvaluator, branch_and_bound, local_search, rollout_order
 from scalpel_executor.core.simulate import ContentionModel, SimTask, simulate
 from scalpel_executor.core.topology import Topology
+from scalpel_executor.experiments import study_machines
+from scalpel_executor.experiments.simulated_policies import batch_for, gmean, with_estimates
+from scalpel_executor.experiments.study_machines import STUDY_MACHINES as MACHINES
+from scalpel_executor.experiments.study_machines import machine_setup
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 CALIBRATION = ROOT / "docs" / "data" / "calibration-dev-vm.json"
 SURFACE = ROOT / "docs" / "data" / "xeon16-spmv-corun-surface.json"
 MiB = 2 ** 20
-
-
-def _scale_module():
-    """benchmarks/scale.py, for its pool builder (the same pools as the scale study)."""
-    spec = importlib.util.spec_from_file_location("scale_study", HERE / "scale.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-# --------------------------------------------------------------------------------------------
-# Machines and task pools
-
-MACHINES = {
-    # name: (spec from the preset, pool, batch sizes, or factors of the core count)
-    "paper": {"spec": PRESETS["paper"].spec, "pool": "table2", "sizes": list(range(8, 24))},
-    "wide": {"spec": PRESETS["wide"].spec, "pool": "suite", "factors": [10, 25]},
-    "epyc": {"spec": PRESETS["epyc"].spec, "pool": "suite", "factors": [10, 25]},
-    "xeon16": {"spec": PRESETS["xeon16"].spec, "pool": "suite", "factors": [10, 25]},
-}
-
-
-def machine_setup(name: str) -> tuple[list[list[int]], float, list[SimTask], list[int]]:
-    """Domains (CPU lists), LLC bytes, task pool and default batch sizes of a machine."""
-    entry = MACHINES[name]
-    topology = Topology.from_spec(entry["spec"])
-    domains = [list(d.cpus) for d in topology.domains]
-    llc = float(topology.llc_size)
-    if entry["pool"] == "table2":
-        _, pool = load_profile("polybench-xeon-e5620")
-        sizes = list(entry["sizes"])
-    else:
-        pool = _scale_module().wide_pool(int(llc), len(domains[0]))
-        sizes = [f * topology.total_cores for f in entry["factors"]]
-    return domains, llc, pool, sizes
-
-
-def batch_for(pool: list[SimTask], count: int, repeat: int, seed: int) -> list[SimTask]:
-    """The batch benchmarks/scale.py draws for (count, repeat, seed)."""
-    rng = random.Random(seed * 1_000_003 + count * 1009 + repeat)
-    return rng.sample(pool, count) if count <= len(pool) else [rng.choice(pool) for _ in range(count)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -171,13 +131,7 @@ def fit_k_copies(surface: dict, llc: float, *, max_sensitivity: float = 8.0) -> 
 
 
 def model_named(name: str) -> ContentionModel:
-    if name == "default":
-        return ContentionModel()
-    if name == "calibrated":
-        return load_model(json.loads(CALIBRATION.read_text()))
-    if name == "xeon16-fit":  # the fit's constants (fit-xeon16 recomputes them from the surface)
-        return PRESETS["xeon16"].model
-    raise SystemExit(f"unknown model {name!r}: default, calibrated or xeon16-fit")
+    return study_machines.model_named(name, CALIBRATION)
 
 
 # --------------------------------------------------------------------------------------------
@@ -242,8 +196,8 @@ class OnlineScheduler(Scheduler):
             self.waiting_work += task.runtime
         self.order.sort(key=lambda k: (-k[0], -k[1], k[2]))
 
-    def next_for(self, slot):
-        task = super().next_for(slot)
+    def next_for(self, slot, now=None):
+        task = super().next_for(slot, now)
         if task is not None:
             self.started[task.seq] = self.clock()
         return task
@@ -509,24 +463,6 @@ def run_policy(name: str, batch, domains, llc, model, seed: int = 0, cache: dict
 # --------------------------------------------------------------------------------------------
 # The study
 
-def with_estimates(batch: list[SimTask], noise: float, rng: random.Random, spread: float | None = None
-                   ) -> list[SimTask]:
-    """The batch with run-time estimates off by a log-normal factor exp(N(0, noise)), one draw per
-    distinct task (a profile's error belongs to the task, not to each copy), and the schedulers
-    told that their estimates spread by ``spread`` (default: ``noise``, as a profile store's
-    run-time std / mean would tell them; 0: told nothing, the plan trusts its estimates)."""
-    if noise <= 0:
-        return batch
-    spread = noise if spread is None else spread
-    factors: dict[int, float] = {}
-    out = []
-    for t in batch:
-        if id(t) not in factors:
-            factors[id(t)] = math.exp(rng.gauss(0.0, noise))
-        out.append(dataclasses.replace(t, runtime_estimate=t.solo_time * factors[id(t)], runtime_spread=spread))
-    return out
-
-
 def study(machine: str, model_name: str, policies: list[str], sizes: list[int] | None, repeats: int, seed: int,
           bnb_max_tasks: int, bnb_budget: int, ls_evals: int, tail_waves: int | None, log=print,
           first_repeat: int = 0, noise: float = 0.0, spread: float | None = None) -> dict:
@@ -571,10 +507,6 @@ def study(machine: str, model_name: str, policies: list[str], sizes: list[int] |
             "estimate_spread": noise if spread is None else spread, "seed": seed, "search": {"bnb_max_tasks": bnb_max_tasks, "bnb_budget": bnb_budget,
                                                          "ls_evals": ls_evals, "tail_waves": tail_waves},
             "seconds": time.perf_counter() - started_all, "command": " ".join(sys.argv), "rows": rows}
-
-
-def gmean(values):
-    return math.exp(statistics.fmean(math.log(v) for v in values))
 
 
 def summarise(record: dict) -> dict:

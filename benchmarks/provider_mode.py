@@ -11,7 +11,8 @@ A B A B ... for ``--rounds`` rounds so the machine's drift hits both alike:
 
 Each sample waits until both blocks' managers are connected, warms up with 50 tasks, then times
 ``--tasks`` no-op tasks submitted at once (throughput) and ``--pings`` lone tasks one after
-another (round-trip median). Prints per-executor medians; ``--json`` writes every sample.
+another (round-trip median), in ``scalpel_executor.experiments.interleaved``. Prints
+per-executor medians; ``--json`` writes every sample.
 ``--options`` passes ScalpelExecutor options (JSON).
 
     python benchmarks/provider_mode.py --rounds 5 --tasks 3000 --pings 200
@@ -22,69 +23,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
-import tempfile
-import textwrap
 
-EXECUTORS = ("scalpel-provider", "htex")
+from scalpel_executor.experiments.interleaved import Contender, medians, run_rounds, write_samples
 
-CHILD = textwrap.dedent(
-    """
-    import json, os, sys, time
-    import parsl
-    from parsl import python_app
-    from parsl.config import Config
-    from parsl.providers import LocalProvider
-
-    which, tasks, pings, run_dir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-    provider = LocalProvider(init_blocks=2, min_blocks=2, max_blocks=2)
-    if which == "htex":
-        from parsl.executors import HighThroughputExecutor
-        executor = HighThroughputExecutor(label="htex", max_workers_per_node=1, provider=provider)
-    else:
-        from scalpel_executor import ScalpelExecutor
-        from scalpel_executor.runtime.executor import DEFAULT_LAUNCH_CMD
-        executor = ScalpelExecutor(label="scalpel", provider=provider,
-                                   launch_cmd=DEFAULT_LAUNCH_CMD + " --cpus {block_id}", **json.loads(sys.argv[5]))
-
-    @python_app
-    def noop():
-        return 0
-
-    if __name__ == "__main__":
-        with parsl.load(Config(executors=[executor], run_dir=run_dir, strategy_period=0.5)):
-            deadline = time.monotonic() + 120
-            while len(executor.connected_managers()) < 2:
-                if time.monotonic() > deadline:
-                    sys.exit("the two blocks' managers did not connect within 120 s")
-                time.sleep(0.1)
-            for _ in range(50):
-                noop().result()  # warm up: workers started, imports done
-            start = time.perf_counter()
-            futures = [noop() for _ in range(tasks)]
-            for f in futures:
-                f.result()
-            elapsed = time.perf_counter() - start
-            trips = []
-            for _ in range(pings):
-                t = time.perf_counter()
-                noop().result()
-                trips.append(time.perf_counter() - t)
-        print(json.dumps({"throughput": tasks / elapsed, "round_trip_median": sorted(trips)[len(trips) // 2]}))
-    """
-)
+BLOCKS = {"init_blocks": 2, "min_blocks": 2, "max_blocks": 2}  # LocalProvider's, for both executors
+CONFIG = {"strategy_period": 0.5}
 
 
-def run_sample(which: str, tasks: int, pings: int, folder: str, options: str) -> dict:
-    env = dict(os.environ, SCALPEL_PROFILE_STORE=os.path.join(folder, "profiles.sqlite"))
-    run = subprocess.run([sys.executable, "-c", CHILD, which, str(tasks), str(pings), os.path.join(folder, "runinfo"),
-                          options],
-                         capture_output=True, text=True, timeout=900, env=env)
-    if run.returncode != 0:
-        raise RuntimeError(f"{which} failed with exit code {run.returncode}:\n{run.stderr[-3000:]}")
-    return json.loads(run.stdout.strip().splitlines()[-1])
+def contenders(options: dict) -> dict[str, Contender]:
+    """The two executors on two blocks each; ``options``: ScalpelExecutor's (``--options``)."""
+    return {
+        "scalpel-provider": Contender("scalpel", options, provider=BLOCKS, launch_suffix=" --cpus {block_id}",
+                                      config=CONFIG, managers=2),
+        "htex": Contender("htex", {"max_workers_per_node": 1}, provider=BLOCKS, config=CONFIG),
+    }
 
 
 def main() -> int:
@@ -96,28 +49,21 @@ def main() -> int:
                         help='ScalpelExecutor options as JSON, e.g. \'{"prefetch_capacity": 4, "batch_window": 0}\'')
     parser.add_argument("--json", help="write all samples to this file")
     args = parser.parse_args()
-    samples: dict[str, list[dict]] = {which: [] for which in EXECUTORS}
-    with tempfile.TemporaryDirectory(prefix="scalpel-provider-bench-") as folder:
-        for round_ in range(args.rounds):
-            for which in samples:
-                sample = run_sample(which, args.tasks, args.pings, folder, args.options)
-                samples[which].append(sample)
-                print(f"round {round_ + 1}/{args.rounds} {which:16s} {sample['throughput']:8.0f} tasks/s  "
-                      f"round trip {sample['round_trip_median'] * 1e3:6.2f} ms", flush=True)
+
+    def report(round_: int, which: str, sample: dict) -> None:
+        print(f"round {round_ + 1}/{args.rounds} {which:16s} {sample['throughput']:8.0f} tasks/s  "
+              f"round trip {sample['round_trip_median'] * 1e3:6.2f} ms", flush=True)
+
+    samples = run_rounds(contenders(json.loads(args.options)), args.rounds, args.tasks, args.pings,
+                         prefix="scalpel-provider-bench-", on_sample=report)
     print(f"\n{'executor':16s} {'tasks/s':>20s} {'round trip ms':>14s}   (medians of {args.rounds} rounds, "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f})")
-    medians = {}
-    for which, values in samples.items():
-        rates = [s["throughput"] for s in values]
-        medians[which] = {"throughput": statistics.median(rates),
-                          "round_trip_median": statistics.median(s["round_trip_median"] for s in values)}
-        print(f"{which:16s} {medians[which]['throughput']:7.0f} ({min(rates):.0f}-{max(rates):.0f}) "
-              f"{medians[which]['round_trip_median'] * 1e3:14.2f}")
-    print(f"throughput scalpel-provider/htex: "
-          f"{medians['scalpel-provider']['throughput'] / medians['htex']['throughput']:.2f}x")
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump({"args": vars(args), "samples": samples, "medians": medians}, handle, indent=1)
+    med = medians(samples, ("throughput", "round_trip_median"))
+    for which, m in med.items():
+        rates = [s["throughput"] for s in samples[which]]
+        print(f"{which:16s} {m['throughput']:7.0f} ({min(rates):.0f}-{max(rates):.0f}) {m['round_trip_median'] * 1e3:14.2f}")
+    print(f"throughput scalpel-provider/htex: {med['scalpel-provider']['throughput'] / med['htex']['throughput']:.2f}x")
+    write_samples(args.json, args, samples, med)
     return 0
 
 

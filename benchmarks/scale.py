@@ -32,20 +32,16 @@ import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 from scalpel_executor.experiments.contention_fit import load_model
 from scalpel_executor.learning.exchange import load_profile
 from scalpel_executor.core.scheduler import POLICIES
-from scalpel_executor.core.simulate import ContentionModel, SimTask
+from scalpel_executor.core.simulate import ContentionModel
 from scalpel_executor.core.topology import Topology
 from scalpel_executor.experiments.simulated_policies import compare_policies
+from scalpel_executor.experiments.study_machines import suite_pool
 from scalpel_executor.experiments.tables import format_table
-from scalpel_executor.workloads.kernels import suite
 
 POLICY_ORDER = [p for p in ("scalpel", "longer_first", "grouping+fifo", "di", "random", "fifo") if p in POLICIES]
 
 
-def wide_pool(llc: int, cores: int) -> list[SimTask]:
-    return [SimTask(c.name, c.estimated_seconds(), c.footprint_bytes) for c in suite(llc, cores, "full", seed=7)]
-
-
-def study(name: str, pool: list[SimTask], spec: str, counts: list[int], repeats: int, model: ContentionModel,
+def study(name: str, pool: list, spec: str, counts: list[int], repeats: int, model: ContentionModel,
           seed: int) -> list[dict]:
     """Every policy of POLICY_ORDER on the same random batches of each size, on machine ``spec``."""
     topology = Topology.from_spec(spec)
@@ -97,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
                  args.paper_repeats, model, args.seed)
     wide = Topology.from_spec(args.wide_spec)
     cores = wide.total_cores
-    pool = wide_pool(wide.llc_size, len(wide.domains[0].cpus))
+    pool = suite_pool(wide.llc_size, len(wide.domains[0].cpus))
     rows += study("wide", pool, args.wide_spec, [int(f) * cores for f in args.wide_factors.split(",")],
                   args.wide_repeats, model, args.seed)
     print()

@@ -1,6 +1,7 @@
 """How should the ``scalpel`` policy spend its planning allowance on the end of the schedule?
 
-For seeded batches of one machine (``benchmarks/policy_study.py``'s pools and seeds), plans each
+For seeded batches of one machine (the policy study's pools and seeds,
+``scalpel_executor.experiments.study_machines``), plans each
 batch with the package's ``scalpel`` policy under several settings of its second step and compares
 their predicted makespans (exact estimates, so prediction = simulated outcome) with longest-first's
 and with the best a local search finds (1,000 evaluations from the best plan, moves in the last two
@@ -30,14 +31,15 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scalpel_executor.core.planning as planning
+from scalpel_executor.core.scheduler import Scheduler
+from scalpel_executor.core.search import FcfsEvaluator, local_search, rollout_order
+from scalpel_executor.core.simulate import simulate
+from scalpel_executor.core.tasks import Task
+from scalpel_executor.experiments.simulated_policies import batch_for, gmean
+from scalpel_executor.experiments.study_machines import STUDY_MACHINES, machine_setup, model_named
 
-import policy_study as ps  # noqa: E402
-
-import scalpel_executor.core.planning as planning  # noqa: E402
-from scalpel_executor.core.scheduler import Scheduler  # noqa: E402
-from scalpel_executor.core.search import FcfsEvaluator, local_search, rollout_order  # noqa: E402
-from scalpel_executor.core.tasks import Task  # noqa: E402
+CALIBRATION = Path(__file__).resolve().parent.parent / "docs" / "data" / "calibration-dev-vm.json"
 
 
 def rollout_two_passes(ev: FcfsEvaluator, order, *, budget: int, seed: int = 0) -> list[int]:
@@ -58,26 +60,22 @@ VARIANTS = {  # name: (second step, plan_rate)
 }
 
 
-def gmean(values):
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("machine", choices=list(ps.MACHINES))
+    parser.add_argument("machine", choices=list(STUDY_MACHINES))
     parser.add_argument("tasks", type=int)
     parser.add_argument("batches", type=int)
     parser.add_argument("--model", default="default")
     args = parser.parse_args(argv)
-    domains, llc, pool, _ = ps.machine_setup(args.machine)
-    model = ps.model_named(args.model)
+    domains, llc, pool, _ = machine_setup(args.machine)
+    model = model_named(args.model, CALIBRATION)
     shipped = planning.improve_tail
     rows = []
     try:
         for b in range(args.batches):
-            batch = ps.batch_for(pool, args.tasks, b, 0)
+            batch = batch_for(pool, args.tasks, b, 0)
             ev = FcfsEvaluator.of(batch, [len(d) for d in domains], llc, model)
-            _, lf_order = ps.run_policy("longer_first", batch, domains, llc, model)
+            lf_order = simulate(batch, domains, llc, "longer_first", model=model).order
             out, secs, orders = {"lf": ev.run(lf_order)}, {"lf": 0.0}, {"lf": lf_order}
             for name, (step, rate) in VARIANTS.items():
                 planning.improve_tail = step

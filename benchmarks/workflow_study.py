@@ -15,7 +15,8 @@ with the package's default model, ``xeon16`` with its fitted one) under ``longer
 scheduler when its last parent ends, through the live pool's batch rule (``Batching()``, local
 mode's defaults), so every release is planned again with what waits. Two estimate conditions:
 exact run times, and each task's estimate off by exp(N(0, 0.3)) (one draw per task, as
-``benchmarks/policy_study.py``'s ``with_estimates`` does), the schedulers told that spread; the
+the policy study's ``with_estimates`` does,
+``scalpel_executor.experiments.simulated_policies``), the schedulers told that spread; the
 simulator keeps the true times.
 
 Printed, per estimate condition: for every shape and machine the ratio ``longer_first`` makespan
@@ -38,15 +39,12 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import policy_study as ps  # noqa: E402  (with_estimates, gmean: the same error draw as the policy study)
-
-from scalpel_executor.core.batching import Batching  # noqa: E402
-from scalpel_executor.core.machines import MACHINES  # noqa: E402
-from scalpel_executor.core.simulate import simulate  # noqa: E402
-from scalpel_executor.experiments.tables import format_table  # noqa: E402
-from scalpel_executor.experiments.workflows import SHAPES, STUDY_SHAPES, workflow  # noqa: E402
+from scalpel_executor.core.batching import Batching
+from scalpel_executor.core.machines import MACHINES
+from scalpel_executor.core.simulate import simulate
+from scalpel_executor.experiments.simulated_policies import gmean, with_estimates  # the policy study's error draw
+from scalpel_executor.experiments.tables import format_table
+from scalpel_executor.experiments.workflows import SHAPES, STUDY_SHAPES, workflow
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICIES = ("longer_first", "scalpel-paper", "scalpel")
@@ -59,7 +57,7 @@ def run_instance(shape: str, seed: int, noise: float, machines: tuple[str, ...])
     """One seeded instance of ``shape`` with its estimate error, under every policy on every machine."""
     tasks = workflow(shape, seed=seed)
     if noise:
-        tasks = ps.with_estimates(tasks, noise, random.Random(f"{shape}/{seed}/{noise}"))
+        tasks = with_estimates(tasks, noise, random.Random(f"{shape}/{seed}/{noise}"))
     rows = []
     for name in machines:
         machine = MACHINES[name]
@@ -95,17 +93,17 @@ def summarise(rows: list[dict]) -> dict:
                     "shape": shape, "machine": machine, "instances": len(here),
                     **{f"{p}_median": statistics.median(v) for p, v in ratio.items()},
                     **{f"{p}_min": min(v) for p, v in ratio.items()},
-                    "lf_over_lower_bound": ps.gmean([r["makespans"]["longer_first"] / r["lower_bound"] for r in here]),
+                    "lf_over_lower_bound": gmean([r["makespans"]["longer_first"] / r["lower_bound"] for r in here]),
                     "scalpel_seconds": statistics.fmean(r["seconds"]["scalpel"] for r in here),
                 }
-        gmean = {p: ps.gmean([r["makespans"]["longer_first"] / r["makespans"][p] for r in of])
-                 for p in ("scalpel", "scalpel-paper")}
+        gmeans = {p: gmean([r["makespans"]["longer_first"] / r["makespans"][p] for r in of])
+                  for p in ("scalpel", "scalpel-paper")}
         worst = min(cells.values(), key=lambda c: c["scalpel_min"])
         out[str(noise)] = {
-            "cells": cells, "gmean": gmean, "worst": {"cell": f"{worst['shape']}/{worst['machine']}",
+            "cells": cells, "gmean": gmeans, "worst": {"cell": f"{worst['shape']}/{worst['machine']}",
                                                       "ratio": worst["scalpel_min"]},
             "goals": {"never_1pct_below": all(c["scalpel_min"] >= GOAL_WORST for c in cells.values()),
-                      "above_on_gmean": gmean["scalpel"] > 1.0},
+                      "above_on_gmean": gmeans["scalpel"] > 1.0},
             "cells_median_below_goal": sorted(k for k, c in cells.items() if c["scalpel_median"] < GOAL_WORST),
         }
     return out

@@ -1,12 +1,16 @@
 """Scheduling policies compared in the simulator, every policy on the same random batches.
 
 ``scalpel simulate`` prints this comparison for one machine; ``benchmarks/scale.py`` runs it for
-machines this one cannot show. Pure: the batches come from a seeded generator, so a (seed, task
-count, repetition) names the same batch in every run and for every policy.
+machines this one cannot show, and the simulated studies (``benchmarks/policy_study.py``,
+``tail_search.py``, ``workflow_study.py``) draw their batches and estimate errors here (their
+machines and pools: :mod:`scalpel_executor.experiments.study_machines`). Pure: the batches come from a seeded generator, so a (seed, task count,
+repetition) names the same batch in every run, every study and for every policy.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import random
 import statistics
 from collections.abc import Sequence
@@ -14,12 +18,44 @@ from collections.abc import Sequence
 from scalpel_executor.core.simulate import ContentionModel, SimTask, simulate
 from scalpel_executor.core.topology import Topology
 
+def batch_seed(seed: int, count: int, repeat: int) -> int:
+    """The generator seed of batch ``repeat`` of ``count`` tasks: one formula for every study."""
+    return seed * 1_000_003 + count * 1009 + repeat
+
 
 def pick_batch(pool: Sequence[SimTask], count: int, rng: random.Random) -> list[SimTask]:
     """``count`` tasks in a random submission order: a sample, with repeats only past the pool."""
     if count <= len(pool):
         return rng.sample(list(pool), count)
     return [rng.choice(pool) for _ in range(count)]
+
+
+def batch_for(pool: Sequence[SimTask], count: int, repeat: int, seed: int) -> list[SimTask]:
+    """Batch ``repeat`` of ``count`` tasks for ``seed``: the one :func:`compare_policies` draws."""
+    return pick_batch(pool, count, random.Random(batch_seed(seed, count, repeat)))
+
+
+def with_estimates(batch: list[SimTask], noise: float, rng: random.Random, spread: float | None = None
+                   ) -> list[SimTask]:
+    """The batch with run-time estimates off by a log-normal factor exp(N(0, noise)), one draw per
+    distinct task (a profile's error belongs to the task, not to each copy), and the schedulers
+    told that their estimates spread by ``spread`` (default: ``noise``, as a profile store's
+    run-time std / mean would tell them; 0: told nothing, the plan trusts its estimates)."""
+    if noise <= 0:
+        return batch
+    spread = noise if spread is None else spread
+    factors: dict[int, float] = {}
+    out = []
+    for t in batch:
+        if id(t) not in factors:
+            factors[id(t)] = math.exp(rng.gauss(0.0, noise))
+        out.append(dataclasses.replace(t, runtime_estimate=t.solo_time * factors[id(t)], runtime_spread=spread))
+    return out
+
+
+def gmean(values) -> float:
+    """The geometric mean of positive ``values``."""
+    return math.exp(statistics.fmean(math.log(v) for v in values))
 
 
 def compare_policies(
@@ -48,7 +84,7 @@ def compare_policies(
         makespans: dict[str, list[float]] = {p: [] for p in policies}
         bounds = []
         for repeat in range(repeats):
-            batch = pick_batch(pool, count, random.Random(seed * 1_000_003 + count * 1009 + repeat))
+            batch = batch_for(pool, count, repeat, seed)
             for policy in policies:
                 result = simulate(batch, domains, llc_size, policy, model=model, seed=seed + repeat, memory=memory,
                                   gpus=gpus)

@@ -6,6 +6,7 @@ run them as a person would, with that variable and ``$XDG_DATA_HOME`` unset and 
 of the test's own.
 """
 
+import ast
 import os
 import re
 import subprocess
@@ -60,22 +61,23 @@ def test_the_parsl_suite_configs_leave_the_users_store_alone(tmp_path, config):
     assert not store.parent.exists(), f"{store.parent} outlived the suite's process"
 
 
-def _calls(text, name):
-    """The argument text of every call of ``name`` in ``text`` (parentheses balanced)."""
-    for match in re.finditer(rf"\b{name}\(", text):
-        depth, start = 1, match.end()
-        for index in range(start, len(text)):
-            depth += {"(": 1, ")": -1}.get(text[index], 0)
-            if depth == 0:
-                yield text[start:index]
-                break
+def _executor_calls(text):
+    """Each ``ScalpelExecutor(...)`` call in ``text`` (code, not prose), as (its keywords, its source)."""
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "ScalpelExecutor":
+            yield {keyword.arg for keyword in node.keywords}, ast.get_source_segment(text, node)
 
 
-@pytest.mark.parametrize("script", sorted(path.name for path in BENCHMARKS.glob("*.py")))
+# The scripts, and the package's modules that run experiments for them (benchmarks/ holds scripts;
+# what they share lives in scalpel_executor.experiments).
+SCRIPTS = sorted([*BENCHMARKS.glob("*.py"), *(Path(SOURCE_ROOT) / "scalpel_executor" / "experiments").rglob("*.py")])
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[str(path.relative_to(SOURCE_ROOT)) for path in SCRIPTS])
 def test_benchmarks_give_every_executor_a_store_of_their_own(script):
     """Each ScalpelExecutor a benchmark builds gets ``profiles=`` (False or a path), or its process
-    gets ``SCALPEL_PROFILE_STORE`` from the script."""
-    text = (BENCHMARKS / script).read_text()
+    gets ``SCALPEL_PROFILE_STORE`` from the module."""
+    text = script.read_text()
     sets_store = re.search(r"SCALPEL_PROFILE_STORE\s*=", text) is not None
-    for arguments in _calls(text, "ScalpelExecutor"):
-        assert "profiles=" in arguments or sets_store, f"{script}: ScalpelExecutor({arguments.strip()})"
+    for keywords, call in _executor_calls(text):
+        assert "profiles" in keywords or sets_store, f"{script.name}: {call}"

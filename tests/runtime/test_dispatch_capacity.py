@@ -1,19 +1,15 @@
-"""The dispatch-capacity benchmark (benchmarks/dispatch_capacity.py): a real ManagerHub, fake managers.
+"""The dispatch-capacity harness (scalpel_executor.experiments.dispatch_capacity): a real ManagerHub, fake managers.
 
 Behaviour only (every task once, every manager used, the table's fields present); the figures
 themselves are in docs/benchmarks.md. No assertion on time.
 """
 
 import psutil
-import pytest
+
+from scalpel_executor.experiments import dispatch_capacity
 
 
-@pytest.fixture(scope="module")
-def dispatch_capacity(benchmark_module):
-    return benchmark_module("dispatch_capacity")
-
-
-def test_every_task_completes_once_and_every_fake_manager_answers_some(dispatch_capacity):
+def test_every_task_completes_once_and_every_fake_manager_answers_some():
     before = {child.pid for child in psutil.Process().children(recursive=True)}
     # Three managers over two processes: one process serves two of them, as it serves 64 in the benchmark.
     samples = dispatch_capacity.run([3], tasks=200, slots=1, prefetch=1, warmup=20, rounds=1, fake_processes=2)

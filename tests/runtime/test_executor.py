@@ -13,6 +13,7 @@ from parsl.executors.errors import InvalidResourceSpecification
 
 from scalpel_executor import ExecutorShutdown, ScalpelExecutor, WorkerDied
 from scalpel_executor.core.grouping import group_tasks
+from tests.runtime.helpers import sleep_after_marking, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -133,9 +134,7 @@ def test_dead_worker_fails_only_its_task_and_is_replaced(dfk, how, cause):
     message = str(error.value)
     assert cause in message and "core" in message
     assert [f.result(timeout=60)[0] for f in others] == [0, 2, 4, 6, 8, 10]
-    deadline = time.monotonic() + 10
-    while node.respawns < before + 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: node.respawns >= before + 2, timeout=10)
     assert node.respawns == before + 2  # the first try and its retry both died, each replaced
     assert len(node.worker_pids) == len(node.slot_cpus_map)
     assert where(1).result(timeout=60)[0] == 2  # the replacement works
@@ -209,12 +208,13 @@ def test_submit_before_start_is_a_clear_error():
         ScalpelExecutor().submit(_sleep, {}, 0)
 
 
-def test_shutdown_fails_running_and_queued_tasks_and_leaves_no_worker():
+def test_shutdown_fails_running_and_queued_tasks_and_leaves_no_worker(tmp_path):
     executor = ScalpelExecutor(batch_window=0)
     executor.start()
     pids = executor.pool.worker_pids
-    futures = [executor.submit(_sleep, {}, 30) for _ in range(5)]
-    time.sleep(1.0)
+    futures = [executor.submit(sleep_after_marking, {}, str(tmp_path / f"started-{i}"), 30) for i in range(5)]
+    running = min(len(futures), len(pids))  # one task a worker; the rest wait
+    assert wait_until(lambda: len(list(tmp_path.glob("started-*"))) == running), "the workers did not start their tasks"
     started = time.monotonic()
     executor.shutdown()
     assert time.monotonic() - started < 10

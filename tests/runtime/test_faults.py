@@ -1,4 +1,4 @@
-"""Systematic fault injection (benchmarks/faults.py): every task ends exactly once.
+"""Systematic fault injection (scalpel_executor.experiments.faults): every task ends exactly once.
 
 Each run covers every (state, fault) combination the harness knows once, in an order and with
 timings drawn from a fresh seed, printed on failure (``SCALPEL_FAULT_SEED`` fixes it). The long run
@@ -8,15 +8,10 @@ is ``python benchmarks/faults.py --cases 600``; its figures are in docs/reliabil
 import os
 import random
 
-import pytest
+from scalpel_executor.experiments import faults
 
 
-@pytest.fixture(scope="module")
-def faults(benchmark_module):
-    return benchmark_module("faults")
-
-
-def test_every_fault_in_every_state_ends_each_task_exactly_once_and_leaves_nothing(faults):
+def test_every_fault_in_every_state_ends_each_task_exactly_once_and_leaves_nothing():
     seed = int(os.environ.get("SCALPEL_FAULT_SEED") or random.randrange(1, 10**6))
     report = faults.run(cases=len(faults.COMBINATIONS), seed=seed, per_round=9)
     assert set(report.combinations) == set(faults.COMBINATIONS)
@@ -26,7 +21,7 @@ def test_every_fault_in_every_state_ends_each_task_exactly_once_and_leaves_nothi
     assert {"TaskExit", "WorkerDied", "TypeError", "UnreadableError", "WalltimeExceeded"} <= set(report.outcomes)
 
 
-def test_the_plan_covers_every_combination_before_repeating_and_replays_from_its_seed(faults):
+def test_the_plan_covers_every_combination_before_repeating_and_replays_from_its_seed():
     planned = faults.plan(len(faults.COMBINATIONS) + 5, seed=3)
     first = [(c.state, c.fault) for c in planned[:len(faults.COMBINATIONS)]]
     assert sorted(first) == sorted(faults.COMBINATIONS)

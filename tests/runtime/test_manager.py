@@ -9,50 +9,19 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
-from collections import defaultdict
 
 import psutil
 import pytest
 from parsl.executors.high_throughput.errors import ManagerLost
-from parsl.serialize import deserialize, pack_apply_message
 
-from scalpel_executor.core.tasks import Task
 from scalpel_executor.host.topology import resolve_topology
 from scalpel_executor.runtime import manager_client
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, NodeManagerLost
 from scalpel_executor.runtime.manager_client import ManagerClient
 from scalpel_executor.runtime.manager_protocol import Configure, ManagerConfig, Result, encode
 from scalpel_executor.runtime.options import PoolOptions
-from scalpel_executor.runtime.pool import Job
-
-GENEROUS = 30.0  # seconds: a bound that only a broken mechanism misses, never a slow machine
-
-
-class Outcomes:
-    """Every outcome the client delivers, per task id (a list, so a second delivery shows)."""
-
-    def __init__(self):
-        self.by_task = defaultdict(list)
-        self._changed = threading.Condition()
-
-    def __call__(self, task, outcome):
-        with self._changed:
-            self.by_task[task.id].append((task, outcome))
-            self._changed.notify_all()
-
-    def wait(self, ids, timeout=GENEROUS):
-        with self._changed:
-            assert self._changed.wait_for(lambda: all(self.by_task[i] for i in ids), timeout), \
-                {i: self.by_task[i] for i in ids}
-        return {i: self.by_task[i][0][1] for i in ids}
-
-    def value(self, task_id):
-        (task, outcome), = self.by_task[task_id]
-        assert outcome.ok and outcome.error is None, outcome
-        return deserialize(outcome.payload)
-
+from tests.runtime.helpers import Outcomes, alive, call, sleep_after_marking, wait_until, where
 
 @pytest.fixture
 def make_client():
@@ -69,39 +38,8 @@ def make_client():
         client.shutdown()
 
 
-def call(task_id, func, *args, walltime=None, **kwargs):
-    return Task(task_id, payload=Job(pack_apply_message(func, args, kwargs), walltime=walltime))
-
-
-def where(x):
-    import os
-
-    return x, os.getpid(), sorted(os.sched_getaffinity(0))
-
-
-def sleep_after_marking(path, seconds):
-    import time
-
-    open(path, "w").close()
-    time.sleep(seconds)
-    return seconds
-
-
 def big(n):
     return bytes(range(256)) * (n // 256)
-
-
-def alive(pids):
-    return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
-
-
-def wait_until(condition, timeout=GENEROUS, interval=0.02):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(interval)
-    return True
 
 
 def start_running(client, tmp_path, first_id, count, seconds=60):
@@ -367,9 +305,16 @@ def test_shutdown_fails_running_and_queued_tasks_once_and_leaves_no_process(make
 
 
 def test_shutdown_before_start_and_twice_is_harmless(make_client):
-    client, _ = make_client()
+    children = {child.pid for child in psutil.Process().children(recursive=True)}
+    client, outcomes = make_client()
     client.shutdown()
     client.shutdown()
+    # Neither call started a manager, delivered an outcome or left the client half open.
+    assert client.pid is None and client.worker_pids == []
+    assert {child.pid for child in psutil.Process().children(recursive=True)} <= children
+    assert not outcomes.by_task
+    with pytest.raises(ExecutorShutdown, match="shut down"):
+        client.submit(call(1, where, 1))
 
 
 # -- no network ------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from scalpel_executor.runtime.hub import ManagerHub
 from scalpel_executor.runtime.manager_protocol import (Configure, Drain, Failed, Heartbeat, ManagerConfig, Register,
                                                        Result, Shutdown, Started, Submit, decode, encode)
 from scalpel_executor.runtime.options import PoolOptions
-from tests.runtime.test_manager import GENEROUS, Outcomes, alive, call, sleep_after_marking, wait_until, where
+from tests.runtime.helpers import GENEROUS, Outcomes, alive, call, sleep_after_marking, wait_until, where
 
 CPUS = sorted(os.sched_getaffinity(0))
 

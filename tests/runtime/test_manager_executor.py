@@ -14,12 +14,7 @@ from parsl.executors.high_throughput.errors import ManagerLost
 from scalpel_executor import ExecutorShutdown, ScalpelExecutor, WorkerDied
 from scalpel_executor.runtime.errors import NodeManagerLost
 from scalpel_executor.runtime.manager_client import ManagerClient
-
-GENEROUS = 30.0
-
-
-def alive(pids):
-    return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+from tests.runtime.helpers import GENEROUS, alive, wait_until
 
 
 @pytest.fixture
@@ -82,9 +77,7 @@ def test_a_killed_manager_fails_its_tasks_with_manager_lost_and_retries_rerun_th
     futures = [wait_for_file(str(release), i) for i in range(4)]
     time.sleep(0.5)  # two run, two wait in the manager
     os.kill(lost_pid, signal.SIGKILL)
-    deadline = time.monotonic() + GENEROUS
-    while executor.pool.managers_lost == 0 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    assert wait_until(lambda: executor.pool.managers_lost > 0), "the killed manager was not declared lost"
     release.touch()
     assert [f.result(timeout=GENEROUS) for f in futures] == [0, 1, 2, 3]  # retries=1 ran them again
     report = executor.run_report()  # each failed once (ManagerLost), then ran on the replacement

@@ -14,7 +14,7 @@ from scalpel_executor.runtime.hub import ManagerHub
 from scalpel_executor.runtime.manager_client import ManagerClient
 from scalpel_executor.runtime.options import PoolOptions
 from scalpel_executor.runtime.pool import WorkerPool
-from tests.runtime.test_manager import GENEROUS, Outcomes, alive, call, wait_until, where
+from tests.runtime.helpers import GENEROUS, Outcomes, alive, call, wait_until, where
 from tests.runtime.test_manager_connect import hub_and_managers  # noqa: F401 - a fixture used below
 
 POOLS = [WorkerPool, ManagerClient, ManagerHub]

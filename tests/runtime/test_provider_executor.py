@@ -8,7 +8,6 @@ import os
 import signal
 
 import parsl
-import psutil
 import pytest
 from parsl import python_app
 from parsl.config import Config
@@ -19,26 +18,18 @@ from parsl.providers import LocalProvider
 from scalpel_executor import ScalpelExecutor
 from scalpel_executor.runtime.executor import DEFAULT_LAUNCH_CMD, ScalpelProviderExecutor
 from scalpel_executor.runtime.hub import ManagerHub
+from tests.runtime import helpers
+from tests.runtime.helpers import GENEROUS, alive
 
-GENEROUS = 60.0
+BLOCKS_GENEROUS = 2 * GENEROUS  # blocks start their managers through a provider's launcher
 CPUS = sorted(os.sched_getaffinity(0))
 needs_two_cpus = pytest.mark.skipif(len(CPUS) < 2 or CPUS[:2] != [0, 1],
                                     reason="confines block i's manager to CPU i: needs CPUs 0 and 1")
 
 
-def alive(pids):
-    return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
-
-
-def wait_until(condition, timeout=GENEROUS, interval=0.05):
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(interval)
-    return True
+def wait_until(condition, timeout=BLOCKS_GENEROUS):
+    """helpers.wait_until with the blocks' bound."""
+    return helpers.wait_until(condition, timeout, interval=0.05)
 
 
 def load(tmp_path, blocks=2, retries=0, max_idletime=120.0, nodes_per_block=1, max_blocks=None, **options):
@@ -91,7 +82,7 @@ def test_two_blocks_run_a_workflow_each_manager_on_its_own_cpu(tmp_path):
         assert sorted(managers) == ["0", "1"]
         assert managers["0"]["slot_cpus"] == [[0]] and managers["1"]["slot_cpus"] == [[1]]
         assert executor.workers_per_node == 1
-        results = [future.result(timeout=GENEROUS) for future in [where(i) for i in range(12)]]
+        results = [future.result(timeout=BLOCKS_GENEROUS) for future in [where(i) for i in range(12)]]
         assert [x for x, _, _ in results] == list(range(12))
         assert all(cpus == [int(block)] for _, block, cpus in results), results
         assert {block for _, block, _ in results} == {"0", "1"}, "one block ran nothing"
@@ -124,7 +115,7 @@ def test_a_killed_manager_fails_its_task_with_manager_lost_and_retries_run_it_on
         (holder,) = [m for m in executor.connected_managers() if m["tasks"] > 0]
         marker.unlink()
         os.kill(holder["pid"], signal.SIGKILL)
-        block = future.result(timeout=GENEROUS)
+        block = future.result(timeout=BLOCKS_GENEROUS)
         assert block != holder["block_id"]
         report = executor.run_report()  # once lost with its manager, then the retry
         assert (report["tasks_finished"], report["tasks_failed"], executor.pool.managers_lost) == (2, 1, 1)
@@ -164,7 +155,7 @@ def test_a_block_whose_workers_cannot_start_is_dealt_nothing_and_every_task_runs
             os.kill(pid, signal.SIGKILL)
         assert wait_until(lambda: deaths.exists() and len(deaths.read_text().split()) >= 3)
         futures = [where_slowly(i) for i in range(20)]
-        results = [future.result(timeout=2 * GENEROUS) for future in futures]  # was: 18 of 20 failed 3 times
+        results = [future.result(timeout=2 * BLOCKS_GENEROUS) for future in futures]  # was: 18 of 20 failed 3 times
         assert [x for x, _ in results] == list(range(20))
         assert "1" not in {block for _, block in results}
         assert wait_until(lambda: not alive([broken["pid"]])), "the manager without workers was not let go"
@@ -239,7 +230,7 @@ def test_a_block_of_two_nodes_runs_a_manager_on_each_and_both_end_at_cleanup(tmp
         assert [m["block_id"] for m in managers] == ["0", "0"]
         assert sorted(m["slot_cpus"] for m in managers) == [[[0]], [[1]]]
         assert sorted(executor.status()) == ["0"]  # one block, two managers
-        results = [future.result(timeout=GENEROUS) for future in [where(i) for i in range(12)]]
+        results = [future.result(timeout=BLOCKS_GENEROUS) for future in [where(i) for i in range(12)]]
         assert {cpus[0] for _, _, cpus in results} == {0, 1}, "a node of the block ran nothing"
         processes = manager_processes(executor)
     finally:
@@ -250,11 +241,11 @@ def test_a_block_of_two_nodes_runs_a_manager_on_each_and_both_end_at_cleanup(tmp
 def test_an_idle_block_is_scaled_in_and_a_new_one_started_for_later_work(tmp_path):
     dfk, executor = load(tmp_path, blocks=1, max_idletime=1.0, launch_cmd=DEFAULT_LAUNCH_CMD)
     try:
-        assert where(0).result(timeout=GENEROUS)[1] == "0"
+        assert where(0).result(timeout=BLOCKS_GENEROUS)[1] == "0"
         first = manager_processes(executor)
         assert wait_until(lambda: executor.connected_managers() == []), "the idle block was not scaled in"
         assert wait_until(lambda: not alive(first)), "the scaled-in block's manager or workers live on"
-        assert where(1).result(timeout=GENEROUS)[1] == "1"  # a new block, whose manager joined mid-run
+        assert where(1).result(timeout=BLOCKS_GENEROUS)[1] == "1"  # a new block, whose manager joined mid-run
     finally:
         dfk.cleanup()
 
@@ -263,7 +254,7 @@ def test_a_block_that_cannot_start_puts_the_executor_in_bad_state(tmp_path):
     dfk, executor = load(tmp_path, blocks=1, launch_cmd="exit 3")
     try:
         with pytest.raises(BadStateException):
-            where(0).result(timeout=GENEROUS)
+            where(0).result(timeout=BLOCKS_GENEROUS)
         assert executor.bad_state_is_set
     finally:
         dfk.cleanup()
@@ -295,10 +286,10 @@ def test_a_task_no_node_can_run_waits_for_the_pending_block_then_fails_naming_th
     try:
         wide = devices(parsl_resource_specification={"cores": 2})  # sent before the block's manager connects
         gpu = devices(parsl_resource_specification={"gpus": 1})
-        assert gpu.result(timeout=GENEROUS) == ("0", [0])
+        assert gpu.result(timeout=BLOCKS_GENEROUS) == ("0", [0])
         with pytest.raises(ResourcesUnavailable, match=r"asks for 2 cores, .* no connected node has them \(.*1 cores"):
-            wide.result(timeout=GENEROUS)
-        assert devices().result(timeout=GENEROUS)[0] == ""  # a task without gpus sees none
+            wide.result(timeout=BLOCKS_GENEROUS)
+        assert devices().result(timeout=BLOCKS_GENEROUS)[0] == ""  # a task without gpus sees none
     finally:
         dfk.cleanup()
 

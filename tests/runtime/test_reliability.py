@@ -25,10 +25,11 @@ from parsl.executors.errors import InvalidResourceSpecification
 from parsl.executors.high_throughput.errors import WorkerLost
 
 from scalpel_executor import ExecutorShutdown, ScalpelExecutor, WorkerDied
+from scalpel_executor.experiments import soak
+from tests.runtime.helpers import GENEROUS, gone, wait_until
 from scalpel_executor.runtime.pool import WalltimeExceeded
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-GENEROUS = 30.0  # seconds: a bound that only a broken mechanism misses, never a slow machine
 
 
 def retry_only_transient(error, task_record):
@@ -50,15 +51,6 @@ def dfk(tmp_path_factory):
 
 def node_of(dfk):
     return dfk.executors["scalpel"].pool
-
-
-def wait_until(condition, timeout=GENEROUS, interval=0.02):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(interval)
-    return True
 
 
 def all_workers_ready(node):
@@ -341,10 +333,6 @@ def start_driver(mode, tmp_path):
     return driver, json.loads(line)["workers"]
 
 
-def gone(pids):
-    return not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
-
-
 def test_dfk_cleanup_fails_running_and_queued_tasks_and_leaves_no_worker(tmp_path):
     driver, workers = start_driver("cleanup", tmp_path)
     out, err = driver.communicate(timeout=60)
@@ -376,12 +364,7 @@ def test_workers_exit_when_the_driving_process_is_killed(tmp_path):
 # -- soak -------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def soak(benchmark_module):
-    return benchmark_module("soak")
-
-
-def test_soak_every_future_resolves_exactly_the_crashes_fail_and_nothing_leaks(soak, tmp_path):
+def test_soak_every_future_resolves_exactly_the_crashes_fail_and_nothing_leaks(tmp_path):
     report = soak.run_tasks(1000, crash_every=100, sample_every=250, run_dir=str(tmp_path), log=lambda *a: None)
     assert report["pending"] == 0 and report["other_failures"] == 0
     assert report["worker_died"] == report["crashes_injected"] == 10
@@ -396,7 +379,7 @@ def test_soak_every_future_resolves_exactly_the_crashes_fail_and_nothing_leaks(s
           f"{report['respawn_median_s']:.2f} s, RSS {[round(s['rss'] / 2**20) for s in report['samples']]} MiB")
 
 
-def test_start_stop_cycles_leak_no_descriptor_thread_or_process(soak):
+def test_start_stop_cycles_leak_no_descriptor_thread_or_process():
     report = soak.run_cycles(10, tasks_per_cycle=1, log=lambda *a: None)
     baseline = report["baseline"]
     assert report["workers_surviving_shutdown"] == 0

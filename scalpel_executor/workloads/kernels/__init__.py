@@ -41,19 +41,20 @@ Modules:
   :mod:`~scalpel_executor.workloads.kernels.irregular` (spmv)
 - :mod:`~scalpel_executor.workloads.kernels.registry` — :data:`KERNELS` by name, :func:`footprint_bytes`
 - :mod:`~scalpel_executor.workloads.kernels.sizing` — :func:`size_for_footprint`, :data:`RATES`,
-  :func:`step_seconds`, :func:`calibrate`
+  :func:`step_seconds`, :func:`steps_for_seconds`
 - :mod:`~scalpel_executor.workloads.kernels.task` — :func:`check_kernel`, :func:`run_kernel`
-- :mod:`~scalpel_executor.workloads.kernels.cases` — :class:`KernelCase`, :func:`suite`, :func:`contention_mix`
+- :mod:`~scalpel_executor.workloads.kernels.cases` — :class:`KernelCase`, :func:`calibrate`, :func:`suite`,
+  :func:`contention_mix`
 
 BLAS threads are set by :func:`scalpel_executor.host.blas.limit_blas_threads`, re-exported here.
 """
 
 from scalpel_executor.host.blas import limit_blas_threads
 from scalpel_executor.workloads.kernels.base import ArraySpec, Kernel, KernelCheckError, State
-from scalpel_executor.workloads.kernels.cases import SCALES, KernelCase, contention_mix, suite
+from scalpel_executor.workloads.kernels.cases import SCALES, KernelCase, calibrate, contention_mix, suite
 from scalpel_executor.workloads.kernels.linear_algebra import ALPHA, BETA
 from scalpel_executor.workloads.kernels.registry import KERNELS, footprint_bytes, get_kernel
-from scalpel_executor.workloads.kernels.sizing import CALL_SECONDS, RATES, calibrate, size_for_footprint, step_seconds
+from scalpel_executor.workloads.kernels.sizing import CALL_SECONDS, RATES, size_for_footprint, step_seconds
 from scalpel_executor.workloads.kernels.task import check_kernel, run_kernel
 
 # A task's profile key, and a pickle by reference, name its function by module and qualified name:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from scalpel_executor.core.units import parse_size
 from scalpel_executor.workloads.kernels.registry import KERNELS, _validated, get_kernel
-from scalpel_executor.workloads.kernels.sizing import size_for_footprint, step_seconds
+from scalpel_executor.workloads.kernels.sizing import size_for_footprint, step_seconds, steps_for_seconds
 from scalpel_executor.workloads.kernels.task import run_kernel
 
 logger = logging.getLogger(__name__)
@@ -45,6 +45,35 @@ class KernelCase:
     def run(self, seed: int = 0, check: bool = True) -> dict:
         """:func:`run_kernel` on this case."""
         return run_kernel(self.kernel, self.size, self.steps, seed, check)
+
+
+def calibrate(case: KernelCase, target_seconds: float, *, probe_seconds: float | None = None,
+              seed: int = 0) -> KernelCase:
+    """``case`` with the steps that make its solo run last about ``target_seconds`` here.
+
+    Parameters
+    ----------
+    case : KernelCase
+        Kernel and size are kept; steps are replaced.
+    target_seconds : float
+        Wanted solo run time.
+    probe_seconds : float, optional
+        Time spent measuring; default min(0.5, target / 4), and at least one step.
+    seed : int
+        Seeds the probe's data.
+
+    Returns
+    -------
+    KernelCase
+
+    Notes
+    -----
+    Runs the kernel in this process, on one BLAS thread: call it where the task will run (or on
+    an idle core of the same machine). Costs one allocation, one warm-up step and about
+    ``probe_seconds`` (:func:`~scalpel_executor.workloads.kernels.sizing.steps_for_seconds`).
+    """
+    steps = steps_for_seconds(case.kernel, case.size, target_seconds, probe_seconds=probe_seconds, seed=seed)
+    return replace(case, steps=steps)
 
 
 #: Solo run time ranges, in seconds, of the cases :func:`suite` builds.

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import time
-from typing import TYPE_CHECKING
 
 from scalpel_executor.host.blas import limit_blas_threads
 from scalpel_executor.workloads.kernels.base import Kernel, State
 from scalpel_executor.workloads.kernels.registry import KERNELS, get_kernel
-
-if TYPE_CHECKING:
-    from scalpel_executor.workloads.kernels.cases import KernelCase
 
 logger = logging.getLogger(__name__)
 
@@ -126,37 +121,20 @@ def _time_steps(kernel: Kernel, state: State, probe_seconds: float) -> float:
     return (time.thread_time() - start) / steps
 
 
-def calibrate(case: KernelCase, target_seconds: float, *, probe_seconds: float | None = None,
-              seed: int = 0) -> KernelCase:
-    """``case`` with the steps that make its solo run last about ``target_seconds`` here.
+def steps_for_seconds(kernel: str, size: int, target_seconds: float, *, probe_seconds: float | None = None,
+                      seed: int = 0) -> int:
+    """Steps of ``kernel`` at ``size`` that make a solo run last about ``target_seconds`` here,
+    timed on this machine (:func:`scalpel_executor.workloads.kernels.cases.calibrate` for a case).
 
-    Parameters
-    ----------
-    case : KernelCase
-        Kernel and size are kept; steps are replaced.
-    target_seconds : float
-        Wanted solo run time.
-    probe_seconds : float, optional
-        Time spent measuring; default min(0.5, target / 4), and at least one step.
-    seed : int
-        Seeds the probe's data.
-
-    Returns
-    -------
-    KernelCase
-
-    Notes
-    -----
-    Runs the kernel in this process, on one BLAS thread: call it where the task will run (or on
-    an idle core of the same machine). Costs one allocation, one warm-up step and about
-    ``probe_seconds``.
+    ``probe_seconds``: time spent measuring, default min(0.5, target / 4), and at least one step;
+    ``seed`` seeds the probe's data. Runs the kernel in this process, on one BLAS thread.
     """
     if not (target_seconds > 0) or math.isinf(target_seconds):
         raise ValueError(f"target_seconds must be a positive number of seconds, got {target_seconds!r}")
     probe = min(0.5, target_seconds / 4) if probe_seconds is None else probe_seconds
-    kernel = KERNELS[case.kernel]
+    timed = KERNELS[kernel]
     limit_blas_threads(1)
-    per_step = _time_steps(kernel, kernel.allocate(case.size, seed), probe)
+    per_step = _time_steps(timed, timed.allocate(size, seed), probe)
     steps = max(1, round(target_seconds / per_step))
-    logger.debug("calibrated %s: %.4g s per step, %d steps for %.3g s", case.kernel, per_step, steps, target_seconds)
-    return dataclasses.replace(case, steps=steps)
+    logger.debug("calibrated %s: %.4g s per step, %d steps for %.3g s", kernel, per_step, steps, target_seconds)
+    return steps
