@@ -33,16 +33,25 @@ lock of the pool's, so it may submit again (Parsl's callbacks launch dependent t
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 from scalpel_executor.core.tasks import Task
 
-if TYPE_CHECKING:
-    from scalpel_executor.runtime.pool import Outcome
+__all__ = ["OnComplete", "Outcome", "Pool"]
 
-__all__ = ["OnComplete", "Pool"]
 
-OnComplete = Callable[[Task, "Outcome"], None]  # called once per task submit accepted (module docstring)
+@dataclass
+class Outcome:
+    """How a task ended, as every pool hands it to ``on_complete``."""
+
+    ok: bool  # True: ``payload`` is the serialized result; False: serialized RemoteExceptionWrapper
+    payload: bytes | None = None
+    error: BaseException | None = None  # set instead of payload when the task never returned
+    stats: dict = field(default_factory=dict)
+
+
+OnComplete = Callable[[Task, Outcome], None]  # called once per task submit accepted (module docstring)
 
 
 @runtime_checkable

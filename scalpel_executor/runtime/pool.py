@@ -56,7 +56,7 @@ from scalpel_executor.core.resources import needs_resources, unfit_reason
 from scalpel_executor.core.scheduler import CHECKED_AT_DISPATCH, Scheduler, Task
 from scalpel_executor.core.topology import Topology
 from scalpel_executor.host.accelerators import device_cpus, device_env, pick_devices
-from scalpel_executor.runtime.contract import OnComplete
+from scalpel_executor.runtime.contract import OnComplete, Outcome
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, WalltimeExceeded,
                                              WorkerDied)
 from scalpel_executor.runtime.options import PoolOptions, memory_budget
@@ -90,14 +90,6 @@ class Job:
     admission: str | None = field(default=None, init=False)  # why it started there (core.admission)
     cpus: tuple[int, ...] = field(default=(), init=False)  # every CPU it ran on (several for a k-core task)
     devices: tuple[str, ...] = field(default=(), init=False)  # accelerator ids it was given
-
-
-@dataclass
-class Outcome:
-    ok: bool  # True: ``payload`` is the serialized result; False: serialized RemoteExceptionWrapper
-    payload: bytes | None = None
-    error: BaseException | None = None  # set instead of payload when the task never returned
-    stats: dict = field(default_factory=dict)
 
 
 @dataclass(eq=False)

@@ -41,17 +41,18 @@ def _type_checking_only(tree: ast.AST) -> set[int]:
     return skipped
 
 
-def _imports(path: pathlib.Path) -> set[str]:
+def _imports(path: pathlib.Path, *, type_only: bool = False) -> set[str]:
     """Every module a file of the package imports when it runs (see _imports_in)."""
-    return _imports_in(path.read_text(), _module_name(path), path.stem == "__init__")
+    return _imports_in(path.read_text(), _module_name(path), path.stem == "__init__", type_only=type_only)
 
 
-def _imports_in(source: str, module_name: str, is_package: bool) -> set[str]:
+def _imports_in(source: str, module_name: str, is_package: bool, *, type_only: bool = False) -> set[str]:
     """Every module ``source`` imports when it runs, at module level or inside a function, as absolute
-    names (a relative import resolved against its package); ``from m import x`` gives m and m.x."""
+    names (a relative import resolved against its package); ``from m import x`` gives m and m.x.
+    With ``type_only``, those under ``if TYPE_CHECKING:`` too."""
     found = set()
     tree = ast.parse(source)
-    skipped = _type_checking_only(tree)
+    skipped = set() if type_only else _type_checking_only(tree)
     for node in ast.walk(tree):
         if id(node) in skipped:
             continue
@@ -158,11 +159,12 @@ def test_the_layer_check_sees_an_upward_import_wherever_it_is():
 
 
 def test_no_module_of_the_package_is_part_of_an_import_cycle():
+    """Type-only imports included: a cycle that only a type checker follows is still one."""
     graph = nx.DiGraph()
     modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
     for name, path in modules.items():
         graph.add_node(name)
-        for imported in _imports(path):
+        for imported in _imports(path, type_only=True):
             # "from scalpel_executor.core import tasks" names a module; "from x import Name" names x
             target = imported if imported in modules else imported.rsplit(".", 1)[0]
             if target in modules and target != name and not name.startswith(target + "."):
