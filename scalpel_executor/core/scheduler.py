@@ -61,7 +61,8 @@ from scalpel_executor.core import admission, resources
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.planning import DEFAULT_BUDGET, STARTS_PER_SECOND, PlanContext
 from scalpel_executor.core.policies import POLICIES, resolve_policy
-from scalpel_executor.core.resources import Capacity, Holding, Reservation, may_backfill, unfit_reason
+from scalpel_executor.core.resources import (Capacity, Holding, Reservation, may_backfill, needs_resources,
+                                             unfit_reason)
 from scalpel_executor.core.search import FcfsEvaluator
 from scalpel_executor.core.tasks import Assignment, Group, Slot, Task
 
@@ -458,7 +459,7 @@ class Scheduler:
         return [sum(1 for i in slots if self._idle[i] and i not in self._disabled) for slots in self._domain_slots]
 
     def _fits(self, task: Task, domain: int) -> bool:
-        if task.cores == 1 and task.memory <= 0 and task.gpus <= 0:
+        if not needs_resources(task):
             return True  # the free core is all it needs
         return resources.fits(task, domain, self._free_cores(), self.capacity, self._memory_used, self._gpus_used)
 
@@ -471,8 +472,8 @@ class Scheduler:
         free = self._free_cores()  # nothing starts while the candidates are tested
 
         def eligible(task: Task) -> bool:
-            fits = task.cores == 1 and task.memory <= 0 and task.gpus <= 0 or resources.fits(
-                task, domain, free, self.capacity, self._memory_used, self._gpus_used)
+            fits = not needs_resources(task) or resources.fits(task, domain, free, self.capacity,
+                                                               self._memory_used, self._gpus_used)
             return fits and may_backfill(task, domain, reservation)
 
         return eligible
