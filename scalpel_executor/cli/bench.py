@@ -21,7 +21,8 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "bench", help="benchmark workload mixes under Parsl's executors and every Scalpel policy",
         description="Runs workload mixes (contention-heavy kernels, the kernel suite at 2x/4x/8x the cores, "
-        "small kernels only, a workflow DAG of kernels with a bash step and a reduce, no-op throughput and "
+        "small kernels only, a workflow DAG of kernels with a bash step and a reduce, BLAS kernels asking for "
+        "two cores among one-core ones (mixed-cores; the cores hint goes to Scalpel only), no-op throughput and "
         "latency, optionally Montage) under Parsl's "
         "HighThroughputExecutor (cpu_affinity block and none), Parsl's ThreadPoolExecutor, "
         "concurrent.futures.ProcessPoolExecutor, ScalpelExecutor with each policy, and an oracle order for "

@@ -172,13 +172,16 @@ def warm_every_worker(submitter, workers: int) -> None:
 
 
 def run_kernels(submitter, cases: Sequence[KernelCase], *, timeout: float,
-                progress: Progress | None = None) -> tuple[float, list[dict]]:
+                progress: Progress | None = None, widths: Sequence[int] = ()) -> tuple[float, list[dict]]:
     """Submit every case at once and wait for all: the makespan (first submit to last result) and a
     row per case: where it ran, when (seconds since the submit) and for how long. Raises the
-    first failure."""
+    first failure. ``widths``: the cores each case asks for, told to a ScalpelExecutor as its
+    ``cores`` hint (other executors take no per-task cores: they are told nothing)."""
     app = submitter.app(timed_kernel)
+    hinted = widths and isinstance(getattr(submitter, "executor", None), ScalpelExecutor)
     started, wall_zero = time.monotonic(), time.time()
-    futures = [app(case.kernel, case.size, case.steps) for case in cases]
+    futures = [app(case.kernel, case.size, case.steps, parsl_resource_specification={"cores": widths[i]})
+               if hinted else app(case.kernel, case.size, case.steps) for i, case in enumerate(cases)]
     for future in concurrent.futures.as_completed(futures, timeout=timeout):
         future.result()
         if progress is not None:

@@ -13,8 +13,8 @@ from dataclasses import dataclass, fields, replace
 from scalpel_executor.core.scheduler import POLICIES
 
 #: Workload mixes of the benchmark (built by ``experiments.bench.mixes``).
-MIXES = ("contention", "suite-2x", "suite-4x", "suite-8x", "light", "workflow", "noop-throughput", "noop-latency",
-         "montage")
+MIXES = ("contention", "suite-2x", "suite-4x", "suite-8x", "light", "workflow", "mixed-cores", "noop-throughput",
+         "noop-latency", "montage")
 #: Scalpel policies the benchmark runs; ``random`` is left to the simulator.
 SCALPEL_POLICIES = ("scalpel", "scalpel-paper", "longer_first", "grouping+fifo", "fifo", "di")
 #: Executors the benchmark compares: Parsl's, a process pool, Scalpel per policy, and the oracle order.

@@ -22,6 +22,7 @@ class Mix:
     oracle: tuple | None = None  # the same cases in the best order the search found in the model
     oracle_method: str = ""  # how: "branch and bound (proven optimal)" or "local search (best found)"
     count: int = 0  # no-op tasks, Montage tiles, or workflow members
+    widths: tuple = ()  # cores each case asks for (its ``cores`` hint, to Scalpel peers); (): one each
     note: str = ""
 
     @property
@@ -49,6 +50,30 @@ def workflow_members(llc: int, cores: int, scale: str, seed: int) -> list[tuple]
     large = [c for c in pool if c.footprint_bytes > llc / cores]
     rng = random.Random(seed)
     return [(rng.choice(small), rng.choice(large), rng.choice(small)) for _ in range(2 * cores)]
+
+
+#: Kernels whose work is BLAS calls (numpy's matmul), so a task given k cores runs k threads.
+BLAS_KERNELS = ("gemm", "2mm", "3mm")
+
+
+def mixed_core_cases(llc: int, cores: int, scale: str, seed: int) -> tuple[tuple, tuple]:
+    """The mixed-cores mix: ``cores`` BLAS kernels asking for ``min(2, cores)`` cores each and
+    ``2 * cores`` one-core kernels of the suite, interleaved wide first; the cases and each one's
+    cores. Pure."""
+    pool = suite(llc, cores, scale, seed=seed + 3)
+    blas = [c for c in pool if c.kernel in BLAS_KERNELS]
+    other = [c for c in pool if c.kernel not in BLAS_KERNELS]
+    rng = random.Random(seed)
+    wide = [rng.choice(blas) for _ in range(cores)]
+    narrow = [rng.choice(other) for _ in range(2 * cores)]
+    cases, widths = [], []
+    for i in range(len(narrow)):
+        if i < len(wide):
+            cases.append(wide[i])
+            widths.append(min(2, cores))
+        cases.append(narrow[i])
+        widths.append(1)
+    return tuple(cases), tuple(widths)
 
 
 def build_mixes(plan: BenchPlan, llc: int, cores: int, *, time_here: bool = True, model=None) -> list[Mix]:
@@ -95,6 +120,12 @@ def build_mixes(plan: BenchPlan, llc: int, cores: int, *, time_here: bool = True
                              note=f"{latency_tasks} no-op tasks, each submitted when the last returned"))
         elif name == "montage":
             mixes.append(Mix(name, "montage", count=montage_tiles, note=f"Montage mosaic of {montage_tiles} tiles"))
+        elif name == "mixed-cores":
+            cases, widths = mixed_core_cases(llc, cores, scale, seed)
+            wide = sum(width > 1 for width in widths)
+            mixes.append(Mix(name, "kernels", cases, widths=widths,
+                             note=f"{wide} BLAS kernels asking for {max(widths)} cores, {len(cases) - wide} one-core "
+                                  f"kernels, interleaved"))
         elif name == "workflow":
             members = workflow_members(llc, cores, scale, seed)
             mixes.append(Mix(name, "workflow", tuple(c for member in members for c in member), count=len(members),

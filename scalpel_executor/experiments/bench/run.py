@@ -49,7 +49,8 @@ def run_mix(submitter, peer: str, mix: Mix, repeat: int, out: Path, timeout: flo
     try:
         if mix.kind == "kernels":
             cases = mix.oracle if peer == "oracle" else mix.cases
-            run.makespan, run.tasks = run_kernels(submitter, cases, timeout=timeout)
+            run.makespan, run.tasks = run_kernels(submitter, cases, timeout=timeout,
+                                                  widths=mix.widths if peer != "oracle" else ())
         elif mix.kind == "throughput":
             app = submitter.app(noop)
             started = time.monotonic()
