@@ -281,3 +281,12 @@ def test_the_montage_mix_without_montagepy_is_one_clear_line(monkeypatch, capsys
     error = capsys.readouterr().err
     assert "--mixes montage" in error and "MontagePy" in error and "pip install" in error
     assert not (tmp_path / "bench.json").exists()  # refused before anything ran
+
+
+def test_the_mixed_cores_mix_interleaves_two_core_blas_kernels_with_one_core_ones():
+    from scalpel_executor.experiments.bench.mixes import BLAS_KERNELS, mixed_core_cases
+
+    cases, widths = mixed_core_cases(32 * 2**20, 2, "quick", seed=1)
+    assert len(cases) == len(widths) == 6 and widths == (2, 1, 2, 1, 1, 1)
+    assert all((case.kernel in BLAS_KERNELS) == (width == 2) for case, width in zip(cases, widths))
+    assert mixed_core_cases(32 * 2**20, 1, "quick", seed=1)[1] == (1, 1, 1)  # one core: nothing wider
