@@ -215,6 +215,7 @@ class ProfileStore:
             )
         self.problem: str | None = None
         self._lock = threading.Lock()
+        self._identity: tuple[int, int] | None = None  # (device, inode) of the file while it is in use
         self._connection = self._open()
 
     @property
@@ -236,10 +237,35 @@ class ProfileStore:
         connection = connect_file(self.path)
         try:
             self._prepare(connection)
+            status = os.stat(self.path)
         except BaseException:
             connection.close()
             raise
+        self._identity = (status.st_dev, status.st_ino)
         return connection
+
+    def _still_there(self) -> None:
+        """A store file deleted or replaced while in use takes writes that reach no file: write
+        it again, with every profile this connection still reads, and warn once (lock held)."""
+        if not self.persistent or self._identity is None:
+            return
+        try:
+            status = os.stat(self.path)
+            if (status.st_dev, status.st_ino) == self._identity:
+                return
+            cause = "was replaced"
+        except FileNotFoundError:
+            cause = "was deleted"
+        old = self._connection
+        try:
+            self._connection = self._open_file()
+            kept = self._salvage(old, self._connection)
+        except (sqlite3.Error, OSError) as error:
+            self._connection = self._fail_over(error)
+            kept = 0
+        old.close()
+        logger.warning("profile store %s %s while in use; wrote it again with the %d profiles this run held, so "
+                       "later measurements are kept", self.path, cause, kept)
 
     def _prepare(self, connection: sqlite3.Connection) -> None:
         connection.execute("BEGIN IMMEDIATE")
@@ -319,6 +345,7 @@ class ProfileStore:
     def _write(self, work) -> None:
         """Run ``work(connection)`` in an IMMEDIATE transaction; on a file fault, fail over and redo it."""
         with self._lock:
+            self._still_there()
             for attempt in (1, 2):
                 try:
                     self._connection.execute("BEGIN IMMEDIATE")

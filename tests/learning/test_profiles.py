@@ -485,3 +485,22 @@ def test_cli_run_of_a_function_that_fails_or_exits_says_so_in_one_line(tmp_path,
     assert captured.err.startswith(f"scalpel: {module}:f {message}"), captured.err
     if " at " in message:
         assert f"{module}.py:" in captured.err  # where in the user's code
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_store_deleted_or_replaced_while_in_use_is_written_again_with_what_the_run_held(tmp_path, caplog, how):
+    path = tmp_path / "profiles.sqlite"
+    store = ProfileStore(path)
+    store.record([Observation("before", "app", runtime=1.0, footprint=2e6)])
+    for name in ("profiles.sqlite", "profiles.sqlite-wal", "profiles.sqlite-shm"):
+        if (tmp_path / name).exists():
+            os.remove(tmp_path / name)
+    if how == "replaced":
+        path.write_bytes(b"")
+    with caplog.at_level(logging.WARNING, logger="scalpel_executor"):
+        store.record([Observation("after", "app", runtime=2.0, footprint=4e6)])
+    store.close()
+    assert f"{how} while in use; wrote it again with the 1 profiles this run held" in caplog.text
+    reopened = ProfileStore(path)  # a later run sees both: nothing measured after the deletion was lost
+    assert reopened.persistent and {p.key for p in reopened.profiles()} == {"before", "after"}
+    reopened.close()
