@@ -71,6 +71,7 @@ logger = logging.getLogger(__name__)
 
 START_TIMEOUT = READY_TIMEOUT + 30.0  # seconds: the manager's imports plus its workers' start
 STDERR_TAIL = 20  # lines of the manager's error output kept for a start failure's message
+STDERR_CHUNK = 64 * 1024  # bytes of the manager's error output read, forwarded and kept of a line at once
 MAX_REPLACEMENT_STARTS = 5  # replacements in a row lost before Started, after which the client gives up
 REPLACEMENT_BACKOFF = 0.5  # seconds before starting the second of them, doubling for each later one
 
@@ -462,12 +463,22 @@ class ManagerClient:
 
 
 def _forward_stderr(stream: IO[bytes], tail: deque) -> None:
-    """Copy the manager's (and its workers') error output to ours, keeping the last lines."""
+    """Copy the manager's (and its workers') error output to ours as it comes, STDERR_CHUNK bytes
+    at most at a time, keeping the start of each of the last lines (a task that prints a 300 MB
+    line costs this process no more than a chunk)."""
+    out = getattr(sys.stderr, "buffer", None)
+    continuing = False  # the chunk before ended inside a line
     with stream:
-        for line in stream:
-            text = line.decode(errors="replace")
-            tail.append(text)
+        while chunk := stream.readline(STDERR_CHUNK):
+            if not continuing:
+                text = chunk.decode(errors="replace")
+                tail.append(text if chunk.endswith(b"\n") else text + " [...]\n")
+            continuing = not chunk.endswith(b"\n")
             try:
-                sys.stderr.write(text)
+                if out is not None:
+                    out.write(chunk)
+                    out.flush()
+                else:
+                    sys.stderr.write(chunk.decode(errors="replace"))
             except (OSError, ValueError):  # our stderr is closed: keep the tail all the same
                 pass

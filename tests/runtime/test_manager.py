@@ -332,3 +332,22 @@ def test_the_manager_opens_no_network_or_listening_socket(make_client):
     assert manager.net_connections(kind="unix")  # its channels are socket pairs
     me = psutil.Process()
     assert not [c for c in me.net_connections(kind="all") if c.status == psutil.CONN_LISTEN]
+
+
+def test_a_huge_stderr_line_is_forwarded_in_chunks_and_kept_only_by_its_start(monkeypatch):
+    import io
+    import sys
+    from collections import deque
+
+    from scalpel_executor.runtime.manager_client import STDERR_CHUNK, _forward_stderr
+
+    class Sink(io.StringIO):
+        buffer = io.BytesIO()
+
+    sink = Sink()
+    monkeypatch.setattr(sys, "stderr", sink)
+    huge = b"x" * (40 * STDERR_CHUNK) + b"\n"
+    tail: deque = deque(maxlen=5)
+    _forward_stderr(io.BytesIO(b"first\n" + huge + b"last\n"), tail)
+    assert sink.buffer.getvalue() == b"first\n" + huge + b"last\n"  # every byte forwarded
+    assert list(tail) == ["first\n", "x" * STDERR_CHUNK + " [...]\n", "last\n"]  # a chunk kept of the huge one
