@@ -240,6 +240,11 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         device ids. A task with ``gpus=k`` is given k ids no running task holds, in
         ``CUDA_VISIBLE_DEVICES``, ``ROCR_VISIBLE_DEVICES`` and ``ZE_AFFINITY_MASK``; a task without
         one sees none.
+    worker_init : str, optional
+        Shell commands run before local mode's node manager, and so every worker, starts (as
+        HTEX's ``worker_init``, e.g. ``"module load gcc; source env/bin/activate"``); a failing
+        command fails ``start()`` with its error output. With ``provider=``, give it to the
+        provider instead.
     enforce_memory : bool
         Stop a task that allocates past its declared ``memory``: it runs under an address-space
         limit (RLIMIT_AS) of its worker's size plus the declaration and 256 MiB, and fails alone
@@ -295,6 +300,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         memory_budget: Union[int, float, str, None] = None,
         available_accelerators: Union[int, Sequence[str], None] = None,
         enforce_memory: bool = False,
+        worker_init: Optional[str] = None,
     ):
         ParslExecutor.__init__(self)
         if provider is not None:
@@ -347,6 +353,11 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self.cores_per_task, self.mem_per_task = cores_per_task, mem_per_task
         self.memory_budget, self.available_accelerators = memory_budget, available_accelerators
         self.enforce_memory = enforce_memory
+        if worker_init is not None and (provider is not None or node_manager is False):
+            raise ValueError(f"worker_init={worker_init!r} runs before local mode's node manager starts; "
+                             + ("with provider=, give it to the provider (its worker_init)" if provider is not None
+                                else "it needs node_manager=True (the default)"))
+        self.worker_init = worker_init
         self._mem_per_task = 0.0 if mem_per_task is None else _mebibytes("mem_per_task", mem_per_task)
         self._wide_warned: set[int] = set()
         self.label = label
@@ -439,8 +450,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
     def start(self) -> None:
         if not self._begin_start():
             return
-        kind = ManagerClient if self.node_manager else WorkerPool
-        pool = kind(self._topology, self._pool_options(), self._complete)
+        pool = ManagerClient(self._topology, self._pool_options(), self._complete, worker_init=self.worker_init) \
+            if self.node_manager else WorkerPool(self._topology, self._pool_options(), self._complete)
         pool.start()
         self._pool = pool
         logger.info(

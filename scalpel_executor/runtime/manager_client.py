@@ -147,11 +147,12 @@ class ManagerClient:
     """
 
     def __init__(self, topology: Topology, options: PoolOptions, on_complete: OnComplete, *,
-                 env: Mapping[str, str] | None = None):
+                 env: Mapping[str, str] | None = None, worker_init: str | None = None):
         self.topology = topology
         self.options = options
         self._configure = encode(Configure(ManagerConfig.of_driver(topology).to_dict(), options.to_dict()))
         self._env = dict(os.environ if env is None else env)
+        self._worker_init = worker_init  # shell commands run before the manager (and so its workers) starts
         self._on_complete = on_complete
         self._lock = threading.Lock()  # guards _outstanding, _manager, _stopping, _failure
         self._outstanding: dict[int, Task] = {}
@@ -214,6 +215,8 @@ class ManagerClient:
         ours, theirs = socket.socketpair()
         command = [sys.executable, "-m", "scalpel_executor.runtime.manager", "--fd", str(theirs.fileno()),
                    "--parent", str(os.getpid())]
+        if self._worker_init:  # as HTEX's: the commands run first, in the shell that then becomes the manager
+            command = ["/bin/bash", "-c", f'{self._worker_init}\nexec "$0" "$@"', *command]
         try:
             # Its own session: a terminal's Ctrl-C reaches the driver, which shuts the manager down.
             process = subprocess.Popen(command, pass_fds=(theirs.fileno(),), env=self._env, start_new_session=True,

@@ -158,3 +158,30 @@ def test_the_heartbeat_settings_reach_local_modes_manager():
         assert executor.pool.pid != stopped and not alive([stopped])
     finally:
         executor.shutdown()
+
+
+@python_app(executors=["scalpel"])
+def initialised():
+    import os
+
+    return os.environ.get("SCALPEL_TEST_INIT")
+
+
+def test_worker_init_runs_before_the_node_manager_and_its_workers(tmp_path):
+    executor = ScalpelExecutor(label="scalpel", profiles=False, worker_init="export SCALPEL_TEST_INIT=ready")
+    dfk = parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "run")))
+    try:
+        assert initialised().result(timeout=120) == "ready"
+    finally:
+        dfk.cleanup()
+        parsl.clear()
+
+
+def test_a_failing_worker_init_fails_start_with_its_output_and_it_is_local_mode_only():
+    executor = ScalpelExecutor(label="scalpel", profiles=False, worker_init="echo 'no module gcc' >&2; exit 3")
+    with pytest.raises(RuntimeError, match="no module gcc"):
+        executor.start()
+    executor.shutdown()
+    with pytest.raises(ValueError, match="worker_init='x' runs before local mode's node manager starts; it needs "
+                                         "node_manager=True"):
+        ScalpelExecutor(worker_init="x", node_manager=False)
