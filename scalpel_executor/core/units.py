@@ -77,6 +77,20 @@ def parse_size(value: object, *, what: str = "size") -> int:
     return int(value) if isinstance(value, numbers.Integral) else int(round(number))
 
 
+def parse_mebibytes(value: object, *, what: str = "memory") -> float:
+    """Bytes of a memory figure as TaskVine and Work Queue write one: a number is MiB, a string a
+    size (:func:`parse_size`). ValueError names ``what`` and the value.
+
+    >>> parse_mebibytes(1000) == 1000 * 2**20, parse_mebibytes("4GiB") == 4 * 2**30
+    (True, True)
+    """
+    if isinstance(value, str):
+        return float(parse_size(value, what=what))
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{what} must be a number of MiB >= 0 or a size such as '4GiB', got {show(value)}")
+    return float(value) * 2**20
+
+
 def format_size(n_bytes: float) -> str:
     """Render bytes for people: ``format_size(25165824) == '24.0 MiB'``."""
     n = float(n_bytes)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from scalpel_executor.core.simulate import SimTask
-from scalpel_executor.core.units import parse_size, show
+from scalpel_executor.core.units import parse_mebibytes, parse_size, show
 
 FORMAT = "scalpel-profile/1"
 
@@ -94,15 +94,6 @@ def _whole(value: Any, field: str, lowest: int) -> int:
     return value
 
 
-def _memory(value: Any) -> float:
-    """A task's ``memory``: MiB as a number (TaskVine's unit, as the ``memory`` hint), or a size."""
-    if isinstance(value, str):
-        return float(parse_size(value, what="memory"))
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"memory must be a number of MiB >= 0 or a size such as \"4GiB\", got {value!r}")
-    return float(value) * 2**20
-
-
 def load_profile(name_or_path: str | Path) -> tuple[dict, list[SimTask]]:
     """Read a profile by shipped name or file path; returns (document, tasks).
 
@@ -139,7 +130,7 @@ def load_profile(name_or_path: str | Path) -> tuple[dict, list[SimTask]]:
                     footprint=float(parse_size(entry.get("footprint", 0), what="footprint")),
                     sensitivity=None if entry.get("sensitivity") is None else float(entry["sensitivity"]),
                     cores=_whole(entry.get("cores", 1), "cores", 1),
-                    memory=_memory(entry.get("memory", 0)),
+                    memory=parse_mebibytes(entry.get("memory", 0), what="memory"),
                     gpus=_whole(entry.get("gpus", 0), "gpus", 0),
                 )
             )

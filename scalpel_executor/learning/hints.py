@@ -43,7 +43,7 @@ from typing import Any
 
 from parsl.executors.errors import InvalidResourceSpecification
 
-from scalpel_executor.core.units import format_size, parse_size, show
+from scalpel_executor.core.units import format_size, parse_mebibytes, parse_size, show
 from scalpel_executor.learning.sampling import DRIFT_FLOOR, REMEASURE_DRIFT, drifted
 
 logger = logging.getLogger(__name__)
@@ -53,7 +53,6 @@ KNOWN_KEYS = ("footprint", "runtime", "priority", "profile_key", "cores", "memor
 # specification's keys, and exec_mode) and Work Queue's (executors/workqueue/executor.py,
 # acceptable_fields); cores, memory, gpus and priority are ours too, the rest change nothing here.
 OTHER_EXECUTORS_KEYS = ("disk", "running_time_min", "category", "exec_mode")
-MiB = 2**20  # ``memory`` as a number is MiB, as TaskVine and Work Queue read it
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
 
@@ -129,15 +128,12 @@ def _count(key: str, value: Any, lowest: int) -> int:
 
 def _memory(value: Any) -> float:
     """``memory`` in bytes: a number is MiB (TaskVine's and Work Queue's unit), a string a size."""
-    if isinstance(value, str):
-        try:
-            return float(parse_size(value, what="memory"))
-        except ValueError as error:
-            raise _invalid("memory", str(error)) from None
-    number = _number("memory", value)
-    if number < 0:
-        raise _invalid("memory", f"must be a number of MiB >= 0 (or a size such as '4GiB'), got {show(value)}")
-    return number * MiB
+    if not isinstance(value, str):
+        _number("memory", value)  # a wrong type is named as for every numeric hint
+    try:
+        return parse_mebibytes(value, what="memory")
+    except ValueError as error:
+        raise _invalid("memory", str(error).removeprefix("memory ")) from None
 
 
 def _warn_unused(key: str) -> None:

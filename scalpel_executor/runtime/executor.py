@@ -80,7 +80,7 @@ from scalpel_executor.runtime.report import TaskRecord, task_rows, task_spans, w
 from scalpel_executor.learning.store import ProfileStore, default_path
 from scalpel_executor.core.topology import Topology
 from scalpel_executor.host.topology import resolve_topology
-from scalpel_executor.core.units import parse_size
+from scalpel_executor.core.units import parse_mebibytes, parse_size
 
 logger = logging.getLogger(__name__)
 
@@ -347,7 +347,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             contention_model=self.contention_model, heartbeat_period=heartbeat_period,
             heartbeat_threshold=heartbeat_threshold, accelerators=available_accelerators, enforce_memory=enforce_memory,
             drain_period=drain_period,
-            memory_budget=None if memory_budget is None else _mebibytes("memory_budget", memory_budget))
+            memory_budget=None if memory_budget is None else parse_mebibytes(memory_budget, what="memory_budget"))
         if isinstance(cores_per_task, bool) or cores_per_task < 1:
             raise ValueError(f"cores_per_task must be a whole number >= 1, got {cores_per_task!r}")
         self.cores_per_task, self.mem_per_task = cores_per_task, mem_per_task
@@ -358,7 +358,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                              + ("with provider=, give it to the provider (its worker_init)" if provider is not None
                                 else "it needs node_manager=True (the default)"))
         self.worker_init = worker_init
-        self._mem_per_task = 0.0 if mem_per_task is None else _mebibytes("mem_per_task", mem_per_task)
+        self._mem_per_task = 0.0 if mem_per_task is None else parse_mebibytes(mem_per_task, what="mem_per_task")
         self._wide_warned: set[int] = set()
         self.label = label
         self.policy = policy
@@ -842,15 +842,6 @@ def scalpel_config(run_dir: str = "runinfo", **executor_options: Any):
     from parsl.config import Config
 
     return Config(executors=[ScalpelExecutor(**executor_options)], run_dir=run_dir)
-
-
-def _mebibytes(name: str, value: Union[int, float, str]) -> float:
-    """Bytes of a memory option: a number is MiB (TaskVine's unit for ``memory``), a string a size."""
-    if isinstance(value, str):
-        return float(parse_size(value, what=name))
-    if isinstance(value, bool) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a number of MiB >= 0 or a size such as '4GiB', got {value!r}")
-    return float(value) * 2**20
 
 
 def _contention_model(value) -> ContentionModel:
