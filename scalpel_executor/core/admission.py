@@ -10,13 +10,18 @@ LLC domain at that moment (footprints measured or estimated)::
               and h is no unmeasured bet: its footprint still the prior while an unmeasured task
               of its key, or a large task, runs on d (unmeasured_risk)
         └─> start h                                                         (FITS)
-      h's plan foresaw at least this much harm at its start, and chose it (h.foreseen_harm)
+      h's plan foresaw at least this much harm at its start, and chose it (h.foreseen_harm),
+      and the run times it foresaw it from are estimates, not the prior's guess (guessed_runtimes)
         └─> start h                                                         (FORESEEN)
       else the first waiting task w of h's priority level, in plan order, that fits
-        ├─ exists, and the model predicts the schedule ends no later with w first
+        ├─ exists, and the run times are guesses, or the model predicts the schedule ends no
+        │  later with w first
         │    └─> start w, h waits                                           (KEPT_APART)
         ├─ exists, but the model predicts waiting costs more than the slowdown
         │    └─> start h                                                    (CORUN_WAIT_COSTS_MORE)
+        ├─ none fits, run times guessed, and a waiting task w among the next LEAST_HARM_LOOKAHEAD
+        │  slows its domain less than h would
+        │    └─> start the least harmful such w, h waits                    (CORUN_LEAST_HARM)
         └─ none fits: start h                                               (CORUN_NOTHING_FITS)
 
 A plan checked in the contention model (``scalpel``'s, with exact estimates, or one whose gain
@@ -31,6 +36,15 @@ model keeps apart what overflows its effective capacity ρ·LLC. A task whose fo
 the prior does not start beside an unmeasured task of its key, nor beside a large task, while a
 task that fits waits, so a first run measures before it bets: once the probe reports one of them, the scheduler learns the
 footprint for every task of the key (:meth:`~scalpel_executor.core.scheduler.Scheduler.learn`).
+
+A run time still the prior's guess (``Task.spread`` at least :data:`GUESSED_SPREAD`: the learning
+layer gives a never-seen key spread 1) makes neither the plan's foresight nor the rollout below a
+prediction: a first run's plan saw its first lookup, 1 s by the prior and 0.66 s into a 1.6 s run,
+as 0.34 s from its end and foresaw a second lookup beside it as cheap, and so started its lookups
+two by two. So a measured overflow beside such a task, or of such a task, is kept apart whenever a
+task that fits waits; and when none fits (a 65 MiB lookup overflows ρ·LLC alone, so even a 7 MiB
+FFT beside it slows it by 11%, a second lookup by 21%), the waiting task that harms least starts,
+judged by the footprints alone, as a checked plan would have paired them. No core idles for it.
 
 Whether waiting costs more is the model's call: the scheduler simulates the rest of the plan,
 first come first served from what runs now (a running task's remaining time is its estimate less
@@ -49,11 +63,13 @@ from dataclasses import dataclass
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.tasks import Task
 
-__all__ = ["unmeasured_risk", "TOLERANCE", "OVERDUE_FRACTION", "FITS", "FORESEEN", "KEPT_APART", "CORUN_WAIT_COSTS_MORE", "CORUN_NOTHING_FITS",
-           "BACKFILLED", "PLANNED", "REASONS", "Running", "Decision", "decide"]
+__all__ = ["unmeasured_risk", "guessed_runtimes", "GUESSED_SPREAD", "TOLERANCE", "OVERDUE_FRACTION", "FITS", "FORESEEN", "KEPT_APART", "CORUN_WAIT_COSTS_MORE", "CORUN_NOTHING_FITS",
+           "CORUN_LEAST_HARM", "LEAST_HARM_LOOKAHEAD", "BACKFILLED", "PLANNED", "REASONS", "Running", "Decision", "decide"]
 
 TOLERANCE = 0.05  # a co-run "overflows" when the model slows some task by more than 5% beyond R alone
 OVERDUE_FRACTION = 0.1  # a task past its estimate is assumed to have this fraction of it left
+GUESSED_SPREAD = 1.0  # a run time this uncertain is a guess (learning.estimates.PRIOR_SPREAD: never seen)
+LEAST_HARM_LOOKAHEAD = 64  # waiting tasks searched for the least harmful when nothing fits on guessed run times
 
 PLANNED = "planned"  # a policy without admission: the plan's choice, unchecked
 FITS = "fits"
@@ -61,9 +77,10 @@ FORESEEN = "co-run: foreseen by the plan"  # the plan checked this co-run in the
 KEPT_APART = "kept-apart"
 CORUN_WAIT_COSTS_MORE = "co-run: waiting costs more"
 CORUN_NOTHING_FITS = "co-run: nothing fits"
+CORUN_LEAST_HARM = "co-run: least harm, run times guessed"  # nothing fits; the waiting task that harms least
 BACKFILLED = "backfilled"  # the plan's next task waits for cores, memory or accelerators (core.resources)
 REASONS = (PLANNED, FITS, FORESEEN, KEPT_APART, CORUN_WAIT_COSTS_MORE, CORUN_NOTHING_FITS,
-           BACKFILLED)  # reasons a task started
+           CORUN_LEAST_HARM, BACKFILLED)  # reasons a task started
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +113,12 @@ def unmeasured_risk(task: Task, running: Sequence[Running], model: ContentionMod
         elif _harm(model, llc, [r], r.task) > TOLERANCE:
             return True
     return False
+
+
+def guessed_runtimes(task: Task, running: Sequence[Running]) -> bool:
+    """Whether ``task``'s run time, or that of a task running beside it, is still a guess (spread at
+    least :data:`GUESSED_SPREAD`): how long they would overlap is then unknown to the model."""
+    return task.spread >= GUESSED_SPREAD or any(r.task.spread >= GUESSED_SPREAD for r in running)
 
 
 def slowdown_increase(model: ContentionModel, llc: float | None, footprints: Sequence[float],
@@ -140,26 +163,33 @@ def decide(head: Task, others: Iterable[Task], running: Sequence[Running], *,
     overflow = harm > TOLERANCE
     if not twin and not overflow:
         return Decision(head, FITS)
-    if not twin and head.foreseen_harm is not None and harm <= head.foreseen_harm + TOLERANCE:
+    guessed = overflow and guessed_runtimes(head, running)
+    if not twin and not guessed and head.foreseen_harm is not None and harm <= head.foreseen_harm + TOLERANCE:
         return Decision(head, FORESEEN)
     tried: set[Hashable] = set()
-    fitting = unmeasured = None
-    for task in others:
+    fitting = unmeasured = lighter = None
+    lightest = harm  # the least harm of a measured waiting task, looked for on guessed run times only
+    for seen, task in enumerate(others):
         signature = (task.footprint, task.key if not task.footprint_known else None)
         if signature in tried:
             continue
         tried.add(signature)
-        if _harm(model, llc, running, task) <= TOLERANCE:
+        task_harm = _harm(model, llc, running, task)
+        if task_harm <= TOLERANCE:
             if not unmeasured_risk(task, running, model, llc):
                 fitting = task
                 break
             unmeasured = unmeasured or task
+        elif guessed and seen < LEAST_HARM_LOOKAHEAD and task.footprint_known and task_harm < lightest:
+            lighter, lightest = task, task_harm
     if fitting is None and overflow and unmeasured is not None:
         # An unmeasured bet beats a co-run known to overflow, whatever a rollout on its prior
         # estimates would say: running it is how its figures stop being the prior.
         return Decision(unmeasured, KEPT_APART, head)
     if not overflow:  # only an unmeasured bet: measure first whenever other work can run
         return Decision(fitting, KEPT_APART, head) if fitting is not None else Decision(head, CORUN_NOTHING_FITS)
-    if fitting is not None and deferral_pays(head, fitting):
+    if fitting is not None and (guessed or deferral_pays(head, fitting)):
         return Decision(fitting, KEPT_APART, head)
+    if fitting is None and lighter is not None:
+        return Decision(lighter, CORUN_LEAST_HARM, head)
     return Decision(head, CORUN_WAIT_COSTS_MORE if fitting is not None else CORUN_NOTHING_FITS)

@@ -20,11 +20,14 @@ scheduler together. The rule, with times passed in by the driver (the core reads
   submits on the 2-core development machine, the later ones 0.7 ms apart);
 - a second arrival within that time marks a burst, and the batch is then held ``window`` seconds
   from its first arrival, so a burst is grouped whole even when a submit stalls for a few
-  milliseconds mid-burst; while arrivals keep coming (the last less than ``quiet`` ago) it is held
-  on, until ``quiet`` after the last one, at most :data:`BURST_STRETCH` windows from the first
-  (measured: Parsl's DataFlowKernel took 5.4 ms median, 8.1 ms at most, to submit a burst of 8
-  apps to this executor on the 2-core development machine, so a 5 ms window alone split most
-  such bursts);
+  milliseconds mid-burst; while arrivals keep coming (the last less than ``quiet`` ago, or, when
+  the driver passes ``runtime_of``, less than :data:`LONE_WAIT_SHARE` of the longest held task's
+  estimated run time) it is held on, until that long after the last one, at most
+  :data:`BURST_STRETCH` windows from the first (measured: Parsl's DataFlowKernel took 5.4 ms
+  median, 8.1 ms at most, to submit a burst of 8 apps to this executor on the 2-core development
+  machine, so a 5 ms window alone split most such bursts; on the same machine under load it
+  paused 6 ms between a workflow's first FFT and its second, and a 1 ms quiet released the burst's
+  eight lookups without their FFTs, which a first run then started two by two);
 - ``max_batch`` held tasks are released at once;
 - while the scheduler still holds plenty of work (``waiting >= 2 × cores``), arrivals keep
   collecting past their deadline and join it in one regroup: no core starves meanwhile. Not with
@@ -92,6 +95,7 @@ class Batcher(Generic[T]):
         self._hold_while_busy = hold_while_busy
         self._runtime_of = runtime_of  # a task's estimated run time (seconds), for a lone arrival's wait
         self._held: list[T] = []
+        self._longest = 0.0  # the longest finite estimated run time held (runtime_of), seconds
         self._first_at = 0.0
         self._last_at = 0.0
 
@@ -106,15 +110,18 @@ class Batcher(Generic[T]):
         if not tasks:
             return
         if not self._held:
-            self._first_at = now
+            self._first_at, self._longest = now, 0.0
         self._last_at = now
         self._held.extend(tasks)
+        if self._runtime_of is not None:
+            runtimes = [r for r in map(self._runtime_of, tasks) if math.isfinite(r)]
+            self._longest = max([self._longest, *runtimes])
 
     def _due_at(self, running: int | None = None) -> float:
         if len(self._held) > 1:
             window = self.batching.window
-            return min(max(self._first_at + window, self._last_at + self.batching.quiet),
-                       self._first_at + BURST_STRETCH * window)
+            quiet = max(self.batching.quiet, LONE_WAIT_SHARE * self._longest)
+            return min(max(self._first_at + window, self._last_at + quiet), self._first_at + BURST_STRETCH * window)
         quiet = 0.0 if running == 0 else self.batching.quiet  # an idle machine: no floor (docstring)
         if self._runtime_of is not None:
             runtime = self._runtime_of(self._held[0])

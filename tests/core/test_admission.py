@@ -19,7 +19,7 @@ def harm(running: list[Task], task: Task) -> float:
 
 
 task_specs = st.lists(
-    st.tuples(st.sampled_from([0.5, 2.0, 12.0, 20.0, 28.0]), st.floats(0.1, 5.0), st.booleans(),
+    st.tuples(st.sampled_from([0.5, 2.0, 12.0, 20.0, 28.0]), st.floats(0.1, 5.0), st.sampled_from([0.0, 0.25, 1.0]),
               st.integers(0, 1), st.booleans()),
     min_size=1, max_size=14)
 
@@ -29,12 +29,13 @@ task_specs = st.lists(
        events=st.lists(st.tuples(st.integers(0, 3), st.floats(0.0, 2.0)), max_size=60))
 def test_no_start_overflows_while_a_fitting_task_waits_unless_the_reason_is_recorded(specs, domains, events):
     """Arrivals, completions and clock steps in any order: each start either fits its domain, or
-    was foreseen by a checked plan, or no waiting task of its priority fitted, or the rollout
-    predicted that waiting costs more; the reason says which. Every task starts and ends once."""
+    was foreseen by a checked plan, or no waiting task of its priority fitted (then, on guessed run
+    times, the measured one that harms least starts), or the rollout predicted that waiting costs
+    more; the reason says which. A co-run is never taken on a plan's
+    foresight or a rollout when a run time involved is the prior's guess. Every task starts and ends once."""
     s = Scheduler(domains, "scalpel", llc=LLC)
-    tasks = [Task(i, footprint=f * MiB, runtime=r, priority=p, spread=0.25 if noisy else 0.0,
-                  key=f"app{int(f)}", footprint_known=known)
-             for i, (f, r, noisy, p, known) in enumerate(specs)]
+    tasks = [Task(i, footprint=f * MiB, runtime=r, priority=p, spread=spread, key=f"app{int(f)}", footprint_known=known)
+             for i, (f, r, spread, p, known) in enumerate(specs)]
     pending, started, ended, now = list(tasks), set(), set(), 0.0
 
     def check(before, assignments):
@@ -46,14 +47,19 @@ def test_no_start_overflows_while_a_fitting_task_waits_unless_the_reason_is_reco
             running[a.slot.index] = a.task
             if a.reason == admission.FITS:
                 assert harm(here, a.task) <= admission.TOLERANCE
-            elif a.reason == admission.CORUN_NOTHING_FITS:
+            elif a.reason in (admission.CORUN_NOTHING_FITS, admission.CORUN_LEAST_HARM):
                 waiting = [t for t in tasks if t.id not in started and t.priority == a.task.priority
                            and t in s._waiting.values()]
                 assert all(harm(here, w) > admission.TOLERANCE
                            or admission.unmeasured_risk(w, [admission.Running(t, 1.0) for t in here], MODEL, LLC)
                            for w in waiting)
+                if a.reason == admission.CORUN_LEAST_HARM:  # a measured task, none measured harms less
+                    assert a.task.footprint_known
+                    assert all(harm(here, a.task) <= harm(here, w) for w in waiting if w.footprint_known)
             else:
                 assert a.reason in (admission.FORESEEN, admission.KEPT_APART, admission.CORUN_WAIT_COSTS_MORE)
+                if a.reason in (admission.FORESEEN, admission.CORUN_WAIT_COSTS_MORE):
+                    assert not admission.guessed_runtimes(a.task, [admission.Running(t, 1.0) for t in here])
 
     for kind, step in events:
         now += step
@@ -168,3 +174,55 @@ def test_an_unmeasured_task_goes_beside_a_large_one_rather_than_a_second_large_o
     unknown = Task("spectrum", 0.0, 1.0, key="spectrum", footprint_known=False)
     decision = admission.decide(second, [unknown], running, deferral_pays=lambda h, w: True, model=MODEL, llc=LLC)
     assert decision == admission.Decision(unknown, admission.KEPT_APART, second)
+
+
+def test_a_measured_overflow_on_guessed_run_times_is_kept_apart_whatever_the_plan_foresaw():
+    # A first run: every run time is the prior (spread 1). Once the first lookup is measured large,
+    # a checked plan may still foresee a second one beside it as cheap (the first "ends" at its prior
+    # 1 s); the rule keeps them apart while a task that fits waits, without asking the rollout.
+    running = [admission.Running(Task("lookup-0", 65 * MiB, 1.0, spread=1.0, key="lookup"), 0.34)]
+    second = Task("lookup-1", 65 * MiB, 1.0, spread=1.0, key="lookup")
+    second.foreseen_harm = 0.5
+    fft = Task("fft", 3 * MiB, 1.0, spread=1.0, key="fft")
+    decision = admission.decide(second, [fft], running, deferral_pays=lambda h, w: False, model=MODEL, llc=LLC)
+    assert decision == admission.Decision(fft, admission.KEPT_APART, second)
+    # With run times estimated (a learned store), the plan's foresight and the rollout decide as before.
+    for task in (running[0].task, second, fft):
+        task.spread = 0.25
+    assert admission.decide(second, [fft], running, deferral_pays=lambda h, w: False, model=MODEL,
+                            llc=LLC).reason == admission.FORESEEN
+    second.foreseen_harm = None
+    assert admission.decide(second, [fft], running, deferral_pays=lambda h, w: False, model=MODEL,
+                            llc=LLC).reason == admission.CORUN_WAIT_COSTS_MORE
+
+
+def test_a_first_runs_lookups_are_not_started_two_by_two_once_one_is_measured():
+    # The scheduler as a first run drives it: everything on the prior (footprint 0, 1 s, spread 1),
+    # the first lookup and FFT measured while they run; when the FFT ends, another FFT starts beside
+    # the running lookup, not the plan's second lookup.
+    s = Scheduler([[0, 1]], "scalpel", llc=56 * MiB)
+    s.add([Task(f"lookup-{i}", 0.0, 1.0, spread=1.0, key="lookup", footprint_known=False) for i in range(8)]
+          + [Task(f"fft-{i}", 0.0, 1.0, spread=1.0, key="fft", footprint_known=False) for i in range(16)]
+          + [Task(f"product-{i}", 0.0, 1.0, spread=1.0, key="product", footprint_known=False) for i in range(4)])
+    assert sorted(a.task.id.split("-")[0] for a in s.dispatch(0.0)) == ["fft", "lookup"]
+    s.learn("lookup", 65 * MiB)
+    s.learn("fft", 3 * MiB)
+    s.release(next(index for index, t in s.running.items() if t.key == "fft"))
+    [again] = s.dispatch(0.66)
+    assert again.task.key == "fft" and again.reason == admission.KEPT_APART
+
+
+def test_when_nothing_fits_on_guessed_run_times_the_least_harmful_measured_task_starts():
+    # 65 MiB overflows the model's 28 MiB alone: a 7 MiB FFT beside the running lookup slows it
+    # (11%), a second lookup slows both more (21%). On the prior's run times the FFT goes first.
+    running = [admission.Running(Task("lookup-0", 65 * MiB, 1.0, spread=1.0, key="lookup"), 0.34)]
+    second = Task("lookup-1", 65 * MiB, 1.0, spread=1.0, key="lookup")
+    fft, product = Task("fft", 7 * MiB, 1.0, spread=1.0, key="fft"), Task("product", 48 * MiB, 1.0, spread=1.0,
+                                                                         key="product")
+    decide = admission.decide
+    decision = decide(second, [product, fft], running, deferral_pays=lambda h, w: False, model=MODEL, llc=56 * MiB)
+    assert decision == admission.Decision(fft, admission.CORUN_LEAST_HARM, second)
+    for task in (running[0].task, second, fft, product):  # estimated run times: the head, as before
+        task.spread = 0.25
+    assert decide(second, [product, fft], running, deferral_pays=lambda h, w: False, model=MODEL,
+                  llc=56 * MiB).reason == admission.CORUN_NOTHING_FITS

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalpel_executor.core.batching import Batcher, Batching
+from scalpel_executor.core.batching import BURST_STRETCH, Batcher, Batching
 from scalpel_executor.core.simulate import SimTask, simulate
 
 WINDOW, QUIET = 0.005, 0.001
@@ -129,7 +129,27 @@ def test_a_lone_arrival_expected_to_run_long_waits_for_company_up_to_the_window(
     batcher.hold([("long", 60.0)], now=3.0)  # at most the window
     assert batcher.wake_at(waiting=0) == pytest.approx(3.0 + WINDOW)
     batcher.hold([("late", 1.0)], now=3.0017)  # a second submit 1.7 ms later still joins the batch
-    assert batcher.release(3.0 + WINDOW, waiting=0) == [("long", 60.0), ("late", 1.0)]
+    # A burst of long tasks is held until it has been quiet 1% of its longest run time, at most
+    # BURST_STRETCH windows from its first arrival: a submit that stalls a few ms still joins it.
+    assert batcher.release(3.0 + WINDOW, waiting=0) == []
+    assert batcher.release(3.0 + BURST_STRETCH * WINDOW, waiting=0) == [("long", 60.0), ("late", 1.0)]
+
+
+def test_a_burst_of_long_tasks_waits_out_a_pause_of_a_few_ms_mid_burst():
+    # A first run (every run time the prior's 1 s): eight lookups 1 ms apart, the first FFT, then
+    # the DataFlowKernel pauses 6 ms before the other FFTs. A 1 ms quiet would release the lookups
+    # and one FFT alone; 1% of 1 s (10 ms) waits for the rest.
+    batcher = Batcher(Batching(WINDOW, QUIET), cores=2, runtime_of=lambda task: 1.0)
+    for i in range(8):
+        batcher.hold([f"lookup-{i}"], now=0.001 * i)
+    batcher.hold(["fft-0"], now=0.008)
+    assert batcher.release(0.0135, waiting=0, running=0) == []
+    batcher.hold([f"fft-{i}" for i in range(1, 16)], now=0.014)
+    assert batcher.wake_at(waiting=0, running=0) == pytest.approx(BURST_STRETCH * WINDOW)
+    assert len(batcher.release(BURST_STRETCH * WINDOW, waiting=0, running=0)) == 24
+    noops = Batcher(Batching(WINDOW, QUIET), cores=2, runtime_of=lambda task: 0.0001)
+    noops.hold(["a", "b"], now=0.0)  # a burst of no-ops: held for the window, not longer
+    assert noops.wake_at(waiting=0) == pytest.approx(WINDOW)
 
 
 def test_the_simulator_holds_a_long_lone_first_task_for_a_longer_one_submitted_just_after():
