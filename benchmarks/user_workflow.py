@@ -9,18 +9,20 @@ The workflow (:mod:`scalpel_executor.workloads.lookups`), written as a user woul
     lines    = [bash summary_line(refined[i], outputs=[File]) ...]   two shell steps
     reduce_summaries(inputs=[line.outputs[0] ...])                   the reduce
 
-Each repetition, in an order that rotates between repetitions (interleaved):
+Each repetition:
 
 1. **The pair, measured here**: one lookup alone on CPU 0, then two at once on CPUs 0 and 1, in
    plain pinned processes: how much two large tasks slow each other on this host this minute.
-2. For each executor (HTEX with one pinned worker per core and single-threaded BLAS; Scalpel's
-   default): load, warm every worker, run the workflow, read every task's own start and end.
+2. Three runs, HTEX first in even repetitions and last in odd ones (interleaved): HTEX (one pinned
+   worker per core, single-threaded BLAS); Scalpel's default on an **empty** profile store (the
+   "first run"); Scalpel again on the store that first run wrote (the "learned" run). Each loads
+   its executor, warms every worker, runs the workflow and reads every task's own start and end.
 
-Scalpel's profile store is this script's own, emptied before the first repetition: its first run
-starts with no estimates (the "first run"), the later ones read what the earlier ones learned.
-Per run it reports the makespan (first task start to last task end) and the **large co-run
-seconds**: the summed time during which two large tasks (lookups, products) ran at once, from the
-tasks' timestamps. Scalpel's run report gives why each task started where it did.
+The stores are this script's own, in a temporary folder, one emptied per repetition, so every
+repetition has a first run. Per run it reports the makespan (first task start to last task end)
+and the **large co-run seconds**: the summed time during which two large tasks (lookups,
+products) ran at once, from the tasks' timestamps; for Scalpel, why each task started where it
+did (the run report's admission reasons, and each task's row).
 
     python benchmarks/user_workflow.py --repeats 5 --out docs/data/user-workflow
 """
@@ -46,8 +48,11 @@ from scalpel_executor.experiments.sizing import machine_llc
 from scalpel_executor.host.topology import detect_topology
 from scalpel_executor.workloads import lookups as apps
 
-PEERS = ("htex-block", "scalpel:scalpel")
+HTEX, SCALPEL = "htex-block", "scalpel:scalpel"
+RUNS = ((HTEX, "htex"), (SCALPEL, "first"), (SCALPEL, "learned"))  # (peer, what the run is)
 LARGE = ("lookup", "product")
+ROW_FIELDS = ("task_id", "profile_key", "admission", "measured_footprint", "scheduled_footprint", "footprint_source",
+              "estimated_runtime", "runtime_spread")
 
 
 def _pinned(cpu: int, seed: int, mib: int, rounds: int, results) -> None:
@@ -103,6 +108,29 @@ def large_corun_seconds(results: list[dict]) -> float:
     return sum(max(0.0, min(a["t1"], b["t1"]) - max(a["t0"], b["t0"])) for a, b in itertools.combinations(large, 2))
 
 
+def one_run(peer: str, kind: str, repeat: int, out: Path, cores: int, topology: Topology, store: str, args,
+            rounds: int) -> dict:
+    """One run of the workflow under ``peer``: its makespan, large co-run seconds, tasks and (Scalpel) report."""
+    submitter = start_peer(peer, cores, topology, str(out / "runinfo"), store)
+    try:
+        results, _ = run_workflow(submitter, out, args, rounds)
+        report = submitter.executor.run_report() if peer.startswith("scalpel") else None
+    finally:
+        submitter.close()
+    makespan = max(r["t1"] for r in results) - min(r["t0"] for r in results)
+    row = {"peer": peer, "kind": kind, "repeat": repeat, "makespan": makespan,
+           "large_corun_seconds": large_corun_seconds(results), "tasks": results}
+    if report is not None:
+        row["admission"] = report["admission"]
+        row["sources"] = report["sources"]
+        row["profile_keys"] = len({t["profile_key"] for t in report["tasks"]})
+        row["report_tasks"] = [{name: t.get(name) for name in ROW_FIELDS} for t in report["tasks"]]
+    print(f"  {kind:8s} makespan {makespan:6.2f} s, large tasks together {row['large_corun_seconds']:5.2f} s"
+          + (f", admission {row['admission']}, footprints {row['sources']['footprint']}" if report else ""),
+          flush=True)
+    return row
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -126,49 +154,32 @@ def main() -> int:
     runs, pairs = [], []
     with tempfile.TemporaryDirectory(prefix="scalpel-user-workflow-") as folder:
         base = Path(folder)
-        store = fresh_store(base / "store")
         for repeat in range(args.repeats):
             alone = lookup_times([0], args.lookup_mib, rounds)[0]
             together = statistics.median(lookup_times([0, 1], args.lookup_mib, rounds))
             pairs.append({"repeat": repeat, "alone": alone, "together": together, "slowdown": together / alone})
             print(f"repeat {repeat + 1}: a lookup alone {alone:.2f} s, two together {together:.2f} s "
                   f"({together / alone:.2f}x)", flush=True)
-            order = PEERS if repeat % 2 == 0 else PEERS[::-1]
-            for peer in order:
-                out = base / f"{peer.replace(':', '-')}-{repeat}"
+            store = fresh_store(base / f"store-{repeat}")  # the first run's is empty; the learned run reads it
+            order = RUNS if repeat % 2 == 0 else RUNS[1:] + RUNS[:1]
+            for peer, kind in order:
+                out = base / f"{kind}-{repeat}"
                 out.mkdir()
-                submitter = start_peer(peer, cores, topology, str(out / "runinfo"), store)
-                try:
-                    results, _ = run_workflow(submitter, out, args, rounds)
-                    report = submitter.executor.run_report() if peer.startswith("scalpel") else None
-                finally:
-                    submitter.close()
-                makespan = max(r["t1"] for r in results) - min(r["t0"] for r in results)
-                row = {"peer": peer, "repeat": repeat, "makespan": makespan,
-                       "large_corun_seconds": large_corun_seconds(results), "tasks": results,
-                       "first_run": peer.startswith("scalpel") and repeat == 0}
-                if report is not None:
-                    row["admission"] = report["admission"]
-                    row["sources"] = report["sources"]
-                    row["profile_keys"] = len({t["profile_key"] for t in report["tasks"]})
-                runs.append(row)
-                print(f"  {peer:16s} makespan {makespan:6.2f} s, large tasks together {row['large_corun_seconds']:5.2f} s"
-                      + (f", admission {row['admission']}, footprints {row['sources']['footprint']}" if report else ""),
-                      flush=True)
-    by = {peer: [r for r in runs if r["peer"] == peer] for peer in PEERS}
-    htex, scalpel = ([r["makespan"] for r in by[p]] for p in PEERS)
-    ratio, low, high = bootstrap_ratio(htex, scalpel)
-    learned = [r for r in by["scalpel:scalpel"] if not r["first_run"]]
+                runs.append(one_run(peer, kind, repeat, out, cores, topology, store, args, rounds))
+    by = {kind: [r for r in runs if r["kind"] == kind] for _, kind in RUNS}
+    htex = [r["makespan"] for r in by["htex"]]
+    corun = {kind: statistics.median(r["large_corun_seconds"] for r in rows) for kind, rows in by.items()}
     summary = {
         "cores": cores, "llc": llc, "llc_note": llc_note, "lookup_mib": args.lookup_mib, "rounds": rounds,
+        "repeats": args.repeats,
         "pair_slowdown_median": statistics.median(p["slowdown"] for p in pairs),
-        "htex_over_scalpel": {"ratio": ratio, "low": low, "high": high},
-        "large_corun_seconds": {
-            "htex": statistics.median(r["large_corun_seconds"] for r in by["htex-block"]),
-            "scalpel_first_run": by["scalpel:scalpel"][0]["large_corun_seconds"],
-            "scalpel_learned": statistics.median(r["large_corun_seconds"] for r in learned) if learned else None,
-        },
+        "large_corun_seconds": corun,
+        "large_corun_vs_htex": {kind: corun[kind] / corun["htex"] if corun["htex"] else None
+                                for kind in ("first", "learned")},
     }
+    for kind in ("first", "learned"):
+        ratio, low, high = bootstrap_ratio(htex, [r["makespan"] for r in by[kind]])
+        summary[f"htex_over_scalpel_{kind}"] = {"ratio": ratio, "low": low, "high": high}
     print(json.dumps(summary, indent=1))
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,9 @@ LLC domain at that moment (footprints measured or estimated)::
       and the run times it foresaw it from are estimates, not the prior's guess (guessed_runtimes)
         └─> start h                                                         (FORESEEN)
       else the first waiting task w of h's priority level, in plan order, that fits
+        ├─ run times guessed, and h beside the lightest waiting task seen (in place of d's
+        │  heaviest) would be slowed no less, within TOLERANCE: waiting buys h nothing
+        │    └─> start h                                                    (CORUN_NO_BETTER_LATER)
         ├─ exists, and the run times are guesses, or the model predicts the schedule ends no
         │  later with w first
         │    └─> start w, h waits                                           (KEPT_APART)
@@ -41,10 +44,12 @@ A run time still the prior's guess (``Task.spread`` at least :data:`GUESSED_SPRE
 layer gives a never-seen key spread 1) makes neither the plan's foresight nor the rollout below a
 prediction: a first run's plan saw its first lookup, 1 s by the prior and 0.66 s into a 1.6 s run,
 as 0.34 s from its end and foresaw a second lookup beside it as cheap, and so started its lookups
-two by two. So a measured overflow beside such a task, or of such a task, is kept apart whenever a
-task that fits waits; and when none fits (a 65 MiB lookup overflows ρ·LLC alone, so even a 7 MiB
-FFT beside it slows it by 11%, a second lookup by 21%), the waiting task that harms least starts,
-judged by the footprints alone, as a checked plan would have paired them. No core idles for it.
+two by two. So on guessed run times the footprints alone decide: a measured overflow is kept apart
+while a task that fits waits, and when none fits (a 65 MiB lookup overflows ρ·LLC alone, so even a
+7 MiB FFT beside it slows it by 11%, a second lookup by 21%) the waiting task that harms least
+starts, unless waiting cannot buy the head lighter company: a lookup beside a running 3 MiB FFT
+is slowed 5% by the model, as it would be beside any FFT, and keeping it apart there had run the
+FFTs two by two and left the lookups to run together at the end. No core idles for any of it.
 
 Whether waiting costs more is the model's call: the scheduler simulates the rest of the plan,
 first come first served from what runs now (a running task's remaining time is its estimate less
@@ -64,7 +69,7 @@ from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.tasks import Task
 
 __all__ = ["unmeasured_risk", "guessed_runtimes", "GUESSED_SPREAD", "TOLERANCE", "OVERDUE_FRACTION", "FITS", "FORESEEN", "KEPT_APART", "CORUN_WAIT_COSTS_MORE", "CORUN_NOTHING_FITS",
-           "CORUN_LEAST_HARM", "LEAST_HARM_LOOKAHEAD", "BACKFILLED", "PLANNED", "REASONS", "Running", "Decision", "decide"]
+           "CORUN_LEAST_HARM", "CORUN_NO_BETTER_LATER", "LEAST_HARM_LOOKAHEAD", "BACKFILLED", "PLANNED", "REASONS", "Running", "Decision", "decide"]
 
 TOLERANCE = 0.05  # a co-run "overflows" when the model slows some task by more than 5% beyond R alone
 OVERDUE_FRACTION = 0.1  # a task past its estimate is assumed to have this fraction of it left
@@ -78,9 +83,10 @@ KEPT_APART = "kept-apart"
 CORUN_WAIT_COSTS_MORE = "co-run: waiting costs more"
 CORUN_NOTHING_FITS = "co-run: nothing fits"
 CORUN_LEAST_HARM = "co-run: least harm, run times guessed"  # nothing fits; the waiting task that harms least
+CORUN_NO_BETTER_LATER = "co-run: none lighter later, run times guessed"  # waiting cannot buy the head lighter company
 BACKFILLED = "backfilled"  # the plan's next task waits for cores, memory or accelerators (core.resources)
 REASONS = (PLANNED, FITS, FORESEEN, KEPT_APART, CORUN_WAIT_COSTS_MORE, CORUN_NOTHING_FITS,
-           CORUN_LEAST_HARM, BACKFILLED)  # reasons a task started
+           CORUN_LEAST_HARM, CORUN_NO_BETTER_LATER, BACKFILLED)  # reasons a task started
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +173,7 @@ def decide(head: Task, others: Iterable[Task], running: Sequence[Running], *,
     if not twin and not guessed and head.foreseen_harm is not None and harm <= head.foreseen_harm + TOLERANCE:
         return Decision(head, FORESEEN)
     tried: set[Hashable] = set()
-    fitting = unmeasured = lighter = None
+    fitting = unmeasured = lighter = company = None
     lightest = harm  # the least harm of a measured waiting task, looked for on guessed run times only
     for seen, task in enumerate(others):
         signature = (task.footprint, task.key if not task.footprint_known else None)
@@ -175,6 +181,8 @@ def decide(head: Task, others: Iterable[Task], running: Sequence[Running], *,
             continue
         tried.add(signature)
         task_harm = _harm(model, llc, running, task)
+        if guessed and task.footprint_known and (company is None or task.footprint < company.footprint):
+            company = task
         if task_harm <= TOLERANCE:
             if not unmeasured_risk(task, running, model, llc):
                 fitting = task
@@ -188,8 +196,21 @@ def decide(head: Task, others: Iterable[Task], running: Sequence[Running], *,
         return Decision(unmeasured, KEPT_APART, head)
     if not overflow:  # only an unmeasured bet: measure first whenever other work can run
         return Decision(fitting, KEPT_APART, head) if fitting is not None else Decision(head, CORUN_NOTHING_FITS)
-    if fitting is not None and (guessed or deferral_pays(head, fitting)):
+    if guessed:
+        if company is not None and harm <= company_harm(model, llc, running, head, company) + TOLERANCE:
+            return Decision(head, CORUN_NO_BETTER_LATER)
+        if fitting is not None or lighter is not None:
+            return Decision(fitting, KEPT_APART, head) if fitting is not None else \
+                Decision(lighter, CORUN_LEAST_HARM, head)
+    elif fitting is not None and deferral_pays(head, fitting):
         return Decision(fitting, KEPT_APART, head)
-    if fitting is None and lighter is not None:
-        return Decision(lighter, CORUN_LEAST_HARM, head)
-    return Decision(head, CORUN_WAIT_COSTS_MORE if fitting is not None else CORUN_NOTHING_FITS)
+    return Decision(head, CORUN_WAIT_COSTS_MORE if fitting is not None and not guessed else CORUN_NOTHING_FITS)
+
+
+def company_harm(model: ContentionModel, llc: float | None, running: Sequence[Running], head: Task,
+                 company: Task) -> float:
+    """The harm ``head`` would meet beside ``company`` in place of the domain's heaviest running
+    task: on guessed run times, the best co-run waiting could buy it (the lightest task seen waiting)."""
+    heaviest = max(range(len(running)), key=lambda i: running[i].task.footprint)
+    kept = [r for i, r in enumerate(running) if i != heaviest] + [Running(company, 0.0)]
+    return _harm(model, llc, kept, head)

@@ -30,8 +30,8 @@ task_specs = st.lists(
 def test_no_start_overflows_while_a_fitting_task_waits_unless_the_reason_is_recorded(specs, domains, events):
     """Arrivals, completions and clock steps in any order: each start either fits its domain, or
     was foreseen by a checked plan, or no waiting task of its priority fitted (then, on guessed run
-    times, the measured one that harms least starts), or the rollout predicted that waiting costs
-    more; the reason says which. A co-run is never taken on a plan's
+    times, the measured one that harms least starts), or, on guessed run times, no lighter company
+    waits for it, or the rollout predicted that waiting costs more; the reason says which. A co-run is never taken on a plan's
     foresight or a rollout when a run time involved is the prior's guess. Every task starts and ends once."""
     s = Scheduler(domains, "scalpel", llc=LLC)
     tasks = [Task(i, footprint=f * MiB, runtime=r, priority=p, spread=spread, key=f"app{int(f)}", footprint_known=known)
@@ -56,6 +56,14 @@ def test_no_start_overflows_while_a_fitting_task_waits_unless_the_reason_is_reco
                 if a.reason == admission.CORUN_LEAST_HARM:  # a measured task, none measured harms less
                     assert a.task.footprint_known
                     assert all(harm(here, a.task) <= harm(here, w) for w in waiting if w.footprint_known)
+            elif a.reason == admission.CORUN_NO_BETTER_LATER:  # guessed run times, and no lighter company waits
+                beside = [admission.Running(t, 1.0) for t in here]
+                assert admission.guessed_runtimes(a.task, beside)
+                later = [b.task for b in assignments[assignments.index(a) + 1:]]  # waiting when a started
+                waiting = [t for t in [*s._waiting.values(), *later]
+                           if t.footprint_known and t.priority == a.task.priority]
+                assert any(harm(here, a.task) <= admission.company_harm(MODEL, LLC, beside, a.task, w)
+                           + admission.TOLERANCE for w in waiting)
             else:
                 assert a.reason in (admission.FORESEEN, admission.KEPT_APART, admission.CORUN_WAIT_COSTS_MORE)
                 if a.reason in (admission.FORESEEN, admission.CORUN_WAIT_COSTS_MORE):
@@ -226,3 +234,13 @@ def test_when_nothing_fits_on_guessed_run_times_the_least_harmful_measured_task_
         task.spread = 0.25
     assert decide(second, [product, fft], running, deferral_pays=lambda h, w: False, model=MODEL,
                   llc=56 * MiB).reason == admission.CORUN_NOTHING_FITS
+
+
+def test_on_guessed_run_times_a_large_task_starts_beside_a_small_one_when_waiting_buys_nothing():
+    # A 65 MiB lookup beside a running 4 MiB FFT: the model slows it 6%, as beside any
+    # FFT. Keeping it apart would start another FFT and spend the small tasks the lookups need.
+    running = [admission.Running(Task("fft-0", 4 * MiB, 1.0, spread=1.0, key="fft"), 0.5)]
+    lookup = Task("lookup-2", 65 * MiB, 1.0, spread=1.0, key="lookup")
+    ffts = [Task(f"fft-{i}", 4 * MiB, 1.0, spread=1.0, key="fft") for i in (1, 2)]
+    decision = admission.decide(lookup, ffts, running, deferral_pays=lambda h, w: True, model=MODEL, llc=56 * MiB)
+    assert decision == admission.Decision(lookup, admission.CORUN_NO_BETTER_LATER)
