@@ -54,3 +54,49 @@ def test_waiting_tasks_of_a_key_take_the_footprint_measured_while_its_first_task
     assert all(16 * MiB < r["scheduled_footprint"] < 64 * MiB for r in rows[1:]), rows
     # While the first lookup ran unmeasured, a small task went beside it instead of a second lookup.
     assert report["admission"].get("kept-apart", 0) >= 1, report["admission"]
+
+
+@python_app(executors=["scalpel"])
+def timed_sweep(mib, seconds, seed, parsl_resource_specification={}):
+    """``sweep`` that also says when it ended (``time.time()`` at both ends)."""
+    import time
+
+    t0 = time.time()
+    data = bytearray(mib << 20)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        data[::4096] = bytes(len(data) // 4096)
+    return {"seed": seed, "t0": t0, "t1": time.time()}
+
+
+@python_app(executors=["scalpel"])
+def timed_small(x, parsl_resource_specification={}):
+    import time
+
+    t0 = time.time()
+    time.sleep(0.3)
+    return {"seed": x, "t0": t0, "t1": time.time()}
+
+
+def test_a_first_run_keeps_its_large_tasks_apart_while_small_ones_wait(tmp_path):
+    # An empty store: every run time is the prior's guess. Two large tasks (24 MiB: two of them
+    # overflow a 32 MiB LLC in the model) submitted first, then ten small ones, more small work
+    # than one large task lasts. Once the first large task is measured, the second does not start
+    # beside it while small tasks wait: no start trusts a co-run foreseen on guessed run times.
+    executor = ScalpelExecutor(label="scalpel", topology="1x2:32MiB", profiles=str(tmp_path / "profiles.sqlite"))
+    dfk = parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "run")))
+    try:
+        larges = [timed_sweep(24, 1.0, seed, parsl_resource_specification={"profile_key": "large"}) for seed in range(2)]
+        smalls = [timed_small(i) for i in range(10)]
+        large_spans = [f.result(timeout=120) for f in larges]
+        small_spans = [f.result(timeout=120) for f in smalls]
+        report = executor.run_report()
+    finally:
+        dfk.cleanup()
+        parsl.clear()
+    first, second = sorted(large_spans, key=lambda span: span["t0"])
+    last_small_start = max(span["t0"] for span in small_spans)
+    # The second large task started after the first ended, or once no small task was left to start.
+    assert second["t0"] >= first["t1"] or second["t0"] >= last_small_start, (large_spans, small_spans)
+    rows = [r for r in report["tasks"] if r["profile_key"] == "large"]
+    assert all(r["admission"] not in ("co-run: foreseen by the plan", "co-run: waiting costs more") for r in rows), rows
