@@ -244,3 +244,13 @@ def test_on_guessed_run_times_a_large_task_starts_beside_a_small_one_when_waitin
     ffts = [Task(f"fft-{i}", 4 * MiB, 1.0, spread=1.0, key="fft") for i in (1, 2)]
     decision = admission.decide(lookup, ffts, running, deferral_pays=lambda h, w: True, model=MODEL, llc=56 * MiB)
     assert decision == admission.Decision(lookup, admission.CORUN_NO_BETTER_LATER)
+
+
+def test_the_simulator_models_the_rule_on_guessed_run_times():
+    # The simulator drives the same scheduler: a first run's estimates (every task 1 s, spread 1)
+    # of three 1.6 s lookups and eight 0.6 s FFTs on one 2-core domain: no two lookups overlap.
+    tasks = [SimTask(f"lookup-{i}", 1.6, 65 * MiB, runtime_estimate=1.0, runtime_spread=1.0) for i in range(3)]
+    tasks += [SimTask(f"fft-{i}", 0.6, 3 * MiB, runtime_estimate=1.0, runtime_spread=1.0) for i in range(8)]
+    result = simulate(tasks, [[0, 1]], 56 * MiB)
+    lookups = sorted((r for r in result.records if r.name.startswith("lookup")), key=lambda r: r.start)
+    assert all(later.start >= earlier.end - 1e-9 for earlier, later in zip(lookups, lookups[1:])), lookups
