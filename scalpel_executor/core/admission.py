@@ -51,6 +51,13 @@ starts, unless waiting cannot buy the head lighter company: a lookup beside a ru
 is slowed 5% by the model, as it would be beside any FFT, and keeping it apart there had run the
 FFTs two by two and left the lookups to run together at the end. No core idles for any of it.
 
+One bounded wait (the scheduler's, which knows when tasks started): when nothing but tasks of a
+running unmeasured task's key waits, a free core of its domain stays idle until that task is
+measured (or ends), at most :data:`MEASURE_WAIT` from its start; a task that arrives meanwhile
+starts at once, and past the wait the twin starts (:data:`CORUN_AFTER_MEASURE_WAIT`). A burst
+split by a slow submitter (eight lookups released before the FFTs submitted 40 ms later, on a
+loaded machine) otherwise started two lookups side by side before either was measured.
+
 Whether waiting costs more is the model's call: the scheduler simulates the rest of the plan,
 first come first served from what runs now (a running task's remaining time is its estimate less
 what it has run, at least :data:`OVERDUE_FRACTION` of the estimate; no clock of its own: the
@@ -69,12 +76,15 @@ from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.tasks import Task
 
 __all__ = ["unmeasured_risk", "guessed_runtimes", "GUESSED_SPREAD", "TOLERANCE", "OVERDUE_FRACTION", "FITS", "FORESEEN", "KEPT_APART", "CORUN_WAIT_COSTS_MORE", "CORUN_NOTHING_FITS",
-           "CORUN_LEAST_HARM", "CORUN_NO_BETTER_LATER", "LEAST_HARM_LOOKAHEAD", "BACKFILLED", "PLANNED", "REASONS", "Running", "Decision", "decide"]
+           "CORUN_LEAST_HARM", "CORUN_NO_BETTER_LATER", "CORUN_AFTER_MEASURE_WAIT", "LEAST_HARM_LOOKAHEAD", "MEASURE_WAIT", "BACKFILLED", "PLANNED", "REASONS", "Running", "Decision", "decide"]
 
 TOLERANCE = 0.05  # a co-run "overflows" when the model slows some task by more than 5% beyond R alone
 OVERDUE_FRACTION = 0.1  # a task past its estimate is assumed to have this fraction of it left
 GUESSED_SPREAD = 1.0  # a run time this uncertain is a guess (learning.estimates.PRIOR_SPREAD: never seen)
 LEAST_HARM_LOOKAHEAD = 64  # waiting tasks searched for the least harmful when nothing fits on guessed run times
+#: Seconds a free core may stay idle, from the start of a running unmeasured task, when only tasks
+#: of its profile key wait: its first reading comes about 0.15 s in (runtime.worker.EARLY_REPORT).
+MEASURE_WAIT = 0.25
 
 PLANNED = "planned"  # a policy without admission: the plan's choice, unchecked
 FITS = "fits"
@@ -84,9 +94,10 @@ CORUN_WAIT_COSTS_MORE = "co-run: waiting costs more"
 CORUN_NOTHING_FITS = "co-run: nothing fits"
 CORUN_LEAST_HARM = "co-run: least harm, run times guessed"  # nothing fits; the waiting task that harms least
 CORUN_NO_BETTER_LATER = "co-run: none lighter later, run times guessed"  # waiting cannot buy the head lighter company
+CORUN_AFTER_MEASURE_WAIT = "co-run: nothing fits, after waiting to measure"  # MEASURE_WAIT passed unmeasured
 BACKFILLED = "backfilled"  # the plan's next task waits for cores, memory or accelerators (core.resources)
 REASONS = (PLANNED, FITS, FORESEEN, KEPT_APART, CORUN_WAIT_COSTS_MORE, CORUN_NOTHING_FITS,
-           CORUN_LEAST_HARM, CORUN_NO_BETTER_LATER, BACKFILLED)  # reasons a task started
+           CORUN_LEAST_HARM, CORUN_NO_BETTER_LATER, CORUN_AFTER_MEASURE_WAIT, BACKFILLED)  # reasons a task started
 
 
 @dataclass(frozen=True, slots=True)

@@ -147,6 +147,8 @@ class Scheduler:
         self._disabled: set[int] = set()  # slots with no worker to run a task (being replaced)
         self._started: dict[int, float] = {}  # slot index -> the driver's clock when its task started
         self._clock = 0.0  # the driver's clock at the latest dispatch
+        self._timed = False  # the latest dispatch was told the driver's clock
+        self._wake: float | None = None  # when a core left idle for a measurement may start (wake_at)
         self._reason: dict[int, str] = {}  # slot index -> why its running task started
         self.reasons: Counter[str] = Counter()  # starts by reason (core.admission)
         self._learned_tasks: set[int] = set()  # id() of tasks whose footprint was learned in the run (learn)
@@ -201,6 +203,7 @@ class Scheduler:
         Idle cores are served round-robin over domains (the first idle core of each domain, then
         the second, ...) so that the first P groups go to P different domains (Alg. 2 line 10).
         """
+        self._wake = None
         per_domain: list[list[Slot]] = [[] for _ in self.cores_per_domain]
         for slot in self.slots:
             if self._idle[slot.index] and slot.index not in self._disabled:
@@ -226,6 +229,7 @@ class Scheduler:
             raise ValueError(f"core {slot.cpu} (slot {slot.index}) is disabled; enable() it first")
         if now is not None:
             self._clock = now
+        self._timed = now is not None
         task, reason = self._admit(slot.domain) if self._admits else (self._choose(slot.domain), admission.PLANNED)
         if task is not None:
             self.reasons[reason] += 1
@@ -445,7 +449,29 @@ class Scheduler:
                                     deferral_pays=lambda h, w: self._deferral_pays(position, positions[id(w)], clock))
         at = position if decision.task is head else positions[id(decision.task)]
         reason = admission.BACKFILLED if backfill and decision.reason == admission.FITS else decision.reason
+        if reason == admission.CORUN_NOTHING_FITS and (until := self._measure_wait(head, domain)) is not None:
+            if clock < until:  # the core idles until its twin is measured (learn) or the wait ends
+                self._wake = until if self._wake is None else min(self._wake, until)
+                return None, reason
+            reason = admission.CORUN_AFTER_MEASURE_WAIT
         return self._take_planned(at, domain), reason
+
+    def _measure_wait(self, head: Task, domain: int) -> float | None:
+        """When a free core of ``domain`` may stop waiting for the first reading of a running
+        unmeasured task of ``head``'s key (admission.MEASURE_WAIT from its start); None: no such
+        task runs there, or the driver did not say what time it is."""
+        if head.footprint_known or head.key is None or not self._timed:
+            return None
+        starts = [self._started[index] for index, task in self._running.items()
+                  if self.slots[index].domain == domain and task.key == head.key and not task.footprint_known]
+        return min(starts) + admission.MEASURE_WAIT if starts else None
+
+    @property
+    def wake_at(self) -> float | None:
+        """The driver's time at which a core the latest :meth:`dispatch` left idle, waiting for a
+        running task's first measurement, may start a task even without a :meth:`learn`; call
+        :meth:`dispatch` then. None: no core waits so."""
+        return self._wake
 
     def _take_planned(self, position: int, domain: int) -> Task:
         """Take the group at plan ``position`` onto ``domain``; its first task starts."""

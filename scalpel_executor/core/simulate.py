@@ -257,6 +257,7 @@ def simulate(
         heapq.heappush(events, (now + finish, order, domain, version[domain]))
 
     def start_assigned(now: float) -> None:
+        nonlocal order
         touched = set()
         for assignment in scheduler.dispatch(now):
             slot = assignment.slot
@@ -269,6 +270,9 @@ def simulate(
             dispatched.append(assignment.task.id)
         for domain in touched:
             reschedule(domain, now)
+        if scheduler.wake_at is not None:  # a core idles for a measurement: dispatch again when it may stop
+            order += 1
+            heapq.heappush(events, (max(scheduler.wake_at, now), order, -3, 0))
 
     def to_task(i: int, t: SimTask) -> Task:
         estimate = t.solo_time if t.runtime_estimate is None else t.runtime_estimate
@@ -316,6 +320,9 @@ def simulate(
             on_time(now)
         if domain == -1:
             arrive([to_task(stamp, tasks[stamp])], now)
+            start_assigned(now)
+            continue
+        if domain == -3:  # a core waiting for a measurement may start
             start_assigned(now)
             continue
         if domain == -2:  # the held batch may be due

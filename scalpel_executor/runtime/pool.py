@@ -333,8 +333,8 @@ class WorkerPool:
 
     def _timeout(self) -> float | None:
         """Seconds until the next deadline of any kind; None: only a message or a submit can wake us."""
-        deadlines = [at for at in (self._batcher.wake_at(self._scheduler.waiting, len(self._scheduler.running)), self._enforce_deadlines())
-                     if at is not None]
+        deadlines = [at for at in (self._batcher.wake_at(self._scheduler.waiting, len(self._scheduler.running)),
+                                   self._enforce_deadlines(), self._scheduler.wake_at) if at is not None]
         return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
 
     def _take_arrivals(self) -> None:

@@ -47,7 +47,8 @@ def test_no_start_overflows_while_a_fitting_task_waits_unless_the_reason_is_reco
             running[a.slot.index] = a.task
             if a.reason == admission.FITS:
                 assert harm(here, a.task) <= admission.TOLERANCE
-            elif a.reason in (admission.CORUN_NOTHING_FITS, admission.CORUN_LEAST_HARM):
+            elif a.reason in (admission.CORUN_NOTHING_FITS, admission.CORUN_LEAST_HARM,
+                              admission.CORUN_AFTER_MEASURE_WAIT):
                 waiting = [t for t in tasks if t.id not in started and t.priority == a.task.priority
                            and t in s._waiting.values()]
                 assert all(harm(here, w) > admission.TOLERANCE
@@ -69,6 +70,10 @@ def test_no_start_overflows_while_a_fitting_task_waits_unless_the_reason_is_reco
                 if a.reason in (admission.FORESEEN, admission.CORUN_WAIT_COSTS_MORE):
                     assert not admission.guessed_runtimes(a.task, [admission.Running(t, 1.0) for t in here])
 
+    def idle_only_to_measure():  # a core idles while a task waits only for a bounded measurement wait
+        if s.idle_slots and s.waiting:
+            assert s.wake_at is not None and now < s.wake_at <= now + admission.MEASURE_WAIT
+
     for kind, step in events:
         now += step
         if kind <= 1 and pending:
@@ -78,6 +83,7 @@ def test_no_start_overflows_while_a_fitting_task_waits_unless_the_reason_is_reco
             ended.add(s.release(index).id)
         before = s.running
         check(before, s.dispatch(now))
+        idle_only_to_measure()
     s.add(pending)
     while s.running or s.waiting:
         before = s.running
@@ -254,3 +260,30 @@ def test_the_simulator_models_the_rule_on_guessed_run_times():
     result = simulate(tasks, [[0, 1]], 56 * MiB)
     lookups = sorted((r for r in result.records if r.name.startswith("lookup")), key=lambda r: r.start)
     assert all(later.start >= earlier.end - 1e-9 for earlier, later in zip(lookups, lookups[1:])), lookups
+
+
+def test_a_free_core_waits_a_bounded_time_for_a_running_twin_to_be_measured():
+    # Only lookups of one unmeasured key have arrived (the FFTs are still being submitted): the
+    # second core waits for the first lookup's reading, at most MEASURE_WAIT, and a task arriving
+    # meanwhile starts at once.
+    def first_run():
+        s = Scheduler([[0, 1]], "scalpel", llc=56 * MiB)
+        s.add([Task(f"lookup-{i}", 0.0, 1.0, spread=1.0, key="lookup", footprint_known=False) for i in range(4)])
+        assert [a.task.id for a in s.dispatch(0.0)] == ["lookup-0"]
+        assert s.wake_at == admission.MEASURE_WAIT
+        assert s.dispatch(0.1) == [] and s.wake_at == admission.MEASURE_WAIT
+        return s
+
+    s = first_run()
+    s.add([Task("fft-0", 0.0, 1.0, spread=1.0, key="fft", footprint_known=False)])
+    [fft] = s.dispatch(0.12)
+    assert fft.task.id == "fft-0" and fft.reason == admission.KEPT_APART and s.wake_at is None
+    s = first_run()
+    s.learn("lookup", 2 * MiB)  # measured small: they fit together
+    assert [(a.task.id, a.reason) for a in s.dispatch(0.15)] == [("lookup-1", admission.FITS)]
+    s = first_run()
+    [late] = s.dispatch(admission.MEASURE_WAIT)  # never measured: the wait ends, the twin starts
+    assert (late.task.id, late.reason) == ("lookup-1", admission.CORUN_AFTER_MEASURE_WAIT)
+    s = Scheduler([[0, 1]], "scalpel", llc=56 * MiB)  # no clock told: no wait
+    s.add([Task(f"lookup-{i}", 0.0, 1.0, spread=1.0, key="lookup", footprint_known=False) for i in range(2)])
+    assert len(s.dispatch()) == 2
