@@ -62,7 +62,8 @@ Whether waiting costs more is the model's call: the scheduler simulates the rest
 first come first served from what runs now (a running task's remaining time is its estimate less
 what it has run, at least :data:`OVERDUE_FRACTION` of the estimate; no clock of its own: the
 driver passes ``now``), once with h started now and once with w started now and h next, and keeps
-h apart only when that ends no later. A core never idles while a task waits: under the contention
+h apart only when that ends no later. A core never idles while a task waits (but for the bounded
+wait above): under the contention
 model no co-run is slower than running the pair one after the other. Every start carries its
 reason, so drivers can report how often each branch was taken.
 """

@@ -7,6 +7,10 @@ only decides. The conversation is always the same three calls::
     scheduler.dispatch()          # -> [Assignment(slot, task), ...] for every idle core that can work
     scheduler.release(slot)       # the task on this core finished (or died); the core is idle again
 
+After ``dispatch(now)``, ``scheduler.wake_at`` is the driver's time at which a core it left idle,
+waiting for a running task's first measurement (:data:`~scalpel_executor.core.admission.MEASURE_WAIT`),
+may start a task; the driver calls ``dispatch`` again then (None: no core waits so).
+
 A live driver also loses cores for a while (a worker died and its replacement is starting):
 ``disable(slot)`` takes a core out of dispatch and hands back the task it was running, if any;
 ``enable(slot)`` puts it back. Both are idempotent, so the driver's bookkeeping does not depend on
