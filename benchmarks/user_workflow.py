@@ -125,6 +125,7 @@ def one_run(peer: str, kind: str, repeat: int, out: Path, cores: int, topology: 
         row["sources"] = report["sources"]
         row["profile_keys"] = len({t["profile_key"] for t in report["tasks"]})
         row["report_tasks"] = [{name: t.get(name) for name in ROW_FIELDS} for t in report["tasks"]]
+        row["contention_model"] = report.get("contention_model")
     print(f"  {kind:8s} makespan {makespan:6.2f} s, large tasks together {row['large_corun_seconds']:5.2f} s"
           + (f", admission {row['admission']}, footprints {row['sources']['footprint']}" if report else ""),
           flush=True)
