@@ -39,7 +39,7 @@ from scalpel_executor.core.tasks import Task
 from scalpel_executor.core.units import format_size
 
 __all__ = ["Capacity", "Holding", "Reservation", "needs_resources", "unfit_reason", "fits", "reserve", "may_backfill",
-           "nearer_domain", "choose_devices"]
+           "nearer_domain", "choose_devices", "counted_memory"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +89,19 @@ class Reservation:
 def needs_resources(task: Task) -> bool:
     """Whether ``task`` asks for more than one core, any memory or an accelerator."""
     return task.cores != 1 or task.memory > 0 or task.gpus > 0
+
+
+def counted_memory(memory: float, declared: bool, budget: float | None) -> float:
+    """The memory a task counts against a node of ``budget`` bytes: a declared figure in full; a
+    learned one (the peak RSS its key measured) at most the budget, so learning never makes a task
+    unrunnable.
+
+    >>> counted_memory(5e9, False, 4e9), counted_memory(5e9, True, 4e9), counted_memory(5e9, False, None)
+    (4000000000.0, 5000000000.0, 5000000000.0)
+    """
+    if declared or budget is None:
+        return float(memory)
+    return float(min(memory, budget))
 
 
 def unfit_reason(task: Task, capacity: Capacity) -> str | None:

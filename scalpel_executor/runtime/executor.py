@@ -65,7 +65,7 @@ from scalpel_executor.learning.hints import HintAudit, parse_hints, parse_wallti
 from scalpel_executor.learning.sampling import MEASURE_EVERY, MEASURE_FIRST, REMEASURE_DRIFT, Sampling
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, TaskExit,
                                              WalltimeExceeded, WorkerDied)
-from scalpel_executor.core.resources import Capacity, needs_resources, unfit_reason
+from scalpel_executor.core.resources import Capacity, counted_memory, needs_resources, unfit_reason
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.runtime.channel import PORT_RANGE, make_keys, remove_keys
 from scalpel_executor.runtime.contract import Pool
@@ -528,13 +528,11 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         return options
 
     def _learned_memory(self, estimate) -> float:
-        """An undeclared task's memory for admission in local mode: the largest peak RSS its key
-        measured, at most the node's budget (a learned figure never makes a task unrunnable); 0
-        before any, and in provider mode, whose nodes' budgets the driver does not hold."""
+        """An undeclared task's memory for admission: the largest peak RSS its key measured (0 before
+        any), at most the node's budget (:func:`~scalpel_executor.core.resources.counted_memory`); in
+        provider mode each node's manager, and the hub per node, cap it at that node's budget."""
         capacity = getattr(self, "_capacity", None)
-        if capacity is None or capacity.memory is None:
-            return 0.0
-        return min(estimate.memory or 0.0, capacity.memory)
+        return counted_memory(estimate.memory or 0.0, False, None if capacity is None else capacity.memory)
 
     def _resources(self, task: Task) -> None:
         """Refuse at submit a task this node could never start (local mode); say once per width

@@ -56,6 +56,7 @@ from multiprocessing.connection import Connection
 
 from scalpel_executor import __version__
 from scalpel_executor.core.cpulist import cpu_set, format_cpu_list
+from scalpel_executor.core.resources import counted_memory
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.runtime.channel import ManagerLink
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown
@@ -248,7 +249,8 @@ class NodeManager:
             self._pool.submit(Task(message.task_id, message.footprint, message.runtime, message.priority,
                                    message.intensity, spread=message.spread, key=message.key or None,
                                    footprint_known=message.footprint_known, cores=message.cores,
-                                   memory=message.memory, gpus=message.gpus,
+                                   memory=counted_memory(message.memory, bool(message.memory_limit),
+                                                         self._pool.memory_budget), gpus=message.gpus,
                                    payload=Job(message.buffer, walltime=message.walltime, measure=message.measure,
                                                memory_limit=message.memory_limit)))
         except (ExecutorShutdown, ExecutorFailed) as error:
