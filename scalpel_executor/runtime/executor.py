@@ -539,8 +539,14 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         that a task wider than any LLC domain spans several."""
         capacity = getattr(self, "_capacity", None)
         if capacity is not None and needs_resources(task) and (problem := unfit_reason(task, capacity)) is not None:
-            raise ResourcesUnavailable(f"{problem}; it could never start here: ask for less, or run it on a "
-                                       f"larger node (memory_budget=, available_accelerators=)")
+            if task.cores > sum(capacity.cores_per_domain):
+                fix = "ask for fewer cores, or run it with a provider whose nodes have more"
+            elif capacity.memory is not None and task.memory > capacity.memory:
+                fix = ("ask for less memory, or raise memory_budget= (default: 90% of the memory available "
+                       "when the executor starts) if the node has it")
+            else:
+                fix = "ask for fewer, or name the node's devices in available_accelerators="
+            raise ResourcesUnavailable(f"{problem}; it could never start here: {fix}")
         if task.cores == 1:
             return
         widest = max(len(d.cpus) for d in self._topology.domains)

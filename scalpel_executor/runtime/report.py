@@ -50,7 +50,17 @@ class TaskRecord:
 
 
 def task_rows(records: Iterable[TaskRecord]) -> list[dict]:
-    """The report's ``tasks``: one JSON-ready row per task, in task id order."""
+    """The report's ``tasks``: one JSON-ready row per task, in task id order.
+
+    ``started`` and ``finished`` are seconds since the run's first task started (``started`` None:
+    it never did); ``memory_mib`` is the memory the task counted against the node, in MiB as the
+    ``memory`` hint reads."""
+    records = list(records)
+    origin = min((record.started for record in records if record.started is not None), default=None)
+
+    def since(moment: float | None) -> float | None:
+        return None if moment is None or origin is None else round(moment - origin, 6)
+
     return [
         {
             "task_id": record.task_id, "profile_key": record.profile_key, "ok": record.ok,
@@ -62,7 +72,8 @@ def task_rows(records: Iterable[TaskRecord]) -> list[dict]:
             "measured": record.measured, "measured_runtime": record.stats.get("wall"),
             "measured_footprint": record.stats.get("footprint"),
             "admission": record.stats.get("admission"),
-            "cores": record.cores, "memory": record.memory, "gpus": record.gpus,
+            "started": since(record.started), "finished": since(record.finished),
+            "cores": record.cores, "memory_mib": record.memory / 2**20, "gpus": record.gpus,
             "cpus": record.stats.get("cpus") or (None if record.cpu is None else [record.cpu]),
             "devices": record.stats.get("devices") or [],
             "scheduled_footprint": record.stats.get("scheduled_footprint"),

@@ -88,6 +88,8 @@ def _run(buffer: bytes, place: _TaskPlace | None = None) -> tuple[bool, bytes]:
             result = func(*args, **kwargs)
             if place is not None and place.limit and _wrapped_memory_error(result):
                 raise MemoryError(str(result.e_value))  # a python_app returns its failure wrapped
+            if type(result).__name__ == "RemoteExceptionWrapper":
+                return False, serialize(result)  # a python_app's failure: a failed task, not a result to learn from
         finally:
             if os.getpid() != serving:  # a fork without exec came back here: it must not answer
                 os._exit(0)
