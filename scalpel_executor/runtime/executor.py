@@ -76,7 +76,7 @@ from scalpel_executor.runtime.manager_protocol import ManagerConfig
 from scalpel_executor.runtime.options import (HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, LOCAL_BATCH_WINDOW, memory_budget,
                                               PROVIDER_BATCH_WINDOW, PoolOptions)
 from scalpel_executor.runtime.pool import Job, Outcome, WorkerPool
-from scalpel_executor.runtime.report import TaskRecord, task_rows, task_spans, write_report
+from scalpel_executor.runtime.report import TaskRecord, describe_mixed, mixed_keys, task_rows, task_spans, write_report
 from scalpel_executor.learning.store import ProfileStore, default_path
 from scalpel_executor.core.topology import Topology
 from scalpel_executor.host.topology import resolve_topology
@@ -672,7 +672,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         it came from (``source``: ``given``, ``fitted on this host``, ``default``), this host's fit
         with this run's co-runs (``fitted``: rho, sigma, the co-runs it rests on; before shutdown a
         preview) and what it predicts for this run's two largest footprints together
-        (``two_largest``); ``tasks`` has one row per task, its ``priority`` the user's hint.
+        (``two_largest``); ``mixed_keys`` names the profile keys whose tasks measured four or more
+        times apart (:func:`~scalpel_executor.runtime.report.mixed_keys`); ``tasks`` has one row
+        per task, its ``priority`` the user's hint.
         """
         records = list(self.records)
         store = self._estimator.store if self._estimator is not None else None
@@ -697,6 +699,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                 "runtime": dict(Counter(record.runtime_source for record in records)),
             },
             "priors": sorted(self._estimator.priors) if self._estimator is not None else [],
+            "mixed_keys": mixed_keys(records),
             "tasks": task_rows(records),
         }
 
@@ -705,7 +708,12 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         run_dir = self.run_dir
         if run_dir == self._unset_run_dir or not os.path.isdir(run_dir) or not self.records:
             return  # not run by a DataFlowKernel, which sets run_dir: do not litter the working directory
-        write_report(os.path.join(run_dir, f"scalpel-{self.label}-report.json"), self.run_report())
+        report = self.run_report()
+        for entry in report["mixed_keys"]:
+            logger.warning("profile key %s holds tasks of different sizes (%s): its estimates fit none of them; "
+                           "pass the size as an argument of its own, or give these tasks a profile_key hint",
+                           entry["profile_key"], describe_mixed(entry))
+        write_report(os.path.join(run_dir, f"scalpel-{self.label}-report.json"), report)
 
     def monitor_resources(self) -> bool:
         return True
