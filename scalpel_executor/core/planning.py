@@ -10,7 +10,7 @@ of the two on every batch and then improves the end of the schedule, where both 
    ``scalpel-lpt`` (Algorithm 1 groups ordered by their longest task); keep the one with the
    shortest predicted makespan (longest-first on ties).
 2. **Search of the tail** (a batch planned on an idle machine only). A seeded local search over the end of that order
-   (:func:`~scalpel_executor.core.search.improve_tail`): random swaps and moves between positions
+   (:func:`~scalpel_executor.core.orders.improve_tail`): random swaps and moves between positions
    of the last wave (the last N positions, N the cores), each order simulated first come first
    served from a snapshot of where that wave begins and abandoned as soon as it cannot beat the
    best so far; when m(m - 1) moves in a row (m positions searched) found nothing better, the
@@ -68,7 +68,7 @@ from dataclasses import dataclass, field
 
 from scalpel_executor.core.admission import TOLERANCE, slowdown_increase
 from scalpel_executor.core.contention import ContentionModel
-from scalpel_executor.core.search import FcfsEvaluator, improve_tail, trace
+from scalpel_executor.core.orders import FcfsEvaluator, improve_tail, trace
 from scalpel_executor.core.tasks import Group, Task
 
 __all__ = ["PlanContext", "plan_scalpel", "scalpel_order", "robust_choice", "DEFAULT_BUDGET", "STARTS_PER_SECOND",
@@ -91,7 +91,7 @@ Chooser = Callable[[list[int]], list[int]]
 class PlanContext:
     """What a plan function may know about the machine besides the tasks.
 
-    ``chooser(policy, tasks)`` returns a step function for :func:`~scalpel_executor.core.search.trace`
+    ``chooser(policy, tasks)`` returns a step function for :func:`~scalpel_executor.core.orders.trace`
     that makes ``policy``'s decisions on ``tasks`` (the Scheduler provides it, by running a scheduler
     of that policy); only the model-checked policy uses it.
     """
@@ -180,7 +180,7 @@ def apart_order(ev: FcfsEvaluator, base: Sequence[int], model: ContentionModel) 
     starts the first of the next :data:`APART_LOOKAHEAD` tasks of ``base`` that fits beside what
     its domain runs (no task slowed by more than ``admission.TOLERANCE``), else ``base``'s next.
     Longest-first keeps large tasks together where the cores free at once; this order pairs them
-    with small ones, and FCFS replays it exactly (as :func:`~scalpel_executor.core.search.trace`).
+    with small ones, and FCFS replays it exactly (as :func:`~scalpel_executor.core.orders.trace`).
     Cost: one evaluation's events plus O(n · lookahead) footprint checks."""
     n = ev.n
     footprint = [ev.kind_fp[k] for k in ev.kind]
@@ -188,7 +188,7 @@ def apart_order(ev: FcfsEvaluator, base: Sequence[int], model: ContentionModel) 
     waiting = list(base)
     while fixed < n:
         state = ev.run(order, state=state, stop=fixed, reuse=True)
-        idle, running = state[5], [[footprint[e[0]] for e in entries] for entries in state[2]]
+        idle, running = state.idle, [[footprint[e[0]] for e in entries] for entries in state.running]
         for d in [d for r in range(ev.maxc) for d in range(ev.P) if r < idle[d]][:n - fixed]:
             pick = 0
             for at, i in enumerate(waiting[:APART_LOOKAHEAD]):
