@@ -74,6 +74,8 @@ class FcfsEvaluator:
     simulation start from them instead of an empty machine (they are indices n, n+1, ... inside).
     """
 
+    resumable = True  # run() stops at and resumes from a SimState
+
     def __init__(self, solo: Sequence[float], footprints: Sequence[float], sensitivities: Sequence[float | None],
                  cores_per_domain: Sequence[int], llc: float, model: ContentionModel,
                  running: Sequence[tuple[int, float, float]] = ()):
@@ -302,8 +304,11 @@ def improve_tail(ev: FcfsEvaluator, order: Sequence[int], *, budget: int | None 
     signature = [(ev.solo[i], ev.kind[i]) for i in range(n)]
     width = min(n, ev.N)
     while ev.starts < limit:
-        snapshot = ev.run(best, stop=n - width) if width < n else None
-        low = snapshot.position if snapshot is not None else 0
+        if width < n and ev.resumable:
+            snapshot = ev.run(best, stop=n - width)
+            low = snapshot.position
+        else:  # the whole order, or an evaluator that replays orders from the start
+            snapshot, low = None, n - width
         patience, idle = (n - low) * (n - low - 1), 0
         while idle < patience and ev.starts < limit:
             idle += 1
