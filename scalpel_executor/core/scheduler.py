@@ -63,7 +63,7 @@ from scalpel_executor.core.planning import DEFAULT_BUDGET, STARTS_PER_SECOND, Pl
 from scalpel_executor.core.policies import POLICIES, resolve_policy
 from scalpel_executor.core.resources import (Capacity, Holding, Reservation, may_backfill, needs_resources,
                                              unfit_reason)
-from scalpel_executor.core.search import FcfsEvaluator
+from scalpel_executor.core.orders import FcfsEvaluator
 from scalpel_executor.core.tasks import Assignment, Group, Slot, Task
 
 __all__ = ["Scheduler", "Task", "Assignment", "Slot", "Group", "POLICIES", "resolve_policy", "CHECKED_AT_DISPATCH"]
@@ -392,7 +392,7 @@ class Scheduler:
         self._dirty = False
 
     def _chooser(self, policy: str, tasks: list[Task]):
-        """A step function for :func:`~scalpel_executor.core.search.trace`: ``policy``'s decisions
+        """A step function for :func:`~scalpel_executor.core.orders.trace`: ``policy``'s decisions
         on ``tasks`` (by index), made by a scheduler of that policy on this machine's cores."""
         shadow = Scheduler(self._domains, policy)
         shadow.add(Task(i, t.footprint, t.runtime, t.priority, t.intensity) for i, t in enumerate(tasks))
@@ -524,7 +524,7 @@ class Scheduler:
     def _deferral_pays(self, head_at: int, fitting_at: int, now: float) -> bool:
         """Whether the model predicts the schedule ends no later with the fitting task (plan
         position ``fitting_at``) started now and the head (``head_at``) next than with the head now: the rest of the plan simulated first come first
-        served from what runs (:class:`~scalpel_executor.core.search.FcfsEvaluator`). Past
+        served from what runs (:class:`~scalpel_executor.core.orders.FcfsEvaluator`). Past
         :data:`ROLLOUT_LIMIT` waiting tasks the end is far off and deferring one start costs nothing."""
         if len(self._plan) > ROLLOUT_LIMIT:
             return True
