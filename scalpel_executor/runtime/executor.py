@@ -79,7 +79,7 @@ from scalpel_executor.runtime.pool import Job, Outcome, WorkerPool
 from scalpel_executor.runtime.report import TaskRecord, describe_mixed, mixed_keys, task_rows, task_spans, write_report
 from scalpel_executor.learning.store import ProfileStore, default_path
 from scalpel_executor.core.topology import Topology
-from scalpel_executor.host.topology import resolve_topology
+from scalpel_executor.host.topology import allowed_cpus, resolve_topology
 from scalpel_executor.core.units import parse_mebibytes, parse_size
 
 logger = logging.getLogger(__name__)
@@ -822,7 +822,7 @@ class ScalpelProviderExecutor(ScalpelExecutor, BlockProviderExecutor):
             return self.max_workers_per_node
         hub = self._pool
         counts = [m["worker_count"] for m in hub.connected_managers()] if hub is not None else []
-        return max(counts, default=0) or len(os.sched_getaffinity(0))
+        return max(counts, default=0) or len(allowed_cpus())
 
     def connected_managers(self) -> List[Dict[str, Any]]:
         """One dict per connected node manager, as HTEX's (``block_id``, ``worker_count``, ``tasks``,

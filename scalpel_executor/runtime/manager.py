@@ -58,6 +58,7 @@ from scalpel_executor import __version__
 from scalpel_executor.core.cpulist import cpu_set, format_cpu_list
 from scalpel_executor.core.resources import counted_memory
 from scalpel_executor.core.tasks import Task
+from scalpel_executor.host.topology import AFFINITY_UNAVAILABLE, allowed_cpus, set_affinity
 from scalpel_executor.runtime.channel import ManagerLink
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown
 from scalpel_executor.runtime.manager_protocol import (Configure, Drain, Failed, Fatal, Heartbeat, Log,
@@ -193,12 +194,12 @@ class NodeManager:
         package.setLevel(config.log_level)
         package.propagate = False
         topology = config.topology()
-        missing = sorted(set(topology.cpus) - os.sched_getaffinity(0))
+        missing = sorted(set(topology.cpus) - allowed_cpus())
         if missing:
             logger.warning("the driver's topology names CPUs %s that this node does not let its manager use; its %d "
                            "slots are laid over this node's CPUs %s; leave topology= out to let each node detect "
                            "its own", format_cpu_list(missing), len(topology.cpus),
-                           format_cpu_list(sorted(os.sched_getaffinity(0))))
+                           format_cpu_list(sorted(allowed_cpus())))
         return WorkerPool(topology, options, self._send_outcome, on_state=self._report_state)
 
     def _start_pool(self) -> None:
@@ -329,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.cpus is not None:
         try:
-            os.sched_setaffinity(0, cpu_set(args.cpus))
+            if not set_affinity(cpu_set(args.cpus)):
+                parser.error(f"--cpus {args.cpus!r}: {AFFINITY_UNAVAILABLE}; leave --cpus out")
         except (ValueError, OSError) as error:
             parser.error(f"--cpus {args.cpus!r}: {error}")
     if args.connect is None:
@@ -349,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     os.environ["PARSL_WORKER_BLOCK_ID"] = args.block_id  # as HTEX's workers see it; ours inherit it
     register = Register(args.block_id, socket.gethostname(), __version__, os.getpid(),
-                        sorted(os.sched_getaffinity(0)))
+                        sorted(allowed_cpus()))
     return NodeManager(link, None, register=register, configure_timeout=args.connect_timeout).run()
 
 

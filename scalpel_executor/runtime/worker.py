@@ -55,6 +55,7 @@ import time
 from multiprocessing.connection import Connection
 
 from scalpel_executor.host.blas import THREAD_ENV_VARS
+from scalpel_executor.host.topology import allowed_cpus, set_affinity
 from scalpel_executor.runtime.protocol import Measured, Ready, Result, Run, Warm, decode, encode
 
 PARENT_CHECK_INTERVAL = 0.2  # seconds between checks that the scheduler process still lives (a getppid call)
@@ -236,7 +237,7 @@ class _TaskPlace:
 
     def __init__(self, cpus: tuple[int, ...], env: tuple[tuple[str, str], ...], memory: int = 0, task_id: int = -1):
         self.task_id = task_id
-        self.own = os.sched_getaffinity(0) if cpus else None  # a one-core task runs where the worker is
+        self.own = allowed_cpus() if cpus else None  # a one-core task runs where the worker is
         self.cpus = set(cpus) if cpus and set(cpus) != self.own else None
         self.env = dict(env)
         self.saved: dict[str, str | None] = {}
@@ -255,7 +256,7 @@ class _TaskPlace:
             resource.setrlimit(resource.RLIMIT_AS, (self.limit, hard))
         changes = dict(self.env)
         if self.cpus is not None:
-            os.sched_setaffinity(0, self.cpus)
+            set_affinity(self.cpus)  # unpinned where the platform has no affinity; its thread count still holds
             changes.update({name: str(len(self.cpus)) for name in THREAD_ENV_VARS})
             _limit_loaded_threads(len(self.cpus))
         for name, value in changes.items():
@@ -272,7 +273,7 @@ class _TaskPlace:
             else:
                 os.environ[name] = value
         if self.cpus is not None:
-            os.sched_setaffinity(0, self.own)
+            set_affinity(self.own)
             _limit_loaded_threads(len(self.own))  # a BLAS the task loaded started with its thread count
 
 
@@ -332,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="start the probe, which measures the tasks sent to be measured (default: $SCALPEL_PROBE, else on)")
     args = parser.parse_args(argv)
     cpus = {int(c) for c in args.cpus.split(",")}
-    os.sched_setaffinity(0, cpus)
+    set_affinity(cpus)  # unpinned where the platform has no affinity (slot_cpus said so once)
     for entry in reversed(os.environ.get("SCALPEL_SYS_PATH", "").split(os.pathsep)):
         if entry and entry not in sys.path:
             sys.path.insert(0, entry)
