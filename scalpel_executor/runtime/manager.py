@@ -61,6 +61,7 @@ from scalpel_executor.core.tasks import Task
 from scalpel_executor.host.topology import AFFINITY_UNAVAILABLE, allowed_cpus, set_affinity
 from scalpel_executor.runtime.channel import ManagerLink
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown
+from scalpel_executor.runtime.logs import LOG_DIR_ENV, log_to_file, node_log_dir
 from scalpel_executor.runtime.manager_protocol import (Configure, Drain, Failed, Fatal, Heartbeat, Log,
                                                        ManagerConfig, Register, Result, Shutdown, Started, Submit,
                                                        decode, describe_error, encode)
@@ -191,7 +192,7 @@ class NodeManager:
         handler = _ToDriver(self, config.log_level)
         package = logging.getLogger("scalpel_executor")
         package.addHandler(handler)
-        package.setLevel(config.log_level)
+        package.setLevel(min(config.log_level, package.getEffectiveLevel()))  # manager.log keeps INFO
         package.propagate = False
         topology = config.topology()
         missing = sorted(set(topology.cpus) - allowed_cpus())
@@ -261,6 +262,7 @@ class NodeManager:
     def _end(self, status: int) -> int:
         """Fail unfinished tasks (sent back as ExecutorShutdown), end every worker and exit."""
         self._ending.set()
+        logger.info("node manager pid %d ending (exit status %d)", os.getpid(), status)
         with self._early_lock:
             early, self._early = self._early or [], None
         for message in early:
@@ -324,6 +326,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="CPUs to confine the manager and its workers to, e.g. '0-3,8' (default: its affinity)")
     parser.add_argument("--connect-timeout", type=float, default=CONFIGURE_TIMEOUT,
                         help="provider mode: seconds to wait for the driver to answer (default %(default)s)")
+    parser.add_argument("--log-dir", default="",
+                        help="the executor's log directory, <run_dir>/<label>: this manager and its workers log "
+                             "below it, in block-<block id>/<host>-<pid>/ (as HTEX's --logdir; default: no files)")
     parser.add_argument("--driver-threshold", type=float, default=HEARTBEAT_THRESHOLD,
                         help="provider mode: seconds of silence from the driver after which the manager ends "
                              "its workers and exits (default %(default)s)")
@@ -334,6 +339,10 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"--cpus {args.cpus!r}: {AFFINITY_UNAVAILABLE}; leave --cpus out")
         except (ValueError, OSError) as error:
             parser.error(f"--cpus {args.cpus!r}: {error}")
+    if args.log_dir:
+        _log_below(args.log_dir, args.block_id)
+    logger.info("node manager pid %d started on %s (block %s, scalpel-executor %s, Python %s)", os.getpid(),
+                socket.gethostname(), args.block_id or "0", __version__, sys.version.split()[0])
     if args.connect is None:
         try:
             os.fstat(args.fd)
@@ -343,7 +352,10 @@ def main(argv: list[str] | None = None) -> int:
         return manager.run()
     if not args.cert_dir:
         parser.error("--connect needs --cert-dir, the directory with the keys the driver wrote")
-    logging.basicConfig(level=logging.WARNING, format="scalpel-manager %(asctime)s %(name)s %(levelname)s: %(message)s")
+    stderr = logging.StreamHandler()
+    stderr.setLevel(logging.WARNING)  # manager.log takes INFO
+    logging.basicConfig(level=logging.WARNING, format="scalpel-manager %(asctime)s %(name)s %(levelname)s: %(message)s",
+                        handlers=[stderr])
     try:
         link = ManagerLink(args.connect, args.cert_dir, driver_threshold=args.driver_threshold)
     except (ValueError, OSError) as error:
@@ -353,6 +365,20 @@ def main(argv: list[str] | None = None) -> int:
     register = Register(args.block_id, socket.gethostname(), __version__, os.getpid(),
                         sorted(allowed_cpus()))
     return NodeManager(link, None, register=register, configure_timeout=args.connect_timeout).run()
+
+
+def _log_below(executor_dir: str, block_id: str) -> None:
+    """This manager's records into manager.log below ``executor_dir``, its workers' beside it
+    (:mod:`scalpel_executor.runtime.logs`); a directory that cannot be written costs the files only."""
+    try:
+        directory, problem = node_log_dir(executor_dir, block_id, socket.gethostname(), os.getpid())
+        log_to_file(os.path.join(directory, "manager.log"))
+    except OSError as error:
+        print(f"scalpel-manager: no log files: {error}", file=sys.stderr)
+        return
+    os.environ[LOG_DIR_ENV] = directory  # its workers inherit it
+    if problem is not None:
+        logger.warning("%s; this node manager and its workers log to %s on this node instead", problem, directory)
 
 
 if __name__ == "__main__":
