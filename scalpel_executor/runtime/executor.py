@@ -455,8 +455,11 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
     def start(self) -> None:
         if not self._begin_start():
             return
-        pool = ManagerClient(self._topology, self._pool_options(), self._complete, worker_init=self.worker_init,
-                             log_dir=self._log_dir()) if self.node_manager else WorkerPool(self._topology, self._pool_options(), self._complete)
+        if self.node_manager:
+            pool = ManagerClient(self._topology, self._pool_options(), self._complete, worker_init=self.worker_init,
+                                 log_dir=self._log_dir())
+        else:
+            pool = WorkerPool(self._topology, self._pool_options(), self._complete)
         pool.start()
         self._pool = pool
         self._start_node_monitor()
@@ -480,9 +483,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         pool = self._pool
         if pool is None:
             return []
-        return [{"block_id": LOCAL_BLOCK, "hostname": socket.gethostname(), "pid": getattr(pool, "pid", None) or os.getpid(),
-                 "cpus": list(self._topology.cpus), "worker_count": len(pool.worker_pids), "active": True,
-                 "memory": psutil.virtual_memory().total}]
+        return [{"block_id": LOCAL_BLOCK, "hostname": socket.gethostname(),
+                 "pid": getattr(pool, "pid", None) or os.getpid(), "cpus": list(self._topology.cpus),
+                 "worker_count": len(pool.worker_pids), "active": True, "memory": psutil.virtual_memory().total}]
 
     def _log_dir(self) -> Optional[str]:
         """``<run_dir>/<label>``, below which node managers and workers write their log files (as HTEX's
