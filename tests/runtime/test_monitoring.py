@@ -2,6 +2,7 @@
 node rows from node managers and block rows, in local mode (the node manager, block "0") and in
 provider mode (a LocalProvider block's manager)."""
 
+import queue
 import socket
 import sqlite3
 import subprocess
@@ -81,3 +82,40 @@ def test_monitoring_database_has_tasks_tries_and_resources(tmp_path, mode):
     if mode == "local":  # the node manager is the block; its job id is the manager's pid
         assert statuses == ["RUNNING", "COMPLETED"]
         assert {block["job_id"] for block in blocks} == {nodes[0]["uid"].rsplit("-", 1)[1]}
+
+
+def test_node_monitor_writes_a_row_per_change_and_marks_every_manager_inactive_at_the_end():
+    from parsl.monitoring.message_type import MessageType
+
+    from scalpel_executor.runtime.monitoring import NodeMonitor
+
+    def manager(pid, workers, active=True):
+        return {"block_id": "1", "hostname": "node7", "pid": pid, "cpus": [0, 1, 2, 3], "worker_count": workers,
+                "active": active, "memory": 2**30}
+
+    messages, now = queue.Queue(), []
+    monitor = NodeMonitor(messages, "run", "scalpel", lambda: now, local=False)
+
+    def rows():
+        found = []
+        while not messages.empty():
+            kind, row = messages.get()
+            assert kind == MessageType.NODE_INFO  # provider mode: block rows are Parsl's
+            found.append((row["uid"], row["active"], row["worker_count"]))
+        return found
+
+    now[:] = [manager(11, 0)]  # registered, its workers not started: not a node yet
+    monitor.look()
+    assert rows() == []
+    now[:] = [manager(11, 4), manager(12, 4)]
+    monitor.look()
+    monitor.look()  # nothing changed: nothing written
+    assert rows() == [("node7-11", True, 4), ("node7-12", True, 4)]
+    now[:] = [manager(11, 3), manager(12, 4, active=False)]  # a core retired; a manager drains
+    monitor.look()
+    assert rows() == [("node7-11", True, 3), ("node7-12", False, 4)]
+    now[:] = [manager(11, 3)]  # the drained one released
+    monitor.look()
+    assert rows() == []  # already said inactive
+    monitor.stop()
+    assert rows() == [("node7-11", False, 3)]
