@@ -145,7 +145,7 @@ class RemoteManager:
                 "active": not (self.draining or self.unusable), "draining": self.draining,
                 "retired_slots": sorted(self.retired), "cpus": list(self.cpus),
                 "slot_cpus": [list(cpus) for cpus in self.slot_cpus], "worker_pids": list(self.worker_pids),
-                "topology": self.topology, "python_version": None, "parsl_version": None,
+                "topology": self.topology, "memory": self.memory, "python_version": None, "parsl_version": None,
                 "scalpel_version": __version__}
 
 

@@ -56,6 +56,7 @@ from scalpel_executor.core.resources import needs_resources, unfit_reason
 from scalpel_executor.core.scheduler import CHECKED_AT_DISPATCH, Scheduler, Task
 from scalpel_executor.core.topology import Topology
 from scalpel_executor.host.accelerators import device_domains, device_env
+from scalpel_executor.host.topology import allowed_cpus
 from scalpel_executor.runtime.contract import OnComplete, Outcome
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, WalltimeExceeded,
                                              WorkerDied)
@@ -136,7 +137,7 @@ class WorkerPool:
                                     memory=self.memory_budget, gpus=len(options.accelerators),
                                     device_domains=device_domains(options.accelerators,
                                                                   [d.cpus for d in topology.domains]))
-        self._slot_cpus = slot_cpus(topology, options.pin, sorted(os.sched_getaffinity(0)))
+        self._slot_cpus = slot_cpus(topology, options.pin, sorted(allowed_cpus()))
         self._batcher: Batcher[Task] = Batcher(Batching(options.batch_window, options.batch_quiet, options.max_batch),
                                                len(self._slot_cpus), runtime_of=lambda task: task.runtime,
                                                hold_while_busy=options.policy not in CHECKED_AT_DISPATCH)
