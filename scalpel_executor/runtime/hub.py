@@ -75,7 +75,7 @@ from scalpel_executor.runtime.channel import MAX_FRAME, PING, PORT_RANGE, bind_r
 from scalpel_executor.runtime.contract import OnComplete
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, NodeManagerLost, ResourcesUnavailable,
                                              WorkerDied)
-from scalpel_executor.runtime.manager_protocol import (Configure, Drain, Failed, Fatal, Heartbeat, Log,
+from scalpel_executor.runtime.manager_protocol import (Began, Configure, Drain, Failed, Fatal, Heartbeat, Log,
                                                        ManagerConfig, Register, Result, Shutdown, Started, decode,
                                                        encode, rebuild_error, submit_of)
 from scalpel_executor.runtime.options import PoolOptions
@@ -112,6 +112,7 @@ class RemoteManager:
     worker_pids: list = field(default_factory=list)
     topology: dict | None = None
     held: dict = field(default_factory=dict)  # task id -> Task sent to it, not finished
+    began: set = field(default_factory=set)  # ids of held tasks it said it started (Began): they may have run
     load: float = 0.0  # summed footprint of held tasks
     idle_since: float = 0.0
     draining: bool = False  # its block is being cancelled, or it drains: send it nothing more
@@ -419,6 +420,7 @@ class ManagerHub:
             outcome = (Outcome(message.ok, message.payload, None, message.stats) if isinstance(message, Result)
                        else Outcome(False, error=rebuild_error(message)))
             task = manager.held.pop(message.task_id)
+            manager.began.discard(task.id)
             manager.load -= task.footprint
             if not manager.held:
                 manager.idle_since, manager.load = time.monotonic(), 0.0
@@ -435,6 +437,8 @@ class ManagerHub:
                 self._lose(router, manager, manager.unusable)
             elif manager.drained and not manager.held:
                 self._release(router, manager)
+        elif isinstance(message, Began):
+            manager.began.update(task_id for task_id in message.task_ids if task_id in manager.held)
         elif isinstance(message, Drain):
             with self._lock:
                 manager.draining = manager.drained = True
@@ -498,8 +502,7 @@ class ManagerHub:
         """A task the manager never started (its pool has no worker left, or refuses work): try another."""
         self._give_up(router, manager, manager.unusable or f"refused task {task.id} ({message.kind}: "
                                                            f"{message.message})")
-        if any(other is not manager and not other.draining and not other.unusable
-               for other in self._managers.values()):
+        if self._usable_other(manager):
             logger.info("task %s goes to another node manager: %s %s", task.id, manager.name, manager.unusable)
             self._requeue(task)
             return
@@ -509,6 +512,11 @@ class ManagerHub:
                 f"{sorted(manager.retired)} retired; its log says why), and no other node manager is connected",
                 task_id=task.id, pid=manager.pid, cause=f"no worker left on {manager.hostname}"))
         self._deliver(task, outcome)
+
+    def _usable_other(self, manager: RemoteManager) -> bool:
+        """Whether a connected manager other than ``manager`` may take tasks."""
+        return any(other is not manager and not other.draining and not other.unusable
+                   for other in self._managers.values())
 
     def _requeue(self, task: Task) -> None:
         """Put a dealt task back at the head of its priority's queue."""
@@ -635,7 +643,8 @@ class ManagerHub:
         return chosen
 
     def _lose(self, router: zmq.Socket, manager: RemoteManager, cause: str) -> None:
-        """Forget the manager and fail each task it held once with NodeManagerLost."""
+        """Forget the manager: each task it began fails once with NodeManagerLost; those it never
+        began (no Began named them) wait here for another manager, unspent."""
         with self._lock:
             if self._managers.pop(manager.identity, None) is None:
                 return
@@ -644,15 +653,24 @@ class ManagerHub:
         self.managers_lost += 1
         if manager.fatal:
             cause += f" after reporting: {manager.fatal}"
-        held, manager.held = list(manager.held.values()), {}
+        held = [task for task in manager.held.values() if task.id in manager.began]
+        unstarted = [task for task in manager.held.values() if task.id not in manager.began]
+        manager.held, manager.began = {}, set()
         try:  # if it still listens (silent, not gone), it ends its workers
             router.send_multipart([manager.identity, encode(Shutdown())], zmq.NOBLOCK)
         except zmq.ZMQError:
             pass
+        if unstarted and (self._usable_other(manager) or self.blocks_pending()):
+            for task in reversed(unstarted):  # at the head of the queue, in the order they were dealt
+                self._requeue(task)
+        else:  # no manager may come for them: they fail as the started ones, and retries= decides
+            held += unstarted
+            unstarted = []
         log = logger.info if stopping or (manager.draining or manager.unusable) and not held else logger.error
-        if held:
-            log("node manager %s was lost: it %s; its %d unfinished tasks fail with ManagerLost", manager.name,
-                cause, len(held))
+        if held or unstarted:
+            fates = ([f"the {len(held)} tasks it had started fail with ManagerLost"] if held else []) + (
+                [f"the {len(unstarted)} it had not started wait for another manager"] if unstarted else [])
+            log("node manager %s was lost: it %s; %s", manager.name, cause, ", ".join(fates))
         else:
             log("node manager %s was let go: it %s; it held no unfinished task", manager.name, cause)
         for task in held:

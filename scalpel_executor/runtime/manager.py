@@ -13,7 +13,8 @@ Data flow::
     driver socket ──> main thread: Configure(config, options) ──> WorkerPool(config.topology(), options)
                         │                                   start thread: pool.start() ──> Started / Fatal
                         ├─ Submit ──> Task(payload=Job) ──> pool.submit ──> dispatch thread ──> workers
-                        │     (held in the manager until Started is sent: none starts before the driver knows)
+                        │     (held in the manager until Started is sent: none starts before the driver knows;
+                        │      each dispatch pass sends Began(ids) before its Runs: the driver knows what started)
                         ├─ Shutdown ──> pool.shutdown(): unfinished tasks fail (ExecutorShutdown) ─┐
                         └─ EOF (driver gone) ──> pool.shutdown(), exit                             │
     pool's completion thread: on_complete(task, outcome) ──> Result / Failed ──> driver socket <───┘
@@ -62,7 +63,7 @@ from scalpel_executor.host.topology import AFFINITY_UNAVAILABLE, allowed_cpus, s
 from scalpel_executor.runtime.channel import ManagerLink
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown
 from scalpel_executor.runtime.logs import LOG_DIR_ENV, log_to_file, node_log_dir
-from scalpel_executor.runtime.manager_protocol import (Configure, Drain, Failed, Fatal, Heartbeat, Log,
+from scalpel_executor.runtime.manager_protocol import (Began, Configure, Drain, Failed, Fatal, Heartbeat, Log,
                                                        ManagerConfig, Register, Result, Shutdown, Started, Submit,
                                                        decode, describe_error, encode)
 from scalpel_executor.runtime.options import HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, PoolOptions
@@ -201,7 +202,8 @@ class NodeManager:
                            "slots are laid over this node's CPUs %s; leave topology= out to let each node detect "
                            "its own", format_cpu_list(missing), len(topology.cpus),
                            format_cpu_list(sorted(allowed_cpus())))
-        return WorkerPool(topology, options, self._send_outcome, on_state=self._report_state)
+        return WorkerPool(topology, options, self._send_outcome, on_state=self._report_state,
+                          on_start=self._report_began)
 
     def _start_pool(self) -> None:
         pool = self._pool
@@ -296,6 +298,11 @@ class NodeManager:
         """A Heartbeat: the workers, and how respawns went (also the pool's on_state callback)."""
         pool = self._pool
         self.send(Heartbeat(pool.worker_pids, pool.respawns, list(pool.respawn_seconds), sorted(pool.retired_slots)))
+
+    def _report_began(self, task_ids: list[int]) -> None:
+        """The pool's start callback: sent before the tasks go to their workers, so the driver, if
+        it loses this manager, knows that the tasks it held and that no Began named never ran."""
+        self.send(Began(task_ids))
 
     def _send_outcome(self, task: Task, outcome: Outcome) -> None:
         """The pool's completion callback: the outcome as a Result or a Failed message."""

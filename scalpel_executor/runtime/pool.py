@@ -123,10 +123,14 @@ class WorkerPool:
     on_state : callable(), optional
         Called (on the dispatch thread) after ``respawns``, ``respawn_seconds`` or ``retired_slots``
         change: a node manager reports them to its driver at once.
+    on_start : callable(list of task ids), optional
+        Called (on the dispatch thread) with the tasks of each dispatch pass before any of them is
+        sent to its worker: a node manager reports them (``Began``), so that if it is lost its
+        driver knows which tasks never ran. One call per pass, not per task.
     """
 
     def __init__(self, topology: Topology, options: PoolOptions, on_complete: OnComplete, *,
-                 on_state: Callable[[], None] | None = None):
+                 on_state: Callable[[], None] | None = None, on_start: Callable[[list[int]], None] | None = None):
         self.options = options
         self.walltime_grace = options.walltime_grace  # seconds past a task's walltime before its worker is killed
         self.topology = topology
@@ -156,6 +160,7 @@ class WorkerPool:
         self.respawn_seconds: deque[float] = deque(maxlen=RESPAWNS_KEPT)  # death noticed -> replacement ready
         self.retired_slots: set[int] = set()  # slots whose replacements kept dying before "ready"
         self._on_state = on_state or (lambda: None)
+        self._on_start = on_start
         self._failed_starts: dict[int, int] = {}  # slot -> replacements in a row that died unready
         self._learned: dict[str, float] = {}  # profile key -> latest footprint measured in this run
         self._no_workers_left = False
@@ -368,7 +373,10 @@ class WorkerPool:
         self._scheduler.learn(task.key, value)
 
     def _dispatch(self) -> None:
-        for assignment in self._scheduler.dispatch(time.monotonic()):
+        assignments = self._scheduler.dispatch(time.monotonic())
+        if assignments and self._on_start is not None:
+            self._on_start([assignment.task.id for assignment in assignments])
+        for assignment in assignments:
             worker = self._workers[assignment.slot.index]
             task = assignment.task
             job: Job = task.payload
