@@ -50,6 +50,7 @@ import psutil
 import typeguard
 from parsl.executors.base import ParslExecutor
 from parsl.executors.errors import InvalidResourceSpecification  # noqa: F401 - re-exported for users
+from parsl.executors.high_throughput.executor import HighThroughputExecutor
 from parsl.executors.status_handling import BlockProviderExecutor
 from parsl.jobs.states import TERMINAL_STATES
 from parsl.providers.base import ExecutionProvider
@@ -868,20 +869,36 @@ class ScalpelProviderExecutor(ScalpelExecutor, BlockProviderExecutor):
 
     _node_managers = connected_managers  # what Parsl monitoring's node rows describe
 
-    def scale_in(self, blocks: int) -> List[str]:
-        """Cancel ``blocks`` blocks, those whose managers hold no task (or that never connected) first."""
+    def scale_in(self, blocks: int, max_idletime: Optional[float] = None) -> List[str]:
+        """Cancel up to ``blocks`` blocks, as HTEX's: those whose managers hold no task first, the
+        longest idle (a block with no manager yet: idle since ever) first among them. With
+        ``max_idletime`` (Parsl's ``htex_auto_scale`` strategy, while tasks run elsewhere) only
+        blocks that hold no task and have been idle longer than that, which may be fewer."""
         hub = self._pool
-        load = hub.block_load() if hub is not None else {}
+        activity = hub.block_activity() if hub is not None else {}
+        unconnected = (0, math.inf)  # (tasks held, seconds idle)
         active = [block_id for block_id, status in self._status.items() if status.state not in TERMINAL_STATES]
-        chosen = sorted(active, key=lambda block_id: load.get(block_id, 0))[:blocks]  # stable: oldest first
+        chosen = sorted(active, key=lambda block_id: (activity.get(block_id, unconnected)[0],
+                                                      -activity.get(block_id, unconnected)[1]))  # stable: oldest first
+        if max_idletime is not None:
+            chosen = [block_id for block_id in chosen if activity.get(block_id, unconnected)[0] == 0
+                      and activity.get(block_id, unconnected)[1] > max_idletime]
+        chosen = chosen[:blocks]
+        if hub is not None and chosen:
+            chosen = hub.drain(chosen, idle_only=max_idletime is not None)  # a task dealt meanwhile keeps its block
         if not chosen:
             return []
-        if hub is not None:
-            hub.drain(chosen)
         job_ids = [self.blocks_to_job_id[block_id] for block_id in chosen]
         logger.info("%s Scaling in blocks %s (jobs %s)", self._scale_prefix, chosen, job_ids)
         cancelled = self._filter_scale_in_ids(job_ids, self.provider.cancel(job_ids))
         return [self.job_ids_to_block[job_id] for job_id in cancelled]
+
+
+# Parsl's htex_auto_scale strategy scales in idle blocks while tasks run elsewhere only for executors that
+# are HighThroughputExecutors (it calls scale_in with max_idletime); for any other it logs an ERROR at every
+# poll and cancels nothing. This executor has what that needs (connected_managers' HTEX keys, scale_in with
+# max_idletime), so it declares itself one to isinstance (an ABC's virtual subclass: nothing is inherited).
+HighThroughputExecutor.register(ScalpelProviderExecutor)
 
 
 def scalpel_config(run_dir: str = "runinfo", **executor_options: Any):

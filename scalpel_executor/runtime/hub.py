@@ -275,21 +275,30 @@ class ManagerHub:
         with self._lock:
             return [tuple(cpus) for manager in self._managers.values() for cpus in manager.slot_cpus]
 
-    def block_load(self) -> dict[str, int]:
-        """Tasks held per block that has a connected manager."""
-        load: dict[str, int] = {}
+    def block_activity(self) -> dict[str, tuple[int, float]]:
+        """Per block with a connected manager: the tasks its managers hold, and the seconds since the
+        last of them held one (0 while any holds a task), as HTEX's ``scale_in`` reads its blocks."""
+        now, activity = time.monotonic(), {}
         with self._lock:
             for manager in self._managers.values():
-                load[manager.block_id] = load.get(manager.block_id, 0) + len(manager.held)
-        return load
+                tasks, idle = activity.get(manager.block_id, (0, float("inf")))
+                activity[manager.block_id] = (tasks + len(manager.held),
+                                              min(idle, now - manager.idle_since if not manager.held else 0.0))
+        return activity
 
-    def drain(self, block_ids) -> None:
-        """Send nothing more to the managers of these blocks (they are being cancelled)."""
-        block_ids = set(block_ids)
+    def drain(self, block_ids, *, idle_only: bool = False) -> list[str]:
+        """Deal nothing more to the managers of these blocks (they are being cancelled); the blocks
+        drained. ``idle_only``: only blocks whose managers hold no task, checked under the lock the
+        deal takes to hand a manager tasks, so no task is dealt to a block chosen as idle."""
+        chosen = list(dict.fromkeys(block_ids))
         with self._lock:
+            if idle_only:
+                busy = {manager.block_id for manager in self._managers.values() if manager.held}
+                chosen = [block_id for block_id in chosen if block_id not in busy]
             for manager in self._managers.values():
-                if manager.block_id in block_ids:
+                if manager.block_id in chosen:
                     manager.draining = True
+        return chosen
 
     def _poke(self) -> None:
         """Wake the hub thread: one byte at most waits for it (an inproc queue holds only so many)."""
@@ -521,8 +530,11 @@ class ManagerHub:
     def _requeue(self, task: Task) -> None:
         """Put a dealt task back at the head of its priority's queue."""
         with self._lock:
-            self._pending.setdefault(task.priority, deque()).appendleft(task)
-            self._pending_count += 1
+            self._requeue_locked(task)
+
+    def _requeue_locked(self, task: Task) -> None:
+        self._pending.setdefault(task.priority, deque()).appendleft(task)
+        self._pending_count += 1
 
     def _unregistered(self, router: zmq.Socket, identity: bytes, message) -> None:
         if identity in self._released:  # a drained manager's last heartbeat or log, sent before our Shutdown
@@ -589,18 +601,21 @@ class ManagerHub:
         for task in chosen:
             if needs_resources(task):
                 dealt.append((task, self._place_resources(task, room)))
-        for task, identity in dealt:
-            if identity is None:
-                continue  # requeued or delivered by _place_resources
-            manager = self._managers.get(identity)
-            if manager is None:  # lost while this deal was sending to it: the task waits for another
-                self._requeue(task)
-                continue
-            manager.held[task.id] = task
-            manager.load += task.footprint
-            data = submit_of(task)
-            if not self._send(router, manager, data):
-                continue  # _lose failed what it held, this task included
+        sends = []
+        with self._lock:  # drain() checks what a manager holds under it: no task goes to a block it drained
+            for task, identity in dealt:
+                if identity is None:
+                    continue  # requeued or delivered by _place_resources
+                manager = self._managers.get(identity)
+                if manager is None or manager.draining:  # lost or drained meanwhile: it waits for another
+                    self._requeue_locked(task)
+                    continue
+                manager.held[task.id] = task
+                manager.load += task.footprint
+                sends.append((manager, task))
+        for manager, task in sends:
+            if manager.identity in self._managers:  # else lost by an earlier send: _lose placed its tasks
+                self._send(router, manager, submit_of(task))
 
     def _place_resources(self, task: Task, room: dict) -> bytes | None:
         """The manager with room whose node has ``task``'s cores, memory and accelerators, least

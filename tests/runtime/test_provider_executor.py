@@ -12,6 +12,7 @@ import pytest
 from parsl import python_app
 from parsl.config import Config
 from parsl.executors.errors import BadStateException
+from parsl.jobs.states import JobState
 from parsl.launchers import SingleNodeLauncher
 from parsl.providers import LocalProvider
 
@@ -32,7 +33,8 @@ def wait_until(condition, timeout=BLOCKS_GENEROUS):
     return helpers.wait_until(condition, timeout, interval=0.05)
 
 
-def load(tmp_path, blocks=2, retries=0, max_idletime=120.0, nodes_per_block=1, max_blocks=None, **options):
+def load(tmp_path, blocks=2, retries=0, max_idletime=120.0, nodes_per_block=1, max_blocks=None, strategy="simple",
+         **options):
     # SingleNodeLauncher runs the launch command once per node of the block, here all on this host
     provider = LocalProvider(init_blocks=blocks, min_blocks=0, max_blocks=max_blocks or max(blocks, 1),
                              nodes_per_block=nodes_per_block, launcher=SingleNodeLauncher())
@@ -40,7 +42,7 @@ def load(tmp_path, blocks=2, retries=0, max_idletime=120.0, nodes_per_block=1, m
     executor = ScalpelExecutor(label="scalpel_blocks", provider=provider, profiles=False, batch_window=0.002,
                                heartbeat_period=0.5, **options)
     dfk = parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "run"), strategy_period=0.5,
-                            retries=retries, max_idletime=max_idletime))
+                            retries=retries, max_idletime=max_idletime, strategy=strategy))
     return dfk, executor
 
 
@@ -248,6 +250,44 @@ def test_an_idle_block_is_scaled_in_and_a_new_one_started_for_later_work(tmp_pat
         assert where(1).result(timeout=BLOCKS_GENEROUS)[1] == "1"  # a new block, whose manager joined mid-run
     finally:
         dfk.cleanup()
+
+
+@python_app(executors=["scalpel_blocks"])
+def run_until_released(marker, release):
+    import os
+    import time
+
+    open(marker, "w").close()
+    while not os.path.exists(release):
+        time.sleep(0.05)
+    return os.environ.get("PARSL_WORKER_BLOCK_ID")
+
+
+def parsl_errors(tmp_path):
+    """The ERROR records of the run's parsl.log."""
+    (log,) = (tmp_path / "run").glob("*/parsl.log")
+    return [line for line in log.read_text().splitlines() if " ERROR: " in line]
+
+
+@needs_two_cpus
+def test_htex_auto_scale_cancels_the_idle_block_while_a_task_runs_on_the_other_and_logs_no_error(tmp_path):
+    dfk, executor = load(tmp_path, blocks=2, max_idletime=1.0, strategy="htex_auto_scale")
+    try:  # submitted at once: with no task, the strategy would scale both blocks in after max_idletime
+        marker, release = tmp_path / "running", tmp_path / "release"
+        future = run_until_released(str(marker), str(release))
+        assert wait_until(marker.exists)
+        (busy,) = [m["block_id"] for m in executor.connected_managers() if m["tasks"]]
+        (idle,) = {"0", "1"} - {busy}
+        # One task, two blocks of one worker: the strategy asks for one block fewer, idle for max_idletime
+        assert wait_until(lambda: executor.status_facade[idle].state == JobState.SCALED_IN), executor.status_facade
+        assert wait_until(lambda: [m["block_id"] for m in executor.connected_managers()] == [busy])
+        assert executor.status_facade[busy].state in (JobState.PENDING, JobState.RUNNING)
+        release.touch()
+        assert future.result(timeout=BLOCKS_GENEROUS) == busy
+    finally:
+        dfk.cleanup()
+    # Before: "This strategy only supports scaling in for HighThroughputExecutor" at every poll, both blocks kept
+    assert parsl_errors(tmp_path) == []
 
 
 def test_a_block_that_cannot_start_puts_the_executor_in_bad_state(tmp_path):
