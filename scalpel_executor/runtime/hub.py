@@ -124,6 +124,11 @@ class RemoteManager:
     unusable: str | None = None  # why it can run no task (no worker left, its pool refuses): send it nothing
 
     @property
+    def pool_id(self) -> str:
+        """Its id, as its workers' PARSL_WORKER_POOL_ID says (its routing id; hex if it set none)."""
+        return self.identity.decode() if self.identity.isalnum() else self.identity.hex()
+
+    @property
     def name(self) -> str:
         return f"{self.hostname}:{self.pid} (block {self.block_id})"
 
@@ -140,7 +145,7 @@ class RemoteManager:
 
     def describe(self, now: float) -> dict:
         """HTEX's ``connected_managers()`` entry, plus what this executor knows."""
-        return {"manager": self.identity.hex(), "block_id": self.block_id, "hostname": self.hostname,
+        return {"manager": self.pool_id, "block_id": self.block_id, "hostname": self.hostname,
                 "pid": self.pid, "worker_count": 0 if self.unusable else self.live_slots, "tasks": len(self.held),
                 "idle_duration": (now - self.idle_since) if not self.held else 0.0,
                 "active": not (self.draining or self.unusable), "draining": self.draining,

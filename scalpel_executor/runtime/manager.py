@@ -67,7 +67,7 @@ from scalpel_executor.runtime.manager_protocol import (Began, Configure, Drain, 
                                                        ManagerConfig, Register, Result, Shutdown, Started, Submit,
                                                        decode, describe_error, encode)
 from scalpel_executor.runtime.options import HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, PoolOptions
-from scalpel_executor.runtime.pool import Job, Outcome, WorkerPool
+from scalpel_executor.runtime.pool import LOCAL_BLOCK_ID, Job, Outcome, WorkerPool, new_pool_id
 
 __all__ = ["NodeManager", "main"]
 
@@ -111,13 +111,18 @@ class NodeManager:
         Connect mode: the first message, sent before anything is read.
     configure_timeout : float
         Seconds to wait for the driver's configuration.
+    pool_id : str, optional
+        This manager's id (HTEX's worker pool ``uid``; in connect mode also its routing id at the
+        driver), given to each worker as ``PARSL_WORKER_POOL_ID``; made here when not given.
     """
 
     def __init__(self, connection, parent_pid: int | None, *, register: Register | None = None,
-                 configure_timeout: float = CONFIGURE_TIMEOUT):
+                 configure_timeout: float = CONFIGURE_TIMEOUT, pool_id: str | None = None):
         self._connection = connection
         self._parent_pid = parent_pid
         self._register = register
+        self.pool_id = pool_id or new_pool_id()
+        self.block_id = register.block_id if register is not None else LOCAL_BLOCK_ID  # PARSL_WORKER_BLOCK_ID
         self._configure_timeout = configure_timeout
         self._send_lock = threading.Lock()
         self._pool: WorkerPool | None = None
@@ -203,7 +208,7 @@ class NodeManager:
                            "its own", format_cpu_list(missing), len(topology.cpus),
                            format_cpu_list(sorted(allowed_cpus())))
         return WorkerPool(topology, options, self._send_outcome, on_state=self._report_state,
-                          on_start=self._report_began)
+                          on_start=self._report_began, pool_id=self.pool_id, block_id=self.block_id)
 
     def _start_pool(self) -> None:
         pool = self._pool
@@ -363,15 +368,16 @@ def main(argv: list[str] | None = None) -> int:
     stderr.setLevel(logging.WARNING)  # manager.log takes INFO
     logging.basicConfig(level=logging.WARNING, format="scalpel-manager %(asctime)s %(name)s %(levelname)s: %(message)s",
                         handlers=[stderr])
+    pool_id = new_pool_id()  # its routing id at the driver too, as HTEX's manager's uid is
     try:
-        link = ManagerLink(args.connect, args.cert_dir, driver_threshold=args.driver_threshold)
+        link = ManagerLink(args.connect, args.cert_dir, driver_threshold=args.driver_threshold,
+                           identity=pool_id.encode())
     except (ValueError, OSError) as error:
         print(f"scalpel-manager: {error}", file=sys.stderr)
         return 2
-    os.environ["PARSL_WORKER_BLOCK_ID"] = args.block_id  # as HTEX's workers see it; ours inherit it
     register = Register(args.block_id, socket.gethostname(), __version__, os.getpid(),
                         sorted(allowed_cpus()))
-    return NodeManager(link, None, register=register, configure_timeout=args.connect_timeout).run()
+    return NodeManager(link, None, register=register, configure_timeout=args.connect_timeout, pool_id=pool_id).run()
 
 
 def _log_below(executor_dir: str, block_id: str) -> None:

@@ -45,6 +45,7 @@ import signal
 import subprocess
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -67,9 +68,15 @@ from scalpel_executor.runtime.protocol import Measured, Ready, Result, Run, Warm
 logger = logging.getLogger(__name__)
 
 NO_WORKERS_LEFT = "no worker could be started on any core (see the log); no new tasks are accepted"
+LOCAL_BLOCK_ID = "0"  # local mode's one block, as HTEX's first LocalProvider block (PARSL_WORKER_BLOCK_ID)
 RESPAWNS_KEPT = 1024  # the latest respawn times remembered (respawn_seconds)
 READY_TIMEOUT = 60.0  # seconds a new worker may take to import and report ready
 MAX_FAILED_STARTS = 3  # replacements in a row that die before "ready" before a slot is retired
+
+
+def new_pool_id() -> str:
+    """A node manager's id, as HTEX's worker pool makes its ``uid``: the last 12 hex digits of a uuid4."""
+    return uuid.uuid4().hex[-12:]
 
 
 @dataclass(eq=False)
@@ -123,6 +130,10 @@ class WorkerPool:
     on_state : callable(), optional
         Called (on the dispatch thread) after ``respawns``, ``respawn_seconds`` or ``retired_slots``
         change: a node manager reports them to its driver at once.
+    pool_id, block_id : str
+        HTEX's ``PARSL_WORKER_POOL_ID`` and ``PARSL_WORKER_BLOCK_ID``, set in each worker's
+        environment (over ``worker_env``, as HTEX's worker sets them): the node manager's id
+        (:func:`new_pool_id`, made here when not given) and its block (:data:`LOCAL_BLOCK_ID` in local mode).
     on_start : callable(list of task ids), optional
         Called (on the dispatch thread) with the tasks of each dispatch pass before any of them is
         sent to its worker: a node manager reports them (``Began``), so that if it is lost its
@@ -130,7 +141,8 @@ class WorkerPool:
     """
 
     def __init__(self, topology: Topology, options: PoolOptions, on_complete: OnComplete, *,
-                 on_state: Callable[[], None] | None = None, on_start: Callable[[list[int]], None] | None = None):
+                 on_state: Callable[[], None] | None = None, on_start: Callable[[list[int]], None] | None = None,
+                 pool_id: str | None = None, block_id: str = LOCAL_BLOCK_ID):
         self.options = options
         self.walltime_grace = options.walltime_grace  # seconds past a task's walltime before its worker is killed
         self.topology = topology
@@ -161,6 +173,8 @@ class WorkerPool:
         self.retired_slots: set[int] = set()  # slots whose replacements kept dying before "ready"
         self._on_state = on_state or (lambda: None)
         self._on_start = on_start
+        self.pool_id = pool_id or new_pool_id()
+        self._ids_env = {"PARSL_WORKER_POOL_ID": self.pool_id, "PARSL_WORKER_BLOCK_ID": block_id}
         self._failed_starts: dict[int, int] = {}  # slot -> replacements in a row that died unready
         self._learned: dict[str, float] = {}  # profile key -> latest footprint measured in this run
         self._no_workers_left = False
@@ -284,7 +298,8 @@ class WorkerPool:
         with self._spawn_lock:
             if self._stopping.is_set():
                 return None
-            env = worker_environment(cpus, self.options.worker_env, rank=slot, count=len(self._slot_cpus))
+            env = worker_environment(cpus, {**self.options.worker_env, **self._ids_env}, rank=slot,
+                                     count=len(self._slot_cpus))
             process, connection = start_worker(cpus, env)
             self._spawned.append(process)
         worker = _Worker(slot, cpus, process, connection)

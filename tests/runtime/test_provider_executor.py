@@ -58,6 +58,15 @@ def where(x):
 
 
 @python_app(executors=["scalpel_blocks"])
+def pool_of_block(x):
+    import os
+    import time
+
+    time.sleep(0.2)  # both blocks get some
+    return os.environ.get("PARSL_WORKER_BLOCK_ID"), os.environ.get("PARSL_WORKER_POOL_ID")
+
+
+@python_app(executors=["scalpel_blocks"])
 def block_after_marking(path, seconds):
     import os
     import time
@@ -93,6 +102,8 @@ def test_two_blocks_run_a_workflow_each_manager_on_its_own_cpu(tmp_path):
         processes = manager_processes(executor)
         report = executor.run_report()
         assert report["tasks_finished"] == 12 and {t["cpu"] for t in report["tasks"]} == {0, 1}
+        pools = dict(future.result(timeout=BLOCKS_GENEROUS) for future in [pool_of_block(i) for i in range(6)])
+        assert pools == {m["block_id"]: m["manager"] for m in managers.values()}, pools  # HTEX's variables
         # the run directory holds the keys while the run lasts, private to this user
         (cert_dir,) = (tmp_path / "run").glob("*/scalpel_blocks/certificates")
         assert oct(cert_dir.stat().st_mode & 0o777) == "0o700"
