@@ -52,7 +52,7 @@ from parsl.executors.base import ParslExecutor
 from parsl.executors.errors import InvalidResourceSpecification  # noqa: F401 - re-exported for users
 from parsl.executors.high_throughput.executor import HighThroughputExecutor
 from parsl.executors.status_handling import BlockProviderExecutor
-from parsl.jobs.states import TERMINAL_STATES
+from parsl.jobs.states import TERMINAL_STATES, JobState, JobStatus
 from parsl.providers.base import ExecutionProvider
 from parsl.monitoring.radios.base import RadioConfig
 from parsl.monitoring.radios.filesystem import FilesystemRadio
@@ -785,7 +785,7 @@ class ScalpelProviderExecutor(ScalpelExecutor, BlockProviderExecutor):
                                          max_workers=self.max_workers_per_node)
         hub = ManagerHub(config, self._pool_options(), self._complete, cert_dir=self._cert_dir,
                          address=self.address, port_range=self.port_range, prefetch=self.prefetch_capacity)
-        hub.blocks_pending = self._blocks_pending
+        hub.blocks_pending, hub.cancel_block = self._blocks_pending, self._cancel_block
         try:
             hub.start()
         except BaseException:
@@ -802,6 +802,18 @@ class ScalpelProviderExecutor(ScalpelExecutor, BlockProviderExecutor):
         connected = {manager["block_id"] for manager in self.connected_managers()}
         return any(status.state not in TERMINAL_STATES and block_id not in connected
                    for block_id, status in list(self._status.items()))
+
+    def _cancel_block(self, block_id: str, cause: str) -> None:
+        """Cancel the block of a manager the hub lost that may still hold its node (silent, sending
+        malformed messages, no usable core), marked as scale_in_facade marks it: Parsl's strategy
+        then starts another as ``outstanding()`` asks, where the block would have held a node idle."""
+        job_id, status = self.blocks_to_job_id.get(block_id), self._status.get(block_id)
+        if job_id is None or status is not None and status.state in TERMINAL_STATES:
+            return
+        logger.warning("%s Cancelling block %s (job %s): %s", self._scale_prefix, block_id, job_id, cause)
+        if self._filter_scale_in_ids([job_id], self.provider.cancel([job_id])):
+            self._status[block_id] = self._simulated_status[block_id] = JobStatus(JobState.SCALED_IN)
+            self.send_monitoring_info({block_id: self._status[block_id]})
 
     def shutdown(self) -> None:
         """As ScalpelExecutor's; then, the hub stopped and its managers told to end, the run's

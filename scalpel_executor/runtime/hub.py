@@ -191,6 +191,10 @@ class ManagerHub:
         #: Whether a block that may bring another node is pending (the executor sets it from Parsl's
         #: block states): a task that fits no connected node waits only then.
         self.blocks_pending: Callable[[], bool] = lambda: False
+        #: Cancels a block (its id, and why) whose manager was lost but may still run: silent, sending
+        #: malformed messages, or with no usable core. The executor sets it; called on the completion thread.
+        self.cancel_block: Callable[[str, str], None] = lambda block_id, cause: None
+        self._doomed: dict[str, str] = {}  # block id -> why it is to be cancelled once its managers hold nothing
         self.port: int | None = None
         self._lock = threading.Lock()  # guards _pending, _unfinished, _stopping, _managers' membership
         self._pending: dict[float, deque[Task]] = {}  # priority -> tasks in arrival order, not yet dealt
@@ -391,7 +395,7 @@ class ManagerHub:
         now = time.monotonic()
         for manager in self._silent():
             self._lose(router, manager, f"was silent for {now - manager.last_heard:.0f} s "
-                                        f"(heartbeat_threshold {self.options.heartbeat_threshold:g} s)")
+                                        f"(heartbeat_threshold {self.options.heartbeat_threshold:g} s)", cancel=True)
 
     def _read(self, router: zmq.Socket) -> None:
         """Handle every message waiting on the socket."""
@@ -421,7 +425,8 @@ class ManagerHub:
                 logger.warning("dropped a malformed message from an unregistered peer: %s", error)
             elif manager.identity in self._managers:
                 logger.error("node manager %s sent a malformed message: %s", manager.name, error)
-                self._lose(router, manager, f"sent a malformed message ({type(error).__name__}: {error})")
+                self._lose(router, manager, f"sent a malformed message ({type(error).__name__}: {error})",
+                           cancel=True)
 
     def _handle(self, router: zmq.Socket, manager: RemoteManager, message) -> None:
         if isinstance(message, (Result, Failed)):
@@ -448,7 +453,9 @@ class ManagerHub:
             job.slot, job.domain, job.cpu, job.started = message.slot, message.domain, message.cpu, message.started
             self._deliver(task, outcome)
             if manager.unusable and not manager.held:
-                self._lose(router, manager, manager.unusable)
+                self._lose(router, manager, manager.unusable, cancel=True)
+            elif manager.block_id in self._doomed and not manager.held:
+                self._cancel_doomed()
             elif manager.drained and not manager.held:
                 self._release(router, manager)
         elif isinstance(message, Began):
@@ -509,7 +516,7 @@ class ManagerHub:
             logger.error("node manager %s %s; it is sent no more tasks, those it has not started go to other "
                          "managers, and it is told to shut down", manager.name, cause)
         if not manager.held:
-            self._lose(router, manager, cause)
+            self._lose(router, manager, cause, cancel=True)
 
     def _handed_back(self, router: zmq.Socket, manager: RemoteManager, task: Task, message: Failed,
                      outcome: Outcome) -> None:
@@ -585,7 +592,7 @@ class ManagerHub:
                 cause = ("dropped its connection (killed, crashed, its node gone, or libzmq dropped it for a frame "
                          f"over {MAX_FRAME >> 20} MiB, which no manager of this version sends)"
                          if error.errno == zmq.EHOSTUNREACH else f"could not be sent to ({error})")
-                self._lose(router, manager, cause)
+                self._lose(router, manager, cause, cancel=error.errno != zmq.EHOSTUNREACH)  # else: it is gone
             return False
 
     def _deal(self, router: zmq.Socket) -> None:
@@ -662,13 +669,20 @@ class ManagerHub:
         self._pending_count -= len(chosen)
         return chosen
 
-    def _lose(self, router: zmq.Socket, manager: RemoteManager, cause: str) -> None:
+    def _lose(self, router: zmq.Socket, manager: RemoteManager, cause: str, cancel: bool = False) -> None:
         """Forget the manager: each task it began fails once with NodeManagerLost; those it never
-        began (no Began named them) wait here for another manager, unspent."""
+        began (no Began named them) wait here for another manager, unspent. ``cancel``: it may still
+        run (silent, misbehaving, or unable to run tasks), so its block is cancelled once none of
+        the block's managers holds a task (they are dealt nothing more meanwhile)."""
         with self._lock:
             if self._managers.pop(manager.identity, None) is None:
                 return
             stopping = self._stopping
+            if cancel and not stopping:
+                self._doomed.setdefault(manager.block_id, f"node manager {manager.name} {cause}")
+                for other in self._managers.values():
+                    if other.block_id == manager.block_id:
+                        other.draining = True
         self._lost.add(manager.identity)
         self.managers_lost += 1
         if manager.fatal:
@@ -693,10 +707,19 @@ class ManagerHub:
             log("node manager %s was lost: it %s; %s", manager.name, cause, ", ".join(fates))
         else:
             log("node manager %s was let go: it %s; it held no unfinished task", manager.name, cause)
+        self._cancel_doomed()
         for task in held:
             self._deliver(task, Outcome(False, error=NodeManagerLost(
                 f"task {task.id} was lost with its node manager {manager.name}, which {cause}",
                 task_id=task.id, pid=manager.pid, cause=cause, hostname=manager.hostname)))
+
+    def _cancel_doomed(self) -> None:
+        """Have the blocks of lost managers cancelled once none of their managers holds a task (the
+        provider's cancel may take seconds: it runs on the completion thread)."""
+        for block_id, cause in list(self._doomed.items()):
+            if not any(m.held for m in self._managers.values() if m.block_id == block_id):
+                del self._doomed[block_id]
+                self._completions.put(lambda block_id=block_id, cause=cause: self.cancel_block(block_id, cause))
 
     def _deliver(self, task: Task, outcome: Outcome) -> None:
         with self._lock:
@@ -711,6 +734,12 @@ class ManagerHub:
 
     def _completion_loop(self) -> None:
         while (batch := self._completions.get()) is not None:
+            if callable(batch):  # a block to cancel
+                try:
+                    batch()
+                except Exception:  # noqa: BLE001 - a provider's error must not stop the completions
+                    logger.exception("cancelling the block of a lost node manager failed")
+                continue
             for task, outcome in batch:
                 try:
                     self._on_complete(task, outcome)

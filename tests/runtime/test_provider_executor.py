@@ -174,7 +174,31 @@ def test_a_block_whose_workers_cannot_start_is_dealt_nothing_and_every_task_runs
         assert wait_until(lambda: not alive([broken["pid"]])), "the manager without workers was not let go"
         assert "1" not in [m["block_id"] for m in executor.connected_managers()]
         assert executor.pool.managers_lost >= 1
+        # and its block is cancelled, so Parsl's strategy may start a healthy one in its place
+        assert wait_until(lambda: executor.status_facade["1"].state == JobState.SCALED_IN), executor.status_facade
     finally:
+        dfk.cleanup()
+
+
+def test_a_silent_managers_block_is_cancelled_and_the_strategy_starts_another(tmp_path):
+    dfk, executor = load(tmp_path, blocks=1, heartbeat_threshold=2.0, launch_cmd=DEFAULT_LAUNCH_CMD)
+    stopped = None
+    try:
+        assert managers_ready(executor, 1)
+        (manager,) = executor.connected_managers()
+        stopped, job_id = manager["pid"], executor.blocks_to_job_id["0"]
+        os.kill(stopped, signal.SIGSTOP)  # alive, holding its block's node, silent: only the heartbeat tells
+        assert wait_until(lambda: executor.pool.managers_lost == 1)
+        # Before: the lost manager's block stayed, its job running and its node held, idle
+        assert wait_until(lambda: executor.status_facade["0"].state == JobState.SCALED_IN), executor.status_facade
+        assert wait_until(lambda: executor.provider.status([job_id])[0].state == JobState.CANCELLED)
+        # LocalProvider cancels with SIGTERM, which a stopped process takes when it resumes (a hung one at once)
+        os.kill(stopped, signal.SIGCONT)
+        assert wait_until(lambda: not alive([stopped, *manager["worker_pids"]])), "the cancelled block lives on"
+        assert where(1).result(timeout=BLOCKS_GENEROUS)[1] == "1"  # a new block, started by the strategy
+    finally:
+        if stopped is not None and alive([stopped]):
+            os.kill(stopped, signal.SIGCONT)
         dfk.cleanup()
 
 
