@@ -13,6 +13,7 @@ Data flow::
                                                                                                 v
     hub thread (owns the ROUTER): poll ROUTER + wake socket, then in one pass
         ├─ Register ──> version check ──> Configure(config, options) ──> (Started: slots known, the manager takes work)
+        ├─ Began ──> which of its held tasks may have run (its loss fails only those)
         ├─ Result / Failed ──> pop from its manager's held tasks ──> completions (SimpleQueue) ──┐
         ├─ Heartbeat / Log / Fatal ──> worker pids, retired slots / re-logged here / the loss's cause
         ├─ Drain (its drain_period is over) ──> dealt nothing more; holding nothing: Shutdown, released
@@ -28,7 +29,11 @@ Data flow::
 
 A task is pending here until it is dealt, then held by exactly one manager until one outcome is
 delivered: its Result or Failed, ``NodeManagerLost`` (Parsl's ``ManagerLost``) when that manager
-is lost, or ``ExecutorShutdown``. A manager's room is its slots plus ``prefetch`` tasks, so its
+is lost after a ``Began`` named it, or ``ExecutorShutdown``. A lost manager's tasks that no
+``Began`` named never ran there: they go back to the head of the pending tasks, unspent, when
+another manager may take them or a block is pending (else they fail as the begun ones). A manager
+lost while it may still run (silent, malformed messages, no usable core) has its block cancelled
+(``cancel_block``, on the completion thread) once none of that block's managers holds a task. A manager's room is its slots plus ``prefetch`` tasks, so its
 scheduler always has the next task at hand when a core frees, yet most waiting work stays here
 where any node, including one that joins later, can take it. A Result or Failed for a task that
 is not held by the manager that sends it (a duplicate, or a late one from a manager declared
