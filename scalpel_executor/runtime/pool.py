@@ -18,7 +18,9 @@ Data flow::
                                                               (holding no lock; Parsl's callbacks run here)
 
 The dispatch thread owns the Scheduler and the worker table outright, so neither needs a lock;
-``submit`` only appends to the inbox and writes one byte to wake the thread.
+``submit`` only appends to the inbox and writes one byte to wake the thread. Each dispatch pass
+calls ``on_start`` with its tasks' ids before sending any ``Run``: a node manager tells its driver
+(``Began``), which so knows which tasks of a lost manager never ran.
 
 Failures, all handled on the dispatch thread::
 
