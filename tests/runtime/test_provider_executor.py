@@ -12,6 +12,7 @@ import pytest
 from parsl import python_app
 from parsl.config import Config
 from parsl.executors.errors import BadStateException
+from parsl.executors.high_throughput.errors import ManagerLost
 from parsl.jobs.states import JobState
 from parsl.launchers import SingleNodeLauncher
 from parsl.providers import LocalProvider
@@ -133,6 +134,29 @@ def test_a_killed_manager_fails_its_task_with_manager_lost_and_retries_run_it_on
         report = executor.run_report()  # once lost with its manager, then the retry
         assert (report["tasks_finished"], report["tasks_failed"], executor.pool.managers_lost) == (2, 1, 1)
         assert wait_until(lambda: not alive(holder["worker_pids"])), "the killed manager's workers outlived it"
+    finally:
+        dfk.cleanup()
+
+
+@needs_two_cpus
+def test_a_killed_blocks_prefetched_task_runs_on_another_block_without_a_retry(tmp_path):
+    dfk, executor = load(tmp_path, retries=0)
+    try:
+        assert managers_ready(executor, 2)
+        release = tmp_path / "release"
+        futures = [run_until_released(str(tmp_path / f"began-{i}"), str(release)) for i in range(4)]
+        # each block's one worker runs one task and holds one more (prefetch_capacity 1)
+        assert wait_until(lambda: sorted(m["tasks"] for m in executor.connected_managers()) == [2, 2])
+        assert wait_until(lambda: len(list(tmp_path.glob("began-*"))) == 2)
+        (lost,) = [m for m in executor.connected_managers() if m["block_id"] == "0"]
+        os.kill(lost["pid"], signal.SIGKILL)
+        assert wait_until(lambda: executor.pool.managers_lost == 1)
+        release.touch()
+        errors = [future.exception(timeout=BLOCKS_GENEROUS) for future in futures]
+        failed = [error for error in errors if error is not None]
+        # only the task it had begun (before: its prefetched one too, with retries=0 a failure)
+        assert len(failed) == 1 and isinstance(failed[0], ManagerLost), errors
+        assert all(future.result() != "0" for future in futures if future.exception() is None)
     finally:
         dfk.cleanup()
 
