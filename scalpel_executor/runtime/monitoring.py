@@ -37,11 +37,12 @@ from parsl.jobs.states import JobState
 from parsl.monitoring.message_type import MessageType
 from parsl.monitoring.radios.multiprocessing import MultiprocessingQueueRadioSender
 
+from scalpel_executor.runtime.pool import LOCAL_BLOCK_ID as LOCAL_BLOCK  # local mode's one block: its node manager
+
 __all__ = ["LOCAL_BLOCK", "PERIOD", "NodeMonitor", "node_row", "block_row"]
 
 logger = logging.getLogger(__name__)
 
-LOCAL_BLOCK = "0"  # local mode's one block: its node manager
 PERIOD = 1.0  # seconds between looks at the managers (a manager that lives less may go unseen until shutdown)
 
 
