@@ -202,10 +202,13 @@ class ManagerLink:
 
     _EOF = object()
 
-    def __init__(self, url: str, cert_dir: str | os.PathLike, *, driver_threshold: float):
+    def __init__(self, url: str, cert_dir: str | os.PathLike, *, driver_threshold: float,
+                 identity: bytes | None = None):
         public, secret, server_public = load_keys(cert_dir, "client")
         self._context = zmq.Context()
         self._dealer = self._context.socket(zmq.DEALER)
+        if identity:  # the manager's pool id: the driver's ROUTER knows it by that name
+            self._dealer.setsockopt(zmq.ROUTING_ID, identity)
         self._dealer.setsockopt(zmq.LINGER, 2000)  # a final Result/Failed may still be on its way out
         self._dealer.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME + FRAME_OVERHEAD)  # before connect, as the driver's
         self._dealer.curve_secretkey = secret

@@ -13,6 +13,7 @@ Data flow::
                                                                                                 v
     hub thread (owns the ROUTER): poll ROUTER + wake socket, then in one pass
         ├─ Register ──> version check ──> Configure(config, options) ──> (Started: slots known, the manager takes work)
+        ├─ Began ──> which of its held tasks may have run (its loss fails only those)
         ├─ Result / Failed ──> pop from its manager's held tasks ──> completions (SimpleQueue) ──┐
         ├─ Heartbeat / Log / Fatal ──> worker pids, retired slots / re-logged here / the loss's cause
         ├─ Drain (its drain_period is over) ──> dealt nothing more; holding nothing: Shutdown, released
@@ -28,7 +29,11 @@ Data flow::
 
 A task is pending here until it is dealt, then held by exactly one manager until one outcome is
 delivered: its Result or Failed, ``NodeManagerLost`` (Parsl's ``ManagerLost``) when that manager
-is lost, or ``ExecutorShutdown``. A manager's room is its slots plus ``prefetch`` tasks, so its
+is lost after a ``Began`` named it, or ``ExecutorShutdown``. A lost manager's tasks that no
+``Began`` named never ran there: they go back to the head of the pending tasks, unspent, when
+another manager may take them or a block is pending (else they fail as the begun ones). A manager
+lost while it may still run (silent, malformed messages, no usable core) has its block cancelled
+(``cancel_block``, on the completion thread) once none of that block's managers holds a task. A manager's room is its slots plus ``prefetch`` tasks, so its
 scheduler always has the next task at hand when a core frees, yet most waiting work stays here
 where any node, including one that joins later, can take it. A Result or Failed for a task that
 is not held by the manager that sends it (a duplicate, or a late one from a manager declared
@@ -59,7 +64,7 @@ import os
 import queue
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,14 +73,14 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from scalpel_executor import __version__
-from scalpel_executor.core.resources import needs_resources
+from scalpel_executor.core.resources import counted_memory, needs_resources
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.core.units import format_size
 from scalpel_executor.runtime.channel import MAX_FRAME, PING, PORT_RANGE, bind_router, frames_of, joined
 from scalpel_executor.runtime.contract import OnComplete
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, NodeManagerLost, ResourcesUnavailable,
                                              WorkerDied)
-from scalpel_executor.runtime.manager_protocol import (Configure, Drain, Failed, Fatal, Heartbeat, Log,
+from scalpel_executor.runtime.manager_protocol import (Began, Configure, Drain, Failed, Fatal, Heartbeat, Log,
                                                        ManagerConfig, Register, Result, Shutdown, Started, decode,
                                                        encode, rebuild_error, submit_of)
 from scalpel_executor.runtime.options import PoolOptions
@@ -112,6 +117,7 @@ class RemoteManager:
     worker_pids: list = field(default_factory=list)
     topology: dict | None = None
     held: dict = field(default_factory=dict)  # task id -> Task sent to it, not finished
+    began: set = field(default_factory=set)  # ids of held tasks it said it started (Began): they may have run
     load: float = 0.0  # summed footprint of held tasks
     idle_since: float = 0.0
     draining: bool = False  # its block is being cancelled, or it drains: send it nothing more
@@ -123,12 +129,19 @@ class RemoteManager:
     unusable: str | None = None  # why it can run no task (no worker left, its pool refuses): send it nothing
 
     @property
+    def pool_id(self) -> str:
+        """Its id, as its workers' PARSL_WORKER_POOL_ID says (its routing id; hex if it set none)."""
+        return self.identity.decode() if self.identity.isalnum() else self.identity.hex()
+
+    @property
     def name(self) -> str:
         return f"{self.hostname}:{self.pid} (block {self.block_id})"
 
     def could_run(self, task: Task) -> bool:
-        """Whether the node has the cores, memory and accelerators ``task`` asks for (once it is free)."""
-        return task.cores <= self.live_slots and task.memory <= self.memory and task.gpus <= self.gpus
+        """Whether the node has the cores, memory and accelerators ``task`` asks for (once it is free);
+        memory it did not declare (learned) counts at most the node's budget."""
+        memory = counted_memory(task.memory, bool(task.payload.memory_limit), self.memory)
+        return task.cores <= self.live_slots and memory <= self.memory and task.gpus <= self.gpus
 
     @property
     def live_slots(self) -> int:
@@ -137,13 +150,13 @@ class RemoteManager:
 
     def describe(self, now: float) -> dict:
         """HTEX's ``connected_managers()`` entry, plus what this executor knows."""
-        return {"manager": self.identity.hex(), "block_id": self.block_id, "hostname": self.hostname,
+        return {"manager": self.pool_id, "block_id": self.block_id, "hostname": self.hostname,
                 "pid": self.pid, "worker_count": 0 if self.unusable else self.live_slots, "tasks": len(self.held),
                 "idle_duration": (now - self.idle_since) if not self.held else 0.0,
                 "active": not (self.draining or self.unusable), "draining": self.draining,
                 "retired_slots": sorted(self.retired), "cpus": list(self.cpus),
                 "slot_cpus": [list(cpus) for cpus in self.slot_cpus], "worker_pids": list(self.worker_pids),
-                "topology": self.topology, "python_version": None, "parsl_version": None,
+                "topology": self.topology, "memory": self.memory, "python_version": None, "parsl_version": None,
                 "scalpel_version": __version__}
 
 
@@ -183,6 +196,10 @@ class ManagerHub:
         #: Whether a block that may bring another node is pending (the executor sets it from Parsl's
         #: block states): a task that fits no connected node waits only then.
         self.blocks_pending: Callable[[], bool] = lambda: False
+        #: Cancels a block (its id, and why) whose manager was lost but may still run: silent, sending
+        #: malformed messages, or with no usable core. The executor sets it; called on the completion thread.
+        self.cancel_block: Callable[[str, str], None] = lambda block_id, cause: None
+        self._doomed: dict[str, str] = {}  # block id -> why it is to be cancelled once its managers hold nothing
         self.port: int | None = None
         self._lock = threading.Lock()  # guards _pending, _unfinished, _stopping, _managers' membership
         self._pending: dict[float, deque[Task]] = {}  # priority -> tasks in arrival order, not yet dealt
@@ -272,21 +289,30 @@ class ManagerHub:
         with self._lock:
             return [tuple(cpus) for manager in self._managers.values() for cpus in manager.slot_cpus]
 
-    def block_load(self) -> dict[str, int]:
-        """Tasks held per block that has a connected manager."""
-        load: dict[str, int] = {}
+    def block_activity(self) -> dict[str, tuple[int, float]]:
+        """Per block with a connected manager: the tasks its managers hold, and the seconds since the
+        last of them held one (0 while any holds a task), as HTEX's ``scale_in`` reads its blocks."""
+        now, activity = time.monotonic(), {}
         with self._lock:
             for manager in self._managers.values():
-                load[manager.block_id] = load.get(manager.block_id, 0) + len(manager.held)
-        return load
+                tasks, idle = activity.get(manager.block_id, (0, float("inf")))
+                activity[manager.block_id] = (tasks + len(manager.held),
+                                              min(idle, now - manager.idle_since if not manager.held else 0.0))
+        return activity
 
-    def drain(self, block_ids) -> None:
-        """Send nothing more to the managers of these blocks (they are being cancelled)."""
-        block_ids = set(block_ids)
+    def drain(self, block_ids, *, idle_only: bool = False) -> list[str]:
+        """Deal nothing more to the managers of these blocks (they are being cancelled); the blocks
+        drained. ``idle_only``: only blocks whose managers hold no task, checked under the lock the
+        deal takes to hand a manager tasks, so no task is dealt to a block chosen as idle."""
+        chosen = list(dict.fromkeys(block_ids))
         with self._lock:
+            if idle_only:
+                busy = {manager.block_id for manager in self._managers.values() if manager.held}
+                chosen = [block_id for block_id in chosen if block_id not in busy]
             for manager in self._managers.values():
-                if manager.block_id in block_ids:
+                if manager.block_id in chosen:
                     manager.draining = True
+        return chosen
 
     def _poke(self) -> None:
         """Wake the hub thread: one byte at most waits for it (an inproc queue holds only so many)."""
@@ -374,7 +400,7 @@ class ManagerHub:
         now = time.monotonic()
         for manager in self._silent():
             self._lose(router, manager, f"was silent for {now - manager.last_heard:.0f} s "
-                                        f"(heartbeat_threshold {self.options.heartbeat_threshold:g} s)")
+                                        f"(heartbeat_threshold {self.options.heartbeat_threshold:g} s)", cancel=True)
 
     def _read(self, router: zmq.Socket) -> None:
         """Handle every message waiting on the socket."""
@@ -404,7 +430,8 @@ class ManagerHub:
                 logger.warning("dropped a malformed message from an unregistered peer: %s", error)
             elif manager.identity in self._managers:
                 logger.error("node manager %s sent a malformed message: %s", manager.name, error)
-                self._lose(router, manager, f"sent a malformed message ({type(error).__name__}: {error})")
+                self._lose(router, manager, f"sent a malformed message ({type(error).__name__}: {error})",
+                           cancel=True)
 
     def _handle(self, router: zmq.Socket, manager: RemoteManager, message) -> None:
         if isinstance(message, (Result, Failed)):
@@ -417,6 +444,7 @@ class ManagerHub:
             outcome = (Outcome(message.ok, message.payload, None, message.stats) if isinstance(message, Result)
                        else Outcome(False, error=rebuild_error(message)))
             task = manager.held.pop(message.task_id)
+            manager.began.discard(task.id)
             manager.load -= task.footprint
             if not manager.held:
                 manager.idle_since, manager.load = time.monotonic(), 0.0
@@ -430,9 +458,13 @@ class ManagerHub:
             job.slot, job.domain, job.cpu, job.started = message.slot, message.domain, message.cpu, message.started
             self._deliver(task, outcome)
             if manager.unusable and not manager.held:
-                self._lose(router, manager, manager.unusable)
+                self._lose(router, manager, manager.unusable, cancel=True)
+            elif manager.block_id in self._doomed and not manager.held:
+                self._cancel_doomed()
             elif manager.drained and not manager.held:
                 self._release(router, manager)
+        elif isinstance(message, Began):
+            manager.began.update(task_id for task_id in message.task_ids if task_id in manager.held)
         elif isinstance(message, Drain):
             with self._lock:
                 manager.draining = manager.drained = True
@@ -489,15 +521,14 @@ class ManagerHub:
             logger.error("node manager %s %s; it is sent no more tasks, those it has not started go to other "
                          "managers, and it is told to shut down", manager.name, cause)
         if not manager.held:
-            self._lose(router, manager, cause)
+            self._lose(router, manager, cause, cancel=True)
 
     def _handed_back(self, router: zmq.Socket, manager: RemoteManager, task: Task, message: Failed,
                      outcome: Outcome) -> None:
         """A task the manager never started (its pool has no worker left, or refuses work): try another."""
         self._give_up(router, manager, manager.unusable or f"refused task {task.id} ({message.kind}: "
                                                            f"{message.message})")
-        if any(other is not manager and not other.draining and not other.unusable
-               for other in self._managers.values()):
+        if self._usable_other(manager):
             logger.info("task %s goes to another node manager: %s %s", task.id, manager.name, manager.unusable)
             self._requeue(task)
             return
@@ -508,11 +539,19 @@ class ManagerHub:
                 task_id=task.id, pid=manager.pid, cause=f"no worker left on {manager.hostname}"))
         self._deliver(task, outcome)
 
+    def _usable_other(self, manager: RemoteManager) -> bool:
+        """Whether a connected manager other than ``manager`` may take tasks."""
+        return any(other is not manager and not other.draining and not other.unusable
+                   for other in self._managers.values())
+
     def _requeue(self, task: Task) -> None:
         """Put a dealt task back at the head of its priority's queue."""
         with self._lock:
-            self._pending.setdefault(task.priority, deque()).appendleft(task)
-            self._pending_count += 1
+            self._requeue_locked(task)
+
+    def _requeue_locked(self, task: Task) -> None:
+        self._pending.setdefault(task.priority, deque()).appendleft(task)
+        self._pending_count += 1
 
     def _unregistered(self, router: zmq.Socket, identity: bytes, message) -> None:
         if identity in self._released:  # a drained manager's last heartbeat or log, sent before our Shutdown
@@ -558,7 +597,7 @@ class ManagerHub:
                 cause = ("dropped its connection (killed, crashed, its node gone, or libzmq dropped it for a frame "
                          f"over {MAX_FRAME >> 20} MiB, which no manager of this version sends)"
                          if error.errno == zmq.EHOSTUNREACH else f"could not be sent to ({error})")
-                self._lose(router, manager, cause)
+                self._lose(router, manager, cause, cancel=error.errno != zmq.EHOSTUNREACH)  # else: it is gone
             return False
 
     def _deal(self, router: zmq.Socket) -> None:
@@ -575,22 +614,26 @@ class ManagerHub:
             chosen = self._take_pending(sum(node.room for node in nodes))
         plain = [task for task in chosen if not needs_resources(task)]
         dealt = list(zip(plain, place([task.footprint for task in plain], nodes)))
-        room = {node.key: node.room - sum(1 for _, key in dealt if key == node.key) for node in nodes}
+        taken = Counter(key for _, key in dealt)  # once: per node it was O(nodes x tasks), 54 ms a pass at 2,048
+        room = {node.key: node.room - taken[node.key] for node in nodes}
         for task in chosen:
             if needs_resources(task):
                 dealt.append((task, self._place_resources(task, room)))
-        for task, identity in dealt:
-            if identity is None:
-                continue  # requeued or delivered by _place_resources
-            manager = self._managers.get(identity)
-            if manager is None:  # lost while this deal was sending to it: the task waits for another
-                self._requeue(task)
-                continue
-            manager.held[task.id] = task
-            manager.load += task.footprint
-            data = submit_of(task)
-            if not self._send(router, manager, data):
-                continue  # _lose failed what it held, this task included
+        sends = []
+        with self._lock:  # drain() checks what a manager holds under it: no task goes to a block it drained
+            for task, identity in dealt:
+                if identity is None:
+                    continue  # requeued or delivered by _place_resources
+                manager = self._managers.get(identity)
+                if manager is None or manager.draining:  # lost or drained meanwhile: it waits for another
+                    self._requeue_locked(task)
+                    continue
+                manager.held[task.id] = task
+                manager.load += task.footprint
+                sends.append((manager, task))
+        for manager, task in sends:
+            if manager.identity in self._managers:  # else lost by an earlier send: _lose placed its tasks
+                self._send(router, manager, submit_of(task))
 
     def _place_resources(self, task: Task, room: dict) -> bytes | None:
         """The manager with room whose node has ``task``'s cores, memory and accelerators, least
@@ -632,31 +675,57 @@ class ManagerHub:
         self._pending_count -= len(chosen)
         return chosen
 
-    def _lose(self, router: zmq.Socket, manager: RemoteManager, cause: str) -> None:
-        """Forget the manager and fail each task it held once with NodeManagerLost."""
+    def _lose(self, router: zmq.Socket, manager: RemoteManager, cause: str, cancel: bool = False) -> None:
+        """Forget the manager: each task it began fails once with NodeManagerLost; those it never
+        began (no Began named them) wait here for another manager, unspent. ``cancel``: it may still
+        run (silent, misbehaving, or unable to run tasks), so its block is cancelled once none of
+        the block's managers holds a task (they are dealt nothing more meanwhile)."""
         with self._lock:
             if self._managers.pop(manager.identity, None) is None:
                 return
             stopping = self._stopping
+            if cancel and not stopping:
+                self._doomed.setdefault(manager.block_id, f"node manager {manager.name} {cause}")
+                for other in self._managers.values():
+                    if other.block_id == manager.block_id:
+                        other.draining = True
         self._lost.add(manager.identity)
         self.managers_lost += 1
         if manager.fatal:
             cause += f" after reporting: {manager.fatal}"
-        held, manager.held = list(manager.held.values()), {}
+        held = [task for task in manager.held.values() if task.id in manager.began]
+        unstarted = [task for task in manager.held.values() if task.id not in manager.began]
+        manager.held, manager.began = {}, set()
         try:  # if it still listens (silent, not gone), it ends its workers
             router.send_multipart([manager.identity, encode(Shutdown())], zmq.NOBLOCK)
         except zmq.ZMQError:
             pass
+        if unstarted and (self._usable_other(manager) or self.blocks_pending()):
+            for task in reversed(unstarted):  # at the head of the queue, in the order they were dealt
+                self._requeue(task)
+        else:  # no manager may come for them: they fail as the started ones, and retries= decides
+            held += unstarted
+            unstarted = []
         log = logger.info if stopping or (manager.draining or manager.unusable) and not held else logger.error
-        if held:
-            log("node manager %s was lost: it %s; its %d unfinished tasks fail with ManagerLost", manager.name,
-                cause, len(held))
+        if held or unstarted:
+            fates = ([f"the {len(held)} tasks it had started fail with ManagerLost"] if held else []) + (
+                [f"the {len(unstarted)} it had not started wait for another manager"] if unstarted else [])
+            log("node manager %s was lost: it %s; %s", manager.name, cause, ", ".join(fates))
         else:
             log("node manager %s was let go: it %s; it held no unfinished task", manager.name, cause)
+        self._cancel_doomed()
         for task in held:
             self._deliver(task, Outcome(False, error=NodeManagerLost(
                 f"task {task.id} was lost with its node manager {manager.name}, which {cause}",
                 task_id=task.id, pid=manager.pid, cause=cause, hostname=manager.hostname)))
+
+    def _cancel_doomed(self) -> None:
+        """Have the blocks of lost managers cancelled once none of their managers holds a task (the
+        provider's cancel may take seconds: it runs on the completion thread)."""
+        for block_id, cause in list(self._doomed.items()):
+            if not any(m.held for m in self._managers.values() if m.block_id == block_id):
+                del self._doomed[block_id]
+                self._completions.put(lambda block_id=block_id, cause=cause: self.cancel_block(block_id, cause))
 
     def _deliver(self, task: Task, outcome: Outcome) -> None:
         with self._lock:
@@ -671,6 +740,12 @@ class ManagerHub:
 
     def _completion_loop(self) -> None:
         while (batch := self._completions.get()) is not None:
+            if callable(batch):  # a block to cancel
+                try:
+                    batch()
+                except Exception:  # noqa: BLE001 - a provider's error must not stop the completions
+                    logger.exception("cancelling the block of a lost node manager failed")
+                continue
             for task, outcome in batch:
                 try:
                     self._on_complete(task, outcome)

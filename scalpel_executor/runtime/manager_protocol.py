@@ -9,6 +9,7 @@
       │         spread, walltime, measure, key,
       │         footprint_known, cores, memory, gpus,
       │         buffer) ──>                                 any number, before or after Started
+      │                               <── Began(ids)    these tasks are about to be sent to workers
       │                               <── Result(id, ok, stats, slot, domain, cpu, started, payload)
       │                               <── Failed(id, kind, message, detail, slot, domain, cpu, started)
       │                               <── Heartbeat(worker_pids, respawns, ...)   every heartbeat_period
@@ -42,6 +43,9 @@ here) and the pool's :class:`~scalpel_executor.runtime.options.PoolOptions`, eac
 the driver rebuilds the exception it knows (:func:`rebuild_error`: ``WorkerDied``,
 ``WalltimeExceeded``, ...), and a lost manager's tasks fail with
 :class:`~scalpel_executor.runtime.errors.NodeManagerLost`, whichever side of the driver saw it.
+Only the tasks that may have run, that is: ``Began`` names the tasks of one dispatch pass before
+any of them is sent to its worker, on the same ordered channel as their results, so a task a lost
+manager held that no ``Began`` named never ran there and goes to another manager unspent.
 
 Layout of one message: a 4-byte big-endian header length, the UTF-8 JSON header
 ``[tag, field, ...]`` (every field but the byte one), then the byte field's bytes.
@@ -63,8 +67,8 @@ from scalpel_executor.host.topology import detect_topology
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, WalltimeExceeded,
                                              WorkerDied)
 
-__all__ = ["Register", "Ping", "Configure", "Submit", "Shutdown", "Started", "Result", "Failed", "Heartbeat", "Log", "Fatal",
-           "Drain", "Message", "FAILURE_KINDS", "ManagerConfig", "encode", "decode", "submit_of", "describe_error",
+__all__ = ["Register", "Ping", "Configure", "Submit", "Shutdown", "Started", "Began", "Result", "Failed", "Heartbeat",
+           "Log", "Fatal", "Drain", "Message", "FAILURE_KINDS", "ManagerConfig", "encode", "decode", "submit_of", "describe_error",
            "rebuild_error"]
 
 FAILURE_KINDS = ("WorkerDied", "WalltimeExceeded", "ExecutorShutdown", "ExecutorFailed", "ResourcesUnavailable")
@@ -118,6 +122,10 @@ class Started(NamedTuple):
     gpus: int  # accelerators its tasks share
 
 
+class Began(NamedTuple):  # sent before the tasks' workers are sent them: a task not named here never ran
+    task_ids: list  # the tasks one dispatch pass starts, in order
+
+
 class Result(NamedTuple):
     task_id: int
     ok: bool  # True: payload is the serialized result; False: a serialized RemoteExceptionWrapper
@@ -161,7 +169,7 @@ class Drain(NamedTuple):  # the manager takes no new task; once it holds none th
     after: float  # seconds since the manager started (its drain_period)
 
 
-Message = Union[Register, Ping, Configure, Submit, Shutdown, Started, Result, Failed, Heartbeat, Log, Fatal, Drain]
+Message = Union[Register, Ping, Configure, Submit, Shutdown, Started, Began, Result, Failed, Heartbeat, Log, Fatal, Drain]
 
 _NUMBER, _OPTIONAL_NUMBER, _OPTIONAL_INT = "number", "number?", "int?"
 _INTS, _NUMBERS, _INT_LISTS = "ints", "numbers", "int lists"  # lists of integers, of numbers, of integer lists
@@ -174,6 +182,7 @@ _SCHEMA: dict[str, tuple[type, tuple[Any, ...]]] = {  # tag -> (kind, types of i
                         int, _NUMBER, int, _NUMBER, bytes)),
     "shutdown": (Shutdown, ()),
     "started": (Started, (int, _INTS, _INT_LISTS, dict, _NUMBER, int)),
+    "began": (Began, (_INTS,)),
     "result": (Result, (int, bool, _PLAIN, int, int, int, _NUMBER, bytes)),
     "failed": (Failed, (int, str, str, _DETAIL, _OPTIONAL_INT, _OPTIONAL_INT, _OPTIONAL_INT, _OPTIONAL_NUMBER)),
     "heartbeat": (Heartbeat, (_INTS, int, _NUMBERS, _INTS)),

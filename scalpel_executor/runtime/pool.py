@@ -18,7 +18,9 @@ Data flow::
                                                               (holding no lock; Parsl's callbacks run here)
 
 The dispatch thread owns the Scheduler and the worker table outright, so neither needs a lock;
-``submit`` only appends to the inbox and writes one byte to wake the thread.
+``submit`` only appends to the inbox and writes one byte to wake the thread. Each dispatch pass
+calls ``on_start`` with its tasks' ids before sending any ``Run``: a node manager tells its driver
+(``Began``), which so knows which tasks of a lost manager never ran.
 
 Failures, all handled on the dispatch thread::
 
@@ -45,6 +47,7 @@ import signal
 import subprocess
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -55,7 +58,8 @@ from scalpel_executor.core.batching import Batcher, Batching
 from scalpel_executor.core.resources import needs_resources, unfit_reason
 from scalpel_executor.core.scheduler import CHECKED_AT_DISPATCH, Scheduler, Task
 from scalpel_executor.core.topology import Topology
-from scalpel_executor.host.accelerators import device_cpus, device_env, pick_devices
+from scalpel_executor.host.accelerators import device_domains, device_env
+from scalpel_executor.host.topology import allowed_cpus
 from scalpel_executor.runtime.contract import OnComplete, Outcome
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, WalltimeExceeded,
                                              WorkerDied)
@@ -66,9 +70,15 @@ from scalpel_executor.runtime.protocol import Measured, Ready, Result, Run, Warm
 logger = logging.getLogger(__name__)
 
 NO_WORKERS_LEFT = "no worker could be started on any core (see the log); no new tasks are accepted"
+LOCAL_BLOCK_ID = "0"  # local mode's one block, as HTEX's first LocalProvider block (PARSL_WORKER_BLOCK_ID)
 RESPAWNS_KEPT = 1024  # the latest respawn times remembered (respawn_seconds)
 READY_TIMEOUT = 60.0  # seconds a new worker may take to import and report ready
 MAX_FAILED_STARTS = 3  # replacements in a row that die before "ready" before a slot is retired
+
+
+def new_pool_id() -> str:
+    """A node manager's id, as HTEX's worker pool makes its ``uid``: the last 12 hex digits of a uuid4."""
+    return uuid.uuid4().hex[-12:]
 
 
 @dataclass(eq=False)
@@ -122,10 +132,19 @@ class WorkerPool:
     on_state : callable(), optional
         Called (on the dispatch thread) after ``respawns``, ``respawn_seconds`` or ``retired_slots``
         change: a node manager reports them to its driver at once.
+    pool_id, block_id : str
+        HTEX's ``PARSL_WORKER_POOL_ID`` and ``PARSL_WORKER_BLOCK_ID``, set in each worker's
+        environment (over ``worker_env``, as HTEX's worker sets them): the node manager's id
+        (:func:`new_pool_id`, made here when not given) and its block (:data:`LOCAL_BLOCK_ID` in local mode).
+    on_start : callable(list of task ids), optional
+        Called (on the dispatch thread) with the tasks of each dispatch pass before any of them is
+        sent to its worker: a node manager reports them (``Began``), so that if it is lost its
+        driver knows which tasks never ran. One call per pass, not per task.
     """
 
     def __init__(self, topology: Topology, options: PoolOptions, on_complete: OnComplete, *,
-                 on_state: Callable[[], None] | None = None):
+                 on_state: Callable[[], None] | None = None, on_start: Callable[[list[int]], None] | None = None,
+                 pool_id: str | None = None, block_id: str = LOCAL_BLOCK_ID):
         self.options = options
         self.walltime_grace = options.walltime_grace  # seconds past a task's walltime before its worker is killed
         self.topology = topology
@@ -133,10 +152,10 @@ class WorkerPool:
         self.memory_budget = memory_budget(options)
         self._scheduler = Scheduler([d.cpus for d in topology.domains], options.policy, seed=options.seed,
                                     llc=topology.llc_size, model=options.contention_model,
-                                    memory=self.memory_budget, gpus=len(options.accelerators))
-        self._free_devices: deque[str] = deque(options.accelerators)  # ids no running task holds
-        self._device_cpus = device_cpus(options.accelerators)  # each device's NUMA node's CPUs, where sysfs tells
-        self._slot_cpus = slot_cpus(topology, options.pin, sorted(os.sched_getaffinity(0)))
+                                    memory=self.memory_budget, gpus=len(options.accelerators),
+                                    device_domains=device_domains(options.accelerators,
+                                                                  [d.cpus for d in topology.domains]))
+        self._slot_cpus = slot_cpus(topology, options.pin, sorted(allowed_cpus()))
         self._batcher: Batcher[Task] = Batcher(Batching(options.batch_window, options.batch_quiet, options.max_batch),
                                                len(self._slot_cpus), runtime_of=lambda task: task.runtime,
                                                hold_while_busy=options.policy not in CHECKED_AT_DISPATCH)
@@ -155,6 +174,9 @@ class WorkerPool:
         self.respawn_seconds: deque[float] = deque(maxlen=RESPAWNS_KEPT)  # death noticed -> replacement ready
         self.retired_slots: set[int] = set()  # slots whose replacements kept dying before "ready"
         self._on_state = on_state or (lambda: None)
+        self._on_start = on_start
+        self.pool_id = pool_id or new_pool_id()
+        self._ids_env = {"PARSL_WORKER_POOL_ID": self.pool_id, "PARSL_WORKER_BLOCK_ID": block_id}
         self._failed_starts: dict[int, int] = {}  # slot -> replacements in a row that died unready
         self._learned: dict[str, float] = {}  # profile key -> latest footprint measured in this run
         self._no_workers_left = False
@@ -278,7 +300,8 @@ class WorkerPool:
         with self._spawn_lock:
             if self._stopping.is_set():
                 return None
-            env = worker_environment(cpus, self.options.worker_env, rank=slot, count=len(self._slot_cpus))
+            env = worker_environment(cpus, {**self.options.worker_env, **self._ids_env}, rank=slot,
+                                     count=len(self._slot_cpus))
             process, connection = start_worker(cpus, env)
             self._spawned.append(process)
         worker = _Worker(slot, cpus, process, connection)
@@ -367,7 +390,10 @@ class WorkerPool:
         self._scheduler.learn(task.key, value)
 
     def _dispatch(self) -> None:
-        for assignment in self._scheduler.dispatch(time.monotonic()):
+        assignments = self._scheduler.dispatch(time.monotonic())
+        if assignments and self._on_start is not None:
+            self._on_start([assignment.task.id for assignment in assignments])
+        for assignment in assignments:
             worker = self._workers[assignment.slot.index]
             task = assignment.task
             job: Job = task.payload
@@ -378,9 +404,7 @@ class WorkerPool:
                 tuple(sorted({cpu for slot in assignment.booked for cpu in self._slot_cpus[slot.index]}))
             env: tuple[tuple[str, str], ...] = ()
             if self.options.accelerators:  # a task without accelerators sees none, so it takes none
-                job.devices = tuple(pick_devices(self._free_devices, task.gpus, job.cpus, self._device_cpus))
-                for device in job.devices:
-                    self._free_devices.remove(device)
+                job.devices = tuple(self.options.accelerators[i] for i in assignment.devices)
                 env = device_env(job.devices)
             worker.task = task
             cpus = job.cpus if len(assignment.booked) > 1 else ()
@@ -430,7 +454,6 @@ class WorkerPool:
             self._worker_lost(worker)
             return
         self._scheduler.release(worker.slot)
-        self._free_devices.extend(task.payload.devices)
         self._learn(task, stats.get("footprint") if isinstance(stats, dict) else None)
         if isinstance(stats, dict):  # how the scheduler saw it: why it started, the footprint it last knew
             stats["admission"], stats["scheduled_footprint"] = task.payload.admission, task.footprint
@@ -496,7 +519,6 @@ class WorkerPool:
         logger.warning("worker pid %d on CPUs %s died (%s)%s", worker.process.pid, worker.cpus, cause,
                        f" while running task {task.id}" if task else "")
         if task is not None:
-            self._free_devices.extend(task.payload.devices)
             self._complete(task, Outcome(False, error=error or WorkerDied(
                 f"task {task.id} was lost: its worker (pid {worker.process.pid}) on core "
                 f"{','.join(map(str, worker.cpus))} died from {cause}",

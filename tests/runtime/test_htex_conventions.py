@@ -134,3 +134,30 @@ def test_workers_know_their_rank_and_count_as_under_htex(tmp_path):
     with parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "runinfo"), strategy="none")):
         seen = sorted(future.result(timeout=120) for future in [rank_and_count(str(meeting)) for _ in range(2)])
     assert seen == [("0", "2"), ("1", "2")]
+
+
+@python_app
+def pool_and_block(meeting, count):
+    """This worker's PARSL_WORKER_POOL_ID and PARSL_WORKER_BLOCK_ID, once ``count`` workers have met."""
+    import os
+    import time
+
+    open(os.path.join(meeting, str(os.getpid())), "w").close()
+    deadline = time.monotonic() + 60
+    while len(os.listdir(meeting)) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return os.environ.get("PARSL_WORKER_POOL_ID"), os.environ.get("PARSL_WORKER_BLOCK_ID")
+
+
+@pytest.mark.parametrize("node_manager", [True, False])
+def test_workers_know_their_pool_and_block_as_under_htex(tmp_path, node_manager):
+    """HTEX's workers see their manager's id (PARSL_WORKER_POOL_ID, 12 hex digits) and block
+    (PARSL_WORKER_BLOCK_ID); local mode's one block is "0", as HTEX's first LocalProvider block."""
+    meeting = tmp_path / "meeting"
+    meeting.mkdir()
+    executor = ScalpelExecutor(label="scalpel", topology="1x2", profiles=False, node_manager=node_manager,
+                               worker_env={"PARSL_WORKER_BLOCK_ID": "not this"})
+    with parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "runinfo"), strategy="none")):
+        seen = {future.result(timeout=120) for future in [pool_and_block(str(meeting), 2) for _ in range(2)]}
+    (pool_id, block_id), = seen  # both workers, one manager
+    assert block_id == "0" and len(pool_id) == 12 and int(pool_id, 16) >= 0, seen

@@ -28,8 +28,8 @@ from scalpel_executor.runtime import hub as hub_module
 from scalpel_executor.runtime.channel import MAX_FRAME, PING, load_keys, make_keys
 from scalpel_executor.runtime.errors import NodeManagerLost, WorkerDied
 from scalpel_executor.runtime.hub import ManagerHub
-from scalpel_executor.runtime.manager_protocol import (Configure, Drain, Failed, Heartbeat, ManagerConfig, Register,
-                                                       Result, Shutdown, Started, Submit, decode, encode)
+from scalpel_executor.runtime.manager_protocol import (Began, Configure, Drain, Failed, Heartbeat, ManagerConfig,
+                                                       Register, Result, Shutdown, Started, Submit, decode, encode)
 from scalpel_executor.runtime.options import PoolOptions
 from tests.runtime.helpers import GENEROUS, Outcomes, alive, call, sleep_after_marking, wait_until, where
 
@@ -359,6 +359,10 @@ class FakeManager:
                 return message
         raise AssertionError(f"no {kind.__name__} within {timeout} s")
 
+    def begin(self, *submits):
+        """Say these tasks start, as a manager's dispatch pass does before sending them to workers."""
+        self.send(Began([submit.task_id for submit in submits]))
+
     def result(self, submit, value):
         return Result(submit.task_id, True, {"wall": 0.01}, 0, 0, 0, time.monotonic(), serialize(value))
 
@@ -520,6 +524,7 @@ def test_a_malformed_message_from_a_key_holder_loses_only_that_manager(hub_and_m
     for task_id in range(2):
         hub.submit(call(task_id, where, task_id))
     held = [fake.receive(Submit) for _ in range(2)]
+    fake.begin(held[0])  # held[1] waits in its scheduler
     launch("healthy", CPUS[0])
     assert registered(hub, 2)
     if malformed == "deeply nested header":
@@ -533,8 +538,9 @@ def test_a_malformed_message_from_a_key_holder_loses_only_that_manager(hub_and_m
         monkeypatch.setattr(hub_module, "rebuild_error", broken)
         fake.send(NO_WORKER_LEFT._replace(task_id=held[0].task_id, slot=0))
     lost = outcomes.wait([m.task_id for m in held])
-    for outcome in lost.values():
-        assert isinstance(outcome.error, NodeManagerLost) and "malformed" in str(outcome.error), outcome
+    began, waiting = lost[held[0].task_id], lost[held[1].task_id]
+    assert isinstance(began.error, NodeManagerLost) and "malformed" in str(began.error), began
+    assert waiting.ok and deserialize(waiting.payload)[0] == held[1].task_id, waiting  # run by the other, unspent
     for task_id in range(2, 6):
         hub.submit(call(task_id, where, task_id))
     results = outcomes.wait(range(2, 6))
@@ -542,6 +548,44 @@ def test_a_malformed_message_from_a_key_holder_loses_only_that_manager(hub_and_m
     assert hub._thread.is_alive()
     assert all(len(entries) == 1 for entries in outcomes.by_task.values())
     assert [m["block_id"] for m in hub.connected_managers()] == ["healthy"]
+
+
+def test_a_lost_manager_fails_only_the_tasks_it_began_and_the_others_run_elsewhere_unspent(hub_and_managers, fakes):
+    hub, outcomes, launch = hub_and_managers()
+    lossy = fakes(hub, "lossy")
+    for task_id in range(2):  # one for its slot, one prefetched
+        hub.submit(call(task_id, where, task_id))
+    held = [lossy.receive(Submit) for _ in range(2)]
+    lossy.begin(held[0])
+    launch("healthy", CPUS[0])
+    assert registered(hub, 2)
+    lossy.close()  # its connection drops, as when its node is killed
+    ended = outcomes.wait([m.task_id for m in held])
+    began, waiting = ended[held[0].task_id], ended[held[1].task_id]
+    assert isinstance(began.error, NodeManagerLost) and "fake-lossy" in str(began.error), began
+    # Before: NodeManagerLost too, spending a retry on a task that never ran.
+    assert waiting.ok and deserialize(waiting.payload)[0] == held[1].task_id, waiting
+    assert all(len(entries) == 1 for entries in outcomes.by_task.values()) and hub.managers_lost == 1
+
+
+@pytest.mark.parametrize("block_pending", [True, False])
+def test_with_no_other_manager_a_lost_managers_unstarted_tasks_wait_only_while_a_block_is_pending(
+        hub_and_managers, fakes, block_pending):
+    hub, outcomes, launch = hub_and_managers()
+    hub.blocks_pending = lambda: block_pending
+    lossy = fakes(hub, "lossy")
+    for task_id in range(2):
+        hub.submit(call(task_id, where, task_id))
+    held = [lossy.receive(Submit) for _ in range(2)]
+    lossy.close()
+    if block_pending:  # the block brings a manager, which runs both
+        assert wait_until(lambda: hub.managers_lost == 1)
+        launch("pending", CPUS[0])
+        assert all(outcome.ok for outcome in outcomes.wait([m.task_id for m in held]).values())
+    else:  # nothing may come for them: they fail as before, and retries= decides
+        assert all(isinstance(outcome.error, NodeManagerLost)
+                   for outcome in outcomes.wait([m.task_id for m in held]).values())
+    assert all(len(entries) == 1 for entries in outcomes.by_task.values())
 
 
 def rss():

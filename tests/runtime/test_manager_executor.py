@@ -70,18 +70,31 @@ def test_a_worker_death_fails_its_task_with_worker_died(dfk):
     assert where(1).result(timeout=GENEROUS)[0] == 1
 
 
-def test_a_killed_manager_fails_its_tasks_with_manager_lost_and_retries_rerun_them(dfk, tmp_path):
+@python_app(executors=["scalpel"])
+def mark_then_wait(marker, release, x):
+    import os
+    import time
+
+    open(marker, "w").close()
+    while not os.path.exists(release):
+        time.sleep(0.02)
+    return x
+
+
+def test_a_killed_manager_fails_the_tasks_it_began_once_and_the_replacement_runs_the_rest_unspent(dfk, tmp_path):
     executor = dfk.executors["scalpel"]
     lost_pid, workers = executor.pool.pid, executor.pool.worker_pids
     release = tmp_path / "release"
-    futures = [wait_for_file(str(release), i) for i in range(4)]
-    time.sleep(0.5)  # two run, two wait in the manager
+    futures = [mark_then_wait(str(tmp_path / f"began-{i}"), str(release), i) for i in range(len(workers) + 2)]
+    assert wait_until(lambda: len(list(tmp_path.glob("began-*"))) == len(workers))  # two wait in the manager
+    began = sorted(tmp_path.glob("began-*"))
     os.kill(lost_pid, signal.SIGKILL)
     assert wait_until(lambda: executor.pool.managers_lost > 0), "the killed manager was not declared lost"
     release.touch()
-    assert [f.result(timeout=GENEROUS) for f in futures] == [0, 1, 2, 3]  # retries=1 ran them again
-    report = executor.run_report()  # each failed once (ManagerLost), then ran on the replacement
-    assert (report["tasks_failed"], report["tasks_finished"]) == (4, 8)
+    assert [f.result(timeout=GENEROUS) for f in futures] == list(range(len(futures)))  # retries=1 reran the begun
+    report = executor.run_report()  # those begun failed once (ManagerLost); the others ran once, unspent
+    assert (report["tasks_failed"], report["tasks_finished"]) == (len(began), len(futures) + len(began))
+    assert {i for i, f in enumerate(futures) if f.task_record["fail_count"]} == {int(p.stem[6:]) for p in began}
     assert executor.pool.pid != lost_pid and not alive([lost_pid, *workers])
 
 

@@ -12,6 +12,8 @@ import pytest
 from parsl import python_app
 from parsl.config import Config
 from parsl.executors.errors import BadStateException
+from parsl.executors.high_throughput.errors import ManagerLost
+from parsl.jobs.states import JobState
 from parsl.launchers import SingleNodeLauncher
 from parsl.providers import LocalProvider
 
@@ -32,7 +34,8 @@ def wait_until(condition, timeout=BLOCKS_GENEROUS):
     return helpers.wait_until(condition, timeout, interval=0.05)
 
 
-def load(tmp_path, blocks=2, retries=0, max_idletime=120.0, nodes_per_block=1, max_blocks=None, **options):
+def load(tmp_path, blocks=2, retries=0, max_idletime=120.0, nodes_per_block=1, max_blocks=None, strategy="simple",
+         **options):
     # SingleNodeLauncher runs the launch command once per node of the block, here all on this host
     provider = LocalProvider(init_blocks=blocks, min_blocks=0, max_blocks=max_blocks or max(blocks, 1),
                              nodes_per_block=nodes_per_block, launcher=SingleNodeLauncher())
@@ -40,7 +43,7 @@ def load(tmp_path, blocks=2, retries=0, max_idletime=120.0, nodes_per_block=1, m
     executor = ScalpelExecutor(label="scalpel_blocks", provider=provider, profiles=False, batch_window=0.002,
                                heartbeat_period=0.5, **options)
     dfk = parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "run"), strategy_period=0.5,
-                            retries=retries, max_idletime=max_idletime))
+                            retries=retries, max_idletime=max_idletime, strategy=strategy))
     return dfk, executor
 
 
@@ -53,6 +56,15 @@ def where(x):
     import os
 
     return x, os.environ.get("PARSL_WORKER_BLOCK_ID"), sorted(os.sched_getaffinity(0))
+
+
+@python_app(executors=["scalpel_blocks"])
+def pool_of_block(x):
+    import os
+    import time
+
+    time.sleep(0.2)  # both blocks get some
+    return os.environ.get("PARSL_WORKER_BLOCK_ID"), os.environ.get("PARSL_WORKER_POOL_ID")
 
 
 @python_app(executors=["scalpel_blocks"])
@@ -91,6 +103,8 @@ def test_two_blocks_run_a_workflow_each_manager_on_its_own_cpu(tmp_path):
         processes = manager_processes(executor)
         report = executor.run_report()
         assert report["tasks_finished"] == 12 and {t["cpu"] for t in report["tasks"]} == {0, 1}
+        pools = dict(future.result(timeout=BLOCKS_GENEROUS) for future in [pool_of_block(i) for i in range(6)])
+        assert pools == {m["block_id"]: m["manager"] for m in managers.values()}, pools  # HTEX's variables
         # the run directory holds the keys while the run lasts, private to this user
         (cert_dir,) = (tmp_path / "run").glob("*/scalpel_blocks/certificates")
         assert oct(cert_dir.stat().st_mode & 0o777) == "0o700"
@@ -120,6 +134,29 @@ def test_a_killed_manager_fails_its_task_with_manager_lost_and_retries_run_it_on
         report = executor.run_report()  # once lost with its manager, then the retry
         assert (report["tasks_finished"], report["tasks_failed"], executor.pool.managers_lost) == (2, 1, 1)
         assert wait_until(lambda: not alive(holder["worker_pids"])), "the killed manager's workers outlived it"
+    finally:
+        dfk.cleanup()
+
+
+@needs_two_cpus
+def test_a_killed_blocks_prefetched_task_runs_on_another_block_without_a_retry(tmp_path):
+    dfk, executor = load(tmp_path, retries=0)
+    try:
+        assert managers_ready(executor, 2)
+        release = tmp_path / "release"
+        futures = [run_until_released(str(tmp_path / f"began-{i}"), str(release)) for i in range(4)]
+        # each block's one worker runs one task and holds one more (prefetch_capacity 1)
+        assert wait_until(lambda: sorted(m["tasks"] for m in executor.connected_managers()) == [2, 2])
+        assert wait_until(lambda: len(list(tmp_path.glob("began-*"))) == 2)
+        (lost,) = [m for m in executor.connected_managers() if m["block_id"] == "0"]
+        os.kill(lost["pid"], signal.SIGKILL)
+        assert wait_until(lambda: executor.pool.managers_lost == 1)
+        release.touch()
+        errors = [future.exception(timeout=BLOCKS_GENEROUS) for future in futures]
+        failed = [error for error in errors if error is not None]
+        # only the task it had begun (before: its prefetched one too, with retries=0 a failure)
+        assert len(failed) == 1 and isinstance(failed[0], ManagerLost), errors
+        assert all(future.result() != "0" for future in futures if future.exception() is None)
     finally:
         dfk.cleanup()
 
@@ -161,7 +198,31 @@ def test_a_block_whose_workers_cannot_start_is_dealt_nothing_and_every_task_runs
         assert wait_until(lambda: not alive([broken["pid"]])), "the manager without workers was not let go"
         assert "1" not in [m["block_id"] for m in executor.connected_managers()]
         assert executor.pool.managers_lost >= 1
+        # and its block is cancelled, so Parsl's strategy may start a healthy one in its place
+        assert wait_until(lambda: executor.status_facade["1"].state == JobState.SCALED_IN), executor.status_facade
     finally:
+        dfk.cleanup()
+
+
+def test_a_silent_managers_block_is_cancelled_and_the_strategy_starts_another(tmp_path):
+    dfk, executor = load(tmp_path, blocks=1, heartbeat_threshold=2.0, launch_cmd=DEFAULT_LAUNCH_CMD)
+    stopped = None
+    try:
+        assert managers_ready(executor, 1)
+        (manager,) = executor.connected_managers()
+        stopped, job_id = manager["pid"], executor.blocks_to_job_id["0"]
+        os.kill(stopped, signal.SIGSTOP)  # alive, holding its block's node, silent: only the heartbeat tells
+        assert wait_until(lambda: executor.pool.managers_lost == 1)
+        # Before: the lost manager's block stayed, its job running and its node held, idle
+        assert wait_until(lambda: executor.status_facade["0"].state == JobState.SCALED_IN), executor.status_facade
+        assert wait_until(lambda: executor.provider.status([job_id])[0].state == JobState.CANCELLED)
+        # LocalProvider cancels with SIGTERM, which a stopped process takes when it resumes (a hung one at once)
+        os.kill(stopped, signal.SIGCONT)
+        assert wait_until(lambda: not alive([stopped, *manager["worker_pids"]])), "the cancelled block lives on"
+        assert where(1).result(timeout=BLOCKS_GENEROUS)[1] == "1"  # a new block, started by the strategy
+    finally:
+        if stopped is not None and alive([stopped]):
+            os.kill(stopped, signal.SIGCONT)
         dfk.cleanup()
 
 
@@ -248,6 +309,44 @@ def test_an_idle_block_is_scaled_in_and_a_new_one_started_for_later_work(tmp_pat
         assert where(1).result(timeout=BLOCKS_GENEROUS)[1] == "1"  # a new block, whose manager joined mid-run
     finally:
         dfk.cleanup()
+
+
+@python_app(executors=["scalpel_blocks"])
+def run_until_released(marker, release):
+    import os
+    import time
+
+    open(marker, "w").close()
+    while not os.path.exists(release):
+        time.sleep(0.05)
+    return os.environ.get("PARSL_WORKER_BLOCK_ID")
+
+
+def parsl_errors(tmp_path):
+    """The ERROR records of the run's parsl.log."""
+    (log,) = (tmp_path / "run").glob("*/parsl.log")
+    return [line for line in log.read_text().splitlines() if " ERROR: " in line]
+
+
+@needs_two_cpus
+def test_htex_auto_scale_cancels_the_idle_block_while_a_task_runs_on_the_other_and_logs_no_error(tmp_path):
+    dfk, executor = load(tmp_path, blocks=2, max_idletime=1.0, strategy="htex_auto_scale")
+    try:  # submitted at once: with no task, the strategy would scale both blocks in after max_idletime
+        marker, release = tmp_path / "running", tmp_path / "release"
+        future = run_until_released(str(marker), str(release))
+        assert wait_until(marker.exists)
+        (busy,) = [m["block_id"] for m in executor.connected_managers() if m["tasks"]]
+        (idle,) = {"0", "1"} - {busy}
+        # One task, two blocks of one worker: the strategy asks for one block fewer, idle for max_idletime
+        assert wait_until(lambda: executor.status_facade[idle].state == JobState.SCALED_IN), executor.status_facade
+        assert wait_until(lambda: [m["block_id"] for m in executor.connected_managers()] == [busy])
+        assert executor.status_facade[busy].state in (JobState.PENDING, JobState.RUNNING)
+        release.touch()
+        assert future.result(timeout=BLOCKS_GENEROUS) == busy
+    finally:
+        dfk.cleanup()
+    # Before: "This strategy only supports scaling in for HighThroughputExecutor" at every poll, both blocks kept
+    assert parsl_errors(tmp_path) == []
 
 
 def test_a_block_that_cannot_start_puts_the_executor_in_bad_state(tmp_path):
