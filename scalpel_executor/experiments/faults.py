@@ -178,6 +178,10 @@ class Case:
     fault: str
     seed: int
 
+    @property
+    def combination(self) -> tuple:
+        return self.state, self.fault
+
     def __str__(self) -> str:
         return f"case {self.number} (state {self.state}, fault {self.fault}; replay: --replay {self.state}/{self.fault}/{self.seed})"
 
@@ -488,19 +492,25 @@ def run(cases: int = 200, seed: int = 1, per_round: int = 8, progress=None, plan
     started = time.monotonic()
     planned = planned if planned is not None else plan(cases, seed)
     with tempfile.TemporaryDirectory(prefix="scalpel-faults-") as run_dir:
-        for first in range(0, len(planned), per_round):
-            current = Round(run_dir, report)
-            try:
-                for case in planned[first:first + per_round]:
-                    current.run_case(case)
-                    report.cases += 1
-                    report.combinations[(case.state, case.fault)] += 1
-                    if progress:
-                        progress(report)
-            finally:
-                current.finish()
+        run_rounds(report, planned, per_round, lambda: Round(run_dir, report), progress)
     report.seconds = time.monotonic() - started
     return report
+
+
+def run_rounds(report: Report, planned: list, per_round: int, new_round, progress=None) -> None:
+    """Run ``planned`` cases, ``per_round`` per round that ``new_round()`` makes, each round finished
+    (cleanup and checks) whatever happens; counts each case under its combination."""
+    for first in range(0, len(planned), per_round):
+        current = new_round()
+        try:
+            for case in planned[first:first + per_round]:
+                current.run_case(case)
+                report.cases += 1
+                report.combinations[case.combination] += 1
+                if progress:
+                    progress(report)
+        finally:
+            current.finish()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -70,26 +70,23 @@ import argparse
 import functools
 import logging
 import os
-import queue
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 
 import psutil
-import zmq
 
 from scalpel_executor.experiments import faults
-from scalpel_executor.runtime.channel import MAX_FRAME, PING, load_keys
+from scalpel_executor.experiments.manager_peers import (DRAINS_ON_FILE, SITECUSTOMIZE, FakeManager, malformed_message,
+                                                       stranger)
+from scalpel_executor.runtime.channel import MAX_FRAME, PING
 from scalpel_executor.runtime.executor import DEFAULT_LAUNCH_CMD
-from scalpel_executor.runtime.manager_protocol import (Configure, Drain, Heartbeat, Register, Result, Started, Submit,
-                                                       decode, encode)
+from scalpel_executor.runtime.manager_protocol import Drain, Heartbeat, Result, decode, encode
 
 STATES = ("registering", "idle", "busy", "draining", "replacing", "stalled")
 PROCESS_FAULTS = ("sigkill", "stop_short", "stop_long", "no_workers")
@@ -115,40 +112,7 @@ SLOW_CALLBACK = HEARTBEAT_THRESHOLD + 1.0
 FINISH_MARGIN = 0.5  # seconds: a body that ended this long before its manager's fault had sent its result
 WAIT = 60.0  # seconds any one wait of a case may take before the case is reported as stuck
 LEFTOVER_WAIT = 20.0  # seconds after cleanup within which every process must be gone
-STRANGER_FRAME = 128 << 20  # bytes a stranger announces
 STRANGER_RSS_LIMIT = 64 << 20  # driver growth that would mean the announced frame was allocated
-# A worker dies at start while its manager's break directory holds a token (taking one) or "forever".
-SITECUSTOMIZE = """\
-import os
-_breaks = os.path.join(os.path.dirname(os.path.abspath(__file__)), "break-%d" % os.getppid())
-if os.path.isdir(_breaks):
-    for _name in sorted(os.listdir(_breaks)):
-        if _name == "forever":
-            os._exit(7)
-        try:
-            os.remove(os.path.join(_breaks, _name))
-        except OSError:
-            continue
-        os._exit(7)
-"""
-# A manager launched by hand that drains (sends Drain, as at its drain_period) once a file appears.
-DRAINS_ON_FILE = """\
-import os, sys, threading, time
-import scalpel_executor.runtime.manager as manager
-trigger, run = sys.argv.pop(1), manager.NodeManager.run
-def run_until_the_file(self):
-    def watch():
-        while not os.path.exists(trigger):
-            time.sleep(0.02)
-        self._drain_at = 0.0
-    threading.Thread(target=watch, daemon=True).start()
-    return run(self)
-manager.NodeManager.run = run_until_the_file
-sys.argv[0] = "scalpel-manager"
-sys.exit(manager.main(sys.argv[1:]))
-"""
-
-
 def marked_task(marks: str, number: int, seconds: float) -> int:
     """The task every case submits: marks its start (with its manager's pid) and its end, returns ``number``."""
     import os
@@ -166,6 +130,10 @@ def marked_task(marks: str, number: int, seconds: float) -> int:
 @dataclass
 class Case(faults.Case):
     mode: str = "provider"
+
+    @property
+    def combination(self) -> tuple:
+        return self.mode, self.state, self.fault
 
     def __str__(self) -> str:
         return (f"case {self.number} ({self.mode}, state {self.state}, fault {self.fault}; replay: --replay "
@@ -203,77 +171,6 @@ class Fault:
     at: float = float("inf")  # time.time() when it landed on them
     costly: bool = False
     losses_allowed: bool = False  # whether managers may be lost in this case
-
-
-class FakeManager(threading.Thread):
-    """A node manager played by the harness: a DEALER with the run's client keys that registers,
-    optionally reports Started, heartbeats, keeps what it is dealt and runs none of it."""
-
-    def __init__(self, hub, block_id: str, start: bool):
-        super().__init__(name=f"fake-manager-{block_id}", daemon=True)
-        self.url, self.cert_dir, self.block_id, self.start_it = hub.url, hub.cert_dir, block_id, start
-        self.outbox: queue.SimpleQueue = queue.SimpleQueue()
-        self.submits: list[int] = []
-        self.configured = threading.Event()
-        self.stopping = threading.Event()
-
-    def run(self) -> None:
-        context = zmq.Context()
-        dealer = context.socket(zmq.DEALER)
-        dealer.setsockopt(zmq.LINGER, 0)
-        dealer.curve_publickey, dealer.curve_secretkey, dealer.curve_serverkey = load_keys(self.cert_dir, "client")
-        dealer.connect(self.url)
-        dealer.send(encode(Register(self.block_id, f"fake-{self.block_id}", _version(), os.getpid(), [0])))
-        next_beat = 0.0
-        while not self.stopping.is_set():
-            if dealer.poll(20):
-                data = b"".join(dealer.recv_multipart())
-                message = decode(data) if data != PING else None
-                if isinstance(message, Configure):
-                    if self.start_it:
-                        dealer.send(encode(Started(os.getpid(), [], [[0]], {}, 2.0 * 2**30, 0)))
-                    self.configured.set()
-                elif isinstance(message, Submit):
-                    self.submits.append(message.task_id)
-            while not self.outbox.empty():
-                dealer.send(self.outbox.get())
-            if self.configured.is_set() and time.monotonic() >= next_beat:
-                next_beat = time.monotonic() + HEARTBEAT_PERIOD
-                dealer.send(encode(Heartbeat([], 0, [], [])))
-        dealer.close()
-        context.term()
-
-
-def _version() -> str:
-    from scalpel_executor import __version__
-
-    return __version__
-
-
-def malformed_messages(rng: random.Random) -> bytes:
-    """One message an authenticated peer may send that no manager of this version sends."""
-    header = rng.choice([b'["log",' + b"[" * 100_000 + b"]" * 100_000 + b',"scalpel_executor","x"]',
-                         b'["started",1,[],[5],{},0,0]', b'["result","seven"]', b"\xff\xfe not json"])
-    return len(header).to_bytes(4, "big") + header + rng.randbytes(rng.randrange(0, 64))
-
-
-def stranger(port: int, oversized: bool, rng: random.Random) -> int:
-    """A peer without keys: garbage, or a ZMTP greeting and a frame announcing STRANGER_FRAME bytes.
-    Returns how much the driver's memory grew meanwhile."""
-    before = psutil.Process().memory_info().rss
-    with socket.create_connection(("127.0.0.1", port), timeout=WAIT) as peer:
-        try:
-            if oversized:
-                peer.sendall(b"\xff" + bytes(8) + b"\x7f\x03\x00" + b"CURVE" + bytes(15) + bytes(32))
-                peer.sendall(b"\x06" + STRANGER_FRAME.to_bytes(8, "big"))
-                for _ in range(8):
-                    peer.sendall(bytes(1 << 20))
-            else:
-                peer.sendall(rng.randbytes(rng.randrange(1, 4096)))
-        except OSError:
-            pass  # the driver closed the connection: what it should do
-        grown = psutil.Process().memory_info().rss - before
-    return max(0, grown)
 
 
 class Round:
@@ -341,7 +238,7 @@ class Round:
         the reading thread once when asked (a stalled driver)."""
         pool = self.pool
         if self.mode == "provider":
-            receive, send, deal = pool._receive, pool._send, pool._deal
+            receive, send, judge = pool._receive, pool._send, pool._judge_silence
 
             def receiving(router, frames):
                 if len(frames) == 2:
@@ -354,11 +251,11 @@ class Round:
                     self.dealt_to_unable += 1
                 return send(router, manager, data, identity)
 
-            def dealing(router):
+            def judging(router):  # after the pass's read, as when a stopped driver resumes: unread since
                 self._stall_here()
-                deal(router)
+                judge(router)
 
-            pool._receive, pool._send, pool._deal = receiving, sending, dealing
+            pool._receive, pool._send, pool._judge_silence = receiving, sending, judging
         else:
             handle = pool._handle
 
@@ -494,12 +391,9 @@ class Round:
             return
         self.wait_case(case)  # fillers first: the state is set up from a quiet executor
         losses = self.losses()
-        cleanup = self.put_in_state(case, fault, rng)
-        if cleanup is not False:
+        if self.put_in_state(case, fault, rng):
             self.inject(case, fault, rng)
             self.wait_case(case)
-            if cleanup:
-                cleanup()
         if not fault.losses_allowed and self.losses() != losses:
             self.report.failures.append(f"{case}: {self.losses() - losses} managers were lost to a fault that "
                                         f"must cost none")
@@ -510,13 +404,14 @@ class Round:
         self.report.managers_lost += self.losses() - losses
         self.end_extras()
 
-    def put_in_state(self, case: Case, fault: Fault, rng: random.Random):
-        """Bring a manager into ``case.state``; sets ``self.victim`` (a pid, or a FakeManager)."""
+    def put_in_state(self, case: Case, fault: Fault, rng: random.Random) -> bool:
+        """Bring a manager into ``case.state``; sets ``self.victim`` (a pid, or a FakeManager); False
+        when the state could not be reached (a failure is reported)."""
         keyed = case.fault in KEYED_FAULTS
         state = case.state
         self.victim = None
         if keyed:
-            fake = FakeManager(self.pool, f"{state}-{case.number}", start=state != "registering")
+            fake = FakeManager(self.pool, f"{state}-{case.number}", state != "registering", HEARTBEAT_PERIOD)
             self.fakes.append(fake)
             fake.start()
             if not self.until(fake.configured.is_set, "the fake manager's configuration", case):
@@ -575,7 +470,7 @@ class Round:
             os.kill(lost, signal.SIGKILL)
             if not keyed:
                 self.victim = self.newcomer(before, case, fault)
-        return None
+        return True
 
     def newcomer(self, before: set, case: Case, fault: Fault) -> int | None:
         """The manager process that replaces one of ``before`` (local: the client's replacement, once
@@ -624,14 +519,14 @@ class Round:
         victim = self.victim
         if case.fault in KEYED_FAULTS:
             fault.losses_allowed = True
-            victim.outbox.put(malformed_messages(rng) if case.fault == "malformed_keyed"
+            victim.outbox.put(malformed_message(rng) if case.fault == "malformed_keyed"
                               else encode(Heartbeat([], 0, [], []))[:10] + bytes(MAX_FRAME + 100))
             self.until(lambda: not any(m["hostname"] == f"fake-{victim.block_id}"
                                        for m in self.pool.connected_managers()), "the fake manager's loss", case)
             victim.stopping.set()
             return
         if case.fault in STRANGER_FAULTS:
-            grown = stranger(self.pool.port, case.fault == "oversized_stranger", rng)
+            grown = stranger(self.pool.port, case.fault == "oversized_stranger", rng, WAIT)
             self.report.stranger_rss_growth = max(self.report.stranger_rss_growth, grown)
             if grown > STRANGER_RSS_LIMIT:
                 self.report.failures.append(f"{case}: the driver's memory grew by {grown >> 20} MiB while a stranger "
@@ -664,6 +559,15 @@ class Round:
                     os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        if case.fault in COSTLY:  # the driver has judged it before the case's later tasks are submitted
+            self.until(lambda: self.judged(victim, case.fault), "the faulted manager's loss", case)
+
+    def judged(self, victim: int, fault: str) -> bool:
+        """Whether the driver has acted on the fault at ``victim``: lost it, or (local mode, a broken
+        core) retired that core."""
+        if self.mode == "local":
+            return bool(self.pool.retired_slots) if fault == "no_workers" else self.pool.pid != victim
+        return all(m["pid"] != victim for m in self.pool.connected_managers())
 
     def end_extras(self) -> None:
         """End the managers started by hand and the fakes before the next case."""
@@ -776,18 +680,8 @@ def run(cases: int = 100, seed: int = 1, per_round: int = 8, progress=None, plan
         logging.getLogger(name).setLevel(logging.CRITICAL)
     with tempfile.TemporaryDirectory(prefix="scalpel-manager-faults-") as workspace:
         for mode in MODES:
-            mine = [case for case in planned if case.mode == mode]
-            for first in range(0, len(mine), per_round):
-                current = Round(mode, os.path.join(workspace, f"round-{report.rounds}"), report)
-                try:
-                    for case in mine[first:first + per_round]:
-                        current.run_case(case)
-                        report.cases += 1
-                        report.combinations[(case.mode, case.state, case.fault)] += 1
-                        if progress:
-                            progress(report)
-                finally:
-                    current.finish()
+            faults.run_rounds(report, [case for case in planned if case.mode == mode], per_round,
+                              lambda: Round(mode, os.path.join(workspace, f"round-{report.rounds}"), report), progress)
     report.seconds = time.monotonic() - started
     return report
 
