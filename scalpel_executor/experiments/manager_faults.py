@@ -20,7 +20,7 @@ states a manager can be in, and injects one fault per case, chosen and timed by 
     ──────────────────  ───────────────────────────────────────────────────────────────────────────
     sigkill             SIGKILL of the manager
     stop_short          SIGSTOP of the manager for 0.4 heartbeat_threshold, then SIGCONT
-    stop_long           SIGSTOP of the manager for heartbeat_threshold + 2 s, then SIGCONT
+    stop_long           SIGSTOP of the manager for heartbeat_threshold + 2 s and until it is lost, then SIGCONT
     no_workers          every worker the manager starts from now dies at start (a broken node; in
                         local mode the replacements of one of its cores)
     malformed_keyed     a fake manager holding the run's keys sends a malformed message
@@ -116,11 +116,14 @@ STRANGER_RSS_LIMIT = 64 << 20  # driver growth that would mean the announced fra
 def marked_task(marks: str, number: int, seconds: float) -> int:
     """The task every case submits: marks its start (with its manager's pid) and its end, returns ``number``."""
     import os
+    import sys
     import time
 
+    # The worker's --parent, not its parent now: a worker outlives a killed manager for a moment
+    manager = sys.argv[sys.argv.index("--parent") + 1] if "--parent" in sys.argv else os.getppid()
     path = os.path.join(marks, str(number))
     with open(path + ".started", "w") as handle:
-        handle.write(f"{os.getppid()} {time.time()}")
+        handle.write(f"{manager} {time.time()}")
     time.sleep(seconds)
     with open(path + ".done", "w") as handle:
         handle.write(f"{time.time()}")
@@ -366,11 +369,6 @@ class Round:
         """Wait until ``count`` managers can run tasks (the strategy starts blocks for waiting tasks)."""
         if self.mode == "local":
             count = 1
-            if self.pool.retired_slots:  # a core broken by an earlier case: start the next case afresh
-                old = self.pool.pid
-                os.kill(old, signal.SIGKILL)
-                self.until(lambda: self.pool.pid != old and self.usable() and not self.pool.retired_slots,
-                           "a fresh manager", case)
         deadline = time.monotonic() + WAIT
         while len(self.usable()) < count and time.monotonic() < deadline:
             if self.mode == "provider" and not self.pool.outstanding:  # the strategy starts blocks for work
@@ -387,6 +385,11 @@ class Round:
     def run_case(self, case: Case) -> None:
         rng = random.Random(case.seed)
         fault = Fault(costly=case.fault in COSTLY)
+        if self.mode == "local" and self.pool.retired_slots:  # a core an earlier case broke: a fresh manager
+            old = self.pool.pid
+            os.kill(old, signal.SIGKILL)
+            self.until(lambda: self.pool.pid != old and self.usable() and not self.pool.retired_slots,
+                       "a fresh manager", case)
         if not self.ready(case, fault, 2):
             return
         self.wait_case(case)  # fillers first: the state is set up from a quiet executor
@@ -420,7 +423,7 @@ class Round:
         if state == "registering" and not keyed:
             extra = self.launch(case)
             if case.fault == "no_workers":
-                self.break_workers(extra.pid, forever=True)
+                self.break_workers(extra.pid)
             if not self.until(lambda: any(m["pid"] == extra.pid for m in self.pool.connected_managers())
                               or extra.poll() is not None, "the hand-launched manager's registration", case):
                 return False
@@ -509,11 +512,11 @@ class Round:
     def drain_trigger(self, case: Case) -> str:
         return os.path.join(self.run_dir, f"drain-{case.number}")
 
-    def break_workers(self, manager_pid: int, forever: bool = False, tokens: int = 3) -> None:
+    def break_workers(self, manager_pid: int) -> None:
+        """From now on every worker this manager starts dies at start (the site's sitecustomize)."""
         directory = os.path.join(self.site, f"break-{manager_pid}")
         os.makedirs(directory, exist_ok=True)
-        for name in ["forever"] if forever else [f"token-{i}" for i in range(tokens)]:
-            open(os.path.join(directory, name), "w").close()
+        open(os.path.join(directory, "forever"), "w").close()
 
     def inject(self, case: Case, fault: Fault, rng: random.Random) -> None:
         victim = self.victim
@@ -547,17 +550,21 @@ class Round:
         try:
             if case.fault == "sigkill":
                 os.kill(victim, signal.SIGKILL)
-            elif case.fault in ("stop_short", "stop_long"):
+            elif case.fault == "stop_short":
                 os.kill(victim, signal.SIGSTOP)
-                time.sleep(STOP_SHORT if case.fault == "stop_short" else STOP_LONG)
+                time.sleep(STOP_SHORT)
                 faults.resume(victim)
-            elif case.fault == "no_workers":
-                self.break_workers(victim, tokens=3)
-                workers = self.pool.worker_pids if self.mode == "local" else \
-                    [pid for m in self.pool.connected_managers() if m["pid"] == victim for pid in m["worker_pids"]]
-                for pid in workers[:1] if self.mode == "local" else workers:
+            elif case.fault == "stop_long":  # stopped until the driver has lost it (a stall moves that later)
+                os.kill(victim, signal.SIGSTOP)
+                time.sleep(STOP_LONG)
+                self.until(lambda: self.judged(victim, case.fault), "the stopped manager's loss", case)
+                faults.resume(victim)
+            elif case.fault == "no_workers":  # every worker it starts from now dies; those it has are killed
+                self.break_workers(victim)
+                workers = [child.pid for child in psutil.Process(victim).children()]
+                for pid in workers[:1] if self.mode == "local" else workers:  # local: one core of two
                     os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
+        except (ProcessLookupError, psutil.NoSuchProcess):
             pass
         if case.fault in COSTLY:  # the driver has judged it before the case's later tasks are submitted
             self.until(lambda: self.judged(victim, case.fault), "the faulted manager's loss", case)
@@ -565,8 +572,8 @@ class Round:
     def judged(self, victim: int, fault: str) -> bool:
         """Whether the driver has acted on the fault at ``victim``: lost it, or (local mode, a broken
         core) retired that core."""
-        if self.mode == "local":
-            return bool(self.pool.retired_slots) if fault == "no_workers" else self.pool.pid != victim
+        if self.mode == "local":  # a replacement that could not start is replaced in turn
+            return self.pool.pid != victim or fault == "no_workers" and bool(self.pool.retired_slots)
         return all(m["pid"] != victim for m in self.pool.connected_managers())
 
     def end_extras(self) -> None:

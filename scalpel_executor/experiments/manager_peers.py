@@ -26,19 +26,11 @@ __all__ = ["DRAINS_ON_FILE", "SITECUSTOMIZE", "FakeManager", "malformed_message"
 
 STRANGER_FRAME = 128 << 20  # bytes a stranger announces
 
-# A worker dies at start while its manager's break directory holds a token (taking one) or "forever".
+# On a worker's PYTHONPATH: it dies at start once its manager's break file exists (a broken node).
 SITECUSTOMIZE = """\
 import os
-_breaks = os.path.join(os.path.dirname(os.path.abspath(__file__)), "break-%d" % os.getppid())
-if os.path.isdir(_breaks):
-    for _name in sorted(os.listdir(_breaks)):
-        if _name == "forever":
-            os._exit(7)
-        try:
-            os.remove(os.path.join(_breaks, _name))
-        except OSError:
-            continue
-        os._exit(7)
+if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), "break-%d" % os.getppid(), "forever")):
+    os._exit(7)
 """
 # A manager launched by hand that drains (sends Drain, as at its drain_period) once a file appears.
 DRAINS_ON_FILE = """\
