@@ -67,7 +67,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import functools
 import logging
 import os
 import random
@@ -697,12 +696,24 @@ def main(argv: list[str] | None = None) -> int:
     chooser = argparse.ArgumentParser(add_help=False)
     chooser.add_argument("--mode", choices=MODES, action="append",
                          help="run only this mode's cases (repeatable; default both)")
+    chooser.add_argument("--part", metavar="I/N", default="1/1",
+                         help="run the I-th of N equal parts of the plan (N processes side by side; default 1/1)")
     chosen, rest = chooser.parse_known_args(argv)
     modes = tuple(chosen.mode or MODES)
+    index, _, parts = chosen.part.partition("/")
+    if not (index.isdigit() and parts.isdigit() and 1 <= int(index) <= int(parts)):
+        chooser.error(f"--part takes I/N with 1 <= I <= N, e.g. 1/2, got {chosen.part!r}")
+
+    def run_part(cases, seed, per_round, progress, planned):
+        if planned is None:
+            everything = plan(cases, seed, modes)
+            size = -(-len(everything) // int(parts))
+            planned = everything[(int(index) - 1) * size:int(index) * size]
+        return run(cases, seed, per_round, progress, planned, modes)
+
     return faults.command_line(rest, __doc__, COMBINATIONS,
                                lambda number, combination, seed: Case(number, *combination[1:], seed, combination[0]),
-                               functools.partial(run, modes=modes), "MODE/STATE/FAULT/SEED",
-                               "provider/busy/sigkill/7000014")
+                               run_part, "MODE/STATE/FAULT/SEED", "provider/busy/sigkill/7000014")
 
 
 if __name__ == "__main__":
