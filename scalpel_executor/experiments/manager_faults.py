@@ -13,16 +13,17 @@ states a manager can be in, and injects one fault per case, chosen and timed by 
     draining     provider: one launched by hand that sent Drain while it holds running tasks
     replacing    a manager was SIGKILLed with tasks; the fault lands on the one taking its place
                  (local: the client's replacement process; provider: the block the strategy starts)
-    stalled      a busy manager while the driver stalls: the hub thread (provider; the client's
-                 reader thread in local mode) is paused for heartbeat_threshold + 1 s
+    stalled      a busy manager while the driver stalls: the hub thread, between its read and its
+                 judgement of silence, as a stopped driver resumes (local mode: the client's reader
+                 thread), is paused for heartbeat_threshold + 1 s
 
     fault               injected by
     ──────────────────  ───────────────────────────────────────────────────────────────────────────
     sigkill             SIGKILL of the manager
     stop_short          SIGSTOP of the manager for 0.4 heartbeat_threshold, then SIGCONT
-    stop_long           SIGSTOP of the manager for heartbeat_threshold + 2 s and until it is lost, then SIGCONT
-    no_workers          every worker the manager starts from now dies at start (a broken node; in
-                        local mode the replacements of one of its cores)
+    stop_long           SIGSTOP of the manager for heartbeat_threshold + 2 s, and until it is lost
+    no_workers          every worker the manager starts from now dies at start (a broken node), and
+                        its workers are killed (local mode: one of its two, so one core is retired)
     malformed_keyed     a fake manager holding the run's keys sends a malformed message
     oversized_keyed     the same fake sends one frame over the 16 MiB cap
     malformed_stranger  a TCP peer without keys sends garbage to the hub's port
@@ -52,13 +53,15 @@ ends, and returns N. Checked per round (a fresh executor, several cases, ``dfk.c
 6. no process the round started (managers, workers, samplers, the blocks' shells) outlives cleanup.
 
 Provider mode's managers are started with ``--driver-threshold`` well above the stall, so a stall
-tests the hub's judgement of silence (docs/reliability.md: defect 3), not the managers' own.
+tests the hub's judgement of silence (what it has not read yet is not silence), not the managers'
+own. With the hub's ``SILENCE_GRACE`` set to 0 (the code before that fix), three stalled cases
+threw away 11 results the driver had received.
 Parsl's block error handler is off: blocks whose manager a case kills end with an error status.
 
 Usage::
 
-    python benchmarks/manager_faults.py                                # 100 cases, seed 1, both modes
-    python benchmarks/manager_faults.py --mode provider --cases 500 --seed 7 --json out.json
+    python benchmarks/manager_faults.py                              # 200 cases, seed 1, both modes
+    python benchmarks/manager_faults.py --mode provider --cases 500 --seed 7 --part 1/2 --json a.json
     python benchmarks/manager_faults.py --replay provider/busy/sigkill/7000014   # as a failure printed it
 
 ``tests/runtime/test_manager_faults.py`` runs a handful of cases in the test command.

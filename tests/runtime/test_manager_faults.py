@@ -2,7 +2,8 @@
 
 A few (mode, state, fault) combinations, one round per mode, with timings drawn from a fresh seed
 printed on failure (``SCALPEL_FAULT_SEED`` fixes it). The long run is
-``python benchmarks/manager_faults.py --mode provider --cases 500``; its figures are in docs/reliability.md.
+``python benchmarks/manager_faults.py --mode provider --cases 500 --seed 7`` (in two parts side by side,
+``--part 1/2`` and ``--part 2/2``); its figures are in docs/reliability.md.
 """
 
 import os
