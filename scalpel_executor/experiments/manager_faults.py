@@ -22,6 +22,7 @@ states a manager can be in, and injects one fault per case, chosen and timed by 
     sigkill             SIGKILL of the manager
     stop_short          SIGSTOP of the manager for 0.4 heartbeat_threshold, then SIGCONT
     stop_long           SIGSTOP of the manager for heartbeat_threshold + 2 s, and until it is lost
+                        (local mode: a replacement stopped before its Started, after START_TIMEOUT)
     no_workers          every worker the manager starts from now dies at start (a broken node), and
                         its workers are killed (local mode: one of its two, so one core is retired)
     malformed_keyed     a fake manager holding the run's keys sends a malformed message
@@ -88,6 +89,7 @@ from scalpel_executor.experiments.manager_peers import (DRAINS_ON_FILE, SITECUST
                                                        stranger)
 from scalpel_executor.runtime.channel import MAX_FRAME, PING
 from scalpel_executor.runtime.executor import DEFAULT_LAUNCH_CMD
+from scalpel_executor.runtime.manager_client import START_TIMEOUT
 from scalpel_executor.runtime.manager_protocol import Drain, Heartbeat, Result, decode, encode
 
 STATES = ("registering", "idle", "busy", "draining", "replacing", "stalled")
@@ -559,7 +561,9 @@ class Round:
             elif case.fault == "stop_long":  # stopped until the driver has lost it (a stall moves that later)
                 os.kill(victim, signal.SIGSTOP)
                 time.sleep(STOP_LONG)
-                self.until(lambda: self.judged(victim, case.fault), "the stopped manager's loss", case)
+                # Local mode judges a manager that has not sent Started by START_TIMEOUT, not by silence
+                self.until(lambda: self.judged(victim, case.fault), "the stopped manager's loss", case,
+                           START_TIMEOUT + WAIT if self.mode == "local" else WAIT)
                 faults.resume(victim)
             elif case.fault == "no_workers":  # every worker it starts from now dies; those it has are killed
                 self.break_workers(victim)
