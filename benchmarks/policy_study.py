@@ -56,9 +56,9 @@ Search
 ------
 Any schedule a work-conserving policy produces is reproduced by ``fifo`` fed its dispatch order
 (the order in which tasks started), so the search runs over dispatch orders under
-first-come-first-served, with ``scalpel_executor.core.search`` (its ``FcfsEvaluator``, a fast copy
-of the simulator specialised to that case, is checked against ``simulate(..., "fifo")`` by ``check``
-and by tests/core/test_search.py):
+first-come-first-served, with ``scalpel_executor.experiments.order_search`` on the default policy's
+evaluator (``core.orders.FcfsEvaluator``, a fast copy of the simulator specialised to that case, checked
+against ``simulate(..., "fifo")`` by ``check`` and by tests/core/test_orders.py):
 
 1. up to ``--bnb-max-tasks`` tasks, branch and bound over dispatch decisions (which waiting task a
    freed core starts), with identical cores of a domain taken once and identical tasks taken
@@ -91,11 +91,12 @@ from pathlib import Path
 from scalpel_executor.experiments.contention_fit import load_model
 from scalpel_executor.core.machines import fit_k_copies as fit_k_copies_points
 from scalpel_executor.core.machines import k_copies_points, k_copies_rms, k_copies_slowdown
+from scalpel_executor.core.orders import FcfsEvaluator
 from scalpel_executor.core.scheduler import Scheduler, Task
-from scalpel_executor.core.search import FcfsEvaluator, branch_and_bound, local_search, rollout_order
 from scalpel_executor.core.simulate import ContentionModel, SimTask, simulate
 from scalpel_executor.core.topology import Topology
 from scalpel_executor.experiments import study_machines
+from scalpel_executor.experiments.order_search import branch_and_bound, local_search, rollout_order
 from scalpel_executor.experiments.simulated_policies import batch_for, gmean, with_estimates
 from scalpel_executor.experiments.study_machines import STUDY_MACHINES as MACHINES
 from scalpel_executor.experiments.study_machines import machine_setup

@@ -7,9 +7,9 @@ their predicted makespans (exact estimates, so prediction = simulated outcome) w
 and with the best a local search finds (1,000 evaluations from the best plan, moves in the last two
 waves above 64 tasks):
 
-* ``tail-search``: the shipped step, ``search.improve_tail`` (a seeded local search over the
+* ``tail-search``: the shipped step, ``core.orders.improve_tail`` (a seeded local search over the
   last wave, widening a wave at a time), under the allowance;
-* ``rollout``: the step it replaced: ``search.rollout_order`` over the last wave, then over the
+* ``rollout``: the step it replaced: ``experiments.order_search.rollout_order`` over the last wave, then over the
   last two waves (8 candidates per position), under the same allowance;
 * ``tail-search-unbounded``, ``rollout-unbounded``: the same without the allowance (only the
   60,000-start budget); planning then costs more than it gains on large machines.
@@ -32,10 +32,11 @@ import time
 from pathlib import Path
 
 import scalpel_executor.core.planning as planning
+from scalpel_executor.core.orders import FcfsEvaluator
 from scalpel_executor.core.scheduler import Scheduler
-from scalpel_executor.core.search import FcfsEvaluator, local_search, rollout_order
 from scalpel_executor.core.simulate import simulate
 from scalpel_executor.core.tasks import Task
+from scalpel_executor.experiments.order_search import local_search, rollout_order
 from scalpel_executor.experiments.simulated_policies import batch_for, gmean
 from scalpel_executor.experiments.study_machines import STUDY_MACHINES, machine_setup, model_named
 

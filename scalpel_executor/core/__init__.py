@@ -9,7 +9,8 @@ No module here does I/O, starts a process, reads a clock or imports numpy or Par
 - :mod:`~scalpel_executor.core.grouping` — Algorithm 1
 - :mod:`~scalpel_executor.core.policies` — the paper's Algorithm 2 order (``scalpel-paper``) and the baselines
 - :mod:`~scalpel_executor.core.planning` — the default policy, ``scalpel``: a dispatch order checked in the model
-- :mod:`~scalpel_executor.core.search` — dispatch orders in the model: evaluator, trace, tail search, rollout, the oracle search
+- :mod:`~scalpel_executor.core.orders` — dispatch orders in the model: the evaluator and its state, trace, the tail search
+- :mod:`~scalpel_executor.core.multicore_orders` — orders of tasks of several cores, as the scheduler books them
 - :mod:`~scalpel_executor.core.scheduler` — the state machine drivers talk to
 - :mod:`~scalpel_executor.core.batching` — when arrivals join the scheduler
 - :mod:`~scalpel_executor.core.contention` and :mod:`~scalpel_executor.core.simulate` — the simulated driver

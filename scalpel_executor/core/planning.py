@@ -10,7 +10,7 @@ of the two on every batch and then improves the end of the schedule, where both 
    ``scalpel-lpt`` (Algorithm 1 groups ordered by their longest task); keep the one with the
    shortest predicted makespan (longest-first on ties).
 2. **Search of the tail** (a batch planned on an idle machine only). A seeded local search over the end of that order
-   (:func:`~scalpel_executor.core.search.improve_tail`): random swaps and moves between positions
+   (:func:`~scalpel_executor.core.orders.improve_tail`): random swaps and moves between positions
    of the last wave (the last N positions, N the cores), each order simulated first come first
    served from a snapshot of where that wave begins and abandoned as soon as it cannot beat the
    best so far; when m(m - 1) moves in a row (m positions searched) found nothing better, the
@@ -53,6 +53,13 @@ predicted makespan (docs/benchmarks.md has measured plan times).
 Without an LLC size the model predicts no contention and the plan is a contention-free
 longest-processing-time improvement.
 
+Tasks of several cores: a batch holding one is checked in
+:class:`~scalpel_executor.core.multicore_orders.MulticoreEvaluator`, which books, reserves and
+backfills as the scheduler does; step 1 is largest area first (run time x cores) alone, step 2
+replays each move from the start. A plan that gains nothing on largest-area-first is dispatched
+unchecked, as are batches that evaluator does not replay (planned while tasks run, a task wider
+than any domain, memory or accelerators declared).
+
 The plan starts from what is running when it is made (``PlanContext.running``: each running task's
 domain, footprint and estimated remaining time; empty for a batch on an idle machine, as Algorithm 1
 assumes); tasks arriving while others run are planned again together with every task that has not
@@ -68,7 +75,8 @@ from dataclasses import dataclass, field
 
 from scalpel_executor.core.admission import TOLERANCE, slowdown_increase
 from scalpel_executor.core.contention import ContentionModel
-from scalpel_executor.core.search import FcfsEvaluator, improve_tail, trace
+from scalpel_executor.core.multicore_orders import MulticoreEvaluator, supports
+from scalpel_executor.core.orders import FcfsEvaluator, improve_tail, trace
 from scalpel_executor.core.tasks import Group, Task
 
 __all__ = ["PlanContext", "plan_scalpel", "scalpel_order", "robust_choice", "DEFAULT_BUDGET", "STARTS_PER_SECOND",
@@ -91,7 +99,7 @@ Chooser = Callable[[list[int]], list[int]]
 class PlanContext:
     """What a plan function may know about the machine besides the tasks.
 
-    ``chooser(policy, tasks)`` returns a step function for :func:`~scalpel_executor.core.search.trace`
+    ``chooser(policy, tasks)`` returns a step function for :func:`~scalpel_executor.core.orders.trace`
     that makes ``policy``'s decisions on ``tasks`` (the Scheduler provides it, by running a scheduler
     of that policy); only the model-checked policy uses it.
     """
@@ -136,19 +144,20 @@ def _plan(tasks: list[Task], context: PlanContext) -> tuple[list[int], FcfsEvalu
     """The order, and the evaluator that checked it; None when its co-runs were not checked."""
     n = len(tasks)
     lpt = sorted(range(n), key=lambda i: (-tasks[i].runtime * tasks[i].cores, tasks[i].seq))
-    if n <= 1 or any(task.cores != 1 for task in tasks):
-        return lpt, None  # largest area first; the evaluator runs one task per core
+    if n <= 1:
+        return lpt, None
     llc = context.llc if context.llc and context.llc > 0 else math.inf
-    ev = FcfsEvaluator([t.runtime for t in tasks], [t.footprint for t in tasks], [None] * n,
-                       context.cores_per_domain, llc, context.model,
-                       context.running)
+    evaluator = _evaluator(tasks, context, llc)
+    if evaluator is None:
+        return lpt, None  # largest area first, unchecked
+    ev = evaluator([t.runtime for t in tasks])
     best, best_time = lpt, ev.run(lpt)
     allowance = int(min(context.budget, context.rate * best_time))
     spreads = [t.spread if t.spread > 0 and math.isfinite(t.spread) else 0.0 for t in tasks]
     uncertain = any(spreads)
     if uncertain and allowance // 4 < ROBUST_MIN_SCENARIOS * 2 * n:
         return lpt, None  # no plan could be checked against the estimates' spread (step 3)
-    if context.chooser is not None and allowance >= 3 * n:  # each base policy costs about two runs
+    if context.chooser is not None and allowance >= 3 * n and ev.resumable:  # each base policy costs about two runs
         candidates = [trace(ev, context.chooser(policy, tasks)) for policy in BASE_POLICIES[1:]]
         if math.isfinite(llc) and not context.running:  # like the tail search: not on a DAG's replans
             candidates.append(apart_order(ev, lpt, context.model))
@@ -166,10 +175,28 @@ def _plan(tasks: list[Task], context: PlanContext) -> tuple[list[int], FcfsEvalu
     if left > 0 and not context.running:
         best = improve_tail(ev, best, budget=left, seed=TAIL_SEED * 1_000_003 + n)
     if uncertain:  # co-runs are trusted only where a plan's gain survived the spread
-        best = robust_choice(tasks, spreads, [lpt, base, best], context, llc, allowance - ev.starts) \
-            if best != lpt else lpt
+        best = robust_choice(tasks, spreads, [lpt, base, best], context, llc, allowance - ev.starts,
+                             evaluator=evaluator) if best != lpt else lpt
         return best, ev if best != lpt else None
+    if best == lpt and any(task.cores != 1 for task in tasks):
+        # Nothing gained on largest-area-first: its co-runs stay the admission rule's to check
+        # (past ROLLOUT_LIMIT waiting tasks it keeps heavy ones apart, which gained up to 8% on
+        # epyc's 1,024-task batches, docs/benchmarks.md), as before the plan could see wide tasks.
+        return lpt, None
     return best, ev
+
+
+def _evaluator(tasks: list[Task], context: PlanContext, llc: float) -> Callable[[list[float]], FcfsEvaluator] | None:
+    """What predicts the batch's schedule, as a function of the tasks' solo times: one task per
+    core first come first served, or, with tasks of several cores, as the scheduler books and
+    backfills them (on an idle machine, for the tasks it replays); None where neither does."""
+    footprints = [t.footprint for t in tasks]
+    if all(task.cores == 1 for task in tasks):
+        return lambda solo: FcfsEvaluator(solo, footprints, [None] * len(tasks), context.cores_per_domain, llc,
+                                          context.model, context.running)
+    if context.running or not supports(tasks, context.cores_per_domain):
+        return None
+    return lambda solo: MulticoreEvaluator(tasks, context.cores_per_domain, llc, context.model, solo=solo)
 
 
 APART_LOOKAHEAD = 64  # waiting tasks apart_order scans for one that fits
@@ -180,7 +207,7 @@ def apart_order(ev: FcfsEvaluator, base: Sequence[int], model: ContentionModel) 
     starts the first of the next :data:`APART_LOOKAHEAD` tasks of ``base`` that fits beside what
     its domain runs (no task slowed by more than ``admission.TOLERANCE``), else ``base``'s next.
     Longest-first keeps large tasks together where the cores free at once; this order pairs them
-    with small ones, and FCFS replays it exactly (as :func:`~scalpel_executor.core.search.trace`).
+    with small ones, and FCFS replays it exactly (as :func:`~scalpel_executor.core.orders.trace`).
     Cost: one evaluation's events plus O(n · lookahead) footprint checks."""
     n = ev.n
     footprint = [ev.kind_fp[k] for k in ev.kind]
@@ -188,7 +215,7 @@ def apart_order(ev: FcfsEvaluator, base: Sequence[int], model: ContentionModel) 
     waiting = list(base)
     while fixed < n:
         state = ev.run(order, state=state, stop=fixed, reuse=True)
-        idle, running = state[5], [[footprint[e[0]] for e in entries] for entries in state[2]]
+        idle, running = state.idle, [[footprint[e[0]] for e in entries] for entries in state.running]
         for d in [d for r in range(ev.maxc) for d in range(ev.P) if r < idle[d]][:n - fixed]:
             pick = 0
             for at, i in enumerate(waiting[:APART_LOOKAHEAD]):
@@ -203,7 +230,8 @@ def apart_order(ev: FcfsEvaluator, base: Sequence[int], model: ContentionModel) 
 
 
 def robust_choice(tasks: list[Task], spreads: Sequence[float], orders: list[list[int]], context: PlanContext,
-                  llc: float, budget: int) -> list[int]:
+                  llc: float, budget: int, *, evaluator: Callable[[list[float]], FcfsEvaluator] | None = None
+                  ) -> list[int]:
     """Of ``orders`` (the first is longest-first's), the one with the lowest expected makespan when
     the run times are off by what the estimates' spreads say; the first unless another wins.
 
@@ -213,7 +241,8 @@ def robust_choice(tasks: list[Task], spreads: Sequence[float], orders: list[list
     order). An order other than the first wins only when the mean of log(its makespan / the first
     order's), plus :data:`ROBUST_Z` standard errors of that mean, is below 0: a gain the spread of
     the estimates cannot explain away. With fewer than :data:`ROBUST_MIN_SCENARIOS` scenarios in
-    ``budget`` (task starts) nothing can be checked and the first order is kept.
+    ``budget`` (task starts) nothing can be checked and the first order is kept. ``evaluator``
+    builds the evaluator of a scenario's solo times (default: one task per core, from what runs).
     """
     distinct = [o for i, o in enumerate(orders) if all(o != p for p in orders[:i])]
     n = len(tasks)
@@ -233,8 +262,8 @@ def robust_choice(tasks: list[Task], spreads: Sequence[float], orders: list[list
             if key not in factors:
                 factors[key] = math.exp(rng.gauss(0.0, s)) if s > 0 else 1.0
             solo.append(t.runtime * factors[key])
-        ev = FcfsEvaluator(solo, footprints, [None] * n, context.cores_per_domain, llc, context.model,
-                       context.running)
+        ev = evaluator(solo) if evaluator is not None else \
+            FcfsEvaluator(solo, footprints, [None] * n, context.cores_per_domain, llc, context.model, context.running)
         times = [ev.run(o) for o in distinct]
         for k, value in enumerate(times):
             log_ratio[k].append(math.log(value / times[0]) if times[0] > 0 and value > 0 else 0.0)

@@ -17,7 +17,12 @@ tasks running never hold more than the node's budget of either::
 
 This is EASY backfilling (Lifka, 1995; Mu'alem and Feitelson, 2001) on one node: a wide or large
 task is never starved by a stream of small ones, and no core idles that a task could use without
-delaying it. With every task one core, no memory and no accelerator (the default) every task fits
+delaying it.
+
+Accelerators are booked by index. Where the node says which LLC domains each device is near
+(``Capacity.device_domains``, from the NUMA node of its PCI device), a task asking for k of them
+starts on a domain with k free devices near it when one has the cores free now
+(:func:`nearer_domain`), and is given the devices near its domain first (:func:`choose_devices`). With every task one core, no memory and no accelerator (the default) every task fits
 any idle core and nothing here changes a decision.
 
 Cost: a reservation sorts the running tasks by their estimated end, O(R log R) for R running tasks,
@@ -33,16 +38,19 @@ from dataclasses import dataclass
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.core.units import format_size
 
-__all__ = ["Capacity", "Holding", "Reservation", "needs_resources", "unfit_reason", "fits", "reserve", "may_backfill"]
+__all__ = ["Capacity", "Holding", "Reservation", "needs_resources", "unfit_reason", "fits", "reserve", "may_backfill",
+           "nearer_domain", "choose_devices", "counted_memory"]
 
 
 @dataclass(frozen=True, slots=True)
 class Capacity:
-    """What one node offers: cores per LLC domain, memory in bytes (None: not counted), accelerators."""
+    """What one node offers: cores per LLC domain, memory in bytes (None: not counted), accelerators,
+    and for each accelerator the LLC domains near it (``device_domains``; () or an empty set: not known)."""
 
     cores_per_domain: tuple[int, ...]
     memory: float | None = None
     gpus: int = 0
+    device_domains: tuple[frozenset[int], ...] = ()
 
     def __post_init__(self) -> None:
         if self.memory is not None and not (isinstance(self.memory, (int, float)) and self.memory >= 0
@@ -51,6 +59,9 @@ class Capacity:
                              f"got {self.memory!r}")
         if isinstance(self.gpus, bool) or not isinstance(self.gpus, int) or self.gpus < 0:
             raise ValueError(f"the node's accelerator count must be an integer >= 0, got {self.gpus!r}")
+        if self.device_domains and len(self.device_domains) != self.gpus:
+            raise ValueError(f"device_domains names the domains near {len(self.device_domains)} accelerators; the "
+                             f"node has {self.gpus}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +89,19 @@ class Reservation:
 def needs_resources(task: Task) -> bool:
     """Whether ``task`` asks for more than one core, any memory or an accelerator."""
     return task.cores != 1 or task.memory > 0 or task.gpus > 0
+
+
+def counted_memory(memory: float, declared: bool, budget: float | None) -> float:
+    """The memory a task counts against a node of ``budget`` bytes: a declared figure in full; a
+    learned one (the peak RSS its key measured) at most the budget, so learning never makes a task
+    unrunnable.
+
+    >>> counted_memory(5e9, False, 4e9), counted_memory(5e9, True, 4e9), counted_memory(5e9, False, None)
+    (4000000000.0, 5000000000.0, 5000000000.0)
+    """
+    if declared or budget is None:
+        return float(memory)
+    return float(min(memory, budget))
 
 
 def unfit_reason(task: Task, capacity: Capacity) -> str | None:
@@ -144,3 +168,45 @@ def may_backfill(task: Task, domain: int, reservation: Reservation) -> bool:
     else:
         cores_ok = domain != reservation.domain or task.cores <= reservation.spare_cores
     return cores_ok and task.memory <= reservation.spare_memory and task.gpus <= reservation.spare_gpus
+
+
+def _near(device_free: Sequence[bool], device_domains: Sequence[frozenset[int]], domain: int) -> int:
+    return sum(1 for free, near in zip(device_free, device_domains) if free and domain in near)
+
+
+def nearer_domain(task: Task, domain: int, free: Sequence[int], capacity: Capacity,
+                  device_free: Sequence[bool]) -> int | None:
+    """Another domain where ``task`` fits now with more of its accelerators near than on ``domain``
+    (the one with the most free devices near it, then the lowest), or None: start it here.
+
+    >>> gpu = Task("g", 0.0, 1.0, gpus=1)
+    >>> node = Capacity((2, 2), gpus=2, device_domains=(frozenset({0}), frozenset({1})))
+    >>> nearer_domain(gpu, 0, [2, 2], node, [False, True])
+    1
+    >>> nearer_domain(gpu, 0, [2, 0], node, [False, True]) is None  # domain 1 has no core free
+    True
+    """
+    if not task.gpus or not capacity.device_domains or task.cores > max(capacity.cores_per_domain):
+        return None
+    here = _near(device_free, capacity.device_domains, domain)
+    if here >= task.gpus:
+        return None
+    best, best_near = None, here
+    for other, idle in enumerate(free):
+        near = _near(device_free, capacity.device_domains, other)
+        if other != domain and idle >= task.cores and near > best_near:
+            best, best_near = other, near
+    return best
+
+
+def choose_devices(count: int, domain: int, device_free: Sequence[bool],
+                   device_domains: Sequence[frozenset[int]]) -> tuple[int, ...]:
+    """Indices of ``count`` free accelerators for a task on ``domain``: those near it first, then the
+    rest, each in index order.
+
+    >>> choose_devices(1, 1, [True, True, True], (frozenset({0}), frozenset(), frozenset({1})))
+    (2,)
+    """
+    free = [i for i, ok in enumerate(device_free) if ok]
+    near = [i for i in free if device_domains and domain in device_domains[i]]
+    return tuple((near + [i for i in free if i not in near])[:count])

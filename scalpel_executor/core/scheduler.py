@@ -63,7 +63,7 @@ from scalpel_executor.core.planning import DEFAULT_BUDGET, STARTS_PER_SECOND, Pl
 from scalpel_executor.core.policies import POLICIES, resolve_policy
 from scalpel_executor.core.resources import (Capacity, Holding, Reservation, may_backfill, needs_resources,
                                              unfit_reason)
-from scalpel_executor.core.search import FcfsEvaluator
+from scalpel_executor.core.orders import FcfsEvaluator
 from scalpel_executor.core.tasks import Assignment, Group, Slot, Task
 
 __all__ = ["Scheduler", "Task", "Assignment", "Slot", "Group", "POLICIES", "resolve_policy", "CHECKED_AT_DISPATCH"]
@@ -103,6 +103,10 @@ class Scheduler:
         Bytes of memory the running tasks' ``Task.memory`` may hold together (None: not counted).
     gpus : int
         Accelerators on the node; the running tasks' ``Task.gpus`` never add up to more.
+    device_domains : sequence of sets of int, optional
+        For each accelerator, the domains (indices into ``domains``) near it; a task asking for
+        accelerators starts where its devices are near when such a domain has the cores free now,
+        and :class:`Assignment` ``.devices`` names the ones it is given, near ones first.
 
     Examples
     --------
@@ -114,7 +118,8 @@ class Scheduler:
 
     def __init__(self, domains: Sequence[Sequence[int]], policy: str = "scalpel", *, seed: int = 0,
                  llc: float | None = None, model: ContentionModel | None = None, plan_budget: int = DEFAULT_BUDGET,
-                 plan_rate: float = STARTS_PER_SECOND, memory: float | None = None, gpus: int = 0):
+                 plan_rate: float = STARTS_PER_SECOND, memory: float | None = None, gpus: int = 0,
+                 device_domains: Sequence[Iterable[int]] = ()):
         self._plan_function = resolve_policy(policy)
         self.policy = policy
         self._admits = policy in CHECKED_AT_DISPATCH
@@ -129,7 +134,8 @@ class Scheduler:
         if not cpu_lists or any(len(cpus) == 0 for cpus in cpu_lists):
             raise ValueError(f"every LLC domain needs at least one core, got domains {cpu_lists!r}")
         self.cores_per_domain = [len(cpus) for cpus in cpu_lists]
-        self.capacity = Capacity(tuple(self.cores_per_domain), memory, gpus)
+        self.capacity = Capacity(tuple(self.cores_per_domain), memory, gpus,
+                                 tuple(frozenset(near) for near in device_domains))
         self.slots = tuple(
             Slot(index, cpu, domain)
             for index, (domain, cpu) in enumerate((d, cpu) for d, cpus in enumerate(cpu_lists) for cpu in cpus)
@@ -155,6 +161,8 @@ class Scheduler:
         self._holder: dict[int, int] = {}  # a core held by a wider task -> the slot index that task runs on
         self._memory_used = 0.0
         self._gpus_used = 0
+        self._device_free = [True] * gpus
+        self._devices: dict[int, tuple[int, ...]] = {}  # slot index -> accelerators its running task holds
 
     # -- driver API -------------------------------------------------------------------------
 
@@ -214,7 +222,8 @@ class Scheduler:
                     if task is not None:
                         booked = self._booked[slot.index]
                         assignments.append(Assignment(slot, task, self._reason[slot.index],
-                                                      tuple(self.slots[i] for i in booked) if len(booked) > 1 else ()))
+                                                      tuple(self.slots[i] for i in booked) if len(booked) > 1 else (),
+                                                      self._devices.get(slot.index, ())))
         return assignments
 
     def next_for(self, slot: Slot | int, now: float | None = None) -> Task | None:
@@ -266,6 +275,11 @@ class Scheduler:
         self._booked[slot.index] = tuple(chosen)
         self._memory_used += task.memory
         self._gpus_used += task.gpus
+        if task.gpus:
+            devices = resources.choose_devices(task.gpus, slot.domain, self._device_free, self.capacity.device_domains)
+            for device in devices:
+                self._device_free[device] = False
+            self._devices[slot.index] = devices
 
     def _unbook(self, index: int) -> None:
         task = self._running[index]
@@ -274,6 +288,8 @@ class Scheduler:
             self._holder.pop(core, None)
         self._memory_used = max(0.0, self._memory_used - task.memory)
         self._gpus_used -= task.gpus
+        for device in self._devices.pop(index, ()):
+            self._device_free[device] = True
 
     def learn(self, key: str, footprint: float) -> int:
         """A task of profile key ``key`` was measured at ``footprint`` bytes during the run: every
@@ -376,7 +392,7 @@ class Scheduler:
         self._dirty = False
 
     def _chooser(self, policy: str, tasks: list[Task]):
-        """A step function for :func:`~scalpel_executor.core.search.trace`: ``policy``'s decisions
+        """A step function for :func:`~scalpel_executor.core.orders.trace`: ``policy``'s decisions
         on ``tasks`` (by index), made by a scheduler of that policy on this machine's cores."""
         shadow = Scheduler(self._domains, policy)
         shadow.add(Task(i, t.footprint, t.runtime, t.priority, t.intensity) for i, t in enumerate(tasks))
@@ -459,17 +475,27 @@ class Scheduler:
         return [sum(1 for i in slots if self._idle[i] and i not in self._disabled) for slots in self._domain_slots]
 
     def _fits(self, task: Task, domain: int) -> bool:
+        """Whether ``task`` may start on a free core of ``domain`` now: it fits, and no other domain
+        with room has more of its accelerators near."""
         if not needs_resources(task):
             return True  # the free core is all it needs
-        return resources.fits(task, domain, self._free_cores(), self.capacity, self._memory_used, self._gpus_used)
+        free = self._free_cores()
+        return (resources.fits(task, domain, free, self.capacity, self._memory_used, self._gpus_used)
+                and resources.nearer_domain(task, domain, free, self.capacity, self._device_free) is None)
 
     def _eligible(self, head: Task, domain: int):
         """None when ``head`` fits on ``domain`` now; else the test a later task must pass to start
         there instead: it fits, and it cannot delay ``head``'s reservation."""
         if self._fits(head, domain):
             return None
-        reservation = self._reservation(head)
         free = self._free_cores()  # nothing starts while the candidates are tested
+        nearer = resources.nearer_domain(head, domain, free, self.capacity, self._device_free)
+        if nearer is not None and resources.fits(head, nearer, free, self.capacity, self._memory_used, self._gpus_used):
+            # it starts on ``nearer`` in this dispatch: what it leaves spare there and now is free to take here
+            reservation = Reservation(0.0, nearer, free[nearer] - head.cores,
+                                      self._memory_left() - head.memory, self.capacity.gpus - self._gpus_used - head.gpus)
+        else:
+            reservation = self._reservation(head)
 
         def eligible(task: Task) -> bool:
             fits = not needs_resources(task) or resources.fits(task, domain, free, self.capacity,
@@ -477,6 +503,9 @@ class Scheduler:
             return fits and may_backfill(task, domain, reservation)
 
         return eligible
+
+    def _memory_left(self) -> float:
+        return math.inf if self.capacity.memory is None else self.capacity.memory - self._memory_used
 
     def _reservation(self, task: Task) -> Reservation:
         holdings = []
@@ -495,7 +524,7 @@ class Scheduler:
     def _deferral_pays(self, head_at: int, fitting_at: int, now: float) -> bool:
         """Whether the model predicts the schedule ends no later with the fitting task (plan
         position ``fitting_at``) started now and the head (``head_at``) next than with the head now: the rest of the plan simulated first come first
-        served from what runs (:class:`~scalpel_executor.core.search.FcfsEvaluator`). Past
+        served from what runs (:class:`~scalpel_executor.core.orders.FcfsEvaluator`). Past
         :data:`ROLLOUT_LIMIT` waiting tasks the end is far off and deferring one start costs nothing."""
         if len(self._plan) > ROLLOUT_LIMIT:
             return True

@@ -30,7 +30,7 @@ class Task:
     #                                     start (core.admission); None: nobody checked its co-runners
     cores: int = 1  # CPUs of one LLC domain the task runs on at once (its footprint counts there once)
     memory: float = 0.0  # bytes of the node's memory it holds (declared, else learned; 0: not counted)
-    gpus: int = 0  # accelerators it needs (the driver picks which; the scheduler counts them)
+    gpus: int = 0  # accelerators it needs (the scheduler books which: Assignment.devices)
 
 
 @dataclass(slots=True, eq=False)
@@ -71,6 +71,7 @@ class Assignment:
     task: Task
     reason: str = "planned"  # why this task started here (core.admission's reasons)
     slots: tuple[Slot, ...] = ()  # every core booked, ``slot`` first; () means (slot,)
+    devices: tuple[int, ...] = ()  # indices of the node's accelerators the task is given
 
     @property
     def booked(self) -> tuple[Slot, ...]:

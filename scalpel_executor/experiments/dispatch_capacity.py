@@ -20,10 +20,19 @@ libzmq's I/O and authenticator threads), the hub thread's alone (from ``/proc`` 
 and the fake managers' processes', so a reader can tell which side was saturated. Rounds are
 interleaved (every manager count once per round) so the machine's drift hits each alike.
 
+Before the warm-up, each sample also sits idle for ``--idle`` seconds (default two heartbeat
+periods) with every manager connected, and records the CPU the driver, its hub thread and the
+fake managers spend there: the heartbeat load (each manager's Heartbeat and the hub's Ping every
+``heartbeat_period``), which is what M managers cost the driver when no task runs.
+
 The fake managers share the machine's cores with the driver: on a small machine the figures are a
-lower bound of the driver's capacity. ``--json`` writes every sample.
+lower bound of the driver's capacity. ``--json`` writes every sample. Each manager holds one TCP
+connection to the driver (one descriptor there, a few in its fake process), so :func:`run` raises
+this process's soft limit on open files (``RLIMIT_NOFILE``, inherited by the fakes) to what the
+largest count needs, and says which limit to raise when the hard one is too low.
 
     python benchmarks/dispatch_capacity.py --managers 1,8,64 --tasks 20000 --rounds 5 --json capacity.json
+    python benchmarks/dispatch_capacity.py --managers 1,8,64,1024 --fake-processes 8 --rounds 3
 """
 
 from __future__ import annotations
@@ -60,12 +69,17 @@ from scalpel_executor.runtime.manager_protocol import (Configure, Heartbeat, Man
 from scalpel_executor.runtime.options import HEARTBEAT_THRESHOLD, PoolOptions
 from scalpel_executor.runtime.pool import Job
 
-START_TIMEOUT = 60.0  # seconds for every fake manager to register and start
+START_TIMEOUT = 120.0  # seconds for every fake manager to register and start (1,024 CURVE handshakes on 2 cores)
 FAKE_EXIT_TIMEOUT = 10.0  # seconds a fake-manager process has to exit after the hub's Shutdown
 HUB_THREAD = "scalpel-hub"  # ManagerHub's thread name, to find its CPU time
+# Open files per manager: the driver's end of its TCP connection; in a fake process its socket's
+# connection and libzmq's mailbox (an eventfd) per socket, with room to spare.
+FILES_PER_MANAGER = 4
+FILES_SPARE = 256  # the driver's own: libraries, its ROUTER, the inproc and monitor sockets, the fakes' pipes
 # The columns of the summary table, each the median of a sample field (tasks/s also min and max).
 TABLE_FIELDS = ("managers", "tasks_per_s", "tasks_per_s_min", "tasks_per_s_max", "driver_cpu_us_per_task",
-                "hub_thread_cpu_us_per_task", "fake_cpu_us_per_task", "driver_cores_busy", "fake_cores_busy")
+                "hub_thread_cpu_us_per_task", "fake_cpu_us_per_task", "driver_cores_busy", "fake_cores_busy",
+                "idle_driver_cpu_pct", "idle_hub_thread_cpu_pct", "idle_fake_cpu_pct")
 
 
 def _noop():
@@ -106,6 +120,7 @@ class FakeManagers:
         self.topology = Topology((Domain(0, tuple(range(slots)), None),), "fake").to_dict()
         self.received = Counter({block_id: 0 for block_id in block_ids})
         self.context = zmq.Context()
+        self.context.set(zmq.MAX_SOCKETS, len(block_ids) + 16)  # libzmq's default is 1,023 per context
         self.poller = zmq.Poller()
         self.blocks: dict[zmq.Socket, str] = {}  # open managers
         self.configured: set[zmq.Socket] = set()  # those that beat
@@ -272,13 +287,30 @@ def own_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def raise_file_limit(managers: int) -> int:
+    """Raise this process's soft limit on open files (the fakes inherit it) to what ``managers``
+    connections need; returns the soft limit. RuntimeError naming the figures when the hard limit
+    is lower."""
+    needed = managers * FILES_PER_MANAGER + FILES_SPARE
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return soft
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        raise RuntimeError(f"{managers} fake managers need about {needed} open files and the hard limit is {hard}; "
+                           f"raise it (ulimit -Hn {needed}, or nofile in /etc/security/limits.conf) or measure "
+                           f"fewer managers")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+    return needed
+
+
 def measure(managers: int, *, tasks: int, slots: int, prefetch: int, warmup: int, fake_processes: int,
-            cert_dir: Path) -> dict:
+            cert_dir: Path, idle: float = 0.0) -> dict:
     """One sample: ``tasks`` no-op tasks through a fresh hub to ``managers`` fake managers.
 
     Returns the sample as a dict: the settings, ``seconds`` (first submit to last on_complete),
     ``tasks_per_s``, ``submit_s`` (the submit loop alone), CPU per task of the driver process,
-    its hub thread and the fake managers (µs), each side's busy cores (CPU s / wall s),
+    its hub thread and the fake managers (µs), each side's busy cores (CPU s / wall s), the
+    CPU each spent while ``idle`` seconds passed with no task (``idle_*_cpu_pct``, % of a core),
     ``completed``/``distinct``/``failed`` outcomes of the timed tasks, ``received``, the tasks
     each fake manager was sent (warm-up included),.
     """
@@ -295,6 +327,13 @@ def measure(managers: int, *, tasks: int, slots: int, prefetch: int, warmup: int
                  for first in range(min(fake_processes, managers))]
         wait_for_managers(hub, managers, slots, fakes)
         hub_thread = next(thread for thread in threading.enumerate() if thread.name == HUB_THREAD)
+        fake_pids = [process.pid for process in fakes]
+        idle_cpu = (own_cpu(), thread_cpu(hub_thread.native_id), process_cpu(fake_pids))
+        idle_start = time.perf_counter()
+        time.sleep(idle)
+        idle_seconds = time.perf_counter() - idle_start
+        idle_cpu = tuple(after - before for after, before in zip(
+            (own_cpu(), thread_cpu(hub_thread.native_id), process_cpu(fake_pids)), idle_cpu))
         timeout = START_TIMEOUT + (warmup + tasks) / 100
         completions.expect(warmup)
         submit_all(hub, make_tasks(ids, warmup))
@@ -302,7 +341,6 @@ def measure(managers: int, *, tasks: int, slots: int, prefetch: int, warmup: int
             raise RuntimeError(f"{len(completions.ids)} of {warmup} warm-up tasks completed in {timeout:g} s")
         batch = make_tasks(ids, tasks)
         completions.expect(warmup + tasks)
-        fake_pids = [process.pid for process in fakes]
         cpu, hub_cpu, fake_cpu = own_cpu(), thread_cpu(hub_thread.native_id), process_cpu(fake_pids)
         start = time.perf_counter()
         submit_all(hub, batch)
@@ -327,24 +365,27 @@ def measure(managers: int, *, tasks: int, slots: int, prefetch: int, warmup: int
             "fake_processes": len(fakes), "seconds": seconds, "tasks_per_s": tasks / seconds,
             "submit_s": submitted - start, "driver_cpu_us_per_task": cpu / tasks * 1e6,
             "hub_thread_cpu_us_per_task": hub_cpu / tasks * 1e6, "fake_cpu_us_per_task": fake_cpu / tasks * 1e6,
-            "driver_cores_busy": cpu / seconds, "fake_cores_busy": fake_cpu / seconds,
+            "driver_cores_busy": cpu / seconds, "fake_cores_busy": fake_cpu / seconds, "idle_s": idle_seconds,
+            "idle_driver_cpu_pct": idle_cpu[0] / idle_seconds * 100, "idle_hub_thread_cpu_pct":
+            idle_cpu[1] / idle_seconds * 100, "idle_fake_cpu_pct": idle_cpu[2] / idle_seconds * 100,
             "completed": len(timed), "distinct": len(set(timed)), "failed": completions.failed,
             "received": received}
 
 
 def run(manager_counts: list[int], *, tasks: int, slots: int, prefetch: int, warmup: int, rounds: int,
-        fake_processes: int, on_sample=None) -> list[dict]:
+        fake_processes: int, idle: float = 0.0, on_sample=None) -> list[dict]:
     """Every sample: ``rounds`` rounds, each measuring every manager count once, in order.
 
     ``on_sample(sample)`` is called after each (progress). One key pair serves the whole run.
     """
+    raise_file_limit(max(manager_counts))
     samples = []
     with tempfile.TemporaryDirectory(prefix="scalpel-dispatch-capacity-") as folder:
         cert_dir = make_keys(Path(folder) / "certificates")
         for round_ in range(rounds):
             for managers in manager_counts:
                 sample = measure(managers, tasks=tasks, slots=slots, prefetch=prefetch, warmup=warmup,
-                                 fake_processes=fake_processes, cert_dir=cert_dir)
+                                 fake_processes=fake_processes, cert_dir=cert_dir, idle=idle)
                 sample["round"] = round_
                 samples.append(sample)
                 if on_sample is not None:
@@ -368,10 +409,12 @@ def table(rows: list[dict]) -> str:
     return tabulate(
         [[row["managers"], f"{row['tasks_per_s']:,.0f} [{row['tasks_per_s_min']:,.0f}, {row['tasks_per_s_max']:,.0f}]",
           row["driver_cpu_us_per_task"], row["hub_thread_cpu_us_per_task"], row["fake_cpu_us_per_task"],
-          row["driver_cores_busy"], row["fake_cores_busy"]] for row in rows],
+          row["driver_cores_busy"], row["fake_cores_busy"], row["idle_driver_cpu_pct"],
+          row["idle_hub_thread_cpu_pct"]] for row in rows],
         headers=["managers", "tasks/s median [min, max]", "driver CPU µs/task", "hub thread µs/task",
-                 "fake managers CPU µs/task", "driver cores busy", "fake cores busy"],
-        floatfmt=("", "", ".0f", ".0f", ".0f", ".2f", ".2f"), colalign=("right", "right"))
+                 "fake managers CPU µs/task", "driver cores busy", "fake cores busy", "idle: driver CPU %",
+                 "idle: hub thread CPU %"],
+        floatfmt=("", "", ".0f", ".0f", ".0f", ".2f", ".2f", ".1f", ".1f"), colalign=("right", "right"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -389,6 +432,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="samples per manager count, interleaved (default %(default)s)")
     parser.add_argument("--fake-processes", type=int, default=1,
                         help="processes the fake managers are spread over (default %(default)s)")
+    parser.add_argument("--idle", type=float, default=2 * PoolOptions.heartbeat_period,
+                        help="seconds each sample sits idle with every manager connected, to measure the "
+                             "heartbeat load (default %(default)s: two heartbeat periods)")
     parser.add_argument("--json", help="write every sample and the summary to this file")
     parser.add_argument("--serve", help=argparse.SUPPRESS)  # the fake-manager process: a JSON spec
     args = parser.parse_args(argv)
@@ -412,11 +458,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{sample['tasks_per_s']:8,.0f} tasks/s  driver {sample['driver_cpu_us_per_task']:4.0f} µs/task "
               f"(hub thread {sample['hub_thread_cpu_us_per_task']:4.0f})  fake managers "
               f"{sample['fake_cpu_us_per_task']:4.0f} µs/task  cores busy {sample['driver_cores_busy']:.2f} + "
-              f"{sample['fake_cores_busy']:.2f}", flush=True)
+              f"{sample['fake_cores_busy']:.2f}; idle driver {sample['idle_driver_cpu_pct']:.1f}% (hub thread "
+              f"{sample['idle_hub_thread_cpu_pct']:.1f}%)", flush=True)
 
     load_before = os.getloadavg()[0]
     samples = run(manager_counts, tasks=args.tasks, slots=args.slots, prefetch=args.prefetch, warmup=args.warmup,
-                  rounds=args.rounds, fake_processes=args.fake_processes, on_sample=progress)
+                  rounds=args.rounds, fake_processes=args.fake_processes, idle=args.idle, on_sample=progress)
     rows = summarize(samples)
     machine = {"cpus": os.cpu_count(), "hostname": socket.gethostname(), "load_average_before": load_before,
                "load_average_after": os.getloadavg()[0]}

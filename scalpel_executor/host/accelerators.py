@@ -3,9 +3,9 @@
 A task that asks for ``gpus=k`` is given k distinct ids of the node's list, for its run only, in
 every variable the common runtimes read (:data:`DEVICE_ENV_VARS`: CUDA, ROCm and oneAPI Level
 Zero); a task that asks for none, on a node with accelerators, is given none (the variables are
-set empty), so it cannot take a device another task was given. Of the free ids, a task is given
-those on the NUMA node of its CPUs first, where sysfs tells which node a device sits on
-(:func:`device_cpus`).
+set empty), so it cannot take a device another task was given. Where sysfs tells which NUMA node a
+device sits on (:func:`device_cpus`), the scheduler knows which LLC domains are near it
+(:func:`device_domains`): a task is started on a domain near free devices and given those first.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from scalpel_executor.core.cpulist import parse_cpu_list
 
-__all__ = ["DEVICE_ENV_VARS", "resolve_accelerators", "device_env", "device_cpus", "pick_devices"]
+__all__ = ["DEVICE_ENV_VARS", "resolve_accelerators", "device_env", "device_cpus", "device_domains"]
 
 #: What CUDA, ROCm (HIP) and oneAPI Level Zero read to choose their visible devices.
 DEVICE_ENV_VARS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK")
@@ -94,12 +94,14 @@ def device_cpus(devices: Sequence[str], sysfs_root: str | os.PathLike = "/sys") 
     return near
 
 
-def pick_devices(free: Sequence[str], count: int, cpus: Sequence[int], near: dict[str, frozenset[int]]) -> list[str]:
-    """``count`` of the ``free`` ids for a task on ``cpus``: those on the NUMA node of its CPUs first,
-    then the rest, each in the order given.
+def device_domains(devices: Sequence[str], domain_cpus: Sequence[Sequence[int]],
+                   sysfs_root: str | os.PathLike = "/sys") -> tuple[frozenset[int], ...]:
+    """For each device, the LLC domains (indices into ``domain_cpus``) that share CPUs with the NUMA
+    node it sits on; an empty set where sysfs does not tell (:func:`device_cpus`).
 
-    >>> pick_devices(["0", "1", "2"], 1, [4], {"0": frozenset({0, 1}), "2": frozenset({4, 5})})
-    ['2']
+    The scheduler starts an accelerator task on such a domain when one has cores free, and gives
+    it those devices first (:func:`scalpel_executor.core.resources.nearer_domain`).
     """
-    ranked = sorted(range(len(free)), key=lambda i: (not near.get(free[i], frozenset()) & set(cpus), i))
-    return [free[i] for i in ranked[:count]]
+    near = device_cpus(devices, sysfs_root)
+    return tuple(frozenset(d for d, cpus in enumerate(domain_cpus) if near.get(device, frozenset()) & set(cpus))
+                 for device in devices)

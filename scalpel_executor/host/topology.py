@@ -3,6 +3,11 @@
 Reads ``{sysfs_root}/devices/system/cpu`` through a root path that tests replace with a fake tree
 (the way sched_ext's ``scx_utils`` topology does) and the process's CPU affinity, and returns the
 pure :class:`~scalpel_executor.core.topology.Topology` model.
+
+CPU affinity is read and set here and nowhere else (:func:`allowed_cpus`, :func:`set_affinity`):
+:func:`affinity_available` is the one place that says whether the platform has it. Linux has
+``os.sched_setaffinity``; Windows and FreeBSD have psutil's ``Process.cpu_affinity``; macOS has
+neither, and there a process may use every CPU and :func:`set_affinity` pins nothing.
 """
 
 from __future__ import annotations
@@ -17,11 +22,14 @@ from scalpel_executor.core.cpulist import cpu_set, format_cpu_list, parse_cpu_li
 from scalpel_executor.core.topology import Topology
 from scalpel_executor.core.units import format_size, parse_size
 
-__all__ = ["detect_topology", "resolve_topology", "allowed_cpus"]
+__all__ = ["detect_topology", "resolve_topology", "allowed_cpus", "affinity_available", "set_affinity",
+           "AFFINITY_UNAVAILABLE"]
 
 logger = logging.getLogger("scalpel_executor.core.topology")
 
 _CPU_DIR = re.compile(r"^cpu([0-9]+)$")
+#: What is said, once per process, where workers cannot be pinned (runtime.processes.slot_cpus).
+AFFINITY_UNAVAILABLE = "CPU affinity is not available on this platform; workers run unpinned"
 
 
 def detect_topology(
@@ -202,25 +210,51 @@ def resolve_topology(
 
 
 def allowed_cpus() -> set[int]:
-    """The CPUs this process may use (``os.sched_getaffinity(0)``: cpusets and ``taskset``)."""
+    """The CPUs this process may use (``os.sched_getaffinity(0)``: cpusets and ``taskset``); every
+    CPU where the platform has no affinity (macOS)."""
     return _allowed_set(None)
 
 
+def affinity_available() -> bool:
+    """Whether this platform can pin a process to CPUs: ``os.sched_setaffinity`` (Linux) or psutil's
+    ``Process.cpu_affinity`` (Windows, FreeBSD); not on macOS."""
+    return _affinity_setter() is not None
+
+
+def set_affinity(cpus: Iterable[int], pid: int = 0) -> bool:
+    """Pin process ``pid`` (0: this one) to ``cpus``; returns False, pinning nothing, where
+    :func:`affinity_available` is False. OSError (a CPU this process may not use) goes to the caller."""
+    setter = _affinity_setter()
+    if setter is None:
+        return False
+    setter(pid, set(cpus))
+    return True
+
+
+def _affinity_setter():
+    """How this platform sets a process's affinity, ``setter(pid, cpus)``, or None: the one place that
+    says whether affinity exists."""
+    if hasattr(os, "sched_setaffinity"):
+        return os.sched_setaffinity
+    import psutil  # only off Linux: the worker's start imports nothing it does not need
+
+    if hasattr(psutil.Process, "cpu_affinity"):
+        return lambda pid, cpus: psutil.Process(pid or None).cpu_affinity(sorted(cpus))
+    return None
 
 
 def _allowed_set(allowed_cpus: Iterable[int] | str | None) -> set[int]:
     """The CPUs this process may use: ``allowed_cpus`` validated, or the affinity mask."""
     if allowed_cpus is None:
-        try:
+        if hasattr(os, "sched_getaffinity"):
             return set(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            # Not Linux: psutil knows the affinity on Windows; otherwise assume all CPUs.
-            import psutil
+        # Not Linux: psutil knows the affinity on Windows and FreeBSD; without any (macOS), every CPU.
+        import psutil
 
-            try:
-                return set(psutil.Process().cpu_affinity())
-            except (AttributeError, psutil.Error, OSError):
-                return set(range(psutil.cpu_count() or os.cpu_count() or 1))
+        try:
+            return set(psutil.Process().cpu_affinity())
+        except (AttributeError, psutil.Error, OSError):
+            return set(range(psutil.cpu_count() or os.cpu_count() or 1))
     if isinstance(allowed_cpus, str):
         return cpu_set(allowed_cpus)
     return cpu_set(allowed_cpus)

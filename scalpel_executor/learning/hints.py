@@ -103,13 +103,20 @@ def _number(key: str, value: Any) -> float:
     return number
 
 
+#: What other systems call a key this executor reads (Slurm, PBS, Kubernetes, Dask): meant, not misspelt.
+SYNONYMS = {"cpus": "cores", "ncpus": "cores", "num_cpus": "cores", "cpus_per_task": "cores", "threads": "cores",
+            "num_cores": "cores", "ncores": "cores", "mem": "memory", "mem_mb": "memory", "memory_mb": "memory",
+            "gpu": "gpus", "ngpus": "gpus", "num_gpus": "gpus", "time": "walltime"}
+
+
 def _unknown_keys(keys: list[Any]) -> InvalidHint:
     """The error for keys neither this executor nor Parsl's others read, each with its nearest known key."""
     names = KNOWN_KEYS + OTHER_EXECUTORS_KEYS
     clauses = []
     for key in keys:
         # lower-cased first: "Footprint" is footprint, and difflib scores case as a difference
-        nearest = difflib.get_close_matches(str(key).lower(), names, n=1)
+        synonym = SYNONYMS.get(str(key).lower())
+        nearest = [synonym] if synonym in names else difflib.get_close_matches(str(key).lower(), names, n=1)
         clauses.append(f"{key!r}" + (f" (did you mean {nearest[0]!r}?)" if nearest else ""))
     return InvalidHint(
         set(keys), f"unknown resource specification key {', '.join(clauses)}; ScalpelExecutor reads "

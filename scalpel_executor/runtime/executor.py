@@ -46,6 +46,7 @@ from collections import Counter, deque
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
+import psutil
 import typeguard
 from parsl.executors.base import ParslExecutor
 from parsl.executors.errors import InvalidResourceSpecification  # noqa: F401 - re-exported for users
@@ -65,7 +66,7 @@ from scalpel_executor.learning.hints import HintAudit, parse_hints, parse_wallti
 from scalpel_executor.learning.sampling import MEASURE_EVERY, MEASURE_FIRST, REMEASURE_DRIFT, Sampling
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, TaskExit,
                                              WalltimeExceeded, WorkerDied)
-from scalpel_executor.core.resources import Capacity, needs_resources, unfit_reason
+from scalpel_executor.core.resources import Capacity, counted_memory, needs_resources, unfit_reason
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.runtime.channel import PORT_RANGE, make_keys, remove_keys
 from scalpel_executor.runtime.contract import Pool
@@ -73,13 +74,14 @@ from scalpel_executor.runtime.hub import ManagerHub
 from scalpel_executor.runtime.logs import share_parsl_handlers
 from scalpel_executor.runtime.manager_client import ManagerClient
 from scalpel_executor.runtime.manager_protocol import ManagerConfig
+from scalpel_executor.runtime.monitoring import LOCAL_BLOCK, NodeMonitor
 from scalpel_executor.runtime.options import (HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, LOCAL_BATCH_WINDOW, memory_budget,
                                               PROVIDER_BATCH_WINDOW, PoolOptions)
 from scalpel_executor.runtime.pool import Job, Outcome, WorkerPool
-from scalpel_executor.runtime.report import TaskRecord, task_rows, task_spans, write_report
+from scalpel_executor.runtime.report import TaskRecord, describe_mixed, mixed_keys, task_rows, task_spans, write_report
 from scalpel_executor.learning.store import ProfileStore, default_path
 from scalpel_executor.core.topology import Topology
-from scalpel_executor.host.topology import resolve_topology
+from scalpel_executor.host.topology import allowed_cpus, resolve_topology
 from scalpel_executor.core.units import parse_mebibytes, parse_size
 
 logger = logging.getLogger(__name__)
@@ -89,9 +91,9 @@ __all__ = ["DEFAULT_LAUNCH_CMD", "ExecutorFailed", "ExecutorShutdown", "ScalpelE
            "WorkerDied", "scalpel_config"]
 
 RECORDS_KEPT = 100_000  # finished tasks remembered in ``records`` (a campaign may run millions)
-# What a provider block runs on each node (formatted with python, url, cert_dir, block_id, driver_threshold).
+# What a provider block runs on each node (formatted with python, url, cert_dir, block_id, driver_threshold, log_dir).
 DEFAULT_LAUNCH_CMD = ("{python} -m scalpel_executor.runtime.manager --connect {url} --cert-dir {cert_dir} "
-                      "--block-id {block_id} --driver-threshold {driver_threshold}")
+                      "--block-id {block_id} --driver-threshold {driver_threshold} --log-dir {log_dir}")
 
 
 class ScalpelExecutor(ParslExecutor, RepresentationMixin):
@@ -216,7 +218,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         ``ManagerLost``). Provider mode only.
     launch_cmd : str, optional
         The command a block runs on each node, formatted with ``python``, ``url``, ``cert_dir``,
-        ``block_id`` and ``driver_threshold`` (default :data:`DEFAULT_LAUNCH_CMD`). Append
+        ``block_id``, ``driver_threshold`` and ``log_dir`` (``<run_dir>/<label>``, below which the
+        managers and workers write their logs; empty without a DataFlowKernel) (default
+        :data:`DEFAULT_LAUNCH_CMD`). Append
         ``--cpus {block_id}`` or other ``scalpel-manager`` options here.
     block_error_handler : bool or callable
         Parsl's handling of blocks that fail (default True: Parsl's simple handler).
@@ -400,6 +404,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self._ids = itertools.count()
         self.records: deque[TaskRecord] = deque(maxlen=RECORDS_KEPT)  # the latest finished tasks, in completion order
         self._pool: Pool | None = None
+        self._node_monitor: NodeMonitor | None = None  # with Parsl monitoring: node (and local block) rows
         self._shut_down = False
 
     @staticmethod
@@ -450,16 +455,42 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
     def start(self) -> None:
         if not self._begin_start():
             return
-        pool = ManagerClient(self._topology, self._pool_options(), self._complete, worker_init=self.worker_init) \
-            if self.node_manager else WorkerPool(self._topology, self._pool_options(), self._complete)
+        if self.node_manager:
+            pool = ManagerClient(self._topology, self._pool_options(), self._complete, worker_init=self.worker_init,
+                                 log_dir=self._log_dir())
+        else:
+            pool = WorkerPool(self._topology, self._pool_options(), self._complete)
         pool.start()
         self._pool = pool
+        self._start_node_monitor()
         logger.info(
             "executor %r started %d workers (policy %s, pin %s%s) on %s",
             self.label, len(pool.worker_pids), self.policy, self.pin,
             f", node manager pid {pool.pid}" if self.node_manager else "",
             self._topology.describe().replace("\n", ";"),
         )
+
+    def _start_node_monitor(self) -> None:
+        """With Parsl monitoring on, report node managers (and local mode's block) to its database."""
+        if self.monitoring_messages is not None:
+            self._node_monitor = NodeMonitor(self.monitoring_messages, self.run_id, self.label, self._node_managers,
+                                             local=self.provider is None)
+            self._node_monitor.start()
+
+    def _node_managers(self) -> List[Dict[str, Any]]:
+        """Local mode's one node manager (or, without one, this process's pool) as ``connected_managers()``
+        describes a provider block's: block :data:`~scalpel_executor.runtime.monitoring.LOCAL_BLOCK`."""
+        pool = self._pool
+        if pool is None:
+            return []
+        return [{"block_id": LOCAL_BLOCK, "hostname": socket.gethostname(),
+                 "pid": getattr(pool, "pid", None) or os.getpid(), "cpus": list(self._topology.cpus),
+                 "worker_count": len(pool.worker_pids), "active": True, "memory": psutil.virtual_memory().total}]
+
+    def _log_dir(self) -> Optional[str]:
+        """``<run_dir>/<label>``, below which node managers and workers write their log files (as HTEX's
+        ``--logdir``; :mod:`~scalpel_executor.runtime.logs`); None when no DataFlowKernel set a run directory."""
+        return None if self.run_dir == self._unset_run_dir else os.path.join(self.run_dir, self.label)
 
     def _use_host_model(self) -> None:
         """Plan with this host's fit when it rests on :data:`MIN_OBSERVATIONS` co-runs; a store
@@ -528,21 +559,25 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         return options
 
     def _learned_memory(self, estimate) -> float:
-        """An undeclared task's memory for admission in local mode: the largest peak RSS its key
-        measured, at most the node's budget (a learned figure never makes a task unrunnable); 0
-        before any, and in provider mode, whose nodes' budgets the driver does not hold."""
+        """An undeclared task's memory for admission: the largest peak RSS its key measured (0 before
+        any), at most the node's budget (:func:`~scalpel_executor.core.resources.counted_memory`); in
+        provider mode each node's manager, and the hub per node, cap it at that node's budget."""
         capacity = getattr(self, "_capacity", None)
-        if capacity is None or capacity.memory is None:
-            return 0.0
-        return min(estimate.memory or 0.0, capacity.memory)
+        return counted_memory(estimate.memory or 0.0, False, None if capacity is None else capacity.memory)
 
     def _resources(self, task: Task) -> None:
         """Refuse at submit a task this node could never start (local mode); say once per width
         that a task wider than any LLC domain spans several."""
         capacity = getattr(self, "_capacity", None)
         if capacity is not None and needs_resources(task) and (problem := unfit_reason(task, capacity)) is not None:
-            raise ResourcesUnavailable(f"{problem}; it could never start here: ask for less, or run it on a "
-                                       f"larger node (memory_budget=, available_accelerators=)")
+            if task.cores > sum(capacity.cores_per_domain):
+                fix = "ask for fewer cores, or run it with a provider whose nodes have more"
+            elif capacity.memory is not None and task.memory > capacity.memory:
+                fix = ("ask for less memory, or raise memory_budget= (default: 90% of the memory available "
+                       "when the executor starts) if the node has it")
+            else:
+                fix = "ask for fewer, or name the node's devices in available_accelerators="
+            raise ResourcesUnavailable(f"{problem}; it could never start here: {fix}")
         if task.cores == 1:
             return
         widest = max(len(d.cpus) for d in self._topology.domains)
@@ -638,6 +673,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         if self._shut_down:
             return
         self._shut_down = True
+        if self._node_monitor is not None:  # before the pool goes: its managers' last rows say inactive
+            self._node_monitor.stop()
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown()
@@ -668,7 +705,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         it came from (``source``: ``given``, ``fitted on this host``, ``default``), this host's fit
         with this run's co-runs (``fitted``: rho, sigma, the co-runs it rests on; before shutdown a
         preview) and what it predicts for this run's two largest footprints together
-        (``two_largest``); ``tasks`` has one row per task, its ``priority`` the user's hint.
+        (``two_largest``); ``mixed_keys`` names the profile keys whose tasks measured four or more
+        times apart (:func:`~scalpel_executor.runtime.report.mixed_keys`); ``tasks`` has one row
+        per task, its ``priority`` the user's hint.
         """
         records = list(self.records)
         store = self._estimator.store if self._estimator is not None else None
@@ -693,6 +732,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                 "runtime": dict(Counter(record.runtime_source for record in records)),
             },
             "priors": sorted(self._estimator.priors) if self._estimator is not None else [],
+            "mixed_keys": mixed_keys(records),
             "tasks": task_rows(records),
         }
 
@@ -701,7 +741,12 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         run_dir = self.run_dir
         if run_dir == self._unset_run_dir or not os.path.isdir(run_dir) or not self.records:
             return  # not run by a DataFlowKernel, which sets run_dir: do not litter the working directory
-        write_report(os.path.join(run_dir, f"scalpel-{self.label}-report.json"), self.run_report())
+        report = self.run_report()
+        for entry in report["mixed_keys"]:
+            logger.warning("profile key %s holds tasks of different sizes (%s): its estimates fit none of them; "
+                           "pass the size as an argument of its own, or give these tasks a profile_key hint",
+                           entry["profile_key"], describe_mixed(entry))
+        write_report(os.path.join(run_dir, f"scalpel-{self.label}-report.json"), report)
 
     def monitor_resources(self) -> bool:
         return True
@@ -746,6 +791,7 @@ class ScalpelProviderExecutor(ScalpelExecutor, BlockProviderExecutor):
             raise
         self._pool = hub
         BlockProviderExecutor.start(self)
+        self._start_node_monitor()
         logger.info("executor %r listens for node managers on %s (provider %s)", self.label, hub.url,
                     type(self.provider).__name__)
 
@@ -779,7 +825,8 @@ class ScalpelProviderExecutor(ScalpelExecutor, BlockProviderExecutor):
         hub: ManagerHub = self._pool
         return self.launch_cmd.format(python=shlex.quote(sys.executable), url=self._manager_url(hub),
                                       cert_dir=shlex.quote(str(self._cert_dir)), block_id=block_id,
-                                      driver_threshold=self.heartbeat_threshold)
+                                      driver_threshold=self.heartbeat_threshold,
+                                      log_dir=shlex.quote(self._log_dir() or ""))
 
     def _manager_url(self, hub: ManagerHub) -> str:
         if self.address in ("*", "0.0.0.0"):
@@ -810,13 +857,15 @@ class ScalpelProviderExecutor(ScalpelExecutor, BlockProviderExecutor):
             return self.max_workers_per_node
         hub = self._pool
         counts = [m["worker_count"] for m in hub.connected_managers()] if hub is not None else []
-        return max(counts, default=0) or len(os.sched_getaffinity(0))
+        return max(counts, default=0) or len(allowed_cpus())
 
     def connected_managers(self) -> List[Dict[str, Any]]:
         """One dict per connected node manager, as HTEX's (``block_id``, ``worker_count``, ``tasks``,
-        ``idle_duration``, ``active``, ...) plus ``hostname``, ``pid``, ``cpus``, ``slot_cpus``."""
+        ``idle_duration``, ``active``, ...) plus ``hostname``, ``pid``, ``cpus``, ``slot_cpus``, ``memory``."""
         hub = self._pool
         return [] if hub is None else hub.connected_managers()
+
+    _node_managers = connected_managers  # what Parsl monitoring's node rows describe
 
     def scale_in(self, blocks: int) -> List[str]:
         """Cancel ``blocks`` blocks, those whose managers hold no task (or that never connected) first."""

@@ -68,7 +68,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from scalpel_executor import __version__
-from scalpel_executor.core.resources import needs_resources
+from scalpel_executor.core.resources import counted_memory, needs_resources
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.core.units import format_size
 from scalpel_executor.runtime.channel import MAX_FRAME, PING, PORT_RANGE, bind_router, frames_of, joined
@@ -127,8 +127,10 @@ class RemoteManager:
         return f"{self.hostname}:{self.pid} (block {self.block_id})"
 
     def could_run(self, task: Task) -> bool:
-        """Whether the node has the cores, memory and accelerators ``task`` asks for (once it is free)."""
-        return task.cores <= self.live_slots and task.memory <= self.memory and task.gpus <= self.gpus
+        """Whether the node has the cores, memory and accelerators ``task`` asks for (once it is free);
+        memory it did not declare (learned) counts at most the node's budget."""
+        memory = counted_memory(task.memory, bool(task.payload.memory_limit), self.memory)
+        return task.cores <= self.live_slots and memory <= self.memory and task.gpus <= self.gpus
 
     @property
     def live_slots(self) -> int:
@@ -143,7 +145,7 @@ class RemoteManager:
                 "active": not (self.draining or self.unusable), "draining": self.draining,
                 "retired_slots": sorted(self.retired), "cpus": list(self.cpus),
                 "slot_cpus": [list(cpus) for cpus in self.slot_cpus], "worker_pids": list(self.worker_pids),
-                "topology": self.topology, "python_version": None, "parsl_version": None,
+                "topology": self.topology, "memory": self.memory, "python_version": None, "parsl_version": None,
                 "scalpel_version": __version__}
 
 

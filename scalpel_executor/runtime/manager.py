@@ -56,9 +56,12 @@ from multiprocessing.connection import Connection
 
 from scalpel_executor import __version__
 from scalpel_executor.core.cpulist import cpu_set, format_cpu_list
+from scalpel_executor.core.resources import counted_memory
 from scalpel_executor.core.tasks import Task
+from scalpel_executor.host.topology import AFFINITY_UNAVAILABLE, allowed_cpus, set_affinity
 from scalpel_executor.runtime.channel import ManagerLink
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown
+from scalpel_executor.runtime.logs import LOG_DIR_ENV, log_to_file, node_log_dir
 from scalpel_executor.runtime.manager_protocol import (Configure, Drain, Failed, Fatal, Heartbeat, Log,
                                                        ManagerConfig, Register, Result, Shutdown, Started, Submit,
                                                        decode, describe_error, encode)
@@ -189,15 +192,15 @@ class NodeManager:
         handler = _ToDriver(self, config.log_level)
         package = logging.getLogger("scalpel_executor")
         package.addHandler(handler)
-        package.setLevel(config.log_level)
+        package.setLevel(min(config.log_level, package.getEffectiveLevel()))  # manager.log keeps INFO
         package.propagate = False
         topology = config.topology()
-        missing = sorted(set(topology.cpus) - os.sched_getaffinity(0))
+        missing = sorted(set(topology.cpus) - allowed_cpus())
         if missing:
             logger.warning("the driver's topology names CPUs %s that this node does not let its manager use; its %d "
                            "slots are laid over this node's CPUs %s; leave topology= out to let each node detect "
                            "its own", format_cpu_list(missing), len(topology.cpus),
-                           format_cpu_list(sorted(os.sched_getaffinity(0))))
+                           format_cpu_list(sorted(allowed_cpus())))
         return WorkerPool(topology, options, self._send_outcome, on_state=self._report_state)
 
     def _start_pool(self) -> None:
@@ -248,7 +251,8 @@ class NodeManager:
             self._pool.submit(Task(message.task_id, message.footprint, message.runtime, message.priority,
                                    message.intensity, spread=message.spread, key=message.key or None,
                                    footprint_known=message.footprint_known, cores=message.cores,
-                                   memory=message.memory, gpus=message.gpus,
+                                   memory=counted_memory(message.memory, bool(message.memory_limit),
+                                                         self._pool.memory_budget), gpus=message.gpus,
                                    payload=Job(message.buffer, walltime=message.walltime, measure=message.measure,
                                                memory_limit=message.memory_limit)))
         except (ExecutorShutdown, ExecutorFailed) as error:
@@ -258,6 +262,7 @@ class NodeManager:
     def _end(self, status: int) -> int:
         """Fail unfinished tasks (sent back as ExecutorShutdown), end every worker and exit."""
         self._ending.set()
+        logger.info("node manager pid %d ending (exit status %d)", os.getpid(), status)
         with self._early_lock:
             early, self._early = self._early or [], None
         for message in early:
@@ -321,15 +326,23 @@ def main(argv: list[str] | None = None) -> int:
                         help="CPUs to confine the manager and its workers to, e.g. '0-3,8' (default: its affinity)")
     parser.add_argument("--connect-timeout", type=float, default=CONFIGURE_TIMEOUT,
                         help="provider mode: seconds to wait for the driver to answer (default %(default)s)")
+    parser.add_argument("--log-dir", default="",
+                        help="the executor's log directory, <run_dir>/<label>: this manager and its workers log "
+                             "below it, in block-<block id>/<host>-<pid>/ (as HTEX's --logdir; default: no files)")
     parser.add_argument("--driver-threshold", type=float, default=HEARTBEAT_THRESHOLD,
                         help="provider mode: seconds of silence from the driver after which the manager ends "
                              "its workers and exits (default %(default)s)")
     args = parser.parse_args(argv)
     if args.cpus is not None:
         try:
-            os.sched_setaffinity(0, cpu_set(args.cpus))
+            if not set_affinity(cpu_set(args.cpus)):
+                parser.error(f"--cpus {args.cpus!r}: {AFFINITY_UNAVAILABLE}; leave --cpus out")
         except (ValueError, OSError) as error:
             parser.error(f"--cpus {args.cpus!r}: {error}")
+    if args.log_dir:
+        _log_below(args.log_dir, args.block_id)
+    logger.info("node manager pid %d started on %s (block %s, scalpel-executor %s, Python %s)", os.getpid(),
+                socket.gethostname(), args.block_id or "0", __version__, sys.version.split()[0])
     if args.connect is None:
         try:
             os.fstat(args.fd)
@@ -339,7 +352,10 @@ def main(argv: list[str] | None = None) -> int:
         return manager.run()
     if not args.cert_dir:
         parser.error("--connect needs --cert-dir, the directory with the keys the driver wrote")
-    logging.basicConfig(level=logging.WARNING, format="scalpel-manager %(asctime)s %(name)s %(levelname)s: %(message)s")
+    stderr = logging.StreamHandler()
+    stderr.setLevel(logging.WARNING)  # manager.log takes INFO
+    logging.basicConfig(level=logging.WARNING, format="scalpel-manager %(asctime)s %(name)s %(levelname)s: %(message)s",
+                        handlers=[stderr])
     try:
         link = ManagerLink(args.connect, args.cert_dir, driver_threshold=args.driver_threshold)
     except (ValueError, OSError) as error:
@@ -347,8 +363,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     os.environ["PARSL_WORKER_BLOCK_ID"] = args.block_id  # as HTEX's workers see it; ours inherit it
     register = Register(args.block_id, socket.gethostname(), __version__, os.getpid(),
-                        sorted(os.sched_getaffinity(0)))
+                        sorted(allowed_cpus()))
     return NodeManager(link, None, register=register, configure_timeout=args.connect_timeout).run()
+
+
+def _log_below(executor_dir: str, block_id: str) -> None:
+    """This manager's records into manager.log below ``executor_dir``, its workers' beside it
+    (:mod:`scalpel_executor.runtime.logs`); a directory that cannot be written costs the files only."""
+    try:
+        directory, problem = node_log_dir(executor_dir, block_id, socket.gethostname(), os.getpid())
+        log_to_file(os.path.join(directory, "manager.log"))
+    except OSError as error:
+        print(f"scalpel-manager: no log files: {error}", file=sys.stderr)
+        return
+    os.environ[LOG_DIR_ENV] = directory  # its workers inherit it
+    if problem is not None:
+        logger.warning("%s; this node manager and its workers log to %s on this node instead", problem, directory)
 
 
 if __name__ == "__main__":

@@ -144,15 +144,19 @@ class ManagerClient:
         Called once per task, on the reader thread, holding no lock.
     env : mapping, optional
         The manager's environment (default this process's); workers get it plus ``worker_env``.
+    log_dir : str, optional
+        The executor's log directory (``<run_dir>/<label>``): the manager's ``--log-dir``, below which
+        it and its workers write their log files (:mod:`scalpel_executor.runtime.logs`); None: none.
     """
 
     def __init__(self, topology: Topology, options: PoolOptions, on_complete: OnComplete, *,
-                 env: Mapping[str, str] | None = None, worker_init: str | None = None):
+                 env: Mapping[str, str] | None = None, worker_init: str | None = None, log_dir: str | None = None):
         self.topology = topology
         self.options = options
         self._configure = encode(Configure(ManagerConfig.of_driver(topology).to_dict(), options.to_dict()))
         self._env = dict(os.environ if env is None else env)
         self._worker_init = worker_init  # shell commands run before the manager (and so its workers) starts
+        self._log_dir = log_dir
         self._on_complete = on_complete
         self._lock = threading.Lock()  # guards _outstanding, _manager, _stopping, _failure
         self._outstanding: dict[int, Task] = {}
@@ -214,7 +218,7 @@ class ManagerClient:
         """Start a manager process and send it its configuration; it reports Started later."""
         ours, theirs = socket.socketpair()
         command = [sys.executable, "-m", "scalpel_executor.runtime.manager", "--fd", str(theirs.fileno()),
-                   "--parent", str(os.getpid())]
+                   "--parent", str(os.getpid())] + (["--log-dir", self._log_dir] if self._log_dir else [])
         if self._worker_init:  # as HTEX's: the commands run first, in the shell that then becomes the manager
             command = ["/bin/bash", "-c", f'{self._worker_init}\nexec "$0" "$@"', *command]
         try:

@@ -55,7 +55,8 @@ from scalpel_executor.core.batching import Batcher, Batching
 from scalpel_executor.core.resources import needs_resources, unfit_reason
 from scalpel_executor.core.scheduler import CHECKED_AT_DISPATCH, Scheduler, Task
 from scalpel_executor.core.topology import Topology
-from scalpel_executor.host.accelerators import device_cpus, device_env, pick_devices
+from scalpel_executor.host.accelerators import device_domains, device_env
+from scalpel_executor.host.topology import allowed_cpus
 from scalpel_executor.runtime.contract import OnComplete, Outcome
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, WalltimeExceeded,
                                              WorkerDied)
@@ -133,10 +134,10 @@ class WorkerPool:
         self.memory_budget = memory_budget(options)
         self._scheduler = Scheduler([d.cpus for d in topology.domains], options.policy, seed=options.seed,
                                     llc=topology.llc_size, model=options.contention_model,
-                                    memory=self.memory_budget, gpus=len(options.accelerators))
-        self._free_devices: deque[str] = deque(options.accelerators)  # ids no running task holds
-        self._device_cpus = device_cpus(options.accelerators)  # each device's NUMA node's CPUs, where sysfs tells
-        self._slot_cpus = slot_cpus(topology, options.pin, sorted(os.sched_getaffinity(0)))
+                                    memory=self.memory_budget, gpus=len(options.accelerators),
+                                    device_domains=device_domains(options.accelerators,
+                                                                  [d.cpus for d in topology.domains]))
+        self._slot_cpus = slot_cpus(topology, options.pin, sorted(allowed_cpus()))
         self._batcher: Batcher[Task] = Batcher(Batching(options.batch_window, options.batch_quiet, options.max_batch),
                                                len(self._slot_cpus), runtime_of=lambda task: task.runtime,
                                                hold_while_busy=options.policy not in CHECKED_AT_DISPATCH)
@@ -378,9 +379,7 @@ class WorkerPool:
                 tuple(sorted({cpu for slot in assignment.booked for cpu in self._slot_cpus[slot.index]}))
             env: tuple[tuple[str, str], ...] = ()
             if self.options.accelerators:  # a task without accelerators sees none, so it takes none
-                job.devices = tuple(pick_devices(self._free_devices, task.gpus, job.cpus, self._device_cpus))
-                for device in job.devices:
-                    self._free_devices.remove(device)
+                job.devices = tuple(self.options.accelerators[i] for i in assignment.devices)
                 env = device_env(job.devices)
             worker.task = task
             cpus = job.cpus if len(assignment.booked) > 1 else ()
@@ -430,7 +429,6 @@ class WorkerPool:
             self._worker_lost(worker)
             return
         self._scheduler.release(worker.slot)
-        self._free_devices.extend(task.payload.devices)
         self._learn(task, stats.get("footprint") if isinstance(stats, dict) else None)
         if isinstance(stats, dict):  # how the scheduler saw it: why it started, the footprint it last knew
             stats["admission"], stats["scheduled_footprint"] = task.payload.admission, task.footprint
@@ -496,7 +494,6 @@ class WorkerPool:
         logger.warning("worker pid %d on CPUs %s died (%s)%s", worker.process.pid, worker.cpus, cause,
                        f" while running task {task.id}" if task else "")
         if task is not None:
-            self._free_devices.extend(task.payload.devices)
             self._complete(task, Outcome(False, error=error or WorkerDied(
                 f"task {task.id} was lost: its worker (pid {worker.process.pid}) on core "
                 f"{','.join(map(str, worker.cpus))} died from {cause}",

@@ -5,10 +5,15 @@ of a socket pair as FD, in a session of its own (so a Ctrl-C reaches the driver,
 workers down, and killing the process group takes a ``bash_app``'s children with it), with the
 BLAS/OpenMP thread caps of its CPU count. The pool and :class:`WorkerClient` (one worker driven
 directly, for benchmarks and tests) both start workers here.
+
+Where the platform cannot pin (macOS: :func:`~scalpel_executor.host.topology.affinity_available`),
+slots keep their CPUs (a task's thread count and the run report still read them) but nothing is
+pinned, and :func:`slot_cpus` says so once per process.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -19,9 +24,13 @@ from multiprocessing.connection import Connection
 
 from scalpel_executor.core.topology import Topology
 from scalpel_executor.host.blas import THREAD_ENV_VARS
+from scalpel_executor.host.topology import AFFINITY_UNAVAILABLE, affinity_available, allowed_cpus
 from scalpel_executor.runtime.protocol import Measured, Ready, Run, Stop, Warm, decode, encode
 
 __all__ = ["slot_cpus", "worker_environment", "start_worker", "kill_group", "WorkerClient"]
+
+logger = logging.getLogger(__name__)
+_said_unpinned = False  # AFFINITY_UNAVAILABLE is logged once per process
 
 
 def slot_cpus(topology: Topology, pin: str, real_cpus: Sequence[int]) -> list[tuple[int, ...]]:
@@ -30,8 +39,13 @@ def slot_cpus(topology: Topology, pin: str, real_cpus: Sequence[int]) -> list[tu
     On a real topology, slot i is CPU i of the topology (``pin="core"``) or every CPU of its domain
     (``pin="domain"``). A topology that names CPUs this process cannot use (a spec such as
     ``"2x4"`` describing a machine we do not have) is laid over the real CPUs round-robin, so its
-    decisions can be exercised here.
+    decisions can be exercised here. Where the platform cannot pin, the first call logs
+    :data:`~scalpel_executor.host.topology.AFFINITY_UNAVAILABLE` (a warning, once per process).
     """
+    global _said_unpinned
+    if not _said_unpinned and not affinity_available():
+        _said_unpinned = True
+        logger.warning(AFFINITY_UNAVAILABLE)
     allowed = set(real_cpus)
     if set(topology.cpus) <= allowed:
         if pin == "domain":
@@ -113,7 +127,7 @@ class WorkerClient:
     """
 
     def __init__(self, cpus=None, probe: bool = True, env: dict[str, str] | None = None):
-        cpus = tuple(cpus) if cpus is not None else (min(os.sched_getaffinity(0)),)
+        cpus = tuple(cpus) if cpus is not None else (min(allowed_cpus()),)
         self.process, self.connection = start_worker(cpus, dict(os.environ if env is None else env), probe=probe)
         self._next_id = 0
         for expected in (Ready, Warm):

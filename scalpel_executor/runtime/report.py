@@ -16,6 +16,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from scalpel_executor.core.units import format_size
 from scalpel_executor.learning.host_model import TaskSpan
 
 logger = logging.getLogger(__name__)
@@ -50,7 +51,17 @@ class TaskRecord:
 
 
 def task_rows(records: Iterable[TaskRecord]) -> list[dict]:
-    """The report's ``tasks``: one JSON-ready row per task, in task id order."""
+    """The report's ``tasks``: one JSON-ready row per task, in task id order.
+
+    ``started`` and ``finished`` are seconds since the run's first task started (``started`` None:
+    it never did); ``memory_mib`` is the memory the task counted against the node, in MiB as the
+    ``memory`` hint reads."""
+    records = list(records)
+    origin = min((record.started for record in records if record.started is not None), default=None)
+
+    def since(moment: float | None) -> float | None:
+        return None if moment is None or origin is None else round(moment - origin, 6)
+
     return [
         {
             "task_id": record.task_id, "profile_key": record.profile_key, "ok": record.ok,
@@ -62,13 +73,60 @@ def task_rows(records: Iterable[TaskRecord]) -> list[dict]:
             "measured": record.measured, "measured_runtime": record.stats.get("wall"),
             "measured_footprint": record.stats.get("footprint"),
             "admission": record.stats.get("admission"),
-            "cores": record.cores, "memory": record.memory, "gpus": record.gpus,
+            "started": since(record.started), "finished": since(record.finished),
+            "cores": record.cores, "memory_mib": record.memory / 2**20, "gpus": record.gpus,
             "cpus": record.stats.get("cpus") or (None if record.cpu is None else [record.cpu]),
             "devices": record.stats.get("devices") or [],
             "scheduled_footprint": record.stats.get("scheduled_footprint"),
         }
         for record in sorted(records, key=lambda record: record.task_id)
     ]
+
+
+#: A key whose tasks measured this many times apart, in footprint or in run time, holds tasks of
+#: different sizes: its estimates mean little for any one of them.
+MIXED_RATIO = 4.0
+#: ... when the larger figure matters at all (a footprint, a run time below these is noise).
+MIXED_FOOTPRINT, MIXED_RUNTIME = 8 * 2**20, 1.0
+
+
+def mixed_keys(records: Iterable[TaskRecord]) -> list[dict]:
+    """The profile keys whose finished tasks measured at least :data:`MIXED_RATIO` apart in
+    footprint or run time: calls the key cannot tell apart (a size inside a dict argument, a file's
+    contents) that differ in what they hold or how long they run. One entry per key, largest spread
+    first, with the figures a user needs to split it (``profile_key=``, or the size as an argument).
+    """
+    seen: dict[str, tuple[list[float], list[float]]] = {}
+    for record in records:
+        if not record.ok or not record.profile_key:
+            continue
+        footprints, walls = seen.setdefault(record.profile_key, ([], []))
+        footprint, wall = record.stats.get("footprint"), record.stats.get("wall")
+        if isinstance(footprint, (int, float)) and footprint > 0:
+            footprints.append(float(footprint))
+        if isinstance(wall, (int, float)) and wall > 0:
+            walls.append(float(wall))
+    mixed = []
+    for key, (footprints, walls) in seen.items():
+        footprint_apart = len(footprints) > 1 and max(footprints) >= MIXED_FOOTPRINT \
+            and max(footprints) >= MIXED_RATIO * min(footprints)
+        runtime_apart = len(walls) > 1 and max(walls) >= MIXED_RUNTIME and max(walls) >= MIXED_RATIO * min(walls)
+        if footprint_apart or runtime_apart:
+            mixed.append({"profile_key": key, "tasks": max(len(footprints), len(walls)),
+                          "footprint": [min(footprints), max(footprints)] if footprints else None,
+                          "runtime": [min(walls), max(walls)] if walls else None})
+    spread = lambda entry: max(b / a for a, b in filter(None, (entry["footprint"], entry["runtime"])))  # noqa: E731
+    return sorted(mixed, key=spread, reverse=True)
+
+
+def describe_mixed(entry: dict) -> str:
+    """``entry`` of :func:`mixed_keys` in words: "7 tasks, 4.0 MiB to 320.0 MiB, 0.21 s to 15.3 s"."""
+    parts = [f"{entry['tasks']} tasks"]
+    if entry["footprint"]:
+        parts.append(" to ".join(format_size(value) for value in entry["footprint"]))
+    if entry["runtime"]:
+        parts.append(" to ".join(f"{value:.3g} s" for value in entry["runtime"]))
+    return ", ".join(parts)
 
 
 def task_spans(records: Iterable[TaskRecord]) -> list[TaskSpan]:

@@ -55,6 +55,8 @@ import time
 from multiprocessing.connection import Connection
 
 from scalpel_executor.host.blas import THREAD_ENV_VARS
+from scalpel_executor.host.topology import allowed_cpus, set_affinity
+from scalpel_executor.runtime.logs import LOG_DIR_ENV, log_to_file
 from scalpel_executor.runtime.protocol import Measured, Ready, Result, Run, Warm, decode, encode
 
 PARENT_CHECK_INTERVAL = 0.2  # seconds between checks that the scheduler process still lives (a getppid call)
@@ -66,7 +68,7 @@ EARLY_REPORT = 0.15
 PROBE_OFF = {"footprint": None, "footprint_source": "unavailable: probe off"}
 NOT_MEASURED = {"footprint": None, "footprint_source": "unavailable: not measured (sampling)"}
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("scalpel_executor.runtime.worker")  # not __name__: run as __main__ (-m)
 
 
 def _watch_parent(parent_pid: int) -> None:
@@ -88,6 +90,8 @@ def _run(buffer: bytes, place: _TaskPlace | None = None) -> tuple[bool, bytes]:
             result = func(*args, **kwargs)
             if place is not None and place.limit and _wrapped_memory_error(result):
                 raise MemoryError(str(result.e_value))  # a python_app returns its failure wrapped
+            if type(result).__name__ == "RemoteExceptionWrapper":
+                return False, serialize(result)  # a python_app's failure: a failed task, not a result to learn from
         finally:
             if os.getpid() != serving:  # a fork without exec came back here: it must not answer
                 os._exit(0)
@@ -234,7 +238,7 @@ class _TaskPlace:
 
     def __init__(self, cpus: tuple[int, ...], env: tuple[tuple[str, str], ...], memory: int = 0, task_id: int = -1):
         self.task_id = task_id
-        self.own = os.sched_getaffinity(0) if cpus else None  # a one-core task runs where the worker is
+        self.own = allowed_cpus() if cpus else None  # a one-core task runs where the worker is
         self.cpus = set(cpus) if cpus and set(cpus) != self.own else None
         self.env = dict(env)
         self.saved: dict[str, str | None] = {}
@@ -253,7 +257,7 @@ class _TaskPlace:
             resource.setrlimit(resource.RLIMIT_AS, (self.limit, hard))
         changes = dict(self.env)
         if self.cpus is not None:
-            os.sched_setaffinity(0, self.cpus)
+            set_affinity(self.cpus)  # unpinned where the platform has no affinity; its thread count still holds
             changes.update({name: str(len(self.cpus)) for name in THREAD_ENV_VARS})
             _limit_loaded_threads(len(self.cpus))
         for name, value in changes.items():
@@ -270,7 +274,7 @@ class _TaskPlace:
             else:
                 os.environ[name] = value
         if self.cpus is not None:
-            os.sched_setaffinity(0, self.own)
+            set_affinity(self.own)
             _limit_loaded_threads(len(self.own))  # a BLAS the task loaded started with its thread count
 
 
@@ -330,12 +334,32 @@ def main(argv: list[str] | None = None) -> int:
                         help="start the probe, which measures the tasks sent to be measured (default: $SCALPEL_PROBE, else on)")
     args = parser.parse_args(argv)
     cpus = {int(c) for c in args.cpus.split(",")}
-    os.sched_setaffinity(0, cpus)
+    set_affinity(cpus)  # unpinned where the platform has no affinity (slot_cpus said so once)
+    _log_to_run_dir()
+    logger.info("worker pid %d (rank %s of %s) started on CPUs %s for pid %d", os.getpid(),
+                os.environ.get("PARSL_WORKER_RANK", "-"), os.environ.get("PARSL_WORKER_COUNT", "-"), args.cpus,
+                args.parent)
     for entry in reversed(os.environ.get("SCALPEL_SYS_PATH", "").split(os.pathsep)):
         if entry and entry not in sys.path:
             sys.path.insert(0, entry)
     serve(Connection(args.fd), args.parent, probe=args.probe == "on")
+    logger.info("worker pid %d stopping: told to, or its manager is gone", os.getpid())
     return 0
+
+
+def _log_to_run_dir() -> None:
+    """Into ``worker-<rank>.log`` in the directory the node manager named (:data:`LOG_DIR_ENV`), if any;
+    warnings still reach stderr, which the manager forwards."""
+    directory = os.environ.get(LOG_DIR_ENV)
+    if not directory:
+        return
+    try:
+        log_to_file(os.path.join(directory, f"worker-{os.environ.get('PARSL_WORKER_RANK', os.getpid())}.log"))
+    except OSError as error:
+        print(f"scalpel worker {os.getpid()}: no log file: {error}", file=sys.stderr)
+        return
+    # Python's last resort printed warnings on stderr only while no handler existed; keep them there.
+    logging.getLogger("scalpel_executor").addHandler(logging.lastResort)
 
 
 if __name__ == "__main__":

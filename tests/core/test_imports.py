@@ -14,9 +14,10 @@ import scalpel_executor
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "scalpel_executor"
 DESIGN = PACKAGE.parent / "docs" / "design.md"
-# The package itself and the old paths, kept for users: they re-export from any layer.
+# The package itself and the old paths, kept for users until their removal (with the warning they
+# give, scalpel_executor._moved): they re-export from any layer.
 REEXPORTS = {"scalpel_executor", "scalpel_executor.executor", "scalpel_executor.topology", "scalpel_executor.grouping",
-             "scalpel_executor.errors"}
+             "scalpel_executor.errors", "scalpel_executor._moved"}
 CORE_MODULES = sorted(f"scalpel_executor.core.{p.stem}" for p in (PACKAGE / "core").glob("*.py") if p.stem != "__init__")
 
 # What a pure decision may use: data structures and arithmetic. No os, pathlib, time, threading,
@@ -171,3 +172,22 @@ def test_no_module_of_the_package_is_part_of_an_import_cycle():
                 graph.add_edge(name, target)
     cycles = [sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1]
     assert not cycles, f"import cycles: {cycles}"
+
+
+@pytest.mark.parametrize("old, new", [("executor", "runtime.executor"), ("topology", "core.topology"),
+                                      ("grouping", "core.grouping"), ("errors", "runtime.errors")])
+def test_an_old_module_path_still_imports_and_warns_where_it_was_imported(old, new):
+    program = f"import scalpel_executor.{old} as old\nprint(sorted(old.__all__)[:1])\n"
+    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=PACKAGE.parent)
+    assert run.returncode == 0, run.stderr
+    assert f"<string>:1: FutureWarning: scalpel_executor.{old} is deprecated" in run.stderr
+    assert f"import from scalpel_executor.{new}" in run.stderr
+
+
+def test_the_package_itself_never_imports_an_old_module_path():
+    modules = [_module_name(path) for path in sorted(PACKAGE.rglob("*.py"))
+               if _module_name(path) not in REEXPORTS and path.stem != "__main__"]
+    program = ("import importlib, warnings\nwarnings.simplefilter('error', FutureWarning)\n"
+               f"for name in {modules!r}:\n    importlib.import_module(name)\n")
+    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=PACKAGE.parent)
+    assert run.returncode == 0, run.stderr[-2000:]

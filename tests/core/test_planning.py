@@ -87,7 +87,7 @@ def test_a_larger_allowance_never_predicts_a_worse_plan():
     import math
     import random
 
-    from scalpel_executor.core.search import FcfsEvaluator
+    from scalpel_executor.core.orders import FcfsEvaluator
     rnd = random.Random(5)
     tasks = [Task(i, rnd.choice([0.25, 6, 12]) * MiB, rnd.choice([1.0, 2.0, 3.0, 5.0])) for i in range(40)]
     for seq, t in enumerate(tasks):

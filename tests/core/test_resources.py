@@ -112,19 +112,26 @@ task_specs = st.lists(st.tuples(st.integers(1, 4), st.sampled_from([0, 0, 2, 6, 
 
 @settings(max_examples=200, deadline=None)
 @given(specs=task_specs, domains=st.sampled_from([[[0, 1]], [[0, 1], [2, 3]], [[0, 1, 2], [3]], [[0, 1, 2, 3]]]),
-       policy=st.sampled_from(sorted(POLICIES)),
+       policy=st.sampled_from(sorted(POLICIES)), near=st.sampled_from([(), ({0}, {1}), ({0}, {0}), ({1}, set())]),
        events=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 7), st.floats(0.0, 2.0)), max_size=80))
-def test_no_core_booked_twice_and_no_budget_exceeded_under_any_event_order(specs, domains, policy, events):
+def test_no_core_booked_twice_and_no_budget_exceeded_under_any_event_order(specs, domains, policy, near, events):
     """Arrivals, completions, worker losses and replacements in any order, any policy, mixed core
-    counts, memory and accelerators: no core is booked twice or while disabled, a task no wider
-    than a domain gets cores of one domain, memory and accelerators never exceed the node's, and
-    every task starts and ends once."""
+    counts, memory and accelerators (near some domains or not): no core or device is booked twice or
+    while disabled, a task no wider than a domain gets cores of one domain, memory and accelerators
+    never exceed the node's, and every task starts and ends once."""
     cores = sum(len(d) for d in domains)
-    s = Scheduler(domains, policy, llc=32 * MiB, memory=24 * GiB, gpus=2)
+    near = tuple({d for d in domains_near if d < len(domains)} for domains_near in near)
+    s = Scheduler(domains, policy, llc=32 * MiB, memory=24 * GiB, gpus=2, device_domains=near)
     tasks = [Task(i, footprint=8 * MiB, runtime=r, priority=p, cores=min(c, cores), memory=m * GiB, gpus=g)
              for i, (c, m, g, r, p) in enumerate(specs)]
     pending, started, ended, lost, now = list(tasks), set(), set(), set(), 0.0
     holding: dict[int, tuple[int, ...]] = {}  # slot index -> cores its task holds
+    devices: dict[int, int] = {}  # accelerator -> slot index of the task given it
+
+    def free(index):
+        del holding[index]
+        for device in [d for d, slot in devices.items() if slot == index]:
+            del devices[device]
 
     def start(assignments):
         for a in assignments:
@@ -138,6 +145,8 @@ def test_no_core_booked_twice_and_no_budget_exceeded_under_any_event_order(specs
             if a.task.cores <= max(len(d) for d in domains):
                 assert len({slot.domain for slot in a.booked}) == 1
             holding[a.slot.index] = tuple(booked)
+            assert len(a.devices) == a.task.gpus and not set(a.devices) & set(devices), "a device booked twice"
+            devices.update((device, a.slot.index) for device in a.devices)
         running = s.running.values()
         assert sum(t.memory for t in running) <= 24 * GiB and sum(t.gpus for t in running) <= 2
 
@@ -149,13 +158,13 @@ def test_no_core_booked_twice_and_no_budget_exceeded_under_any_event_order(specs
         elif kind == 2 and s.running:
             index = sorted(s.running)[which % len(s.running)]
             ended.add(s.release(index).id)
-            del holding[index]
+            free(index)
         elif kind == 3:  # a worker dies: its task (if it ran one there) is lost and fails
             index = which % cores
             task = s.disable(index)
             if task is not None:
                 lost.add(task.id)
-                del holding[index]
+                free(index)
         elif kind == 4:
             s.enable(which % cores)
         start(s.dispatch(now))
@@ -167,7 +176,7 @@ def test_no_core_booked_twice_and_no_budget_exceeded_under_any_event_order(specs
         if s.running:
             index = min(s.running)
             ended.add(s.release(index).id)
-            del holding[index]
+            free(index)
         now += 1.0
     assert ended | lost == {t.id for t in tasks} and not ended & lost
     assert s.memory_used == 0 and s.gpus_used == 0 and len(s.idle_slots) == cores
@@ -199,3 +208,27 @@ def test_algorithm_1_groups_never_hold_more_cores_than_their_domain(widths, doma
     narrow = [Task(i, footprint=t.footprint, seq=i) for i, t in enumerate(tasks)]
     assert [[t.id for t in g.tasks] for g in _alg1_groups(narrow, domains)] == \
         [members for members, _ in group_with_capacities([t.footprint for t in narrow], domains)]
+
+
+def test_an_accelerator_task_starts_on_the_domain_near_a_free_device_and_gets_it():
+    # Two domains, device 0 near domain 0 and device 1 near domain 1; device 0 is taken first.
+    s = Scheduler([[0, 1], [2, 3]], "longer_first", gpus=2, device_domains=[{0}, {1}])
+    s.add([Task("a", runtime=9.0, gpus=1)])
+    (first,) = s.dispatch(0.0)
+    assert (first.slot.domain, first.devices) == (0, (0,))
+    # The second GPU task goes to domain 1, near the free device 1, though a core of domain 0 is
+    # also free (and served first in the round-robin); a CPU task takes the core of domain 0.
+    s.add([Task("b", runtime=5.0, gpus=1), Task("c", runtime=1.0)])
+    started = {a.task.id: a for a in s.dispatch(0.0)}
+    assert (started["b"].slot.domain, started["b"].devices) == (1, (1,))
+    assert started["c"].slot.domain == 0
+
+
+def test_an_accelerator_task_takes_a_far_device_rather_than_wait_for_a_near_core():
+    s = Scheduler([[0], [1]], "longer_first", gpus=2, device_domains=[{0}, {0}])
+    s.add([Task("cpu", runtime=9.0)])
+    (cpu,) = s.dispatch(0.0)
+    s.add([Task("gpu", runtime=1.0, gpus=1)])
+    (gpu,) = s.dispatch(0.0)
+    assert gpu.slot.domain != cpu.slot.domain and gpu.task.id == "gpu" and len(gpu.devices) == 1
+

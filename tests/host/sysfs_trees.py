@@ -155,3 +155,17 @@ def amd_4ccx(root: Path, *, smt: bool) -> Path:
 def two_packages_no_cache(root: Path) -> Path:
     """Two packages of 2 CPUs each and no cache directories (some VMs and ARM boards)."""
     return build_tree(root, 4, llc_groups=None, packages=[[0, 1], [2, 3]])
+
+
+def pci_devices(root: Path, devices: list[tuple[str, str, int]], nodes: dict[int, str]) -> Path:
+    """PCI devices (address, class, numa node) and NUMA nodes (cpulist), as Linux lays them out."""
+    for address, pci_class, node in devices:
+        directory = root / "bus" / "pci" / "devices" / address
+        directory.mkdir(parents=True)
+        (directory / "class").write_text(pci_class + "\n")
+        (directory / "numa_node").write_text(f"{node}\n")
+    for node, cpulist in nodes.items():
+        directory = root / "devices" / "system" / "node" / f"node{node}"
+        directory.mkdir(parents=True)
+        (directory / "cpulist").write_text(cpulist + "\n")
+    return root

@@ -84,7 +84,8 @@ def test_a_footprint_hint_with_a_stray_letter_is_refused(text):
 
 
 @pytest.mark.parametrize("key, nearest", [("Footprint", "footprint"), ("priorty", "priority"),
-                                          ("run_time", "runtime"), ("profilekey", "profile_key"), ("core", "cores")])
+                                          ("run_time", "runtime"), ("profilekey", "profile_key"), ("core", "cores"),
+                                          ("cpus", "cores"), ("ncpus", "cores"), ("mem", "memory"), ("num_gpus", "gpus")])
 def test_a_misspelt_key_is_refused_with_the_nearest_known_key(key, nearest):
     with pytest.raises(InvalidResourceSpecification) as error:
         parse_hints({key: 1, "footprint": "1MiB"} if key != "Footprint" else {key: "24MiB"})

@@ -121,6 +121,10 @@ def test_user_exception_reaches_caller_with_remote_traceback(dfk):
 
     text = "".join(traceback.format_exception(error.value))
     assert "deep_inside" in text  # the frame from the worker
+    # A python_app returns its exception wrapped; the run counts it as a failure and learns nothing.
+    record = next(r for r in executor_of(dfk).records if r.task_id == future.task_record["exec_fu"].parsl_executor_task_id)
+    row = next(r for r in executor_of(dfk).run_report()["tasks"] if r["task_id"] == record.task_id)
+    assert not record.ok and row["ok"] is False and row["finished"] >= row["started"] >= 0
 
 
 @pytest.mark.parametrize("how, cause", [("exit", "exit code 3"), ("segfault", "SIGSEGV"), ("kill", "SIGKILL")])

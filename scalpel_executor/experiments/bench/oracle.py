@@ -1,7 +1,7 @@
 """The oracle order of a contention mix: the submission order under which first come, first served
 finishes soonest on one domain, searched in the contention model. Pure.
 
-The search is :func:`scalpel_executor.core.search.best_schedule`: branch and bound up to 12 cases
+The search is :func:`scalpel_executor.experiments.order_search.best_schedule`: branch and bound up to 12 cases
 (proven optimal in the model when it finishes within its node budget), otherwise a seeded local
 search from the best of the ``fifo``, ``longer_first`` and ``scalpel`` orders, which only finds a
 good order. The method travels with the order so every "gap closed" figure can say which it was.
@@ -14,7 +14,8 @@ from typing import NamedTuple
 
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.planning import PlanContext, scalpel_order
-from scalpel_executor.core.search import FcfsEvaluator, SearchResult, best_schedule
+from scalpel_executor.core.orders import FcfsEvaluator
+from scalpel_executor.experiments.order_search import SearchResult, best_schedule
 from scalpel_executor.core.tasks import Task
 
 
@@ -30,7 +31,7 @@ def oracle_search(cases: Sequence, seconds: Sequence[float], cores: int, llc: fl
     ``seconds`` alone) soonest on one domain of ``cores`` cores sharing ``llc`` bytes, in ``model``.
 
     On one domain the submission order is the dispatch order, so the search runs over orders
-    directly (:func:`~scalpel_executor.core.search.best_schedule`). Seeds: submission order,
+    directly (:func:`~scalpel_executor.experiments.order_search.best_schedule`). Seeds: submission order,
     longest first and the ``scalpel`` policy's plan. Cost: up to ``node_budget`` branch-and-bound
     nodes (8 cases on 2 cores: well under a second), or ``local_evals`` simulations.
     """

@@ -1,4 +1,4 @@
-"""The fast evaluator against the simulator, tracing policies, and the oracle search."""
+"""The default policy's evaluator against the simulator, its snapshots, tracing policies, the tail search."""
 
 import random
 
@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scalpel_executor.core.contention import ContentionModel
+from scalpel_executor.core.orders import FcfsEvaluator, SimState, improve_tail, trace
 from scalpel_executor.core.scheduler import Scheduler
-from scalpel_executor.core.search import FcfsEvaluator, best_schedule, improve_tail, rollout_order, trace
 from scalpel_executor.core.simulate import SimTask, simulate
 from scalpel_executor.core.tasks import Task
 
@@ -53,6 +53,23 @@ def test_a_cutoff_abandons_exactly_the_orders_that_end_past_it(tasks, domains, r
 
 
 @settings(max_examples=60, deadline=None)
+@given(sim_tasks, st.sampled_from(TOPOLOGIES), st.randoms(use_true_random=False), st.data())
+def test_a_snapshot_resumes_the_same_simulation_and_is_left_unchanged(tasks, domains, rnd, data):
+    ev = evaluator(tasks, domains)
+    order = list(range(len(tasks)))
+    rnd.shuffle(order)
+    stop = data.draw(st.integers(0, len(order)))
+    snapshot = ev.run(order, stop=stop)
+    assert isinstance(snapshot, SimState) and snapshot.position <= stop
+    before = (snapshot.now, snapshot.position, repr(snapshot.running), snapshot.idle[:], snapshot.counter)
+    exact = ev.run(order)
+    assert ev.run(order, state=snapshot) == exact
+    assert (snapshot.now, snapshot.position, repr(snapshot.running), snapshot.idle[:], snapshot.counter) == before
+    assert ev.run(order, state=snapshot, reuse=True) == exact  # advanced in place this time
+    assert snapshot.idle == [len(d) for d in domains] and not any(snapshot.running)
+
+
+@settings(max_examples=60, deadline=None)
 @given(sim_tasks, st.sampled_from(TOPOLOGIES), st.sampled_from(["scalpel-paper", "scalpel-lpt", "longer_first", "di"]))
 def test_trace_reproduces_a_policys_schedule(tasks, domains, policy):
     """Fed first come first served, a traced dispatch order ends exactly when the policy does."""
@@ -68,30 +85,6 @@ def test_trace_refuses_a_policy_that_leaves_cores_idle():
     ev = evaluator([SimTask("a", 1.0), SimTask("b", 1.0)], [[0, 1]])
     with pytest.raises(ValueError, match="idle cores"):
         trace(ev, lambda slots: [])
-
-
-@settings(max_examples=40, deadline=None)
-@given(sim_tasks, st.sampled_from(TOPOLOGIES), st.integers(0, 3000))
-def test_rollout_never_predicts_worse_than_its_base_and_more_budget_never_hurts(tasks, domains, budget):
-    ev = evaluator(tasks, domains)
-    base = list(range(len(tasks)))
-    small = rollout_order(ev, base=base, window=4, budget=budget)
-    large = rollout_order(ev, base=base, window=4, budget=budget + 2000)
-    assert sorted(small) == base
-    assert ev.run(small) <= ev.run(base) * (1 + 1e-9)
-    assert ev.run(large) <= ev.run(small) * (1 + 1e-9)
-
-
-def test_rollout_stops_when_its_budget_is_spent():
-    tasks = [SimTask(f"t{i}", 1.0 + i % 5, (i % 4) * 6 * MiB) for i in range(40)]
-    ev = evaluator(tasks, [[0, 1, 2, 3], [4, 5, 6, 7]])
-    before = ev.starts
-    rollout_order(ev, window=8, budget=500)
-    # the budget is checked before each position: one position (8 tails of at most 40 tasks) may overshoot it
-    assert ev.starts - before <= 500 + 9 * 40
-    unlimited = evaluator(tasks, [[0, 1, 2, 3], [4, 5, 6, 7]])
-    rollout_order(unlimited, window=8)
-    assert unlimited.starts > ev.starts - before
 
 
 @settings(max_examples=40, deadline=None)
@@ -137,36 +130,3 @@ def test_the_tail_search_starts_on_the_last_wave():
     found = improve_tail(ev, base, budget=600, seed=2)
     first_changed = next((p for p, (a, b) in enumerate(zip(found, base)) if a != b), len(base))
     assert first_changed >= 64 - 8 - 8  # the snapshot is taken at a dispatch step: up to a wave earlier
-
-
-@settings(max_examples=30, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from([1.0, 2.0, 3.0]), st.sampled_from([0.25, 6, 12])), min_size=2, max_size=7),
-       st.sampled_from(TOPOLOGIES[:3]))
-def test_oracle_is_optimal_on_small_batches_and_beats_every_policy(pairs, domains):
-    tasks = [SimTask(f"t{i}", r, f * MiB) for i, (r, f) in enumerate(pairs)]
-    ev = evaluator(tasks, domains)
-    seeds = [list(range(len(tasks)))]
-    result = best_schedule(ev, seeds)
-    assert result.proven and result.method.startswith("branch and bound")
-    for policy in ("fifo", "longer_first", "scalpel-paper", "scalpel"):
-        assert result.makespan <= simulate(tasks, domains, 12 * MiB, policy).makespan * (1 + 1e-9)
-    assert result.makespan >= result.lower_bound * (1 - 1e-9)
-    assert ev.run(result.order) == pytest.approx(result.makespan, rel=1e-9)
-    # exhaustive check on the smallest: no permutation beats the proven optimum
-    if len(tasks) <= 5:
-        import itertools
-        best = min(ev.run(list(p)) for p in itertools.permutations(range(len(tasks))))
-        assert result.makespan == pytest.approx(best, rel=1e-9)
-
-
-def test_oracle_says_when_it_only_searched_locally():
-    rnd = random.Random(3)
-    tasks = [SimTask(f"t{i}", rnd.choice([1.0, 2.0, 4.0]), rnd.choice([0.25, 6, 12]) * MiB) for i in range(30)]
-    ev = evaluator(tasks, [[0, 1, 2, 3], [4, 5, 6, 7]])
-    seed = sorted(range(30), key=lambda i: -tasks[i].solo_time)
-    result = best_schedule(ev, [seed], local_evals=200)
-    assert not result.proven and result.method == "local search (best found)"
-    assert result.makespan <= ev.run(seed) * (1 + 1e-12)
-    assert 0 < result.evaluations <= 201
-    with pytest.raises(ValueError, match="seed order"):
-        best_schedule(ev, [])

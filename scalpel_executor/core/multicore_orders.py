@@ -1,0 +1,245 @@
+"""Dispatch orders of tasks of several cores, simulated as the scheduler books them. Pure.
+
+:class:`~scalpel_executor.core.orders.FcfsEvaluator` runs one task per core. A task of ``cores``
+k takes k idle cores of one LLC domain (:mod:`~scalpel_executor.core.resources`), so an order of
+mixed widths is not dispatched first come first served: when the next task does not fit, it is
+reserved and a later one starts only where it cannot delay it (EASY backfilling). This evaluator
+replays an order exactly as :class:`~scalpel_executor.core.scheduler.Scheduler` dispatches the
+default policy's plan, with :func:`scalpel_executor.core.simulate.simulate`'s clock and rates::
+
+    after each event (t = 0, then each end on a domain), for the idle cores of every domain,
+    round-robin over domains (the first idle core of each, then the second, ...):
+      head = the order's first task not started
+      head fits the core's domain (k idle cores there)         └─> start head there
+      else reserve head (resources.reserve when only cores count, from the running tasks'
+           estimated ends: their run-time estimate less what they have run, at least
+           admission.OVERDUE_FRACTION of it), and start the first of the next BACKFILL_LOOKAHEAD
+           tasks that fits and may backfill (resources.may_backfill), or none
+    a started task books its core and the nearest idle ones of the domain; its footprint counts
+    on the domain once; the domains it started on are rescheduled, then the event's domain
+
+So the default policy can search orders of mixed widths in the contention model, and a plan
+checked here is what the scheduler runs (with exact estimates; tests/core/test_multicore_orders.py
+checks the evaluator against the simulator to 1e-9). Supported: every task at most as wide as the
+widest domain, no memory and no accelerators declared (:func:`supports`); the scheduler's other
+cases stay with largest-area-first.
+
+The reservation and the backfill test are :mod:`~scalpel_executor.core.resources`' rules written
+out for cores alone (no Holding or Reservation objects: building them was three quarters of a
+replay's time on 128 cores); the test against the simulator, which runs the scheduler and so
+those rules, keeps the two the same.
+
+Cost: per event, each idle core of the machine tries the head, and when it does not fit a
+reservation (O(R log R) for R running tasks) and a scan of at most BACKFILL_LOOKAHEAD waiting
+tasks. :attr:`starts` counts the tasks started plus every :data:`WORK_PER_START` tasks so read,
+so a plan's allowance bounds its time as for one-core batches. Orders are replayed from the start
+(no snapshots: with backfilling, a prefix's decisions read the whole order).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Sequence
+from operator import itemgetter
+
+from scalpel_executor.core.admission import OVERDUE_FRACTION
+from scalpel_executor.core.contention import ContentionModel
+from scalpel_executor.core.orders import FcfsEvaluator
+from scalpel_executor.core.tasks import Task
+
+__all__ = ["MulticoreEvaluator", "supports", "BACKFILL_LOOKAHEAD"]
+
+#: Waiting tasks a free core looks through for one to backfill (the scheduler's, 1024).
+BACKFILL_LOOKAHEAD = 1024
+#: Tasks read to decide (a reservation reads the running ones, a backfill the waiting ones) that
+#: cost as much as a simulated start; :attr:`FcfsEvaluator.starts` counts them so, so the
+#: planning allowance bounds the plan's time as it does for one-core batches.
+WORK_PER_START = 8
+
+
+def supports(tasks: Sequence[Task], cores_per_domain: Sequence[int]) -> bool:
+    """Whether :class:`MulticoreEvaluator` replays ``tasks`` as the scheduler runs them: none wider
+    than the widest domain, none declaring memory or accelerators."""
+    widest = max(cores_per_domain)
+    return all(t.cores <= widest and not t.memory and not t.gpus for t in tasks)
+
+
+class MulticoreEvaluator(FcfsEvaluator):
+    """Makespan of a dispatch order of tasks of several cores, as the scheduler runs it (module
+    docstring). ``tasks`` give the cores and the run-time estimates the scheduler reserves with;
+    ``solo`` the times they take alone (default: the estimates). The machine starts idle.
+
+    Orders are lists of indices into ``tasks``; :meth:`run` takes ``cutoff`` and ``on_start``
+    as :meth:`FcfsEvaluator.run` does, and no snapshot (``resumable`` is False).
+    """
+
+    resumable = False
+
+    def __init__(self, tasks: Sequence[Task], cores_per_domain: Sequence[int], llc: float, model: ContentionModel,
+                 solo: Sequence[float] | None = None):
+        if not supports(tasks, cores_per_domain):
+            raise ValueError("MulticoreEvaluator replays tasks at most as wide as the widest domain "
+                             f"({max(cores_per_domain)} cores) that declare no memory or accelerators; "
+                             "plan the others largest area first")
+        solo = [t.runtime for t in tasks] if solo is None else solo
+        super().__init__(solo, [t.footprint for t in tasks], [None] * len(tasks), cores_per_domain, llc, model)
+        self.estimate = [t.runtime for t in tasks]
+        self.cores = [t.cores for t in tasks]
+
+    def run(self, order: Sequence[int], state=None, stop: int | None = None, *,
+            reuse: bool = False, cutoff: float = math.inf, on_start: Callable | None = None) -> float:
+        if state is not None or stop is not None:
+            raise ValueError("MulticoreEvaluator replays whole orders: it takes no state or stop")
+        self.evaluations += 1
+        solo, estimate, cores, kind, rates_of = self.solo, self.estimate, self.cores, self.kind, self.rates
+        P, cpd, overdue = self.P, self.cpd, OVERDUE_FRACTION
+        waiting = list(order)
+        core_idle = [[True] * c for c in cpd]  # per domain, per core
+        free = list(cpd)  # idle cores per domain
+        # per domain: one entry per running task:
+        # [index, solo seconds of work left, rate, start, cores booked, domain, how many]
+        running: list[list[list]] = [[] for _ in range(P)]
+        in_start_order: list[list] = []  # running entries, earliest start first (the scheduler's holdings order)
+        updated = [0.0] * P
+        version = [0] * P
+        events: list[tuple[float, int, int, int]] = []
+        counter = 0
+        started = work = 0  # tasks started; running and waiting tasks read to decide (charged as starts)
+        now = makespan = 0.0
+
+        def advance(d: int) -> None:
+            elapsed = now - updated[d]
+            if elapsed > 0:
+                for e in running[d]:
+                    e[1] -= elapsed * e[2]
+            updated[d] = now
+
+        def reschedule(d: int) -> None:
+            nonlocal counter
+            version[d] += 1
+            entries = running[d]
+            if not entries:
+                return
+            rates = rates_of([kind[e[0]] for e in entries])
+            finish = math.inf
+            for e in entries:
+                rate = e[2] = rates[kind[e[0]]]
+                t = (e[1] if e[1] > 0.0 else 0.0) / rate
+                if t < finish:
+                    finish = t
+            counter += 1
+            heapq.heappush(events, (now + finish, counter, d, version[d]))
+
+        def choose(d: int) -> int | None:
+            """Position in ``waiting`` of the task a free core of ``d`` starts, or None."""
+            nonlocal work
+            k = cores[waiting[0]]
+            if k <= free[d]:
+                return 0
+            reserved_at, reserved_domain, spare = reservation(k)
+            for at in range(1, min(len(waiting), BACKFILL_LOOKAHEAD + 1)):
+                i = waiting[at]
+                if cores[i] <= free[d] and (estimate[i] <= reserved_at or d != reserved_domain or cores[i] <= spare):
+                    work += at
+                    return at
+            work += min(len(waiting), BACKFILL_LOOKAHEAD + 1)
+            return None
+
+        def reservation(k: int) -> tuple[float, int | None, int]:
+            """resources.reserve for a task of k cores when only cores are counted: when k cores of
+            one domain are expected idle (the running tasks ending as estimated, ties together),
+            the domain, and the cores spare there then."""
+            nonlocal work
+            for domain, count in enumerate(free):  # k cores idle somewhere now: no need to wait
+                if count >= k:
+                    return 0.0, domain, count - k
+            work += 2 * len(in_start_order)
+            ending = sorted([(r if (r := estimate[e[0]] - (now - e[3])) > (f := overdue * estimate[e[0]]) else f,
+                              e[5], e[6]) for e in in_start_order], key=_first)
+            idle = free[:]
+            at = 0.0
+            for step in range(len(ending) + 1):
+                if step:
+                    at, domain, count = ending[step - 1]
+                    idle[domain] += count
+                    if step < len(ending) and ending[step][0] == at:
+                        continue
+                for domain, count in enumerate(idle):
+                    if count >= k:
+                        return at, domain, count - k
+            return math.inf, None, 0
+
+        def dispatch() -> None:
+            nonlocal started, work
+            work += P
+            touched: set[int] = set()  # as simulate() keeps it: rescheduled in the set's order
+            idle_lists = [[c for c, idle in enumerate(core_idle[d]) if idle] if free[d] else () for d in range(P)]
+            for rank in range(self.maxc):
+                for d in range(P):
+                    idle_cores = idle_lists[d]
+                    if rank >= len(idle_cores) or not core_idle[d][idle_cores[rank]] or not waiting:
+                        continue
+                    at = choose(d)
+                    if at is None:
+                        continue
+                    i = waiting.pop(at)
+                    if now + solo[i] > cutoff:
+                        raise _PastCutoff
+                    if d not in touched:
+                        advance(d)
+                        touched.add(d)
+                    if on_start is not None:
+                        on_start(i, [e[0] for e in running[d]])
+                    core = idle_cores[rank]
+                    booked = [core]
+                    k = cores[i]
+                    if k > 1:
+                        others = sorted((c for c, idle in enumerate(core_idle[d]) if idle and c != core),
+                                        key=lambda c: (abs(c - core), c))
+                        booked += others[:k - 1]
+                    for c in booked:
+                        core_idle[d][c] = False
+                    free[d] -= k
+                    entry = [i, solo[i], 1.0, now, booked, d, k]
+                    running[d].append(entry)
+                    in_start_order.append(entry)
+                    started += 1
+            for d in touched:
+                reschedule(d)
+
+        try:
+            dispatch()
+            while events:
+                now, _, d, stamp = heapq.heappop(events)
+                if stamp != version[d]:
+                    continue
+                if now > cutoff:
+                    raise _PastCutoff
+                advance(d)
+                left = []
+                for e in running[d]:
+                    if e[1] <= self.tol[e[0]]:
+                        for c in e[4]:
+                            core_idle[d][c] = True
+                        free[d] += len(e[4])
+                        in_start_order.remove(e)
+                        makespan = now
+                    else:
+                        left.append(e)
+                running[d] = left
+                if waiting:
+                    dispatch()
+                reschedule(d)
+        except _PastCutoff:
+            self.starts += started + work // WORK_PER_START
+            return math.inf
+        self.starts += started + work // WORK_PER_START
+        return makespan
+
+
+_first = itemgetter(0)
+
+
+class _PastCutoff(Exception):
+    """The order's makespan is sure to exceed the cutoff."""

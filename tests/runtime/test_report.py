@@ -1,0 +1,28 @@
+"""The run report's rows and its warning about profile keys that hold tasks of different sizes."""
+
+from scalpel_executor.runtime.report import TaskRecord, describe_mixed, mixed_keys, task_rows
+
+MiB = 2**20
+
+
+def record(task_id, key, footprint, wall, ok=True, started=10.0):
+    return TaskRecord(task_id, 0, 0, 0, started, started + wall, 0.0, 1.0, ok,
+                      {"footprint": footprint, "wall": wall}, key, memory=512 * MiB)
+
+
+def test_a_key_whose_tasks_measured_four_times_apart_is_named_with_its_range():
+    records = [record(1, "smooth(dict9)", 4 * MiB, 0.2), record(2, "smooth(dict9)", 320 * MiB, 15.0),
+               record(3, "fft(array)", 2 * MiB, 0.3), record(4, "fft(array)", 2.5 * MiB, 0.35),
+               record(5, "tiny", 1 * MiB, 0.01), record(6, "tiny", 6 * MiB, 0.2),  # apart, but too small to matter
+               record(7, "failed", 1 * MiB, 0.1), record(8, "failed", 900 * MiB, 9.0, ok=False)]
+    (entry,) = mixed_keys(records)
+    assert entry == {"profile_key": "smooth(dict9)", "tasks": 2, "footprint": [4 * MiB, 320 * MiB],
+                     "runtime": [0.2, 15.0]}
+    assert describe_mixed(entry) == "2 tasks, 4.0 MiB to 320.0 MiB, 0.2 s to 15 s"
+
+
+def test_rows_give_times_since_the_first_start_and_memory_in_mib():
+    rows = task_rows([record(2, "k", MiB, 1.5, started=12.0), record(1, "k", MiB, 1.0, started=10.0),
+                      TaskRecord(3, None, None, None, None, 20.0, 0.0, 1.0, False, {})])
+    assert [(r["task_id"], r["started"], r["finished"]) for r in rows] == [(1, 0.0, 1.0), (2, 2.0, 3.5), (3, None, 10.0)]
+    assert rows[0]["memory_mib"] == 512.0
