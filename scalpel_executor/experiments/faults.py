@@ -178,6 +178,10 @@ class Case:
     fault: str
     seed: int
 
+    @property
+    def combination(self) -> tuple:
+        return self.state, self.fault
+
     def __str__(self) -> str:
         return f"case {self.number} (state {self.state}, fault {self.fault}; replay: --replay {self.state}/{self.fault}/{self.seed})"
 
@@ -199,7 +203,7 @@ class Report:
         return {
             "cases": self.cases, "rounds": self.rounds, "tasks": self.tasks,
             "outcomes": dict(self.outcomes),
-            "combinations": {f"{s}/{f}": n for (s, f), n in sorted(self.combinations.items())},
+            "combinations": {"/".join(key): n for key, n in sorted(self.combinations.items())},
             "lost": self.lost, "doubled": self.doubled, "leftovers": self.leftovers,
             "failures": self.failures, "seconds": round(self.seconds, 1),
         }
@@ -224,14 +228,7 @@ class Round:
         # time each fault. The same WorkerPool runs inside a node manager; the manager's own faults
         # are tests/runtime/test_manager.py's.
         self.executor = ScalpelExecutor(label="faults", profiles=False, batch_window=0.001, node_manager=False)
-        self.completions: Counter = Counter()  # task id -> times the executor completed it
-        complete = self.executor._complete
-
-        def counted(task, outcome):
-            self.completions[task.id] += 1
-            complete(task, outcome)
-
-        self.executor._complete = counted
+        self.completions = count_completions(self.executor)  # task id -> times the executor completed it
         self.dfk = parsl.load(Config(executors=[self.executor], run_dir=run_dir, retries=0,
                                      initialize_logging=False))
         self.pool = self.executor.pool
@@ -282,7 +279,7 @@ class Round:
                 os.kill(pid, signal.SIGKILL)
             else:
                 os.kill(pid, signal.SIGSTOP)
-                threading.Timer(STOP_FOR, _continue, (pid,)).start()
+                threading.Timer(STOP_FOR, resume, (pid,)).start()
         except ProcessLookupError:
             pass
 
@@ -407,21 +404,46 @@ class Round:
             report.outcomes[name] += 1
             if error is not None and (allowed is None or name not in allowed):
                 report.failures.append(f"{case}: a task ended with {error!r}; allowed: {sorted(allowed or ['a result'])}")
-        for task_id, count in self.completions.items():
-            if count != 1:
-                report.doubled += 1
-                report.failures.append(f"task {task_id} was completed {count} times")
-        deadline = time.monotonic() + LEFTOVER_WAIT
-        while time.monotonic() < deadline and _alive(self.seen_pids):
-            time.sleep(0.05)
-        left = _alive(self.seen_pids)
+        check_completions(report, self.completions)
+        left = outlived(self.seen_pids, LEFTOVER_WAIT)
         if left:
             report.leftovers += len(left)
             report.failures.append(f"round {report.rounds}: processes outlived cleanup: {sorted(left)}")
         report.rounds += 1
 
 
-def _continue(pid: int) -> None:
+def count_completions(executor) -> Counter:
+    """Wrap ``executor._complete`` (before ``start()``, which hands it to the pool) to count, per
+    executor task id, how many times the executor completed that task."""
+    completions: Counter = Counter()
+    complete = executor._complete
+
+    def counted(task, outcome):
+        completions[task.id] += 1
+        complete(task, outcome)
+
+    executor._complete = counted
+    return completions
+
+
+def check_completions(report: "Report", completions: Counter) -> None:
+    """Count and describe in ``report`` each task completed other than once."""
+    for task_id, count in completions.items():
+        if count != 1:
+            report.doubled += 1
+            report.failures.append(f"task {task_id} was completed {count} times")
+
+
+def outlived(pids, wait: float) -> set[int]:
+    """Those of ``pids`` still running ``wait`` seconds from now (returns as soon as none is)."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline and _alive(pids):
+        time.sleep(0.05)
+    return _alive(pids)
+
+
+def resume(pid: int) -> None:
+    """SIGCONT, if the process still exists."""
     try:
         os.kill(pid, signal.SIGCONT)
     except ProcessLookupError:
@@ -449,13 +471,19 @@ def _alive(pids) -> set[int]:
     return alive
 
 
+def seeded_picks(cases: int, seed: int, combinations) -> list[tuple[int, tuple, int]]:
+    """``(number, combination, case seed)`` for ``cases`` cases: every combination once in a seeded
+    order, then seeded random picks; the same for the same arguments."""
+    rng = random.Random(seed)
+    order = list(combinations)
+    rng.shuffle(order)
+    chosen = [order[i] if i < len(order) else rng.choice(combinations) for i in range(cases)]
+    return [(i, combination, seed * 1_000_003 + i) for i, combination in enumerate(chosen)]
+
+
 def plan(cases: int, seed: int) -> list[Case]:
     """``cases`` cases: every combination once in a seeded order, then seeded random picks."""
-    rng = random.Random(seed)
-    order = list(COMBINATIONS)
-    rng.shuffle(order)
-    chosen = [order[i] if i < len(order) else rng.choice(COMBINATIONS) for i in range(cases)]
-    return [Case(i, state, fault, seed * 1_000_003 + i) for i, (state, fault) in enumerate(chosen)]
+    return [Case(i, state, fault, case_seed) for i, (state, fault), case_seed in seeded_picks(cases, seed, COMBINATIONS)]
 
 
 def run(cases: int = 200, seed: int = 1, per_round: int = 8, progress=None, planned: list[Case] | None = None) -> Report:
@@ -464,52 +492,69 @@ def run(cases: int = 200, seed: int = 1, per_round: int = 8, progress=None, plan
     started = time.monotonic()
     planned = planned if planned is not None else plan(cases, seed)
     with tempfile.TemporaryDirectory(prefix="scalpel-faults-") as run_dir:
-        for first in range(0, len(planned), per_round):
-            current = Round(run_dir, report)
-            try:
-                for case in planned[first:first + per_round]:
-                    current.run_case(case)
-                    report.cases += 1
-                    report.combinations[(case.state, case.fault)] += 1
-                    if progress:
-                        progress(report)
-            finally:
-                current.finish()
+        run_rounds(report, planned, per_round, lambda: Round(run_dir, report), progress)
     report.seconds = time.monotonic() - started
     return report
 
 
+def run_rounds(report: Report, planned: list, per_round: int, new_round, progress=None) -> None:
+    """Run ``planned`` cases, ``per_round`` per round that ``new_round()`` makes, each round finished
+    (cleanup and checks) whatever happens; counts each case under its combination."""
+    for first in range(0, len(planned), per_round):
+        current = new_round()
+        try:
+            for case in planned[first:first + per_round]:
+                current.run_case(case)
+                report.cases += 1
+                report.combinations[case.combination] += 1
+                if progress:
+                    progress(report)
+        finally:
+            current.finish()
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    return command_line(argv, __doc__, COMBINATIONS, lambda number, combination, seed: Case(number, *combination, seed),
+                        run, "STATE/FAULT/SEED", "idle/sigkill/1000003")
+
+
+def command_line(argv, doc: str, combinations, make_case, run_cases, replay_form: str, replay_example: str) -> int:
+    """A fault harness's command line: ``--cases``, ``--seed``, ``--per-round``, ``--json``, and
+    ``--replay`` of one case as a failure printed it (``replay_form``: the combination's parts and
+    the case's seed, joined by "/"); prints the figures; exit status 1 when a case failed."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=doc)
     parser.add_argument("--cases", type=int, default=200, help="fault cases to run (default 200)")
     parser.add_argument("--seed", type=int, default=1, help="seeds the choice of states, faults and timings")
     parser.add_argument("--per-round", type=int, default=8, help="cases per fresh executor (default 8)")
     parser.add_argument("--json", metavar="FILE", help="write the figures as JSON")
-    parser.add_argument("--replay", metavar="STATE/FAULT/SEED", help="run one case again, as a failure printed it")
+    parser.add_argument("--replay", metavar=replay_form, help="run one case again, as a failure printed it")
     args = parser.parse_args(argv)
     planned = None
     if args.replay:
-        try:
-            state, fault, case_seed = args.replay.split("/")
-            planned = [Case(0, state, fault, int(case_seed))]
-        except ValueError:
-            parser.error(f"--replay takes STATE/FAULT/SEED as a failure prints it, e.g. idle/sigkill/1000003; "
-                         f"got {args.replay!r}")
-        if (state, fault) not in COMBINATIONS:
-            parser.error(f"--replay: {state}/{fault} is not a combination this harness injects")
+        *combination, case_seed = args.replay.split("/")
+        if tuple(combination) not in combinations or not case_seed.isdigit():
+            parser.error(f"--replay takes {replay_form} as a failure prints it, e.g. {replay_example}, with a "
+                         f"combination this harness injects; got {args.replay!r}")
+        planned = [make_case(0, tuple(combination), int(case_seed))]
         args.cases = 1
     if args.cases < 1 or args.per_round < 1:
         parser.error(f"--cases and --per-round must be at least 1, got {args.cases} and {args.per_round}")
     logging.basicConfig(level=logging.ERROR)
     logging.getLogger("parsl").setLevel(logging.CRITICAL)  # each injected failure would print its traceback
 
+    printed = 0  # failures printed so far: each as soon as a case finds it
+
     def progress(report: Report) -> None:
+        nonlocal printed
+        for failure in report.failures[printed:]:
+            print(f"FAILED {failure}", file=sys.stderr, flush=True)
+        printed = len(report.failures)
         if report.cases % 10 == 0 or report.cases == args.cases:
             print(f"{report.cases}/{args.cases} cases, {report.tasks} tasks, {len(report.failures)} failures",
                   file=sys.stderr, flush=True)
 
-    report = run(args.cases, args.seed, args.per_round, progress, planned)
+    report = run_cases(args.cases, args.seed, args.per_round, progress, planned)
     figures = report.to_dict()
     print(json.dumps(figures, indent=1))
     if args.json:
