@@ -40,7 +40,7 @@ from scalpel_executor.core.units import format_size, parse_size
 from scalpel_executor.workloads.kernels import (
     KERNELS,
     KernelCase,
-    calibrate,
+    scale_to_seconds,
     limit_blas_threads,
     size_for_footprint,
 )
@@ -167,7 +167,7 @@ def main() -> int:
     context.set_forkserver_preload(["scalpel_executor.workloads.kernels"])
     parent_cpus = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {cpus[0]})
-    cases = [calibrate(KernelCase(kernel, size), args.seconds, seed=args.seed)
+    cases = [scale_to_seconds(KernelCase(kernel, size), args.seconds, seed=args.seed)
              for kernel, size in parse_cases(args.cases, llc)]
     os.sched_setaffinity(0, parent_cpus)
     labels = [f"{case.kernel}@{format_size(case.footprint_bytes)}" for case in cases]

@@ -9,16 +9,16 @@
 Each instance is a batch of 2, 4 or 8 tasks per core of the machine. A task's core count is 1, 2
 or 4 (probabilities 0.6, 0.25, 0.15; at most the widest domain), its solo time on those cores
 2·exp(N(0, 0.8)) seconds, its footprint one of 0.5, 2, 6, 12, 20, 28, 40 MiB (Table II's range).
-Every batch runs on each machine of ``scalpel_executor.core.machines`` under ``longer_first``
+Every batch runs on each machine of ``scalpel_executor.core.machines`` under ``longest_first``
 (largest area first: run time × cores) and ``scalpel``, both with the scheduler's resource rule
 (a k-core task books k cores of one domain; what does not fit is reserved, later tasks backfill
 only where they cannot delay it: ``core.resources``). With ``--estimate-noise s`` both schedulers
 are told run times off by exp(N(0, s)) per task, and that spread (``Task.spread``, as a profile
 store would tell them); the simulator keeps the true times.
 
-Printed: per machine, longer_first makespan / scalpel makespan (> 1: scalpel ends first):
+Printed: per machine, longest_first makespan / scalpel makespan (> 1: scalpel ends first):
 geometric mean, minimum, maximum; the wall time of scalpel's plan of the batch (on this machine's
-CPU) as a share of longer_first's simulated makespan, median over the instances; and the goals: scalpel never more than 1% below
+CPU) as a share of longest_first's simulated makespan, median over the instances; and the goals: scalpel never more than 1% below
 largest-area-first on any instance, above it on the geometric mean.
 """
 
@@ -86,10 +86,10 @@ def main(argv: list[str] | None = None) -> int:
                 tasks = with_estimates(batch(seed * 1000 + per_core, per_core * cores, widest), args.estimate_noise,
                                        random.Random(seed * 1000 + per_core + 1))
                 makespan = {policy: simulate(tasks, domains, float(topology.llc_size), policy,
-                                             model=machine.model).makespan for policy in ("longer_first", "scalpel")}
-                ratios.append(makespan["longer_first"] / makespan["scalpel"])
+                                             model=machine.model).makespan for policy in ("longest_first", "scalpel")}
+                ratios.append(makespan["longest_first"] / makespan["scalpel"])
                 plan_shares.append(plan_seconds(tasks, list(map(len, domains)), float(topology.llc_size),
-                                                machine.model) / makespan["longer_first"])
+                                                machine.model) / makespan["longest_first"])
                 rows.append({"machine": name, "tasks": len(tasks), "seed": seed, "makespans": makespan})
         gmean = math.exp(statistics.fmean(map(math.log, ratios)))
         table.append([name, len(ratios), f"{gmean:.4f}", f"{min(ratios):.4f}", f"{max(ratios):.4f}",

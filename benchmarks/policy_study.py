@@ -13,10 +13,10 @@ the same contention model, and writes one JSON record; ``--sizes``, ``--repeats`
 ``--first-repeat`` split a study over several short runs, which ``report`` merges (same machine,
 model and estimate error) into tables that check the goals of the future default policy:
 
-* never more than 1% below max(``longer_first``, ``scalpel-paper``) at any batch size (speedups over
+* never more than 1% below max(``longest_first``, ``scalpel-paper``) at any batch size (speedups over
   ``fifo``, geometric means over the batches of that size);
 * geometric-mean speedup over ``fifo`` above both on every machine;
-* closes at least half of the ``longer_first``-to-search gap (makespan over the search's best,
+* closes at least half of the ``longest_first``-to-search gap (makespan over the search's best,
   geometric means pooled over every batch of a machine).
 
 Machines (``MACHINES``, ``scalpel_executor.experiments.study_machines``: topologies from the package's
@@ -35,7 +35,7 @@ plans on its estimates as if they were exact (no robustness check).
 
 Policies
 --------
-Package policies (``fifo``, ``longer_first``, ``scalpel-paper`` (the published algorithm),
+Package policies (``fifo``, ``longest_first``, ``scalpel-paper`` (the published algorithm),
 ``scalpel-lpt`` and ``scalpel``, the package's default: a dispatch order checked in the contention
 model, its tail improved by a seeded local search under a planning allowance) run through the
 package's :class:`Scheduler`, which plans
@@ -94,7 +94,7 @@ from scalpel_executor.core.machines import k_copies_points, k_copies_rms, k_copi
 from scalpel_executor.core.orders import FcfsEvaluator
 from scalpel_executor.core.scheduler import Scheduler, Task
 from scalpel_executor.core.simulate import ContentionModel, SimTask, simulate
-from scalpel_executor.core.topology import Topology
+from scalpel_executor.core.domains import Topology
 from scalpel_executor.experiments import study_machines
 from scalpel_executor.experiments.order_search import branch_and_bound, local_search, rollout_order
 from scalpel_executor.experiments.simulated_policies import batch_for, gmean, with_estimates
@@ -177,7 +177,7 @@ class OnlineScheduler(Scheduler):
     """
 
     def __init__(self, domains, rule, *, llc: float, model: ContentionModel, clock: Clock):
-        super().__init__(domains, "longer_first")
+        super().__init__(domains, "longest_first")
         self.rule, self.llc, self.model, self.clock = rule, llc, model, clock
         self.total_cores = len(self.slots)
         self.queues: dict[tuple, deque] = {}
@@ -331,14 +331,14 @@ def planned_best_of(batch: Sequence[SimTask], domains, llc, model, rules: Sequen
     shortest predicted makespan, optionally improve it with a ``search_evals``-evaluation local
     search, and dispatch that order first come first served.
 
-    ``longer_first`` is always a candidate, so the plan is never predicted worse than it.
+    ``longest_first`` is always a candidate, so the plan is never predicted worse than it.
     """
     known = [estimated(t) for t in batch]
     if any(t.runtime_estimate is not None for t in batch):
         cache = None  # the cache holds runs on the true times
     evaluator = FcfsEvaluator.of(known, [len(d) for d in domains], llc, model)
     best_order, best_time = None, math.inf
-    for name in dict.fromkeys(["longer_first", *rules]):
+    for name in dict.fromkeys(["longest_first", *rules]):
         _, order = run_policy(name, known, domains, llc, model, cache=cache)
         predicted = evaluator.run(order)
         if predicted < best_time - 1e-9:
@@ -367,7 +367,7 @@ def planned_rollout(batch, domains, llc, model, tail_factor: float | None, windo
         best_time = math.inf
         if any(t.runtime_estimate is not None for t in batch):
             cache = None  # the cache holds runs on the true times
-        for name in dict.fromkeys(["longer_first", *base_rules]):
+        for name in dict.fromkeys(["longest_first", *base_rules]):
             candidate = run_policy(name, known, domains, llc, model, cache=cache)[1]
             predicted = ev.run(candidate)
             if predicted < best_time - 1e-9:
@@ -405,7 +405,7 @@ def _online(rule):
 
 POLICY_FACTORIES: dict[str, Callable] = {
     "fifo": _package("fifo"),
-    "longer_first": _package("longer_first"),
+    "longest_first": _package("longest_first"),
     "scalpel-paper": _package("scalpel-paper"),
     "scalpel-lpt": _package("scalpel-lpt"),
     "scalpel": _package("scalpel"),  # the package's default (core/planning.py)
@@ -430,7 +430,7 @@ COMPOSITES = {
     "best-of+ls200": (BASE_RULES, 200),
 }
 
-DEFAULT_POLICIES = ["fifo", "longer_first", "scalpel-paper", "scalpel-lpt", "lpt-aware-5", "lpt-aware-10", "lpt-aware-25",
+DEFAULT_POLICIES = ["fifo", "longest_first", "scalpel-paper", "scalpel-lpt", "lpt-aware-5", "lpt-aware-10", "lpt-aware-25",
                     "lpt-added-10", "finish-time", "finish-ratio", "net-longest", "best-of", "rollout", "rollout-best",
                     "best-of+ls200"]
 
@@ -523,14 +523,14 @@ def summarise(record: dict) -> dict:
     out = {}
     for p in policies:
         speedups = [per_size[s]["speedup"][p] for s in sizes]
-        ratios = [per_size[s]["speedup"][p] / max(per_size[s]["speedup"]["longer_first"], per_size[s]["speedup"]["scalpel-paper"])
+        ratios = [per_size[s]["speedup"][p] / max(per_size[s]["speedup"]["longest_first"], per_size[s]["speedup"]["scalpel-paper"])
                   for s in sizes]
-        lf_over = gmean([r["makespans"]["longer_first"] / r["best"] for r in rows])
+        lf_over = gmean([r["makespans"]["longest_first"] / r["best"] for r in rows])
         p_over = gmean([r["makespans"][p] / r["best"] for r in rows])
         gap = (lf_over - p_over) / (lf_over - 1.0) if lf_over > 1.0 + 1e-12 else float("nan")
         out[p] = {"speedup": gmean(speedups), "worst_ratio": min(ratios),
                   "worst_size": sizes[ratios.index(min(ratios))], "over_best": p_over, "gap_closed": gap}
-    gm_lf, gm_sc = out["longer_first"]["speedup"], out["scalpel-paper"]["speedup"]
+    gm_lf, gm_sc = out["longest_first"]["speedup"], out["scalpel-paper"]["speedup"]
     for p in policies:
         o = out[p]
         o["meets"] = {"within_1pct": o["worst_ratio"] >= 0.99, "above_both": o["speedup"] > max(gm_lf, gm_sc) + 1e-12,
@@ -541,7 +541,7 @@ def summarise(record: dict) -> dict:
 def plan_seconds(policy: str, seconds: dict) -> float:
     """A policy's own time on a batch plus that of the cached rules it ran (composites)."""
     rules = COMPOSITES[policy][0] if policy in COMPOSITES else ROLLOUTS[policy][3] if policy in ROLLOUTS else ()
-    extra = ["longer_first", *rules] if rules else []
+    extra = ["longest_first", *rules] if rules else []
     return seconds[policy] + sum(seconds.get(r, 0.0) for r in dict.fromkeys(extra) if r != policy)
 
 
@@ -591,30 +591,30 @@ def print_summary(records: list[dict]) -> None:
 
     table("Geometric-mean speedup over `fifo` (geometric mean of the sizes' geometric means)",
           lambda o: f"{o['speedup']:.3f}")
-    table("Worst per-size ratio of speedups against max(`longer_first`, `scalpel-paper`)", lambda o: f"{o['worst_ratio']:.3f}")
-    table("Share of the `longer_first`-to-search gap closed (makespan / best, geometric mean over all batches)",
+    table("Worst per-size ratio of speedups against max(`longest_first`, `scalpel-paper`)", lambda o: f"{o['worst_ratio']:.3f}")
+    table("Share of the `longest_first`-to-search gap closed (makespan / best, geometric mean over all batches)",
           lambda o: "n/a" if math.isnan(o["gap_closed"]) else f"{100 * o['gap_closed']:.0f}%")
     table("Goals met (within 1% / above both / half the gap)",
           lambda o: "".join("Y" if v else "-" for v in o["meets"].values()))
     print("\n**The runs**\n")
-    print("| machine, model | `longer_first` / best | batches per size | sizes | search proven optimal | run time |")
+    print("| machine, model | `longest_first` / best | batches per size | sizes | search proven optimal | run time |")
     print("|---|---|---|---|---|---|")
     for r, s in zip(records, sums):
-        print(f"| {label(r)} | {s['policies']['longer_first']['over_best']:.4f} | {r['repeats']} | "
+        print(f"| {label(r)} | {s['policies']['longest_first']['over_best']:.4f} | {r['repeats']} | "
               f"{', '.join(map(str, s['sizes']))} | {sum(v['proven'] for v in s['per_size'].values())} of "
               f"{len(r['rows'])} | {r['seconds']:.0f} s |")
     checked = [p for p in columns if p in COMPOSITES or p in ROLLOUTS or p.startswith("scalpel") and p != "scalpel-paper"]
     if checked:
-        print("\n**Batches on which a model-checked plan ended later than `longer_first` / than `scalpel-paper`**\n")
+        print("\n**Batches on which a model-checked plan ended later than `longest_first` / than `scalpel-paper`**\n")
         print("| machine, model | batches | " + " | ".join(f"`{c}`" for c in checked) + " |")
         print("|---" * (len(checked) + 2) + "|")
         for r in records:
             rows = r["rows"]
             cells = []
             for p in checked:
-                lf = sum(x["makespans"][p] > x["makespans"]["longer_first"] * (1 + 1e-9) for x in rows)
+                lf = sum(x["makespans"][p] > x["makespans"]["longest_first"] * (1 + 1e-9) for x in rows)
                 sc = sum(x["makespans"][p] > x["makespans"]["scalpel-paper"] * (1 + 1e-9) for x in rows)
-                worst = max(x["makespans"][p] / x["makespans"]["longer_first"] for x in rows)
+                worst = max(x["makespans"][p] / x["makespans"]["longest_first"] for x in rows)
                 cells.append(f"{lf} / {sc} (worst {worst:.3f}x LF)")
             print(f"| {label(r)} | {len(rows)} | " + " | ".join(cells) + " |")
     proven = [(r, [x for x in r["rows"] if x["proven"]]) for r in records]
@@ -622,7 +622,7 @@ def print_summary(records: list[dict]) -> None:
     if proven:
         print("\n**Batches where the search proved the optimum: makespan over the optimum (geometric mean), and "
               "batches not optimal**\n")
-        shown = ["longer_first", "scalpel-paper", *checked]
+        shown = ["longest_first", "scalpel-paper", *checked]
         print("| machine, model | batches (sizes) | " + " | ".join(f"`{c}`" for c in shown) + " |")
         print("|---" * (len(shown) + 2) + "|")
         for r, rows in proven:
@@ -649,8 +649,8 @@ def print_report(records: list[dict]) -> None:
               f"{total} batches; local search {search['ls_evals']} evaluations"
               + (f" (tail of {search['tail_waves']} waves above 64 tasks)" if search['tail_waves'] else "")
               + f"; run {record['seconds']:.0f} s.\n")
-        lf_over = s["policies"]["longer_first"]["over_best"]
-        print(f"`longer_first` is {100 * (lf_over - 1):.2f}% above the search's best (geometric mean).\n")
+        lf_over = s["policies"]["longest_first"]["over_best"]
+        print(f"`longest_first` is {100 * (lf_over - 1):.2f}% above the search's best (geometric mean).\n")
         print("| policy | speedup over fifo (gmean) | worst per-size ratio vs max(LF, scalpel-paper) | makespan / best | "
               "gap closed | goals (1% / above both / half gap) |")
         print("|---|---|---|---|---|---|")
@@ -659,7 +659,7 @@ def print_report(records: list[dict]) -> None:
             meets = " / ".join("yes" if v else "no" for v in o["meets"].values())
             print(f"| `{p}` | {o['speedup']:.4f}x | {o['worst_ratio']:.4f} (at {o['worst_size']}) | "
                   f"{o['over_best']:.4f} | {gap} | {meets} |")
-        print("\nPer size, speedup over fifo (gmean); last rows: the search's best and makespan / best of longer_first\n")
+        print("\nPer size, speedup over fifo (gmean); last rows: the search's best and makespan / best of longest_first\n")
         header = "| policy | " + " | ".join(str(x) for x in s["sizes"]) + " |"
         print(header)
         print("|---" * (len(s["sizes"]) + 1) + "|")
@@ -668,9 +668,9 @@ def print_report(records: list[dict]) -> None:
         best_speed = [gmean([r["makespans"]["fifo"] / r["best"] for r in record["rows"] if r["tasks"] == x])
                       for x in s["sizes"]]
         print("| search best | " + " | ".join(f"{v:.3f}" for v in best_speed) + " |")
-        print("| LF / best | " + " | ".join(f"{s['per_size'][x]['over_best']['longer_first']:.4f}" for x in s["sizes"]) + " |")
+        print("| LF / best | " + " | ".join(f"{s['per_size'][x]['over_best']['longest_first']:.4f}" for x in s["sizes"]) + " |")
         print("| LF mean makespan, s | " + " | ".join(
-            f"{statistics.fmean(r['makespans']['longer_first'] for r in record['rows'] if r['tasks'] == x):.1f}"
+            f"{statistics.fmean(r['makespans']['longest_first'] for r in record['rows'] if r['tasks'] == x):.1f}"
             for x in s["sizes"]) + " |")
         if all("seconds" in r for r in record["rows"]):
             print("\nPlanning and simulation cost, seconds per batch (mean; for `best-of`, `rollout-best` and "
@@ -736,7 +736,7 @@ def check(machine: str, model_name: str, batches: int) -> int:
         for repeat in range(batches):
             batch = batch_for(pool, count, repeat, 0)
             ev = FcfsEvaluator.of(batch, [len(d) for d in domains], llc, model)
-            for policy in ("fifo", "longer_first", "scalpel-paper", "scalpel"):
+            for policy in ("fifo", "longest_first", "scalpel-paper", "scalpel"):
                 reference = simulate(batch, domains, llc, policy, model=model).makespan
                 mine, order = run_policy(policy, batch, domains, llc, model)
                 replay = ev.run(order)
@@ -818,7 +818,7 @@ def main(argv: list[str] | None = None) -> int:
         print_report(merge_records([read_record(p) for p in args.records]))
         return 0
     policies = args.policies.split(",")
-    for required in ("fifo", "longer_first", "scalpel-paper"):
+    for required in ("fifo", "longest_first", "scalpel-paper"):
         if required not in policies:
             policies.insert(0, required)
     for p in policies:

@@ -160,7 +160,7 @@ def sampling_plan(args: argparse.Namespace):
     return MeasurePlan(rule)
 
 
-def calibrate(cpu: int, size: int, seconds: float) -> int:
+def sweeps_for_seconds(cpu: int, size: int, seconds: float) -> int:
     """Sweeps of a ``size`` array that take about ``seconds`` on ``cpu`` (fastest of three)."""
     with WorkerClient([cpu], probe=False) as plain:
         plain.run(work, size, 10)
@@ -171,7 +171,7 @@ def calibrate(cpu: int, size: int, seconds: float) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     size = parse_size(args.size, what="--size")
-    sweeps = calibrate(args.cpu, size, args.seconds)
+    sweeps = sweeps_for_seconds(args.cpu, size, args.seconds)
     plan = sampling_plan(args)
     on, off = Side(), Side()
     warm = max(10, sweeps // 3)  # imports, the array's first touch, the sampler's first windows

@@ -33,12 +33,12 @@ from scalpel_executor.experiments.contention_fit import load_model
 from scalpel_executor.learning.exchange import load_profile
 from scalpel_executor.core.scheduler import POLICIES
 from scalpel_executor.core.simulate import ContentionModel
-from scalpel_executor.core.topology import Topology
+from scalpel_executor.core.domains import Topology
 from scalpel_executor.experiments.simulated_policies import compare_policies
 from scalpel_executor.experiments.study_machines import suite_pool
 from scalpel_executor.experiments.tables import format_table
 
-POLICY_ORDER = [p for p in ("scalpel", "longer_first", "grouping+fifo", "di", "random", "fifo") if p in POLICIES]
+POLICY_ORDER = [p for p in ("scalpel", "longest_first", "grouping+fifo", "di", "random", "fifo") if p in POLICIES]
 
 
 def study(name: str, pool: list, spec: str, counts: list[int], repeats: int, model: ContentionModel,

@@ -76,7 +76,7 @@ def main(argv=None) -> int:
         for b in range(args.batches):
             batch = batch_for(pool, args.tasks, b, 0)
             ev = FcfsEvaluator.of(batch, [len(d) for d in domains], llc, model)
-            lf_order = simulate(batch, domains, llc, "longer_first", model=model).order
+            lf_order = simulate(batch, domains, llc, "longest_first", model=model).order
             out, secs, orders = {"lf": ev.run(lf_order)}, {"lf": 0.0}, {"lf": lf_order}
             for name, (step, rate) in VARIANTS.items():
                 planning.improve_tail = step

@@ -40,12 +40,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from scalpel_executor.core.topology import Topology
+from scalpel_executor.core.domains import Topology
 from scalpel_executor.core.units import format_size
 from scalpel_executor.experiments.bench.stats import bootstrap_ratio
 from scalpel_executor.experiments.harness import fresh_store, start_peer
-from scalpel_executor.experiments.sizing import machine_llc
-from scalpel_executor.host.topology import detect_topology
+from scalpel_executor.experiments.mix_sizing import machine_llc
+from scalpel_executor.host.sysfs import detect_topology
 from scalpel_executor.workloads import lookups as apps
 
 HTEX, SCALPEL = "htex-block", "scalpel:scalpel"

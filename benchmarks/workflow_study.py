@@ -10,7 +10,7 @@
 Each WfChef recipe (``scalpel_executor.experiments.workflows``: its trace's DAG at the recipe's
 typical size, run times drawn per seed, footprints per task type from the module's stated table)
 runs on each named machine (``scalpel_executor.core.machines``: ``paper``, ``wide``, ``epyc``
-with the package's default model, ``xeon16`` with its fitted one) under ``longer_first``,
+with the package's default model, ``xeon16`` with its fitted one) under ``longest_first``,
 ``scalpel-paper`` and ``scalpel``. Tasks arrive as their DAG releases them: a task joins the
 scheduler when its last parent ends, through the live pool's batch rule (``Batching()``, local
 mode's defaults), so every release is planned again with what waits. Two estimate conditions:
@@ -19,10 +19,10 @@ the policy study's ``with_estimates`` does,
 ``scalpel_executor.experiments.simulated_policies``), the schedulers told that spread; the
 simulator keeps the true times.
 
-Printed, per estimate condition: for every shape and machine the ratio ``longer_first`` makespan
+Printed, per estimate condition: for every shape and machine the ratio ``longest_first`` makespan
 over ``scalpel`` makespan (> 1: scalpel ends first), median and minimum over the seeds, the same
 for ``scalpel-paper``, and the geometric mean over every instance, with the default policy's goals: scalpel
-never more than 1% below ``longer_first`` on any shape and machine (minimum ratio >= 0.99), and
+never more than 1% below ``longest_first`` on any shape and machine (minimum ratio >= 0.99), and
 above it on the geometric mean. Written: one JSON record (``--out``, default
 ``docs/data/workflow-study.json``) with every instance's makespans and plan-and-simulate seconds.
 """
@@ -47,10 +47,10 @@ from scalpel_executor.experiments.tables import format_table
 from scalpel_executor.experiments.workflows import SHAPES, STUDY_SHAPES, workflow
 
 ROOT = Path(__file__).resolve().parent.parent
-POLICIES = ("longer_first", "scalpel-paper", "scalpel")
+POLICIES = ("longest_first", "scalpel-paper", "scalpel")
 NOISES = (0.0, 0.3)
 SEEDS, QUICK_SEEDS = 3, 1
-GOAL_WORST = 0.99  # scalpel may end at most 1% later than longer_first on any shape and machine
+GOAL_WORST = 0.99  # scalpel may end at most 1% later than longest_first on any shape and machine
 
 
 def run_instance(shape: str, seed: int, noise: float, machines: tuple[str, ...]) -> list[dict]:
@@ -76,8 +76,8 @@ def run_instance(shape: str, seed: int, noise: float, machines: tuple[str, ...])
 
 
 def summarise(rows: list[dict]) -> dict:
-    """Per estimate condition: per (shape, machine) the longer_first/scalpel and
-    longer_first/scalpel-paper ratios (median, minimum over seeds); the geometric means; the goals."""
+    """Per estimate condition: per (shape, machine) the longest_first/scalpel and
+    longest_first/scalpel-paper ratios (median, minimum over seeds); the geometric means; the goals."""
     out = {}
     for noise in sorted({r["noise"] for r in rows}):
         of = [r for r in rows if r["noise"] == noise]
@@ -87,16 +87,16 @@ def summarise(rows: list[dict]) -> dict:
                 here = [r for r in of if r["shape"] == shape and r["machine"] == machine]
                 if not here:
                     continue
-                ratio = {p: [r["makespans"]["longer_first"] / r["makespans"][p] for r in here]
+                ratio = {p: [r["makespans"]["longest_first"] / r["makespans"][p] for r in here]
                          for p in ("scalpel", "scalpel-paper")}
                 cells[f"{shape}/{machine}"] = {
                     "shape": shape, "machine": machine, "instances": len(here),
                     **{f"{p}_median": statistics.median(v) for p, v in ratio.items()},
                     **{f"{p}_min": min(v) for p, v in ratio.items()},
-                    "lf_over_lower_bound": gmean([r["makespans"]["longer_first"] / r["lower_bound"] for r in here]),
+                    "lf_over_lower_bound": gmean([r["makespans"]["longest_first"] / r["lower_bound"] for r in here]),
                     "scalpel_seconds": statistics.fmean(r["seconds"]["scalpel"] for r in here),
                 }
-        gmeans = {p: gmean([r["makespans"]["longer_first"] / r["makespans"][p] for r in of])
+        gmeans = {p: gmean([r["makespans"]["longest_first"] / r["makespans"][p] for r in of])
                   for p in ("scalpel", "scalpel-paper")}
         worst = min(cells.values(), key=lambda c: c["scalpel_min"])
         out[str(noise)] = {
@@ -113,7 +113,7 @@ def print_report(record: dict, markdown: bool = True) -> None:
     machines = record["machines"]
     for noise, summary in record["summary"].items():
         label = "exact estimates" if float(noise) == 0 else f"estimates off by exp(N(0, {float(noise):g}))"
-        print(f"\n**{label}**: longer_first makespan / scalpel makespan, median (min) over {record['seeds']} "
+        print(f"\n**{label}**: longest_first makespan / scalpel makespan, median (min) over {record['seeds']} "
               f"seeds; in brackets, the same for scalpel-paper (median)\n")
         rows = []
         for shape in record["shapes"]:
@@ -128,7 +128,7 @@ def print_report(record: dict, markdown: bool = True) -> None:
         goals = summary["goals"]
         print(f"\ngeometric mean over every instance: scalpel {summary['gmean']['scalpel']:.4f}, scalpel-paper "
               f"{summary['gmean']['scalpel-paper']:.4f}; worst instance {summary['worst']['ratio']:.4f} "
-              f"({summary['worst']['cell']}). Goals: never more than 1% below longer_first: "
+              f"({summary['worst']['cell']}). Goals: never more than 1% below longest_first: "
               f"{'met' if goals['never_1pct_below'] else 'MISSED'}; above it on the geometric mean: "
               f"{'met' if goals['above_on_gmean'] else 'MISSED'}"
               + (f"; medians below 0.99: {', '.join(summary['cells_median_below_goal'])}"

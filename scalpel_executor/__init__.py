@@ -18,7 +18,7 @@ module when first used.
 from scalpel_executor.core.grouping import group_for_domains, group_tasks
 from scalpel_executor.core.scheduler import POLICIES, Assignment, Scheduler, Task
 from scalpel_executor.core.simulate import ContentionModel, SimResult, SimTask, simulate
-from scalpel_executor.core.topology import Domain, Topology
+from scalpel_executor.core.domains import Domain, Topology
 from scalpel_executor.core.units import parse_size
 
 __version__ = "0.1.0"

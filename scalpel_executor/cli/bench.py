@@ -59,7 +59,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--markdown", action="store_true", help="with --report: as a Markdown table")
     parser.add_argument("--against", metavar="PEER",
                         help="with --report: every peer against PEER instead of htex-block, paired per "
-                             "repetition (e.g. scalpel:longer_first)")
+                             "repetition (e.g. scalpel:longest_first)")
     parser.set_defaults(run=run)
 
 

@@ -16,7 +16,7 @@ from scalpel_executor.cli.common import at_least, comma_list, load_model_file
 from scalpel_executor.core.machines import MACHINES, Machine
 from scalpel_executor.core.scheduler import POLICIES
 from scalpel_executor.core.simulate import ContentionModel
-from scalpel_executor.core.topology import Topology
+from scalpel_executor.core.domains import Topology
 from scalpel_executor.core.units import format_size, parse_size
 from scalpel_executor.experiments.simulated_policies import compare_policies
 from scalpel_executor.experiments.tables import format_table

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from scalpel_executor.core.topology import Topology, parse_cpu_list
-from scalpel_executor.host.topology import detect_topology
+from scalpel_executor.core.domains import Topology, parse_cpu_list
+from scalpel_executor.host.sysfs import detect_topology
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:

@@ -4,7 +4,7 @@ No module here does I/O, starts a process, reads a clock or imports numpy or Par
 (``tests/core/test_imports.py`` checks it). Drivers own the clock and pass time in.
 
 - :mod:`~scalpel_executor.core.units` — sizes (``"12MiB"``); :mod:`~scalpel_executor.core.cpulist` — CPU lists (``"0-3"``)
-- :mod:`~scalpel_executor.core.topology` — LLC domains of a machine, as a model
+- :mod:`~scalpel_executor.core.domains` — LLC domains of a machine, as a model
 - :mod:`~scalpel_executor.core.tasks` — the one task type both drivers use, groups, cores
 - :mod:`~scalpel_executor.core.grouping` — Algorithm 1
 - :mod:`~scalpel_executor.core.policies` — the paper's Algorithm 2 order (``scalpel-paper``) and the baselines

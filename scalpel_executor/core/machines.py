@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import CoRun, fit_contention
-from scalpel_executor.core.topology import Topology
+from scalpel_executor.core.domains import Topology
 
 __all__ = [
     "MACHINES", "Machine", "XEON16_FIT_RMS", "fit_k_copies", "k_copies_points", "k_copies_rms", "k_copies_slowdown",

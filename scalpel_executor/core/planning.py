@@ -2,11 +2,11 @@
 
 The published algorithm (``scalpel-paper``) keeps heavy footprints apart but runs its padded,
 partial groups last whatever their run times, and so loses to plain longest-first
-(``longer_first``) on many batches; longest-first ignores the cache. The default keeps the better
+(``longest_first``) on many batches; longest-first ignores the cache. The default keeps the better
 of the two on every batch and then improves the end of the schedule, where both lose most:
 
 1. **Base order.** Trace, in the contention model and on what the scheduler knows (run-time
-   estimates, footprints), the dispatch orders of ``longer_first``, ``scalpel-paper`` and
+   estimates, footprints), the dispatch orders of ``longest_first``, ``scalpel-paper`` and
    ``scalpel-lpt`` (Algorithm 1 groups ordered by their longest task); keep the one with the
    shortest predicted makespan (longest-first on ties).
 2. **Search of the tail** (a batch planned on an idle machine only). A seeded local search over the end of that order
@@ -33,7 +33,7 @@ of the two on every batch and then improves the end of the schedule, where both 
 4. **Dispatch** the order first come first served: any free core takes the next task.
 
 Why it is never much worse than longest-first: the base orders of step 1 reproduce the schedules of
-``longer_first`` and ``scalpel-paper`` exactly when replayed first come first served, and step 2
+``longest_first`` and ``scalpel-paper`` exactly when replayed first come first served, and step 2
 only keeps a change that lowers the predicted makespan, so with exact estimates the plan never
 ends later than either in the model. With wrong estimates or a wrong model it can; step 3 keeps
 longest-first unless the plan's gain survives the spread the estimates are known to have (in
@@ -85,7 +85,7 @@ __all__ = ["PlanContext", "plan_scalpel", "scalpel_order", "robust_choice", "DEF
 
 DEFAULT_BUDGET = 60_000  # most task starts one plan may simulate
 STARTS_PER_SECOND = 200  # and at most this many per second of the batch's predicted makespan
-BASE_POLICIES = ("longer_first", "scalpel-paper", "scalpel-lpt")
+BASE_POLICIES = ("longest_first", "scalpel-paper", "scalpel-lpt")
 TAIL_SEED = 16  # the tail search is seeded, so a plan is a function of its tasks
 ROBUST_SCENARIOS = 32  # run-time scenarios the robustness check draws, at most
 ROBUST_MIN_SCENARIOS = 4  # fewer fit in the allowance: nothing is checked, longest-first kept

@@ -60,7 +60,7 @@ def plan_scalpel_lpt(tasks, context):
     return groups
 
 
-def plan_longer_first(tasks, context):
+def plan_longest_first(tasks, context):
     """LPT without grouping: the longest waiting task goes to whichever core frees first; with
     tasks of several cores, the largest area (run time × cores) first."""
     return _singletons(sorted(tasks, key=lambda t: (-t.runtime * t.cores, t.seq)))
@@ -108,16 +108,29 @@ def plan_di(tasks, context):
     return groups
 
 
-POLICIES: dict[str, PlanFunction] = {
+class _Policies(dict):
+    """Policy name -> plan function; an old name in :data:`POLICY_ALIASES` is found too, but not listed."""
+
+    def __contains__(self, name) -> bool:
+        return dict.__contains__(self, POLICY_ALIASES.get(name, name))
+
+    def __getitem__(self, name) -> PlanFunction:
+        return dict.__getitem__(self, POLICY_ALIASES.get(name, name))
+
+
+#: Names users typed before a policy was renamed: ``longer_first`` is longest-first.
+POLICY_ALIASES = {"longer_first": "longest_first"}
+
+POLICIES: dict[str, PlanFunction] = _Policies({
     "scalpel": plan_scalpel,
     "scalpel-paper": plan_scalpel_paper,
     "scalpel-lpt": plan_scalpel_lpt,
-    "longer_first": plan_longer_first,
+    "longest_first": plan_longest_first,
     "grouping+fifo": plan_grouping_fifo,
     "fifo": plan_fifo,
     "random": plan_random,
     "di": plan_di,
-}
+})
 
 
 def resolve_policy(name: str) -> PlanFunction:

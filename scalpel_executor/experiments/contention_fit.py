@@ -11,7 +11,7 @@
                 for each rho on a grid:                  submission order ─> error per (mix, peer)
                 core.contention_fit)
 
-Not to be confused with ``workloads.kernels.calibrate``, which picks a kernel case's steps for a
+Not to be confused with ``workloads.kernels.scale_to_seconds``, which picks a kernel case's steps for a
 wanted run time. The mixes are held out: the fit sees pairs only. Pure functions on the two JSON documents; the
 ``scalpel calibrate`` command prints both steps and writes ``calibration.json``, which
 ``scalpel simulate --model`` and ``benchmarks/scale.py`` read.

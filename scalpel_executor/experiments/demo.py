@@ -45,16 +45,16 @@ from pathlib import Path
 from typing import TextIO
 
 from scalpel_executor.core.simulate import lower_bound
-from scalpel_executor.core.topology import Topology
+from scalpel_executor.core.domains import Topology
 from scalpel_executor.core.units import format_size
 from scalpel_executor.experiments.apps import one_blas_thread
 from scalpel_executor.experiments.bench.stats import bootstrap_ratio
 from scalpel_executor.experiments.charts import gantt
 from scalpel_executor.experiments.harness import Progress, fresh_store, run_kernels, solo_pass, start_peer
 from scalpel_executor.experiments.plans import DemoPlan
-from scalpel_executor.experiments.sizing import machine_llc, steps_timed_here
+from scalpel_executor.experiments.mix_sizing import machine_llc, steps_timed_here
 from scalpel_executor.experiments.tables import format_table
-from scalpel_executor.host.topology import detect_topology
+from scalpel_executor.host.sysfs import detect_topology
 from scalpel_executor.workloads.kernels import contention_mix
 
 #: The demo's name for Parsl's HTEX, and the harness peer it is (one pinned worker per core).

@@ -61,7 +61,7 @@ from tabulate import tabulate
 import scalpel_executor
 from scalpel_executor import __version__
 from scalpel_executor.core.tasks import Task
-from scalpel_executor.core.topology import Domain, Topology
+from scalpel_executor.core.domains import Domain, Topology
 from scalpel_executor.runtime.channel import PING, load_keys, make_keys
 from scalpel_executor.runtime.hub import ManagerHub
 from scalpel_executor.runtime.manager_protocol import (Configure, Heartbeat, ManagerConfig, Register, Result, Shutdown,

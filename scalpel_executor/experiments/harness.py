@@ -32,7 +32,7 @@ from parsl.executors import HighThroughputExecutor, ThreadPoolExecutor
 from parsl.providers import LocalProvider
 from tqdm import tqdm
 
-from scalpel_executor.core.topology import Topology
+from scalpel_executor.core.domains import Topology
 from scalpel_executor.experiments.apps import (
     ONE_THREAD_ENV,
     one_blas_thread,

@@ -16,7 +16,7 @@ from scalpel_executor.core.scheduler import POLICIES
 MIXES = ("contention", "suite-2x", "suite-4x", "suite-8x", "light", "workflow", "mixed-cores", "noop-throughput",
          "noop-latency", "montage")
 #: Scalpel policies the benchmark runs; ``random`` is left to the simulator.
-SCALPEL_POLICIES = ("scalpel", "scalpel-paper", "longer_first", "grouping+fifo", "fifo", "di")
+SCALPEL_POLICIES = ("scalpel", "scalpel-paper", "longest_first", "grouping+fifo", "fifo", "di")
 #: Executors the benchmark compares: Parsl's, a process pool, Scalpel per policy, and the oracle order.
 PEERS = ("htex-block", "htex-none", "threads", "processpool", *(f"scalpel:{p}" for p in SCALPEL_POLICIES), "oracle",
          "scalpel-inprocess")

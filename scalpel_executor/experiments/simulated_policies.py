@@ -16,7 +16,7 @@ import statistics
 from collections.abc import Sequence
 
 from scalpel_executor.core.simulate import ContentionModel, SimTask, simulate
-from scalpel_executor.core.topology import Topology
+from scalpel_executor.core.domains import Topology
 
 def batch_seed(seed: int, count: int, repeat: int) -> int:
     """The generator seed of batch ``repeat`` of ``count`` tasks: one formula for every study."""

@@ -14,7 +14,7 @@ from pathlib import Path
 from scalpel_executor.core.contention_fit import load_model
 from scalpel_executor.core.machines import MACHINES as PRESETS
 from scalpel_executor.core.simulate import ContentionModel, SimTask
-from scalpel_executor.core.topology import Topology
+from scalpel_executor.core.domains import Topology
 from scalpel_executor.learning.exchange import load_profile
 from scalpel_executor.workloads.kernels import suite
 

@@ -10,7 +10,7 @@ Three pools keep it, and the executor holds one of them as a :class:`Pool`:
   CurveZMQ (provider mode).
 
 Each is built as ``Pool(where, options, on_complete, **its own keywords)``: ``where`` is the
-:class:`~scalpel_executor.core.topology.Topology` to schedule for (WorkerPool, ManagerClient) or the
+:class:`~scalpel_executor.core.domains.Topology` to schedule for (WorkerPool, ManagerClient) or the
 :class:`~scalpel_executor.runtime.manager_protocol.ManagerConfig` every node manager is told
 (ManagerHub); ``options`` the :class:`~scalpel_executor.runtime.options.PoolOptions`; ``on_complete``
 the completion callback (:data:`OnComplete`)::

@@ -81,8 +81,8 @@ from scalpel_executor.runtime.options import (HEARTBEAT_PERIOD, HEARTBEAT_THRESH
 from scalpel_executor.runtime.pool import Job, Outcome, WorkerPool
 from scalpel_executor.runtime.report import TaskRecord, describe_mixed, mixed_keys, task_rows, task_spans, write_report
 from scalpel_executor.learning.store import ProfileStore, default_path
-from scalpel_executor.core.topology import Topology
-from scalpel_executor.host.topology import allowed_cpus, resolve_topology
+from scalpel_executor.core.domains import Topology
+from scalpel_executor.host.sysfs import allowed_cpus, resolve_topology
 from scalpel_executor.core.units import parse_mebibytes, parse_size
 
 logger = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         ``"scalpel"`` (default: a dispatch order checked in the contention model, never predicted
         worse than longest-first or the paper's algorithm, and kept over longest-first's only
         when its gain survives the spread of the run-time estimates; docs/design.md), ``"scalpel-paper"``
-        (the paper's Algorithm 1 + 2), or a baseline: ``"scalpel-lpt"``, ``"longer_first"``,
+        (the paper's Algorithm 1 + 2), or a baseline: ``"scalpel-lpt"``, ``"longest_first"``,
         ``"grouping+fifo"``, ``"fifo"``, ``"random"``, ``"di"``.
     contention_model : ContentionModel, path or None
         The model ``scalpel`` plans with: a ``ContentionModel``, the path of a calibration that

@@ -59,7 +59,7 @@ from scalpel_executor import __version__
 from scalpel_executor.core.cpulist import cpu_set, format_cpu_list
 from scalpel_executor.core.resources import counted_memory
 from scalpel_executor.core.tasks import Task
-from scalpel_executor.host.topology import AFFINITY_UNAVAILABLE, allowed_cpus, set_affinity
+from scalpel_executor.host.sysfs import AFFINITY_UNAVAILABLE, allowed_cpus, set_affinity
 from scalpel_executor.runtime.channel import ManagerLink
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown
 from scalpel_executor.runtime.logs import LOG_DIR_ENV, log_to_file, node_log_dir

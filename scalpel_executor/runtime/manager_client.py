@@ -64,7 +64,7 @@ from multiprocessing.connection import Connection
 from typing import IO
 
 from scalpel_executor.core.tasks import Task
-from scalpel_executor.core.topology import Topology
+from scalpel_executor.core.domains import Topology
 from scalpel_executor.runtime.contract import OnComplete
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, NodeManagerLost
 from scalpel_executor.runtime.manager_protocol import (Began, Configure, Failed, Fatal, Heartbeat, Log, ManagerConfig,
@@ -85,7 +85,7 @@ REPLACEMENT_BACKOFF = 0.5  # seconds before starting the second of them, doublin
 
 
 @dataclass(eq=False)
-class _Manager:
+class _LocalManager:
     """One manager process and this side's connection to it."""
 
     process: subprocess.Popen
@@ -169,7 +169,7 @@ class ManagerClient:
         self._lock = threading.Lock()  # guards _outstanding, _manager, _stopping, _failure
         self._outstanding: dict[int, Task] = {}
         self._began: set[int] = set()  # outstanding tasks the manager said it started (the reader's alone)
-        self._manager: _Manager | None = None
+        self._manager: _LocalManager | None = None
         self._stopping = False
         self._failure: str | None = None  # why no task can run any more (no replacement could start)
         self._stop_requested = threading.Event()  # shutdown() was called: a back-off ends at once
@@ -206,7 +206,7 @@ class ManagerClient:
         # As WorkerPool: at interpreter exit, unfinished tasks end as ExecutorShutdown and the manager goes.
         atexit.register(self.shutdown)
 
-    def _await_started(self, manager: _Manager) -> None:
+    def _await_started(self, manager: _LocalManager) -> None:
         while not manager.started:
             remaining = manager.started_by - time.monotonic()
             try:
@@ -223,7 +223,7 @@ class ManagerClient:
                                    f"{manager.tail()}") from None
             self._handle(manager, message)
 
-    def _launch(self) -> _Manager:
+    def _launch(self) -> _LocalManager:
         """Start a manager process and send it its configuration; it reports Started later."""
         ours, theirs = socket.socketpair()
         command = [sys.executable, "-m", "scalpel_executor.runtime.manager", "--fd", str(theirs.fileno()),
@@ -239,7 +239,7 @@ class ManagerClient:
             raise
         finally:
             theirs.close()
-        manager = _Manager(process, Connection(ours.detach()), started_by=time.monotonic() + START_TIMEOUT)
+        manager = _LocalManager(process, Connection(ours.detach()), started_by=time.monotonic() + START_TIMEOUT)
         manager.stderr_thread = threading.Thread(target=_forward_stderr, args=(process.stderr, manager.stderr_tail),
                                                  name=f"scalpel-manager-stderr-{process.pid}", daemon=True)
         manager.stderr_thread.start()
@@ -341,7 +341,7 @@ class ManagerClient:
                 manager.kill()
             self._fail_outstanding(lambda task: ExecutorFailed(f"task {task.id} was lost: {self._failure}"))
 
-    def _handle(self, manager: _Manager, message) -> None:
+    def _handle(self, manager: _LocalManager, message) -> None:
         if isinstance(message, Began):
             self._began.update(message.task_ids)
         elif isinstance(message, (Result, Failed)):
@@ -382,7 +382,7 @@ class ManagerClient:
             logger.error("node manager pid %d sent %s, which a manager never sends; ignored", manager.pid,
                          type(message).__name__)
 
-    def _lost(self, manager: _Manager, cause: str | None) -> bool:
+    def _lost(self, manager: _LocalManager, cause: str | None) -> bool:
         """The manager is gone or given up on; True when the reader goes on with a replacement."""
         code = manager.kill()
         cause = cause or manager.exit_cause(code)
@@ -420,7 +420,7 @@ class ManagerClient:
                     task_id=task.id, pid=manager.pid, cause=cause)))
         return replacement is not None
 
-    def _replace(self, failure: str | None) -> _Manager | None:
+    def _replace(self, failure: str | None) -> _LocalManager | None:
         """Start a replacement manager and send it every outstanding task (those a manager lost before
         its Started held), after a back-off when replacements have been failing; None once
         MAX_REPLACEMENT_STARTS in a row failed (every unfinished task then fails) or on shutdown."""

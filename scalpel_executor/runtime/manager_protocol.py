@@ -62,8 +62,8 @@ import sys
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, NamedTuple, Union
 
-from scalpel_executor.core.topology import Domain, Topology
-from scalpel_executor.host.topology import detect_topology
+from scalpel_executor.core.domains import Domain, Topology
+from scalpel_executor.host.sysfs import detect_topology
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, WalltimeExceeded,
                                              WorkerDied)
 
@@ -342,7 +342,7 @@ class ManagerConfig:
 
     ``domains`` is the driver's topology as ``[{"cpus": [...], "llc_size": bytes or None}, ...]``;
     None lets the manager detect its node's own (``smt`` as in
-    :func:`~scalpel_executor.host.topology.detect_topology`), of which ``max_workers`` keeps the
+    :func:`~scalpel_executor.host.sysfs.detect_topology`), of which ``max_workers`` keeps the
     first CPUs. ``sys_path`` is the driver's import path, handed to workers so they unpickle the
     driver's functions by reference; ``log_level`` the driver's level for ``scalpel_executor``.
     """

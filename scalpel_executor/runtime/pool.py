@@ -57,9 +57,9 @@ from typing import Any
 from scalpel_executor.core.batching import Batcher, Batching
 from scalpel_executor.core.resources import needs_resources, unfit_reason
 from scalpel_executor.core.scheduler import CHECKED_AT_DISPATCH, Scheduler, Task
-from scalpel_executor.core.topology import Topology
+from scalpel_executor.core.domains import Topology
 from scalpel_executor.host.accelerators import device_domains, device_env
-from scalpel_executor.host.topology import allowed_cpus
+from scalpel_executor.host.sysfs import allowed_cpus
 from scalpel_executor.runtime.contract import OnComplete, Outcome
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, WalltimeExceeded,
                                              WorkerDied)

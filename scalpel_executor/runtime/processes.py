@@ -6,7 +6,7 @@ workers down, and killing the process group takes a ``bash_app``'s children with
 BLAS/OpenMP thread caps of its CPU count. The pool and :class:`WorkerClient` (one worker driven
 directly, for benchmarks and tests) both start workers here.
 
-Where the platform cannot pin (macOS: :func:`~scalpel_executor.host.topology.affinity_available`),
+Where the platform cannot pin (macOS: :func:`~scalpel_executor.host.sysfs.affinity_available`),
 slots keep their CPUs (a task's thread count and the run report still read them) but nothing is
 pinned, and :func:`slot_cpus` says so once per process.
 """
@@ -22,9 +22,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 
-from scalpel_executor.core.topology import Topology
+from scalpel_executor.core.domains import Topology
 from scalpel_executor.host.blas import THREAD_ENV_VARS
-from scalpel_executor.host.topology import AFFINITY_UNAVAILABLE, affinity_available, allowed_cpus
+from scalpel_executor.host.sysfs import AFFINITY_UNAVAILABLE, affinity_available, allowed_cpus
 from scalpel_executor.runtime.protocol import Measured, Ready, Run, Stop, Warm, decode, encode
 
 __all__ = ["slot_cpus", "worker_environment", "start_worker", "kill_group", "WorkerClient"]
@@ -40,7 +40,7 @@ def slot_cpus(topology: Topology, pin: str, real_cpus: Sequence[int]) -> list[tu
     (``pin="domain"``). A topology that names CPUs this process cannot use (a spec such as
     ``"2x4"`` describing a machine we do not have) is laid over the real CPUs round-robin, so its
     decisions can be exercised here. Where the platform cannot pin, the first call logs
-    :data:`~scalpel_executor.host.topology.AFFINITY_UNAVAILABLE` (a warning, once per process).
+    :data:`~scalpel_executor.host.sysfs.AFFINITY_UNAVAILABLE` (a warning, once per process).
     """
     global _said_unpinned
     if not _said_unpinned and not affinity_available():

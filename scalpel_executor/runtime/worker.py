@@ -56,7 +56,7 @@ import time
 from multiprocessing.connection import Connection
 
 from scalpel_executor.host.blas import THREAD_ENV_VARS
-from scalpel_executor.host.topology import allowed_cpus, set_affinity
+from scalpel_executor.host.sysfs import allowed_cpus, set_affinity
 from scalpel_executor.runtime.logs import LOG_DIR_ENV, log_to_file
 from scalpel_executor.runtime.protocol import Measured, Ready, Result, Run, Warm, decode, encode
 

@@ -29,7 +29,7 @@ def test_simulate_unknown_policy(scalpel):
     code, out, err = scalpel("simulate", "--policies", "lpt")
     assert code == 2 and out == ""
     assert err == ("scalpel: unknown policy 'lpt' in --policies; choose from scalpel, scalpel-paper, scalpel-lpt, "
-                   "longer_first, grouping+fifo, fifo, random, di\n")
+                   "longest_first, grouping+fifo, fifo, random, di\n")
 
 
 def test_simulate_unknown_profile(scalpel):

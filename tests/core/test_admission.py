@@ -140,7 +140,7 @@ def test_with_exact_estimates_the_plan_runs_as_planned():
 
 
 def test_baselines_are_not_checked():
-    s = Scheduler([[0, 1]], "longer_first", llc=LLC)
+    s = Scheduler([[0, 1]], "longest_first", llc=LLC)
     s.add([Task("a", 28 * MiB, 3.0), Task("b", 28 * MiB, 3.0), Task("c", 1 * MiB, 1.0)])
     assignments = s.dispatch(0.0)
     assert {a.task.id for a in assignments} == {"a", "b"}

@@ -157,7 +157,7 @@ def test_the_simulator_holds_a_long_lone_first_task_for_a_longer_one_submitted_j
     # longest-first see both, so the long task is not stuck behind the short one.
     tasks = [SimTask("short", 0.6, arrival=0.0), SimTask("long", 1.8, arrival=0.002),
              SimTask("mid", 1.2, arrival=0.002), SimTask("tiny", 0.5, arrival=0.002)]
-    held = simulate(tasks, [[0, 1]], 32 * 2**20, policy="longer_first", batching=Batching(window=0.005, quiet=0.001))
+    held = simulate(tasks, [[0, 1]], 32 * 2**20, policy="longest_first", batching=Batching(window=0.005, quiet=0.001))
     first_two = {r.name for r in sorted(held.records, key=lambda r: r.start)[:2]}
     assert first_two == {"long", "mid"}
 

@@ -70,7 +70,7 @@ def _imports_in(source: str, module_name: str, is_package: bool, *, type_only: b
 
 
 def test_the_core_exists_and_holds_the_decisions():
-    for name in ("units", "cpulist", "topology", "tasks", "grouping", "policies", "scheduler", "batching",
+    for name in ("units", "cpulist", "domains", "tasks", "grouping", "policies", "scheduler", "batching",
                  "contention", "simulate"):
         assert f"scalpel_executor.core.{name}" in CORE_MODULES
 
@@ -174,7 +174,7 @@ def test_no_module_of_the_package_is_part_of_an_import_cycle():
     assert not cycles, f"import cycles: {cycles}"
 
 
-@pytest.mark.parametrize("old, new", [("executor", "runtime.executor"), ("topology", "core.topology"),
+@pytest.mark.parametrize("old, new", [("executor", "runtime.executor"), ("topology", "core.domains"),
                                       ("grouping", "core.grouping"), ("errors", "runtime.errors")])
 def test_an_old_module_path_still_imports_and_warns_where_it_was_imported(old, new):
     program = f"import scalpel_executor.{old} as old\nprint(sorted(old.__all__)[:1])\n"

@@ -70,7 +70,7 @@ def test_a_snapshot_resumes_the_same_simulation_and_is_left_unchanged(tasks, dom
 
 
 @settings(max_examples=60, deadline=None)
-@given(sim_tasks, st.sampled_from(TOPOLOGIES), st.sampled_from(["scalpel-paper", "scalpel-lpt", "longer_first", "di"]))
+@given(sim_tasks, st.sampled_from(TOPOLOGIES), st.sampled_from(["scalpel-paper", "scalpel-lpt", "longest_first", "di"]))
 def test_trace_reproduces_a_policys_schedule(tasks, domains, policy):
     """Fed first come first served, a traced dispatch order ends exactly when the policy does."""
     ev = evaluator(tasks, domains)

@@ -10,7 +10,7 @@ from scalpel_executor.core.planning import PlanContext, scalpel_order
 from scalpel_executor.core.scheduler import Scheduler
 from scalpel_executor.core.simulate import SimTask, simulate
 from scalpel_executor.core.tasks import Task
-from scalpel_executor.core.topology import Topology
+from scalpel_executor.core.domains import Topology
 
 MiB = 2**20
 TOPOLOGIES = [[[0, 1]], [[0, 1], [2, 3]], [[0, 1, 2, 3], [4, 5, 6, 7]], [[0, 1, 2], [3]], [[0, 1, 2, 3]]]
@@ -29,7 +29,7 @@ def test_scalpel_never_ends_later_than_longest_first_or_the_paper_with_exact_est
         return simulate(tasks, domains, 12 * MiB, policy, model=model).makespan
 
     ours = makespan("scalpel")
-    assert ours <= makespan("longer_first") * (1 + 1e-9)
+    assert ours <= makespan("longest_first") * (1 + 1e-9)
     assert ours <= makespan("scalpel-paper") * (1 + 1e-9)
 
 
@@ -44,9 +44,9 @@ def test_scalpel_beats_both_on_a_batch_where_each_base_rule_stacks_large_footpri
              (2.0, 4.0), (9.0, 0.5)]
     tasks = [SimTask(f"t{i}", r, f * MiB) for i, (r, f) in enumerate(pairs)]
     result = {p: simulate(tasks, domains, topology.llc_size, p, model=spec.model).makespan
-              for p in ("scalpel", "scalpel-paper", "longer_first")}
+              for p in ("scalpel", "scalpel-paper", "longest_first")}
     assert result["scalpel"] == pytest.approx(9.0)
-    assert result["scalpel-paper"] > 10.5 and result["longer_first"] > 10.5
+    assert result["scalpel-paper"] > 10.5 and result["longest_first"] > 10.5
 
 
 def test_without_a_cache_size_the_plan_predicts_no_contention_and_orders_by_run_time():
@@ -62,7 +62,7 @@ def test_zero_budget_keeps_the_best_base_order():
     lean = simulate(tasks, [[0, 1], [2, 3]], 12 * MiB, "scalpel").makespan
     scheduler = Scheduler([[0, 1], [2, 3]], "scalpel", llc=12 * MiB, plan_budget=0)
     assert scheduler._context.budget == 0
-    assert lean <= simulate(tasks, [[0, 1], [2, 3]], 12 * MiB, "longer_first").makespan * (1 + 1e-9)
+    assert lean <= simulate(tasks, [[0, 1], [2, 3]], 12 * MiB, "longest_first").makespan * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("bad", [0, -1.0, float("nan"), "12MiB"])
@@ -147,13 +147,13 @@ def test_uncertain_estimates_keep_longest_first_unless_the_gain_survives_their_s
     def makespans(spread):
         batch = _table2_batch(12, 2, spread)
         return {p: simulate(batch, domains, topology.llc_size, p, model=ContentionModel()).makespan
-                for p in ("scalpel", "longer_first")}
+                for p in ("scalpel", "longest_first")}
 
     for spread in (0.0, 0.01):
         exact = makespans(spread)
-        assert exact["scalpel"] < exact["longer_first"] * (1 - 1e-4)
+        assert exact["scalpel"] < exact["longest_first"] * (1 - 1e-4)
     rough = makespans(0.5)
-    assert rough["scalpel"] == pytest.approx(rough["longer_first"], rel=1e-12)
+    assert rough["scalpel"] == pytest.approx(rough["longest_first"], rel=1e-12)
 
 
 def test_a_structural_gain_survives_rough_estimates():
@@ -167,8 +167,8 @@ def test_a_structural_gain_survives_rough_estimates():
              (2.0, 4.0), (9.0, 0.5)]
     tasks = [SimTask(f"t{i}", r, f * MiB, runtime_spread=0.3) for i, (r, f) in enumerate(pairs)]
     result = {p: simulate(tasks, domains, topology.llc_size, p, model=spec.model).makespan
-              for p in ("scalpel", "scalpel-paper", "longer_first")}
-    assert result["scalpel"] < 0.9 * min(result["scalpel-paper"], result["longer_first"])
+              for p in ("scalpel", "scalpel-paper", "longest_first")}
+    assert result["scalpel"] < 0.9 * min(result["scalpel-paper"], result["longest_first"])
 
 
 spreads = st.sampled_from([0.0, 0.05, 0.3, 1.0])

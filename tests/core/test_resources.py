@@ -212,7 +212,7 @@ def test_algorithm_1_groups_never_hold_more_cores_than_their_domain(widths, doma
 
 def test_an_accelerator_task_starts_on_the_domain_near_a_free_device_and_gets_it():
     # Two domains, device 0 near domain 0 and device 1 near domain 1; device 0 is taken first.
-    s = Scheduler([[0, 1], [2, 3]], "longer_first", gpus=2, device_domains=[{0}, {1}])
+    s = Scheduler([[0, 1], [2, 3]], "longest_first", gpus=2, device_domains=[{0}, {1}])
     s.add([Task("a", runtime=9.0, gpus=1)])
     (first,) = s.dispatch(0.0)
     assert (first.slot.domain, first.devices) == (0, (0,))
@@ -225,7 +225,7 @@ def test_an_accelerator_task_starts_on_the_domain_near_a_free_device_and_gets_it
 
 
 def test_an_accelerator_task_takes_a_far_device_rather_than_wait_for_a_near_core():
-    s = Scheduler([[0], [1]], "longer_first", gpus=2, device_domains=[{0}, {0}])
+    s = Scheduler([[0], [1]], "longest_first", gpus=2, device_domains=[{0}, {0}])
     s.add([Task("cpu", runtime=9.0)])
     (cpu,) = s.dispatch(0.0)
     s.add([Task("gpu", runtime=1.0, gpus=1)])

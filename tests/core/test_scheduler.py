@@ -154,15 +154,15 @@ def test_drain_returns_every_unstarted_task():
 def test_fifo_and_longer_first_orders():
     runtimes = [1.0, 3.0, 2.0]
     fifo = Scheduler([[0]], "fifo")
-    lpt = Scheduler([[0]], "longer_first")
+    lpt = Scheduler([[0]], "longest_first")
     for s in (fifo, lpt):
         s.add(tasks_from([1, 1, 1], runtimes))
-    order = {"fifo": [], "longer_first": []}
-    for name, s in (("fifo", fifo), ("longer_first", lpt)):
+    order = {"fifo": [], "longest_first": []}
+    for name, s in (("fifo", fifo), ("longest_first", lpt)):
         for _ in range(3):
             order[name].append(s.dispatch()[0].task.id)
             s.release(0)
-    assert order == {"fifo": [0, 1, 2], "longer_first": [1, 2, 0]}
+    assert order == {"fifo": [0, 1, 2], "longest_first": [1, 2, 0]}
 
 
 def test_di_spreads_intensity_over_domains():
@@ -257,3 +257,16 @@ def test_disabled_cores_get_no_task_and_every_task_ends_once_in_any_event_order(
         dispatch()
     assert s.waiting == 0
     assert sorted(ended) == list(range(tasks))  # each task ended exactly once
+
+
+def test_the_old_name_longer_first_still_selects_longest_first_but_is_not_listed():
+    from scalpel_executor.core.policies import POLICIES, resolve_policy
+
+    assert "longer_first" in POLICIES and "longer_first" not in list(POLICIES)
+    assert resolve_policy("longer_first") is resolve_policy("longest_first")
+    orders = []
+    for name in ("longer_first", "longest_first"):
+        s = Scheduler([[0], [1]], name)
+        s.add([Task(i, runtime=r) for i, r in enumerate([1.0, 5.0, 3.0])])
+        orders.append([a.task.id for a in s.dispatch()])
+    assert orders[0] == orders[1] == [1, 2]

@@ -101,7 +101,7 @@ def test_simulate_drives_a_given_scheduler_reports_the_dispatch_order_and_the_cl
     from scalpel_executor.core.scheduler import Scheduler
     tasks = [SimTask("a", 1.0), SimTask("b", 3.0), SimTask("c", 2.0)]
     times = []
-    result = simulate(tasks, ONE_DOMAIN, 32 * MiB, "fifo", scheduler=Scheduler(ONE_DOMAIN, "longer_first"),
+    result = simulate(tasks, ONE_DOMAIN, 32 * MiB, "fifo", scheduler=Scheduler(ONE_DOMAIN, "longest_first"),
                       on_time=times.append)
     assert result.order == [1, 2, 0]  # longest first, from the scheduler given, not the policy named
     assert result.makespan == pytest.approx(3.0)
@@ -158,7 +158,7 @@ def test_a_chain_runs_in_order_whatever_its_listing():
 def test_a_child_released_before_its_arrival_waits_for_it():
     tasks = [SimTask("parent", 1.0), SimTask("child", 1.0, arrival=5.0, parents=(0,)),
              SimTask("sibling", 1.0, parents=(0,))]
-    result = simulate(tasks, ONE_DOMAIN, 32 * MiB, "longer_first")
+    result = simulate(tasks, ONE_DOMAIN, 32 * MiB, "longest_first")
     start = {r.name: r.start for r in result.records}
     assert start == pytest.approx({"parent": 0.0, "sibling": 1.0, "child": 5.0})
 

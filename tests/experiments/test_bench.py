@@ -70,7 +70,7 @@ def test_the_oracle_order_is_never_worse_than_fifo_or_lpt_in_the_model(draws):
         tasks = [SimTask(c.name, seconds[cases.index(c)], c.footprint_bytes) for c in order]
         return simulate(tasks, [[0, 1]], llc, policy).makespan
 
-    for policy in ("fifo", "longer_first"):
+    for policy in ("fifo", "longest_first"):
         assert makespan(best, "fifo") <= makespan(cases, policy) + 1e-9
 
 

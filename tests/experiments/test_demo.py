@@ -75,8 +75,8 @@ def test_comparisons_whose_executor_did_not_run_are_left_out():
 def test_the_plan_runs_htex_then_the_mechanics_then_the_policies():
     assert executor_names(DEMO) == [HTEX, MECHANICS, POLICY]
     assert executor_names(DEMO_QUICK) == [HTEX, MECHANICS, POLICY]
-    assert executor_names(with_given(DEMO, include_htex=False, policies=("longer_first", "fifo"))) == [
-        MECHANICS, "scalpel:longer_first"]
+    assert executor_names(with_given(DEMO, include_htex=False, policies=("longest_first", "fifo"))) == [
+        MECHANICS, "scalpel:longest_first"]
 
 
 def test_the_solo_time_bound_is_an_estimate_and_runs_below_it_are_counted():

@@ -58,7 +58,7 @@ def test_oracle_is_optimal_on_small_batches_and_beats_every_policy(pairs, domain
     seeds = [list(range(len(tasks)))]
     result = best_schedule(ev, seeds)
     assert result.proven and result.method.startswith("branch and bound")
-    for policy in ("fifo", "longer_first", "scalpel-paper", "scalpel"):
+    for policy in ("fifo", "longest_first", "scalpel-paper", "scalpel"):
         assert result.makespan <= simulate(tasks, domains, 12 * MiB, policy).makespan * (1 + 1e-9)
     assert result.makespan >= result.lower_bound * (1 - 1e-9)
     assert ev.run(result.order) == pytest.approx(result.makespan, rel=1e-9)

@@ -34,7 +34,7 @@ def test_every_shape_generates_offline_at_its_minimum_with_a_footprint_for_every
     assert {task_type(t) for t in tasks} <= set(SHAPES[shape].footprints)
     assert any(t.parents for t in tasks) and any(not t.parents for t in tasks)
     paper = MACHINES["paper"].topology()
-    result = simulate(tasks, [d.cpus for d in paper.domains], paper.llc_size, "longer_first", batching=Batching())
+    result = simulate(tasks, [d.cpus for d in paper.domains], paper.llc_size, "longest_first", batching=Batching())
     record = {r.name: r for r in result.records}
     assert len(record) == len(tasks)
     for task in tasks:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from scalpel_executor.core.topology import format_cpu_list
+from scalpel_executor.core.domains import format_cpu_list
 
 
 def _write(path: Path, text: str) -> None:

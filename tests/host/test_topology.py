@@ -1,4 +1,4 @@
-"""Behaviour of scalpel_executor.core.topology: sysfs detection on fake trees, specs, CPU lists."""
+"""Behaviour of scalpel_executor.core.domains: sysfs detection on fake trees, specs, CPU lists."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalpel_executor.core.topology import Domain, Topology, format_cpu_list, parse_cpu_list
-from scalpel_executor.host.topology import detect_topology, resolve_topology
+from scalpel_executor.core.domains import Domain, Topology, format_cpu_list, parse_cpu_list
+from scalpel_executor.host.sysfs import detect_topology, resolve_topology
 
 try:
     from sysfs_trees import amd_4ccx, build_tree, this_machine, two_packages_no_cache, xeon_e5620_2s
@@ -203,7 +203,7 @@ def test_unreadable_llc_size_becomes_unknown_with_a_warning(tmp_path, caplog):
     root = this_machine(tmp_path)
     for cpu in (0, 1):
         (root / f"devices/system/cpu/cpu{cpu}/cache/index3/size").write_text("lots\n")
-    with caplog.at_level(logging.WARNING, logger="scalpel_executor.core.topology"):
+    with caplog.at_level(logging.WARNING, logger="scalpel_executor.core.domains"):
         topo = detect_topology(root, allowed_cpus=ALL)
     assert cpus_of(topo) == [(0, 1)]
     assert topo.llc_size is None

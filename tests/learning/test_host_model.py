@@ -8,7 +8,7 @@ import pytest
 
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.simulate import SimTask, simulate
-from scalpel_executor.core.topology import Topology
+from scalpel_executor.core.domains import Topology
 from scalpel_executor.learning import host_model
 from scalpel_executor.learning.host_model import HostModelStore, TaskSpan, host_id, model_report, observe_run
 

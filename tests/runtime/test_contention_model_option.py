@@ -8,7 +8,7 @@ from parsl import python_app
 from parsl.config import Config
 
 from scalpel_executor import ContentionModel
-from scalpel_executor.core.topology import Topology
+from scalpel_executor.core.domains import Topology
 from scalpel_executor.learning.host_model import MIN_OBSERVATIONS, HostModelStore, TaskSpan, host_id
 from scalpel_executor.runtime.executor import ScalpelExecutor
 from scalpel_executor.runtime.options import PoolOptions

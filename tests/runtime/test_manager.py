@@ -15,7 +15,7 @@ import psutil
 import pytest
 from parsl.executors.high_throughput.errors import ManagerLost
 
-from scalpel_executor.host.topology import resolve_topology
+from scalpel_executor.host.sysfs import resolve_topology
 from scalpel_executor.runtime import manager_client
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, NodeManagerLost
 from scalpel_executor.runtime.manager_client import ManagerClient
@@ -235,7 +235,7 @@ def test_the_manager_and_its_workers_exit_when_the_driver_is_killed(tmp_path):
         import json, sys, time
         from parsl.serialize import pack_apply_message
         from scalpel_executor.core.tasks import Task
-        from scalpel_executor.host.topology import resolve_topology
+        from scalpel_executor.host.sysfs import resolve_topology
         from scalpel_executor.runtime.manager_client import ManagerClient
         from scalpel_executor.runtime.options import PoolOptions
         from scalpel_executor.runtime.pool import Job

@@ -9,7 +9,7 @@ from scalpel_executor.runtime.manager_protocol import (Configure, Drain, Failed,
                                                        Result, Shutdown, Started, Submit, decode, encode)
 from scalpel_executor.runtime.options import PoolOptions
 from scalpel_executor.core.contention import ContentionModel
-from scalpel_executor.core.topology import Topology
+from scalpel_executor.core.domains import Topology
 
 MESSAGES = [
     Configure(ManagerConfig.of_driver(Topology.from_spec("2x2:12MiB")).to_dict(), PoolOptions().to_dict()),

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from scalpel_executor.host.topology import resolve_topology
+from scalpel_executor.host.sysfs import resolve_topology
 from scalpel_executor.runtime.contract import Pool
 from scalpel_executor.runtime.errors import ExecutorShutdown
 from scalpel_executor.runtime.hub import ManagerHub

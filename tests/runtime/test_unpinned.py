@@ -1,5 +1,5 @@
 """A platform without CPU affinity (macOS): the executor starts, its workers run unpinned, and it
-says so once (``host.topology.AFFINITY_UNAVAILABLE``).
+says so once (``host.sysfs.AFFINITY_UNAVAILABLE``).
 
 The end-to-end case runs a Parsl script whose interpreters, and those of its node manager and
 workers, start with a ``sitecustomize`` that removes ``os.sched_getaffinity``,
@@ -16,9 +16,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from scalpel_executor.core.topology import Topology
+from scalpel_executor.core.domains import Topology
 from scalpel_executor.core.cpulist import format_cpu_list
-from scalpel_executor.host.topology import AFFINITY_UNAVAILABLE, affinity_available, allowed_cpus, set_affinity
+from scalpel_executor.host.sysfs import AFFINITY_UNAVAILABLE, affinity_available, allowed_cpus, set_affinity
 from scalpel_executor.runtime import processes
 
 PROJECT_ROOT = str(Path(__file__).resolve().parents[2])

@@ -20,7 +20,7 @@ from scalpel_executor.workloads.kernels import (
     SCALES,
     KernelCase,
     KernelCheckError,
-    calibrate,
+    scale_to_seconds,
     check_kernel,
     contention_mix,
     footprint_bytes,
@@ -210,11 +210,11 @@ def test_contention_mix_cycles_through_the_kernels_given():
 
 def test_calibrate_keeps_kernel_and_size_and_sets_steps():
     case = KernelCase("jacobi-2d", 128, 1)
-    calibrated = calibrate(case, 0.05, probe_seconds=0.01)
+    calibrated = scale_to_seconds(case, 0.05, probe_seconds=0.01)
     assert (calibrated.kernel, calibrated.size) == ("jacobi-2d", 128)
     assert calibrated.steps >= 1
     with pytest.raises(ValueError, match="target_seconds must be a positive number"):
-        calibrate(case, 0)
+        scale_to_seconds(case, 0)
 
 
 def test_kernel_case_is_a_frozen_value():

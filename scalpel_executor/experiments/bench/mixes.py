@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from scalpel_executor.core.units import format_size
 from scalpel_executor.experiments.bench.oracle import oracle_search
 from scalpel_executor.experiments.plans import MIXES, BenchPlan
-from scalpel_executor.experiments.sizing import steps_timed_here
+from scalpel_executor.experiments.mix_sizing import steps_timed_here
 from scalpel_executor.workloads.kernels import contention_mix, suite
 
 
@@ -80,7 +80,7 @@ def build_mixes(plan: BenchPlan, llc: int, cores: int, *, time_here: bool = True
     """The mixes ``plan`` names for a machine of ``cores`` cores sharing ``llc`` bytes.
 
     ``time_here`` times each distinct contention case on this machine
-    (:func:`~scalpel_executor.experiments.sizing.steps_timed_here`) so large and small ones really
+    (:func:`~scalpel_executor.experiments.mix_sizing.steps_timed_here`) so large and small ones really
     last alike. ``model`` (a ``ContentionModel``) is what the contention mix's oracle order is
     searched with."""
     unknown = [n for n in plan.mixes if n not in MIXES]

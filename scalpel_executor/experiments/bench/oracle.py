@@ -3,7 +3,7 @@ finishes soonest on one domain, searched in the contention model. Pure.
 
 The search is :func:`scalpel_executor.experiments.order_search.best_schedule`: branch and bound up to 12 cases
 (proven optimal in the model when it finishes within its node budget), otherwise a seeded local
-search from the best of the ``fifo``, ``longer_first`` and ``scalpel`` orders, which only finds a
+search from the best of the ``fifo``, ``longest_first`` and ``scalpel`` orders, which only finds a
 good order. The method travels with the order so every "gap closed" figure can say which it was.
 """
 

@@ -22,8 +22,8 @@ from scalpel_executor.experiments.bench.stats import summarise
 from scalpel_executor.experiments.charts import bench_chart
 from scalpel_executor.experiments.harness import fresh_store, run_kernels, run_workflow, solo_pass, start_peer
 from scalpel_executor.experiments.plans import REFERENCE, BenchPlan
-from scalpel_executor.experiments.sizing import machine_llc
-from scalpel_executor.host.topology import detect_topology
+from scalpel_executor.experiments.mix_sizing import machine_llc
+from scalpel_executor.host.sysfs import detect_topology
 from scalpel_executor.workloads.montage import SkyPlan, mosaic_pipeline, require_montage
 
 logger = logging.getLogger(__name__)

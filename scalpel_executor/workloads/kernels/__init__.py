@@ -8,7 +8,7 @@ how long it runs. The moving parts::
         footprint targets (fractions of the LLC) ─> size_for_footprint ─> size
         RATES (seconds per unit of work, measured once) ─> steps for a target run time
         └─> [KernelCase(kernel, size, steps), ...]
-                │   calibrate(case, target_seconds): one short timed run rescales steps
+                │   scale_to_seconds(case, target_seconds): one short timed run rescales steps
                 v
     run_kernel(name, size, steps, seed, check)           the task body, e.g. a Parsl python_app
         KERNELS[name].arrays(size) ─> allocate ─> init(rng) ─> run(state, steps) ─> output
@@ -43,7 +43,7 @@ Modules:
 - :mod:`~scalpel_executor.workloads.kernels.sizing` — :func:`size_for_footprint`, :data:`RATES`,
   :func:`step_seconds`, :func:`steps_for_seconds`
 - :mod:`~scalpel_executor.workloads.kernels.task` — :func:`check_kernel`, :func:`run_kernel`
-- :mod:`~scalpel_executor.workloads.kernels.cases` — :class:`KernelCase`, :func:`calibrate`, :func:`suite`,
+- :mod:`~scalpel_executor.workloads.kernels.cases` — :class:`KernelCase`, :func:`scale_to_seconds`, :func:`suite`,
   :func:`contention_mix`
 
 BLAS threads are set by :func:`scalpel_executor.host.blas.limit_blas_threads`, re-exported here.
@@ -51,7 +51,7 @@ BLAS threads are set by :func:`scalpel_executor.host.blas.limit_blas_threads`, r
 
 from scalpel_executor.host.blas import limit_blas_threads
 from scalpel_executor.workloads.kernels.base import ArraySpec, Kernel, KernelCheckError, State
-from scalpel_executor.workloads.kernels.cases import SCALES, KernelCase, calibrate, contention_mix, suite
+from scalpel_executor.workloads.kernels.cases import SCALES, KernelCase, scale_to_seconds, contention_mix, suite
 from scalpel_executor.workloads.kernels.linear_algebra import ALPHA, BETA
 from scalpel_executor.workloads.kernels.registry import KERNELS, footprint_bytes, get_kernel
 from scalpel_executor.workloads.kernels.sizing import CALL_SECONDS, RATES, size_for_footprint, step_seconds
@@ -73,7 +73,7 @@ __all__ = [
     "KernelCase",
     "KernelCheckError",
     "State",
-    "calibrate",
+    "scale_to_seconds",
     "check_kernel",
     "contention_mix",
     "footprint_bytes",

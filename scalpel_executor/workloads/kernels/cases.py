@@ -47,7 +47,7 @@ class KernelCase:
         return run_kernel(self.kernel, self.size, self.steps, seed, check)
 
 
-def calibrate(case: KernelCase, target_seconds: float, *, probe_seconds: float | None = None,
+def scale_to_seconds(case: KernelCase, target_seconds: float, *, probe_seconds: float | None = None,
               seed: int = 0) -> KernelCase:
     """``case`` with the steps that make its solo run last about ``target_seconds`` here.
 
@@ -120,7 +120,7 @@ def suite(llc_bytes: object, cores: int, scale: str = "full", seed: int = 0, *,
         Default: all of :data:`KERNELS`.
     rates : dict, optional
         A rate table shaped like :data:`RATES`, the default, which was measured on the development
-        machine, so run times elsewhere are off by that machine's speed (see :func:`calibrate`).
+        machine, so run times elsewhere are off by that machine's speed (see :func:`scale_to_seconds`).
 
     Returns
     -------

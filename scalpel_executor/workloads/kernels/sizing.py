@@ -60,7 +60,7 @@ CALL_SECONDS = 1.5e-6
 #: core of the development machine (2 cores, 32 MiB L3, shared with other work) in CPU time,
 #: median of three runs, at footprints near 1 MiB and 48 MiB (less where one step would outlast
 #: 2 s: nussinov); in between, the rate is interpolated in log footprint, outside it is held. Use
-#: calibrate() where a closer figure matters.
+#: scale_to_seconds() where a closer figure matters.
 RATES: dict[str, tuple[tuple[float, float], tuple[float, float]]] = {
     "gemm": ((1039680, 2.39e-11), (50260336, 1.71e-11)),
     "2mm": ((1039584, 2.53e-11), (50249760, 1.82e-11)),
@@ -124,7 +124,7 @@ def _time_steps(kernel: Kernel, state: State, probe_seconds: float) -> float:
 def steps_for_seconds(kernel: str, size: int, target_seconds: float, *, probe_seconds: float | None = None,
                       seed: int = 0) -> int:
     """Steps of ``kernel`` at ``size`` that make a solo run last about ``target_seconds`` here,
-    timed on this machine (:func:`scalpel_executor.workloads.kernels.cases.calibrate` for a case).
+    timed on this machine (:func:`scalpel_executor.workloads.kernels.cases.scale_to_seconds` for a case).
 
     ``probe_seconds``: time spent measuring, default min(0.5, target / 4), and at least one step;
     ``seed`` seeds the probe's data. Runs the kernel in this process, on one BLAS thread.

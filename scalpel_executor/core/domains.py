@@ -4,11 +4,11 @@ Everything that schedules sees a :class:`Topology`: an ordered tuple of :class:`
 each a set of CPUs that share one last-level cache (LLC), with the size of that cache when it is
 known. This module only models; it reads nothing. A topology comes from:
 
-* :func:`scalpel_executor.host.topology.detect_topology`, which reads Linux sysfs (the one place
+* :func:`scalpel_executor.host.sysfs.detect_topology`, which reads Linux sysfs (the one place
   where hardware facts enter the program);
 * :meth:`Topology.from_spec`, a simulated machine from a short string such as ``"2x4:12MiB"``;
 * :meth:`Topology.from_cpu_lists`, explicit CPU lists per domain;
-* :func:`scalpel_executor.host.topology.resolve_topology`, which picks one of the above from a
+* :func:`scalpel_executor.host.sysfs.resolve_topology`, which picks one of the above from a
   user-facing override.
 
 Notes
@@ -386,7 +386,7 @@ class Topology:
             (default) means unknown.
         allowed_cpus : iterable of int or str, optional
             CPUs this process may use; None (default) checks nothing.
-            :func:`~scalpel_executor.host.topology.resolve_topology` passes the affinity.
+            :func:`~scalpel_executor.host.sysfs.resolve_topology` passes the affinity.
 
         Returns
         -------

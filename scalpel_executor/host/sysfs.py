@@ -2,7 +2,7 @@
 
 Reads ``{sysfs_root}/devices/system/cpu`` through a root path that tests replace with a fake tree
 (the way sched_ext's ``scx_utils`` topology does) and the process's CPU affinity, and returns the
-pure :class:`~scalpel_executor.core.topology.Topology` model.
+pure :class:`~scalpel_executor.core.domains.Topology` model.
 
 CPU affinity is read and set here and nowhere else (:func:`allowed_cpus`, :func:`set_affinity`):
 :func:`affinity_available` is the one place that says whether the platform has it. Linux has
@@ -19,13 +19,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from scalpel_executor.core.cpulist import cpu_set, format_cpu_list, parse_cpu_list
-from scalpel_executor.core.topology import Topology
+from scalpel_executor.core.domains import Topology
 from scalpel_executor.core.units import format_size, parse_size
 
 __all__ = ["detect_topology", "resolve_topology", "allowed_cpus", "affinity_available", "set_affinity",
            "AFFINITY_UNAVAILABLE"]
 
-logger = logging.getLogger("scalpel_executor.core.topology")
+logger = logging.getLogger("scalpel_executor.core.domains")
 
 _CPU_DIR = re.compile(r"^cpu([0-9]+)$")
 #: What is said, once per process, where workers cannot be pinned (runtime.processes.slot_cpus).

@@ -9,9 +9,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from scalpel_executor.core.topology import Topology
+from scalpel_executor.core.domains import Topology
 from scalpel_executor.core.units import format_size, parse_size
-from scalpel_executor.workloads.kernels import KernelCase, calibrate
+from scalpel_executor.workloads.kernels import KernelCase, scale_to_seconds
 
 #: Inside a VM whose sysfs reports a huge (host-wide) LLC, the mixes are sized for this instead.
 #: On the development VM (2 vCPUs, sysfs: 480 MiB) pairs of random-gather kernels showed no co-run
@@ -46,7 +46,7 @@ def steps_timed_here(cases: Sequence[KernelCase]) -> tuple[list[KernelCase], lis
     """The cases with the steps that make each last its planned run time on this machine, and those
     run times: the rate table alone can be off by the machine's speed, more for some kernels.
 
-    Each distinct (kernel, size) is timed here (:func:`~scalpel_executor.workloads.kernels.calibrate`,
+    Each distinct (kernel, size) is timed here (:func:`~scalpel_executor.workloads.kernels.scale_to_seconds`,
     median of three probes); every case keeps its own planned time, so its jitter survives.
     """
     planned = {c: c.estimated_seconds() for c in cases}
@@ -57,7 +57,7 @@ def steps_timed_here(cases: Sequence[KernelCase]) -> tuple[list[KernelCase], lis
         key = (case.kernel, case.size)
         if key not in per_step:  # median of three probes of up to 1 s: one short probe was seen 30% off
             probe = min(target, 1.0)
-            per_step[key] = statistics.median(target / calibrate(case, target, probe_seconds=probe).steps
+            per_step[key] = statistics.median(target / scale_to_seconds(case, target, probe_seconds=probe).steps
                                               for _ in range(3))
         out.append(KernelCase(case.kernel, case.size, max(1, round(planned[case] / per_step[key]))))
     return out, [c.steps * per_step[(c.kernel, c.size)] for c in out]
