@@ -12,7 +12,7 @@ Data flow::
                            │   Run(id, buffer, measure)    ┌──────────────────────┐
                            ├──────────────────────────────>│ worker, core 0       │ ...one per slot
                            │<──────────────────────────────│ (runtime.worker)     │
-                           │   Result(id, ok, ...)         │                      │
+                           │   WorkerResult(id, ok, ...)         │                      │
                            │                               └──────────────────────┘
                            └──> completions (SimpleQueue) ──> completion thread: on_complete(task, outcome)
                                                               (holding no lock; Parsl's callbacks run here)
@@ -65,7 +65,7 @@ from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, R
                                              WorkerDied)
 from scalpel_executor.runtime.options import PoolOptions, memory_budget
 from scalpel_executor.runtime.processes import kill_group, slot_cpus, start_worker, worker_environment
-from scalpel_executor.runtime.protocol import Measured, Ready, Result, Run, Warm, decode, encode
+from scalpel_executor.runtime.protocol import Measured, Ready, WorkerResult, Run, Warm, decode, encode
 
 logger = logging.getLogger(__name__)
 
@@ -424,7 +424,7 @@ class WorkerPool:
             message = decode(data)
         except Exception as error:  # noqa: BLE001 - garbage on the socket: the worker is not to be trusted
             message = error
-        if not isinstance(message, (Ready, Warm, Measured, Result)):
+        if not isinstance(message, (Ready, Warm, Measured, WorkerResult)):
             logger.error("worker pid %d sent %r, which is no answer a worker gives; replacing it",
                          worker.process.pid, message)
             kill_group(worker.process)
@@ -441,7 +441,7 @@ class WorkerPool:
             self._scheduler.enable(worker.slot)
             self._on_state()
             return
-        if isinstance(message, Measured):  # a running task's first reading; its Result follows
+        if isinstance(message, Measured):  # a running task's first reading; its WorkerResult follows
             if worker.task is not None and worker.task.id == message.task_id:
                 self._learn(worker.task, message.footprint)
             return
@@ -457,7 +457,7 @@ class WorkerPool:
         self._learn(task, stats.get("footprint") if isinstance(stats, dict) else None)
         if isinstance(stats, dict):  # how the scheduler saw it: why it started, the footprint it last knew
             stats["admission"], stats["scheduled_footprint"] = task.payload.admission, task.footprint
-            if task.cores > 1 or task.payload.devices:  # a one-core task's CPU is its Result's cpu
+            if task.cores > 1 or task.payload.devices:  # a one-core task's CPU is its WorkerResult's cpu
                 stats["cpus"], stats["devices"] = list(task.payload.cpus), list(task.payload.devices)
         self._complete(task, Outcome(ok, payload, None, stats))
 

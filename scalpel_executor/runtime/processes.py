@@ -147,7 +147,7 @@ class WorkerClient:
 
     def receive(self):
         """The worker's next answer but a ``Measured`` reading (sent while a measured task runs;
-        its Result follows)."""
+        its WorkerResult follows)."""
         while True:
             message = decode(self.connection.recv_bytes())
             if not isinstance(message, Measured):

@@ -9,7 +9,7 @@
       │      cpus, env)                     measure: the probe measures it (the driver decides);
       │                                     cpus: the task's CPUs when it has more than the worker's
       │                                     core (its threads follow), env: its accelerators
-      │  <── Result(task_id, ok, payload, stats)
+      │  <── WorkerResult(task_id, ok, payload, stats)
       │  Stop() ──>                         exit 0
 
 The task and its result are opaque bytes here (Parsl's serialization); the envelope is a pickled
@@ -23,7 +23,7 @@ from __future__ import annotations
 import pickle
 from typing import Any, NamedTuple, Union
 
-__all__ = ["Ready", "Warm", "Run", "Measured", "Result", "Stop", "Message", "encode", "decode"]
+__all__ = ["Ready", "Warm", "Run", "Measured", "WorkerResult", "Stop", "Message", "encode", "decode"]
 
 
 class Ready(NamedTuple):
@@ -44,13 +44,13 @@ class Run(NamedTuple):
 
 
 class Measured(NamedTuple):
-    """The probe's first reading of a running task's footprint, before its Result (at most one)."""
+    """The probe's first reading of a running task's footprint, before its WorkerResult (at most one)."""
 
     task_id: int
     footprint: float  # bytes
 
 
-class Result(NamedTuple):
+class WorkerResult(NamedTuple):
     task_id: int
     ok: bool  # True: payload is the serialized result; False: a serialized RemoteExceptionWrapper
     payload: bytes
@@ -61,8 +61,8 @@ class Stop(NamedTuple):
     pass
 
 
-Message = Union[Ready, Warm, Run, Measured, Result, Stop]
-_KINDS: dict[str, type] = {"ready": Ready, "warm": Warm, "task": Run, "measured": Measured, "result": Result,
+Message = Union[Ready, Warm, Run, Measured, WorkerResult, Stop]
+_KINDS: dict[str, type] = {"ready": Ready, "warm": Warm, "task": Run, "measured": Measured, "result": WorkerResult,
                            "stop": Stop}
 _TAGS = {kind: tag for tag, kind in _KINDS.items()}
 

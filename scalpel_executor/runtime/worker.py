@@ -20,12 +20,12 @@ defined once, in :mod:`scalpel_executor.runtime.protocol`)::
                           <── Measured(id, footprint)  (measured tasks still running at EARLY_REPORT:
                                                         the probe's first reading, from another thread)
                               probe.stop() if measure: footprint, peak RSS/USS, LLC counts (never waits)
-                          <── Result(id, ok, serialized result or RemoteExceptionWrapper, stats)
+                          <── WorkerResult(id, ok, serialized result or RemoteExceptionWrapper, stats)
     Stop()               ──>  exit 0
     socket closed (EOF)  ──>  exit 0: the pool is gone
 
 Only one task is ever in flight per worker: the scheduler sends a task only to an idle worker, so
-the socket needs no queue of its own; a measured task may answer twice (Measured, then Result). The payload is Parsl's own serialization
+the socket needs no queue of its own; a measured task may answer twice (Measured, then WorkerResult). The payload is Parsl's own serialization
 (``parsl.serialize``); the envelope only ever crosses this private socket pair.
 
 ``stats`` always holds ``wall``, ``cpu``, ``max_rss`` and ``children_cpu``; for a task sent with
@@ -58,13 +58,13 @@ from multiprocessing.connection import Connection
 from scalpel_executor.host.blas import THREAD_ENV_VARS
 from scalpel_executor.host.sysfs import allowed_cpus, set_affinity
 from scalpel_executor.runtime.logs import LOG_DIR_ENV, log_to_file
-from scalpel_executor.runtime.protocol import Measured, Ready, Result, Run, Warm, decode, encode
+from scalpel_executor.runtime.protocol import Measured, Ready, WorkerResult, Run, Warm, decode, encode
 
 PARENT_CHECK_INTERVAL = 0.2  # seconds between checks that the scheduler process still lives (a getppid call)
 #: Seconds into a measured task at which its footprint so far is reported (Measured): just after
 #: the probe's first window closes (20 ms settle + 80 ms), so tasks of its key still waiting are
 #: scheduled by a measurement instead of the prior. The first window also sees the task's start-up
-#: allocations, so it reads high rather than low; the Result's figure replaces it.
+#: allocations, so it reads high rather than low; the WorkerResult's figure replaces it.
 EARLY_REPORT = 0.15
 PROBE_OFF = {"footprint": None, "footprint_source": "unavailable: probe off"}
 NOT_MEASURED = {"footprint": None, "footprint_source": "unavailable: not measured (sampling)"}
@@ -218,7 +218,7 @@ def serve(connection: Connection, parent_pid: int, probe: bool = True) -> None:
 
 def _report_early(connection: Connection, send_lock: threading.Lock, meter, task_id: int,
                   done: threading.Event) -> None:
-    """Send the running task's first footprint reading, unless its Result goes first."""
+    """Send the running task's first footprint reading, unless its WorkerResult goes first."""
     if done.wait(EARLY_REPORT):
         return
     footprint = meter.peek()
@@ -292,7 +292,7 @@ def _limit_loaded_threads(threads: int) -> None:
 
 
 def _serve_tasks(connection: Connection, meter) -> None:
-    send_lock = threading.Lock()  # the early report and the Result share the socket
+    send_lock = threading.Lock()  # the early report and the WorkerResult share the socket
     while True:
         try:
             message = decode(connection.recv_bytes())
@@ -327,7 +327,7 @@ def _serve_tasks(connection: Connection, meter) -> None:
             "children_cpu": children.ru_utime + children.ru_stime,
         })
         try:
-            connection.send_bytes(encode(Result(task_id, ok, payload, stats)))
+            connection.send_bytes(encode(WorkerResult(task_id, ok, payload, stats)))
         except (EOFError, OSError):
             return
 

@@ -6,7 +6,7 @@ import pytest
 
 from scalpel_executor import ScalpelExecutor
 from scalpel_executor.runtime.processes import WorkerClient
-from scalpel_executor.runtime.protocol import Result, Run, encode
+from scalpel_executor.runtime.protocol import WorkerResult, Run, encode
 
 NOT_MEASURED = "unavailable: not measured (sampling)"
 ONE_CPU = [[min(os.sched_getaffinity(0))]]
@@ -32,7 +32,7 @@ def test_a_worker_starts_its_probe_only_for_a_run_that_asks():
         for task_id, measure in enumerate((False, True, False)):
             worker.connection.send_bytes(encode(Run(task_id, pack_apply_message(nap, (0.01,), {}), measure)))
             answers.append(worker.receive())
-    assert all(isinstance(a, Result) and a.ok for a in answers)
+    assert all(isinstance(a, WorkerResult) and a.ok for a in answers)
     assert [_was_measured(a.stats) for a in answers] == [False, True, False]
     assert answers[0].stats["footprint"] is None and answers[0].stats["footprint_source"] == NOT_MEASURED
     for answer in answers:  # wall and CPU time come from every task

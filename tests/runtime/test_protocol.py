@@ -6,13 +6,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scalpel_executor.runtime.protocol import Ready, Result, Run, Stop, Warm, decode, encode
+from scalpel_executor.runtime.protocol import Ready, WorkerResult, Run, Stop, Warm, decode, encode
 
 stats = st.dictionaries(st.text(max_size=8), st.one_of(st.none(), st.floats(allow_nan=False), st.text(max_size=8)), max_size=4)
 messages = st.one_of(
     st.builds(Ready, st.integers(1, 2**22)), st.just(Warm()), st.just(Stop()),
     st.builds(Run, st.integers(0, 2**40), st.binary(max_size=64)),
-    st.builds(Result, st.integers(0, 2**40), st.booleans(), st.binary(max_size=64), stats),
+    st.builds(WorkerResult, st.integers(0, 2**40), st.booleans(), st.binary(max_size=64), stats),
 )
 
 
