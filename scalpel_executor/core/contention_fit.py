@@ -19,6 +19,16 @@ progressing at 1 / s_k of its solo speed there, so its solo time is Σ d_k / s_k
 predicts the slowdown Σ d_k / Σ (d_k / s_k): the wall-time-weighted harmonic mean of the
 segments' slowdowns (:func:`predicted_slowdown`). A segment with no co-runner has s_k = 1.
 
+**A solo time that was never measured.** A workflow that keeps every core busy never runs its
+large tasks alone, so their slowdowns have no denominator. Such co-runs carry a ``baseline``: the
+co-runs of one baseline share an unknown solo time, and their ``slowdown`` is their wall time
+over any time common to them (their wall time itself will do). In log space log wall = log solo
++ log S(footprint, co-runners; ρ, σ); for a given ρ, σ the best log solo is the mean over the
+baseline's co-runs of (log wall − log S), so the fit profiles it out: a baseline's residuals are
+its co-runs' deviations from their own mean. A baseline tells ρ, σ only through co-runs that
+differ in co-runners (beside a small task and beside a large one), and one of its co-runs goes
+to its solo time: :func:`observations` counts what a fit rests on that way.
+
 >>> pair = CoRun(20 * 2**20, ((1.0, (20 * 2**20,)),), 1.4)
 >>> model, error = fit_contention([pair], 32 * 2**20, log=False)
 >>> round(predicted_slowdown(model, pair, 32 * 2**20), 3)
@@ -35,7 +45,8 @@ from dataclasses import dataclass
 
 from scalpel_executor.core.contention import ContentionModel
 
-__all__ = ["CoRun", "co_runner_segments", "fit_contention", "load_model", "predicted_slowdown", "rho_grid"]
+__all__ = ["CoRun", "co_runner_segments", "fit_contention", "load_model", "observations", "predicted_slowdown",
+           "rho_grid"]
 
 #: What σ is when no observation can tell it (every one fits the cache at that ρ): the default's.
 UNTOLD_SENSITIVITY = ContentionModel().sensitivity
@@ -48,12 +59,51 @@ class CoRun:
 
     ``segments`` are (wall seconds, the co-runners' footprints in bytes) over the task's life,
     ``slowdown`` its wall time over its solo time, ``weight`` how much it counts in the fit.
+    ``baseline`` None: the solo time was measured. Otherwise the co-runs with this ``baseline``
+    share a solo time no one measured, and ``slowdown`` is the wall time over any time common to
+    them (module docstring); the fit profiles their solo time out.
     """
 
     footprint: float
     segments: tuple[tuple[float, tuple[float, ...]], ...]
     slowdown: float
     weight: float = 1.0
+    baseline: Hashable | None = None
+
+
+def observations(coruns: Iterable[CoRun]) -> int:
+    """How many co-runs a fit of ``coruns`` rests on: each with a measured solo time counts one; a
+    ``baseline``'s co-runs count beyond one (one goes to its unknown solo time), and none when they
+    all ran beside the same co-runners for the same shares of their lives (their slowdowns are
+    then equal whatever ρ and σ are, so they tell only the solo time).
+
+    >>> big, small = 30 * 2**20, 2**20
+    >>> observations([CoRun(big, ((1.0, (small,)),), 2.0, baseline="lookup"),
+    ...               CoRun(big, ((1.0, (big,)),), 2.6, baseline="lookup"),
+    ...               CoRun(big, ((1.0, (big,)),), 2.5, baseline="lookup"),
+    ...               CoRun(big, ((1.0, (small,)),), 1.1)])
+    3
+    """
+    count = 0
+    shapes: dict[Hashable, set] = defaultdict(set)
+    sizes: dict[Hashable, int] = defaultdict(int)
+    for corun in coruns:
+        if corun.baseline is None:
+            count += 1
+        else:
+            shapes[corun.baseline].add(_shape(corun))
+            sizes[corun.baseline] += 1
+    return count + sum(sizes[b] - 1 for b, seen in shapes.items() if len(seen) > 1)
+
+
+def _shape(corun: CoRun) -> tuple:
+    """What the model's prediction for ``corun`` depends on: its footprint and each co-runner set's
+    share of its life."""
+    wall = sum(seconds for seconds, _ in corun.segments) or 1.0
+    shares: dict[tuple[float, ...], float] = defaultdict(float)
+    for seconds, others in corun.segments:
+        shares[tuple(sorted(others))] += seconds / wall
+    return corun.footprint, tuple(sorted((others, round(share, 6)) for others, share in shares.items()))
 
 
 def rho_grid(low: float = 0.01, high: float = 4.0, points: int = 200) -> list[float]:
@@ -98,14 +148,18 @@ def fit_contention(coruns: Sequence[CoRun], llc: float, *, log: bool = True, rho
     Returns
     -------
     (ContentionModel, float)
-        The model, and its rms error (in log or slowdown units, as fitted).
+        The model, and its rms error (in log or slowdown units, as fitted); a ``baseline``'s
+        residuals are deviations from its own mean, and its solo time takes one co-run's share
+        of the weight from the denominator.
 
     Notes
     -----
     For each ρ the excess slowdown per unit σ of every segment is computed once (the model is σ
     times it); σ starts from the closed-form least squares of the segments' time-weighted mean,
     exact for single-segment co-runs fitted on slowdowns, and takes Gauss-Newton steps on the
-    harmonic prediction. When no observation exceeds the cache at some ρ, σ is
+    harmonic prediction. Co-runs with a ``baseline`` enter both the start and the steps centred
+    on their baseline's weighted mean (log error only: the best solo time is then that mean,
+    so profiling it out is exact). When no observation exceeds the cache at some ρ, σ is
     :data:`UNTOLD_SENSITIVITY`. Segments with equal footprints are computed once per ρ, so the cost
     is O(grid · (distinct segments + observations · segments)); a few hundred co-runs of a few
     keys fit in well under a second.
@@ -113,8 +167,8 @@ def fit_contention(coruns: Sequence[CoRun], llc: float, *, log: bool = True, rho
     Raises
     ------
     ValueError
-        No observation, a non-positive ``llc``, or an observation whose slowdown is not a finite
-        number > 0.
+        No observation, a non-positive ``llc``, an observation whose slowdown is not a finite
+        number > 0, or a ``baseline`` with ``log=False``.
     """
     if not coruns:
         raise ValueError("need at least one measured co-run to fit the contention model")
@@ -124,6 +178,9 @@ def fit_contention(coruns: Sequence[CoRun], llc: float, *, log: bool = True, rho
         if not (math.isfinite(corun.slowdown) and corun.slowdown > 0):
             raise ValueError(f"a co-run's slowdown must be a finite number > 0 (wall over solo time), got "
                              f"{corun.slowdown!r} for a {corun.footprint:.0f}-byte task")
+        if corun.baseline is not None and not log:
+            raise ValueError(f"a co-run with an unmeasured solo time (baseline {corun.baseline!r}) can only be "
+                             f"fitted on log slowdowns: pass log=True, or give it its measured solo time")
     grid = sorted(rhos) if rhos is not None else rho_grid()
     target = [math.log(c.slowdown) if log else c.slowdown for c in coruns]
     best = min((_best_sigma(rho, coruns, target, llc, log, max_sensitivity) for rho in grid), key=lambda b: b[0])
@@ -150,27 +207,40 @@ def _best_sigma(rho: float, coruns: Sequence[CoRun], target: Sequence[float], ll
 
     parts = [[(seconds, excess(c.footprint, others)) for seconds, others in c.segments] for c in coruns]
     weights = [c.weight for c in coruns]
-    # Closed form on the time-weighted mean, 1 + σ·ē, on slowdown error: the start.
+    groups = _baseline_groups(coruns)
+    # Closed form on the time-weighted mean, 1 + σ·ē, on slowdown error: the start. A baseline's
+    # co-runs enter centred, log slowdown ≈ σ·ē against ē, as its solo time is unknown.
     means = [sum(d * e for d, e in part) / (sum(d for d, _ in part) or 1.0) for part in parts]
+    observed = [c.slowdown - 1.0 for c in coruns]
+    for members in groups:
+        _centre(means, weights, members)
+        for i in members:
+            observed[i] = target[i]
+        _centre(observed, weights, members)
     denominator = sum(w * m * m for w, m in zip(weights, means))
     if denominator <= 0:
         sigma = min(UNTOLD_SENSITIVITY, max_sensitivity)
-        return _rms(parts, weights, target, sigma, log), ContentionModel(rho, sigma)
-    sigma = sum(w * m * (c.slowdown - 1.0) for w, m, c in zip(weights, means, coruns)) / denominator
+        return _rms(parts, weights, target, groups, sigma, log), ContentionModel(rho, sigma)
+    sigma = sum(w * m * y for w, m, y in zip(weights, means, observed)) / denominator
     sigma = min(max(sigma, 0.0), max_sensitivity)
     for _ in range(GAUSS_NEWTON_STEPS):
-        numerator = curvature = 0.0
-        for part, w, t in zip(parts, weights, target):
+        residuals, jacobians = [], []
+        for part, t in zip(parts, target):
             wall = sum(d for d, _ in part)
             solo = sum(d / (1.0 + sigma * e) for d, e in part)
             if wall <= 0 or solo <= 0:
+                residuals.append(0.0)
+                jacobians.append(0.0)
                 continue
             predicted = wall / solo
             slope = predicted * predicted / wall * sum(d * e / (1.0 + sigma * e) ** 2 for d, e in part)
-            residual = (math.log(predicted) if log else predicted) - t
-            jacobian = slope / predicted if log else slope
-            numerator += w * jacobian * residual
-            curvature += w * jacobian * jacobian
+            residuals.append((math.log(predicted) if log else predicted) - t)
+            jacobians.append(slope / predicted if log else slope)
+        for members in groups:
+            _centre(residuals, weights, members)
+            _centre(jacobians, weights, members)
+        numerator = sum(w * j * r for w, j, r in zip(weights, jacobians, residuals))
+        curvature = sum(w * j * j for w, j in zip(weights, jacobians))
         if curvature <= 0:
             break
         step = numerator / curvature
@@ -178,17 +248,39 @@ def _best_sigma(rho: float, coruns: Sequence[CoRun], target: Sequence[float], ll
         if abs(new - sigma) < 1e-9:
             break
         sigma = new
-    return _rms(parts, weights, target, sigma, log), ContentionModel(rho, sigma)
+    return _rms(parts, weights, target, groups, sigma, log), ContentionModel(rho, sigma)
 
 
-def _rms(parts, weights, target, sigma: float, log: bool) -> float:
-    total = error = 0.0
-    for part, w, t in zip(parts, weights, target):
+def _baseline_groups(coruns: Sequence[CoRun]) -> list[list[int]]:
+    """The indices of the co-runs of each ``baseline``."""
+    groups: dict[Hashable, list[int]] = defaultdict(list)
+    for i, corun in enumerate(coruns):
+        if corun.baseline is not None:
+            groups[corun.baseline].append(i)
+    return list(groups.values())
+
+
+def _centre(values: list[float], weights: Sequence[float], members: Sequence[int]) -> None:
+    """Subtract the weighted mean of ``values`` over ``members`` from each of them: what is left
+    once the baseline's best solo time (that mean, in log space) is taken out."""
+    total = sum(weights[i] for i in members)
+    mean = sum(weights[i] * values[i] for i in members) / total if total > 0 else 0.0
+    for i in members:
+        values[i] -= mean
+
+
+def _rms(parts, weights, target, groups, sigma: float, log: bool) -> float:
+    residuals = []
+    for part, t in zip(parts, target):
         wall = sum(d for d, _ in part)
         solo = sum(d / (1.0 + sigma * e) for d, e in part)
         predicted = wall / solo if wall > 0 and solo > 0 else 1.0
-        error += w * ((math.log(predicted) if log else predicted) - t) ** 2
-        total += w
+        residuals.append((math.log(predicted) if log else predicted) - t)
+    total = sum(weights)
+    for members in groups:
+        _centre(residuals, weights, members)
+        total -= sum(weights[i] for i in members) / len(members)  # one co-run's worth goes to the solo time
+    error = sum(w * r * r for w, r in zip(weights, residuals))
     return math.sqrt(error / total) if total > 0 else 0.0
 
 

@@ -11,7 +11,8 @@
                                                           │   beside others: a co-run (wall, segments)
                                                           │ + the co-runs and solo times of earlier runs
                                                           v   (the latest MAX_CORUNS per host)
-                                       fit_host: slowdown = wall / the key's solo mean; the prior;
+                                       fit_host: slowdown = wall / the key's solo mean, or, for a key
+                                       never seen alone, its solo time a latent baseline; the prior;
                                        core.contention_fit.fit_contention (log error) ──> HostFit, stored
 
 The tables live in the profile store's SQLite file beside its profiles (``host_coruns``,
@@ -20,6 +21,14 @@ own, so the profile store's schema is not touched. A co-run is kept raw (its key
 co-runners' footprints), not as a slowdown, because its key's solo time may come only from a
 later run. The fit is relative to the host's LLC size as the topology states it: a sysfs that
 overstates what the cores share (a VM's 480 MiB L3 for some 48–64 MiB) gives a small ρ.
+
+**Keys never seen alone.** A workflow that keeps every core busy never runs its large tasks alone,
+so their keys get no solo time. Their co-runs still count: the key's solo time is a latent
+parameter of the fit, profiled out (``core.contention_fit``, ``baseline``), so such a key tells
+ρ, σ through co-runs beside different co-runners (beside a small task and beside a large one).
+It pays one co-run for its solo time: its co-runs count as observations beyond one per key, and
+not at all when they all ran beside the same co-runners (:func:`~scalpel_executor.core.
+contention_fit.observations`). A key with a solo time uses it, as measured.
 
 **The prior.** Real co-runs cover few footprints. Beside them the fit sees the default model's
 predictions for equal pairs of 1/16 to 1 LLC, weighing :data:`PRIOR_WEIGHT` co-runs in all, so
@@ -46,7 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scalpel_executor.core.contention import ContentionModel
-from scalpel_executor.core.contention_fit import CoRun, co_runner_segments, fit_contention
+from scalpel_executor.core.contention_fit import CoRun, co_runner_segments, fit_contention, observations
 from scalpel_executor.core.domains import Topology
 from scalpel_executor.core.units import format_size
 from scalpel_executor.learning.store import connect_file
@@ -117,7 +126,7 @@ class HostFit:
     """The model fitted on a host, what it rests on and the LLC it is relative to."""
 
     model: ContentionModel
-    observations: int  # co-runs with a solo time of their key
+    observations: int  # co-runs with a solo time of their key, + those of keys never alone beyond one per key
     rms_error: float  # of the log slowdowns
     llc: float
 
@@ -154,16 +163,30 @@ def prior_coruns(llc: float, prior: ContentionModel = ContentionModel()) -> list
 
 
 def fit_host(coruns: Iterable[RawCoRun], solo: Mapping[str, float], llc: float | None) -> HostFit | None:
-    """ρ, σ fitted to the co-runs whose key has a solo time (slowdown = wall / solo) plus the prior;
-    None when none has one or the LLC size is unknown."""
+    """ρ, σ fitted to the host's co-runs plus the prior; None when no co-run counts or the LLC
+    size is unknown.
+
+    A co-run whose key has a solo time has the slowdown wall / solo. The co-runs of a key without
+    one share it as a latent baseline (module docstring); they count beyond one per key, and a
+    key whose co-runs all ran beside the same co-runners is left out (it tells only its solo time).
+    """
     if not llc:
         return None
-    observed = [CoRun(c.footprint, c.segments, c.wall / solo[c.key]) for c in coruns
-                if solo.get(c.key, 0) > 0 and c.wall > 0]
-    if not observed:
+    measured, latent = [], defaultdict(list)
+    for c in coruns:
+        if c.wall <= 0:
+            continue
+        if solo.get(c.key, 0) > 0:
+            measured.append(CoRun(c.footprint, c.segments, c.wall / solo[c.key]))
+        else:
+            latent[c.key].append(CoRun(c.footprint, c.segments, c.wall, baseline=c.key))
+    observed = measured + [corun for key_coruns in latent.values() if observations(key_coruns) > 0
+                           for corun in key_coruns]
+    count = observations(observed)
+    if count == 0:
         return None
     model, error = fit_contention(observed + prior_coruns(llc), llc)
-    return HostFit(model, len(observed), error, float(llc))
+    return HostFit(model, count, error, float(llc))
 
 
 def pair_cost(model: ContentionModel, first: float, second: float, llc: float) -> float:
@@ -285,7 +308,7 @@ class HostModelStore:
     def learn(self, host: str, llc: float | None, spans: Sequence[TaskSpan]) -> HostFit | None:
         """Add the co-runs and solo times of ``spans``, keep the latest, refit and store the fit.
 
-        Returns the host's fit after it (None while no co-run has a solo time of its key)."""
+        Returns the host's fit after it (None while no co-run counts: :func:`fit_host`)."""
         coruns, solos = observe_run(spans)
         now = time.time()
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import (CoRun, co_runner_segments, fit_contention, load_model,
-                                                  predicted_slowdown)
+                                                  observations, predicted_slowdown)
 from scalpel_executor.core.simulate import SimTask, simulate
 
 MiB = 2**20
@@ -84,3 +84,52 @@ def test_what_cannot_be_fitted_is_named(coruns, llc, message):
 
 def test_a_calibration_document_becomes_a_model():
     assert load_model({"capacity_fraction": 0.9, "sensitivity": 0.2}) == ContentionModel(0.9, 0.2)
+
+
+KEY_FOOTPRINTS = [8 * MiB, 20 * MiB, 28 * MiB, 48 * MiB, 96 * MiB]
+CO_RUNNER_FOOTPRINTS = [16 * MiB, 24 * MiB, 32 * MiB, 64 * MiB]
+
+
+@given(st.floats(0.05, 1.5), st.floats(0.3, 3.0), st.sampled_from([32 * MiB, 64 * MiB, 480 * MiB]),
+       st.lists(st.tuples(st.sampled_from(KEY_FOOTPRINTS), st.floats(0.2, 20.0),
+                          st.lists(st.sampled_from(CO_RUNNER_FOOTPRINTS), min_size=1, max_size=3)),
+                min_size=1, max_size=4))
+@settings(max_examples=40, deadline=None)
+def test_the_fit_recovers_slowdowns_of_keys_whose_solo_time_it_never_saw(rho, sigma, llc, keys):
+    """Each key runs beside a small task and beside larger ones; its solo time is hidden from the
+    fit, which sees wall times only. What such runs tell is each key's slowdowns relative to one
+    another (beside a large task over beside a small one): the level is shared with the unknown
+    solo time, and some draws fit exactly at a small ρ and large σ that call every pair dearer."""
+    truth = ContentionModel(rho, sigma)
+    coruns, keys_pairs = [], []
+    for name, (footprint, solo, partners) in enumerate(keys):
+        pairs = [CoRun(footprint, ((1.0, (partner,)),), 1.0) for partner in [MiB / 4, *partners]]
+        keys_pairs.append(pairs)
+        coruns += [CoRun(footprint, p.segments, solo * predicted_slowdown(truth, p, llc), baseline=name) for p in pairs]
+    model, error = fit_contention(coruns, llc)
+    assert error < 1e-3
+    for small, *pairs in keys_pairs:
+        for pair in pairs:
+            fitted = predicted_slowdown(model, pair, llc) / predicted_slowdown(model, small, llc)
+            assert fitted == pytest.approx(predicted_slowdown(truth, pair, llc) / predicted_slowdown(truth, small, llc),
+                                           rel=0.02)
+
+
+def test_a_key_beside_the_same_co_runners_every_time_tells_nothing():
+    truth, llc = ContentionModel(0.1, 0.9), 480 * MiB
+    measured = simulated_coruns(truth, llc, 3)
+    alike = [CoRun(28 * MiB, ((0.5, (32 * MiB,)), (0.5, ())), wall, baseline="lookup") for wall in (2.1, 2.6, 2.3)]
+    assert observations(measured + alike) == observations(measured) == len(measured)
+    model, _ = fit_contention(measured + alike, llc)
+    reference, _ = fit_contention(measured, llc)
+    assert model.capacity_fraction == pytest.approx(reference.capacity_fraction, rel=1e-6)
+    assert model.sensitivity == pytest.approx(reference.sensitivity, rel=1e-6)
+    # Beside two different co-runners the key's co-runs count, less one for its solo time.
+    differing = [*alike, CoRun(28 * MiB, ((1.0, (MiB,)),), 1.9, baseline="lookup")]
+    assert observations(differing) == 3
+
+
+def test_an_unmeasured_solo_time_needs_the_log_fit():
+    corun = CoRun(1.0, ((1.0, (1.0,)),), 1.0, baseline="lookup")
+    with pytest.raises(ValueError, match="baseline 'lookup'.*pass log=True"):
+        fit_contention([corun], 64 * MiB, log=False)

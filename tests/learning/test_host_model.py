@@ -127,3 +127,44 @@ def test_the_report_names_the_model_and_where_it_came_from():
     assert report["two_largest"]["summary"].startswith("on this host, tasks of 30.0 MiB and 8.0 MiB together cost ")
     assert report["two_largest"]["summary"].endswith("(the given model)")
     assert model_report(ContentionModel(), "default", "h", None, None, [1.0, 2.0])["two_largest"] is None
+
+
+def busy_workflow_spans(truth, llc, seed, pairs=12):
+    """A workflow that keeps both cores busy: every 28 MiB lookup (2 s alone) runs beside another
+    lookup or beside a 1 MiB fft (0.5 s alone); no lookup ever runs alone, and every fft runs
+    its whole life beside a lookup."""
+    rng = random.Random(seed)
+    spans, offset = [], 0.0
+    for _ in range(pairs):
+        partner = rng.choice([SimTask("lookup", 2.0, 28 * MiB), SimTask("fft", 0.5, 1 * MiB)])
+        records = simulate([SimTask("lookup", 2.0, 28 * MiB), partner], [[0, 1]], llc, "fifo", model=truth).records
+        spans += [TaskSpan(r.name, 0, offset + r.start, offset + r.end, r.end - r.start, r.footprint) for r in records]
+        offset += max(r.end for r in records)  # the next pair starts as this one ends: the cores never idle
+    return spans
+
+
+def test_a_key_never_seen_alone_still_teaches_the_fit(tmp_path):
+    truth, llc = ContentionModel(0.5, 0.6), 32 * MiB
+    path, host = tmp_path / "profiles.sqlite", "h 1x2:32MiB"
+    lookups = 0
+    for seed in (1, 2, 3):  # three runs of the workflow
+        spans = busy_workflow_spans(truth, llc, seed)
+        coruns, solos = observe_run(spans)
+        assert "lookup" not in solos and "fft" not in solos
+        lookups += sum(c.key == "lookup" for c in coruns)
+        store = HostModelStore(path)
+        fit = store.learn(host, llc, spans)
+        store.close()
+        # The lookups' co-runs count beyond one (for their solo time); the ffts' none: each ran its
+        # whole life beside a lookup, which tells its solo time and nothing of ρ, σ.
+        assert fit is not None and fit.observations == lookups - 1
+    assert fit.observations >= host_model.MIN_OBSERVATIONS
+    assert HostModelStore(path).fitted(host) == fit
+    two = host_model.pair_cost(fit.model, 28 * MiB, 28 * MiB, llc)
+    assert two == pytest.approx(truth.slowdowns([28 * MiB] * 2, [0.6] * 2, llc)[0], rel=0.02)
+
+
+def test_co_runs_that_tell_only_their_solo_time_are_no_fit():
+    spans = [TaskSpan("fft", 0, 2.0 * i, 2.0 * i + 1.0, 1.0, 1 * MiB) for i in range(5)]
+    spans += [TaskSpan("lookup", 0, 2.0 * i, 2.0 * i + 1.0, 1.3, 28 * MiB) for i in range(5)]
+    assert HostModelStore(None).learn("h", 32 * MiB, spans) is None

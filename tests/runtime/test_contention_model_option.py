@@ -101,6 +101,8 @@ def test_the_run_report_says_where_the_model_came_from(tmp_path):
     assert report["source"] == "fitted on this host" and report["host"] == host
     assert report["planned_with"] == {"capacity_fraction": fit.model.capacity_fraction,
                                       "sensitivity": fit.model.sensitivity}
-    assert report["fitted"]["observations"] == fit.observations  # three no-ops: too short to be co-runs
+    # The three no-ops are mostly too short to be co-runs; on a loaded machine two of them can run
+    # past 0.05 s beside different co-runners, and count beyond the first (their key is never seen alone).
+    assert fit.observations <= report["fitted"]["observations"] <= fit.observations + 2
     written = json.loads((tmp_path / "run" / "000" / "scalpel-scalpel-report.json").read_text())
     assert written["contention_model"]["source"] == "fitted on this host"
