@@ -212,7 +212,10 @@ class Round:
         else:
             self.executor = ScalpelExecutor(**common)
         self.completions = faults.count_completions(self.executor)
-        self.delivered: dict[int, float] = {}  # executor task id -> when the executor first completed it
+        # Executor task id -> when its outcome was decided: provider mode, when the hub thread delivered
+        # it (its callback runs later, on the completion thread, maybe after a block's cancel); local
+        # mode, when the client's reader completed it.
+        self.delivered: dict[int, float] = {}
         self.results_seen: dict[int, float] = {}  # executor task id -> when the driver read its Result(ok)
         complete = self.executor._complete
 
@@ -245,7 +248,7 @@ class Round:
         the reading thread once when asked (a stalled driver)."""
         pool = self.pool
         if self.mode == "provider":
-            receive, send, judge = pool._receive, pool._send, pool._judge_silence
+            receive, send, judge, deliver = pool._receive, pool._send, pool._judge_silence, pool._deliver
 
             def receiving(router, frames):
                 if len(frames) == 2:
@@ -262,7 +265,11 @@ class Round:
                 self._stall_here()
                 judge(router)
 
-            pool._receive, pool._send, pool._judge_silence = receiving, sending, judging
+            def delivering(task, outcome):  # on the hub thread, as it reads: ordered with the Results it saw
+                self.delivered.setdefault(task.id, time.monotonic())
+                deliver(task, outcome)
+
+            pool._receive, pool._send, pool._judge_silence, pool._deliver = receiving, sending, judging, delivering
         else:
             handle = pool._handle
 
@@ -654,8 +661,9 @@ class Round:
         executor_id = getattr(executor_future, "parsl_executor_task_id", None)
         ran_on = self.started_on(number)
         done_at = self._done_at(number)
-        # A Result read before the task's failure was delivered was thrown away; one read after it (a
-        # manager declared lost, resumed, sends what it held) comes too late to be anyone's.
+        # A Result read before the task's failure was decided was thrown away; one read after it (a
+        # manager declared lost, resumed, sends what it held) comes too late to be anyone's, even
+        # while the failure still waits for the completion thread.
         if self.results_seen.get(executor_id, float("inf")) < self.delivered.get(executor_id, float("inf")):
             report.discarded += 1
             report.failures.append(f"{case}: task {number}'s result reached the driver, yet it ended with {error!r}")

@@ -713,18 +713,20 @@ class ManagerHub:
             log("node manager %s was lost: it %s; %s", manager.name, cause, ", ".join(fates))
         else:
             log("node manager %s was let go: it %s; it held no unfinished task", manager.name, cause)
-        self._cancel_doomed()
         for task in held:
             self._deliver(task, Outcome(False, error=NodeManagerLost(
                 f"task {task.id} was lost with its node manager {manager.name}, which {cause}",
                 task_id=task.id, pid=manager.pid, cause=cause, hostname=manager.hostname)))
+        self._cancel_doomed()
 
     def _cancel_doomed(self) -> None:
         """Have the blocks of lost managers cancelled once none of their managers holds a task (the
-        provider's cancel may take seconds: it runs on the completion thread)."""
+        provider's cancel may take seconds: it runs on the completion thread, after the outcomes
+        delivered before it)."""
         for block_id, cause in list(self._doomed.items()):
             if not any(m.held for m in self._managers.values() if m.block_id == block_id):
                 del self._doomed[block_id]
+                self._hand_over()  # the outcomes decided so far go first, not after the provider's cancel
                 self._completions.put(lambda block_id=block_id, cause=cause: self.cancel_block(block_id, cause))
 
     def _deliver(self, task: Task, outcome: Outcome) -> None:

@@ -568,6 +568,27 @@ def test_a_lost_manager_fails_only_the_tasks_it_began_and_the_others_run_elsewhe
     assert all(len(entries) == 1 for entries in outcomes.by_task.values()) and hub.managers_lost == 1
 
 
+def test_a_lost_managers_failures_are_delivered_before_its_block_is_cancelled(hub_and_managers, fakes):
+    hub, outcomes, launch = hub_and_managers()
+    cancelling, release = threading.Event(), threading.Event()
+
+    def slow_cancel(block_id, cause):  # a provider's cancel (scancel, a shell) may take seconds
+        cancelling.set()
+        release.wait(GENEROUS)
+
+    hub.cancel_block = slow_cancel
+    bad = fakes(hub, "bad")
+    hub.submit(call(0, where, 0))
+    bad.begin(bad.receive(Submit))
+    bad.send_raw(deep_header())
+    try:  # before: the failure waited on the completion thread behind the cancel
+        lost = outcomes.wait([0])[0]
+    finally:
+        release.set()
+    assert isinstance(lost.error, NodeManagerLost) and "malformed" in str(lost.error), lost
+    assert cancelling.wait(GENEROUS)  # the block is still cancelled, after
+
+
 @pytest.mark.parametrize("block_pending", [True, False])
 def test_with_no_other_manager_a_lost_managers_unstarted_tasks_wait_only_while_a_block_is_pending(
         hub_and_managers, fakes, block_pending):
