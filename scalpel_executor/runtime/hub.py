@@ -408,9 +408,8 @@ class ManagerHub:
             try:
                 frames = router.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
-                return
+                return  # the pass hands what it decided to the completion thread (_run)
             self._receive(router, frames)
-        self._hand_over()
 
     def _receive(self, router: zmq.Socket, frames: list[bytes]) -> None:
         if len(frames) < 2:
