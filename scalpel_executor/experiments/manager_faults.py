@@ -197,7 +197,7 @@ class Round:
         with open(os.path.join(self.site, "sitecustomize.py"), "w") as handle:
             handle.write(SITECUSTOMIZE)
         path = os.pathsep.join(filter(None, [self.site, os.environ.get("PYTHONPATH")]))
-        common = dict(label="manager_faults", profiles=False, batch_window=0.002, heartbeat_period=HEARTBEAT_PERIOD,
+        common = dict(label="manager_faults", batch_window=0.002, heartbeat_period=HEARTBEAT_PERIOD,
                       heartbeat_threshold=HEARTBEAT_THRESHOLD, worker_env={"PYTHONPATH": path})
         if mode == "provider":
             from parsl.launchers import SingleNodeLauncher
@@ -208,9 +208,10 @@ class Round:
             self.executor = ScalpelExecutor(
                 provider=LocalProvider(init_blocks=2, min_blocks=0, max_blocks=2, nodes_per_block=1,
                                        launcher=SingleNodeLauncher()),
-                launch_cmd=launch + f" --cpus $(( {{block_id}} % {cpus} ))", block_error_handler=False, **common)
+                launch_cmd=launch + f" --cpus $(( {{block_id}} % {cpus} ))", block_error_handler=False,
+                profiles=False, **common)
         else:
-            self.executor = ScalpelExecutor(**common)
+            self.executor = ScalpelExecutor(profiles=False, **common)
         self.completions = faults.count_completions(self.executor)
         # Executor task id -> when its outcome was decided: provider mode, when the hub thread delivered
         # it (its callback runs later, on the completion thread, maybe after a block's cancel); local
