@@ -13,7 +13,7 @@ Every batch runs on each machine of ``scalpel_executor.core.machines`` under ``l
 (largest area first: run time × cores) and ``scalpel``, both with the scheduler's resource rule
 (a k-core task books k cores of one domain; what does not fit is reserved, later tasks backfill
 only where they cannot delay it: ``core.resources``). With ``--estimate-noise s`` both schedulers
-are told run times off by exp(N(0, s)) per task, and that spread (``Task.spread``, as a profile
+are told run times off by exp(N(0, s)) per task, and that spread (``Task.runtime_spread``, as a profile
 store would tell them); the simulator keeps the true times.
 
 Printed: per machine, longest_first makespan / scalpel makespan (> 1: scalpel ends first):
@@ -56,7 +56,7 @@ def batch(seed: int, n: int, widest: int) -> list[SimTask]:
 def plan_seconds(tasks: list[SimTask], cores_per_domain: list[int], llc: float, model) -> float:
     """Wall seconds the default policy takes to plan ``tasks`` as the scheduler sees them."""
     seen = [Task(i, t.footprint, t.solo_time if t.runtime_estimate is None else t.runtime_estimate,
-                 spread=t.runtime_spread, cores=t.cores) for i, t in enumerate(tasks)]
+                 runtime_spread=t.runtime_spread, cores=t.cores) for i, t in enumerate(tasks)]
     for i, task in enumerate(seen):
         task.seq = i
     started = time.perf_counter()

@@ -29,7 +29,7 @@ cache, as ``benchmarks/scale.py`` does. Models: ``default`` (rho 0.5, sigma 1), 
 ``fit-xeon16`` fits to the k-copies surface in docs/data/xeon16-spmv-corun-surface.json).
 ``--estimate-noise s`` gives the schedulers run-time estimates off by exp(N(0, s)) per distinct
 task; the simulator and the search keep the true times. The schedulers are told that spread
-(``Task.spread``, as the profile store's run-time std / mean tells the live executor) unless
+(``Task.runtime_spread``, as the profile store's run-time std / mean tells the live executor) unless
 ``--estimate-spread`` says otherwise; ``scalpel-trusting`` is the default told nothing, so it
 plans on its estimates as if they were exact (no robustness check).
 
@@ -390,12 +390,12 @@ def _package(name):
 
 
 class _TrustingScheduler(Scheduler):
-    """The package's scheduler told nothing of its estimates' spread (every ``Task.spread`` = 0)."""
+    """The package's scheduler told nothing of its estimates' spread (every ``Task.runtime_spread`` = 0)."""
 
     def add(self, tasks):
         tasks = list(tasks)
         for task in tasks:
-            task.spread = 0.0
+            task.runtime_spread = 0.0
         super().add(tasks)
 
 
@@ -810,7 +810,7 @@ def main(argv: list[str] | None = None) -> int:
         return check(args.machine, args.model, args.batches)
     if args.command == "rerun":
         record = rerun(read_record(args.record), args.policies.split(","),
-                       spread=args.estimate_spread)
+                       runtime_spread=args.estimate_spread)
         Path(args.out).write_text(json.dumps(record))
         print_report([record])
         return 0
@@ -827,7 +827,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else None
     record = study(args.machine, args.model, policies, sizes, args.repeats, args.seed, args.bnb_max_tasks,
                    args.bnb_budget, args.ls_evals, args.tail_waves, log=print, first_repeat=args.first_repeat,
-                   noise=args.estimate_noise, spread=args.estimate_spread)
+                   noise=args.estimate_noise, runtime_spread=args.estimate_spread)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record))

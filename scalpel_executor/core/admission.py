@@ -40,7 +40,7 @@ the prior does not start beside an unmeasured task of its key, nor beside a larg
 task that fits waits, so a first run measures before it bets: once the probe reports one of them, the scheduler learns the
 footprint for every task of the key (:meth:`~scalpel_executor.core.scheduler.Scheduler.learn`).
 
-A run time still the prior's guess (``Task.spread`` at least :data:`GUESSED_SPREAD`: the learning
+A run time still the prior's guess (``Task.runtime_spread`` at least :data:`GUESSED_SPREAD`: the learning
 layer gives a never-seen key spread 1) makes neither the plan's foresight nor the rollout below a
 prediction: a first run's plan saw its first lookup, 1 s by the prior and 0.66 s into a 1.6 s run,
 as 0.34 s from its end and foresaw a second lookup beside it as cheap, and so started its lookups
@@ -136,7 +136,7 @@ def unmeasured_risk(task: Task, running: Sequence[Running], model: ContentionMod
 def guessed_runtimes(task: Task, running: Sequence[Running]) -> bool:
     """Whether ``task``'s run time, or that of a task running beside it, is still a guess (spread at
     least :data:`GUESSED_SPREAD`): how long they would overlap is then unknown to the model."""
-    return task.spread >= GUESSED_SPREAD or any(r.task.spread >= GUESSED_SPREAD for r in running)
+    return task.runtime_spread >= GUESSED_SPREAD or any(r.task.runtime_spread >= GUESSED_SPREAD for r in running)
 
 
 def slowdown_increase(model: ContentionModel, llc: float | None, footprints: Sequence[float],

@@ -21,7 +21,7 @@ of the two on every batch and then improves the end of the schedule, where both 
    longest-first-to-search gap on 8 x 8 cores, 74% on 16 cores in one domain and 97% on the
    paper machine (first batches of one size each), against 23%, 64% and 84% for the rollout it
    replaced (docs/benchmarks.md).
-3. **Robustness check**, only when some estimate is uncertain (``Task.spread`` > 0: the profile
+3. **Robustness check**, only when some estimate is uncertain (``Task.runtime_spread`` > 0: the profile
    store's run-time std / mean for the task's key) and the plan is not longest-first's order:
    replay longest-first's order, the base order and the plan in up to 32 scenarios whose run times
    are drawn around the estimates (one factor exp(N(0, spread)) per distinct task), and keep the
@@ -153,7 +153,7 @@ def _plan(tasks: list[Task], context: PlanContext) -> tuple[list[int], FcfsEvalu
     ev = evaluator([t.runtime for t in tasks])
     best, best_time = lpt, ev.run(lpt)
     allowance = int(min(context.budget, context.rate * best_time))
-    spreads = [t.spread if t.spread > 0 and math.isfinite(t.spread) else 0.0 for t in tasks]
+    spreads = [t.runtime_spread if t.runtime_spread > 0 and math.isfinite(t.runtime_spread) else 0.0 for t in tasks]
     uncertain = any(spreads)
     if uncertain and allowance // 4 < ROBUST_MIN_SCENARIOS * 2 * n:
         return lpt, None  # no plan could be checked against the estimates' spread (step 3)

@@ -276,7 +276,7 @@ def simulate(
 
     def to_task(i: int, t: SimTask) -> Task:
         estimate = t.solo_time if t.runtime_estimate is None else t.runtime_estimate
-        return Task(i, t.footprint, estimate, t.priority, t.intensity, payload=t, spread=t.runtime_spread,
+        return Task(i, t.footprint, estimate, t.priority, t.intensity, payload=t, runtime_spread=t.runtime_spread,
                     cores=t.cores, memory=t.memory, gpus=t.gpus)
 
     batcher: Batcher[Task] | None = (None if batching is None

@@ -23,7 +23,7 @@ class Task:
     intensity: float | None = None  # LLC miss rate for `di`; footprint when unknown
     payload: Any = None
     seq: int = -1  # submission order, set by Scheduler.add
-    spread: float = 0.0  # relative error of ``runtime`` (the key's run-time std / mean); 0: exact
+    runtime_spread: float = 0.0  # relative error of ``runtime`` (the key's run-time std / mean); 0: exact
     key: str | None = None  # the profile key: tasks of one key learn each other's footprint in the run
     footprint_known: bool = True  # False: ``footprint`` is the prior, nothing measured or hinted yet
     foreseen_harm: float | None = None  # the slowdown increase a checked plan accepted at this task's

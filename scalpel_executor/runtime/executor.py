@@ -614,7 +614,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                     estimate.intensity,
                     payload=Job(buffer, context=(future, estimate, hints), walltime=walltime, measure=estimate.measure,
                                 memory_limit=declared or 0.0),
-                    spread=estimate.runtime_spread, key=estimate.key,
+                    runtime_spread=estimate.runtime_spread, key=estimate.key,
                     footprint_known=estimate.footprint_source != "prior",
                     cores=hints.cores or self.cores_per_task,
                     memory=declared if declared is not None else self._learned_memory(estimate), gpus=hints.gpus or 0)
@@ -630,7 +630,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             TaskRecord(task.id, job.slot, job.domain, job.cpu, job.started, time.monotonic(),
                        task.footprint, task.runtime, succeeded, outcome.stats,
                        estimate.key, estimate.footprint_source, estimate.runtime_source, task.intensity,
-                       estimate.measure, task.spread, hints.priority, task.cores, task.memory, task.gpus)
+                       estimate.measure, task.runtime_spread, hints.priority, task.cores, task.memory, task.gpus)
         )
         try:
             if succeeded and self._estimator is not None:

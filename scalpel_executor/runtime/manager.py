@@ -256,7 +256,7 @@ class NodeManager:
         """Hand one task to the pool; a pool that gave up (no worker left, a bug) fails it unstarted."""
         try:
             self._pool.submit(Task(message.task_id, message.footprint, message.runtime, message.priority,
-                                   message.intensity, spread=message.spread, key=message.key or None,
+                                   message.intensity, runtime_spread=message.runtime_spread, key=message.key or None,
                                    footprint_known=message.footprint_known, cores=message.cores,
                                    memory=counted_memory(message.memory, bool(message.memory_limit),
                                                          self._pool.memory_budget), gpus=message.gpus,

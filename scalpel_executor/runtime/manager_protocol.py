@@ -6,7 +6,7 @@
       │  Configure(config, options) ──>                     first message: where and how to run
       │                               <── Started(pid, worker_pids, slot_cpus, topology, memory, gpus)
       │  Submit(id, footprint, runtime, priority, intensity,
-      │         spread, walltime, measure, key,
+      │         runtime_spread, walltime, measure, key,
       │         footprint_known, cores, memory, gpus,
       │         buffer) ──>                                 any number, before or after Started
       │                               <── Began(ids)    these tasks are about to be sent to workers
@@ -97,7 +97,7 @@ class Submit(NamedTuple):
     runtime: float
     priority: float
     intensity: float | None
-    spread: float  # relative error of ``runtime`` (Task.spread)
+    runtime_spread: float  # relative error of ``runtime`` (Task.runtime_spread)
     walltime: float | None
     measure: bool
     key: str  # the profile key, "" for none: tasks of one key learn each other's footprint in the run
@@ -205,7 +205,7 @@ def encode(message: Message) -> bytes:
     """The bytes of one message.
 
     >>> decode(encode(Submit(7, 1e6, 0.5, 0, None, 0.1, None, True, "app(~64)", True, 1, 0, 0, 0, b"call")))
-    Submit(task_id=7, footprint=1000000.0, runtime=0.5, priority=0.0, intensity=None, spread=0.1, walltime=None, measure=True, key='app(~64)', footprint_known=True, cores=1, memory=0.0, gpus=0, memory_limit=0.0, buffer=b'call')
+    Submit(task_id=7, footprint=1000000.0, runtime=0.5, priority=0.0, intensity=None, runtime_spread=0.1, walltime=None, measure=True, key='app(~64)', footprint_known=True, cores=1, memory=0.0, gpus=0, memory_limit=0.0, buffer=b'call')
     """
     tag = _TAGS[type(message)]
     fields = list(message)
@@ -222,7 +222,7 @@ def submit_of(task: Any) -> bytes:
     ``measure``, ``buffer``)."""
     job = task.payload
     return encode(Submit(task.id, float(task.footprint), float(task.runtime), float(task.priority),
-                         None if task.intensity is None else float(task.intensity), float(task.spread),
+                         None if task.intensity is None else float(task.intensity), float(task.runtime_spread),
                          job.walltime, bool(job.measure), task.key or "", bool(task.footprint_known),
                          int(task.cores), float(task.memory), int(task.gpus), float(job.memory_limit), job.buffer))
 

@@ -34,7 +34,7 @@ def test_no_start_overflows_while_a_fitting_task_waits_unless_the_reason_is_reco
     waits for it, or the rollout predicted that waiting costs more; the reason says which. A co-run is never taken on a plan's
     foresight or a rollout when a run time involved is the prior's guess. Every task starts and ends once."""
     s = Scheduler(domains, "scalpel", llc=LLC)
-    tasks = [Task(i, footprint=f * MiB, runtime=r, priority=p, spread=spread, key=f"app{int(f)}", footprint_known=known)
+    tasks = [Task(i, footprint=f * MiB, runtime=r, priority=p, runtime_spread=spread, key=f"app{int(f)}", footprint_known=known)
              for i, (f, r, spread, p, known) in enumerate(specs)]
     pending, started, ended, now = list(tasks), set(), set(), 0.0
 
@@ -98,8 +98,8 @@ def test_two_large_tasks_are_kept_apart_while_small_ones_wait():
     # Longest-first would start both 28 MiB tasks together on the one 32 MiB domain; the rule starts
     # a small task beside the first large one instead (uncertain estimates: the plan is unchecked).
     s = Scheduler([[0, 1]], "scalpel", llc=LLC)
-    s.add([Task("large-1", 28 * MiB, 3.0, spread=0.25), Task("large-2", 28 * MiB, 3.0, spread=0.25)]
-          + [Task(f"small-{i}", 1 * MiB, 1.0, spread=0.25) for i in range(6)])
+    s.add([Task("large-1", 28 * MiB, 3.0, runtime_spread=0.25), Task("large-2", 28 * MiB, 3.0, runtime_spread=0.25)]
+          + [Task(f"small-{i}", 1 * MiB, 1.0, runtime_spread=0.25) for i in range(6)])
     first = s.dispatch(0.0)
     assert sorted(a.task.id.split("-")[0] for a in first) == ["large", "small"]
     assert {a.reason for a in first} <= {admission.FITS, admission.KEPT_APART}
@@ -162,11 +162,11 @@ def test_a_follow_up_arriving_into_a_long_plan_is_merged_and_can_be_kept_apart_a
     # Two cores; a long plan of large tasks: a small follow-up that arrives joins the plan without
     # planning again, and the next free core starts it beside the running large task.
     s = Scheduler([[0, 1]], "scalpel", llc=LLC)
-    s.add([Task(f"large-{i}", 28 * MiB, 3.0, spread=0.25) for i in range(6)])
+    s.add([Task(f"large-{i}", 28 * MiB, 3.0, runtime_spread=0.25) for i in range(6)])
     first = s.dispatch(0.0)
     assert len(first) == 2 and s.waiting == 4
     s.release(first[1].slot)
-    s.add([Task("follow-up", 1 * MiB, 0.5, spread=0.25)])
+    s.add([Task("follow-up", 1 * MiB, 0.5, runtime_spread=0.25)])
     assert not s._dirty  # merged, not planned again
     assert [a.task.id for a in s.dispatch(1.0)] == ["follow-up"]
 
@@ -194,15 +194,15 @@ def test_a_measured_overflow_on_guessed_run_times_is_kept_apart_whatever_the_pla
     # A first run: every run time is the prior (spread 1). Once the first lookup is measured large,
     # a checked plan may still foresee a second one beside it as cheap (the first "ends" at its prior
     # 1 s); the rule keeps them apart while a task that fits waits, without asking the rollout.
-    running = [admission.Running(Task("lookup-0", 65 * MiB, 1.0, spread=1.0, key="lookup"), 0.34)]
-    second = Task("lookup-1", 65 * MiB, 1.0, spread=1.0, key="lookup")
+    running = [admission.Running(Task("lookup-0", 65 * MiB, 1.0, runtime_spread=1.0, key="lookup"), 0.34)]
+    second = Task("lookup-1", 65 * MiB, 1.0, runtime_spread=1.0, key="lookup")
     second.foreseen_harm = 0.5
-    fft = Task("fft", 3 * MiB, 1.0, spread=1.0, key="fft")
+    fft = Task("fft", 3 * MiB, 1.0, runtime_spread=1.0, key="fft")
     decision = admission.decide(second, [fft], running, deferral_pays=lambda h, w: False, model=MODEL, llc=LLC)
     assert decision == admission.Decision(fft, admission.KEPT_APART, second)
     # With run times estimated (a learned store), the plan's foresight and the rollout decide as before.
     for task in (running[0].task, second, fft):
-        task.spread = 0.25
+        task.runtime_spread = 0.25
     assert admission.decide(second, [fft], running, deferral_pays=lambda h, w: False, model=MODEL,
                             llc=LLC).reason == admission.FORESEEN
     second.foreseen_harm = None
@@ -215,9 +215,9 @@ def test_a_first_runs_lookups_are_not_started_two_by_two_once_one_is_measured():
     # the first lookup and FFT measured while they run; when the FFT ends, another FFT starts beside
     # the running lookup, not the plan's second lookup.
     s = Scheduler([[0, 1]], "scalpel", llc=56 * MiB)
-    s.add([Task(f"lookup-{i}", 0.0, 1.0, spread=1.0, key="lookup", footprint_known=False) for i in range(8)]
-          + [Task(f"fft-{i}", 0.0, 1.0, spread=1.0, key="fft", footprint_known=False) for i in range(16)]
-          + [Task(f"product-{i}", 0.0, 1.0, spread=1.0, key="product", footprint_known=False) for i in range(4)])
+    s.add([Task(f"lookup-{i}", 0.0, 1.0, runtime_spread=1.0, key="lookup", footprint_known=False) for i in range(8)]
+          + [Task(f"fft-{i}", 0.0, 1.0, runtime_spread=1.0, key="fft", footprint_known=False) for i in range(16)]
+          + [Task(f"product-{i}", 0.0, 1.0, runtime_spread=1.0, key="product", footprint_known=False) for i in range(4)])
     assert sorted(a.task.id.split("-")[0] for a in s.dispatch(0.0)) == ["fft", "lookup"]
     s.learn("lookup", 65 * MiB)
     s.learn("fft", 3 * MiB)
@@ -229,15 +229,15 @@ def test_a_first_runs_lookups_are_not_started_two_by_two_once_one_is_measured():
 def test_when_nothing_fits_on_guessed_run_times_the_least_harmful_measured_task_starts():
     # 65 MiB overflows the model's 28 MiB alone: a 7 MiB FFT beside the running lookup slows it
     # (11%), a second lookup slows both more (21%). On the prior's run times the FFT goes first.
-    running = [admission.Running(Task("lookup-0", 65 * MiB, 1.0, spread=1.0, key="lookup"), 0.34)]
-    second = Task("lookup-1", 65 * MiB, 1.0, spread=1.0, key="lookup")
-    fft, product = Task("fft", 7 * MiB, 1.0, spread=1.0, key="fft"), Task("product", 48 * MiB, 1.0, spread=1.0,
+    running = [admission.Running(Task("lookup-0", 65 * MiB, 1.0, runtime_spread=1.0, key="lookup"), 0.34)]
+    second = Task("lookup-1", 65 * MiB, 1.0, runtime_spread=1.0, key="lookup")
+    fft, product = Task("fft", 7 * MiB, 1.0, runtime_spread=1.0, key="fft"), Task("product", 48 * MiB, 1.0, runtime_spread=1.0,
                                                                          key="product")
     decide = admission.decide
     decision = decide(second, [product, fft], running, deferral_pays=lambda h, w: False, model=MODEL, llc=56 * MiB)
     assert decision == admission.Decision(fft, admission.CORUN_LEAST_HARM, second)
     for task in (running[0].task, second, fft, product):  # estimated run times: the head, as before
-        task.spread = 0.25
+        task.runtime_spread = 0.25
     assert decide(second, [product, fft], running, deferral_pays=lambda h, w: False, model=MODEL,
                   llc=56 * MiB).reason == admission.CORUN_NOTHING_FITS
 
@@ -245,9 +245,9 @@ def test_when_nothing_fits_on_guessed_run_times_the_least_harmful_measured_task_
 def test_on_guessed_run_times_a_large_task_starts_beside_a_small_one_when_waiting_buys_nothing():
     # A 65 MiB lookup beside a running 4 MiB FFT: the model slows it 6%, as beside any
     # FFT. Keeping it apart would start another FFT and spend the small tasks the lookups need.
-    running = [admission.Running(Task("fft-0", 4 * MiB, 1.0, spread=1.0, key="fft"), 0.5)]
-    lookup = Task("lookup-2", 65 * MiB, 1.0, spread=1.0, key="lookup")
-    ffts = [Task(f"fft-{i}", 4 * MiB, 1.0, spread=1.0, key="fft") for i in (1, 2)]
+    running = [admission.Running(Task("fft-0", 4 * MiB, 1.0, runtime_spread=1.0, key="fft"), 0.5)]
+    lookup = Task("lookup-2", 65 * MiB, 1.0, runtime_spread=1.0, key="lookup")
+    ffts = [Task(f"fft-{i}", 4 * MiB, 1.0, runtime_spread=1.0, key="fft") for i in (1, 2)]
     decision = admission.decide(lookup, ffts, running, deferral_pays=lambda h, w: True, model=MODEL, llc=56 * MiB)
     assert decision == admission.Decision(lookup, admission.CORUN_NO_BETTER_LATER)
 
@@ -268,14 +268,14 @@ def test_a_free_core_waits_a_bounded_time_for_a_running_twin_to_be_measured():
     # meanwhile starts at once.
     def first_run():
         s = Scheduler([[0, 1]], "scalpel", llc=56 * MiB)
-        s.add([Task(f"lookup-{i}", 0.0, 1.0, spread=1.0, key="lookup", footprint_known=False) for i in range(4)])
+        s.add([Task(f"lookup-{i}", 0.0, 1.0, runtime_spread=1.0, key="lookup", footprint_known=False) for i in range(4)])
         assert [a.task.id for a in s.dispatch(0.0)] == ["lookup-0"]
         assert s.wake_at == admission.MEASURE_WAIT
         assert s.dispatch(0.1) == [] and s.wake_at == admission.MEASURE_WAIT
         return s
 
     s = first_run()
-    s.add([Task("fft-0", 0.0, 1.0, spread=1.0, key="fft", footprint_known=False)])
+    s.add([Task("fft-0", 0.0, 1.0, runtime_spread=1.0, key="fft", footprint_known=False)])
     [fft] = s.dispatch(0.12)
     assert fft.task.id == "fft-0" and fft.reason == admission.KEPT_APART and s.wake_at is None
     s = first_run()
@@ -285,5 +285,5 @@ def test_a_free_core_waits_a_bounded_time_for_a_running_twin_to_be_measured():
     [late] = s.dispatch(admission.MEASURE_WAIT)  # never measured: the wait ends, the twin starts
     assert (late.task.id, late.reason) == ("lookup-1", admission.CORUN_AFTER_MEASURE_WAIT)
     s = Scheduler([[0, 1]], "scalpel", llc=56 * MiB)  # no clock told: no wait
-    s.add([Task(f"lookup-{i}", 0.0, 1.0, spread=1.0, key="lookup", footprint_known=False) for i in range(2)])
+    s.add([Task(f"lookup-{i}", 0.0, 1.0, runtime_spread=1.0, key="lookup", footprint_known=False) for i in range(2)])
     assert len(s.dispatch()) == 2

@@ -181,7 +181,7 @@ def test_the_plan_leaves_longest_first_only_for_an_order_that_wins_the_robustnes
 
     from scalpel_executor.core.planning import ROBUST_SCENARIOS, robust_choice
 
-    plan_tasks = [Task(i, t.footprint, t.solo_time, spread=s) for i, (t, s) in enumerate(zip(tasks, told))]
+    plan_tasks = [Task(i, t.footprint, t.solo_time, runtime_spread=s) for i, (t, s) in enumerate(zip(tasks, told))]
     for seq, t in enumerate(plan_tasks):
         t.seq = seq
     context = PlanContext([len(d) for d in domains], llc=12 * MiB, rate=math.inf)  # room for every scenario
@@ -189,12 +189,12 @@ def test_the_plan_leaves_longest_first_only_for_an_order_that_wins_the_robustnes
     n = len(plan_tasks)
     assert sorted(order) == list(range(n))
     lpt = sorted(range(n), key=lambda i: (-plan_tasks[i].runtime, i))
-    if order != lpt and any(t.spread for t in plan_tasks):
+    if order != lpt and any(t.runtime_spread for t in plan_tasks):
         # the same seeded scenarios, the two orders alone: the plan still wins
-        again = robust_choice(plan_tasks, [t.spread for t in plan_tasks], [lpt, order], context, 12 * MiB,
+        again = robust_choice(plan_tasks, [t.runtime_spread for t in plan_tasks], [lpt, order], context, 12 * MiB,
                               budget=ROBUST_SCENARIOS * 3 * n)
         assert again == order
-    if not any(t.spread for t in plan_tasks):
+    if not any(t.runtime_spread for t in plan_tasks):
         exact = [Task(i, t.footprint, t.runtime) for i, t in enumerate(plan_tasks)]
         for seq, t in enumerate(exact):
             t.seq = seq
@@ -205,7 +205,7 @@ def test_the_robustness_check_picks_a_dominant_order_and_keeps_the_first_when_it
     from scalpel_executor.core.planning import robust_choice
 
     # a 4 s task and four 1 s tasks on two cores: the long one first ends at 4 s, last at 6 s
-    tasks = [Task(i, 0.0, r, spread=0.2) for i, r in enumerate([1.0, 1.0, 4.0, 1.0, 1.0])]
+    tasks = [Task(i, 0.0, r, runtime_spread=0.2) for i, r in enumerate([1.0, 1.0, 4.0, 1.0, 1.0])]
     good, bad = [2, 0, 1, 3, 4], [0, 1, 3, 4, 2]
     context = PlanContext([2])
     spreads = [0.2] * 5
@@ -227,7 +227,7 @@ def test_a_batch_too_large_to_check_is_dispatched_longest_first_when_estimates_a
     pairs = [(rnd.choice([0.1, 0.2, 0.4, 0.6]), rnd.choice([0.25, 4, 8, 10])) for _ in range(400)]
 
     def order_for(spread):
-        tasks = [Task(i, f * MiB, r, spread=spread) for i, (r, f) in enumerate(pairs)]
+        tasks = [Task(i, f * MiB, r, runtime_spread=spread) for i, (r, f) in enumerate(pairs)]
         for seq, t in enumerate(tasks):
             t.seq = seq
         return scalpel_order(tasks, PlanContext([4, 4], llc=12 * MiB))

@@ -56,7 +56,7 @@ def frame(header: bytes, blob: bytes = b"") -> bytes:
     (frame(b'["fatal",1]'), "field 'message' of a 'fatal' message must be str"),
     (frame(b'["heartbeat",[1],true,[],[]]'), "field 'respawns' of a 'heartbeat' message must be an integer"),
     (frame(b'["submit",1,NaN,1,0,null,0,null,true,"",true,1,0,0,0]'), "field 'footprint' of a 'submit' message must be a number"),
-    (frame(b'["submit",1,1,1,0,null,null,null,true,"",true,1,0,0,0]'), "field 'spread' of a 'submit' message must be a number"),
+    (frame(b'["submit",1,1,1,0,null,null,null,true,"",true,1,0,0,0]'), "field 'runtime_spread' of a 'submit' message must be a number"),
     # From a key holder these stopped the driver's hub thread (TypeError, RecursionError) before being refused here
     (frame(b'["started",1,[],[5],{},0,0]'), "field 'slot_cpus' of a 'started' message must be a list of lists of integers"),
     (frame(b'["register","0","h","1",1,["0"]]'), "field 'cpus' of a 'register' message must be a list of integers"),
