@@ -6,23 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalpel_executor.core.contention import ContentionModel
-from scalpel_executor.core.orders import FcfsEvaluator, SimState, improve_tail, trace
+from scalpel_executor.core.orders import SimState, improve_tail, trace
 from scalpel_executor.core.scheduler import Scheduler
 from scalpel_executor.core.simulate import SimTask, simulate
 from scalpel_executor.core.tasks import Task
 
-MiB = 2**20
-TOPOLOGIES = [[[0, 1]], [[0, 1], [2, 3]], [[0, 1, 2, 3], [4, 5, 6, 7]], [[0, 1, 2], [3]]]
-
-sim_tasks = st.lists(
-    st.tuples(st.sampled_from([0.5, 1.0, 1.5, 2.0, 3.0, 5.0]), st.sampled_from([0.25, 2, 6, 12, 20])),
-    min_size=1, max_size=14,
-).map(lambda pairs: [SimTask(f"t{i}", r, f * MiB) for i, (r, f) in enumerate(pairs)])
-
-
-def evaluator(tasks, domains, llc=12 * MiB, model=None):
-    return FcfsEvaluator.of(tasks, [len(d) for d in domains], llc, model or ContentionModel())
+from tests.core.order_batches import TOPOLOGIES, MiB, evaluator, sim_tasks
 
 
 @settings(max_examples=80, deadline=None)
