@@ -166,8 +166,7 @@ class Scheduler:
         self._booked: dict[int, tuple[int, ...]] = {}  # slot index -> every core its running task holds
         self._holder: dict[int, int] = {}  # a core held by a wider task -> the slot index that task runs on
         self._memory_used = 0.0
-        self._gpus_used = 0
-        self._device_free = [True] * gpus
+        self._device_free = [True] * gpus  # by accelerator index: no running task holds it
         self._devices: dict[int, tuple[int, ...]] = {}  # slot index -> accelerators its running task holds
 
     # -- driver API -------------------------------------------------------------------------
@@ -282,7 +281,6 @@ class Scheduler:
             self._holder[index] = slot.index
         self._booked[slot.index] = tuple(chosen)
         self._memory_used += task.memory
-        self._gpus_used += task.gpus
         if task.gpus:
             devices = resources.choose_devices(task.gpus, slot.domain, self._device_free, self.capacity.device_domains)
             for device in devices:
@@ -295,7 +293,6 @@ class Scheduler:
             self._idle[core] = True
             self._holder.pop(core, None)
         self._memory_used = max(0.0, self._memory_used - task.memory)
-        self._gpus_used -= task.gpus
         for device in self._devices.pop(index, ()):
             self._device_free[device] = True
 
@@ -371,6 +368,10 @@ class Scheduler:
     @property
     def gpus_used(self) -> int:
         return self._gpus_used
+
+    @property
+    def _gpus_used(self) -> int:
+        return len(self._device_free) - sum(self._device_free)  # the booked devices are the count
 
     @property
     def disabled_slots(self) -> frozenset[int]:
