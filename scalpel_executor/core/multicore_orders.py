@@ -45,7 +45,7 @@ from operator import itemgetter
 
 from scalpel_executor.core.admission import OVERDUE_FRACTION
 from scalpel_executor.core.contention import ContentionModel
-from scalpel_executor.core.orders import FcfsEvaluator
+from scalpel_executor.core.orders import FcfsEvaluator, RunningTask
 from scalpel_executor.core.tasks import Task
 
 __all__ = ["MulticoreEvaluator", "supports", "BACKFILL_LOOKAHEAD"]
@@ -77,23 +77,34 @@ class MulticoreEvaluator(FcfsEvaluator):
     resumable = False
 
     def __init__(self, tasks: Sequence[Task], cores_per_domain: Sequence[int], llc: float, model: ContentionModel,
-                 solo: Sequence[float] | None = None):
+                 solo: Sequence[float] | None = None, running: Sequence[RunningTask] = ()):
         if not supports(tasks, cores_per_domain):
             raise ValueError("MulticoreEvaluator replays tasks at most as wide as the widest domain "
                              f"({max(cores_per_domain)} cores) that declare no memory or accelerators; "
                              "plan the others largest area first")
         solo = [t.runtime for t in tasks] if solo is None else solo
-        super().__init__(solo, [t.footprint for t in tasks], [None] * len(tasks), cores_per_domain, llc, model)
-        self.estimate = [t.runtime for t in tasks]
-        self.cores = [t.cores for t in tasks]
+        super().__init__(solo, [t.footprint for t in tasks], [None] * len(tasks), cores_per_domain, llc, model,
+                         running)
+        self.held = _place(running, self.cpd)
+        self.estimate = [t.runtime for t in tasks] + [float(r.remaining) for r in running]
+        # a reservation counts a task overdue as having this much left (Scheduler._remaining)
+        self.least_left = [OVERDUE_FRACTION * t.runtime for t in tasks] + [
+            OVERDUE_FRACTION * (r.remaining if r.runtime is None else r.runtime) for r in running]
+        self.cores = [t.cores for t in tasks] + [len(cores) for cores in self.held]
+        self.running_tasks = tuple(running)
 
     def run(self, order: Sequence[int], state=None, stop: int | None = None, *,
-            reuse: bool = False, cutoff: float = math.inf, on_start: Callable | None = None) -> float:
+            reuse: bool = False, cutoff: float = math.inf, on_start: Callable | None = None,
+            timeline: list | None = None) -> float:
+        """Makespan of ``order`` (as :meth:`FcfsEvaluator.run`). With ``timeline``, a list: one
+        ``(index, domain, cores booked, start, end)`` appended per task as it ends, the tasks
+        running at the start included (their start 0.0, their index n, n+1, ...)."""
         if state is not None or stop is not None:
             raise ValueError("MulticoreEvaluator replays whole orders: it takes no state or stop")
         self.evaluations += 1
         solo, estimate, cores, kind, rates_of = self.solo, self.estimate, self.cores, self.kind, self.rates
-        P, cpd, overdue = self.P, self.cpd, OVERDUE_FRACTION
+        least_left = self.least_left
+        P, cpd, n = self.P, self.cpd, self.n
         waiting = list(order)
         core_idle = [[True] * c for c in cpd]  # per domain, per core
         free = list(cpd)  # idle cores per domain
@@ -101,6 +112,13 @@ class MulticoreEvaluator(FcfsEvaluator):
         # [index, solo seconds of work left, rate, start, cores booked, domain, how many]
         running: list[list[list]] = [[] for _ in range(P)]
         in_start_order: list[list] = []  # running entries, earliest start first (the scheduler's holdings order)
+        for number, (task, booked) in enumerate(zip(self.running_tasks, self.held)):
+            for c in booked:
+                core_idle[task.domain][c] = False
+            free[task.domain] -= len(booked)
+            entry = [n + number, solo[n + number], 1.0, 0.0, list(booked), task.domain, len(booked)]
+            running[task.domain].append(entry)
+            in_start_order.append(entry)
         updated = [0.0] * P
         version = [0] * P
         events: list[tuple[float, int, int, int]] = []
@@ -155,7 +173,7 @@ class MulticoreEvaluator(FcfsEvaluator):
                 if count >= k:
                     return 0.0, domain, count - k
             work += 2 * len(in_start_order)
-            ending = sorted([(r if (r := estimate[e[0]] - (now - e[3])) > (f := overdue * estimate[e[0]]) else f,
+            ending = sorted([(r if (r := estimate[e[0]] - (now - e[3])) > (f := least_left[e[0]]) else f,
                               e[5], e[6]) for e in in_start_order], key=_first)
             idle = free[:]
             at = 0.0
@@ -209,6 +227,8 @@ class MulticoreEvaluator(FcfsEvaluator):
                 reschedule(d)
 
         try:
+            for d in range(P):  # the tasks running at the start, rescheduled in domain order
+                reschedule(d)
             dispatch()
             while events:
                 now, _, d, stamp = heapq.heappop(events)
@@ -225,6 +245,8 @@ class MulticoreEvaluator(FcfsEvaluator):
                         free[d] += len(e[4])
                         in_start_order.remove(e)
                         makespan = now
+                        if timeline is not None:
+                            timeline.append((e[0], d, tuple(e[4]), e[3], now))
                     else:
                         left.append(e)
                 running[d] = left
@@ -236,6 +258,33 @@ class MulticoreEvaluator(FcfsEvaluator):
             return math.inf
         self.starts += started + work // WORK_PER_START
         return makespan
+
+
+def _place(running: Sequence[RunningTask], cores_per_domain: Sequence[int]) -> list[tuple[int, ...]]:
+    """The cores each running task holds, as positions in its domain: its ``cores``, or for a task
+    that names none the lowest position left idle by the others; ValueError when they do not fit."""
+    idle = [[True] * c for c in cores_per_domain]
+    held: list[tuple[int, ...] | None] = []
+    for task in running:
+        if not 0 <= task.domain < len(idle):
+            raise ValueError(f"a running task is on domain {task.domain!r}; the machine has domains 0 to "
+                             f"{len(idle) - 1}")
+        for c in task.cores:
+            if not (isinstance(c, int) and 0 <= c < len(idle[task.domain])) or not idle[task.domain][c]:
+                raise ValueError(f"a running task holds core {c!r} of domain {task.domain}, which has cores 0 to "
+                                 f"{len(idle[task.domain]) - 1}, that another running task holds or that is not "
+                                 f"there; give each running task distinct cores of its own domain")
+            idle[task.domain][c] = False
+        held.append(task.cores or None)
+    for number, task in enumerate(running):
+        if held[number] is None:
+            core = next((c for c, free in enumerate(idle[task.domain]) if free), None)
+            if core is None:
+                raise ValueError(f"domain {task.domain} has no core left for a running task that names none; "
+                                 f"it has {len(idle[task.domain])}")
+            idle[task.domain][core] = False
+            held[number] = (core,)
+    return held
 
 
 _first = itemgetter(0)

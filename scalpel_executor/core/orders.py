@@ -19,7 +19,8 @@ The searches benchmarks compare policies with (the oracle: branch and bound, loc
 in :mod:`scalpel_executor.experiments.order_search`, on this evaluator.
 
 Batches arrive at time 0 on an empty machine, or on the tasks already running that the evaluator
-is given; each task has a solo time (the scheduler's estimate), a footprint and a sensitivity.
+is given (:class:`RunningTask`: where each runs, the cores it holds, its footprint and how long it
+has left); each task has a solo time (the scheduler's estimate), a footprint and a sensitivity.
 """
 
 from __future__ import annotations
@@ -28,10 +29,41 @@ import heapq
 import math
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from scalpel_executor.core.contention import ContentionModel
 
-__all__ = ["FcfsEvaluator", "SimState", "trace", "improve_tail"]
+__all__ = ["FcfsEvaluator", "RunningTask", "SimState", "trace", "improve_tail"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunningTask:
+    """A task running when a simulation of the rest starts, as the evaluators see it.
+
+    ``remaining`` is what the scheduler estimates it has left (its run-time estimate less what it
+    has run, at least ``admission.OVERDUE_FRACTION`` of ``runtime``, the whole estimate: its
+    reservations read that, ``Scheduler._remaining``); ``work`` the solo seconds of work it really
+    has left, where that is known to differ (a simulation's state; None: ``remaining``). ``cores``
+    are the cores it holds, as positions among its domain's cores, its own first; () for a one-core
+    task whose core does not matter (first come first served counts cores, it does not place them).
+    """
+
+    domain: int
+    footprint: float
+    remaining: float
+    cores: tuple[int, ...] = ()
+    runtime: float | None = None  # None: ``remaining`` (it has just started)
+    work: float | None = None
+
+    @property
+    def width(self) -> int:
+        """How many cores it holds."""
+        return len(self.cores) or 1
+
+    @property
+    def solo_left(self) -> float:
+        """Solo seconds of work it has left: ``work``, else the estimate ``remaining``."""
+        return self.remaining if self.work is None else self.work
 
 
 class SimState:
@@ -70,24 +102,25 @@ class FcfsEvaluator:
 
     ``solo``, ``footprints`` and ``sensitivities`` (None: the model's default) describe the tasks,
     indexed 0..n-1; orders are lists of these indices. :meth:`of` builds one from SimTasks.
-    ``running`` — (domain, footprint, remaining seconds) of tasks already running — makes every
-    simulation start from them instead of an empty machine (they are indices n, n+1, ... inside).
+    ``running`` (:class:`RunningTask`: each one's domain, footprint, time left and the cores it
+    holds) makes every simulation start from them instead of an empty machine (they are indices
+    n, n+1, ... inside; a domain's idle cores are its cores less those they hold).
     """
 
     resumable = True  # run() stops at and resumes from a SimState
 
     def __init__(self, solo: Sequence[float], footprints: Sequence[float], sensitivities: Sequence[float | None],
                  cores_per_domain: Sequence[int], llc: float, model: ContentionModel,
-                 running: Sequence[tuple[int, float, float]] = ()):
+                 running: Sequence[RunningTask] = ()):
         if not (len(solo) == len(footprints) == len(sensitivities)):
             raise ValueError(f"solo times, footprints and sensitivities differ in length: "
                              f"{len(solo)}, {len(footprints)}, {len(sensitivities)}")
         self.n = len(solo)
-        self.solo = [float(s) for s in solo] + [float(r[2]) for r in running]
+        self.solo = [float(s) for s in solo] + [float(r.solo_left) for r in running]
         sigma0 = model.sensitivity
         kinds: dict[tuple, int] = {}
         self.kind = []
-        for footprint, sensitivity in zip([*footprints, *(r[1] for r in running)],
+        for footprint, sensitivity in zip([*footprints, *(r.footprint for r in running)],
                                           [*sensitivities, *(None for _ in running)]):
             key = (footprint, sigma0 if sensitivity is None else sensitivity)
             self.kind.append(kinds.setdefault(key, len(kinds)))
@@ -101,11 +134,13 @@ class FcfsEvaluator:
         self.evaluations = 0
         self.starts = 0  # task starts simulated, over all evaluations: the work done
         self._initial = None
+        # index -> cores held, for the running tasks that hold more than one (None: none does)
+        self._wide = {self.n + number: task.width for number, task in enumerate(running) if task.width > 1} or None
         if running:
             state = self.start_state()
-            for number, (domain, _, remaining) in enumerate(running):
-                state.running[domain].append([self.n + number, float(remaining), 1.0])
-                state.idle[domain] = max(0, state.idle[domain] - 1)
+            for number, task in enumerate(running):
+                state.running[task.domain].append([self.n + number, self.solo[self.n + number], 1.0])
+                state.idle[task.domain] = max(0, state.idle[task.domain] - task.width)
             for domain in range(self.P):
                 self.refresh(state, domain)
             self._initial = state
@@ -176,6 +211,7 @@ class FcfsEvaluator:
         first = pos
         n, P, maxc = len(order), self.P, self.maxc
         solo, tol, kind, rates_of = self.solo, self.tol, self.kind, self.rates
+        wide = self._wide
         inf = math.inf
         heap = [(nxt[d], stamp[d], d) for d in range(P) if nxt[d] != inf]
         heapq.heapify(heap)
@@ -268,6 +304,8 @@ class FcfsEvaluator:
             left = [e for e in running[d] if e[1] > tol[e[0]]]
             finished = len(running[d]) - len(left)
             if finished:
+                if wide is not None:  # a task that was running when the simulation began frees its cores
+                    finished = sum(wide.get(e[0], 1) for e in running[d] if e[1] <= tol[e[0]])
                 running[d] = left
                 idle[d] += finished
                 mk = now

@@ -76,7 +76,7 @@ from dataclasses import dataclass, field
 from scalpel_executor.core.admission import TOLERANCE, slowdown_increase
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.multicore_orders import MulticoreEvaluator, supports
-from scalpel_executor.core.orders import FcfsEvaluator, improve_tail, trace
+from scalpel_executor.core.orders import FcfsEvaluator, RunningTask, improve_tail, trace
 from scalpel_executor.core.tasks import Group, Task
 
 __all__ = ["PlanContext", "plan_scalpel", "scalpel_order", "robust_choice", "DEFAULT_BUDGET", "STARTS_PER_SECOND",
@@ -111,7 +111,7 @@ class PlanContext:
     budget: int = DEFAULT_BUDGET
     rate: float = STARTS_PER_SECOND  # simulated starts allowed per second of predicted makespan
     chooser: Callable[[str, list[Task]], Chooser] | None = None
-    running: Sequence[tuple[int, float, float]] = ()  # (domain, footprint, remaining s) of tasks running now
+    running: Sequence[RunningTask] = ()  # the tasks running now: domain, cores held there, footprint, time left
 
 
 def plan_scalpel(tasks: list[Task], context: PlanContext) -> list[Group]:
@@ -125,7 +125,7 @@ def plan_scalpel(tasks: list[Task], context: PlanContext) -> list[Group]:
         task.foreseen_harm = None
     if ev is not None:
         model, llc = context.model, ev.llc
-        footprints = [t.footprint for t in tasks] + [r[1] for r in context.running]
+        footprints = [t.footprint for t in tasks] + [r.footprint for r in context.running]
 
         def foresee(i: int, running: list[int]) -> None:
             increases, own = slowdown_increase(model, llc, [footprints[j] for j in running], footprints[i])
@@ -188,15 +188,17 @@ def _plan(tasks: list[Task], context: PlanContext) -> tuple[list[int], FcfsEvalu
 
 def _evaluator(tasks: list[Task], context: PlanContext, llc: float) -> Callable[[list[float]], FcfsEvaluator] | None:
     """What predicts the batch's schedule, as a function of the tasks' solo times: one task per
-    core first come first served, or, with tasks of several cores, as the scheduler books and
-    backfills them (on an idle machine, for the tasks it replays); None where neither does."""
+    core first come first served, or, with tasks of several cores waiting or running, as the
+    scheduler books, reserves and backfills them around what runs (for the tasks it replays);
+    None where neither does."""
     footprints = [t.footprint for t in tasks]
-    if all(task.cores == 1 for task in tasks):
+    if all(task.cores == 1 for task in tasks):  # running tasks of several cores hold that many
         return lambda solo: FcfsEvaluator(solo, footprints, [None] * len(tasks), context.cores_per_domain, llc,
                                           context.model, context.running)
-    if context.running or not supports(tasks, context.cores_per_domain):
+    if not supports(tasks, context.cores_per_domain):
         return None
-    return lambda solo: MulticoreEvaluator(tasks, context.cores_per_domain, llc, context.model, solo=solo)
+    return lambda solo: MulticoreEvaluator(tasks, context.cores_per_domain, llc, context.model, solo=solo,
+                                           running=context.running)
 
 
 APART_LOOKAHEAD = 64  # waiting tasks apart_order scans for one that fits

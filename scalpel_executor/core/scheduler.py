@@ -67,7 +67,8 @@ from scalpel_executor.core.planning import DEFAULT_BUDGET, STARTS_PER_SECOND, Pl
 from scalpel_executor.core.policies import POLICIES, resolve_policy
 from scalpel_executor.core.resources import (Capacity, Holding, Reservation, may_backfill, needs_resources,
                                              unfit_reason)
-from scalpel_executor.core.orders import FcfsEvaluator
+from scalpel_executor.core.multicore_orders import MulticoreEvaluator, supports
+from scalpel_executor.core.orders import FcfsEvaluator, RunningTask
 from scalpel_executor.core.tasks import Assignment, Group, Slot, Task
 
 __all__ = ["Scheduler", "Task", "Assignment", "Slot", "Group", "POLICIES", "resolve_policy", "CHECKED_AT_DISPATCH"]
@@ -554,20 +555,30 @@ class Scheduler:
 
     def _deferral_pays(self, head_at: int, fitting_at: int, now: float) -> bool:
         """Whether the model predicts the schedule ends no later with the fitting task (plan
-        position ``fitting_at``) started now and the head (``head_at``) next than with the head now: the rest of the plan simulated first come first
-        served from what runs (:class:`~scalpel_executor.core.orders.FcfsEvaluator`). Past
-        :data:`ROLLOUT_LIMIT` waiting tasks the end is far off and deferring one start costs nothing."""
+        position ``fitting_at``) started now and the head (``head_at``) next than with the head
+        now: the rest of the plan simulated from what runs, first come first served with one-core
+        tasks (:class:`~scalpel_executor.core.orders.FcfsEvaluator`), or, with a task of several
+        cores queued or running, as this scheduler books, reserves and backfills them
+        (:class:`~scalpel_executor.core.multicore_orders.MulticoreEvaluator`, the running tasks
+        holding their cores until their estimated ends). Past :data:`ROLLOUT_LIMIT` waiting tasks
+        the end is far off and deferring one start costs nothing.
+
+        Where that evaluator does not replay the tasks (a task wider than any domain, which spans
+        domains, or one declaring memory or accelerators, queued or running: ``multicore_orders.supports``)
+        the head starts: run as k one-core copies, a k-core task misjudged deferrals (2% later
+        than largest-area-first on the paper machine: docs/benchmarks.md)."""
         if len(self._plan) > ROLLOUT_LIMIT:
             return True
         queued = [group.tasks[0] for group in reversed(self._plan)]
-        if any(task.cores != 1 for task in (*queued, *self._running.values())):
-            # The evaluator runs one task per core and cannot see a wide task's reservation; run as
-            # k one-core copies it misjudged deferrals (2% later than largest-area-first on the
-            # paper machine: docs/benchmarks.md), so with wide tasks about, the head starts.
+        running = self._running_now(now)
+        llc, model = self._context.llc or math.inf, self._context.model
+        if all(task.cores == 1 for task in (*queued, *self._running.values())):
+            ev = FcfsEvaluator([t.runtime for t in queued], [t.footprint for t in queued], [None] * len(queued),
+                               self.cores_per_domain, llc, model, running)
+        elif supports([*queued, *self._running.values()], self.cores_per_domain):
+            ev = MulticoreEvaluator(queued, self.cores_per_domain, llc, model, running=running)
+        else:
             return False
-        ev = FcfsEvaluator([t.runtime for t in queued], [t.footprint for t in queued], [None] * len(queued),
-                           self.cores_per_domain, self._context.llc or math.inf, self._context.model,
-                           self._running_now(now))
         last = len(self._plan) - 1  # plan positions count from the end, queued indices from the start
         head, fitting = last - head_at, last - fitting_at
         rest = [i for i in range(len(queued)) if i not in (head, fitting)]
@@ -576,10 +587,21 @@ class Scheduler:
         as_planned = ev.run(plan_order)
         return ev.run(deferred, cutoff=as_planned * (1 + 1e-9)) <= as_planned * (1 + 1e-9)
 
-    def _running_now(self, now: float) -> list[tuple[int, float, float]]:
-        """(domain, footprint, estimated remaining seconds) of every running task."""
-        return [(self.slots[index].domain, task.footprint, self._remaining(index, now))
-                for index, task in self._running.items()]
+    def _running_now(self, now: float) -> list[RunningTask]:
+        """Every running task as the evaluators see it: its domain, the cores it holds there, its
+        footprint and estimated remaining seconds. A task wider than any domain holds cores of
+        several: it is one RunningTask per domain, its footprint on its own."""
+        running = []
+        for index, task in self._running.items():
+            domain = self.slots[index].domain
+            held: dict[int, list[int]] = {domain: []}
+            for core in self._booked.get(index, (index,)):
+                held.setdefault(self.slots[core].domain, []).append(core - self._domain_slots[self.slots[core].domain][0])
+            remaining = self._remaining(index, now)
+            for other, cores in held.items():
+                running.append(RunningTask(other, task.footprint if other == domain else 0.0, remaining,
+                                           tuple(cores), task.runtime))
+        return running
 
     def _next_group(self, cores: int) -> int | None:
         """Position in ``_plan`` of the group a domain of ``cores`` cores should take next.
