@@ -83,9 +83,9 @@ class MulticoreEvaluator(FcfsEvaluator):
                              f"({max(cores_per_domain)} cores) that declare no memory or accelerators; "
                              "plan the others largest area first")
         solo = [t.runtime for t in tasks] if solo is None else solo
+        self.held = _place(running, cores_per_domain)
         super().__init__(solo, [t.footprint for t in tasks], [None] * len(tasks), cores_per_domain, llc, model,
                          running)
-        self.held = _place(running, self.cpd)
         self.estimate = [t.runtime for t in tasks] + [float(r.remaining) for r in running]
         # a reservation counts a task overdue as having this much left (Scheduler._remaining)
         self.least_left = [OVERDUE_FRACTION * t.runtime for t in tasks] + [
@@ -95,12 +95,24 @@ class MulticoreEvaluator(FcfsEvaluator):
 
     def run(self, order: Sequence[int], state=None, stop: int | None = None, *,
             reuse: bool = False, cutoff: float = math.inf, on_start: Callable | None = None,
-            timeline: list | None = None) -> float:
+            timeline: list | None = None, first: tuple[int, int] | None = None) -> float:
         """Makespan of ``order`` (as :meth:`FcfsEvaluator.run`). With ``timeline``, a list: one
         ``(index, domain, cores booked, start, end)`` appended per task as it ends, the tasks
-        running at the start included (their start 0.0, their index n, n+1, ...)."""
+        running at the start included (their start 0.0, their index n, n+1, ...). With ``first``,
+        ``(domain, core)``: the order's first task starts there before the other idle cores are
+        served (the core a scheduler is deciding for; the task must fit there now)."""
         if state is not None or stop is not None:
             raise ValueError("MulticoreEvaluator replays whole orders: it takes no state or stop")
+        if first is not None and order:
+            domain, core = first
+            held = [c for task, booked in zip(self.running_tasks, self.held) if task.domain == domain for c in booked]
+            if not (0 <= domain < self.P and 0 <= core < self.cpd[domain]) or core in held or \
+                    self.cores[order[0]] > self.cpd[domain] - len(held):
+                raise ValueError(f"the order's first task (index {order[0]}, {self.cores[order[0]]} cores) cannot "
+                                 f"start on core {core} of domain {domain}: that core is held or not there, or the "
+                                 f"domain has too few idle cores; name an idle core where it fits, or no first")
+        else:
+            first = None
         self.evaluations += 1
         solo, estimate, cores, kind, rates_of = self.solo, self.estimate, self.cores, self.kind, self.rates
         least_left = self.least_left
@@ -188,10 +200,37 @@ class MulticoreEvaluator(FcfsEvaluator):
                         return at, domain, count - k
             return math.inf, None, 0
 
-        def dispatch() -> None:
-            nonlocal started, work
+        def start(at: int, d: int, core: int, touched: set[int]) -> None:
+            """Start the task at ``waiting[at]`` on ``core`` of domain ``d`` and the nearest idle cores there."""
+            nonlocal started
+            i = waiting.pop(at)
+            if now + solo[i] > cutoff:
+                raise _PastCutoff
+            if d not in touched:
+                advance(d)
+                touched.add(d)
+            if on_start is not None:
+                on_start(i, [e[0] for e in running[d]])
+            booked = [core]
+            k = cores[i]
+            if k > 1:
+                others = sorted((c for c, idle in enumerate(core_idle[d]) if idle and c != core),
+                                key=lambda c: (abs(c - core), c))
+                booked += others[:k - 1]
+            for c in booked:
+                core_idle[d][c] = False
+            free[d] -= k
+            entry = [i, solo[i], 1.0, now, booked, d, k]
+            running[d].append(entry)
+            in_start_order.append(entry)
+            started += 1
+
+        def dispatch(first: tuple[int, int] | None = None) -> None:
+            nonlocal work
             work += P
             touched: set[int] = set()  # as simulate() keeps it: rescheduled in the set's order
+            if first is not None:
+                start(0, *first, touched)
             idle_lists = [[c for c, idle in enumerate(core_idle[d]) if idle] if free[d] else () for d in range(P)]
             for rank in range(self.maxc):
                 for d in range(P):
@@ -199,37 +238,15 @@ class MulticoreEvaluator(FcfsEvaluator):
                     if rank >= len(idle_cores) or not core_idle[d][idle_cores[rank]] or not waiting:
                         continue
                     at = choose(d)
-                    if at is None:
-                        continue
-                    i = waiting.pop(at)
-                    if now + solo[i] > cutoff:
-                        raise _PastCutoff
-                    if d not in touched:
-                        advance(d)
-                        touched.add(d)
-                    if on_start is not None:
-                        on_start(i, [e[0] for e in running[d]])
-                    core = idle_cores[rank]
-                    booked = [core]
-                    k = cores[i]
-                    if k > 1:
-                        others = sorted((c for c, idle in enumerate(core_idle[d]) if idle and c != core),
-                                        key=lambda c: (abs(c - core), c))
-                        booked += others[:k - 1]
-                    for c in booked:
-                        core_idle[d][c] = False
-                    free[d] -= k
-                    entry = [i, solo[i], 1.0, now, booked, d, k]
-                    running[d].append(entry)
-                    in_start_order.append(entry)
-                    started += 1
+                    if at is not None:
+                        start(at, d, idle_cores[rank], touched)
             for d in touched:
                 reschedule(d)
 
         try:
             for d in range(P):  # the tasks running at the start, rescheduled in domain order
                 reschedule(d)
-            dispatch()
+            dispatch(first)
             while events:
                 now, _, d, stamp = heapq.heappop(events)
                 if stamp != version[d]:

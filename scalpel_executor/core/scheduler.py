@@ -243,7 +243,7 @@ class Scheduler:
         if now is not None:
             self._clock = now
         self._timed = now is not None
-        task, reason = self._admit(slot.domain) if self._admits else (self._choose(slot.domain), admission.PLANNED)
+        task, reason = self._admit(slot) if self._admits else (self._choose(slot.domain), admission.PLANNED)
         if task is not None:
             self.reasons[reason] += 1
             self._book(slot, task)
@@ -430,12 +430,13 @@ class Scheduler:
         else:
             self._buffers[domain].extend(tasks)
 
-    def _admit(self, domain: int) -> tuple[Task | None, str]:
-        """The plan's next task for a free core of ``domain``, checked by :func:`admission.decide`.
+    def _admit(self, slot: Slot) -> tuple[Task | None, str]:
+        """The plan's next task for free core ``slot``, checked by :func:`admission.decide`.
 
         A head that does not fit the domain's idle cores, the memory or the accelerators left is
         reserved (:mod:`~scalpel_executor.core.resources`); the rule then runs on the first task
         that may be backfilled, among those that may."""
+        domain = slot.domain
         position = self._next_group(self.cores_per_domain[domain])
         if position is None or self._buffers[domain]:
             return self._choose(domain), admission.FITS
@@ -468,7 +469,7 @@ class Scheduler:
                     yield task
 
         decision = admission.decide(head, others(), running, model=self._context.model, llc=self._context.llc,
-                                    deferral_pays=lambda h, w: self._deferral_pays(position, positions[id(w)], clock))
+                                    deferral_pays=lambda h, w: self._deferral_pays(position, positions[id(w)], clock, slot))
         at = position if decision.task is head else positions[id(decision.task)]
         reason = admission.BACKFILLED if backfill and decision.reason == admission.FITS else decision.reason
         if reason == admission.CORUN_NOTHING_FITS and (until := self._measure_wait(head, domain)) is not None:
@@ -553,7 +554,7 @@ class Scheduler:
         task = self._running[index]
         return max(task.runtime - (now - self._started.get(index, now)), admission.OVERDUE_FRACTION * task.runtime)
 
-    def _deferral_pays(self, head_at: int, fitting_at: int, now: float) -> bool:
+    def _deferral_pays(self, head_at: int, fitting_at: int, now: float, slot: Slot) -> bool:
         """Whether the model predicts the schedule ends no later with the fitting task (plan
         position ``fitting_at``) started now and the head (``head_at``) next than with the head
         now: the rest of the plan simulated from what runs, first come first served with one-core
@@ -584,6 +585,10 @@ class Scheduler:
         rest = [i for i in range(len(queued)) if i not in (head, fitting)]
         plan_order = [head] + [i for i in range(len(queued)) if i != head]  # the plan's own next start first
         deferred = [fitting, head, *rest]
+        if isinstance(ev, MulticoreEvaluator):  # each order's first task on this core, the others as they free
+            first = (slot.domain, slot.index - self._domain_slots[slot.domain][0])
+            as_planned = ev.run(plan_order, first=first)
+            return ev.run(deferred, cutoff=as_planned * (1 + 1e-9), first=first) <= as_planned * (1 + 1e-9)
         as_planned = ev.run(plan_order)
         return ev.run(deferred, cutoff=as_planned * (1 + 1e-9)) <= as_planned * (1 + 1e-9)
 

@@ -4,9 +4,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scalpel_executor.core.admission import OVERDUE_FRACTION
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.multicore_orders import MulticoreEvaluator, supports
+from scalpel_executor.core.orders import RunningTask
 from scalpel_executor.core.planning import PlanContext, scalpel_order
+from scalpel_executor.core.scheduler import Scheduler
 from scalpel_executor.core.simulate import SimTask, simulate
 from scalpel_executor.core.tasks import Task
 
@@ -83,7 +86,8 @@ def test_with_exact_estimates_scalpel_runs_its_plan_and_never_ends_after_largest
     tasks = as_tasks(sims)
     for i, task in enumerate(tasks):
         task.seq = i
-    order = scalpel_order(tasks, PlanContext(cores, llc=LLC))
+    # the scheduler's base policies: with one-core tasks only, the plan traces them
+    order = scalpel_order(tasks, PlanContext(cores, llc=LLC, chooser=Scheduler(domains, "scalpel", llc=LLC)._chooser))
     predicted = MulticoreEvaluator(tasks, cores, LLC, ContentionModel()).run(order)
     scalpel = simulate(sims, domains, LLC, "scalpel").makespan
     assert scalpel == pytest.approx(predicted, rel=1e-9)
@@ -99,3 +103,117 @@ def test_a_plan_keeps_large_footprints_apart_where_largest_area_first_stacks_the
     lpt = simulate(sims, domains, LLC, "longest_first").makespan
     scalpel = simulate(sims, domains, LLC, "scalpel").makespan
     assert scalpel < lpt * 0.95  # 7.97 s against 8.5 s
+
+
+# -- from a running state -------------------------------------------------------------------------
+
+untied_tasks = st.lists(  # distinct solo times: two domains' ends never tie, whatever order they are taken in
+    st.tuples(st.floats(0.1, 5.0), st.sampled_from([0.25, 2, 6, 12, 20]), st.sampled_from([1, 1, 2, 3, 4]),
+              st.one_of(st.none(), st.floats(0.1, 5.0))),
+    min_size=2, max_size=20, unique_by=lambda row: row[0],
+)
+
+
+def state_after(sims, domains, cut):
+    """Where ``fifo`` stands on ``sims`` once every event at the ``cut``-th end (mod the ends
+    before the last) is handled: that time, the running tasks as RunningTask (their cores from
+    the scheduler, their work left from the simulated rates), and the tasks not yet started."""
+    records = simulate(sims, domains, LLC, "fifo").records
+    by_name = {r.name: r for r in records}
+    ends = sorted({r.end for r in records})[:-1]
+    now = ends[cut % len(ends)]
+    scheduler, booked = Scheduler(domains, "fifo"), {}
+
+    def look(time):
+        if time > now and not booked:
+            booked.update({task.id: scheduler.booked[index] for index, task in scheduler.running.items()})
+
+    simulate(sims, domains, LLC, "fifo", scheduler=scheduler, on_time=look)
+    first_slot = [min(i for i, s in enumerate(scheduler.slots) if s.domain == d) for d in range(len(domains))]
+    model, running = ContentionModel(), []
+    for i, t in enumerate(sims):
+        r = by_name[t.name]
+        if not r.start <= now < r.end:
+            continue
+        beside = [o for o in records if o.domain == r.domain]
+        times = sorted({r.start, now, *(x for o in beside for x in (o.start, o.end) if r.start < x < now)})
+        work = t.solo_time
+        for a, b in zip(times, times[1:]):
+            corun = [o for o in beside if o.start <= a and o.end >= b]
+            slow = model.slowdowns([o.footprint for o in corun], [model.sensitivity] * len(corun), LLC)
+            work -= (b - a) / slow[corun.index(r)]
+        estimate = t.solo_time if t.runtime_estimate is None else t.runtime_estimate
+        running.append(RunningTask(r.domain, t.footprint, max(estimate - (now - r.start), OVERDUE_FRACTION * estimate),
+                                   tuple(c - first_slot[r.domain] for c in booked[i]), estimate, work))
+    waiting = [i for i, t in enumerate(sims) if by_name[t.name].start > now]
+    return now, running, waiting
+
+
+@settings(max_examples=120, deadline=None)
+@given(untied_tasks, st.sampled_from(TOPOLOGIES), st.integers(0, 100))
+def test_the_evaluator_predicts_the_rest_of_a_schedule_from_what_runs(rows, domains, cut):
+    """Stopped at an end, the scheduler's state (wide tasks holding their cores, their estimates
+    part run, off or not) is replayed to the simulator's makespan to 1e-9."""
+    widest = max(map(len, domains))
+    sims = [SimTask(f"t{i}", solo, f * MiB, cores=min(cores, widest), runtime_estimate=estimate)
+            for i, (solo, f, cores, estimate) in enumerate(rows)]
+    now, running, waiting = state_after(sims, domains, cut)
+    ev = MulticoreEvaluator(as_tasks([sims[i] for i in waiting]), [len(d) for d in domains], LLC, ContentionModel(),
+                            solo=[sims[i].solo_time for i in waiting], running=running)
+    assert now + ev.run(list(range(len(waiting)))) == pytest.approx(simulate(sims, domains, LLC, "fifo").makespan,
+                                                                    rel=1e-9)
+
+
+running_states = st.lists(  # (domain, cores, footprint MiB, seconds left, of an estimate this much longer)
+    st.tuples(st.integers(0, 2), st.integers(1, 4), st.sampled_from([0.25, 6, 20]), st.floats(0.05, 4.0),
+              st.floats(0.0, 3.0)),
+    max_size=6,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(mixed_tasks, running_states, st.sampled_from(TOPOLOGIES), st.randoms(use_true_random=False))
+def test_from_a_running_state_no_core_is_booked_twice_and_running_tasks_hold_theirs_to_the_end(
+        rows, held, domains, rnd):
+    cpd = [len(d) for d in domains]
+    idle = [list(range(c)) for c in cpd]
+    running = []
+    for domain, width, footprint, left, past in held:  # placed on distinct cores while they fit
+        domain %= len(cpd)
+        if width > len(idle[domain]):
+            continue
+        cores = tuple(idle[domain].pop(rnd.randrange(len(idle[domain]))) for _ in range(width))
+        running.append(RunningTask(domain, footprint * MiB, left, cores, left + past))
+    sims = sim_tasks(rows, domains)
+    ev = MulticoreEvaluator(as_tasks(sims), cpd, LLC, ContentionModel(), solo=[t.solo_time for t in sims],
+                            running=running)
+    order = list(range(len(sims)))
+    rnd.shuffle(order)
+    timeline = []
+    makespan = ev.run(order, timeline=timeline)
+    assert sorted(i for i, *_ in timeline) == list(range(len(sims) + len(running)))  # every task ends once
+    assert makespan == max(end for *_, end in timeline)
+    for i, domain, cores, start, end in timeline:
+        if i >= len(sims):  # a running task keeps the cores it held from the start until its end
+            r = running[i - len(sims)]
+            assert (domain, cores, start) == (r.domain, r.cores, 0.0)
+            assert end >= r.remaining * (1 - 1e-9)  # contention never speeds a task up
+        else:
+            assert len(cores) == sims[i].cores and len(set(cores)) == len(cores)
+    for core in {(d, c) for _, d, cores, *_ in timeline for c in cores}:
+        spans = sorted((start, end) for _, d, cores, start, end in timeline for c in cores if (d, c) == core)
+        assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:])), core
+
+
+def test_running_tasks_that_do_not_fit_their_domain_are_refused():
+    task = [Task(0, 0, 1.0)]
+    with pytest.raises(ValueError, match="core 1 of domain 0"):
+        MulticoreEvaluator(task, [2], LLC, ContentionModel(),
+                           running=[RunningTask(0, 0.0, 1.0, (0, 1)), RunningTask(0, 0.0, 1.0, (1,))])
+    with pytest.raises(ValueError, match="domain 3"):
+        MulticoreEvaluator(task, [2], LLC, ContentionModel(), running=[RunningTask(3, 0.0, 1.0)])
+    ev = MulticoreEvaluator([Task(0, 0, 1.0, cores=2)], [2, 2], LLC, ContentionModel(),
+                            running=[RunningTask(0, 0.0, 1.0, (0,))])
+    with pytest.raises(ValueError, match="cannot start on core 1 of domain 0"):
+        ev.run([0], first=(0, 1))
+    assert ev.run([0], first=(1, 1)) == pytest.approx(1.0)
