@@ -95,12 +95,16 @@ class MulticoreEvaluator(FcfsEvaluator):
 
     def run(self, order: Sequence[int], state=None, stop: int | None = None, *,
             reuse: bool = False, cutoff: float = math.inf, on_start: Callable | None = None,
-            timeline: list | None = None, first: tuple[int, int] | None = None) -> float:
+            timeline: list | None = None, first: tuple[int, int] | None = None,
+            serving: Sequence[tuple[int, int]] | None = None) -> float:
         """Makespan of ``order`` (as :meth:`FcfsEvaluator.run`). With ``timeline``, a list: one
         ``(index, domain, cores booked, start, end)`` appended per task as it ends, the tasks
         running at the start included (their start 0.0, their index n, n+1, ...). With ``first``,
         ``(domain, core)``: the order's first task starts there before the other idle cores are
-        served (the core a scheduler is deciding for; the task must fit there now)."""
+        served (the core a scheduler is deciding for; the task must fit there now). With
+        ``serving``, ``(domain, core)`` pairs, ``first``'s own first: at the start only these
+        cores are served, in this order (the rest of a scheduler's dispatch round: the cores it
+        served before ``first`` will not be served again until a task ends)."""
         if state is not None or stop is not None:
             raise ValueError("MulticoreEvaluator replays whole orders: it takes no state or stop")
         if first is not None and order:
@@ -231,6 +235,13 @@ class MulticoreEvaluator(FcfsEvaluator):
             touched: set[int] = set()  # as simulate() keeps it: rescheduled in the set's order
             if first is not None:
                 start(0, *first, touched)
+            if serving is not None and first is not None:
+                for d, core in serving[1:]:
+                    if core_idle[d][core] and waiting and (at := choose(d)) is not None:
+                        start(at, d, core, touched)
+                for d in touched:
+                    reschedule(d)
+                return
             idle_lists = [[c for c, idle in enumerate(core_idle[d]) if idle] if free[d] else () for d in range(P)]
             for rank in range(self.maxc):
                 for d in range(P):

@@ -167,6 +167,7 @@ class Scheduler:
         self._booked: dict[int, tuple[int, ...]] = {}  # slot index -> every core its running task holds
         self._holder: dict[int, int] = {}  # a core held by a wider task -> the slot index that task runs on
         self._memory_used = 0.0
+        self._serving_next: list[Slot] | None = None  # during dispatch: the idle cores it serves after this one
         self._device_free = [True] * gpus  # by accelerator index: no running task holds it
         self._devices: dict[int, tuple[int, ...]] = {}  # slot index -> accelerators its running task holds
 
@@ -221,16 +222,18 @@ class Scheduler:
             if self._idle[slot.index] and slot.index not in self._disabled:
                 per_domain[slot.domain].append(slot)
         assignments = []
-        for rank in range(max(self.cores_per_domain)):
-            for slots in per_domain:
-                if rank < len(slots) and self._idle[slots[rank].index]:  # not booked by a wider task since
-                    slot = slots[rank]
-                    task = self.next_for(slot, now)
-                    if task is not None:
-                        booked = self._booked[slot.index]
-                        assignments.append(Assignment(slot, task, self._reason[slot.index],
-                                                      tuple(self.slots[i] for i in booked) if len(booked) > 1 else (),
-                                                      self._devices.get(slot.index, ())))
+        serving = [slots[rank] for rank in range(max(self.cores_per_domain)) for slots in per_domain
+                   if rank < len(slots)]
+        for at, slot in enumerate(serving):
+            if self._idle[slot.index]:  # not booked by a wider task since
+                self._serving_next = serving[at + 1:]
+                task = self.next_for(slot, now)
+                if task is not None:
+                    booked = self._booked[slot.index]
+                    assignments.append(Assignment(slot, task, self._reason[slot.index],
+                                                  tuple(self.slots[i] for i in booked) if len(booked) > 1 else (),
+                                                  self._devices.get(slot.index, ())))
+        self._serving_next = None
         return assignments
 
     def next_for(self, slot: Slot | int, now: float | None = None) -> Task | None:
@@ -585,10 +588,18 @@ class Scheduler:
         rest = [i for i in range(len(queued)) if i not in (head, fitting)]
         plan_order = [head] + [i for i in range(len(queued)) if i != head]  # the plan's own next start first
         deferred = [fitting, head, *rest]
-        if isinstance(ev, MulticoreEvaluator):  # each order's first task on this core, the others as they free
+        if isinstance(ev, MulticoreEvaluator):
+            # Now, the replay serves the cores this dispatch serves, in its order: each order's first
+            # task on this core, then the cores after it in the round. So what it predicts with the
+            # fitting task started is what the next core's rollout starts from.
+            serving = [slot] + [s for s in self._serving_next if self._idle[s.index]] \
+                if self._serving_next is not None else None
+            if serving is not None:
+                serving = [(s.domain, s.index - self._domain_slots[s.domain][0]) for s in serving]
             first = (slot.domain, slot.index - self._domain_slots[slot.domain][0])
-            as_planned = ev.run(plan_order, first=first)
-            return ev.run(deferred, cutoff=as_planned * (1 + 1e-9), first=first) <= as_planned * (1 + 1e-9)
+            as_planned = ev.run(plan_order, first=first, serving=serving)
+            return ev.run(deferred, cutoff=as_planned * (1 + 1e-9), first=first, serving=serving) \
+                <= as_planned * (1 + 1e-9)
         as_planned = ev.run(plan_order)
         return ev.run(deferred, cutoff=as_planned * (1 + 1e-9)) <= as_planned * (1 + 1e-9)
 
