@@ -287,3 +287,29 @@ def test_a_free_core_waits_a_bounded_time_for_a_running_twin_to_be_measured():
     s = Scheduler([[0, 1]], "scalpel", llc=56 * MiB)  # no clock told: no wait
     s.add([Task(f"lookup-{i}", 0.0, 1.0, runtime_spread=1.0, key="lookup", footprint_known=False) for i in range(2)])
     assert len(s.dispatch()) == 2
+
+
+def wide_head_beside_a_large_task(blocker_runtime: float, small_runtime: float) -> list:
+    """Domain 0 (cores 0-2) runs a large one-core task (6 s), domain 1 (cores 3-4) a small two-core
+    task, the blocker; then a large two-core task (4 s: the plan's head, the largest area) and a small
+    one-core one arrive. The head fits domain 0's two idle cores but overflows its LLC beside the
+    large task; the small task fits there."""
+    llc = 12 * MiB  # a 6 MiB effective capacity: two 8 MiB tasks slow each other 1.375x
+    s = Scheduler([[0, 1, 2], [3, 4]], "scalpel", llc=llc)
+    for task, core in ((Task("large", 8 * MiB, 6.0), 0), (Task("blocker", 0.25 * MiB, blocker_runtime, cores=2), 3)):
+        s.add([task])
+        assert s.next_for(core, 0.0) is task
+    s.add([Task("head", 8 * MiB, 4.0, cores=2), Task("small", 0.25 * MiB, small_runtime)])
+    return s.dispatch(0.0)
+
+
+def test_with_wide_tasks_about_the_model_decides_whether_keeping_the_head_apart_pays():
+    """Keeping the two-core head apart pays when the blocker frees domain 1 first (at 1 s): the
+    head is reserved there and runs alone, and the schedule ends about 6.05 s in instead of 7.5 s
+    (the head and the large task beside each other). It does not when the small task frees domain 0
+    first (at 3 s, the blocker at 4.5 s): the head would then run beside the large task all the
+    same, only later (8.1 s)."""
+    kept_apart = wide_head_beside_a_large_task(blocker_runtime=1.0, small_runtime=1.5)
+    assert [(a.task.id, a.reason) for a in kept_apart] == [("small", admission.KEPT_APART)]
+    started = wide_head_beside_a_large_task(blocker_runtime=4.5, small_runtime=3.0)
+    assert [(a.task.id, a.reason) for a in started] == [("head", admission.CORUN_WAIT_COSTS_MORE)]
