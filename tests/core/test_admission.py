@@ -290,16 +290,16 @@ def test_a_free_core_waits_a_bounded_time_for_a_running_twin_to_be_measured():
 
 
 def wide_head_beside_a_large_task(blocker_runtime: float, small_runtime: float) -> list:
-    """Domain 0 (cores 0-2) runs a large one-core task (6 s), domain 1 (cores 3-4) a small two-core
-    task, the blocker; then a large two-core task (4 s: the plan's head, the largest area) and a small
-    one-core one arrive. The head fits domain 0's two idle cores but overflows its LLC beside the
-    large task; the small task fits there."""
+    """One batch on an idle machine. Domain 0 (cores 0-2) starts a large one-core task (6 s) and
+    domain 1 (cores 3-4) a small two-core task, the blocker (both put first by their priority);
+    the rest of the plan is a large two-core task (4 s: the head, the largest area) and a small
+    one-core one. The head fits domain 0's two idle cores but overflows its LLC beside the large
+    task; the small task fits there."""
     llc = 12 * MiB  # a 6 MiB effective capacity: two 8 MiB tasks slow each other 1.375x
     s = Scheduler([[0, 1, 2], [3, 4]], "scalpel", llc=llc)
-    for task, core in ((Task("large", 8 * MiB, 6.0), 0), (Task("blocker", 0.25 * MiB, blocker_runtime, cores=2), 3)):
-        s.add([task])
-        assert s.next_for(core, 0.0) is task
-    s.add([Task("head", 8 * MiB, 4.0, cores=2), Task("small", 0.25 * MiB, small_runtime)])
+    large, blocker = Task("large", 8 * MiB, 6.0, priority=2), Task("blocker", 0.25 * MiB, blocker_runtime, priority=1, cores=2)
+    s.add([large, blocker, Task("head", 8 * MiB, 4.0, cores=2), Task("small", 0.25 * MiB, small_runtime)])
+    assert s.next_for(0, 0.0) is large and s.next_for(3, 0.0) is blocker
     return s.dispatch(0.0)
 
 
@@ -313,3 +313,15 @@ def test_with_wide_tasks_about_the_model_decides_whether_keeping_the_head_apart_
     assert [(a.task.id, a.reason) for a in kept_apart] == [("small", admission.KEPT_APART)]
     started = wide_head_beside_a_large_task(blocker_runtime=4.5, small_runtime=3.0)
     assert [(a.task.id, a.reason) for a in started] == [("head", admission.CORUN_WAIT_COSTS_MORE)]
+
+
+def test_with_wide_tasks_joining_work_under_way_the_head_starts_unless_nothing_runs():
+    """Tasks that arrive while others run are not the rest of the work (a DAG's children, a later
+    wave): the multicore rollout is not trusted with them, and the head starts."""
+    s = Scheduler([[0, 1, 2], [3, 4]], "scalpel", llc=12 * MiB)
+    s.add([Task("large", 8 * MiB, 6.0)])
+    assert s.next_for(0, 0.0).id == "large"
+    s.add([Task("blocker", 0.25 * MiB, 1.0, cores=2)])
+    assert s.next_for(3, 0.0).id == "blocker"
+    s.add([Task("head", 8 * MiB, 4.0, cores=2), Task("small", 0.25 * MiB, 1.5)])
+    assert [(a.task.id, a.reason) for a in s.dispatch(0.0)] == [("head", admission.CORUN_WAIT_COSTS_MORE)]
