@@ -24,6 +24,17 @@ checks the evaluator against the simulator to 1e-9). Supported: every task at mo
 widest domain, no memory and no accelerators declared (:func:`supports`); the scheduler's other
 cases stay with largest-area-first.
 
+*From what runs.* ``running`` (:class:`~scalpel_executor.core.orders.RunningTask`) starts every
+replay from tasks already running: each holds its cores (positions in its domain) until it ends,
+its footprint counts on its domain, and reservations read its estimated time left as the
+scheduler's do (its remaining estimate less what the replay has run, at least
+``OVERDUE_FRACTION`` of its whole estimate); they are indices n, n+1, ... after the order's
+tasks. The test stops the simulator at an end and checks the rest against this replay to 1e-9.
+The admission rule's rollout (:meth:`Scheduler._deferral_pays`) decides for one core in the
+middle of a dispatch round: ``first`` starts the order's first task on that core and
+``serving`` serves, at the start, only the cores after it in the round, in its order, as the
+scheduler will.
+
 The reservation and the backfill test are :mod:`~scalpel_executor.core.resources`' rules written
 out for cores alone (no Holding or Reservation objects: building them was three quarters of a
 replay's time on 128 cores); the test against the simulator, which runs the scheduler and so

@@ -55,15 +55,18 @@ longest-processing-time improvement.
 
 Tasks of several cores: a batch holding one is checked in
 :class:`~scalpel_executor.core.multicore_orders.MulticoreEvaluator`, which books, reserves and
-backfills as the scheduler does; step 1 is largest area first (run time x cores) alone, step 2
-replays each move from the start. A plan that gains nothing on largest-area-first is dispatched
-unchecked, as are batches that evaluator does not replay (planned while tasks run, a task wider
-than any domain, memory or accelerators declared).
+backfills as the scheduler does, from what runs when the plan is made; step 1 is largest area
+first (run time x cores) alone, step 2 replays each move from the start (not on a replan while
+tasks run, as for one-core tasks). A plan that gains nothing on largest-area-first is dispatched
+unchecked, as are batches that evaluator does not replay (a task wider than any domain, memory
+or accelerators declared). One-core tasks planned beside running wide ones stay with
+:class:`~scalpel_executor.core.orders.FcfsEvaluator`, which counts the cores those hold.
 
-The plan starts from what is running when it is made (``PlanContext.running``: each running task's
-domain, footprint and estimated remaining time; empty for a batch on an idle machine, as Algorithm 1
-assumes); tasks arriving while others run are planned again together with every task that has not
-started, around the ones that have.
+The plan starts from what is running when it is made (``PlanContext.running``,
+:class:`~scalpel_executor.core.orders.RunningTask`: each running task's domain, the cores it holds
+there, its footprint and estimated remaining time; empty for a batch on an idle machine, as
+Algorithm 1 assumes); tasks arriving while others run are planned again together with every task
+that has not started, around the ones that have.
 """
 
 from __future__ import annotations
