@@ -227,16 +227,18 @@ class Scheduler:
         assignments = []
         serving = [slots[rank] for rank in range(max(self.cores_per_domain)) for slots in per_domain
                    if rank < len(slots)]
-        for at, slot in enumerate(serving):
-            if self._idle[slot.index]:  # not booked by a wider task since
-                self._serving_next = serving[at + 1:]
-                task = self.next_for(slot, now)
-                if task is not None:
-                    booked = self._booked[slot.index]
-                    assignments.append(Assignment(slot, task, self._reason[slot.index],
-                                                  tuple(self.slots[i] for i in booked) if len(booked) > 1 else (),
-                                                  self._devices.get(slot.index, ())))
-        self._serving_next = None
+        try:
+            for at, slot in enumerate(serving):
+                if self._idle[slot.index]:  # not booked by a wider task since
+                    self._serving_next = serving[at + 1:]
+                    task = self.next_for(slot, now)
+                    if task is not None:
+                        booked = self._booked[slot.index]
+                        assignments.append(Assignment(slot, task, self._reason[slot.index],
+                                                      tuple(self.slots[i] for i in booked) if len(booked) > 1 else (),
+                                                      self._devices.get(slot.index, ())))
+        finally:
+            self._serving_next = None
         return assignments
 
     def next_for(self, slot: Slot | int, now: float | None = None) -> Task | None:
