@@ -79,7 +79,8 @@ from scalpel_executor.runtime.monitoring import LOCAL_BLOCK, NodeMonitor
 from scalpel_executor.runtime.options import (HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, LOCAL_BATCH_WINDOW, memory_budget,
                                               PROVIDER_BATCH_WINDOW, PoolOptions)
 from scalpel_executor.runtime.pool import Job, Outcome, WorkerPool
-from scalpel_executor.runtime.report import TaskRecord, describe_mixed, mixed_keys, task_rows, task_spans, write_report
+from scalpel_executor.runtime.report import (TaskRecord, describe_mixed, measure_waits, mixed_keys, task_rows, task_spans,
+                                             write_report)
 from scalpel_executor.learning.store import ProfileStore, default_path
 from scalpel_executor.core.domains import Topology
 from scalpel_executor.host.sysfs import allowed_cpus, resolve_topology
@@ -495,8 +496,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         return None if self.run_dir == self._unset_run_dir else os.path.join(self.run_dir, self.label)
 
     def _use_host_model(self) -> None:
-        """Plan with this host's fit when it rests on :data:`MIN_OBSERVATIONS` co-runs; a store
-        problem leaves the default (the fit's store warns once and carries on in memory)."""
+        """Plan with this host's fit when it rests on :data:`MIN_OBSERVATIONS` co-runs and beats
+        the default beyond chance (:attr:`HostFit.beats_default`); a store problem leaves the
+        default (the fit's store warns once and carries on in memory)."""
         store = self._estimator.store if self._estimator is not None else None
         try:
             self._host_models = HostModelStore(store.path if store is not None and store.persistent else None)
@@ -505,7 +507,13 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             logger.warning("executor %r plans with the default contention model: the host's fit could not be "
                            "read (%s)", self.label, error)
             return
-        if fit is not None and fit.observations >= MIN_OBSERVATIONS and fit.llc == self._topology.llc_size:
+        if fit is not None and fit.observations >= MIN_OBSERVATIONS and fit.llc == self._topology.llc_size \
+                and not fit.beats_default:
+            logger.info("executor %r plans with the default contention model: the host's fit (rho %.3f, sigma %.3f "
+                        "from %d co-runs, rms error %.3f) explains them about as well as the default (%s)",
+                        self.label, fit.model.capacity_fraction, fit.model.sensitivity, fit.observations,
+                        fit.rms_error, "not recorded" if fit.default_error is None else f"{fit.default_error:.3f}")
+        elif fit is not None and fit.observations >= MIN_OBSERVATIONS and fit.llc == self._topology.llc_size:
             self._planning_model, self._model_source = fit.model, "fitted on this host"
             logger.info("executor %r plans with the contention model fitted on this host: rho %.3f, sigma %.3f "
                         "from %d co-runs", self.label, fit.model.capacity_fraction, fit.model.sensitivity,
@@ -703,7 +711,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         what they measured (:class:`~scalpel_executor.learning.hints.HintAudit`); ``admission``
         counts the tasks by why they started where they did (:mod:`scalpel_executor.core.admission`:
         ``fits``, ``kept-apart``, ``co-run: ...``; ``planned`` under a policy that is not checked at
-        dispatch); ``contention_model`` says which model the plan used (``planned_with``), where
+        dispatch); ``measure_waits`` counts the waits of a free core for a running task's first
+        measurement (:data:`~scalpel_executor.core.admission.MEASURE_WAIT`) that ended in a start,
+        and their seconds (each row's ``measure_wait``); ``contention_model`` says which model the plan used (``planned_with``), where
         it came from (``source``: ``given``, ``fitted on this host``, ``default``), this host's fit
         with this run's co-runs (``fitted``: rho, sigma, the co-runs it rests on; before shutdown a
         preview) and what it predicts for this run's two largest footprints together
@@ -728,6 +738,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             "drifts": self._estimator.drifts if self._estimator is not None else 0,
             "hints_off": self._hint_audit.counts,
             "admission": dict(Counter(record.stats.get("admission") or "none" for record in records)),
+            "measure_waits": measure_waits(records),
             "contention_model": self._contention_report(records),
             "sources": {
                 "footprint": dict(Counter(record.footprint_source for record in records)),

@@ -98,6 +98,7 @@ class Job:
     cpu: int | None = field(default=None, init=False)
     started: float | None = field(default=None, init=False)  # monotonic time it was sent to its worker
     admission: str | None = field(default=None, init=False)  # why it started there (core.admission)
+    measure_wait: float = field(default=0.0, init=False)  # seconds a core idled for a measurement before it started
     cpus: tuple[int, ...] = field(default=(), init=False)  # every CPU it ran on (several for a k-core task)
     devices: tuple[str, ...] = field(default=(), init=False)  # accelerator ids it was given
 
@@ -399,7 +400,7 @@ class WorkerPool:
             job: Job = task.payload
             job.slot, job.domain = assignment.slot.index, assignment.slot.domain
             job.cpu, job.started = worker.cpus[0], time.monotonic()
-            job.admission = assignment.reason
+            job.admission, job.measure_wait = assignment.reason, assignment.waited
             job.cpus = self._slot_cpus[assignment.slot.index] if not assignment.slots else \
                 tuple(sorted({cpu for slot in assignment.booked for cpu in self._slot_cpus[slot.index]}))
             env: tuple[tuple[str, str], ...] = ()
@@ -457,6 +458,8 @@ class WorkerPool:
         self._learn(task, stats.get("footprint") if isinstance(stats, dict) else None)
         if isinstance(stats, dict):  # how the scheduler saw it: why it started, the footprint it last knew
             stats["admission"], stats["scheduled_footprint"] = task.payload.admission, task.footprint
+            if task.payload.measure_wait:
+                stats["measure_wait"] = round(task.payload.measure_wait, 6)
             if task.cores > 1 or task.payload.devices:  # a one-core task's CPU is its WorkerResult's cpu
                 stats["cpus"], stats["devices"] = list(task.payload.cpus), list(task.payload.devices)
         self._complete(task, Outcome(ok, payload, None, stats))
