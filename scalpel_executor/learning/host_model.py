@@ -43,6 +43,11 @@ noise. So the default model's error on the same co-runs is kept beside the fit's
 executor plans with the fit only when the fit's gain passes an F test (:data:`F_CRITICAL`): more
 co-runs, or co-runs that differ more, are needed before the host's own model replaces the default.
 
+**Only a quiet host teaches it.** A run during which the host's load average passed
+:data:`BUSY_LOAD` per core (sampled at start and at shutdown, the 1- and 5-minute figures) adds
+nothing: its co-runs' times measured the other work as much as the co-runners
+(:func:`busy_reason`; the run report's ``contention_model.not_learned`` says so).
+
 **Never fails a task.** A file that cannot be opened or written logs one warning and the tables
 carry on in memory for the rest of the run; a row that does not parse is skipped.
 """
@@ -87,6 +92,12 @@ PRIOR_WEIGHT = 2.0
 #: random in that range, once made a 2.6 MiB FFT look harmed 39% beside a lookup and a second
 #: lookup 1.5%: the learned run then co-ran its lookups longer than HTEX did.
 F_CRITICAL = 3.3
+#: Load average per core above which a run's co-runs are not learned: the host ran other work
+#: beside the executor's, and a co-run's wall time then measures that work as much as its
+#: co-runners. On the 2-core development VM, first runs at load 3.6–4.3 fitted ρ 0.045 and 0.08
+#: (an FFT harmed 39% beside a lookup, a second lookup 1.5%), which the F test could not tell
+#: from a real host; at load 0.3–1.1 their fits stayed near ρ 0.5.
+BUSY_LOAD = 1.5
 PRIOR_FRACTIONS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)
 
 _SCHEMA = """
@@ -220,17 +231,28 @@ def fit_host(coruns: Iterable[RawCoRun], solo: Mapping[str, float], llc: float |
     return HostFit(model, count, error, float(llc), model_error(ContentionModel(), observed, llc))
 
 
+def busy_reason(loads: Iterable[float], cores: int) -> str | None:
+    """Why a run's co-runs should not be learned, from the host's load averages sampled over it
+    (``os.getloadavg``), or None: the host ran more than :data:`BUSY_LOAD` per core."""
+    peak = max(loads, default=0.0)
+    if cores <= 0 or peak <= BUSY_LOAD * cores:
+        return None
+    return (f"the host was busy with other work (load average {peak:.1f} on {cores} cores, more than "
+            f"{BUSY_LOAD:g} per core), so its co-runs' times measure that work too")
+
+
 def pair_cost(model: ContentionModel, first: float, second: float, llc: float) -> float:
     """The slowdown ``model`` predicts for the larger of two tasks of these footprints run together."""
     return max(model.slowdowns([first, second], [model.sensitivity] * 2, llc))
 
 
 def model_report(planned: ContentionModel, source: str, host: str, llc: float | None, fit: HostFit | None,
-                 footprints: Sequence[float]) -> dict:
+                 footprints: Sequence[float], not_learned: str | None = None) -> dict:
     """The run report's ``contention_model``: the model planned with and its ``source`` (``given``,
     ``fitted on this host``, ``default``), the host's fit (``fitted``) and what the fit, else the
     planned model, predicts for the two largest of ``footprints`` together (``two_largest``), in
-    words too: "on this host, two 30 MiB tasks together cost 1.00x (fitted from 42 co-runs)"."""
+    words too: "on this host, two 30 MiB tasks together cost 1.00x (fitted from 42 co-runs)";
+    ``not_learned``: why this run's co-runs were not added (:func:`busy_reason`), or None."""
     largest = sorted(footprints, reverse=True)[:2]
     two = None
     if len(largest) == 2 and llc:
@@ -244,7 +266,7 @@ def model_report(planned: ContentionModel, source: str, host: str, llc: float | 
                "summary": f"on this host, {tasks} together cost {cost:.2f}x ({basis})"}
     return {"planned_with": {"capacity_fraction": planned.capacity_fraction, "sensitivity": planned.sensitivity},
             "source": source, "host": host, "llc": llc, "fitted": None if fit is None else fit.to_dict(),
-            "min_observations": MIN_OBSERVATIONS, "two_largest": two}
+            "min_observations": MIN_OBSERVATIONS, "two_largest": two, "not_learned": not_learned}
 
 
 class HostModelStore:

@@ -62,7 +62,8 @@ from parsl.utils import RepresentationMixin
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import load_model
 from scalpel_executor.learning.estimates import Estimator
-from scalpel_executor.learning.host_model import MIN_OBSERVATIONS, HostFit, HostModelStore, TaskSpan, host_id, model_report
+from scalpel_executor.learning.host_model import (MIN_OBSERVATIONS, HostFit, HostModelStore, TaskSpan, busy_reason,
+                                                  host_id, model_report)
 from scalpel_executor.learning.hints import HintAudit, parse_hints, parse_walltime, scheduling_priority
 from scalpel_executor.learning.sampling import MEASURE_EVERY, MEASURE_FIRST, REMEASURE_DRIFT, Sampling
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, TaskExit,
@@ -96,6 +97,14 @@ RECORDS_KEPT = 100_000  # finished tasks remembered in ``records`` (a campaign m
 # What a provider block runs on each node (formatted with python, url, cert_dir, block_id, driver_threshold, log_dir).
 DEFAULT_LAUNCH_CMD = ("{python} -m scalpel_executor.runtime.manager --connect {url} --cert-dir {cert_dir} "
                       "--block-id {block_id} --driver-threshold {driver_threshold} --log-dir {log_dir}")
+
+
+def _load_averages() -> list[float]:
+    """The host's 1- and 5-minute load averages, or none where the platform has none."""
+    try:
+        return list(os.getloadavg()[:2])
+    except (OSError, AttributeError):
+        return []
 
 
 class ScalpelExecutor(ParslExecutor, RepresentationMixin):
@@ -374,6 +383,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self._planning_model = self.contention_model
         self._host_models: HostModelStore | None = None
         self._host_fit: HostFit | None = None  # this host's fit after the run (at shutdown)
+        self._host_loads: list[float] = []  # the host's load averages sampled over the run (busy_reason)
+        self._not_learned: str | None = None  # why this run's co-runs were not added to the host's fit
         self._host_preview: tuple[int, HostFit | None] | None = None  # (records, fit) for run_report before it
         self.topology = topology
         self.pin = pin
@@ -500,6 +511,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         the default beyond chance (:attr:`HostFit.beats_default`); a store problem leaves the
         default (the fit's store warns once and carries on in memory)."""
         store = self._estimator.store if self._estimator is not None else None
+        self._host_loads = _load_averages()
         try:
             self._host_models = HostModelStore(store.path if store is not None and store.persistent else None)
             fit = self._host_models.fitted(host_id(self._topology))
@@ -527,6 +539,13 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         store, self._host_models = self._host_models, None
         if store is None:
             return
+        host_cores = os.cpu_count() or len(self._topology.cpus)  # a load average is the whole host's
+        self._not_learned = busy_reason(self._host_loads + _load_averages(), host_cores)
+        if self._not_learned is not None:
+            logger.info("executor %r adds nothing to the host's contention fit: %s", self.label, self._not_learned)
+            self._host_fit = store.fitted(host_id(self._topology))
+            store.close()
+            return
         try:
             self._host_fit = store.learn(host_id(self._topology), self._topology.llc_size, self._task_spans())
         except Exception as error:  # noqa: BLE001 - never fail a shutdown for what it could learn
@@ -551,7 +570,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         footprints = [float(r.stats.get("footprint") or r.stats.get("scheduled_footprint") or r.footprint)
                       for r in records if r.started is not None]
         return model_report(self._planning_model, self._model_source, host_id(self._topology),
-                            self._topology.llc_size, fit, footprints)
+                            self._topology.llc_size, fit, footprints, self._not_learned)
 
     def _make_estimator(self) -> Estimator:
         return Estimator(self._open_store(), self._default_footprint_bytes, self.default_runtime,

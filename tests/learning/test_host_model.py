@@ -209,3 +209,10 @@ def test_co_runs_that_tell_only_their_solo_time_are_no_fit():
     spans = [TaskSpan("fft", 0, 2.0 * i, 2.0 * i + 1.0, 1.0, 1 * MiB) for i in range(5)]
     spans += [TaskSpan("lookup", 0, 2.0 * i, 2.0 * i + 1.0, 1.3, 28 * MiB) for i in range(5)]
     assert HostModelStore(None).learn("h", 32 * MiB, spans) is None
+
+
+def test_a_busy_host_is_named_with_its_load():
+    assert host_model.busy_reason([0.4, 2.9], 2) is None  # two busy workers and a little more
+    reason = host_model.busy_reason([1.0, 4.3], 2)
+    assert reason.startswith("the host was busy with other work (load average 4.3 on 2 cores, more than 1.5 per core)")
+    assert host_model.busy_reason([], 2) is None  # no load average on this platform: learn
