@@ -1,0 +1,226 @@
+"""enforce_memory with a memory cgroup: resident memory, not address space.
+
+The live tests run on this host's own memory cgroup (v1 or v2, whichever is usable; skipped, with
+the reason, where none is); the v2 file logic and every "not usable" reason run on fake trees
+shaped like /sys/fs/cgroup."""
+
+import errno
+import os
+import re
+
+import parsl
+import pytest
+from parsl import python_app
+from parsl.config import Config
+
+from scalpel_executor import MemoryExceeded, ScalpelExecutor
+from scalpel_executor.host import cgroups
+from scalpel_executor.host.cgroups import V1, V2, MemoryCgroup, find_memory_cgroup
+
+MiB = 2**20
+USABLE, REASONS = find_memory_cgroup()
+needs_cgroup = pytest.mark.skipif(USABLE is None, reason=f"no usable memory cgroup here: {'; '.join(REASONS)}")
+
+
+# -- fake trees ---------------------------------------------------------------------------------
+
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as file:
+        file.write(text)
+
+
+def read(path):
+    with open(path) as file:
+        return file.read()
+
+
+def v2_tree(tmp_path, controllers="cpu io memory pids", subtree="", own="/job/step"):
+    """A host with only the unified hierarchy at <tmp>/sys/fs/cgroup, this process in ``own``."""
+    root = tmp_path / "sys/fs/cgroup"
+    here = os.path.join(str(root), own.lstrip("/"))
+    for name, text in {"cgroup.controllers": controllers, "cgroup.subtree_control": subtree, "cgroup.procs": "1\n",
+                       "memory.current": "52428800\n", "memory.max": "max\n",
+                       "memory.events": "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n"}.items():
+        write(os.path.join(here, name), text)
+    write(str(tmp_path / "mounts"), f"sysfs /sys sysfs rw 0 0\ncgroup2 {root} cgroup2 rw,nosuid 0 0\n")
+    write(str(tmp_path / "cgroup"), f"0::{own}\n")
+    return str(tmp_path / "mounts"), str(tmp_path / "cgroup"), here
+
+
+def v1_tree(tmp_path, oom_control="oom_kill_disable 0\nunder_oom 0\noom_kill 2\n"):
+    """A host with the v1 memory hierarchy at <tmp>/memory and cgroup2 mounted without memory."""
+    unified, memory = tmp_path / "unified", tmp_path / "memory"
+    write(str(unified / "cgroup.controllers"), "hugetlb\n")
+    here = str(memory / "slurm/job_7")
+    for name, text in {"memory.limit_in_bytes": "9223372036854771712\n", "memory.usage_in_bytes": "1048576\n",
+                       "memory.oom_control": oom_control, "memory.failcnt": "5\n", "cgroup.procs": ""}.items():
+        write(os.path.join(here, name), text)
+    write(str(tmp_path / "mounts"), f"cgroup2 {unified} cgroup2 rw 0 0\ncgroup {tmp_path}/cpu cgroup rw,cpu 0 0\n"
+                                     f"cgroup {memory} cgroup rw,nosuid,memory 0 0\n")
+    write(str(tmp_path / "cgroup"), "5:cpu:/\n4:memory:/slurm/job_7\n0::/\n")
+    return str(tmp_path / "mounts"), str(tmp_path / "cgroup"), here
+
+
+def test_v2_is_found_where_the_process_cgroup_can_give_its_children_memory(tmp_path):
+    mounts, membership, here = v2_tree(tmp_path)
+    found, reasons = find_memory_cgroup(mounts, membership)
+    assert found == MemoryCgroup(here, V2) and reasons == [f"cgroup v2 at {here}"]
+    assert read(os.path.join(here, "cgroup.subtree_control")) == "+memory"
+
+
+def test_v2_file_logic_usage_limit_oom_kills_and_a_workers_child(tmp_path):
+    mounts, membership, here = v2_tree(tmp_path, subtree="memory pids")
+    found, _ = find_memory_cgroup(mounts, membership)
+    assert read(os.path.join(here, "cgroup.subtree_control")) == "memory pids"  # already delegated: untouched
+    assert found.usage() == 50 * MiB and found.limit() is None and found.oom_kills() == 0
+    found.set_limit(300 * MiB)
+    assert read(os.path.join(here, "memory.max")) == str(300 * MiB) and found.limit() == 300 * MiB
+    found.set_limit(None)
+    assert read(os.path.join(here, "memory.max")) == "max" and found.limit() is None
+    write(os.path.join(here, "memory.events"), "low 0\nhigh 0\nmax 12\noom 1\noom_kill 1\n")
+    assert found.oom_kills() == 1
+    write(os.path.join(here, "cgroup.subtree_control"), "memory")
+    pool = found.child("scalpel-1")
+    write(os.path.join(pool.path, "cgroup.subtree_control"), "")  # what the kernel creates
+    pool.delegate()
+    worker = pool.child(cgroups.worker_name(0, 42))
+    assert worker.path == os.path.join(here, "scalpel-1", "worker-0-42") and worker.version == V2
+    assert read(os.path.join(pool.path, "cgroup.subtree_control")) == "+memory"  # the worker gets memory.max
+    assert read(os.path.join(worker.path, "memory.oom.group")) == "1"  # the OOM kill takes the whole worker
+    worker.add(42)
+    assert read(os.path.join(worker.path, "cgroup.procs")) == "42"
+    assert MemoryCgroup.from_env(worker.to_env()) == worker
+
+
+@pytest.mark.parametrize("case, reason", [
+    ("unmounted", "cgroup v2: not mounted"),
+    ("no memory", "cgroup v2: the memory controller is not available in {here} (controllers: cpu io pids; "
+                  "bound to cgroup v1, or not delegated to this cgroup)"),
+    ("busy", "cgroup v2: cannot give {here}'s children the memory controller: it holds processes (this one among "
+             "them), and a v2 cgroup with processes cannot give its children a controller; run the executor in a "
+             "cgroup that delegates memory to its children"),
+    ("no membership", "cgroup v2: this process is in no v2 cgroup ({membership} has no 0::/path line)"),
+])
+def test_v2_not_usable_says_why_and_nothing_is_found_without_v1(tmp_path, monkeypatch, case, reason):
+    mounts, membership, here = v2_tree(tmp_path, controllers="cpu io pids" if case == "no memory" else "cpu io memory pids")
+    if case == "unmounted":
+        write(mounts, "sysfs /sys sysfs rw 0 0\n")
+    if case == "no membership":
+        write(membership, "1:name=systemd:/\n")
+    if case == "busy":  # what the kernel answers for a cgroup with processes; a fake tree cannot
+        def refuse(path):
+            raise OSError(errno.EBUSY, os.strerror(errno.EBUSY))
+        monkeypatch.setattr(cgroups, "_enable_memory", refuse)
+    found, reasons = find_memory_cgroup(mounts, membership)
+    assert found is None
+    assert reasons == [reason.format(here=here, membership=membership), "cgroup v1: no memory hierarchy is mounted"]
+
+
+def test_v1_is_the_fallback_and_an_old_kernel_counts_failcnt(tmp_path, monkeypatch):
+    mounts, membership, here = v1_tree(tmp_path)
+    found, reasons = find_memory_cgroup(mounts, membership)
+    assert found == MemoryCgroup(here, V1)
+    assert reasons[0].startswith("cgroup v2: the memory controller is not available") and reasons[1] == f"cgroup v1 at {here}"
+    assert found.usage() == MiB and found.limit() is None and found.oom_kills() == 2
+    found.set_limit(200 * MiB)
+    assert found.limit() == 200 * MiB
+    found.set_limit(None)
+    assert read(os.path.join(here, "memory.limit_in_bytes")) == "-1"
+    write(os.path.join(here, "memory.oom_control"), "oom_kill_disable 0\nunder_oom 0\n")  # before 4.13
+    assert found.oom_kills() == 5
+    monkeypatch.setattr(cgroups.os, "access", lambda path, mode: False)
+    found, reasons = find_memory_cgroup(mounts, membership)
+    assert found is None and reasons[1] == f"cgroup v1: {here} is not writable by this user (uid {os.getuid()})"
+
+
+# -- this host's own memory cgroup --------------------------------------------------------------
+
+@python_app(executors=["scalpel"])
+def touch(mib, seconds=0.0, parsl_resource_specification={}):
+    """Write ``mib`` MiB (every page resident), hold it ``seconds``; the worker's pid."""
+    import os
+    import time
+
+    data = b"\x01" * (mib * 2**20)
+    time.sleep(seconds)
+    del data
+    return os.getpid()
+
+
+@python_app(executors=["scalpel"])
+def map_and_touch(map_mib, touch_mib, parsl_resource_specification={}):
+    """Map ``map_mib`` MiB of anonymous memory and write only its first ``touch_mib`` MiB."""
+    import mmap
+
+    region = mmap.mmap(-1, map_mib * 2**20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    region[:touch_mib * 2**20] = b"\x01" * (touch_mib * 2**20)
+    region.close()
+    return touch_mib
+
+
+def load(tmp_path, node_manager):
+    executor = ScalpelExecutor(label="scalpel", topology="1x2:32MiB", profiles=False, node_manager=node_manager,
+                               probe=False, enforce_memory=True)
+    return executor, parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "run")))
+
+
+def our_cgroups():
+    """Every scalpel-<pid> cgroup under this process's memory cgroup (none after a pool's shutdown)."""
+    return sorted(entry.name for entry in os.scandir(USABLE.path) if entry.name.startswith("scalpel-"))
+
+
+@needs_cgroup
+@pytest.mark.parametrize("node_manager", [True, False])
+def test_a_task_past_its_declaration_is_oom_killed_alone_and_its_worker_replaced(tmp_path, node_manager):
+    before = our_cgroups()
+    executor, dfk = load(tmp_path, node_manager)
+    try:
+        neighbour = touch(16, 3.0, parsl_resource_specification={"memory": 64})
+        over = touch(512, parsl_resource_specification={"memory": 64})
+        with pytest.raises(MemoryExceeded) as raised:
+            over.result(timeout=120)
+        neighbour_pid = neighbour.result(timeout=120)
+        after = [touch(16, 1.0, parsl_resource_specification={"memory": 64}) for _ in range(2)]
+        after_pids = {f.result(timeout=120) for f in after}
+        pool = executor._pool
+        respawns, retired = pool.respawns, set(pool.retired_slots)
+    finally:
+        dfk.cleanup()
+        parsl.clear()
+    error = raised.value
+    message = str(error)
+    assert re.match(rf"task 1 allocated past its declared memory of 64 MiB \(enforce_memory=True: {USABLE.version} "
+                    r"limit of \d+ MiB, .*the kernel's OOM killer ended its worker \(pid \d+\)", message), message
+    assert error.mechanism == USABLE.version and error.declared == 64 * MiB and error.limit > 64 * MiB
+    dead = int(re.search(r"worker \(pid (\d+)\)", message).group(1))
+    assert dead != neighbour_pid and dead not in after_pids and after_pids - {neighbour_pid}  # the replacement ran one
+    assert respawns == 1 and not retired  # a replacement after an OOM kill is no failed start
+    assert our_cgroups() == before
+
+
+@needs_cgroup
+def test_a_task_that_maps_much_more_than_it_touches_runs_under_the_cgroup_limit(tmp_path):
+    executor, dfk = load(tmp_path, node_manager=True)
+    try:
+        assert map_and_touch(4096, 10, parsl_resource_specification={"memory": 64}).result(timeout=120) == 10
+    finally:
+        dfk.cleanup()
+        parsl.clear()
+
+
+def test_under_rlimit_as_the_same_task_fails_which_is_why_a_cgroup_comes_first(tmp_path, monkeypatch, caplog):
+    from scalpel_executor.runtime import pool
+
+    monkeypatch.setattr(pool, "find_memory_cgroup", lambda: (None, ["cgroup v2: not mounted", "cgroup v1: none here"]))
+    with caplog.at_level("INFO", logger="scalpel_executor"):
+        executor, dfk = load(tmp_path, node_manager=False)
+    try:
+        mapped = map_and_touch(4096, 10, parsl_resource_specification={"memory": 64})
+        with pytest.raises(OSError, match="Cannot allocate memory"):
+            mapped.result(timeout=120)
+    finally:
+        dfk.cleanup()
+        parsl.clear()
+    assert ("enforce_memory: declared memory is enforced with RLIMIT_AS (address space, not resident memory), no "
+            "memory cgroup being usable: cgroup v2: not mounted; cgroup v1: none here") in caplog.text
