@@ -25,16 +25,25 @@ calls ``on_start`` with its tasks' ids before sending any ``Run``: a node manage
 Failures, all handled on the dispatch thread::
 
     worker socket EOF (os._exit, signal, OOM kill) ──> task fails with WorkerDied ──┐
+        (MemoryExceeded if the OOM killer ended it at its task's memory limit)       │
     task past walltime + walltime_grace ──> SIGKILL its worker's process group      ├─> replacement
         ──> task fails with WalltimeExceeded ────────────────────────────────────────┘   on the same CPUs
     replacement silent for READY_TIMEOUT, or dead before "ready" ──> counted; after
         MAX_FAILED_STARTS in a row the slot is retired; with no slot left every unfinished task fails
+        (a worker that died after "ready", an OOM-killed one among them, is not counted)
 
 A dead worker's slot is disabled in the Scheduler (``disable``) until its replacement says it is
 ready (``enable``), whether it died idle, running a task or starting, so no task is sent to a core
 without a worker and no message order can book a core twice. Every task ends exactly once: with a
-result, its exception, ``WorkerDied``, ``WalltimeExceeded``, ``ExecutorShutdown`` or, if the
-dispatch thread itself breaks, ``ExecutorFailed`` naming what broke (``scalpel_executor.runtime.errors``).
+result, its exception, ``WorkerDied``, ``MemoryExceeded``, ``WalltimeExceeded``, ``ExecutorShutdown`` or, if
+the dispatch thread itself breaks, ``ExecutorFailed`` naming what broke (``scalpel_executor.runtime.errors``).
+
+Memory (``enforce_memory``, where a memory cgroup is usable: :mod:`scalpel_executor.host.cgroups`):
+at start the pool makes ``scalpel-<pid>`` in its process's memory cgroup and logs which mechanism
+enforces declared memory; each worker gets ``worker-<slot>-<pid>`` under it, moved in as soon as it
+is started, and removed (once empty) when it is replaced and at shutdown. The worker limits its own
+cgroup around each task that declares memory (it knows when the task begins and ends); the pool
+only reads, after a death, whether the OOM killer ended the worker at such a limit.
 """
 
 from __future__ import annotations
@@ -256,9 +265,9 @@ class WorkerPool:
                 reasons.append(f"{found.version}: cannot make a cgroup for the workers in {found.path} ({error.strerror})")
                 made.remove()
         if self.memory_cgroup is not None:
-            logger.info("enforce_memory: declared memory is enforced with %s (resident memory; a task past its "
-                        "declaration is OOM-killed with its worker) in %s; %s", self.memory_cgroup.version,
-                        self.memory_cgroup.path, "; ".join(reasons))
+            logger.info("enforce_memory: declared memory is enforced with %s in %s (resident memory: a task past its "
+                        "declaration is OOM-killed with its worker)%s", self.memory_cgroup.version,
+                        self.memory_cgroup.path, "".join(f"; not {reason}" for reason in reasons[:-1]))
         else:
             logger.info("enforce_memory: declared memory is enforced with RLIMIT_AS (address space, not resident "
                         "memory), no memory cgroup being usable: %s", "; ".join(reasons))

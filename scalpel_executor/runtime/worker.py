@@ -13,7 +13,10 @@ defined once, in :mod:`scalpel_executor.runtime.protocol`)::
                                               worker takes tasks from Ready on)
     Run(id, buffer,      ──>  a task of several cores: affinity set to its CPUs, BLAS/OpenMP threads to
         measure, cpus,        their count (threadpoolctl, and the environment for what it loads or
-        env)                  starts); env (accelerator ids) set; all restored after it
+        env, memory)          starts); env (accelerator ids) set; memory declared (enforce_memory):
+                              the worker's memory cgroup limited to its usage + memory + TASK_MARGIN,
+                              else RLIMIT_AS to its address space + memory + MEMORY_MARGIN; all
+                              restored after it
                               unpack_apply_message(buffer)
                               probe.start() if measure: one message to the probe's sampler process
                               fn(*args, **kwargs)
@@ -37,6 +40,12 @@ in the environment) it also holds the fields of :class:`~scalpel_executor.host.p
 With ``--probe off`` no sampler process runs. Either way ``footprint`` is None and
 ``footprint_source`` says why. The sampler is the worker's child, pinned
 like it and in its process group, so it ends with it.
+
+Declared memory is enforced in the memory cgroup the pool made for this worker and moved it into
+(named in ``SCALPEL_MEMORY_CGROUP``; checked to hold this process before the first limited task),
+else under RLIMIT_AS. Past a cgroup's limit the kernel's OOM killer ends the worker, and the pool
+fails its task with ``MemoryExceeded``; if it ends a program the task started instead, the worker
+fails the task with ``MemoryExceeded``. Past RLIMIT_AS an allocation fails, and so does the task.
 
 A worker outlives nothing: when the process that started it dies, the socket reaches EOF between tasks,
 and a watchdog thread notices the parent's pid change during a long task; either way the worker

@@ -219,8 +219,40 @@ def test_under_rlimit_as_the_same_task_fails_which_is_why_a_cgroup_comes_first(t
         mapped = map_and_touch(4096, 10, parsl_resource_specification={"memory": 64})
         with pytest.raises(OSError, match="Cannot allocate memory"):
             mapped.result(timeout=120)
+        with pytest.raises(MemoryExceeded, match=r"task 1 allocated past its declared memory of 64 MiB "
+                                                  r"\(enforce_memory=True: RLIMIT_AS limit of \d+ MiB") as raised:
+            touch(512, parsl_resource_specification={"memory": 64}).result(timeout=120)
     finally:
         dfk.cleanup()
         parsl.clear()
+    assert raised.value.mechanism == "RLIMIT_AS"
     assert ("enforce_memory: declared memory is enforced with RLIMIT_AS (address space, not resident memory), no "
             "memory cgroup being usable: cgroup v2: not mounted; cgroup v1: none here") in caplog.text
+
+
+@python_app(executors=["scalpel"])
+def start_program(mib, parsl_resource_specification={}):
+    """Run a program that writes ``mib`` MiB (as a bash_app's command would); the worker's pid."""
+    import os
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-c", f"data = b'1' * ({mib} << 20)"], check=True)
+    return os.getpid()
+
+
+@needs_cgroup
+def test_a_program_the_task_started_killed_at_the_limit_fails_the_task_with_memory_exceeded(tmp_path):
+    executor, dfk = load(tmp_path, node_manager=False)
+    try:
+        worker = start_program(16, parsl_resource_specification={"memory": 64}).result(timeout=120)
+        with pytest.raises(MemoryExceeded) as raised:
+            start_program(512, parsl_resource_specification={"memory": 64}).result(timeout=120)
+        pids = set(executor._pool.worker_pids)
+    finally:
+        dfk.cleanup()
+        parsl.clear()
+    assert raised.value.mechanism == USABLE.version
+    if USABLE.version == V1:  # the OOM killer took the program, the largest process: the worker lives on
+        assert "the kernel's OOM killer ended a process the task started" in str(raised.value)
+        assert worker in pids
