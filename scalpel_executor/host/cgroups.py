@@ -80,12 +80,24 @@ class MemoryCgroup:
         return None if value >= _V1_UNLIMITED else value
 
     def set_limit(self, limit: int | None) -> None:
-        """Limit the cgroup to ``limit`` bytes (None: no limit). Past it the kernel reclaims what it
-        can, then its OOM killer ends a process of the cgroup."""
+        """Limit the cgroup to ``limit`` bytes of memory and no swap (None: no limit, swap as the
+        host allows). Past it the kernel reclaims what it can, then its OOM killer ends a process of
+        the cgroup; without the swap limit it would swap the task out instead of stopping it."""
+        value = "max" if limit is None else str(int(limit))
         if self.version == V2:
-            self._write("memory.max", "max" if limit is None else str(int(limit)))
-        else:
-            self._write("memory.limit_in_bytes", "-1" if limit is None else str(int(limit)))
+            self._write("memory.max", value)
+            self._write_if_present("memory.swap.max", "max" if limit is None else "0")
+            return
+        # v1 limits memory + swap (memsw) apart, memsw never below memory: lift memsw, then set both.
+        self._write_if_present("memory.memsw.limit_in_bytes", "-1")
+        self._write("memory.limit_in_bytes", "-1" if limit is None else value)
+        if limit is not None:
+            self._write_if_present("memory.memsw.limit_in_bytes", value)
+
+    def _write_if_present(self, name: str, text: str) -> None:
+        """Write a file the kernel offers only with swap accounting on."""
+        if os.path.exists(os.path.join(self.path, name)):
+            self._write(name, text)
 
     def oom_kills(self) -> int:
         """How many processes of the cgroup the kernel's OOM killer has ended (v2 ``memory.events``,
@@ -214,8 +226,8 @@ def _usable_v2(root: str, relative: str) -> tuple[MemoryCgroup | None, str]:
     try:
         _enable_memory(path)
     except OSError as error:
-        why = ("it holds processes (this one among them), and a v2 cgroup with processes cannot give its children "
-               "a controller; run the executor in a cgroup that delegates memory to its children"
+        why = ("it holds processes (this one among them), and the kernel gives a v2 cgroup's children a controller "
+               "only while it holds none; the executor does not move its own process out"
                if error.errno == errno.EBUSY else error.strerror)
         return None, f"{V2}: cannot give {path}'s children the memory controller: {why}"
     return MemoryCgroup(path, V2), f"{V2} at {path}"

@@ -40,7 +40,7 @@ def v2_tree(tmp_path, controllers="cpu io memory pids", subtree="", own="/job/st
     root = tmp_path / "sys/fs/cgroup"
     here = os.path.join(str(root), own.lstrip("/"))
     for name, text in {"cgroup.controllers": controllers, "cgroup.subtree_control": subtree, "cgroup.procs": "1\n",
-                       "memory.current": "52428800\n", "memory.max": "max\n",
+                       "memory.current": "52428800\n", "memory.max": "max\n", "memory.swap.max": "max\n",
                        "memory.events": "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n"}.items():
         write(os.path.join(here, name), text)
     write(str(tmp_path / "mounts"), f"sysfs /sys sysfs rw 0 0\ncgroup2 {root} cgroup2 rw,nosuid 0 0\n")
@@ -54,6 +54,7 @@ def v1_tree(tmp_path, oom_control="oom_kill_disable 0\nunder_oom 0\noom_kill 2\n
     write(str(unified / "cgroup.controllers"), "hugetlb\n")
     here = str(memory / "slurm/job_7")
     for name, text in {"memory.limit_in_bytes": "9223372036854771712\n", "memory.usage_in_bytes": "1048576\n",
+                       "memory.memsw.limit_in_bytes": "9223372036854771712\n",
                        "memory.oom_control": oom_control, "memory.failcnt": "5\n", "cgroup.procs": ""}.items():
         write(os.path.join(here, name), text)
     write(str(tmp_path / "mounts"), f"cgroup2 {unified} cgroup2 rw 0 0\ncgroup {tmp_path}/cpu cgroup rw,cpu 0 0\n"
@@ -76,8 +77,10 @@ def test_v2_file_logic_usage_limit_oom_kills_and_a_workers_child(tmp_path):
     assert found.usage() == 50 * MiB and found.limit() is None and found.oom_kills() == 0
     found.set_limit(300 * MiB)
     assert read(os.path.join(here, "memory.max")) == str(300 * MiB) and found.limit() == 300 * MiB
+    assert read(os.path.join(here, "memory.swap.max")) == "0"  # past its limit a task stops, not swaps
     found.set_limit(None)
     assert read(os.path.join(here, "memory.max")) == "max" and found.limit() is None
+    assert read(os.path.join(here, "memory.swap.max")) == "max"
     write(os.path.join(here, "memory.events"), "low 0\nhigh 0\nmax 12\noom 1\noom_kill 1\n")
     assert found.oom_kills() == 1
     write(os.path.join(here, "cgroup.subtree_control"), "memory")
@@ -98,8 +101,8 @@ def test_v2_file_logic_usage_limit_oom_kills_and_a_workers_child(tmp_path):
     ("no memory", "cgroup v2: the memory controller is not available in {here} (controllers: cpu io pids; "
                   "bound to cgroup v1, or not delegated to this cgroup)"),
     ("busy", "cgroup v2: cannot give {here}'s children the memory controller: it holds processes (this one among "
-             "them), and a v2 cgroup with processes cannot give its children a controller; run the executor in a "
-             "cgroup that delegates memory to its children"),
+             "them), and the kernel gives a v2 cgroup's children a controller only while it holds none; the "
+             "executor does not move its own process out"),
     ("no membership", "cgroup v2: this process is in no v2 cgroup ({membership} has no 0::/path line)"),
 ])
 def test_v2_not_usable_says_why_and_nothing_is_found_without_v1(tmp_path, monkeypatch, case, reason):
@@ -124,9 +127,10 @@ def test_v1_is_the_fallback_and_an_old_kernel_counts_failcnt(tmp_path, monkeypat
     assert reasons[0].startswith("cgroup v2: the memory controller is not available") and reasons[1] == f"cgroup v1 at {here}"
     assert found.usage() == MiB and found.limit() is None and found.oom_kills() == 2
     found.set_limit(200 * MiB)
-    assert found.limit() == 200 * MiB
+    assert found.limit() == 200 * MiB and read(os.path.join(here, "memory.memsw.limit_in_bytes")) == str(200 * MiB)
     found.set_limit(None)
     assert read(os.path.join(here, "memory.limit_in_bytes")) == "-1"
+    assert read(os.path.join(here, "memory.memsw.limit_in_bytes")) == "-1"
     write(os.path.join(here, "memory.oom_control"), "oom_kill_disable 0\nunder_oom 0\n")  # before 4.13
     assert found.oom_kills() == 5
     monkeypatch.setattr(cgroups.os, "access", lambda path, mode: False)
