@@ -7,12 +7,14 @@ start (:func:`find_memory_cgroup`) and falls back to RLIMIT_AS only where none i
 
     the pool's process                                            (cgroup v2, else v1)
       find_memory_cgroup() ── the process's own memory cgroup, writable ──> MemoryCgroup P
-      P.child("scalpel-<pool pid>").delegate()                             (no process of its own)
+      P.child(pool_name(pid, pool id)).delegate()                          (no process of its own)
         .child(worker_name(slot, pid)) per worker, the worker moved in at once (add)
       worker, around a task that declares memory:  limit = usage() + declaration + margin,
                                                    set_limit(None) after it
       a worker killed by the kernel's OOM killer:  oom_kills() rose ──> the task failed past its limit
       a worker replaced, the pool shut down:       remove() (rmdir, once its processes are gone)
+      a pool that died without shutting down:      its cgroups removed when the next pool starts
+                                                   there (remove_stale_pools)
 
 *cgroup v2* (the unified hierarchy, ``0::/path`` in ``/proc/self/cgroup``): a child cgroup gets the
 memory controller only if its parent lists it in ``cgroup.subtree_control``, which the kernel
@@ -29,7 +31,7 @@ import errno
 import os
 from dataclasses import dataclass
 
-__all__ = ["V1", "V2", "CGROUP_ENV", "TASK_MARGIN", "MemoryCgroup", "find_memory_cgroup", "worker_name"]
+__all__ = ["V1", "V2", "CGROUP_ENV", "TASK_MARGIN", "MemoryCgroup", "find_memory_cgroup", "pool_name", "worker_name"]
 
 V1, V2 = "cgroup v1", "cgroup v2"
 #: The environment variable that tells a worker its pool's cgroup (``MemoryCgroup.to_env``).
@@ -41,6 +43,15 @@ TASK_MARGIN = 64 * 2**20
 #: v1 reports "no limit" as the largest page-counter value (LONG_MAX rounded down to a page); any
 #: value this large is no limit.
 _V1_UNLIMITED = 2**62
+
+
+POOL_PREFIX = "scalpel-"
+
+
+def pool_name(pid: int, pool_id: str) -> str:
+    """The name of a pool's cgroup: the pid of its process (so a dead pool's is known) and its id
+    (so two pools of one process never share one)."""
+    return f"{POOL_PREFIX}{pid}-{pool_id}"
 
 
 def worker_name(slot: int, pid: int) -> str:
@@ -153,6 +164,13 @@ class MemoryCgroup:
             raise
         return removed
 
+    def remove_stale_pools(self) -> None:
+        """Remove the cgroups of pools whose process is gone (killed before its shutdown), once empty."""
+        for entry in os.scandir(self.path):
+            pid = entry.name[len(POOL_PREFIX):].partition("-")[0]
+            if entry.is_dir() and entry.name.startswith(POOL_PREFIX) and pid.isdigit() and not _alive(int(pid)):
+                MemoryCgroup(entry.path, self.version).remove()
+
     def to_env(self) -> str:
         return f"{self.version}:{self.path}"
 
@@ -163,6 +181,16 @@ class MemoryCgroup:
         if version not in (V1, V2) or not os.path.isabs(path):
             raise ValueError(f"{CGROUP_ENV} must read '{V1}:/path' or '{V2}:/path', got {text!r}")
         return cls(path, version)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _field(text: str, name: str) -> int | None:

@@ -39,7 +39,7 @@ result, its exception, ``WorkerDied``, ``MemoryExceeded``, ``WalltimeExceeded``,
 the dispatch thread itself breaks, ``ExecutorFailed`` naming what broke (``scalpel_executor.runtime.errors``).
 
 Memory (``enforce_memory``, where a memory cgroup is usable: :mod:`scalpel_executor.host.cgroups`):
-at start the pool makes ``scalpel-<pid>`` in its process's memory cgroup and logs which mechanism
+at start the pool makes ``scalpel-<pid>-<pool id>`` in its process's memory cgroup and logs which mechanism
 enforces declared memory; each worker gets ``worker-<slot>-<pid>`` under it, moved in as soon as it
 is started, and removed (once empty) when it is replaced and at shutdown. The worker limits its own
 cgroup around each task that declares memory (it knows when the task begins and ends); the pool
@@ -68,7 +68,8 @@ from scalpel_executor.core.resources import needs_resources, unfit_reason
 from scalpel_executor.core.scheduler import CHECKED_AT_DISPATCH, Scheduler, Task
 from scalpel_executor.core.domains import Topology
 from scalpel_executor.host.accelerators import device_domains, device_env
-from scalpel_executor.host.cgroups import CGROUP_ENV, TASK_MARGIN, MemoryCgroup, find_memory_cgroup, worker_name
+from scalpel_executor.host.cgroups import (CGROUP_ENV, TASK_MARGIN, MemoryCgroup, find_memory_cgroup, pool_name,
+                                           worker_name)
 from scalpel_executor.host.sysfs import allowed_cpus
 from scalpel_executor.runtime.contract import OnComplete, Outcome
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, MemoryExceeded, ResourcesUnavailable,
@@ -195,7 +196,7 @@ class WorkerPool:
         self._learned: dict[str, float] = {}  # profile key -> latest footprint measured in this run
         self._no_workers_left = False
         self._failure: str | None = None  # why the dispatch thread itself failed, if it did
-        self.memory_cgroup: MemoryCgroup | None = None  # scalpel-<pid>: its workers' cgroups (enforce_memory)
+        self.memory_cgroup: MemoryCgroup | None = None  # scalpel-<pid>-<pool id>: its workers' cgroups (enforce_memory)
         self._cgroups_left: list[MemoryCgroup] = []  # dead workers' cgroups still holding a process
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -252,12 +253,13 @@ class WorkerPool:
         atexit.register(self.shutdown)
 
     def _open_memory_cgroup(self) -> None:
-        """Make this pool's memory cgroup (``scalpel-<pid>``) in the process's own, if one is usable
+        """Make this pool's memory cgroup (``scalpel-<pid>-<pool id>``) in the process's own, if one is usable
         (:func:`~scalpel_executor.host.cgroups.find_memory_cgroup`), and log which mechanism
         enforces declared memory: the cgroup's version, else RLIMIT_AS and why."""
         found, reasons = find_memory_cgroup()
         if found is not None:
-            made = MemoryCgroup(os.path.join(found.path, f"scalpel-{os.getpid()}"), found.version)
+            found.remove_stale_pools()
+            made = MemoryCgroup(os.path.join(found.path, pool_name(os.getpid(), self.pool_id)), found.version)
             try:
                 found.child(os.path.basename(made.path)).delegate()
                 self.memory_cgroup = made

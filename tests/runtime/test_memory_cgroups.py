@@ -170,7 +170,7 @@ def load(tmp_path, node_manager):
 
 
 def our_cgroups():
-    """Every scalpel-<pid> cgroup under this process's memory cgroup (none after a pool's shutdown)."""
+    """Every scalpel-<pid>-<pool id> cgroup under this process's memory cgroup (none after a pool's shutdown)."""
     return sorted(entry.name for entry in os.scandir(USABLE.path) if entry.name.startswith("scalpel-"))
 
 
@@ -260,3 +260,19 @@ def test_a_program_the_task_started_killed_at_the_limit_fails_the_task_with_memo
     if USABLE.version == V1:  # the OOM killer took the program, the largest process: the worker lives on
         assert "the kernel's OOM killer ended a process the task started" in str(raised.value)
         assert worker in pids
+
+
+@needs_cgroup
+def test_cgroups_of_a_pool_killed_before_its_shutdown_are_removed_by_the_next(tmp_path):
+    import subprocess
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = USABLE.child(cgroups.pool_name(gone.pid, "deadbeef0001"))
+    stale.child(cgroups.worker_name(0, 1))
+    live = USABLE.child(cgroups.pool_name(os.getpid(), "deadbeef0002"))
+    try:
+        USABLE.remove_stale_pools()
+        assert not os.path.exists(stale.path) and os.path.exists(live.path)
+    finally:
+        assert stale.remove() and live.remove()
