@@ -169,7 +169,10 @@ class MemoryCgroup:
         for entry in os.scandir(self.path):
             pid = entry.name[len(POOL_PREFIX):].partition("-")[0]
             if entry.is_dir() and entry.name.startswith(POOL_PREFIX) and pid.isdigit() and not _alive(int(pid)):
-                MemoryCgroup(entry.path, self.version).remove()
+                try:
+                    MemoryCgroup(entry.path, self.version).remove()
+                except OSError:  # not ours to remove after all (another user's): leave it
+                    pass
 
     def to_env(self) -> str:
         return f"{self.version}:{self.path}"

@@ -245,8 +245,7 @@ def _report_early(connection: Connection, send_lock: threading.Lock, meter, task
 #: cgroup's margin is resident memory: :data:`~scalpel_executor.host.cgroups.TASK_MARGIN`.
 MEMORY_MARGIN = 256 * 2**20
 RLIMIT_AS = "RLIMIT_AS"
-OOM_KILLED_CHILD = ("the kernel's OOM killer ended a process the task started (its worker survived, so the "
-                    "task failed with that process's error)")
+OOM_KILLED_CHILD = "the kernel's OOM killer ended a process the task started, at the limit; its worker lives on"
 
 
 def _own_cgroup() -> MemoryCgroup | None:
@@ -337,7 +336,7 @@ class _TaskPlace:
         resource.setrlimit(resource.RLIMIT_AS, (self.limit, hard))
         self.mechanism = RLIMIT_AS
 
-    def exceeded(self, what: str):
+    def exceeded(self, what: str) -> MemoryError:
         """The MemoryExceeded this task's limit gives, saying ``what`` happened."""
         from scalpel_executor.runtime.errors import MemoryExceeded
 
