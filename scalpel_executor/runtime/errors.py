@@ -113,9 +113,10 @@ class MemoryExceeded(MemoryError):
     @classmethod
     def of(cls, task_id: int, declared: float, limit: int, before: int, mechanism: str, what: str) -> MemoryExceeded:
         """The one message: the task, both figures, the mechanism, what happened and the fix."""
-        return cls(f"task {task_id} allocated past its declared memory of {declared / 2**20:.0f} MiB (enforce_memory=True: "
-                   f"{mechanism} limit of {limit / 2**20:.0f} MiB, the worker's {before / 2**20:.0f} MiB before it plus "
-                   f"the declaration and a margin): {what}; declare more memory, or enforce_memory=False",
+        return cls(f"task {task_id} allocated past its declared memory of {declared / 2**20:.0f} MiB "
+                   f"(enforce_memory=True: {mechanism} limit of {limit / 2**20:.0f} MiB, the worker's "
+                   f"{before / 2**20:.0f} MiB before it plus the declaration and a margin): {what}; "
+                   f"declare more memory, or enforce_memory=False",
                    declared=declared, limit=limit, mechanism=mechanism)
 
 

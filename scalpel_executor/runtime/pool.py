@@ -264,7 +264,8 @@ class WorkerPool:
                 found.child(os.path.basename(made.path)).delegate()
                 self.memory_cgroup = made
             except OSError as error:
-                reasons.append(f"{found.version}: cannot make a cgroup for the workers in {found.path} ({error.strerror})")
+                reasons.append(f"{found.version}: cannot make a cgroup for the workers in {found.path} "
+                               f"({error.strerror})")
                 made.remove()
         if self.memory_cgroup is not None:
             logger.info("enforce_memory: declared memory is enforced with %s in %s (resident memory: a task past its "

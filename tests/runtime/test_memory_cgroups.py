@@ -106,7 +106,8 @@ def test_v2_file_logic_usage_limit_oom_kills_and_a_workers_child(tmp_path):
     ("no membership", "cgroup v2: this process is in no v2 cgroup ({membership} has no 0::/path line)"),
 ])
 def test_v2_not_usable_says_why_and_nothing_is_found_without_v1(tmp_path, monkeypatch, case, reason):
-    mounts, membership, here = v2_tree(tmp_path, controllers="cpu io pids" if case == "no memory" else "cpu io memory pids")
+    controllers = "cpu io pids" if case == "no memory" else "cpu io memory pids"
+    mounts, membership, here = v2_tree(tmp_path, controllers=controllers)
     if case == "unmounted":
         write(mounts, "sysfs /sys sysfs rw 0 0\n")
     if case == "no membership":
@@ -124,7 +125,8 @@ def test_v1_is_the_fallback_and_an_old_kernel_counts_failcnt(tmp_path, monkeypat
     mounts, membership, here = v1_tree(tmp_path)
     found, reasons = find_memory_cgroup(mounts, membership)
     assert found == MemoryCgroup(here, V1)
-    assert reasons[0].startswith("cgroup v2: the memory controller is not available") and reasons[1] == f"cgroup v1 at {here}"
+    assert reasons[0].startswith("cgroup v2: the memory controller is not available")
+    assert reasons[1] == f"cgroup v1 at {here}"
     assert found.usage() == MiB and found.limit() is None and found.oom_kills() == 2
     found.set_limit(200 * MiB)
     assert found.limit() == 200 * MiB and read(os.path.join(here, "memory.memsw.limit_in_bytes")) == str(200 * MiB)
@@ -276,3 +278,57 @@ def test_cgroups_of_a_pool_killed_before_its_shutdown_are_removed_by_the_next(tm
         assert not os.path.exists(stale.path) and os.path.exists(live.path)
     finally:
         assert stale.remove() and live.remove()
+
+
+@python_app(executors=["scalpel"])
+def read_own_limit(pool_path, kill_as_oom=False, parsl_resource_specification={}):
+    """The memory.max of this worker's cgroup in a fake tree, while the task runs; with
+    ``kill_as_oom``, count an OOM kill there and die as the OOM killer's victim does."""
+    import glob
+    import os
+    import signal
+
+    (own,) = glob.glob(os.path.join(pool_path, f"worker-*-{os.getpid()}"))
+    if kill_as_oom:
+        with open(os.path.join(own, "memory.events"), "w") as events:
+            events.write("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+        os.kill(os.getpid(), signal.SIGKILL)
+    with open(os.path.join(own, "memory.max")) as limit:
+        return own, limit.read()
+
+
+def test_v2_through_the_executor_on_a_fake_tree_limit_set_lifted_and_an_oom_kill_named(tmp_path, monkeypatch):
+    """The pool and its workers on a fake v2 tree: the worker limits its own cgroup for the task and
+    lifts it after; a worker that dies as an OOM-killed one does fails its task with MemoryExceeded."""
+    from scalpel_executor.runtime import pool
+
+    mounts, membership, here = v2_tree(tmp_path)
+    made = MemoryCgroup.child
+
+    def child_as_the_kernel_makes_it(self, name):  # a real cgroupfs fills a new directory itself
+        cgroup = made(self, name)
+        for file, text in {"cgroup.subtree_control": "", "cgroup.procs": "", "memory.current": "10485760\n",
+                           "memory.max": "max\n", "memory.events": "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n"}.items():
+            if not os.path.exists(os.path.join(cgroup.path, file)):
+                write(os.path.join(cgroup.path, file), text)
+        return cgroup
+
+    monkeypatch.setattr(MemoryCgroup, "child", child_as_the_kernel_makes_it)
+    monkeypatch.setattr(pool, "find_memory_cgroup", lambda: find_memory_cgroup(mounts, membership))
+    monkeypatch.setattr(pool, "CGROUP_REMOVAL_WAIT", 0.0)  # a fake tree's directories hold files: never removable
+    executor, dfk = load(tmp_path, node_manager=False)
+    try:
+        pool_path = executor._pool.memory_cgroup.path
+        assert executor._pool.memory_cgroup.version == V2 and os.path.dirname(pool_path) == here
+        own, during = read_own_limit(pool_path, parsl_resource_specification={"memory": 64}).result(timeout=120)
+        after = read(os.path.join(own, "memory.max"))
+        _, undeclared = read_own_limit(pool_path).result(timeout=120)
+        with pytest.raises(MemoryExceeded) as raised:
+            read_own_limit(pool_path, True, parsl_resource_specification={"memory": 64}).result(timeout=120)
+    finally:
+        dfk.cleanup()
+        parsl.clear()
+    assert int(during) == (10 + 64) * MiB + cgroups.TASK_MARGIN  # usage then + declaration + margin
+    assert after == "max" and undeclared.strip() == "max"  # lifted after the task; an undeclared one runs unlimited
+    assert re.match(r"task 2 allocated past its declared memory of 64 MiB \(enforce_memory=True: cgroup v2 limit of "
+                    r"138 MiB, the worker's 10 MiB before it .*the kernel's OOM killer ended its worker", str(raised.value))
