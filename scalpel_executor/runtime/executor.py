@@ -262,9 +262,14 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         command fails ``start()`` with its error output. With ``provider=``, give it to the
         provider instead.
     enforce_memory : bool
-        Stop a task that allocates past its declared ``memory``: it runs under an address-space
-        limit (RLIMIT_AS) of its worker's size plus the declaration and 256 MiB, and fails alone
-        with ``MemoryExceeded`` naming both figures (default False: memory is admission only).
+        Stop a task that holds more than its declared ``memory``: it fails alone with
+        ``MemoryExceeded`` naming the task, its declaration, the limit and what enforced it
+        (default False: memory is admission only). Each worker runs in a memory cgroup of its own
+        (cgroup v2 where usable, else v1), limited while such a task runs to the worker's usage
+        plus the declaration and 64 MiB; past it the kernel's OOM killer ends the worker, which is
+        replaced. Where no memory cgroup is usable, an address-space limit (RLIMIT_AS: the
+        worker's size plus the declaration and 256 MiB) stands in, which also refuses a task that
+        maps far more than it touches. Each node's pool logs at start which one it uses.
     """
 
     provider = None  # local mode; ScalpelProviderExecutor has its provider here

@@ -64,14 +64,15 @@ from typing import Any, NamedTuple, Union
 
 from scalpel_executor.core.domains import Domain, Topology
 from scalpel_executor.host.sysfs import detect_topology
-from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, WalltimeExceeded,
-                                             WorkerDied)
+from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, MemoryExceeded, ResourcesUnavailable,
+                                             WalltimeExceeded, WorkerDied)
 
 __all__ = ["Register", "Ping", "Configure", "Submit", "Shutdown", "Started", "Began", "Result", "Failed", "Heartbeat",
            "Log", "Fatal", "Drain", "Message", "FAILURE_KINDS", "ManagerConfig", "encode", "decode", "submit_of", "describe_error",
            "rebuild_error"]
 
-FAILURE_KINDS = ("WorkerDied", "WalltimeExceeded", "ExecutorShutdown", "ExecutorFailed", "ResourcesUnavailable")
+FAILURE_KINDS = ("WorkerDied", "WalltimeExceeded", "ExecutorShutdown", "ExecutorFailed", "ResourcesUnavailable",
+                 "MemoryExceeded")
 
 
 class Register(NamedTuple):
@@ -408,6 +409,8 @@ def describe_error(error: BaseException) -> tuple[str, dict]:
         return "ExecutorShutdown", {}
     if isinstance(error, ResourcesUnavailable):
         return "ResourcesUnavailable", {}
+    if isinstance(error, MemoryExceeded):
+        return "MemoryExceeded", {"declared": error.declared, "limit": error.limit, "mechanism": error.mechanism}
     if isinstance(error, ExecutorFailed):
         return "ExecutorFailed", {}
     return "ExecutorFailed", {"type": type(error).__name__}
@@ -425,4 +428,7 @@ def rebuild_error(message: Failed) -> BaseException:
         return ExecutorShutdown(text)
     if message.kind == "ResourcesUnavailable":
         return ResourcesUnavailable(text)
+    if message.kind == "MemoryExceeded":
+        return MemoryExceeded(text, declared=detail.get("declared"), limit=detail.get("limit"),
+                              mechanism=detail.get("mechanism"))
     return ExecutorFailed(text)

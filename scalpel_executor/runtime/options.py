@@ -81,8 +81,8 @@ class PoolOptions:
     accelerators : tuple of str
         Device ids a node's tasks are given (``available_accelerators``); () none.
     enforce_memory : bool
-        Run each task that declares memory under an address-space limit of its worker's size plus
-        the declaration (RLIMIT_AS); past it the task fails alone with ``MemoryExceeded``.
+        ``ScalpelExecutor``'s ``enforce_memory``, described there: the pool limits each task that
+        declares memory in its worker's memory cgroup, else under RLIMIT_AS.
     drain_period : float, optional
         Seconds after a node manager starts at which it drains (HTEX's ``drain_period``): it asks
         its driver for no new task, finishes what it holds, and is then told to exit, so a block

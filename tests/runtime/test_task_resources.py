@@ -188,7 +188,8 @@ def test_enforce_memory_fails_a_task_past_its_declaration_alone(tmp_path, node_m
     try:
         over = allocate(2048, parsl_resource_specification={"memory": 100})
         within = allocate(50, parsl_resource_specification={"memory": 100})
-        with pytest.raises(MemoryExceeded, match=r"task 0 allocated past its declared memory of 100 MiB \(enforce_memory=True: RLIMIT_AS"):
+        with pytest.raises(MemoryExceeded, match=r"task 0 allocated past its declared memory of 100 MiB "
+                                                  r"\(enforce_memory=True: (cgroup v[12]|RLIMIT_AS) limit of"):
             over.result(timeout=120)
         assert within.result(timeout=120) == 50
         after = allocate(2048)  # the worker's limit was lifted after the task
