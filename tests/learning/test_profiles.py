@@ -51,8 +51,8 @@ def test_arrays_files_and_strings_have_size_signatures(tmp_path):
     assert signature(numpy.zeros((1000, 3))) == "f8[~1024x3]"
     assert signature(numpy.zeros((1000, 3), dtype=numpy.float32)) == "f4[~1024x3]"
     small, large = tmp_path / "small.fits", tmp_path / "large.fits"
-    small.write_bytes(b"x" * 1000)
-    large.write_bytes(b"x" * 100_000)
+    small.write_bytes(b"x" * 2**20)
+    large.write_bytes(b"x" * 2**23)
     assert signature(str(small)) != signature(str(large))
     assert signature(str(small)).startswith("file~")
     # unique labels and not-yet-existing output names must not make every task a new key
@@ -67,7 +67,7 @@ def test_parsl_files_bash_apps_and_parsl_kwargs(tmp_path):
     from parsl.data_provider.files import File
 
     data = tmp_path / "in.dat"
-    data.write_bytes(b"x" * 50_000)
+    data.write_bytes(b"x" * 2_000_000)
     assert signature(File(str(data))).startswith("file~")
 
     def mosaic(n, stdout=None):
