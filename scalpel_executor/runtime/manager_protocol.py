@@ -11,7 +11,7 @@
       │         buffer) ──>                                 any number, before or after Started
       │                               <── Began(ids)    these tasks are about to be sent to workers
       │                               <── Result(id, ok, stats, slot, domain, cpu, started, payload)
-      │                               <── Failed(id, kind, message, detail, slot, domain, cpu, started)
+      │                               <── Failed(id, kind, message, detail, slot, domain, cpu, started, stats)
       │                               <── Heartbeat(worker_pids, respawns, ...)   every heartbeat_period
       │                               <── Log(level, logger, text)           the manager's log records
       │                               <── Fatal(message)                     it cannot go on; it exits
@@ -147,6 +147,7 @@ class Failed(NamedTuple):
     domain: int | None
     cpu: int | None
     started: float | None
+    stats: dict = {}  # where it ran and why (admission, cpus, devices) when it started; {} before
 
 
 class Heartbeat(NamedTuple):  # also sent at once when a worker is respawned or a slot retired
@@ -185,7 +186,7 @@ _SCHEMA: dict[str, tuple[type, tuple[Any, ...]]] = {  # tag -> (kind, types of i
     "started": (Started, (int, _INTS, _INT_LISTS, dict, _NUMBER, int)),
     "began": (Began, (_INTS,)),
     "result": (Result, (int, bool, _PLAIN, int, int, int, _NUMBER, bytes)),
-    "failed": (Failed, (int, str, str, _DETAIL, _OPTIONAL_INT, _OPTIONAL_INT, _OPTIONAL_INT, _OPTIONAL_NUMBER)),
+    "failed": (Failed, (int, str, str, _DETAIL, _OPTIONAL_INT, _OPTIONAL_INT, _OPTIONAL_INT, _OPTIONAL_NUMBER, _PLAIN)),
     "heartbeat": (Heartbeat, (_INTS, int, _NUMBERS, _INTS)),
     "log": (Log, (int, str, str)),
     "fatal": (Fatal, (str,)),

@@ -116,6 +116,19 @@ class Job:
     devices: tuple[str, ...] = field(default=(), init=False)  # accelerator ids it was given
 
 
+def _placement(task: Task) -> dict:
+    """How the scheduler placed a started task, for its outcome's stats (and so the run report):
+    why it started there, the footprint it last knew, the seconds a core waited for a measurement
+    before it, and the CPUs and accelerators of a task that held several or any."""
+    job: Job = task.payload
+    placed = {"admission": job.admission, "scheduled_footprint": task.footprint}
+    if job.measure_wait:
+        placed["measure_wait"] = round(job.measure_wait, 6)
+    if task.cores > 1 or job.devices:  # a one-core task's CPU is its WorkerResult's cpu
+        placed["cpus"], placed["devices"] = list(job.cpus), list(job.devices)
+    return placed
+
+
 @dataclass(eq=False)
 class _Worker:
     slot: int
@@ -546,12 +559,8 @@ class WorkerPool:
             return
         self._scheduler.release(worker.slot)
         self._learn(task, stats.get("footprint") if isinstance(stats, dict) else None)
-        if isinstance(stats, dict):  # how the scheduler saw it: why it started, the footprint it last knew
-            stats["admission"], stats["scheduled_footprint"] = task.payload.admission, task.footprint
-            if task.payload.measure_wait:
-                stats["measure_wait"] = round(task.payload.measure_wait, 6)
-            if task.cores > 1 or task.payload.devices:  # a one-core task's CPU is its WorkerResult's cpu
-                stats["cpus"], stats["devices"] = list(task.payload.cpus), list(task.payload.devices)
+        if isinstance(stats, dict):
+            stats.update(_placement(task))
         self._complete(task, Outcome(ok, payload, None, stats))
 
     def _enforce_deadlines(self) -> float | None:
@@ -617,10 +626,11 @@ class WorkerPool:
             self._cgroups_left.append(worker.cgroup)
             self._remove_cgroups_left()
         if task is not None:
+            cpus = task.payload.cpus or worker.cpus  # every core a task of several held
             self._complete(task, Outcome(False, error=error or WorkerDied(
-                f"task {task.id} was lost: its worker (pid {worker.process.pid}) on core "
-                f"{','.join(map(str, worker.cpus))} died from {cause}",
-                task_id=task.id, pid=worker.process.pid, cpus=worker.cpus, cause=cause)))
+                f"task {task.id} was lost: its worker (pid {worker.process.pid}) on core{'s' if len(cpus) > 1 else ''} "
+                f"{','.join(map(str, cpus))} died from {cause}",
+                task_id=task.id, pid=worker.process.pid, cpus=cpus, cause=cause), stats=_placement(task)))
         if self._stopping.is_set():
             return
         if not worker.ready:
@@ -671,7 +681,8 @@ class WorkerPool:
         for task in running:
             self._complete(task, Outcome(False, error=ExecutorFailed(f"task {task.id} was lost: {self._failure}")
                                          if self._failure else ExecutorShutdown(
-                f"task {task.id} was running on core {task.payload.cpu} when the executor shut down")))
+                f"task {task.id} was running on core {task.payload.cpu} when the executor shut down"),
+                stats=_placement(task)))
         for task in unfinished:
             if self._failure is not None:
                 error: BaseException = ExecutorFailed(f"task {task.id} did not run: {self._failure}")

@@ -143,8 +143,9 @@ def test_a_wide_task_whose_worker_is_killed_frees_all_its_cores_once(tmp_path, n
     try:
         victim = hold(str(tmp_path / "pid"), 60, parsl_resource_specification={"cores": 2})
         killed_mid_task(tmp_path / "pid")
-        with pytest.raises(WorkerDied):
+        with pytest.raises(WorkerDied) as died:
             victim.result(timeout=120)
+        assert sorted(died.value.cpus) == [0, 1] and "on cores 0,1 died" in str(died.value)  # every core it held
         again = where(0.2, parsl_resource_specification={"cores": 2})  # needs both cores: both were freed
         narrow = [where(0.2) for _ in range(3)]
         assert len(again.result(timeout=120)["cpus"]) == 2
@@ -154,6 +155,8 @@ def test_a_wide_task_whose_worker_is_killed_frees_all_its_cores_once(tmp_path, n
         dfk.cleanup()
         parsl.clear()
     assert report["tasks_failed"] == 1 and report["tasks_finished"] == 5
+    (lost,) = [row for row in report["tasks"] if not row["ok"]]  # where and why it ran, though it never returned
+    assert sorted(lost["cpus"]) == [0, 1] and lost["admission"] is not None
 
 
 @pytest.mark.parametrize("node_manager", [True, False])
