@@ -590,7 +590,20 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             options = dataclasses.replace(options, memory_budget=memory_budget(options))
             self._capacity = Capacity(tuple(len(d.cpus) for d in self._topology.domains), options.memory_budget,
                                       len(options.accelerators))
+            self._check_task_defaults(self._capacity)
         return options
+
+    def _check_task_defaults(self, capacity: Capacity) -> None:
+        """Refuse at start executor-wide task defaults no task of this node could run with, naming
+        the option (else every unhinted task would fail at submit, blamed for asking)."""
+        cores = sum(capacity.cores_per_domain)
+        if self.cores_per_task is not None and self.cores_per_task > cores:
+            raise ValueError(f"cores_per_task={self.cores_per_task} is more than this node's {cores} cores: every task "
+                             f"without a cores hint would ask for them; give at most {cores}")
+        if self.mem_per_task is not None and capacity.memory is not None and self._mem_per_task > capacity.memory:
+            raise ValueError(f"mem_per_task={self.mem_per_task!r} ({self._mem_per_task / 2**20:.0f} MiB) is more than "
+                             f"this node's memory budget of {capacity.memory / 2**20:.0f} MiB: every task without a "
+                             f"memory hint would ask for it; give less, or raise memory_budget=")
 
     def _learned_memory(self, estimate) -> float:
         """An undeclared task's memory for admission: the largest peak RSS its key measured (0 before

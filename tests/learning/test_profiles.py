@@ -504,3 +504,11 @@ def test_a_store_deleted_or_replaced_while_in_use_is_written_again_with_what_the
     reopened = ProfileStore(path)  # a later run sees both: nothing measured after the deletion was lost
     assert reopened.persistent and {p.key for p in reopened.profiles()} == {"before", "after"}
     reopened.close()
+
+
+def test_reading_a_store_that_is_not_there_names_the_path_and_creates_nothing(tmp_path, capsys):
+    missing = tmp_path / "mistyped.sqlite"
+    for command in (["profile", "list"], ["profile", "show", "k"], ["profile", "export"]):
+        assert main([*command, "--store", str(missing)]) == 2
+        assert f"no profile store at {missing}" in capsys.readouterr().err
+    assert not missing.exists()

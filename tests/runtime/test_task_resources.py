@@ -2,6 +2,7 @@
 each task's own affinity, threads, environment and timestamps, not from what the scheduler says."""
 
 import os
+import re
 
 import parsl
 import pytest
@@ -222,3 +223,26 @@ def test_provider_mode_counts_learned_memory_at_most_each_nodes_budget_and_decla
     learned = Task(1, memory=64 * GiB, payload=Job(b"", memory_limit=0.0))  # the key's peak RSS, not declared
     declared = Task(2, memory=64 * GiB, payload=Job(b"", memory_limit=64 * GiB))
     assert node.could_run(learned) and not node.could_run(declared)
+
+
+@pytest.mark.parametrize("options, named", [({"cores_per_task": 3}, "cores_per_task=3 is more than this node's 2 cores"),
+                                            ({"mem_per_task": "2TiB"}, "mem_per_task='2TiB' (2097152 MiB) is more than")])
+def test_task_defaults_no_task_could_run_with_are_refused_at_start_naming_the_option(options, named):
+    import psutil
+
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
+    executor = ScalpelExecutor(label="scalpel", topology="1x2:32MiB", profiles=False, probe=False, **options)
+    with pytest.raises(ValueError, match=re.escape(named)):
+        executor.start()
+    assert {child.pid for child in psutil.Process().children(recursive=True)} <= before  # nothing was started
+
+
+def test_a_memory_budget_beyond_the_nodes_memory_is_named_in_a_warning(caplog):
+    import psutil
+
+    from scalpel_executor.runtime.options import PoolOptions, memory_budget
+
+    total = psutil.virtual_memory().total
+    assert memory_budget(PoolOptions(memory_budget=total // 2)) == total // 2 and "memory_budget" not in caplog.text
+    assert memory_budget(PoolOptions(memory_budget=100 * 2**40)) == 100 * 2**40  # the user's figure stands
+    assert "memory_budget of 104857600 MiB is more than this node's" in caplog.text
