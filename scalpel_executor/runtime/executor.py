@@ -200,8 +200,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         with its launcher. The executor is then a :class:`ScalpelProviderExecutor`, a Parsl
         ``BlockProviderExecutor`` whose blocks each run one node manager per node; Parsl's scaling
         strategy (``init_blocks``, ``min_blocks``, ``max_blocks``, ``parallelism``) applies. The
-        options below apply to provider mode only, but for the heartbeat settings, which apply to
-        node managers in both modes.
+        options below apply to provider mode only, but for ``max_workers_per_node`` and the
+        heartbeat settings, which apply in both modes.
     address : str
         Where the driver binds its node manager channel, and where managers connect: an IP address
         of this host (default ``"127.0.0.1"``: managers on this host only; on a cluster, the
@@ -210,8 +210,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
     port_range : (int, int)
         Ports the channel may bind, lowest included, highest excluded (default 54000-55000).
     max_workers_per_node : int, optional
-        Workers (pinned cores) per node manager, the first CPUs of its topology (default: all
-        the CPUs its node lets it use).
+        Workers (pinned cores) per node, the first CPUs of its topology domain by domain, in local
+        mode too (default: all the CPUs its node lets it use).
     prefetch_capacity : int
         Tasks each manager is sent beyond one per worker, so its scheduler has the next task at hand
         when a core frees (default 1).
@@ -416,6 +416,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self.remote_monitoring_radio = remote_monitoring_radio or FilesystemRadio()
         self._default_footprint_bytes = float(parse_size(default_footprint, what="default_footprint"))
         self._topology = resolve_topology(topology, smt=smt)  # bad CPUs fail here, not at start()
+        if provider is None:  # local mode's node: as many workers as HTEX would run here
+            self._topology = self._topology.first(max_workers_per_node)
         self._store_path = self._check_store_path(profiles)  # a directory fails here; faults warn at start()
         self._estimator: Estimator | None = None
         self._hint_audit = HintAudit()  # hints far off their tasks' measurements (run report: hints_off)

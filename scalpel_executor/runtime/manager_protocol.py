@@ -390,14 +390,7 @@ class ManagerConfig:
         else:
             topology = Topology(tuple(Domain(index, tuple(d["cpus"]), d.get("llc_size"))
                                       for index, d in enumerate(self.domains)), self.topology_source)
-        if self.max_workers is None or self.max_workers >= sum(len(d.cpus) for d in topology.domains):
-            return topology
-        kept, left = [], self.max_workers
-        for domain in topology.domains:
-            if left > 0:
-                kept.append(Domain(len(kept), domain.cpus[:left], domain.llc_size))
-                left -= len(kept[-1].cpus)
-        return Topology(tuple(kept), topology.source)
+        return topology.first(self.max_workers)
 
 
 def describe_error(error: BaseException) -> tuple[str, dict]:

@@ -246,3 +246,16 @@ def test_a_memory_budget_beyond_the_nodes_memory_is_named_in_a_warning(caplog):
     assert memory_budget(PoolOptions(memory_budget=total // 2)) == total // 2 and "memory_budget" not in caplog.text
     assert memory_budget(PoolOptions(memory_budget=100 * 2**40)) == 100 * 2**40  # the user's figure stands
     assert "memory_budget of 104857600 MiB is more than this node's" in caplog.text
+
+
+def test_max_workers_per_node_keeps_local_modes_workers_as_in_htex(tmp_path):
+    wide = ScalpelExecutor(label="scalpel", topology="2x2:32MiB", profiles=False, max_workers_per_node=3)
+    assert [domain["cpus"] for domain in wide.run_report()["topology"]["domains"]] == [[0, 1], [2]]
+    executor, dfk = load(tmp_path, False, max_workers_per_node=1)  # was: ignored, both cores ran tasks
+    try:
+        ran = [where(0.2) for _ in range(3)]
+        assert {tuple(f.result(timeout=120)["cpus"]) for f in ran} == {(0,)}
+        assert len(executor.pool.worker_pids) == 1
+    finally:
+        dfk.cleanup()
+        parsl.clear()
