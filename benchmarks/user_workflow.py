@@ -21,8 +21,10 @@ Each repetition:
 The stores are this script's own, in a temporary folder, one emptied per repetition, so every
 repetition has a first run. Per run it reports the makespan (first task start to last task end)
 and the **large co-run seconds**: the summed time during which two large tasks (lookups,
-products) ran at once, from the tasks' timestamps; for Scalpel, why each task started where it
-did (the run report's admission reasons, and each task's row).
+products) ran at once, from the tasks' timestamps, beside its **floor** on 2 cores (the least any
+schedule of the same task durations could have without idling a core while work waits:
+:func:`corun_floor_seconds`); for Scalpel, why each task started where it did (the run report's
+admission reasons, and each task's row).
 
     python benchmarks/user_workflow.py --repeats 5 --out docs/data/user-workflow
 """
@@ -108,6 +110,18 @@ def large_corun_seconds(results: list[dict]) -> float:
     return sum(max(0.0, min(a["t1"], b["t1"]) - max(a["t0"], b["t0"])) for a, b in itertools.combinations(large, 2))
 
 
+def corun_floor_seconds(results: list[dict], cores: int) -> float | None:
+    """The least large co-run any schedule of these tasks (their own durations in this run) could
+    have on 2 cores without idling a core while work waits: the large seconds that small ones
+    cannot accompany run in pairs, max(0, (L - S) / 2). Dependencies ignored, so a lower bound;
+    None on more cores (pairwise overlaps of P > 2 tasks bound differently)."""
+    if cores != 2:
+        return None
+    large = sum(r["t1"] - r["t0"] for r in results if r["name"].split("-")[0] in LARGE)
+    small = sum(r["t1"] - r["t0"] for r in results if r["name"].split("-")[0] not in LARGE)
+    return max(0.0, (large - small) / 2)
+
+
 def one_run(peer: str, kind: str, repeat: int, out: Path, cores: int, topology: Topology, store: str, args,
             rounds: int) -> dict:
     """One run of the workflow under ``peer``: its makespan, large co-run seconds, tasks and (Scalpel) report."""
@@ -119,14 +133,17 @@ def one_run(peer: str, kind: str, repeat: int, out: Path, cores: int, topology: 
         submitter.close()
     makespan = max(r["t1"] for r in results) - min(r["t0"] for r in results)
     row = {"peer": peer, "kind": kind, "repeat": repeat, "makespan": makespan,
-           "large_corun_seconds": large_corun_seconds(results), "tasks": results}
+           "large_corun_seconds": large_corun_seconds(results),
+           "corun_floor_seconds": corun_floor_seconds(results, cores), "tasks": results}
     if report is not None:
         row["admission"] = report["admission"]
         row["sources"] = report["sources"]
         row["profile_keys"] = len({t["profile_key"] for t in report["tasks"]})
         row["report_tasks"] = [{name: t.get(name) for name in ROW_FIELDS} for t in report["tasks"]]
         row["contention_model"] = report.get("contention_model")
+    floor = row["corun_floor_seconds"]
     print(f"  {kind:8s} makespan {makespan:6.2f} s, large tasks together {row['large_corun_seconds']:5.2f} s"
+          + (f" (floor {floor:4.2f} s)" if floor is not None else "")
           + (f", admission {row['admission']}, footprints {row['sources']['footprint']}" if report else ""),
           flush=True)
     return row
@@ -177,6 +194,8 @@ def main() -> int:
         "large_corun_seconds": corun,
         "large_corun_vs_htex": {kind: corun[kind] / corun["htex"] if corun["htex"] else None
                                 for kind in ("first", "learned")},
+        "corun_floor_seconds": {kind: statistics.median(r["corun_floor_seconds"] for r in rows)
+                                if cores == 2 else None for kind, rows in by.items()},
     }
     for kind in ("first", "learned"):
         ratio, low, high = bootstrap_ratio(htex, [r["makespan"] for r in by[kind]])

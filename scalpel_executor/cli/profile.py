@@ -42,6 +42,16 @@ def _store(args: argparse.Namespace) -> ProfileStore:
     return ProfileStore(args.store or default_path())
 
 
+def _existing(args: argparse.Namespace) -> ProfileStore:
+    """The store, for a command that only reads it: ValueError naming the path when no file is there,
+    rather than creating one (a mistyped --store would otherwise look like an empty store)."""
+    path = args.store or default_path()
+    if path != ":memory:" and not os.path.exists(os.path.expanduser(str(path))):
+        raise ValueError(f"no profile store at {path}: nothing has been learned there yet (a run with "
+                         f"profiles={str(path)!r} writes one), or the path is mistyped")
+    return ProfileStore(path)
+
+
 def _unwritable(store: ProfileStore, doing: str) -> ValueError:
     return ValueError(
         f"cannot {doing}: the profile store {store.path} cannot be written ({store.problem}), so nothing was "
@@ -91,7 +101,7 @@ def _cut(key: str, width: int = KEY_WIDTH) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    with _store(args) as store:
+    with _existing(args) as store:
         profiles = store.profiles(args.prefix)
         if args.json:
             print(json.dumps([p.to_dict() for p in profiles], indent=1))
@@ -106,7 +116,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    with _store(args) as store:
+    with _existing(args) as store:
         profile = store.get(args.key)
         if profile is None:
             raise ValueError(f"no profile with key {args.key!r} in {store.path}; `scalpel profile list` shows the keys")
@@ -121,7 +131,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    with _store(args) as store:
+    with _existing(args) as store:
         document = store.export(args.prefix, name=args.name)
     text = json.dumps(document, indent=1)
     if args.output:

@@ -45,8 +45,8 @@ from dataclasses import dataclass
 
 from scalpel_executor.core.contention import ContentionModel
 
-__all__ = ["CoRun", "co_runner_segments", "fit_contention", "load_model", "observations", "predicted_slowdown",
-           "rho_grid"]
+__all__ = ["CoRun", "co_runner_segments", "fit_contention", "load_model", "model_error", "observations",
+           "predicted_slowdown", "rho_grid"]
 
 #: What σ is when no observation can tell it (every one fits the cache at that ρ): the default's.
 UNTOLD_SENSITIVITY = ContentionModel().sensitivity
@@ -249,6 +249,18 @@ def _best_sigma(rho: float, coruns: Sequence[CoRun], target: Sequence[float], ll
             break
         sigma = new
     return _rms(parts, weights, target, groups, sigma, log), ContentionModel(rho, sigma)
+
+
+def model_error(model: ContentionModel, coruns: Sequence[CoRun], llc: float, *, log: bool = True) -> float:
+    """The weighted rms error of a given ``model`` on ``coruns``, as :func:`fit_contention`
+    measures its own (baselines profiled out): how well a model not fitted to them explains them."""
+    if not coruns:
+        raise ValueError("need at least one co-run to measure a model's error on")
+    unit = ContentionModel(model.capacity_fraction, 1.0)
+    parts = [[(seconds, _segment_slowdown(unit, c.footprint, others, llc) - 1.0) for seconds, others in c.segments]
+             for c in coruns]
+    target = [math.log(c.slowdown) if log else c.slowdown for c in coruns]
+    return _rms(parts, [c.weight for c in coruns], target, _baseline_groups(coruns), model.sensitivity, log)
 
 
 def _baseline_groups(coruns: Sequence[CoRun]) -> list[list[int]]:

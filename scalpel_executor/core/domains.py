@@ -207,6 +207,18 @@ class Topology:
                 f"CPU {cpu!r} is not in this topology (its CPUs are {format_cpu_list(self.cpus)})"
             ) from None
 
+    def first(self, cores: int | None) -> "Topology":
+        """The first ``cores`` CPUs of this topology, domain by domain (all of them for None or more):
+        where ``max_workers_per_node`` keeps a node's workers."""
+        if cores is None or cores >= self.total_cores:
+            return self
+        kept, left = [], cores
+        for domain in self.domains:
+            if left > 0:
+                kept.append(Domain(len(kept), domain.cpus[:left], domain.llc_size))
+                left -= len(kept[-1].cpus)
+        return Topology(tuple(kept), self.source)
+
     def is_uniform(self) -> bool:
         """True if every domain has the same number of cores."""
         return len(set(self.cores_per_domain)) == 1

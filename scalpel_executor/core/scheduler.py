@@ -160,6 +160,9 @@ class Scheduler:
         self._clock = 0.0  # the driver's clock at the latest dispatch
         self._timed = False  # the latest dispatch was told the driver's clock
         self._wake: float | None = None  # when a core left idle for a measurement may start (wake_at)
+        self._wait_began: dict[int, float] = {}  # domain -> when a core of it began idling for a measurement
+        self._waited: dict[int, float] = {}  # slot index -> seconds the wait its task ended lasted
+        self._waiting_domains: set[int] = set()  # domains a core of which idles for a measurement this dispatch
         self._reason: dict[int, str] = {}  # slot index -> why its running task started
         self.reasons: Counter[str] = Counter()  # starts by reason (core.admission)
         self._learned_tasks: set[int] = set()  # id() of tasks whose footprint was learned in the run (learn)
@@ -220,6 +223,7 @@ class Scheduler:
         the second, ...) so that the first P groups go to P different domains (Alg. 2 line 10).
         """
         self._wake = None
+        self._waiting_domains.clear()
         per_domain: list[list[Slot]] = [[] for _ in self.cores_per_domain]
         for slot in self.slots:
             if self._idle[slot.index] and slot.index not in self._disabled:
@@ -236,9 +240,12 @@ class Scheduler:
                         booked = self._booked[slot.index]
                         assignments.append(Assignment(slot, task, self._reason[slot.index],
                                                       tuple(self.slots[i] for i in booked) if len(booked) > 1 else (),
-                                                      self._devices.get(slot.index, ())))
+                                                      self._devices.get(slot.index, ()),
+                                                      self._waited.pop(slot.index, 0.0)))
         finally:
             self._serving_next = None
+        for domain in set(self._wait_began) - self._waiting_domains:  # its wait ended with no start there
+            del self._wait_began[domain]
         return assignments
 
     def next_for(self, slot: Slot | int, now: float | None = None) -> Task | None:
@@ -258,6 +265,8 @@ class Scheduler:
             self._running[slot.index] = task
             self._started[slot.index] = 0.0 if now is None else now
             self._reason[slot.index] = reason
+            if (began := self._wait_began.pop(slot.domain, None)) is not None:  # the start that ends the wait
+                self._waited[slot.index] = self._clock - began
         return task
 
     def release(self, slot: Slot | int) -> Task:
@@ -266,6 +275,7 @@ class Scheduler:
         if self._idle[index] or index in self._holder:
             raise ValueError(f"slot {index} has no running task to release")
         self._started.pop(index, None)
+        self._waited.pop(index, None)
         self._learned_tasks.discard(id(self._running[index]))
         self._unbook(index)
         return self._running.pop(index)
@@ -330,6 +340,7 @@ class Scheduler:
         if self._idle[index] or index in self._holder:  # a core a wider task holds: free when it ends
             return None
         self._started.pop(index, None)
+        self._waited.pop(index, None)
         self._learned_tasks.discard(id(self._running[index]))
         self._unbook(index)
         return self._running.pop(index)
@@ -483,6 +494,8 @@ class Scheduler:
         if reason == admission.CORUN_NOTHING_FITS and (until := self._measure_wait(head, domain)) is not None:
             if clock < until:  # the core idles until its twin is measured (learn) or the wait ends
                 self._wake = until if self._wake is None else min(self._wake, until)
+                self._waiting_domains.add(domain)
+                self._wait_began.setdefault(domain, clock)
                 return None, reason
             reason = admission.CORUN_AFTER_MEASURE_WAIT
         return self._take_planned(at, domain), reason

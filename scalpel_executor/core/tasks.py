@@ -72,6 +72,7 @@ class Assignment:
     reason: str = "planned"  # why this task started here (core.admission's reasons)
     slots: tuple[Slot, ...] = ()  # every core booked, ``slot`` first; () means (slot,)
     devices: tuple[int, ...] = ()  # indices of the node's accelerators the task is given
+    waited: float = 0.0  # seconds a core of its domain idled, before it started, for a measurement (MEASURE_WAIT)
 
     @property
     def booked(self) -> tuple[Slot, ...]:

@@ -84,10 +84,14 @@ def parse_mebibytes(value: object, *, what: str = "memory") -> float:
     >>> parse_mebibytes(1000) == 1000 * 2**20, parse_mebibytes("4GiB") == 4 * 2**30
     (True, True)
     """
+    wrong = ValueError(f"{what} must be a number of MiB >= 0 or a size such as '4GiB', got {show(value)}")
     if isinstance(value, str):
-        return float(parse_size(value, what=what))
+        try:
+            return float(parse_size(value, what=what))
+        except ValueError:  # parse_size speaks of bytes, which a bare number here is not
+            raise wrong from None
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{what} must be a number of MiB >= 0 or a size such as '4GiB', got {show(value)}")
+        raise wrong
     return float(value) * 2**20
 
 

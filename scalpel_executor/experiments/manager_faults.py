@@ -698,12 +698,18 @@ def run(cases: int = 100, seed: int = 1, per_round: int = 8, progress=None, plan
     report = Report()
     started = time.monotonic()
     planned = planned if planned is not None else plan(cases, seed, modes)
-    for name in ("parsl", "scalpel_executor"):  # every injected fault would log its error and traceback
+    quieted = {name: logging.getLogger(name).level for name in ("parsl", "scalpel_executor")}
+    for name in quieted:  # every injected fault would log its error and traceback
         logging.getLogger(name).setLevel(logging.CRITICAL)
-    with tempfile.TemporaryDirectory(prefix="scalpel-manager-faults-") as workspace:
-        for mode in MODES:
-            faults.run_rounds(report, [case for case in planned if case.mode == mode], per_round,
-                              lambda: Round(mode, os.path.join(workspace, f"round-{report.rounds}"), report), progress)
+    try:
+        with tempfile.TemporaryDirectory(prefix="scalpel-manager-faults-") as workspace:
+            for mode in MODES:
+                faults.run_rounds(report, [case for case in planned if case.mode == mode], per_round,
+                                  lambda: Round(mode, os.path.join(workspace, f"round-{report.rounds}"), report),
+                                  progress)
+    finally:  # the caller's logging as it was (a test run goes on logging after this)
+        for name, level in quieted.items():
+            logging.getLogger(name).setLevel(level)
     report.seconds = time.monotonic() - started
     return report
 

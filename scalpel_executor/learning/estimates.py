@@ -17,8 +17,9 @@
                                                   └─> pending observations ──flush()──> ProfileStore.record
                                                       (every second or 256 tasks, and at shutdown)
 
-Sources are per quantity: a hint may give the footprint while the store gives the run time, and a
-key whose tasks were too short for the probe has a run time of its own and its app's footprint.
+Sources are per quantity: a hint may give the footprint while the store gives the run time. A task
+too short for the probe teaches its key a footprint of 0 while the key has measured none, and
+nothing beside a real reading.
 Each level holds the store's statistics as read at its first use in this run plus this run's
 observations. Nothing is run to measure it: the measurement is the task's real run, taken by the
 probe in the worker (``stats["footprint"]``, wall time); which tasks the probe measures is decided
@@ -267,7 +268,13 @@ class Estimator:
         runtime = stats.get("wall")
         footprint = stats.get("footprint")
         if footprint is None and str(stats.get("footprint_source", "")).startswith(ENDED_BEFORE_FIRST_WINDOW):
-            footprint = 0.0  # over before the probe's first window: too short to hold the cache, a measurement
+            # Over before the probe's first window: too short to hold the cache. While its key has
+            # measured no footprint that is one of 0 (a key of short tasks then gets its footprint
+            # from the store, not the prior); beside a real reading it is none, so a warm worker's
+            # fast runs of a key do not average its cold run's 70 MiB down to 23.
+            with self._lock:
+                known = self._known.get(estimate.key)
+            footprint = None if known is not None and known.footprint else 0.0
         references, misses = stats.get("llc_references"), stats.get("llc_misses")
         miss_rate = misses / references if references and misses is not None else None
         observation = Observation(

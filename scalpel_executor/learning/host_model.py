@@ -3,7 +3,9 @@
 ::
 
     executor.start ──── HostModelStore.fitted(host) ──> HostFit: planned with once it rests on
-                        (host: host_id(topology))       MIN_OBSERVATIONS co-runs; else the default
+                        (host: host_id(topology))       MIN_OBSERVATIONS co-runs and explains them
+                                                        better than the default beyond chance
+                                                        (beats_default); else the default
     executor.shutdown ─ TaskSpan per finished task ──> HostModelStore.learn(host, llc, spans)
                           (key, domain, start, end,       │ observe_run: who ran beside whom
                            wall, footprint, ok)           │   (core.contention_fit.co_runner_segments);
@@ -35,6 +37,17 @@ predictions for equal pairs of 1/16 to 1 LLC, weighing :data:`PRIOR_WEIGHT` co-r
 what no run has shown stays as the default says instead of what an overfit σ extrapolates; a
 few dozen co-runs outweigh it where they speak.
 
+**Only a fit that tells is planned with.** On a noisy host the co-runs of one workflow may not
+tell ρ at all: the fit's error is then as low at ρ 0.05 as at 1.5, and whichever ρ it lands on is
+noise. So the default model's error on the same co-runs is kept beside the fit's, and the
+executor plans with the fit only when the fit's gain passes an F test (:data:`F_CRITICAL`): more
+co-runs, or co-runs that differ more, are needed before the host's own model replaces the default.
+
+**Only a quiet host teaches it.** A run during which the host's load average passed
+:data:`BUSY_LOAD` per core (sampled at start and at shutdown, the 1- and 5-minute figures) adds
+nothing: its co-runs' times measured the other work as much as the co-runners
+(:func:`busy_reason`; the run report's ``contention_model.not_learned`` says so).
+
 **Never fails a task.** A file that cannot be opened or written logs one warning and the tables
 carry on in memory for the rest of the run; a row that does not parse is skipped.
 """
@@ -55,7 +68,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scalpel_executor.core.contention import ContentionModel
-from scalpel_executor.core.contention_fit import CoRun, co_runner_segments, fit_contention, observations
+from scalpel_executor.core.contention_fit import CoRun, co_runner_segments, fit_contention, model_error, observations
 from scalpel_executor.core.domains import Topology
 from scalpel_executor.core.units import format_size
 from scalpel_executor.learning.store import connect_file
@@ -72,6 +85,19 @@ SOLO_MEMORY = 20  # a key's solo mean weighs its last ~20 runs: after that, an e
 MIN_WALL = 0.05  # seconds: shorter tasks' wall times are mostly start-up and timer noise
 SOLO_SLACK = 0.02  # a task beside others for at most 2% of its life ran alone
 PRIOR_WEIGHT = 2.0
+#: The F statistic (2 parameters, ρ and σ; 5%, for 30 or more degrees of freedom: 3.0 to 3.3) the
+#: fit must reach against the default model on the same co-runs before the executor plans with it.
+#: Co-runs on a loaded 2-core VM scatter by 10-17% in log time: 32 of them from one workflow left
+#: the fit's error within 2% of its best anywhere from ρ 0.03 to 2, and the fit's ρ, landing at
+#: random in that range, once made a 2.6 MiB FFT look harmed 39% beside a lookup and a second
+#: lookup 1.5%: the learned run then co-ran its lookups longer than HTEX did.
+F_CRITICAL = 3.3
+#: Load average per core above which a run's co-runs are not learned: the host ran other work
+#: beside the executor's, and a co-run's wall time then measures that work as much as its
+#: co-runners. On the 2-core development VM, first runs at load 3.6–4.3 fitted ρ 0.045 and 0.08
+#: (an FFT harmed 39% beside a lookup, a second lookup 1.5%), which the F test could not tell
+#: from a real host; at load 0.3–1.1 their fits stayed near ρ 0.5.
+BUSY_LOAD = 1.5
 PRIOR_FRACTIONS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)
 
 _SCHEMA = """
@@ -81,7 +107,8 @@ CREATE INDEX IF NOT EXISTS host_coruns_by_host ON host_coruns (host, at);
 CREATE TABLE IF NOT EXISTS host_solo (host TEXT NOT NULL, key TEXT NOT NULL, runs INTEGER NOT NULL,
     mean REAL NOT NULL, updated REAL NOT NULL, PRIMARY KEY (host, key));
 CREATE TABLE IF NOT EXISTS host_fits (host TEXT PRIMARY KEY, llc REAL NOT NULL, capacity_fraction REAL NOT NULL,
-    sensitivity REAL NOT NULL, observations INTEGER NOT NULL, rms_error REAL NOT NULL, updated REAL NOT NULL)
+    sensitivity REAL NOT NULL, observations INTEGER NOT NULL, rms_error REAL NOT NULL, updated REAL NOT NULL,
+    default_error REAL)
 """
 
 
@@ -129,10 +156,24 @@ class HostFit:
     observations: int  # co-runs with a solo time of their key, + those of keys never alone beyond one per key
     rms_error: float  # of the log slowdowns
     llc: float
+    default_error: float | None = None  # the default model's rms error on the same co-runs; None: not known
+
+    @property
+    def beats_default(self) -> bool:
+        """Whether the fit explains its co-runs better than the default model beyond chance: the F
+        statistic of the two errors (2 parameters, ``observations - 2`` degrees of freedom) reaches
+        :data:`F_CRITICAL`. A fit stored before this was recorded does not."""
+        if self.default_error is None or self.default_error <= self.rms_error:
+            return False
+        if self.rms_error == 0:
+            return True
+        freedom = max(1, self.observations - 2)
+        return (self.default_error ** 2 - self.rms_error ** 2) / 2 / (self.rms_error ** 2 / freedom) >= F_CRITICAL
 
     def to_dict(self) -> dict:
         return {"capacity_fraction": self.model.capacity_fraction, "sensitivity": self.model.sensitivity,
-                "observations": self.observations, "rms_error": self.rms_error, "llc": self.llc}
+                "observations": self.observations, "rms_error": self.rms_error, "llc": self.llc,
+                "default_rms_error": self.default_error, "beats_default": self.beats_default}
 
 
 def observe_run(spans: Sequence[TaskSpan]) -> tuple[list[RawCoRun], dict[str, list[float]]]:
@@ -185,8 +226,19 @@ def fit_host(coruns: Iterable[RawCoRun], solo: Mapping[str, float], llc: float |
     count = observations(observed)
     if count == 0:
         return None
-    model, error = fit_contention(observed + prior_coruns(llc), llc)
-    return HostFit(model, count, error, float(llc))
+    observed += prior_coruns(llc)
+    model, error = fit_contention(observed, llc)
+    return HostFit(model, count, error, float(llc), model_error(ContentionModel(), observed, llc))
+
+
+def busy_reason(loads: Iterable[float], cores: int) -> str | None:
+    """Why a run's co-runs should not be learned, from the host's load averages sampled over it
+    (``os.getloadavg``), or None: the host ran more than :data:`BUSY_LOAD` per core."""
+    peak = max(loads, default=0.0)
+    if cores <= 0 or peak <= BUSY_LOAD * cores:
+        return None
+    return (f"the host was busy with other work (load average {peak:.1f} on {cores} cores, more than "
+            f"{BUSY_LOAD:g} per core), so its co-runs' times measure that work too")
 
 
 def pair_cost(model: ContentionModel, first: float, second: float, llc: float) -> float:
@@ -195,24 +247,26 @@ def pair_cost(model: ContentionModel, first: float, second: float, llc: float) -
 
 
 def model_report(planned: ContentionModel, source: str, host: str, llc: float | None, fit: HostFit | None,
-                 footprints: Sequence[float]) -> dict:
+                 footprints: Sequence[float], not_learned: str | None = None) -> dict:
     """The run report's ``contention_model``: the model planned with and its ``source`` (``given``,
     ``fitted on this host``, ``default``), the host's fit (``fitted``) and what the fit, else the
     planned model, predicts for the two largest of ``footprints`` together (``two_largest``), in
-    words too: "on this host, two 30 MiB tasks together cost 1.00x (fitted from 42 co-runs)"."""
+    words too: "on this host, two 30 MiB tasks together cost 1.00x (fitted from 42 co-runs)";
+    ``not_learned``: why this run's co-runs were not added (:func:`busy_reason`), or None."""
     largest = sorted(footprints, reverse=True)[:2]
     two = None
     if len(largest) == 2 and llc:
         cost = pair_cost(fit.model if fit is not None else planned, *largest, llc)
         first, second = (format_size(int(f)) for f in largest)
         tasks = f"two {first} tasks" if first == second else f"tasks of {first} and {second}"
-        basis = (f"fitted from {fit.observations} co-runs" if fit is not None else
+        basis = (f"fitted from {fit.observations} co-runs" + ("" if fit.beats_default else
+                 ", which the default model explains about as well: planned with the default") if fit is not None else
                  "the given model" if source == "given" else "the default model; no co-run fitted yet")
         two = {"footprints": largest, "slowdown": cost,
                "summary": f"on this host, {tasks} together cost {cost:.2f}x ({basis})"}
     return {"planned_with": {"capacity_fraction": planned.capacity_fraction, "sensitivity": planned.sensitivity},
             "source": source, "host": host, "llc": llc, "fitted": None if fit is None else fit.to_dict(),
-            "min_observations": MIN_OBSERVATIONS, "two_largest": two}
+            "min_observations": MIN_OBSERVATIONS, "two_largest": two, "not_learned": not_learned}
 
 
 class HostModelStore:
@@ -246,6 +300,8 @@ class HostModelStore:
         connection.execute("BEGIN IMMEDIATE")
         for statement in filter(str.strip, _SCHEMA.split(";")):
             connection.execute(statement)
+        if "default_error" not in {row[1] for row in connection.execute("PRAGMA table_info(host_fits)")}:
+            connection.execute("ALTER TABLE host_fits ADD COLUMN default_error REAL")  # a store from before it
         connection.execute("COMMIT")
         return connection
 
@@ -278,12 +334,13 @@ class HostModelStore:
 
     def fitted(self, host: str) -> HostFit | None:
         """The host's stored fit, or None."""
-        row = self._run(lambda c: c.execute("SELECT capacity_fraction, sensitivity, observations, rms_error, llc "
-                                            "FROM host_fits WHERE host = ?", (host,)).fetchone())
-        if row is None or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in row):
+        row = self._run(lambda c: c.execute("SELECT capacity_fraction, sensitivity, observations, rms_error, llc, "
+                                            "default_error FROM host_fits WHERE host = ?", (host,)).fetchone())
+        if row is None or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in row[:5]):
             return None
+        default = row[5] if isinstance(row[5], (int, float)) and math.isfinite(row[5]) else None
         try:
-            return HostFit(ContentionModel(row[0], row[1]), int(row[2]), row[3], row[4])
+            return HostFit(ContentionModel(row[0], row[1]), int(row[2]), row[3], row[4], default)
         except ValueError:  # a hand-edited row: ρ ≤ 0 or σ < 0
             return None
 
@@ -333,9 +390,9 @@ class HostModelStore:
         kept, solo = self.history(host)
         fit = fit_host(kept, _solo_means(solo), llc)
         if fit is not None:
-            self._run(lambda c: c.execute("INSERT OR REPLACE INTO host_fits VALUES (?, ?, ?, ?, ?, ?, ?)",
+            self._run(lambda c: c.execute("INSERT OR REPLACE INTO host_fits VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                                           (host, fit.llc, fit.model.capacity_fraction, fit.model.sensitivity,
-                                           fit.observations, fit.rms_error, now)))
+                                           fit.observations, fit.rms_error, now, fit.default_error)))
         return fit
 
     def close(self) -> None:

@@ -21,14 +21,17 @@ What enters the shape, and why:
 - arrays (``shape`` and ``dtype``): dtype and bucketed shape; data frames: type and bucketed
   shape; short tuples (up to 4) element by element.
 - strings: a word such as ``"gemm"`` or ``"jacobi-2d"`` verbatim when it is an argument (it
-  usually names a mode or a kernel); a path to an existing file by its bucketed size; anything
-  else ``str``, and a long one (256 characters or more) ``str`` with its bucketed length.
+  usually names a mode or a kernel); a path to an existing file of 1 MiB or more
+  (:data:`FILE_FLOOR`) by its bucketed size; anything else ``str`` (a smaller file, or an output
+  path not yet written, too, so the key is the same before and after the workflow writes it),
+  and a long one (256 characters or more) ``str`` with its bucketed length.
 - what an upstream task returned (dicts, lists, sets, longer tuples): the *kind* of each value,
   never the value: a small dict by its field names and their kinds (``num``, ``bool``, ``str``,
   arrays by shape, files by size), other containers by bucketed length plus, when they hold
   arrays, bytes, files or long strings, the bucketed total size (``list8[~64MiB]``). A CPU number,
   a timestamp or a task name in a result therefore never splits a key.
-- Parsl ``File`` objects: the bucketed size of the local file when it exists; ``inputs=`` (already
+- Parsl ``File`` objects: the bucketed size of the local file when it exists and holds 1 MiB or
+  more, else ``file``; ``inputs=`` (already
   the upstream results when the executor sees them) by count and total size; ``outputs=`` by
   count; Parsl's own keyword arguments (``parsl_resource_specification``, ``walltime``,
   ``stdout``/``stderr`` and the monitoring ids) are left out.
@@ -55,6 +58,11 @@ MAX_KEY_LENGTH = 240
 SMALL = "n<16"  # an integer below 16 in a shape key
 SMALL_LIMIT = 16
 LONG_STRING = 256  # characters: a shorter string in a key is "str", a longer one also has its length
+#: Bytes from which a file's size enters a key. A smaller one cannot change a footprint that
+#: matters, and a path the workflow itself writes (an output named by a string or a File) would
+#: otherwise key one way before it exists and another after: a second run, or a retry, then
+#: learned nothing from the first.
+FILE_FLOOR = 2**20
 _WORD = re.compile(r"^[A-Za-z][A-Za-z0-9_+\-]{0,31}$")
 _PARSL_KWARGS = {"parsl_resource_specification", "walltime", "stdout", "stderr", "inputs", "outputs"}
 _SHORT_TUPLE = 4
@@ -118,10 +126,12 @@ def _weight(size: float) -> float:
 
 
 def _file_size(path: str) -> int | None:
+    """The size of the file at ``path`` when it is at least :data:`FILE_FLOOR`, else None."""
     try:
-        return os.stat(path).st_size
+        size = os.stat(path).st_size
     except OSError:
         return None
+    return size if size >= FILE_FLOOR else None
 
 
 def _file_signature(path: str) -> str:
@@ -130,7 +140,7 @@ def _file_signature(path: str) -> str:
 
 
 def _is_path(value: str) -> bool:
-    return ("/" in value or "." in value) and os.path.isfile(value)
+    return ("/" in value or "." in value) and os.path.isfile(value) and _file_size(value) is not None
 
 
 def _parsl_file(value: Any) -> str | None:

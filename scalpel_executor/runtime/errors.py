@@ -94,18 +94,30 @@ class ResourcesUnavailable(ValueError):
 
 
 class MemoryExceeded(MemoryError):
-    """The task allocated past the memory it declared, under ``enforce_memory=True``: it failed alone.
+    """The task went past the memory it declared, under ``enforce_memory=True``: it failed alone.
 
-    ``declared`` is its declaration in bytes, ``limit`` the address-space limit it ran under
-    (RLIMIT_AS: the worker's size when the task began plus the declaration, with a margin).
+    ``declared`` is its declaration in bytes, ``limit`` the limit it ran under (its worker's
+    memory when the task began plus the declaration and a margin) and ``mechanism`` what enforced
+    it: ``"cgroup v2"`` or ``"cgroup v1"`` (resident memory: the kernel's OOM killer ended the
+    worker, which was replaced), or ``"RLIMIT_AS"`` (address space: an allocation failed).
     """
 
-    def __init__(self, message: str, declared: float | None = None, limit: int | None = None):
+    def __init__(self, message: str, declared: float | None = None, limit: int | None = None,
+                 mechanism: str | None = None):
         super().__init__(message)
-        self.declared, self.limit = declared, limit
+        self.declared, self.limit, self.mechanism = declared, limit, mechanism
 
     def __reduce__(self):
-        return (type(self), (self.args[0], self.declared, self.limit))
+        return (type(self), (self.args[0], self.declared, self.limit, self.mechanism))
+
+    @classmethod
+    def of(cls, task_id: int, declared: float, limit: int, before: int, mechanism: str, what: str) -> MemoryExceeded:
+        """The one message: the task, both figures, the mechanism, what happened and the fix."""
+        return cls(f"task {task_id} allocated past its declared memory of {declared / 2**20:.0f} MiB "
+                   f"(enforce_memory=True: {mechanism} limit of {limit / 2**20:.0f} MiB, the worker's "
+                   f"{before / 2**20:.0f} MiB before it plus the declaration and a margin): {what}; "
+                   f"declare more memory, or enforce_memory=False",
+                   declared=declared, limit=limit, mechanism=mechanism)
 
 
 class ExecutorFailed(RuntimeError):

@@ -62,7 +62,8 @@ from parsl.utils import RepresentationMixin
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import load_model
 from scalpel_executor.learning.estimates import Estimator
-from scalpel_executor.learning.host_model import MIN_OBSERVATIONS, HostFit, HostModelStore, TaskSpan, host_id, model_report
+from scalpel_executor.learning.host_model import (MIN_OBSERVATIONS, HostFit, HostModelStore, TaskSpan, busy_reason,
+                                                  host_id, model_report)
 from scalpel_executor.learning.hints import HintAudit, parse_hints, parse_walltime, scheduling_priority
 from scalpel_executor.learning.sampling import MEASURE_EVERY, MEASURE_FIRST, REMEASURE_DRIFT, Sampling
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, TaskExit,
@@ -79,7 +80,8 @@ from scalpel_executor.runtime.monitoring import LOCAL_BLOCK, NodeMonitor
 from scalpel_executor.runtime.options import (HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, LOCAL_BATCH_WINDOW, memory_budget,
                                               PROVIDER_BATCH_WINDOW, PoolOptions)
 from scalpel_executor.runtime.pool import Job, Outcome, WorkerPool
-from scalpel_executor.runtime.report import TaskRecord, describe_mixed, mixed_keys, task_rows, task_spans, write_report
+from scalpel_executor.runtime.report import (TaskRecord, describe_mixed, measure_waits, mixed_keys, task_rows, task_spans,
+                                             write_report)
 from scalpel_executor.learning.store import ProfileStore, default_path
 from scalpel_executor.core.domains import Topology
 from scalpel_executor.host.sysfs import allowed_cpus, resolve_topology
@@ -95,6 +97,14 @@ RECORDS_KEPT = 100_000  # finished tasks remembered in ``records`` (a campaign m
 # What a provider block runs on each node (formatted with python, url, cert_dir, block_id, driver_threshold, log_dir).
 DEFAULT_LAUNCH_CMD = ("{python} -m scalpel_executor.runtime.manager --connect {url} --cert-dir {cert_dir} "
                       "--block-id {block_id} --driver-threshold {driver_threshold} --log-dir {log_dir}")
+
+
+def _load_averages() -> list[float]:
+    """The host's 1- and 5-minute load averages, or none where the platform has none."""
+    try:
+        return list(os.getloadavg()[:2])
+    except (OSError, AttributeError):
+        return []
 
 
 class ScalpelExecutor(ParslExecutor, RepresentationMixin):
@@ -190,8 +200,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         with its launcher. The executor is then a :class:`ScalpelProviderExecutor`, a Parsl
         ``BlockProviderExecutor`` whose blocks each run one node manager per node; Parsl's scaling
         strategy (``init_blocks``, ``min_blocks``, ``max_blocks``, ``parallelism``) applies. The
-        options below apply to provider mode only, but for the heartbeat settings, which apply to
-        node managers in both modes.
+        options below apply to provider mode only, but for ``max_workers_per_node`` and the
+        heartbeat settings, which apply in both modes.
     address : str
         Where the driver binds its node manager channel, and where managers connect: an IP address
         of this host (default ``"127.0.0.1"``: managers on this host only; on a cluster, the
@@ -200,8 +210,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
     port_range : (int, int)
         Ports the channel may bind, lowest included, highest excluded (default 54000-55000).
     max_workers_per_node : int, optional
-        Workers (pinned cores) per node manager, the first CPUs of its topology (default: all
-        the CPUs its node lets it use).
+        Workers (pinned cores) per node, the first CPUs of its topology domain by domain, in local
+        mode too (default: all the CPUs its node lets it use).
     prefetch_capacity : int
         Tasks each manager is sent beyond one per worker, so its scheduler has the next task at hand
         when a core frees (default 1).
@@ -252,9 +262,14 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         command fails ``start()`` with its error output. With ``provider=``, give it to the
         provider instead.
     enforce_memory : bool
-        Stop a task that allocates past its declared ``memory``: it runs under an address-space
-        limit (RLIMIT_AS) of its worker's size plus the declaration and 256 MiB, and fails alone
-        with ``MemoryExceeded`` naming both figures (default False: memory is admission only).
+        Stop a task that holds more than its declared ``memory``: it fails alone with
+        ``MemoryExceeded`` naming the task, its declaration, the limit and what enforced it
+        (default False: memory is admission only). Each worker runs in a memory cgroup of its own
+        (cgroup v2 where usable, else v1), limited while such a task runs to the worker's usage
+        plus the declaration and 64 MiB; past it the kernel's OOM killer ends the worker, which is
+        replaced. Where no memory cgroup is usable, an address-space limit (RLIMIT_AS: the
+        worker's size plus the declaration and 256 MiB) stands in, which also refuses a task that
+        maps far more than it touches. Each node's pool logs at start which one it uses.
     """
 
     provider = None  # local mode; ScalpelProviderExecutor has its provider here
@@ -373,6 +388,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self._planning_model = self.contention_model
         self._host_models: HostModelStore | None = None
         self._host_fit: HostFit | None = None  # this host's fit after the run (at shutdown)
+        self._host_loads: list[float] = []  # the host's load averages sampled over the run (busy_reason)
+        self._not_learned: str | None = None  # why this run's co-runs were not added to the host's fit
         self._host_preview: tuple[int, HostFit | None] | None = None  # (records, fit) for run_report before it
         self.topology = topology
         self.pin = pin
@@ -399,6 +416,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self.remote_monitoring_radio = remote_monitoring_radio or FilesystemRadio()
         self._default_footprint_bytes = float(parse_size(default_footprint, what="default_footprint"))
         self._topology = resolve_topology(topology, smt=smt)  # bad CPUs fail here, not at start()
+        if provider is None:  # local mode's node: as many workers as HTEX would run here
+            self._topology = self._topology.first(max_workers_per_node)
         self._store_path = self._check_store_path(profiles)  # a directory fails here; faults warn at start()
         self._estimator: Estimator | None = None
         self._hint_audit = HintAudit()  # hints far off their tasks' measurements (run report: hints_off)
@@ -495,9 +514,11 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         return None if self.run_dir == self._unset_run_dir else os.path.join(self.run_dir, self.label)
 
     def _use_host_model(self) -> None:
-        """Plan with this host's fit when it rests on :data:`MIN_OBSERVATIONS` co-runs; a store
-        problem leaves the default (the fit's store warns once and carries on in memory)."""
+        """Plan with this host's fit when it rests on :data:`MIN_OBSERVATIONS` co-runs and beats
+        the default beyond chance (:attr:`HostFit.beats_default`); a store problem leaves the
+        default (the fit's store warns once and carries on in memory)."""
         store = self._estimator.store if self._estimator is not None else None
+        self._host_loads = _load_averages()
         try:
             self._host_models = HostModelStore(store.path if store is not None and store.persistent else None)
             fit = self._host_models.fitted(host_id(self._topology))
@@ -505,7 +526,13 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             logger.warning("executor %r plans with the default contention model: the host's fit could not be "
                            "read (%s)", self.label, error)
             return
-        if fit is not None and fit.observations >= MIN_OBSERVATIONS and fit.llc == self._topology.llc_size:
+        if fit is not None and fit.observations >= MIN_OBSERVATIONS and fit.llc == self._topology.llc_size \
+                and not fit.beats_default:
+            logger.info("executor %r plans with the default contention model: the host's fit (rho %.3f, sigma %.3f "
+                        "from %d co-runs, rms error %.3f) explains them about as well as the default (%s)",
+                        self.label, fit.model.capacity_fraction, fit.model.sensitivity, fit.observations,
+                        fit.rms_error, "not recorded" if fit.default_error is None else f"{fit.default_error:.3f}")
+        elif fit is not None and fit.observations >= MIN_OBSERVATIONS and fit.llc == self._topology.llc_size:
             self._planning_model, self._model_source = fit.model, "fitted on this host"
             logger.info("executor %r plans with the contention model fitted on this host: rho %.3f, sigma %.3f "
                         "from %d co-runs", self.label, fit.model.capacity_fraction, fit.model.sensitivity,
@@ -518,6 +545,13 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         """Add this run's co-runs to the host's and refit (shutdown); a fault is one warning."""
         store, self._host_models = self._host_models, None
         if store is None:
+            return
+        host_cores = os.cpu_count() or len(self._topology.cpus)  # a load average is the whole host's
+        self._not_learned = busy_reason(self._host_loads + _load_averages(), host_cores)
+        if self._not_learned is not None:
+            logger.info("executor %r adds nothing to the host's contention fit: %s", self.label, self._not_learned)
+            self._host_fit = store.fitted(host_id(self._topology))
+            store.close()
             return
         try:
             self._host_fit = store.learn(host_id(self._topology), self._topology.llc_size, self._task_spans())
@@ -543,7 +577,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         footprints = [float(r.stats.get("footprint") or r.stats.get("scheduled_footprint") or r.footprint)
                       for r in records if r.started is not None]
         return model_report(self._planning_model, self._model_source, host_id(self._topology),
-                            self._topology.llc_size, fit, footprints)
+                            self._topology.llc_size, fit, footprints, self._not_learned)
 
     def _make_estimator(self) -> Estimator:
         return Estimator(self._open_store(), self._default_footprint_bytes, self.default_runtime,
@@ -558,7 +592,20 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             options = dataclasses.replace(options, memory_budget=memory_budget(options))
             self._capacity = Capacity(tuple(len(d.cpus) for d in self._topology.domains), options.memory_budget,
                                       len(options.accelerators))
+            self._check_task_defaults(self._capacity)
         return options
+
+    def _check_task_defaults(self, capacity: Capacity) -> None:
+        """Refuse at start executor-wide task defaults no task of this node could run with, naming
+        the option (else every unhinted task would fail at submit, blamed for asking)."""
+        cores = sum(capacity.cores_per_domain)
+        if self.cores_per_task is not None and self.cores_per_task > cores:
+            raise ValueError(f"cores_per_task={self.cores_per_task} is more than this node's {cores} cores: every task "
+                             f"without a cores hint would ask for them; give at most {cores}")
+        if self.mem_per_task is not None and capacity.memory is not None and self._mem_per_task > capacity.memory:
+            raise ValueError(f"mem_per_task={self.mem_per_task!r} ({self._mem_per_task / 2**20:.0f} MiB) is more than "
+                             f"this node's memory budget of {capacity.memory / 2**20:.0f} MiB: every task without a "
+                             f"memory hint would ask for it; give less, or raise memory_budget=")
 
     def _learned_memory(self, estimate) -> float:
         """An undeclared task's memory for admission: the largest peak RSS its key measured (0 before
@@ -703,7 +750,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         what they measured (:class:`~scalpel_executor.learning.hints.HintAudit`); ``admission``
         counts the tasks by why they started where they did (:mod:`scalpel_executor.core.admission`:
         ``fits``, ``kept-apart``, ``co-run: ...``; ``planned`` under a policy that is not checked at
-        dispatch); ``contention_model`` says which model the plan used (``planned_with``), where
+        dispatch); ``measure_waits`` counts the waits of a free core for a running task's first
+        measurement (:data:`~scalpel_executor.core.admission.MEASURE_WAIT`) that ended in a start,
+        and their seconds (each row's ``measure_wait``); ``contention_model`` says which model the plan used (``planned_with``), where
         it came from (``source``: ``given``, ``fitted on this host``, ``default``), this host's fit
         with this run's co-runs (``fitted``: rho, sigma, the co-runs it rests on; before shutdown a
         preview) and what it predicts for this run's two largest footprints together
@@ -728,6 +777,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             "drifts": self._estimator.drifts if self._estimator is not None else 0,
             "hints_off": self._hint_audit.counts,
             "admission": dict(Counter(record.stats.get("admission") or "none" for record in records)),
+            "measure_waits": measure_waits(records),
             "contention_model": self._contention_report(records),
             "sources": {
                 "footprint": dict(Counter(record.footprint_source for record in records)),

@@ -441,7 +441,7 @@ class ManagerHub:
                 return
             # Built before the task leaves ``held``: should this raise, losing the manager fails it.
             outcome = (Outcome(message.ok, message.payload, None, message.stats) if isinstance(message, Result)
-                       else Outcome(False, error=rebuild_error(message)))
+                       else Outcome(False, error=rebuild_error(message), stats=message.stats))
             task = manager.held.pop(message.task_id)
             manager.began.discard(task.id)
             manager.load -= task.footprint

@@ -317,7 +317,8 @@ class NodeManager:
                              outcome.payload))
             return
         kind, detail = describe_error(outcome.error)
-        self.send(Failed(task.id, kind, str(outcome.error), detail, job.slot, job.domain, job.cpu, job.started))
+        self.send(Failed(task.id, kind, str(outcome.error), detail, job.slot, job.domain, job.cpu, job.started,
+                         outcome.stats))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -358,7 +358,7 @@ class ManagerClient:
             if isinstance(message, Result):
                 outcome = Outcome(message.ok, message.payload, None, message.stats)
             else:
-                outcome = Outcome(False, error=rebuild_error(message))
+                outcome = Outcome(False, error=rebuild_error(message), stats=message.stats)
             self._deliver(task, outcome)
         elif isinstance(message, Heartbeat):
             self._worker_pids, self.respawns = list(message.worker_pids), message.respawns

@@ -11,7 +11,7 @@
       │         buffer) ──>                                 any number, before or after Started
       │                               <── Began(ids)    these tasks are about to be sent to workers
       │                               <── Result(id, ok, stats, slot, domain, cpu, started, payload)
-      │                               <── Failed(id, kind, message, detail, slot, domain, cpu, started)
+      │                               <── Failed(id, kind, message, detail, slot, domain, cpu, started, stats)
       │                               <── Heartbeat(worker_pids, respawns, ...)   every heartbeat_period
       │                               <── Log(level, logger, text)           the manager's log records
       │                               <── Fatal(message)                     it cannot go on; it exits
@@ -64,14 +64,15 @@ from typing import Any, NamedTuple, Union
 
 from scalpel_executor.core.domains import Domain, Topology
 from scalpel_executor.host.sysfs import detect_topology
-from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, WalltimeExceeded,
-                                             WorkerDied)
+from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, MemoryExceeded, ResourcesUnavailable,
+                                             WalltimeExceeded, WorkerDied)
 
 __all__ = ["Register", "Ping", "Configure", "Submit", "Shutdown", "Started", "Began", "Result", "Failed", "Heartbeat",
            "Log", "Fatal", "Drain", "Message", "FAILURE_KINDS", "ManagerConfig", "encode", "decode", "submit_of", "describe_error",
            "rebuild_error"]
 
-FAILURE_KINDS = ("WorkerDied", "WalltimeExceeded", "ExecutorShutdown", "ExecutorFailed", "ResourcesUnavailable")
+FAILURE_KINDS = ("WorkerDied", "WalltimeExceeded", "ExecutorShutdown", "ExecutorFailed", "ResourcesUnavailable",
+                 "MemoryExceeded")
 
 
 class Register(NamedTuple):
@@ -146,6 +147,7 @@ class Failed(NamedTuple):
     domain: int | None
     cpu: int | None
     started: float | None
+    stats: dict = {}  # where it ran and why (admission, cpus, devices) when it started; {} before
 
 
 class Heartbeat(NamedTuple):  # also sent at once when a worker is respawned or a slot retired
@@ -184,7 +186,7 @@ _SCHEMA: dict[str, tuple[type, tuple[Any, ...]]] = {  # tag -> (kind, types of i
     "started": (Started, (int, _INTS, _INT_LISTS, dict, _NUMBER, int)),
     "began": (Began, (_INTS,)),
     "result": (Result, (int, bool, _PLAIN, int, int, int, _NUMBER, bytes)),
-    "failed": (Failed, (int, str, str, _DETAIL, _OPTIONAL_INT, _OPTIONAL_INT, _OPTIONAL_INT, _OPTIONAL_NUMBER)),
+    "failed": (Failed, (int, str, str, _DETAIL, _OPTIONAL_INT, _OPTIONAL_INT, _OPTIONAL_INT, _OPTIONAL_NUMBER, _PLAIN)),
     "heartbeat": (Heartbeat, (_INTS, int, _NUMBERS, _INTS)),
     "log": (Log, (int, str, str)),
     "fatal": (Fatal, (str,)),
@@ -388,14 +390,7 @@ class ManagerConfig:
         else:
             topology = Topology(tuple(Domain(index, tuple(d["cpus"]), d.get("llc_size"))
                                       for index, d in enumerate(self.domains)), self.topology_source)
-        if self.max_workers is None or self.max_workers >= sum(len(d.cpus) for d in topology.domains):
-            return topology
-        kept, left = [], self.max_workers
-        for domain in topology.domains:
-            if left > 0:
-                kept.append(Domain(len(kept), domain.cpus[:left], domain.llc_size))
-                left -= len(kept[-1].cpus)
-        return Topology(tuple(kept), topology.source)
+        return topology.first(self.max_workers)
 
 
 def describe_error(error: BaseException) -> tuple[str, dict]:
@@ -408,6 +403,8 @@ def describe_error(error: BaseException) -> tuple[str, dict]:
         return "ExecutorShutdown", {}
     if isinstance(error, ResourcesUnavailable):
         return "ResourcesUnavailable", {}
+    if isinstance(error, MemoryExceeded):
+        return "MemoryExceeded", {"declared": error.declared, "limit": error.limit, "mechanism": error.mechanism}
     if isinstance(error, ExecutorFailed):
         return "ExecutorFailed", {}
     return "ExecutorFailed", {"type": type(error).__name__}
@@ -425,4 +422,7 @@ def rebuild_error(message: Failed) -> BaseException:
         return ExecutorShutdown(text)
     if message.kind == "ResourcesUnavailable":
         return ResourcesUnavailable(text)
+    if message.kind == "MemoryExceeded":
+        return MemoryExceeded(text, declared=detail.get("declared"), limit=detail.get("limit"),
+                              mechanism=detail.get("mechanism"))
     return ExecutorFailed(text)

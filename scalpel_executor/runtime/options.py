@@ -21,6 +21,7 @@ uses too; the contention model travels as the document ``scalpel calibrate --out
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
@@ -32,6 +33,8 @@ from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import load_model
 from scalpel_executor.core.policies import resolve_policy
 from scalpel_executor.host.accelerators import resolve_accelerators
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["HEARTBEAT_PERIOD", "HEARTBEAT_THRESHOLD", "LOCAL_BATCH_WINDOW", "PROVIDER_BATCH_WINDOW", "PINS",
            "WALLTIME_GRACE", "MEMORY_RESERVE", "PoolOptions", "memory_budget"]
@@ -49,6 +52,11 @@ def memory_budget(options: PoolOptions) -> float:
     """The bytes of declared task memory a node may run at once: the option, else 90% of what is
     available now (psutil)."""
     if options.memory_budget is not None:
+        total = psutil.virtual_memory().total
+        if options.memory_budget > total:
+            logger.warning("memory_budget of %.0f MiB is more than this node's %.0f MiB of memory: tasks' declared "
+                           "memory may oversubscribe it; give at most what the node has", options.memory_budget / 2**20,
+                           total / 2**20)
         return options.memory_budget
     return psutil.virtual_memory().available * (1 - MEMORY_RESERVE)
 
@@ -81,8 +89,8 @@ class PoolOptions:
     accelerators : tuple of str
         Device ids a node's tasks are given (``available_accelerators``); () none.
     enforce_memory : bool
-        Run each task that declares memory under an address-space limit of its worker's size plus
-        the declaration (RLIMIT_AS); past it the task fails alone with ``MemoryExceeded``.
+        ``ScalpelExecutor``'s ``enforce_memory``, described there: the pool limits each task that
+        declares memory in its worker's memory cgroup, else under RLIMIT_AS.
     drain_period : float, optional
         Seconds after a node manager starts at which it drains (HTEX's ``drain_period``): it asks
         its driver for no new task, finishes what it holds, and is then told to exit, so a block

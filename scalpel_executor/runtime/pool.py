@@ -25,16 +25,25 @@ calls ``on_start`` with its tasks' ids before sending any ``Run``: a node manage
 Failures, all handled on the dispatch thread::
 
     worker socket EOF (os._exit, signal, OOM kill) ──> task fails with WorkerDied ──┐
+        (MemoryExceeded if the OOM killer ended it at its task's memory limit)       │
     task past walltime + walltime_grace ──> SIGKILL its worker's process group      ├─> replacement
         ──> task fails with WalltimeExceeded ────────────────────────────────────────┘   on the same CPUs
     replacement silent for READY_TIMEOUT, or dead before "ready" ──> counted; after
         MAX_FAILED_STARTS in a row the slot is retired; with no slot left every unfinished task fails
+        (a worker that died after "ready", an OOM-killed one among them, is not counted)
 
 A dead worker's slot is disabled in the Scheduler (``disable``) until its replacement says it is
 ready (``enable``), whether it died idle, running a task or starting, so no task is sent to a core
 without a worker and no message order can book a core twice. Every task ends exactly once: with a
-result, its exception, ``WorkerDied``, ``WalltimeExceeded``, ``ExecutorShutdown`` or, if the
-dispatch thread itself breaks, ``ExecutorFailed`` naming what broke (``scalpel_executor.runtime.errors``).
+result, its exception, ``WorkerDied``, ``MemoryExceeded``, ``WalltimeExceeded``, ``ExecutorShutdown`` or, if
+the dispatch thread itself breaks, ``ExecutorFailed`` naming what broke (``scalpel_executor.runtime.errors``).
+
+Memory (``enforce_memory``, where a memory cgroup is usable: :mod:`scalpel_executor.host.cgroups`):
+at start the pool makes ``scalpel-<pid>-<pool id>`` in its process's memory cgroup and logs which mechanism
+enforces declared memory; each worker gets ``worker-<slot>-<pid>`` under it, moved in as soon as it
+is started, and removed (once empty) when it is replaced and at shutdown. The worker limits its own
+cgroup around each task that declares memory (it knows when the task begins and ends); the pool
+only reads, after a death, whether the OOM killer ended the worker at such a limit.
 """
 
 from __future__ import annotations
@@ -59,10 +68,12 @@ from scalpel_executor.core.resources import needs_resources, unfit_reason
 from scalpel_executor.core.scheduler import CHECKED_AT_DISPATCH, Scheduler, Task
 from scalpel_executor.core.domains import Topology
 from scalpel_executor.host.accelerators import device_domains, device_env
+from scalpel_executor.host.cgroups import (CGROUP_ENV, TASK_MARGIN, MemoryCgroup, find_memory_cgroup, pool_name,
+                                           worker_name)
 from scalpel_executor.host.sysfs import allowed_cpus
 from scalpel_executor.runtime.contract import OnComplete, Outcome
-from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, WalltimeExceeded,
-                                             WorkerDied)
+from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, MemoryExceeded, ResourcesUnavailable,
+                                             WalltimeExceeded, WorkerDied)
 from scalpel_executor.runtime.options import PoolOptions, memory_budget
 from scalpel_executor.runtime.processes import kill_group, slot_cpus, start_worker, worker_environment
 from scalpel_executor.runtime.protocol import Measured, Ready, WorkerResult, Run, Warm, decode, encode
@@ -74,6 +85,8 @@ LOCAL_BLOCK_ID = "0"  # local mode's one block, as HTEX's first LocalProvider bl
 RESPAWNS_KEPT = 1024  # the latest respawn times remembered (respawn_seconds)
 READY_TIMEOUT = 60.0  # seconds a new worker may take to import and report ready
 MAX_FAILED_STARTS = 3  # replacements in a row that die before "ready" before a slot is retired
+CGROUP_REMOVAL_WAIT = 5.0  # seconds shutdown waits for killed workers' last processes to leave their cgroups
+OOM_KILLED = ("the kernel's OOM killer ended its worker (pid {pid}) at the limit; the worker was replaced")
 
 
 def new_pool_id() -> str:
@@ -98,8 +111,22 @@ class Job:
     cpu: int | None = field(default=None, init=False)
     started: float | None = field(default=None, init=False)  # monotonic time it was sent to its worker
     admission: str | None = field(default=None, init=False)  # why it started there (core.admission)
+    measure_wait: float = field(default=0.0, init=False)  # seconds a core idled for a measurement before it started
     cpus: tuple[int, ...] = field(default=(), init=False)  # every CPU it ran on (several for a k-core task)
     devices: tuple[str, ...] = field(default=(), init=False)  # accelerator ids it was given
+
+
+def _placement(task: Task) -> dict:
+    """How the scheduler placed a started task, for its outcome's stats (and so the run report):
+    why it started there, the footprint it last knew, the seconds a core waited for a measurement
+    before it, and the CPUs and accelerators of a task that held several or any."""
+    job: Job = task.payload
+    placed = {"admission": job.admission, "scheduled_footprint": task.footprint}
+    if job.measure_wait:
+        placed["measure_wait"] = round(job.measure_wait, 6)
+    if task.cores > 1 or job.devices:  # a one-core task's CPU is its WorkerResult's cpu
+        placed["cpus"], placed["devices"] = list(job.cpus), list(job.devices)
+    return placed
 
 
 @dataclass(eq=False)
@@ -113,6 +140,7 @@ class _Worker:
     ready: bool = False  # said "ready": takes tasks
     warm: bool = False  # said "warm": has imported what tasks need (start() waits for it)
     replaces_since: float | None = None  # monotonic time its predecessor was found dead
+    cgroup: MemoryCgroup | None = None  # its memory cgroup (enforce_memory, where one is usable)
 
 
 class WorkerPool:
@@ -181,6 +209,8 @@ class WorkerPool:
         self._learned: dict[str, float] = {}  # profile key -> latest footprint measured in this run
         self._no_workers_left = False
         self._failure: str | None = None  # why the dispatch thread itself failed, if it did
+        self.memory_cgroup: MemoryCgroup | None = None  # scalpel-<pid>-<pool id>: its workers' cgroups (enforce_memory)
+        self._cgroups_left: list[MemoryCgroup] = []  # dead workers' cgroups still holding a process
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -189,8 +219,11 @@ class WorkerPool:
 
         A worker that dies before it is ready is replaced, as later in the run; a slot whose
         starts fail MAX_FAILED_STARTS times in a row, or a worker silent past READY_TIMEOUT, fails
-        ``start`` with the reason, leaving no process behind.
+        ``start`` with the reason, leaving no process behind. Under ``enforce_memory`` it says
+        once, in the log, what enforces declared memory (:meth:`_open_memory_cgroup`).
         """
+        if self.options.enforce_memory:
+            self._open_memory_cgroup()
         for slot in range(len(self._slot_cpus)):
             self._spawn(slot)
         deadline = time.monotonic() + READY_TIMEOUT
@@ -231,6 +264,29 @@ class WorkerPool:
         # Parsl's DFK only warns at interpreter exit (Ctrl-C, an uncaught exception): shut down here,
         # so running tasks end as ExecutorShutdown and every worker is reaped before the process goes.
         atexit.register(self.shutdown)
+
+    def _open_memory_cgroup(self) -> None:
+        """Make this pool's memory cgroup (``scalpel-<pid>-<pool id>``) in the process's own, if one is usable
+        (:func:`~scalpel_executor.host.cgroups.find_memory_cgroup`), and log which mechanism
+        enforces declared memory: the cgroup's version, else RLIMIT_AS and why."""
+        found, reasons = find_memory_cgroup()
+        if found is not None:
+            found.remove_stale_pools()
+            made = MemoryCgroup(os.path.join(found.path, pool_name(os.getpid(), self.pool_id)), found.version)
+            try:
+                found.child(os.path.basename(made.path)).delegate()
+                self.memory_cgroup = made
+            except OSError as error:
+                reasons.append(f"{found.version}: cannot make a cgroup for the workers in {found.path} "
+                               f"({error.strerror})")
+                made.remove()
+        if self.memory_cgroup is not None:
+            logger.info("enforce_memory: declared memory is enforced with %s in %s (resident memory: a task past its "
+                        "declaration is OOM-killed with its worker)%s", self.memory_cgroup.version,
+                        self.memory_cgroup.path, "".join(f"; not {reason}" for reason in reasons[:-1]))
+        else:
+            logger.info("enforce_memory: declared memory is enforced with RLIMIT_AS (address space, not resident "
+                        "memory), no memory cgroup being usable: %s", "; ".join(reasons))
 
     def _abort_start(self, reason: str) -> None:
         self._stopping.set()
@@ -300,14 +356,61 @@ class WorkerPool:
         with self._spawn_lock:
             if self._stopping.is_set():
                 return None
-            env = worker_environment(cpus, {**self.options.worker_env, **self._ids_env}, rank=slot,
-                                     count=len(self._slot_cpus))
+            extra = {**self.options.worker_env, **self._ids_env}
+            if self.memory_cgroup is not None:
+                extra[CGROUP_ENV] = self.memory_cgroup.to_env()
+            env = worker_environment(cpus, extra, rank=slot, count=len(self._slot_cpus))
             process, connection = start_worker(cpus, env)
             self._spawned.append(process)
-        worker = _Worker(slot, cpus, process, connection)
+        worker = _Worker(slot, cpus, process, connection, cgroup=self._worker_cgroup(slot, process.pid))
         self._workers[slot] = worker
         logger.debug("started worker pid %d for slot %d on CPUs %s", process.pid, slot, cpus)
         return worker
+
+    def _worker_cgroup(self, slot: int, pid: int) -> MemoryCgroup | None:
+        """A new worker's memory cgroup, the worker moved into it at once: what it allocates from
+        now on is charged there. None (its tasks run under RLIMIT_AS, as the worker finds) where
+        that fails."""
+        if self.memory_cgroup is None:
+            return None
+        self._remove_cgroups_left()
+        try:
+            cgroup = self.memory_cgroup.child(worker_name(slot, pid))
+            cgroup.add(pid)
+            return cgroup
+        except OSError as error:
+            logger.warning("could not move worker pid %d into a memory cgroup in %s (%s); its tasks' memory is "
+                           "enforced with RLIMIT_AS", pid, self.memory_cgroup.path, error)
+            return None
+
+    def _remove_cgroups_left(self) -> None:
+        self._cgroups_left = [cgroup for cgroup in self._cgroups_left if not cgroup.remove()]
+
+    def _remove_memory_cgroups(self) -> None:
+        """Remove the pool's memory cgroups once every worker is reaped (their killed children may
+        take a moment to leave)."""
+        if self.memory_cgroup is None:
+            return
+        deadline = time.monotonic() + CGROUP_REMOVAL_WAIT
+        while not self.memory_cgroup.remove():
+            if time.monotonic() >= deadline:
+                logger.warning("could not remove the memory cgroup %s: processes remain in it", self.memory_cgroup.path)
+                return
+            time.sleep(0.05)
+
+    def _memory_exceeded(self, worker: _Worker, task: Task, code: int) -> MemoryExceeded | None:
+        """The task's MemoryExceeded if the kernel's OOM killer ended its worker at the task's limit."""
+        cgroup, job = worker.cgroup, task.payload
+        if cgroup is None or code != -signal.SIGKILL or not (self.options.enforce_memory and job.memory_limit):
+            return None
+        try:  # the worker lifts its limit after each task: one still set is the dying task's
+            limit = cgroup.limit()
+            if limit is None or cgroup.oom_kills() == 0:
+                return None
+        except (OSError, ValueError):
+            return None
+        return MemoryExceeded.of(task.id, job.memory_limit, limit, limit - int(job.memory_limit) - TASK_MARGIN,
+                                 cgroup.version, OOM_KILLED.format(pid=worker.process.pid))
 
     def _kill_all(self) -> None:
         with self._spawn_lock:
@@ -322,6 +425,7 @@ class WorkerPool:
                 logger.error("worker pid %d did not exit after SIGKILL", process.pid)
         for worker in self._workers.values():
             worker.connection.close()
+        self._remove_memory_cgroups()
 
     # -- the dispatch thread ----------------------------------------------------------------
 
@@ -399,7 +503,7 @@ class WorkerPool:
             job: Job = task.payload
             job.slot, job.domain = assignment.slot.index, assignment.slot.domain
             job.cpu, job.started = worker.cpus[0], time.monotonic()
-            job.admission = assignment.reason
+            job.admission, job.measure_wait = assignment.reason, assignment.waited
             job.cpus = self._slot_cpus[assignment.slot.index] if not assignment.slots else \
                 tuple(sorted({cpu for slot in assignment.booked for cpu in self._slot_cpus[slot.index]}))
             env: tuple[tuple[str, str], ...] = ()
@@ -455,10 +559,8 @@ class WorkerPool:
             return
         self._scheduler.release(worker.slot)
         self._learn(task, stats.get("footprint") if isinstance(stats, dict) else None)
-        if isinstance(stats, dict):  # how the scheduler saw it: why it started, the footprint it last knew
-            stats["admission"], stats["scheduled_footprint"] = task.payload.admission, task.footprint
-            if task.cores > 1 or task.payload.devices:  # a one-core task's CPU is its WorkerResult's cpu
-                stats["cpus"], stats["devices"] = list(task.payload.cpus), list(task.payload.devices)
+        if isinstance(stats, dict):
+            stats.update(_placement(task))
         self._complete(task, Outcome(ok, payload, None, stats))
 
     def _enforce_deadlines(self) -> float | None:
@@ -518,11 +620,17 @@ class WorkerPool:
         task = worker.task
         logger.warning("worker pid %d on CPUs %s died (%s)%s", worker.process.pid, worker.cpus, cause,
                        f" while running task {task.id}" if task else "")
+        if task is not None and error is None:
+            error = self._memory_exceeded(worker, task, code)
+        if worker.cgroup is not None:
+            self._cgroups_left.append(worker.cgroup)
+            self._remove_cgroups_left()
         if task is not None:
+            cpus = task.payload.cpus or worker.cpus  # every core a task of several held
             self._complete(task, Outcome(False, error=error or WorkerDied(
-                f"task {task.id} was lost: its worker (pid {worker.process.pid}) on core "
-                f"{','.join(map(str, worker.cpus))} died from {cause}",
-                task_id=task.id, pid=worker.process.pid, cpus=worker.cpus, cause=cause)))
+                f"task {task.id} was lost: its worker (pid {worker.process.pid}) on core{'s' if len(cpus) > 1 else ''} "
+                f"{','.join(map(str, cpus))} died from {cause}",
+                task_id=task.id, pid=worker.process.pid, cpus=cpus, cause=cause), stats=_placement(task)))
         if self._stopping.is_set():
             return
         if not worker.ready:
@@ -573,7 +681,8 @@ class WorkerPool:
         for task in running:
             self._complete(task, Outcome(False, error=ExecutorFailed(f"task {task.id} was lost: {self._failure}")
                                          if self._failure else ExecutorShutdown(
-                f"task {task.id} was running on core {task.payload.cpu} when the executor shut down")))
+                f"task {task.id} was running on core {task.payload.cpu} when the executor shut down"),
+                stats=_placement(task)))
         for task in unfinished:
             if self._failure is not None:
                 error: BaseException = ExecutorFailed(f"task {task.id} did not run: {self._failure}")

@@ -21,7 +21,7 @@ from scalpel_executor.learning.host_model import TaskSpan
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TaskRecord", "task_rows", "task_spans", "write_report"]
+__all__ = ["TaskRecord", "task_rows", "task_spans", "measure_waits", "mixed_keys", "describe_mixed", "write_report"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,7 @@ def task_rows(records: Iterable[TaskRecord]) -> list[dict]:
             "measured": record.measured, "measured_runtime": record.stats.get("wall"),
             "measured_footprint": record.stats.get("footprint"),
             "admission": record.stats.get("admission"),
+            "measure_wait": record.stats.get("measure_wait", 0.0),
             "started": since(record.started), "finished": since(record.finished),
             "cores": record.cores, "memory_mib": record.memory / 2**20, "gpus": record.gpus,
             "cpus": record.stats.get("cpus") or (None if record.cpu is None else [record.cpu]),
@@ -81,6 +82,13 @@ def task_rows(records: Iterable[TaskRecord]) -> list[dict]:
         }
         for record in sorted(records, key=lambda record: record.task_id)
     ]
+
+
+def measure_waits(records: Iterable[TaskRecord]) -> dict:
+    """How often a free core idled for a running task's first measurement before a start, and for
+    how long in all: ``{"count": n, "seconds": s}`` (the rows' ``measure_wait``)."""
+    waits = [record.stats["measure_wait"] for record in records if record.stats.get("measure_wait")]
+    return {"count": len(waits), "seconds": round(sum(waits), 6)}
 
 
 #: A key whose tasks measured this many times apart, in footprint or in run time, holds tasks of

@@ -13,7 +13,10 @@ defined once, in :mod:`scalpel_executor.runtime.protocol`)::
                                               worker takes tasks from Ready on)
     Run(id, buffer,      ──>  a task of several cores: affinity set to its CPUs, BLAS/OpenMP threads to
         measure, cpus,        their count (threadpoolctl, and the environment for what it loads or
-        env)                  starts); env (accelerator ids) set; all restored after it
+        env, memory)          starts); env (accelerator ids) set; memory declared (enforce_memory):
+                              the worker's memory cgroup limited to its usage + memory + TASK_MARGIN,
+                              else RLIMIT_AS to its address space + memory + MEMORY_MARGIN; all
+                              restored after it
                               unpack_apply_message(buffer)
                               probe.start() if measure: one message to the probe's sampler process
                               fn(*args, **kwargs)
@@ -38,6 +41,12 @@ With ``--probe off`` no sampler process runs. Either way ``footprint`` is None a
 ``footprint_source`` says why. The sampler is the worker's child, pinned
 like it and in its process group, so it ends with it.
 
+Declared memory is enforced in the memory cgroup the pool made for this worker and moved it into
+(named in ``SCALPEL_MEMORY_CGROUP``; checked to hold this process before the first limited task),
+else under RLIMIT_AS. Past a cgroup's limit the kernel's OOM killer ends the worker, and the pool
+fails its task with ``MemoryExceeded``; if it ends a program the task started instead, the worker
+fails the task with ``MemoryExceeded``. Past RLIMIT_AS an allocation fails, and so does the task.
+
 A worker outlives nothing: when the process that started it dies, the socket reaches EOF between tasks,
 and a watchdog thread notices the parent's pid change during a long task; either way the worker
 kills its own process group (itself and any ``bash_app`` children) and exits.
@@ -56,6 +65,7 @@ import time
 from multiprocessing.connection import Connection
 
 from scalpel_executor.host.blas import THREAD_ENV_VARS
+from scalpel_executor.host.cgroups import CGROUP_ENV, TASK_MARGIN, V1, V2, MemoryCgroup, worker_name
 from scalpel_executor.host.sysfs import allowed_cpus, set_affinity
 from scalpel_executor.runtime.logs import LOG_DIR_ENV, log_to_file
 from scalpel_executor.runtime.protocol import Measured, Ready, WorkerResult, Run, Warm, decode, encode
@@ -91,7 +101,7 @@ def _run(buffer: bytes, place: _TaskPlace | None = None, body_starts=None) -> tu
             if body_starts is not None:
                 body_starts()
             result = func(*args, **kwargs)
-            if place is not None and place.limit and _wrapped_memory_error(result):
+            if place is not None and place.mechanism == RLIMIT_AS and _wrapped_memory_error(result):
                 raise MemoryError(str(result.e_value))  # a python_app returns its failure wrapped
             if type(result).__name__ == "RemoteExceptionWrapper":
                 return False, serialize(result)  # a python_app's failure: a failed task, not a result to learn from
@@ -99,14 +109,10 @@ def _run(buffer: bytes, place: _TaskPlace | None = None, body_starts=None) -> tu
             if os.getpid() != serving:  # a fork without exec came back here: it must not answer
                 os._exit(0)
     except MemoryError as error:
-        if place is None or not place.limit:
+        if place is None or place.mechanism != RLIMIT_AS:
             return False, _serialized_failure(sys.exc_info())
         try:  # past its declaration: name both figures
-            raise MemoryExceeded(
-                f"task {place.task_id} allocated past its declared memory of {place.memory / 2**20:.0f} MiB (enforce_memory=True: "
-                f"RLIMIT_AS {place.limit / 2**20:.0f} MiB, the worker's {place.base / 2**20:.0f} MiB before it "
-                f"plus the declaration and a margin): {error!r}; declare more memory, or enforce_memory=False",
-                declared=place.memory, limit=place.limit) from error
+            raise place.exceeded(repr(error)) from error
         except MemoryExceeded:
             return False, _serialized_failure(sys.exc_info())
     except Exception:  # every failure of user code travels back to the caller
@@ -191,7 +197,7 @@ def _preload() -> None:
             logger.exception("could not preload %s", name)
 
 
-def serve(connection: Connection, parent_pid: int, probe: bool = True) -> None:
+def serve(connection: Connection, parent_pid: int, probe: bool = True, cgroup: MemoryCgroup | None = None) -> None:
     """Run tasks from ``connection`` until told to stop or the scheduler goes away.
 
     Parameters
@@ -203,6 +209,9 @@ def serve(connection: Connection, parent_pid: int, probe: bool = True) -> None:
     probe : bool
         Start a :class:`~scalpel_executor.host.probe.Probe`, which measures the tasks whose ``Run``
         says ``measure``; False: no task is measured.
+    cgroup : MemoryCgroup, optional
+        The memory cgroup its pool made for this worker and moved it into: a task that declares
+        memory is limited there (resident memory), else under RLIMIT_AS (address space).
     """
     meter = _open_probe() if probe else None
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True, name="parent-watch").start()
@@ -210,7 +219,7 @@ def serve(connection: Connection, parent_pid: int, probe: bool = True) -> None:
     _preload()
     connection.send_bytes(encode(Warm()))
     try:
-        _serve_tasks(connection, meter)
+        _serve_tasks(connection, meter, cgroup)
     finally:
         if meter is not None:
             meter.close()
@@ -231,33 +240,67 @@ def _report_early(connection: Connection, send_lock: threading.Lock, meter, task
             pass  # the pool is gone; the main loop finds out on its next receive
 
 
-#: Address space a task may use beyond its declared memory under enforce_memory: what a few
-#: threads' stacks and a BLAS's buffers reserve without touching (virtual size, not resident).
+#: Address space a task may use beyond its declared memory under RLIMIT_AS: what a few threads'
+#: stacks and a BLAS's buffers reserve without touching (virtual size, not resident). A memory
+#: cgroup's margin is resident memory: :data:`~scalpel_executor.host.cgroups.TASK_MARGIN`.
 MEMORY_MARGIN = 256 * 2**20
+RLIMIT_AS = "RLIMIT_AS"
+OOM_KILLED_CHILD = "the kernel's OOM killer ended a process the task started, at the limit; its worker lives on"
+
+
+def _own_cgroup() -> MemoryCgroup | None:
+    """The memory cgroup the pool named in :data:`CGROUP_ENV` for this worker (not yet checked:
+    the pool moves the worker in just after starting it). Removed from the environment, so no
+    program a task starts takes it for its own."""
+    text = os.environ.pop(CGROUP_ENV, None)
+    if not text:
+        return None
+    try:
+        pool = MemoryCgroup.from_env(text)
+        return MemoryCgroup(os.path.join(pool.path, worker_name(int(os.environ["PARSL_WORKER_RANK"]), os.getpid())),
+                            pool.version)
+    except (KeyError, ValueError) as error:
+        logger.warning("no memory cgroup for this worker (%s); declared memory is enforced with RLIMIT_AS", error)
+        return None
+
+
+def _holds_this_worker(cgroup: MemoryCgroup | None) -> MemoryCgroup | None:
+    """``cgroup`` if this process is in it (asked once, before the first task that declares memory)."""
+    if cgroup is None:
+        return None
+    try:
+        if os.getpid() in cgroup.processes():
+            return cgroup
+        problem = "this worker is not in it"
+    except (OSError, ValueError) as error:
+        problem = str(error)
+    logger.warning("cannot limit tasks' memory in %s (%s); declared memory is enforced with RLIMIT_AS",
+                   cgroup.path, problem)
+    return None
 
 
 class _TaskPlace:
-    """A task's CPUs, thread count, environment and memory limit, set for its run and undone after it."""
+    """A task's CPUs, thread count, environment and memory limit, set for its run and undone after it.
 
-    def __init__(self, cpus: tuple[int, ...], env: tuple[tuple[str, str], ...], memory: int = 0, task_id: int = -1):
+    The memory limit: in the worker's cgroup where it has one (``cgroup``), else RLIMIT_AS; either
+    way the worker's own figure when the task begins (``base``: resident memory or address space)
+    plus the declaration and a margin (:data:`TASK_MARGIN`, :data:`MEMORY_MARGIN`).
+    """
+
+    def __init__(self, cpus: tuple[int, ...], env: tuple[tuple[str, str], ...], memory: int = 0, task_id: int = -1,
+                 cgroup: MemoryCgroup | None = None):
         self.task_id = task_id
         self.own = allowed_cpus() if cpus else None  # a one-core task runs where the worker is
         self.cpus = set(cpus) if cpus and set(cpus) != self.own else None
         self.env = dict(env)
         self.saved: dict[str, str | None] = {}
         self.memory, self.base, self.limit = memory, 0, 0
+        self.cgroup, self.mechanism, self.oom_kills = cgroup, None, 0
         self.previous_limit: tuple[int, int] | None = None
 
     def __enter__(self) -> _TaskPlace:
-        if self.memory > 0:  # RLIMIT_AS: the address space now, plus the declaration and a margin
-            with open("/proc/self/statm") as statm:
-                self.base = int(statm.read().split()[0]) * resource.getpagesize()
-            self.previous_limit = resource.getrlimit(resource.RLIMIT_AS)
-            hard = self.previous_limit[1]
-            self.limit = self.base + int(self.memory) + MEMORY_MARGIN
-            if hard != resource.RLIM_INFINITY:
-                self.limit = min(self.limit, hard)
-            resource.setrlimit(resource.RLIMIT_AS, (self.limit, hard))
+        if self.memory > 0 and not self._limit_cgroup():
+            self._limit_address_space()
         changes = dict(self.env)
         if self.cpus is not None:
             set_affinity(self.cpus)  # unpinned where the platform has no affinity; its thread count still holds
@@ -268,7 +311,53 @@ class _TaskPlace:
             os.environ[name] = value
         return self
 
+    def _limit_cgroup(self) -> bool:
+        if self.cgroup is None:
+            return False
+        try:
+            self.base, self.oom_kills = self.cgroup.usage(), self.cgroup.oom_kills()
+            self.limit = self.base + int(self.memory) + TASK_MARGIN
+            self.cgroup.set_limit(self.limit)
+        except (OSError, ValueError) as error:
+            logger.warning("could not limit task %d's memory in %s (%s); RLIMIT_AS enforces it instead",
+                           self.task_id, self.cgroup.path, error)
+            return False
+        self.mechanism = self.cgroup.version
+        return True
+
+    def _limit_address_space(self) -> None:
+        with open("/proc/self/statm") as statm:
+            self.base = int(statm.read().split()[0]) * resource.getpagesize()
+        self.previous_limit = resource.getrlimit(resource.RLIMIT_AS)
+        hard = self.previous_limit[1]
+        self.limit = self.base + int(self.memory) + MEMORY_MARGIN
+        if hard != resource.RLIM_INFINITY:
+            self.limit = min(self.limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (self.limit, hard))
+        self.mechanism = RLIMIT_AS
+
+    def exceeded(self, what: str) -> MemoryError:
+        """The MemoryExceeded this task's limit gives, saying ``what`` happened."""
+        from scalpel_executor.runtime.errors import MemoryExceeded
+
+        return MemoryExceeded.of(self.task_id, self.memory, self.limit, self.base, self.mechanism, what)
+
+    def oom_killed(self) -> bool:
+        """Whether the kernel's OOM killer ended a process of the worker's cgroup during the task:
+        a program the task started (the worker itself would not be here to ask)."""
+        if self.mechanism not in (V1, V2):
+            return False
+        try:
+            return self.cgroup.oom_kills() > self.oom_kills
+        except (OSError, ValueError):
+            return False
+
     def __exit__(self, *exc) -> None:
+        if self.mechanism in (V1, V2):
+            try:
+                self.cgroup.set_limit(None)
+            except OSError:  # the next task's limit replaces it
+                logger.exception("could not lift task %d's memory limit in %s", self.task_id, self.cgroup.path)
         if self.previous_limit is not None:
             resource.setrlimit(resource.RLIMIT_AS, self.previous_limit)
         for name, value in self.saved.items():
@@ -291,8 +380,9 @@ def _limit_loaded_threads(threads: int) -> None:
         logger.exception("could not set the task's thread count to %d", threads)
 
 
-def _serve_tasks(connection: Connection, meter) -> None:
+def _serve_tasks(connection: Connection, meter, cgroup: MemoryCgroup | None = None) -> None:
     send_lock = threading.Lock()  # the early report and the WorkerResult share the socket
+    checked = False  # whether cgroup was checked to hold this worker
     while True:
         try:
             message = decode(connection.recv_bytes())
@@ -312,8 +402,15 @@ def _serve_tasks(connection: Connection, meter) -> None:
                              name="early-report").start()
 
         wall_start, cpu_start = time.perf_counter(), time.process_time()
-        with _TaskPlace(cpus, env, memory, task_id) as place:
+        if memory and not checked:
+            cgroup, checked = _holds_this_worker(cgroup), True
+        with _TaskPlace(cpus, env, memory, task_id, cgroup) as place:
             ok, payload = _run(buffer, place, measure_body if measuring else None)
+        if not ok and place.oom_killed():
+            try:
+                raise place.exceeded(OOM_KILLED_CHILD)
+            except MemoryError:
+                payload = _serialized_failure(sys.exc_info())
         wall, cpu = time.perf_counter() - wall_start, time.process_time() - cpu_start
         with send_lock:
             done.set()
@@ -349,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     for entry in reversed(os.environ.get("SCALPEL_SYS_PATH", "").split(os.pathsep)):
         if entry and entry not in sys.path:
             sys.path.insert(0, entry)
-    serve(Connection(args.fd), args.parent, probe=args.probe == "on")
+    serve(Connection(args.fd), args.parent, probe=args.probe == "on", cgroup=_own_cgroup())
     logger.info("worker pid %d stopping: told to, or its manager is gone", os.getpid())
     return 0
 

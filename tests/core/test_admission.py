@@ -1,5 +1,6 @@
 """The dispatch-time admission rule of the default policy (core.admission), under any event order."""
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -278,12 +279,20 @@ def test_a_free_core_waits_a_bounded_time_for_a_running_twin_to_be_measured():
     s.add([Task("fft-0", 0.0, 1.0, runtime_spread=1.0, key="fft", footprint_known=False)])
     [fft] = s.dispatch(0.12)
     assert fft.task.id == "fft-0" and fft.reason == admission.KEPT_APART and s.wake_at is None
+    assert fft.waited == pytest.approx(0.12)  # the start that ends the wait says how long the core idled
     s = first_run()
     s.learn("lookup", 2 * MiB)  # measured small: they fit together
-    assert [(a.task.id, a.reason) for a in s.dispatch(0.15)] == [("lookup-1", admission.FITS)]
+    [fits] = s.dispatch(0.15)
+    assert (fits.task.id, fits.reason, fits.waited) == ("lookup-1", admission.FITS, pytest.approx(0.15))
     s = first_run()
     [late] = s.dispatch(admission.MEASURE_WAIT)  # never measured: the wait ends, the twin starts
     assert (late.task.id, late.reason) == ("lookup-1", admission.CORUN_AFTER_MEASURE_WAIT)
+    assert late.waited == pytest.approx(admission.MEASURE_WAIT)
+    s.release(0)
+    assert [a.waited for a in s.dispatch(1.0)] == [0.0]  # later starts waited for nothing
+    s = first_run()
+    s.release(0)  # the twin ended unmeasured: the next one starts, and the other core waits for it anew
+    assert [a.waited for a in s.dispatch(0.2)] == [pytest.approx(0.2)] and s.wake_at == 0.2 + admission.MEASURE_WAIT
     s = Scheduler([[0, 1]], "scalpel", llc=56 * MiB)  # no clock told: no wait
     s.add([Task(f"lookup-{i}", 0.0, 1.0, runtime_spread=1.0, key="lookup", footprint_known=False) for i in range(2)])
     assert len(s.dispatch()) == 2

@@ -121,3 +121,25 @@ def test_a_keys_memory_is_the_largest_peak_rss_measured_from_the_store_and_this_
     estimator.observe(fresh, {"wall": 0.1, "footprint": 1e6, "peak_rss": 2e9, "max_rss": 9e9})
     estimator.observe(fresh, {"wall": 0.1, "footprint": 1e6, "peak_rss": 1e9})
     assert estimator.estimate(_double, (1,), {}, Hints(profile_key="new")).memory == 2e9  # the probe's, the largest
+
+
+def test_a_task_too_short_for_the_probe_does_not_average_down_a_measured_footprint(tmp_path):
+    from scalpel_executor.host.probe.estimator import ENDED_BEFORE_FIRST_WINDOW
+
+    store = ProfileStore(tmp_path / "p.sqlite")
+    estimator = Estimator(store, default_footprint=1.0, default_runtime=1.0)
+    short = {"wall": 0.02, "footprint_source": f"{ENDED_BEFORE_FIRST_WINDOW} 20.0 ms, before its first window"}
+
+    def footprint(key):
+        return estimator.estimate(_double, (1,), {}, Hints(profile_key=key))
+
+    touch = footprint("touch")
+    estimator.observe(touch, {"wall": 0.4, "footprint": 72e6})  # the cold run: imports and all
+    for _ in range(2):
+        estimator.observe(touch, short)  # warm runs over before the first window
+    assert footprint("touch").footprint == 72e6
+    quick = footprint("quick")  # a key whose tasks are all short: a footprint of 0, from what it ran
+    estimator.observe(quick, short)
+    assert (footprint("quick").footprint, footprint("quick").footprint_source) == (0.0, "learned")
+    estimator.flush()
+    assert store.get("touch").footprint_runs == 1 and store.get("quick").footprint_runs == 1

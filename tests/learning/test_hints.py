@@ -209,3 +209,9 @@ def test_bad_resources_name_the_key_and_the_value(spec, words):
     with pytest.raises(InvalidHint) as error:
         parse_hints(spec)
     assert words in str(error.value)
+
+
+@pytest.mark.parametrize("value", ["lots", "12i", -5])
+def test_a_bad_memory_hint_says_a_number_is_mebibytes(value):
+    with pytest.raises(InvalidResourceSpecification, match=r"key 'memory'.*must be a number of MiB >= 0 or a size such as '4GiB'"):
+        parse_hints({"memory": value})

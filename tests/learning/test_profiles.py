@@ -51,8 +51,8 @@ def test_arrays_files_and_strings_have_size_signatures(tmp_path):
     assert signature(numpy.zeros((1000, 3))) == "f8[~1024x3]"
     assert signature(numpy.zeros((1000, 3), dtype=numpy.float32)) == "f4[~1024x3]"
     small, large = tmp_path / "small.fits", tmp_path / "large.fits"
-    small.write_bytes(b"x" * 1000)
-    large.write_bytes(b"x" * 100_000)
+    small.write_bytes(b"x" * 2**20)
+    large.write_bytes(b"x" * 2**23)
     assert signature(str(small)) != signature(str(large))
     assert signature(str(small)).startswith("file~")
     # unique labels and not-yet-existing output names must not make every task a new key
@@ -67,7 +67,7 @@ def test_parsl_files_bash_apps_and_parsl_kwargs(tmp_path):
     from parsl.data_provider.files import File
 
     data = tmp_path / "in.dat"
-    data.write_bytes(b"x" * 50_000)
+    data.write_bytes(b"x" * 2_000_000)
     assert signature(File(str(data))).startswith("file~")
 
     def mosaic(n, stdout=None):
@@ -504,3 +504,11 @@ def test_a_store_deleted_or_replaced_while_in_use_is_written_again_with_what_the
     reopened = ProfileStore(path)  # a later run sees both: nothing measured after the deletion was lost
     assert reopened.persistent and {p.key for p in reopened.profiles()} == {"before", "after"}
     reopened.close()
+
+
+def test_reading_a_store_that_is_not_there_names_the_path_and_creates_nothing(tmp_path, capsys):
+    missing = tmp_path / "mistyped.sqlite"
+    for command in (["profile", "list"], ["profile", "show", "k"], ["profile", "export"]):
+        assert main([*command, "--store", str(missing)]) == 2
+        assert f"no profile store at {missing}" in capsys.readouterr().err
+    assert not missing.exists()

@@ -1,6 +1,7 @@
 """ScalpelExecutor(contention_model=...): the model the scalpel policy plans with, in every mode."""
 
 import json
+import sqlite3
 
 import parsl
 import pytest
@@ -9,6 +10,7 @@ from parsl.config import Config
 
 from scalpel_executor import ContentionModel
 from scalpel_executor.core.domains import Topology
+from scalpel_executor.learning import host_model
 from scalpel_executor.learning.host_model import MIN_OBSERVATIONS, HostModelStore, TaskSpan, host_id
 from scalpel_executor.runtime.executor import ScalpelExecutor
 from scalpel_executor.runtime.options import PoolOptions
@@ -66,7 +68,8 @@ def square(x, parsl_resource_specification={}):
     return x * x
 
 
-def test_the_run_report_says_where_the_model_came_from(tmp_path):
+def test_the_run_report_says_where_the_model_came_from(tmp_path, monkeypatch):
+    monkeypatch.setattr(host_model, "BUSY_LOAD", float("inf"))  # the test machine's own load must not stop learning
     topology = Topology.from_spec("1x2:56MiB")
     store = tmp_path / "profiles.sqlite"
     host = host_id(topology)
@@ -106,3 +109,21 @@ def test_the_run_report_says_where_the_model_came_from(tmp_path):
     assert fit.observations <= report["fitted"]["observations"] <= fit.observations + 2
     written = json.loads((tmp_path / "run" / "000" / "scalpel-scalpel-report.json").read_text())
     assert written["contention_model"]["source"] == "fitted on this host"
+
+
+def test_a_run_on_a_busy_host_adds_nothing_to_the_hosts_fit(tmp_path, monkeypatch):
+    monkeypatch.setattr(host_model, "BUSY_LOAD", 0.0)  # any load is too much: as on a host running other work
+    store = tmp_path / "profiles.sqlite"
+    executor = ScalpelExecutor(label="scalpel", topology="1x2:56MiB", profiles=str(store), node_manager=False)
+    dfk = parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "run")))
+    try:
+        assert [f.result(timeout=60) for f in [square(i) for i in range(3)]] == [0, 1, 4]
+    finally:
+        dfk.cleanup()
+        parsl.clear()
+    report = executor.run_report()["contention_model"]
+    assert report["not_learned"].startswith("the host was busy with other work (load average "), report
+    assert report["fitted"] is None
+    with sqlite3.connect(store) as connection:
+        assert connection.execute("SELECT COUNT(*) FROM host_coruns").fetchone() == (0,)
+        assert connection.execute("SELECT COUNT(*) FROM host_solo").fetchone() == (0,)

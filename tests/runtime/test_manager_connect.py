@@ -436,6 +436,7 @@ def test_a_manager_short_of_workers_is_dealt_only_what_its_live_cores_take(hub_a
     hub, outcomes, launch = hub_and_managers(prefetch=0)
     fake = fakes(hub, "half", slots=2)
     fake.send(Heartbeat([], 3, [], [1]))  # one of its two cores retired
+    assert wait_until(lambda: hub.connected_managers()[0]["retired_slots"] == [1])  # read before the deal
     for task_id in range(3):
         hub.submit(call(task_id, where, task_id))
     first = fake.receive(Submit)

@@ -1,6 +1,7 @@
-"""The run report's rows and its warning about profile keys that hold tasks of different sizes."""
+"""The run report's rows, its count of waits for a measurement and its warning about profile keys that
+hold tasks of different sizes."""
 
-from scalpel_executor.runtime.report import TaskRecord, describe_mixed, mixed_keys, task_rows
+from scalpel_executor.runtime.report import TaskRecord, describe_mixed, measure_waits, mixed_keys, task_rows
 
 MiB = 2**20
 
@@ -26,3 +27,12 @@ def test_rows_give_times_since_the_first_start_and_memory_in_mib():
                       TaskRecord(3, None, None, None, None, 20.0, 0.0, 1.0, False, {})])
     assert [(r["task_id"], r["started"], r["finished"]) for r in rows] == [(1, 0.0, 1.0), (2, 2.0, 3.5), (3, None, 10.0)]
     assert rows[0]["memory_mib"] == 512.0
+
+
+def test_waits_for_a_measurement_are_counted_with_their_seconds():
+    waited = record(1, "lookup", MiB, 1.0)
+    waited.stats["measure_wait"] = 0.12
+    rows = task_rows([waited, record(2, "fft", MiB, 0.5)])
+    assert [r["measure_wait"] for r in rows] == [0.12, 0.0]
+    assert measure_waits([waited, record(2, "fft", MiB, 0.5)]) == {"count": 1, "seconds": 0.12}
+    assert measure_waits([]) == {"count": 0, "seconds": 0}

@@ -2,6 +2,7 @@
 each task's own affinity, threads, environment and timestamps, not from what the scheduler says."""
 
 import os
+import re
 
 import parsl
 import pytest
@@ -143,8 +144,9 @@ def test_a_wide_task_whose_worker_is_killed_frees_all_its_cores_once(tmp_path, n
     try:
         victim = hold(str(tmp_path / "pid"), 60, parsl_resource_specification={"cores": 2})
         killed_mid_task(tmp_path / "pid")
-        with pytest.raises(WorkerDied):
+        with pytest.raises(WorkerDied) as died:
             victim.result(timeout=120)
+        assert sorted(died.value.cpus) == [0, 1] and "on cores 0,1 died" in str(died.value)  # every core it held
         again = where(0.2, parsl_resource_specification={"cores": 2})  # needs both cores: both were freed
         narrow = [where(0.2) for _ in range(3)]
         assert len(again.result(timeout=120)["cpus"]) == 2
@@ -154,6 +156,8 @@ def test_a_wide_task_whose_worker_is_killed_frees_all_its_cores_once(tmp_path, n
         dfk.cleanup()
         parsl.clear()
     assert report["tasks_failed"] == 1 and report["tasks_finished"] == 5
+    (lost,) = [row for row in report["tasks"] if not row["ok"]]  # where and why it ran, though it never returned
+    assert sorted(lost["cpus"]) == [0, 1] and lost["admission"] is not None
 
 
 @pytest.mark.parametrize("node_manager", [True, False])
@@ -188,7 +192,8 @@ def test_enforce_memory_fails_a_task_past_its_declaration_alone(tmp_path, node_m
     try:
         over = allocate(2048, parsl_resource_specification={"memory": 100})
         within = allocate(50, parsl_resource_specification={"memory": 100})
-        with pytest.raises(MemoryExceeded, match=r"task 0 allocated past its declared memory of 100 MiB \(enforce_memory=True: RLIMIT_AS"):
+        with pytest.raises(MemoryExceeded, match=r"task 0 allocated past its declared memory of 100 MiB "
+                                                  r"\(enforce_memory=True: (cgroup v[12]|RLIMIT_AS) limit of"):
             over.result(timeout=120)
         assert within.result(timeout=120) == 50
         after = allocate(2048)  # the worker's limit was lifted after the task
@@ -218,3 +223,39 @@ def test_provider_mode_counts_learned_memory_at_most_each_nodes_budget_and_decla
     learned = Task(1, memory=64 * GiB, payload=Job(b"", memory_limit=0.0))  # the key's peak RSS, not declared
     declared = Task(2, memory=64 * GiB, payload=Job(b"", memory_limit=64 * GiB))
     assert node.could_run(learned) and not node.could_run(declared)
+
+
+@pytest.mark.parametrize("options, named", [({"cores_per_task": 3}, "cores_per_task=3 is more than this node's 2 cores"),
+                                            ({"mem_per_task": "2TiB"}, "mem_per_task='2TiB' (2097152 MiB) is more than")])
+def test_task_defaults_no_task_could_run_with_are_refused_at_start_naming_the_option(options, named):
+    import psutil
+
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
+    executor = ScalpelExecutor(label="scalpel", topology="1x2:32MiB", profiles=False, probe=False, **options)
+    with pytest.raises(ValueError, match=re.escape(named)):
+        executor.start()
+    assert {child.pid for child in psutil.Process().children(recursive=True)} <= before  # nothing was started
+
+
+def test_a_memory_budget_beyond_the_nodes_memory_is_named_in_a_warning(caplog):
+    import psutil
+
+    from scalpel_executor.runtime.options import PoolOptions, memory_budget
+
+    total = psutil.virtual_memory().total
+    assert memory_budget(PoolOptions(memory_budget=total // 2)) == total // 2 and "memory_budget" not in caplog.text
+    assert memory_budget(PoolOptions(memory_budget=100 * 2**40)) == 100 * 2**40  # the user's figure stands
+    assert "memory_budget of 104857600 MiB is more than this node's" in caplog.text
+
+
+def test_max_workers_per_node_keeps_local_modes_workers_as_in_htex(tmp_path):
+    wide = ScalpelExecutor(label="scalpel", topology="2x2:32MiB", profiles=False, max_workers_per_node=3)
+    assert [domain["cpus"] for domain in wide.run_report()["topology"]["domains"]] == [[0, 1], [2]]
+    executor, dfk = load(tmp_path, False, max_workers_per_node=1)  # was: ignored, both cores ran tasks
+    try:
+        ran = [where(0.2) for _ in range(3)]
+        assert {tuple(f.result(timeout=120)["cpus"]) for f in ran} == {(0,)}
+        assert len(executor.pool.worker_pids) == 1
+    finally:
+        dfk.cleanup()
+        parsl.clear()

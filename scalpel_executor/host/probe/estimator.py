@@ -83,7 +83,8 @@ class ProbeReport:
 
 
 #: How ``footprint_source`` begins for a task that ended before its first window closed: too short
-#: to hold the cache long enough to matter, which the estimator records as a footprint of 0.
+#: to hold the cache long enough to matter, which the estimator records as a footprint of 0 while
+#: the task's key has measured none (:meth:`~scalpel_executor.learning.estimates.Estimator.observe`).
 ENDED_BEFORE_FIRST_WINDOW = "unavailable: the task ended after"
 
 
