@@ -810,7 +810,7 @@ def main(argv: list[str] | None = None) -> int:
         return check(args.machine, args.model, args.batches)
     if args.command == "rerun":
         record = rerun(read_record(args.record), args.policies.split(","),
-                       runtime_spread=args.estimate_spread)
+                       spread=args.estimate_spread)
         Path(args.out).write_text(json.dumps(record))
         print_report([record])
         return 0
@@ -827,7 +827,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else None
     record = study(args.machine, args.model, policies, sizes, args.repeats, args.seed, args.bnb_max_tasks,
                    args.bnb_budget, args.ls_evals, args.tail_waves, log=print, first_repeat=args.first_repeat,
-                   noise=args.estimate_noise, runtime_spread=args.estimate_spread)
+                   noise=args.estimate_noise, spread=args.estimate_spread)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record))
