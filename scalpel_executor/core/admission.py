@@ -25,6 +25,10 @@ LLC domain at that moment (footprints measured or estimated)::
         ├─ none fits, run times guessed, and a waiting task w among the next LEAST_HARM_LOOKAHEAD
         │  slows its domain less than h would
         │    └─> start the least harmful such w, h waits                    (CORUN_LEAST_HARM)
+        ├─ none fits, run times measured, the least harmful measured w among the next
+        │  LEAST_HARM_LOOKAHEAD slows its domain less than h would, and the model predicts the
+        │  schedule ends no later with w first
+        │    └─> start w, h waits                                           (CORUN_LESS_HARM)
         └─ none fits: start h                                               (CORUN_NOTHING_FITS)
 
 A plan checked in the contention model (``scalpel``'s, with exact estimates, or one whose gain
@@ -77,7 +81,7 @@ from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.tasks import Task
 
 __all__ = ["unmeasured_risk", "guessed_runtimes", "GUESSED_SPREAD", "TOLERANCE", "OVERDUE_FRACTION", "FITS", "FORESEEN", "KEPT_APART", "CORUN_WAIT_COSTS_MORE", "CORUN_NOTHING_FITS",
-           "CORUN_LEAST_HARM", "CORUN_NO_BETTER_LATER", "CORUN_AFTER_MEASURE_WAIT", "LEAST_HARM_LOOKAHEAD", "MEASURE_WAIT", "BACKFILLED", "PLANNED", "REASONS", "Running", "Decision", "decide"]
+           "CORUN_LEAST_HARM", "CORUN_LESS_HARM", "CORUN_NO_BETTER_LATER", "CORUN_AFTER_MEASURE_WAIT", "LEAST_HARM_LOOKAHEAD", "MEASURE_WAIT", "BACKFILLED", "PLANNED", "REASONS", "Running", "Decision", "decide"]
 
 TOLERANCE = 0.05  # a co-run "overflows" when the model slows some task by more than 5% beyond R alone
 OVERDUE_FRACTION = 0.1  # a task past its estimate is assumed to have this fraction of it left
@@ -94,11 +98,13 @@ KEPT_APART = "kept-apart"
 CORUN_WAIT_COSTS_MORE = "co-run: waiting costs more"
 CORUN_NOTHING_FITS = "co-run: nothing fits"
 CORUN_LEAST_HARM = "co-run: least harm, run times guessed"  # nothing fits; the waiting task that harms least
+CORUN_LESS_HARM = "co-run: less harm"  # nothing fits; a measured task that harms less, the rollout ending no later
 CORUN_NO_BETTER_LATER = "co-run: none lighter later, run times guessed"  # waiting cannot buy the head lighter company
 CORUN_AFTER_MEASURE_WAIT = "co-run: nothing fits, after waiting to measure"  # MEASURE_WAIT passed unmeasured
 BACKFILLED = "backfilled"  # the plan's next task waits for cores, memory or accelerators (core.resources)
 REASONS = (PLANNED, FITS, FORESEEN, KEPT_APART, CORUN_WAIT_COSTS_MORE, CORUN_NOTHING_FITS,
-           CORUN_LEAST_HARM, CORUN_NO_BETTER_LATER, CORUN_AFTER_MEASURE_WAIT, BACKFILLED)  # reasons a task started
+           CORUN_LEAST_HARM, CORUN_LESS_HARM, CORUN_NO_BETTER_LATER, CORUN_AFTER_MEASURE_WAIT,
+           BACKFILLED)  # reasons a task started
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +206,7 @@ def decide(head: Task, others: Iterable[Task], running: Sequence[Running], *,
                 fitting = task
                 break
             unmeasured = unmeasured or task
-        elif guessed and seen < LEAST_HARM_LOOKAHEAD and task.footprint_known and task_harm < lightest:
+        elif seen < LEAST_HARM_LOOKAHEAD and task.footprint_known and task_harm < lightest:
             lighter, lightest = task, task_harm
     if fitting is None and overflow and unmeasured is not None:
         # An unmeasured bet beats a co-run known to overflow, whatever a rollout on its prior
@@ -216,6 +222,8 @@ def decide(head: Task, others: Iterable[Task], running: Sequence[Running], *,
                 Decision(lighter, CORUN_LEAST_HARM, head)
     elif fitting is not None and deferral_pays(head, fitting):
         return Decision(fitting, KEPT_APART, head)
+    elif fitting is None and lighter is not None and deferral_pays(head, lighter):
+        return Decision(lighter, CORUN_LESS_HARM, head)
     return Decision(head, CORUN_WAIT_COSTS_MORE if fitting is not None and not guessed else CORUN_NOTHING_FITS)
 
 

@@ -48,7 +48,7 @@ def test_no_start_overflows_while_a_fitting_task_waits_unless_the_reason_is_reco
             running[a.slot.index] = a.task
             if a.reason == admission.FITS:
                 assert harm(here, a.task) <= admission.TOLERANCE
-            elif a.reason in (admission.CORUN_NOTHING_FITS, admission.CORUN_LEAST_HARM,
+            elif a.reason in (admission.CORUN_NOTHING_FITS, admission.CORUN_LEAST_HARM, admission.CORUN_LESS_HARM,
                               admission.CORUN_AFTER_MEASURE_WAIT):
                 waiting = [t for t in tasks if t.id not in started and t.priority == a.task.priority
                            and t in s._waiting.values()]
@@ -58,6 +58,10 @@ def test_no_start_overflows_while_a_fitting_task_waits_unless_the_reason_is_reco
                 if a.reason == admission.CORUN_LEAST_HARM:  # a measured task, none measured harms less
                     assert a.task.footprint_known
                     assert all(harm(here, a.task) <= harm(here, w) for w in waiting if w.footprint_known)
+                if a.reason == admission.CORUN_LESS_HARM:  # a measured task lighter than the head, which waited
+                    later = [b.task for b in assignments[assignments.index(a) + 1:]]
+                    assert a.task.footprint_known
+                    assert any(harm(here, a.task) < harm(here, w) for w in [*waiting, *later])
             elif a.reason == admission.CORUN_NO_BETTER_LATER:  # guessed run times, and no lighter company waits
                 beside = [admission.Running(t, 1.0) for t in here]
                 assert admission.guessed_runtimes(a.task, beside)
