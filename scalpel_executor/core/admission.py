@@ -62,11 +62,15 @@ starts at once, and past the wait the twin starts (:data:`CORUN_AFTER_MEASURE_WA
 split by a slow submitter (eight lookups released before the FFTs submitted 40 ms later, on a
 loaded machine) otherwise started two lookups side by side before either was measured.
 
-Whether waiting costs more is the model's call: the scheduler simulates the rest of the plan,
-first come first served from what runs now (a running task's remaining time is its estimate less
-what it has run, at least :data:`OVERDUE_FRACTION` of the estimate; no clock of its own: the
-driver passes ``now``), once with h started now and once with w started now and h next, and keeps
-h apart only when that ends no later. A core never idles while a task waits (but for the bounded
+Whether waiting costs more is the model's call: the scheduler simulates the rest of the plan
+from what runs now (a running task's remaining time is its estimate less what it has run, at
+least :data:`OVERDUE_FRACTION` of the estimate; no clock of its own: the driver passes ``now``),
+once with h started now and once with w started now and h next, and keeps h apart only when that
+ends no later. With one-core tasks the rollout is first come first served; with a task of several
+cores queued or running it books, reserves and backfills as the scheduler does, where a deferral
+must end strictly earlier, and only for a batch that arrived whole with exact estimates (else the
+head starts: :meth:`~scalpel_executor.core.scheduler.Scheduler._deferral_pays` says why). The same
+rollout decides ``co-run: less harm``. A core never idles while a task waits (but for the bounded
 wait above): under the contention
 model no co-run is slower than running the pair one after the other. Every start carries its
 reason, so drivers can report how often each branch was taken.
