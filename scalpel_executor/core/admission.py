@@ -74,6 +74,11 @@ rollout decides ``co-run: less harm``. A core never idles while a task waits (bu
 wait above): under the contention
 model no co-run is slower than running the pair one after the other. Every start carries its
 reason, so drivers can report how often each branch was taken.
+
+Which core: a task that joined work under way and would co-run past :data:`TOLERANCE` here
+(:func:`overflows`), while an idle core served later in the same dispatch round sits on a domain
+where it fits, starts there instead (the scheduler passes this core over once in the round:
+:meth:`~scalpel_executor.core.scheduler.Scheduler._elsewhere`).
 """
 
 from __future__ import annotations
@@ -84,7 +89,7 @@ from dataclasses import dataclass
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.tasks import Task
 
-__all__ = ["unmeasured_risk", "guessed_runtimes", "GUESSED_SPREAD", "TOLERANCE", "OVERDUE_FRACTION", "FITS", "FORESEEN", "KEPT_APART", "CORUN_WAIT_COSTS_MORE", "CORUN_NOTHING_FITS",
+__all__ = ["unmeasured_risk", "overflows", "guessed_runtimes", "GUESSED_SPREAD", "TOLERANCE", "OVERDUE_FRACTION", "FITS", "FORESEEN", "KEPT_APART", "CORUN_WAIT_COSTS_MORE", "CORUN_NOTHING_FITS",
            "CORUN_LEAST_HARM", "CORUN_LESS_HARM", "CORUN_NO_BETTER_LATER", "CORUN_AFTER_MEASURE_WAIT", "LEAST_HARM_LOOKAHEAD", "MEASURE_WAIT", "BACKFILLED", "PLANNED", "REASONS", "Running", "Decision", "decide"]
 
 TOLERANCE = 0.05  # a co-run "overflows" when the model slows some task by more than 5% beyond R alone
@@ -161,6 +166,11 @@ def slowdown_increase(model: ContentionModel, llc: float | None, footprints: Seq
     before = model.slowdowns(list(footprints), [sigma] * len(footprints), llc)
     after = model.slowdowns([*footprints, footprint], [sigma] * (len(footprints) + 1), llc)
     return [a - b for a, b in zip(after, before)], after[-1] - 1.0
+
+
+def overflows(model: ContentionModel, llc: float | None, running: Sequence[Running], task: Task) -> bool:
+    """Whether ``task`` beside ``running`` slows some task by more than :data:`TOLERANCE`."""
+    return _harm(model, llc, running, task) > TOLERANCE
 
 
 def _harm(model: ContentionModel, llc: float | None, running: Sequence[Running], task: Task) -> float:

@@ -171,6 +171,7 @@ class Scheduler:
         self._holder: dict[int, int] = {}  # a core held by a wider task -> the slot index that task runs on
         self._memory_used = 0.0
         self._serving_next: list[Slot] | None = None  # during dispatch: the idle cores it serves after this one
+        self._passed: set[int] = set()  # slot indices a dispatch round passed over once (_elsewhere)
         self._joined_running = False  # the latest tasks added arrived while others ran
         self._device_free = [True] * gpus  # by accelerator index: no running task holds it
         self._devices: dict[int, tuple[int, ...]] = {}  # slot index -> accelerators its running task holds
@@ -231,11 +232,17 @@ class Scheduler:
         assignments = []
         serving = [slots[rank] for rank in range(max(self.cores_per_domain)) for slots in per_domain
                    if rank < len(slots)]
+        self._passed.clear()
+        again: set[int] = set()
         try:
             for at, slot in enumerate(serving):
                 if self._idle[slot.index]:  # not booked by a wider task since
                     self._serving_next = serving[at + 1:]
                     task = self.next_for(slot, now)
+                    if task is None and slot.index in self._passed and slot.index not in again:
+                        again.add(slot.index)  # passed over for a later core's domain: served once more at the end
+                        serving.append(slot)
+                        continue
                     if task is not None:
                         booked = self._booked[slot.index]
                         assignments.append(Assignment(slot, task, self._reason[slot.index],
@@ -490,6 +497,9 @@ class Scheduler:
         decision = admission.decide(head, others(), running, model=self._context.model, llc=self._context.llc,
                                     deferral_pays=lambda h, w: self._deferral_pays(position, positions[id(w)], clock, slot))
         at = position if decision.task is head else positions[id(decision.task)]
+        if decision.reason != admission.FITS and self._joined_running and self._elsewhere(decision.task, slot, running):
+            self._passed.add(slot.index)
+            return None, decision.reason
         reason = admission.BACKFILLED if backfill and decision.reason == admission.FITS else decision.reason
         if reason == admission.CORUN_NOTHING_FITS and (until := self._measure_wait(head, domain)) is not None:
             if clock < until:  # the core idles until its twin is measured (learn) or the wait ends
@@ -499,6 +509,29 @@ class Scheduler:
                 return None, reason
             reason = admission.CORUN_AFTER_MEASURE_WAIT
         return self._take_planned(at, domain), reason
+
+    def _elsewhere(self, task: Task, slot: Slot, running: list[admission.Running]) -> bool:
+        """Whether ``task``, which would co-run past the tolerance on ``slot``'s domain, fits on the
+        domain of an idle core this dispatch round serves later: ``slot`` is then passed over once
+        and served again at the end of the round, so the task starts there instead. Plans dispatch
+        to domains in a fixed order, so a task arriving while others run (a DAG's child) was
+        planned onto the first domain with a free core, beside a long task there, while another
+        domain stood idle. Only with one-core tasks about: a core idle beside a wider task's
+        reservation is not free to take, and with wide tasks waiting moving a one-core task cost
+        more than it saved (docs/benchmarks.md, "A co-run placed where it fits")."""
+        if (self._serving_next is None or slot.index in self._passed
+                or not admission.overflows(self._context.model, self._context.llc, running, task)
+                or any(t.cores > 1 or needs_resources(t) for t in self._running.values())
+                or any(g.tasks[0].cores > 1 or needs_resources(g.tasks[0]) for g in self._plan)):
+            return False
+        for other in self._serving_next:
+            if other.domain == slot.domain or not self._idle[other.index] or other.index in self._disabled:
+                continue
+            there = [admission.Running(t, 0.0) for index, t in self._running.items()
+                     if self.slots[index].domain == other.domain]
+            if not admission.overflows(self._context.model, self._context.llc, there, task):
+                return True
+        return False
 
     def _measure_wait(self, head: Task, domain: int) -> float | None:
         """When a free core of ``domain`` may stop waiting for the first reading of a running

@@ -75,6 +75,20 @@ def test_no_start_overflows_while_a_fitting_task_waits_unless_the_reason_is_reco
                 if a.reason in (admission.FORESEEN, admission.CORUN_WAIT_COSTS_MORE):
                     assert not admission.guessed_runtimes(a.task, [admission.Running(t, 1.0) for t in here])
 
+    def placed_where_it_fits(before, assignments):
+        # a co-run past the tolerance never leaves idle, at the end of its dispatch round, a core of
+        # another domain where the task would fit (a one-core task: the round serves that core instead)
+        running = dict(before)
+        idle = set(s.idle_slots)
+        for a in assignments:
+            here = [t for index, t in running.items() if s.slots[index].domain == a.slot.domain]
+            running[a.slot.index] = a.task
+            if harm(here, a.task) > admission.TOLERANCE:
+                for slot in idle:
+                    if slot.domain != a.slot.domain:
+                        there = [t for index, t in s.running.items() if s.slots[index].domain == slot.domain]
+                        assert harm(there, a.task) > admission.TOLERANCE
+
     def idle_only_to_measure():  # a core idles while a task waits only for a bounded measurement wait
         if s.idle_slots and s.waiting:
             assert s.wake_at is not None and now < s.wake_at <= now + admission.MEASURE_WAIT
@@ -87,7 +101,9 @@ def test_no_start_overflows_while_a_fitting_task_waits_unless_the_reason_is_reco
             index = min(s.running)
             ended.add(s.release(index).id)
         before = s.running
-        check(before, s.dispatch(now))
+        assignments = s.dispatch(now)
+        check(before, assignments)
+        placed_where_it_fits(before, assignments)
         idle_only_to_measure()
     s.add(pending)
     while s.running or s.waiting:
@@ -97,6 +113,17 @@ def test_no_start_overflows_while_a_fitting_task_waits_unless_the_reason_is_reco
         now += 0.1
         ended.add(s.release(index).id)
     assert started == ended == {t.id for t in tasks}
+
+
+def test_a_task_arriving_beside_a_long_large_one_starts_on_the_idle_domain_where_it_fits():
+    # Plans dispatch to domains in a fixed order, so a follow-up task would go to the first domain
+    # with a free core, beside the long 28 MiB task, while the other domain stands idle.
+    s = Scheduler([[0, 1], [2, 3]], "scalpel", llc=LLC)
+    s.add([Task("long", 28 * MiB, 100.0)])
+    assert [a.slot.domain for a in s.dispatch(0.0)] == [0]
+    s.add([Task("child", 28 * MiB, 10.0)])
+    [child] = s.dispatch(1.0)
+    assert (child.task.id, child.slot.domain, child.reason) == ("child", 1, admission.FITS)
 
 
 def test_two_large_tasks_are_kept_apart_while_small_ones_wait():

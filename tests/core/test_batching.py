@@ -105,16 +105,19 @@ def test_the_simulator_pays_the_batch_window_once_for_a_batch_submitted_at_once(
 
 def test_the_simulator_groups_a_late_burst_together_when_it_holds_arrivals():
     # Two heavy and two light tasks arrive 1 ms apart; without a window each arrival is dispatched
-    # alone as it comes, so the two heavy ones land on the idle domain 0 together; with a window
-    # Algorithm 1 sees all four and pairs heavy with light.
+    # alone as it comes, so under the paper's algorithm (no admission) the two heavy ones land on
+    # the idle domain 0 together; with a window Algorithm 1 sees all four and pairs heavy with light.
+    # The default policy's admission starts the second heavy one on the idle domain 1 either way.
     tasks = [SimTask(name, 1.0, footprint=f, arrival=0.001 * i)
              for i, (name, f) in enumerate([("big1", 32 * 2**20), ("big2", 32 * 2**20), ("small1", 2**20),
                                             ("small2", 2**20)])]
-    plain = simulate(tasks, [[0, 1], [2, 3]], 32 * 2**20)
-    held = simulate(tasks, [[0, 1], [2, 3]], 32 * 2**20, batching=Batching(window=0.01, quiet=0.01))
+    plain = simulate(tasks, [[0, 1], [2, 3]], 32 * 2**20, "scalpel-paper")
+    held = simulate(tasks, [[0, 1], [2, 3]], 32 * 2**20, "scalpel-paper", batching=Batching(window=0.01, quiet=0.01))
     assert len({r.domain for r in plain.records if r.name.startswith("big")}) == 1
     assert len({r.domain for r in held.records if r.name.startswith("big")}) == 2
     assert held.makespan < plain.makespan
+    admitted = simulate(tasks, [[0, 1], [2, 3]], 32 * 2**20, "scalpel")
+    assert len({r.domain for r in admitted.records if r.name.startswith("big")}) == 2
 
 
 def test_a_lone_arrival_expected_to_run_long_waits_for_company_up_to_the_window():
