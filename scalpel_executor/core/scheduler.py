@@ -78,6 +78,9 @@ __all__ = ["Scheduler", "Task", "Assignment", "Slot", "Group", "POLICIES", "reso
 CHECKED_AT_DISPATCH = frozenset({"scalpel"})
 #: Waiting tasks past which the admission rule does not simulate the rest of the plan.
 ROLLOUT_LIMIT = 512
+#: A waiting task passed by later arrivals no more once it has waited this many times the longest
+#: run time estimate added so far (Scheduler._overdue).
+OVERDUE_AFTER = 2.0
 #: Waiting tasks a free core looks through for one to backfill while the next one does not fit.
 BACKFILL_LOOKAHEAD = 1024
 
@@ -173,6 +176,8 @@ class Scheduler:
         self._serving_next: list[Slot] | None = None  # during dispatch: the idle cores it serves after this one
         self._passed: set[int] = set()  # slot indices a dispatch round passed over once (_elsewhere)
         self._joined_running = False  # the latest tasks added arrived while others ran
+        self._arrived: dict[int, float] = {}  # task seq -> the driver's clock when it was added
+        self._longest = 0.0  # the longest run time estimate added so far (_overdue)
         self._device_free = [True] * gpus  # by accelerator index: no running task holds it
         self._devices: dict[int, tuple[int, ...]] = {}  # slot index -> accelerators its running task holds
 
@@ -196,6 +201,8 @@ class Scheduler:
             task.seq = self._seq
             self._seq += 1
             self._waiting[task.seq] = task
+            self._arrived[task.seq] = self._clock
+            self._longest = max(self._longest, task.runtime)
             if merge:
                 self._merge(task)
             else:
@@ -208,7 +215,8 @@ class Scheduler:
         at = 0
         for position in range(len(self._plan) - 1, -1, -1):  # dispatch order
             head = self._plan[position].tasks[0]
-            if head.priority < task.priority or (head.priority == task.priority and head.runtime < task.runtime):
+            if head.priority < task.priority or (head.priority == task.priority and head.runtime < task.runtime
+                                                 and not self._overdue(head)):
                 at = position + 1
                 break
         self._plan.insert(at, Group([task], 1))
@@ -416,7 +424,12 @@ class Scheduler:
             levels.setdefault(task.priority, []).append(task)
         plan: list[Group] = []
         for priority in sorted(levels, reverse=True):
-            plan += self._plan_function(levels[priority], self._context)
+            overdue = [task for task in levels[priority] if self._overdue(task)] if self._admits else []
+            if overdue:
+                plan += self._plan_function(overdue, self._context)
+                levels[priority] = [task for task in levels[priority] if not self._overdue(task)]
+            if levels[priority]:
+                plan += self._plan_function(levels[priority], self._context)
         # Pinned groups (di) go straight to their domain's buffer; the rest wait in order.
         self._plan = []
         for group in plan:
@@ -426,6 +439,13 @@ class Scheduler:
                 self._plan.append(group)
         self._plan.reverse()
         self._dirty = False
+
+    def _overdue(self, task: Task) -> bool:
+        """Whether ``task`` has waited longer than :data:`OVERDUE_AFTER` times the longest run time
+        estimate added so far: later arrivals of its priority level no longer go before it. A replan orders what waits by run
+        time, so without this a short task released early (a DAG's task gating others) was passed
+        by every longer task released after it."""
+        return self._clock - self._arrived.get(task.seq, self._clock) > self._longest * OVERDUE_AFTER
 
     def _chooser(self, policy: str, tasks: list[Task]):
         """A step function for :func:`~scalpel_executor.core.orders.trace`: ``policy``'s decisions
@@ -451,6 +471,7 @@ class Scheduler:
     def _commit(self, tasks: list[Task], domain: int, *, front: bool = False) -> None:
         for task in tasks:
             del self._waiting[task.seq]
+            self._arrived.pop(task.seq, None)
         if front:
             self._buffers[domain].extendleft(reversed(tasks))
         else:

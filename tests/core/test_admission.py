@@ -365,3 +365,20 @@ def test_with_wide_tasks_joining_work_under_way_the_head_starts_unless_nothing_r
     assert s.next_for(3, 0.0).id == "blocker"
     s.add([Task("head", 8 * MiB, 4.0, cores=2), Task("small", 0.25 * MiB, 1.5)])
     assert [(a.task.id, a.reason) for a in s.dispatch(0.0)] == [("head", admission.CORUN_WAIT_COSTS_MORE)]
+
+
+def test_a_short_task_released_early_is_not_passed_by_longer_arrivals_for_ever():
+    # One core; the plan orders what waits longest first, so each longer arrival went before the
+    # short task released at 0 (in a DAG, often a task that gates others). Once it has waited
+    # more than OVERDUE_AFTER times the longest estimate (2 x 10 s), later arrivals no longer pass it.
+    s = Scheduler([[0]], "scalpel", llc=LLC)
+    s.add([Task("long-a", 1 * MiB, 10.0), Task("short", 1 * MiB, 1.0)])
+    assert [a.task.id for a in s.dispatch(0.0)] == ["long-a"]
+    s.add([Task("long-b", 1 * MiB, 10.0)])
+    s.release(0)
+    assert [a.task.id for a in s.dispatch(10.0)] == ["long-b"]  # waited 10 s: longest first still
+    s.add([Task("long-c", 1 * MiB, 10.0)])
+    s.release(0)
+    assert [a.task.id for a in s.dispatch(21.0)] == ["short"]  # waited 21 s > 2 x 10 s
+    s.release(0)
+    assert [a.task.id for a in s.dispatch(22.0)] == ["long-c"]
