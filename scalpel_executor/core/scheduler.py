@@ -176,7 +176,8 @@ class Scheduler:
         self._serving_next: list[Slot] | None = None  # during dispatch: the idle cores it serves after this one
         self._passed: set[int] = set()  # slot indices a dispatch round passed over once (_elsewhere)
         self._joined_running = False  # the latest tasks added arrived while others ran
-        self._arrived: dict[int, float] = {}  # task seq -> the driver's clock when it was added
+        self._arrived: dict[int, float] = {}  # task seq -> the driver's clock at the first dispatch after its add
+        self._unstamped: list[int] = []  # seqs added since the latest dispatch told the clock
         self._longest = 0.0  # the longest run time estimate added so far (_overdue)
         self._device_free = [True] * gpus  # by accelerator index: no running task holds it
         self._devices: dict[int, tuple[int, ...]] = {}  # slot index -> accelerators its running task holds
@@ -201,7 +202,7 @@ class Scheduler:
             task.seq = self._seq
             self._seq += 1
             self._waiting[task.seq] = task
-            self._arrived[task.seq] = self._clock
+            self._unstamped.append(task.seq)
             self._longest = max(self._longest, task.runtime)
             if merge:
                 self._merge(task)
@@ -233,6 +234,11 @@ class Scheduler:
         """
         self._wake = None
         self._waiting_domains.clear()
+        if now is not None:  # the tasks added since the latest dispatch arrived by now
+            for seq in self._unstamped:
+                if seq in self._waiting:
+                    self._arrived[seq] = now
+            self._unstamped.clear()
         per_domain: list[list[Slot]] = [[] for _ in self.cores_per_domain]
         for slot in self.slots:
             if self._idle[slot.index] and slot.index not in self._disabled:
@@ -370,6 +376,8 @@ class Scheduler:
         for buffer in self._buffers:
             buffer.clear()
         self._waiting.clear()
+        self._arrived.clear()
+        self._unstamped.clear()
         self._plan = []
         self._dirty = False
         return left
@@ -445,7 +453,8 @@ class Scheduler:
         estimate added so far: later arrivals of its priority level no longer go before it. A replan orders what waits by run
         time, so without this a short task released early (a DAG's task gating others) was passed
         by every longer task released after it."""
-        return self._clock - self._arrived.get(task.seq, self._clock) > self._longest * OVERDUE_AFTER
+        arrived = self._arrived.get(task.seq)
+        return arrived is not None and self._clock - arrived > self._longest * OVERDUE_AFTER
 
     def _chooser(self, policy: str, tasks: list[Task]):
         """A step function for :func:`~scalpel_executor.core.orders.trace`: ``policy``'s decisions

@@ -372,6 +372,7 @@ def test_a_short_task_released_early_is_not_passed_by_longer_arrivals_for_ever()
     # short task released at 0 (in a DAG, often a task that gates others). Once it has waited
     # more than OVERDUE_AFTER times the longest estimate (2 x 10 s), later arrivals no longer pass it.
     s = Scheduler([[0]], "scalpel", llc=LLC)
+    assert s.dispatch(-100.0) == []  # an idle while: a task's wait counts from the dispatch after it arrives
     s.add([Task("long-a", 1 * MiB, 10.0), Task("short", 1 * MiB, 1.0)])
     assert [a.task.id for a in s.dispatch(0.0)] == ["long-a"]
     s.add([Task("long-b", 1 * MiB, 10.0)])
