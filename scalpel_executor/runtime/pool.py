@@ -141,6 +141,15 @@ class _Worker:
     warm: bool = False  # said "warm": has imported what tasks need (start() waits for it)
     replaces_since: float | None = None  # monotonic time its predecessor was found dead
     cgroup: MemoryCgroup | None = None  # its memory cgroup (enforce_memory, where one is usable)
+    oom_kills: int = 0  # its cgroup's OOM kills before the task it runs began (_memory_exceeded)
+
+
+def _oom_kills(cgroup: MemoryCgroup) -> int:
+    """The cgroup's OOM kill count so far (0 where it cannot be read: any later kill then counts)."""
+    try:
+        return cgroup.oom_kills()
+    except (OSError, ValueError):
+        return 0
 
 
 class WorkerPool:
@@ -405,7 +414,7 @@ class WorkerPool:
             return None
         try:  # the worker lifts its limit after each task: one still set is the dying task's
             limit = cgroup.limit()
-            if limit is None or cgroup.oom_kills() == 0:
+            if limit is None or cgroup.oom_kills() <= worker.oom_kills:  # no OOM kill during this task
                 return None
         except (OSError, ValueError):
             return None
@@ -512,6 +521,8 @@ class WorkerPool:
                 env = device_env(job.devices)
             worker.task = task
             cpus = job.cpus if len(assignment.booked) > 1 else ()
+            if worker.cgroup is not None and self.options.enforce_memory and job.memory_limit:
+                worker.oom_kills = _oom_kills(worker.cgroup)
             try:
                 worker.connection.send_bytes(encode(Run(task.id, job.buffer, job.measure, cpus, env,
                                                         int(job.memory_limit) if self.options.enforce_memory else 0)))

@@ -297,9 +297,9 @@ def read_own_limit(pool_path, kill_as_oom=False, parsl_resource_specification={}
         return own, limit.read()
 
 
-def test_v2_through_the_executor_on_a_fake_tree_limit_set_lifted_and_an_oom_kill_named(tmp_path, monkeypatch):
-    """The pool and its workers on a fake v2 tree: the worker limits its own cgroup for the task and
-    lifts it after; a worker that dies as an OOM-killed one does fails its task with MemoryExceeded."""
+def on_a_fake_v2_tree(tmp_path, monkeypatch):
+    """Make the pool find a fake v2 tree whose new cgroups are filled as the kernel fills them; the
+    directory the pool's cgroup goes into."""
     from scalpel_executor.runtime import pool
 
     mounts, membership, here = v2_tree(tmp_path)
@@ -316,6 +316,13 @@ def test_v2_through_the_executor_on_a_fake_tree_limit_set_lifted_and_an_oom_kill
     monkeypatch.setattr(MemoryCgroup, "child", child_as_the_kernel_makes_it)
     monkeypatch.setattr(pool, "find_memory_cgroup", lambda: find_memory_cgroup(mounts, membership))
     monkeypatch.setattr(pool, "CGROUP_REMOVAL_WAIT", 0.0)  # a fake tree's directories hold files: never removable
+    return here
+
+
+def test_v2_through_the_executor_on_a_fake_tree_limit_set_lifted_and_an_oom_kill_named(tmp_path, monkeypatch):
+    """The pool and its workers on a fake v2 tree: the worker limits its own cgroup for the task and
+    lifts it after; a worker that dies as an OOM-killed one does fails its task with MemoryExceeded."""
+    here = on_a_fake_v2_tree(tmp_path, monkeypatch)
     executor, dfk = load(tmp_path, node_manager=False)
     try:
         pool_path = executor._pool.memory_cgroup.path
@@ -332,3 +339,36 @@ def test_v2_through_the_executor_on_a_fake_tree_limit_set_lifted_and_an_oom_kill
     assert after == "max" and undeclared.strip() == "max"  # lifted after the task; an undeclared one runs unlimited
     assert re.match(r"task 2 allocated past its declared memory of 64 MiB \(enforce_memory=True: cgroup v2 limit of "
                     r"138 MiB, the worker's 10 MiB before it .*the kernel's OOM killer ended its worker", str(raised.value))
+
+
+@python_app(executors=["scalpel"])
+def count_oom_kills_then(pool_path, die=False, parsl_resource_specification={}):
+    """Count an OOM kill in every worker cgroup of the pool (an earlier task's program killed at
+    its limit, its worker living on), or die by SIGKILL with no OOM kill counted."""
+    import glob
+    import os
+    import signal
+
+    if die:
+        os.kill(os.getpid(), signal.SIGKILL)
+    for own in glob.glob(os.path.join(pool_path, "worker-*")):
+        with open(os.path.join(own, "memory.events"), "w") as events:
+            events.write("low 0\nhigh 0\nmax 1\noom 1\noom_kill 1\n")
+
+
+def test_a_worker_killed_after_an_earlier_oom_kill_in_its_cgroup_is_no_memory_exceeded(tmp_path, monkeypatch):
+    """A worker cgroup counts OOM kills for its life: a task with a memory limit whose worker is
+    SIGKILLed by someone else is not blamed for a kill an earlier task's program met."""
+    from scalpel_executor.runtime.errors import WorkerDied
+
+    on_a_fake_v2_tree(tmp_path, monkeypatch)
+    executor, dfk = load(tmp_path, node_manager=False)
+    try:
+        pool_path = executor._pool.memory_cgroup.path
+        count_oom_kills_then(pool_path, parsl_resource_specification={"memory": 64}).result(timeout=120)
+        with pytest.raises(WorkerDied) as raised:
+            count_oom_kills_then(pool_path, True, parsl_resource_specification={"memory": 64}).result(timeout=120)
+    finally:
+        dfk.cleanup()
+        parsl.clear()
+    assert not isinstance(raised.value, MemoryExceeded)
