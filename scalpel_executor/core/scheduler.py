@@ -231,6 +231,9 @@ class Scheduler:
 
         Idle cores are served round-robin over domains (the first idle core of each domain, then
         the second, ...) so that the first P groups go to P different domains (Alg. 2 line 10).
+        Under the default policy a core whose task would co-run past the tolerance, while a core
+        served later in the round is idle on a domain where it fits, is passed over once and
+        served again at the end of the round (:meth:`_elsewhere`).
         """
         self._wake = None
         self._waiting_domains.clear()
