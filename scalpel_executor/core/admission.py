@@ -77,8 +77,10 @@ reason, so drivers can report how often each branch was taken.
 
 Which core: a task that joined work under way and would co-run past :data:`TOLERANCE` here
 (:func:`overflows`), while an idle core served later in the same dispatch round sits on a domain
-where it fits, starts there instead (the scheduler passes this core over once in the round:
-:meth:`~scalpel_executor.core.scheduler.Scheduler._elsewhere`).
+where it would start (it fits, and is no unmeasured bet there), is left for that core: the
+scheduler passes this core over once and serves it again at the end of the round
+(:meth:`~scalpel_executor.core.scheduler.Scheduler._elsewhere`; only while no task asks for several
+cores, memory or accelerators).
 """
 
 from __future__ import annotations

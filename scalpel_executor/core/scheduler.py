@@ -34,12 +34,15 @@ How a free core chooses (Algorithm 2, generalised):
 
 Regrouping: tasks that arrive while others run are grouped again together with every task that has
 not left the waiting set; tasks in a buffer belong to a group that has started on its domain and
-stay there, and running tasks are never touched.
+stay there, and running tasks are never touched. Under the default policy a task that has waited
+more than :data:`OVERDUE_AFTER` times the longest run-time estimate added so far is planned ahead of
+its level's later arrivals (:meth:`Scheduler._overdue`).
 
 Admission (the default policy, ``scalpel``, only: :data:`CHECKED_AT_DISPATCH`): before a free core
 starts the plan's next task, :func:`scalpel_executor.core.admission.decide` checks it against what
 runs on the core's domain now, and may start a later task of the plan that fits instead, or leave
-the core idle until the domain has room. Each :class:`Assignment` says why its task started.
+the core idle until the domain has room; a co-run past the tolerance is left for a core served
+later in the round on a domain where the task fits (:meth:`Scheduler._elsewhere`). Each :class:`Assignment` says why its task started.
 :meth:`Scheduler.learn` gives every task of a profile key a footprint measured during the run.
 
 Resources (:mod:`scalpel_executor.core.resources`): a task of ``cores`` k takes k cores of one
@@ -178,6 +181,9 @@ class Scheduler:
         self._joined_running = False  # the latest tasks added arrived while others ran
         self._arrived: dict[int, float] = {}  # task seq -> the driver's clock at the first dispatch after its add
         self._unstamped: list[int] = []  # seqs added since the latest dispatch told the clock
+        self._stamps: deque[tuple[float, int]] = deque()  # (arrived, seq) not yet found overdue, oldest first
+        self._last_arrival = -math.inf  # the latest arrival stamped: only tasks older than it can be passed
+        self._wide_waiting = 0  # waiting tasks of several cores, or declaring memory or accelerators
         self._longest = 0.0  # the longest run time estimate added so far (_overdue)
         self._device_free = [True] * gpus  # by accelerator index: no running task holds it
         self._devices: dict[int, tuple[int, ...]] = {}  # slot index -> accelerators its running task holds
@@ -204,6 +210,7 @@ class Scheduler:
             self._waiting[task.seq] = task
             self._unstamped.append(task.seq)
             self._longest = max(self._longest, task.runtime)
+            self._wide_waiting += task.cores > 1 or needs_resources(task)
             if merge:
                 self._merge(task)
             else:
@@ -238,10 +245,18 @@ class Scheduler:
         self._wake = None
         self._waiting_domains.clear()
         if now is not None:  # the tasks added since the latest dispatch arrived by now
+            self._clock = now
             for seq in self._unstamped:
                 if seq in self._waiting:
                     self._arrived[seq] = now
-            self._unstamped.clear()
+                    self._stamps.append((now, seq))
+                    self._last_arrival = now
+            if self._admits:  # a task that became overdue since is planned ahead at once (_overdue)
+                while self._stamps and now - self._stamps[0][0] > self._longest * OVERDUE_AFTER:
+                    arrived, seq = self._stamps.popleft()
+                    if seq in self._waiting and arrived < self._last_arrival:
+                        self._dirty = True
+        self._unstamped.clear()  # without the clock nothing is stamped: no task becomes overdue
         per_domain: list[list[Slot]] = [[] for _ in self.cores_per_domain]
         for slot in self.slots:
             if self._idle[slot.index] and slot.index not in self._disabled:
@@ -381,6 +396,8 @@ class Scheduler:
         self._waiting.clear()
         self._arrived.clear()
         self._unstamped.clear()
+        self._stamps.clear()
+        self._wide_waiting = 0
         self._plan = []
         self._dirty = False
         return left
@@ -453,11 +470,13 @@ class Scheduler:
 
     def _overdue(self, task: Task) -> bool:
         """Whether ``task`` has waited longer than :data:`OVERDUE_AFTER` times the longest run time
-        estimate added so far: later arrivals of its priority level no longer go before it. A replan orders what waits by run
+        estimate added so far, and tasks arrived after it: those of its priority level no longer go
+        before it (a batch that arrived at once keeps its plan's order however long it runs). A replan orders what waits by run
         time, so without this a short task released early (a DAG's task gating others) was passed
         by every longer task released after it."""
         arrived = self._arrived.get(task.seq)
-        return arrived is not None and self._clock - arrived > self._longest * OVERDUE_AFTER
+        return (arrived is not None and arrived < self._last_arrival
+                and self._clock - arrived > self._longest * OVERDUE_AFTER)
 
     def _chooser(self, policy: str, tasks: list[Task]):
         """A step function for :func:`~scalpel_executor.core.orders.trace`: ``policy``'s decisions
@@ -484,6 +503,7 @@ class Scheduler:
         for task in tasks:
             del self._waiting[task.seq]
             self._arrived.pop(task.seq, None)
+            self._wide_waiting -= task.cores > 1 or needs_resources(task)
         if front:
             self._buffers[domain].extendleft(reversed(tasks))
         else:
@@ -544,26 +564,29 @@ class Scheduler:
         return self._take_planned(at, domain), reason
 
     def _elsewhere(self, task: Task, slot: Slot, running: list[admission.Running]) -> bool:
-        """Whether ``task``, which would co-run past the tolerance on ``slot``'s domain, fits on the
-        domain of an idle core this dispatch round serves later: ``slot`` is then passed over once
-        and served again at the end of the round, so the task starts there instead. Plans dispatch
+        """Whether ``task``, which would co-run past the tolerance on ``slot``'s domain, would start
+        on the domain of an idle core this dispatch round serves later (it fits there, is no
+        unmeasured bet there, and no core there waits for a measurement): ``slot`` is then passed
+        over once and served again at the end of the round, leaving the task to that core. Plans dispatch
         to domains in a fixed order, so a task arriving while others run (a DAG's child) was
         planned onto the first domain with a free core, beside a long task there, while another
-        domain stood idle. Only with one-core tasks about: a core idle beside a wider task's
+        domain stood idle. Only while no task waiting or running asks for several cores, memory or
+        accelerators (counted in ``_wide_waiting``): a core idle beside a wider task's
         reservation is not free to take, and with wide tasks waiting moving a one-core task cost
         more than it saved (docs/benchmarks.md, "A co-run placed where it fits")."""
-        if (self._serving_next is None or slot.index in self._passed
-                or not admission.overflows(self._context.model, self._context.llc, running, task)
-                or any(t.cores > 1 or needs_resources(t) for t in self._running.values())
-                or any(g.tasks[0].cores > 1 or needs_resources(g.tasks[0]) for g in self._plan)):
+        model, llc = self._context.model, self._context.llc
+        if (self._serving_next is None or slot.index in self._passed or self._wide_waiting
+                or not admission.overflows(model, llc, running, task)
+                or any(t.cores > 1 or needs_resources(t) for t in self._running.values())):
             return False
         for other in self._serving_next:
             if other.domain == slot.domain or not self._idle[other.index] or other.index in self._disabled:
                 continue
             there = [admission.Running(t, 0.0) for index, t in self._running.items()
                      if self.slots[index].domain == other.domain]
-            if not admission.overflows(self._context.model, self._context.llc, there, task):
-                return True
+            if (not admission.overflows(model, llc, there, task) and not admission.unmeasured_risk(task, there, model, llc)
+                    and self._measure_wait(task, other.domain) is None):
+                return True  # it would start there: it fits, and it is no unmeasured bet there
         return False
 
     def _measure_wait(self, head: Task, domain: int) -> float | None:

@@ -116,8 +116,9 @@ def test_the_simulator_groups_a_late_burst_together_when_it_holds_arrivals():
     assert len({r.domain for r in plain.records if r.name.startswith("big")}) == 1
     assert len({r.domain for r in held.records if r.name.startswith("big")}) == 2
     assert held.makespan < plain.makespan
-    admitted = simulate(tasks, [[0, 1], [2, 3]], 32 * 2**20, "scalpel")
-    assert len({r.domain for r in admitted.records if r.name.startswith("big")}) == 2
+    for batching in (None, Batching(window=0.01, quiet=0.01)):
+        admitted = simulate(tasks, [[0, 1], [2, 3]], 32 * 2**20, "scalpel", batching=batching)
+        assert len({r.domain for r in admitted.records if r.name.startswith("big")}) == 2
 
 
 def test_a_lone_arrival_expected_to_run_long_waits_for_company_up_to_the_window():
