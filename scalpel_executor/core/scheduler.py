@@ -181,7 +181,6 @@ class Scheduler:
         self._joined_running = False  # the latest tasks added arrived while others ran
         self._arrived: dict[int, float] = {}  # task seq -> the driver's clock at the first dispatch after its add
         self._unstamped: list[int] = []  # seqs added since the latest dispatch told the clock
-        self._stamps: deque[tuple[float, int]] = deque()  # (arrived, seq) not yet found overdue, oldest first
         self._last_arrival = -math.inf  # the latest arrival stamped: only tasks older than it can be passed
         self._wide_waiting = 0  # waiting tasks of several cores, or declaring memory or accelerators
         self._longest = 0.0  # the longest run time estimate added so far (_overdue)
@@ -249,13 +248,7 @@ class Scheduler:
             for seq in self._unstamped:
                 if seq in self._waiting:
                     self._arrived[seq] = now
-                    self._stamps.append((now, seq))
                     self._last_arrival = now
-            if self._admits:  # a task that became overdue since is planned ahead at once (_overdue)
-                while self._stamps and now - self._stamps[0][0] > self._longest * OVERDUE_AFTER:
-                    arrived, seq = self._stamps.popleft()
-                    if seq in self._waiting and arrived < self._last_arrival:
-                        self._dirty = True
         self._unstamped.clear()  # without the clock nothing is stamped: no task becomes overdue
         per_domain: list[list[Slot]] = [[] for _ in self.cores_per_domain]
         for slot in self.slots:
@@ -396,7 +389,6 @@ class Scheduler:
         self._waiting.clear()
         self._arrived.clear()
         self._unstamped.clear()
-        self._stamps.clear()
         self._wide_waiting = 0
         self._plan = []
         self._dirty = False

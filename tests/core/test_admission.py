@@ -398,22 +398,3 @@ def test_a_short_task_released_early_is_not_passed_by_longer_arrivals_for_ever()
     s.release(0)
     assert [a.task.id for a in s.dispatch(22.0)] == ["long-c"]
 
-
-def test_a_task_that_becomes_overdue_while_arrivals_are_merged_is_planned_ahead_at_the_next_dispatch():
-    # While the plan holds at least two tasks per core, arrivals are merged into it without a
-    # replan; the short task released at 0 was behind every merged longer one. Once it has waited
-    # more than 2 x 10 s, the next dispatch plans it ahead.
-    s = Scheduler([[0]], "scalpel", llc=LLC)
-    s.dispatch(0.0)
-    s.add([Task("A", 1 * MiB, 10.0), Task("short", 1 * MiB, 1.0)])
-    assert [a.task.id for a in s.dispatch(0.0)] == ["A"]
-    s.add([Task("B", 1 * MiB, 10.0), Task("C", 1 * MiB, 10.0)])
-    s.release(0)
-    assert [a.task.id for a in s.dispatch(10.0)] == ["B"]
-    s.add([Task("D", 1 * MiB, 10.0)])  # merged: the plan holds C and the short task
-    s.release(0)
-    assert [a.task.id for a in s.dispatch(20.0)] == ["C"]  # waited 20 s: not yet overdue
-    s.add([Task("E", 1 * MiB, 10.0)])  # merged ahead of it
-    assert s.dispatch(25.0) == []  # the core is busy; the short task has waited 25 s
-    s.release(0)
-    assert [a.task.id for a in s.dispatch(30.0)] == ["short"]
