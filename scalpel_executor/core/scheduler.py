@@ -444,12 +444,12 @@ class Scheduler:
             levels.setdefault(task.priority, []).append(task)
         plan: list[Group] = []
         for priority in sorted(levels, reverse=True):
-            overdue = [task for task in levels[priority] if self._overdue(task)] if self._admits else []
-            if overdue:
-                plan += self._plan_function(overdue, self._context)
-                levels[priority] = [task for task in levels[priority] if not self._overdue(task)]
-            if levels[priority]:
-                plan += self._plan_function(levels[priority], self._context)
+            overdue, rest = [], []
+            for task in levels[priority]:
+                (overdue if self._admits and self._overdue(task) else rest).append(task)
+            for part in (overdue, rest):
+                if part:
+                    plan += self._plan_function(part, self._context)
         # Pinned groups (di) go straight to their domain's buffer; the rest wait in order.
         self._plan = []
         for group in plan:
