@@ -63,7 +63,7 @@ from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import load_model
 from scalpel_executor.learning.estimates import Estimator
 from scalpel_executor.learning.host_model import (MIN_OBSERVATIONS, HostFit, HostModelStore, TaskSpan, busy_reason,
-                                                  host_id, model_report)
+                                                  host_id, model_report, spawn_refit)
 from scalpel_executor.learning.hints import HintAudit, parse_hints, parse_walltime, scheduling_priority
 from scalpel_executor.learning.sampling import MEASURE_EVERY, MEASURE_FIRST, REMEASURE_DRIFT, Sampling
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, TaskExit,
@@ -387,7 +387,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self._model_source = "default" if contention_model is None else "given"
         self._planning_model = self.contention_model
         self._host_models: HostModelStore | None = None
-        self._host_fit: HostFit | None = None  # this host's fit after the run (at shutdown)
+        self._host_fit: HostFit | None = None  # this host's fit as stored at shutdown, before this run's co-runs
+        self._coruns_stored = 0  # this run's co-runs stored at shutdown for the host's fit
+        self._refit_spawned = False  # a detached refit was started (at start: the fit was stale; at shutdown)
         self._host_loads: list[float] = []  # the host's load averages sampled over the run (busy_reason)
         self._not_learned: str | None = None  # why this run's co-runs were not added to the host's fit
         self._host_preview: tuple[int, HostFit | None] | None = None  # (records, fit) for run_report before it
@@ -516,12 +518,17 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
     def _use_host_model(self) -> None:
         """Plan with this host's fit when it rests on :data:`MIN_OBSERVATIONS` co-runs and beats
         the default beyond chance (:attr:`HostFit.beats_default`); a store problem leaves the
-        default (the fit's store warns once and carries on in memory)."""
+        default (the fit's store warns once and carries on in memory). A fit older than the
+        co-runs stored (its refit died, or still runs) is planned with as it is and refitted in
+        the background (:func:`~scalpel_executor.learning.host_model.spawn_refit`)."""
         store = self._estimator.store if self._estimator is not None else None
         self._host_loads = _load_averages()
+        host = host_id(self._topology)
         try:
             self._host_models = HostModelStore(store.path if store is not None and store.persistent else None)
-            fit = self._host_models.fitted(host_id(self._topology))
+            fit = self._host_models.fitted(host)
+            if self._host_models.stale(host):
+                self._refit(self._host_models, host)
         except Exception as error:  # noqa: BLE001 - never fail a run for what it could learn
             logger.warning("executor %r plans with the default contention model: the host's fit could not be "
                            "read (%s)", self.label, error)
@@ -538,23 +545,38 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                         "from %d co-runs", self.label, fit.model.capacity_fraction, fit.model.sensitivity,
                         fit.observations)
 
+    def _refit(self, models: HostModelStore, host: str) -> None:
+        """Refit the host's model in a detached process (persistent stores only: an in-memory one
+        ends with this process); its warnings go to ``<run_dir>/<label>/host-refit.log``."""
+        path = models.path if models.problem is None else None
+        if path is None:
+            return
+        log_dir = self._log_dir()
+        spawn_refit(path, host, self._topology.llc_size,
+                    None if log_dir is None else os.path.join(log_dir, "host-refit.log"))
+        self._refit_spawned = True
+
     def _task_spans(self) -> list[TaskSpan]:
         return task_spans(self.records)
 
     def _learn_host_model(self) -> None:
-        """Add this run's co-runs to the host's and refit (shutdown); a fault is one warning."""
+        """Store this run's co-runs for the host's fit, in one transaction, and leave the refit to a
+        detached process (shutdown: milliseconds, where a refit over a full history takes seconds);
+        a fault is one warning. ``_host_fit`` is the fit as stored before this run's co-runs."""
         store, self._host_models = self._host_models, None
         if store is None:
             return
+        host = host_id(self._topology)
         host_cores = os.cpu_count() or len(self._topology.cpus)  # a load average is the whole host's
         self._not_learned = busy_reason(self._host_loads + _load_averages(), host_cores)
-        if self._not_learned is not None:
-            logger.info("executor %r adds nothing to the host's contention fit: %s", self.label, self._not_learned)
-            self._host_fit = store.fitted(host_id(self._topology))
-            store.close()
-            return
         try:
-            self._host_fit = store.learn(host_id(self._topology), self._topology.llc_size, self._task_spans())
+            self._host_fit = store.fitted(host)
+            if self._not_learned is not None:
+                logger.info("executor %r adds nothing to the host's contention fit: %s", self.label, self._not_learned)
+                return
+            self._coruns_stored = store.record(host, self._task_spans())
+            if self._coruns_stored:
+                self._refit(store, host)
         except Exception as error:  # noqa: BLE001 - never fail a shutdown for what it could learn
             logger.warning("executor %r could not add this run's co-runs to the host's contention fit: %s",
                            self.label, error)
@@ -576,8 +598,10 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             fit = self._host_preview[1]
         footprints = [float(r.stats.get("footprint") or r.stats.get("scheduled_footprint") or r.footprint)
                       for r in records if r.started is not None]
-        return model_report(self._planning_model, self._model_source, host_id(self._topology),
-                            self._topology.llc_size, fit, footprints, self._not_learned)
+        report = model_report(self._planning_model, self._model_source, host_id(self._topology),
+                              self._topology.llc_size, fit, footprints, self._not_learned)
+        report.update(coruns_stored=self._coruns_stored, refit_in_background=self._refit_spawned)
+        return report
 
     def _make_estimator(self) -> Estimator:
         return Estimator(self._open_store(), self._default_footprint_bytes, self.default_runtime,
@@ -754,8 +778,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         measurement (:data:`~scalpel_executor.core.admission.MEASURE_WAIT`) that ended in a start,
         and their seconds (each row's ``measure_wait``); ``contention_model`` says which model the plan used (``planned_with``), where
         it came from (``source``: ``given``, ``fitted on this host``, ``default``), this host's fit
-        with this run's co-runs (``fitted``: rho, sigma, the co-runs it rests on; before shutdown a
-        preview) and what it predicts for this run's two largest footprints together
+        (``fitted``: rho, sigma, the co-runs it rests on; before shutdown a preview with this run's
+        co-runs, after it the fit as stored, without them: shutdown stores them, ``coruns_stored``,
+        and a detached process refits, ``refit_in_background``) and what it predicts for this run's two largest footprints together
         (``two_largest``); ``mixed_keys`` names the profile keys whose tasks measured four or more
         times apart (:func:`~scalpel_executor.runtime.report.mixed_keys`); ``tasks`` has one row
         per task, its ``priority`` the user's hint.

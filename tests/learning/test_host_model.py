@@ -216,3 +216,46 @@ def test_a_busy_host_is_named_with_its_load():
     reason = host_model.busy_reason([1.0, 4.3], 2)
     assert reason.startswith("the host was busy with other work (load average 4.3 on 2 cores, more than 1.5 per core)")
     assert host_model.busy_reason([], 2) is None  # no load average on this platform: learn
+
+
+def test_recording_a_run_stores_its_co_runs_and_leaves_the_fit_stale_until_a_refit(tmp_path):
+    truth, llc, host = ContentionModel(0.5, 0.6), 64 * MiB, "h 1x2:64MiB"
+    store = HostModelStore(tmp_path / "profiles.sqlite")
+    assert not store.stale(host)  # nothing stored: nothing to refit
+    added = store.record(host, run_spans(truth, llc, 1))
+    assert added == len(store.history(host)[0]) > 0
+    assert store.stale(host) and store.fitted(host) is None  # stored, not fitted: shutdown's share
+    fit = store.refit(host, llc)
+    assert fit is not None and store.fitted(host) == fit and not store.stale(host)
+    store.record(host, run_spans(truth, llc, 2))
+    assert store.stale(host) and store.fitted(host) == fit  # the next run plans with the stored fit
+    assert store.refit(host, llc).observations > fit.observations
+    store.close()
+
+
+def test_a_refit_that_finds_nothing_to_fit_is_not_started_again(tmp_path):
+    store = HostModelStore(tmp_path / "profiles.sqlite")
+    store.record("h", [TaskSpan("a", 0, 0.0, 1.0, 1.0, 8 * MiB)])  # a solo time, no co-run
+    assert store.stale("h")
+    assert store.refit("h", 64 * MiB) is None and not store.stale("h")
+    store.close()
+
+
+def test_the_detached_refit_fits_what_was_stored(tmp_path):
+    import time
+
+    truth, llc, host = ContentionModel(0.5, 0.6), 64 * MiB, "h 1x2:64MiB"
+    path = tmp_path / "profiles.sqlite"
+    store = HostModelStore(path)
+    store.record(host, run_spans(truth, llc, 1))
+    expected = HostModelStore(None).learn(host, llc, run_spans(truth, llc, 1))
+    host_model.spawn_refit(path, host, llc, tmp_path / "refit.log")
+    deadline = time.monotonic() + 60
+    while store.stale(host) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    fit = store.fitted(host)
+    store.close()
+    assert fit is not None and fit.observations == expected.observations, (tmp_path / "refit.log").read_text() \
+        if (tmp_path / "refit.log").exists() else "no log"
+    assert fit.model.capacity_fraction == pytest.approx(expected.model.capacity_fraction)
+    assert not (tmp_path / "refit.log").exists()  # nothing to say: no file

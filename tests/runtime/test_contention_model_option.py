@@ -127,3 +127,49 @@ def test_a_run_on_a_busy_host_adds_nothing_to_the_hosts_fit(tmp_path, monkeypatc
     with sqlite3.connect(store) as connection:
         assert connection.execute("SELECT COUNT(*) FROM host_coruns").fetchone() == (0,)
         assert connection.execute("SELECT COUNT(*) FROM host_solo").fetchone() == (0,)
+
+
+KILLED_AFTER_CLEANUP = """
+import os, signal, sys, time
+import parsl
+from parsl import python_app
+from parsl.config import Config
+from scalpel_executor.learning import host_model
+from scalpel_executor.runtime.executor import ScalpelExecutor
+
+host_model.BUSY_LOAD = float("inf")  # the test machine's own load must not stop learning
+
+@python_app
+def nap(seconds, parsl_resource_specification={}):
+    import time
+    time.sleep(seconds)
+    return seconds
+
+executor = ScalpelExecutor(label="scalpel", topology="1x2:56MiB", profiles=sys.argv[1], policy="fifo")
+dfk = parsl.load(Config(executors=[executor], run_dir=sys.argv[2]))
+spec = {"footprint": "40MiB", "runtime": 0.3}
+assert [f.result(timeout=60) for f in [nap(0.3, parsl_resource_specification=spec) for _ in range(4)]] == [0.3] * 4
+dfk.cleanup()
+os.kill(os.getpid(), signal.SIGKILL)  # the process ends right after cleanup() returned: no refit of ours finishes
+"""
+
+
+def test_a_process_killed_right_after_cleanup_keeps_its_runs_co_runs(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    store = tmp_path / "profiles.sqlite"
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED_AFTER_CLEANUP)
+    done = subprocess.run([sys.executable, str(script), str(store), str(tmp_path / "run")], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
+    with sqlite3.connect(store) as connection:
+        coruns = connection.execute("SELECT COUNT(*) FROM host_coruns").fetchone()[0]
+    assert coruns >= 2  # two pairs of 0.3 s tasks, side by side on the one domain
+    models = HostModelStore(store)
+    try:
+        assert len(models.history(host_id(Topology.from_spec("1x2:56MiB")))[0]) == coruns
+    finally:
+        models.close()
