@@ -13,11 +13,11 @@ import sys
 from collections.abc import Sequence
 
 from scalpel_executor import __version__
-from scalpel_executor.cli import bench, calibrate, demo, profile, simulate, topology
+from scalpel_executor.cli import bench, calibrate, demo, profile, report, simulate, topology
 from scalpel_executor.cli.common import CommandFailed
 
 #: In the order ``scalpel --help`` lists them.
-COMMANDS = (topology, simulate, demo, bench, calibrate, profile)
+COMMANDS = (topology, simulate, demo, bench, calibrate, profile, report)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -92,7 +92,7 @@ from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.tasks import Task
 
 __all__ = ["unmeasured_risk", "overflows", "guessed_runtimes", "GUESSED_SPREAD", "TOLERANCE", "OVERDUE_FRACTION", "FITS", "FORESEEN", "KEPT_APART", "CORUN_WAIT_COSTS_MORE", "CORUN_NOTHING_FITS",
-           "CORUN_LEAST_HARM", "CORUN_LESS_HARM", "CORUN_NO_BETTER_LATER", "CORUN_AFTER_MEASURE_WAIT", "LEAST_HARM_LOOKAHEAD", "MEASURE_WAIT", "BACKFILLED", "PLANNED", "REASONS", "Running", "Decision", "decide"]
+           "CORUN_LEAST_HARM", "CORUN_LESS_HARM", "CORUN_NO_BETTER_LATER", "CORUN_AFTER_MEASURE_WAIT", "LEAST_HARM_LOOKAHEAD", "MEASURE_WAIT", "BACKFILLED", "PLANNED", "REASONS", "ACCEPTED_CORUNS", "REASONS_EXPLAINED", "Running", "Decision", "decide"]
 
 TOLERANCE = 0.05  # a co-run "overflows" when the model slows some task by more than 5% beyond R alone
 OVERDUE_FRACTION = 0.1  # a task past its estimate is assumed to have this fraction of it left
@@ -116,6 +116,34 @@ BACKFILLED = "backfilled"  # the plan's next task waits for cores, memory or acc
 REASONS = (PLANNED, FITS, FORESEEN, KEPT_APART, CORUN_WAIT_COSTS_MORE, CORUN_NOTHING_FITS,
            CORUN_LEAST_HARM, CORUN_LESS_HARM, CORUN_NO_BETTER_LATER, CORUN_AFTER_MEASURE_WAIT,
            BACKFILLED)  # reasons a task started
+#: The starts the rule made knowing they co-run past TOLERANCE on their domain, or bet an unmeasured
+#: footprint beside its twin or a large task: every ``co-run: ...`` reason. The others start a task
+#: that fits (FITS, KEPT_APART, BACKFILLED) or one nobody checked (PLANNED).
+ACCEPTED_CORUNS = (FORESEEN, CORUN_WAIT_COSTS_MORE, CORUN_NOTHING_FITS, CORUN_LEAST_HARM, CORUN_LESS_HARM,
+                   CORUN_NO_BETTER_LATER, CORUN_AFTER_MEASURE_WAIT)
+#: Each reason in one line, for people (``scalpel report``'s legend; README.md's table of them).
+REASONS_EXPLAINED = {
+    PLANNED: "the policy's plan chose it; this policy does not check a start against what runs (only scalpel does)",
+    FITS: f"the model predicted no task on its domain slowed by more than {TOLERANCE:.0%} with it there",
+    FORESEEN: f"the model predicted a slowdown past {TOLERANCE:.0%} with it there, but the plan had checked "
+              "this co-run and chose it",
+    KEPT_APART: "it fits, and started in place of the plan's next task, which would have slowed its domain "
+                f"past {TOLERANCE:.0%} (or bet on an unmeasured footprint)",
+    CORUN_WAIT_COSTS_MORE: f"a slowdown past {TOLERANCE:.0%} with it there; a waiting task fitted, but the model "
+                           "predicted the run ending later with that one first",
+    CORUN_NOTHING_FITS: f"a slowdown past {TOLERANCE:.0%} with it there (or a bet on an unmeasured footprint), "
+                        "and no waiting task fitted",
+    CORUN_LEAST_HARM: "nothing waiting fitted and run times were still guesses: of the waiting tasks, "
+                      "this one slowed its domain least",
+    CORUN_LESS_HARM: "nothing waiting fitted: this measured task slowed its domain less than the plan's next, "
+                     "and the model predicted the run ending no later with it first",
+    CORUN_NO_BETTER_LATER: f"a slowdown past {TOLERANCE:.0%} with it there, but run times were guesses and "
+                           "waiting would buy no lighter company: beside the lightest waiting task, as slow",
+    CORUN_AFTER_MEASURE_WAIT: f"only tasks of its profile key waited: its core idled up to {MEASURE_WAIT} s for a "
+                              "running one to be measured, then it started beside it",
+    BACKFILLED: "it fits, and started ahead of the plan's next task, which waits for cores, memory or "
+                "accelerators and which it cannot delay",
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,17 +51,27 @@ def gantt(results: Sequence, llc: int, domains: list[list[int]], path: Path) -> 
     for name in dict.fromkeys(r.executor for r in results):
         runs = sorted((r for r in results if r.executor == name), key=lambda r: r.makespan)
         chosen[name] = runs[len(runs) // 2]
-    cpus = sorted({cpu for d in domains for cpu in d} | {row["cpu"] for r in chosen.values() for row in r.tasks})
-    footprints = [row["footprint"] for r in chosen.values() for row in r.tasks]
+    return draw_gantt({f"{name}: makespan {run.makespan:.1f} s (median run)": run.tasks for name, run in chosen.items()},
+                      llc, domains, path, clock="seconds since the batch was submitted")
+
+
+def draw_gantt(runs: dict[str, Sequence[dict]], llc: float | None, domains: list[list[int]], path: Path | str, *,
+               clock: str) -> Path | str:
+    """Draw one panel per run, titled by its key: its tasks (rows of ``cpu``, ``start``, ``end`` and
+    ``footprint`` bytes) per core over time, coloured by footprint, and below it the summed running
+    footprint per domain (CPU lists) against ``llc`` (None: unknown, no line). ``clock`` names the
+    time axis."""
+    cpus = sorted({cpu for d in domains for cpu in d} | {row["cpu"] for rows in runs.values() for row in rows})
+    footprints = [row["footprint"] for rows in runs.values() for row in rows]
     norm = colors.LogNorm(vmin=max(min(footprints), 1), vmax=max(max(footprints), 2))
     cmap = matplotlib.colormaps["viridis"]
-    horizon = max(row["end"] for r in chosen.values() for row in r.tasks) * 1.02
-    figure, axes = plt.subplots(2 * len(chosen), 1, figsize=(11, 2.4 * len(chosen) * 2), layout="constrained",
-                                gridspec_kw={"height_ratios": [max(len(cpus), 1), 1.4] * len(chosen)},
+    horizon = max(row["end"] for rows in runs.values() for row in rows) * 1.02
+    figure, axes = plt.subplots(2 * len(runs), 1, figsize=(11, 2.4 * len(runs) * 2), layout="constrained",
+                                gridspec_kw={"height_ratios": [max(len(cpus), 1), 1.4] * len(runs)},
                                 squeeze=False)
-    for index, (name, run) in enumerate(chosen.items()):
+    for index, (title, rows) in enumerate(runs.items()):
         lanes, load = axes[2 * index][0], axes[2 * index + 1][0]
-        for row in run.tasks:
+        for row in rows:
             lane = cpus.index(row["cpu"]) if row["cpu"] in cpus else len(cpus)
             lanes.barh(lane, row["end"] - row["start"], left=row["start"], height=0.8,
                        color=cmap(norm(max(row["footprint"], 1))), edgecolor="black", linewidth=0.5)
@@ -71,17 +81,18 @@ def gantt(results: Sequence, llc: int, domains: list[list[int]], path: Path) -> 
         lanes.set_yticks(range(len(cpus)), [f"CPU {c}" for c in cpus])
         lanes.set_xlim(0, horizon)
         lanes.invert_yaxis()
-        lanes.set_title(f"{name}: makespan {run.makespan:.1f} s (median run)", loc="left", fontsize=10)
+        lanes.set_title(title, loc="left", fontsize=10)
         for domain_index, domain in enumerate(domains):
-            events = sorted({0.0, horizon} | {row[k] for row in run.tasks for k in ("start", "end")})
-            level = [sum(row["footprint"] for row in run.tasks if row["cpu"] in domain and row["start"] <= t < row["end"])
+            events = sorted({0.0, horizon} | {row[k] for row in rows for k in ("start", "end")})
+            level = [sum(row["footprint"] for row in rows if row["cpu"] in domain and row["start"] <= t < row["end"])
                      for t in events]
             load.step(events, [v / 2**20 for v in level], where="post", label=f"domain {domain_index} running footprint")
-        load.axhline(llc / 2**20, color="red", linestyle="--", linewidth=1, label=f"LLC {format_size(llc)}")
+        if llc:
+            load.axhline(llc / 2**20, color="red", linestyle="--", linewidth=1, label=f"LLC {format_size(llc)}")
         load.set_xlim(0, horizon)
         load.set_ylabel("MiB", fontsize=8)
         load.legend(fontsize=7, loc="upper right")
-        load.set_xlabel("seconds since the batch was submitted", fontsize=8)
+        load.set_xlabel(clock, fontsize=8)
     figure.colorbar(cm.ScalarMappable(norm=norm, cmap=cmap), ax=[row[0] for row in axes], label="task footprint (bytes)",
                     fraction=0.025, pad=0.01)
     figure.suptitle("Which task ran on which core when (colour: footprint); below each: the domain's summed "

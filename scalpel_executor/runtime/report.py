@@ -5,6 +5,11 @@ each task it completes (``records``); ``run_report()`` counts them and lists the
 :func:`task_rows`, ``shutdown()`` writes the report with :func:`write_report` and hands
 :func:`task_spans` to this host's contention fit (:mod:`scalpel_executor.learning.host_model`).
 The fields are documented in docs/executor.md.
+
+Read back, a report explains its run: :func:`over_cache_coruns` finds, from the rows alone, when
+tasks whose footprints together overflow their domain's LLC ran at once and which start made each
+such co-run; :func:`run_summary` says the run in one sentence (logged at cleanup, printed first by
+``scalpel report``, which lists the rows and the co-runs' seconds per task).
 """
 
 from __future__ import annotations
@@ -13,15 +18,17 @@ import json
 import logging
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from scalpel_executor.core.admission import ACCEPTED_CORUNS, PLANNED
 from scalpel_executor.core.units import format_size
 from scalpel_executor.learning.host_model import TaskSpan
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TaskRecord", "task_rows", "task_spans", "measure_waits", "mixed_keys", "describe_mixed", "write_report"]
+__all__ = ["TaskRecord", "task_rows", "task_spans", "measure_waits", "mixed_keys", "describe_mixed", "write_report",
+           "OverCache", "corun_footprint", "row_span", "over_cache_coruns", "seconds_covered", "run_summary"]
 
 
 @dataclass(frozen=True)
@@ -163,3 +170,161 @@ def write_report(path: str, report: dict) -> None:
         return
     logger.info("run report %s: %d tasks; footprint sources %s; run time sources %s", path,
                 report["tasks_finished"], report["sources"]["footprint"], report["sources"]["runtime"])
+
+
+def corun_footprint(row: Mapping) -> float:
+    """The bytes a report row's task held in its LLC: its measured footprint, else the footprint the
+    scheduler started it with, else the one estimated at submit (as :func:`task_spans` takes it)."""
+    return float(row.get("measured_footprint") or row.get("scheduled_footprint") or row.get("estimated_footprint") or 0.0)
+
+
+def row_span(row: Mapping) -> tuple[float, float] | None:
+    """When a report row's task ran, in the rows' seconds: from ``started`` for its measured wall
+    time, else to ``finished`` (None: it never started). ``finished`` is when its result reached the
+    executor, after the worker's core had taken its next task: it would overlap that one."""
+    if row.get("started") is None:
+        return None
+    wall = row.get("measured_runtime")
+    if isinstance(wall, (int, float)) and math.isfinite(wall) and wall >= 0:
+        return row["started"], row["started"] + wall
+    return row["started"], row["finished"]
+
+
+@dataclass(frozen=True)
+class OverCache:
+    """A stretch of a run during which the same tasks, two or more, ran at once on one LLC domain
+    and their footprints (:func:`corun_footprint`) together exceeded its LLC."""
+
+    domain: int
+    start: float  # seconds since the run's first task started, as the rows' ``started``
+    end: float
+    tasks: tuple[int, ...]  # task ids, in the order they started
+    reason: str | None  # the admission reason of the last of them to start: the start that made this co-run
+
+
+def over_cache_coruns(report: Mapping) -> list[OverCache]:
+    """Every stretch of ``report``'s run during which tasks overflowing their domain's LLC ran together.
+
+    A row runs on its ``domain`` for its :func:`row_span`; a domain whose ``llc_size`` the
+    report's ``topology`` does not give is skipped, as are rows that never started. The stretches
+    of one domain do not overlap; they are in domain, then time, order.
+
+    Notes
+    -----
+    One sweep over the rows' starts and ends per domain: O(n log n + n k) for n rows and at most k
+    tasks running at once on a domain. The rows do not name a node, so a report of provider mode,
+    whose domains are numbered per node, counts tasks of different nodes' same-numbered domains
+    as running together.
+
+    >>> rows = [{"task_id": 1, "domain": 0, "started": 0.0, "finished": 2.0, "measured_footprint": 20e6, "admission": "fits"},
+    ...         {"task_id": 2, "domain": 0, "started": 1.0, "finished": 3.0, "measured_footprint": 20e6,
+    ...          "admission": "co-run: nothing fits"}]
+    >>> over_cache_coruns({"topology": {"domains": [{"index": 0, "llc_size": 32e6}]}, "tasks": rows})
+    [OverCache(domain=0, start=1.0, end=2.0, tasks=(1, 2), reason='co-run: nothing fits')]
+    """
+    llc = {domain["index"]: domain.get("llc_size") for domain in report["topology"]["domains"]}
+    by_domain: dict[int, list[tuple[Mapping, tuple[float, float]]]] = {}
+    for row in report["tasks"]:
+        span = row_span(row)
+        if span is not None and llc.get(row.get("domain")):
+            by_domain.setdefault(row["domain"], []).append((row, span))
+    stretches: list[OverCache] = []
+    for domain in sorted(by_domain):
+        rows = [row for row, _ in by_domain[domain]]
+        # an end sorts before a start at the same moment: tasks that merely touch never ran together
+        events = sorted([(start, 1, index) for index, (_, (start, _)) in enumerate(by_domain[domain])]
+                        + [(end, 0, index) for index, (_, (_, end)) in enumerate(by_domain[domain])])
+        running: dict[int, Mapping] = {}
+        held = 0.0
+        for (moment, starts, index), following in zip(events, [*events[1:], None]):
+            row = rows[index]
+            if starts:
+                running[index] = row
+                held += corun_footprint(row)
+            elif running.pop(index, None) is not None:
+                held -= corun_footprint(row)
+            if following is None or following[0] <= moment or len(running) < 2 or held <= llc[domain]:
+                continue
+            order = sorted(running.values(), key=lambda r: (r["started"], r["task_id"]))
+            tasks = tuple(r["task_id"] for r in order)
+            last = stretches[-1] if stretches else None
+            if last is not None and last.domain == domain and last.tasks == tasks and last.end == moment:
+                stretches[-1] = OverCache(domain, last.start, following[0], tasks, last.reason)
+            else:
+                stretches.append(OverCache(domain, moment, following[0], tasks, order[-1].get("admission")))
+    return stretches
+
+
+def seconds_covered(stretches: Iterable[OverCache]) -> float:
+    """The seconds during which at least one of ``stretches`` lasted: overlaps on different domains
+    count once.
+
+    >>> seconds_covered([OverCache(0, 0.0, 2.0, (1, 2), None), OverCache(1, 1.0, 3.0, (3, 4), None)])
+    3.0
+    """
+    covered, reached = 0.0, -math.inf
+    for stretch in sorted(stretches, key=lambda stretch: stretch.start):
+        if stretch.end > reached:
+            covered += stretch.end - max(stretch.start, reached)
+            reached = stretch.end
+    return covered
+
+
+#: How :func:`run_summary` names each estimate source (learning.estimates.SOURCES), in that order.
+SOURCE_WORDS = {"hint": "from hints", "learned": "learned in this run", "store": "from the profile store",
+                "shape": "from the call's shape key", "app": "from the app's other calls", "prior": "guessed"}
+
+
+def run_summary(report: Mapping, path: str | None) -> str:
+    """``report``'s run in one sentence, for a terminal and the log: the tasks and the machine, how
+    long tasks overflowing their LLC ran together and how much of that the admission rule accepted
+    knowingly (:data:`~scalpel_executor.core.admission.ACCEPTED_CORUNS`: the co-run's last start
+    carried such a reason), where the estimates came from, and, with ``path``, where the report
+    is and the command that explains it.
+
+    The seconds are those of :func:`seconds_covered` over :func:`over_cache_coruns`.
+
+    >>> row = {"domain": 0, "measured_footprint": 20e6}
+    >>> report = {"executor": "scalpel", "policy": "scalpel", "tasks_finished": 3, "tasks_failed": 1,
+    ...           "topology": {"total_cores": 2, "domains": [{"index": 0, "llc_size": 32e6}]},
+    ...           "sources": {"footprint": {"store": 2, "prior": 1}, "runtime": {"prior": 1, "store": 2}},
+    ...           "tasks": [{**row, "task_id": 1, "started": 0.0, "finished": 2.0, "admission": "fits"},
+    ...                     {**row, "task_id": 2, "started": 1.5, "finished": 3.0, "admission": "co-run: nothing fits"},
+    ...                     {**row, "task_id": 3, "started": 2.5, "finished": 4.0, "admission": "fits"}]}
+    >>> print(run_summary(report, "runinfo/007/scalpel-scalpel-report.json"))
+    scalpel: 3 tasks (1 failed) on 2 cores in 1 LLC domain; co-runs over the LLC lasted 1.00 s,
+    0.50 s of it accepted at admission; estimates: 2 from the profile store, 1 guessed;
+    report: runinfo/007/scalpel-scalpel-report.json (scalpel report runinfo/007)
+    """
+    topology = report["topology"]
+    domains = len(topology["domains"])
+    parts = [f"{report['executor']}: {report['tasks_finished']} tasks ({report['tasks_failed']} failed) on "
+             f"{topology['total_cores']} cores in {domains} LLC domain{'s' if domains != 1 else ''}",
+             _corun_words(report), _source_words(report["sources"])]
+    if path is not None:
+        parts.append(f"report: {path} (scalpel report {os.path.dirname(path) or path})")
+    return "; ".join(parts)
+
+
+def _corun_words(report: Mapping) -> str:
+    if not any(domain.get("llc_size") for domain in report["topology"]["domains"]):
+        return "LLC size unknown, co-runs over it not counted"
+    stretches = over_cache_coruns(report)
+    if not stretches:
+        return "no co-runs over the LLC"
+    together = f"co-runs over the LLC lasted {seconds_covered(stretches):.2f} s"
+    if all(stretch.reason == PLANNED for stretch in stretches):
+        return f"{together} (policy {report['policy']} does not check starts against what runs)"
+    accepted = seconds_covered(stretch for stretch in stretches if stretch.reason in ACCEPTED_CORUNS)
+    return f"{together}, {accepted:.2f} s of it accepted at admission"
+
+
+def _source_words(sources: Mapping) -> str:
+    def words(counts: Mapping) -> str:
+        named = [f"{counts[source]} {SOURCE_WORDS.get(source, source)}" for source in
+                 [*SOURCE_WORDS, *sorted(set(counts) - set(SOURCE_WORDS))] if counts.get(source)]
+        return ", ".join(named) or "none"
+    footprint, runtime = sources["footprint"], sources["runtime"]
+    if footprint == runtime:
+        return f"estimates: {words(footprint)}"
+    return f"footprints: {words(footprint)}; run times: {words(runtime)}"

@@ -10,7 +10,7 @@ from scalpel_executor.cli import COMMANDS, build_parser
 from scalpel_executor.cli.common import at_least, comma_list
 from scalpel_executor.experiments.plans import BENCH, BENCH_SMOKE, DEMO, DEMO_QUICK
 
-NAMES = ("topology", "simulate", "demo", "bench", "calibrate", "profile")
+NAMES = ("topology", "simulate", "demo", "bench", "calibrate", "profile", "report")
 
 
 def test_console_script_help_lists_every_command():

@@ -1,0 +1,164 @@
+"""``scalpel report``: what the executor did in a run, read from the report it wrote at cleanup.
+
+::
+
+    scalpel report runinfo/007/scalpel-scalpel-report.json   one report file
+    scalpel report runinfo/007                               every executor's report of that run
+    scalpel report runinfo                                   the latest numbered run in it
+    scalpel report RUN --gantt run.png                       and a Gantt chart of the run
+    scalpel report RUN --json                                the report itself
+
+Each report prints as the sentence the executor logs at cleanup
+(:func:`~scalpel_executor.runtime.report.run_summary`), a table of its tasks, and a legend of the
+admission reasons that occur in it (:data:`~scalpel_executor.core.admission.REASONS_EXPLAINED`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from scalpel_executor.cli.common import status_printer
+from scalpel_executor.cli.profile import _cut as cut_key
+from scalpel_executor.core.admission import REASONS, REASONS_EXPLAINED
+from scalpel_executor.core.cpulist import format_cpu_list
+from scalpel_executor.core.units import format_size
+from scalpel_executor.experiments.tables import format_table
+from scalpel_executor.learning.exchange import read_json_object
+from scalpel_executor.runtime.report import corun_footprint, over_cache_coruns, row_span, run_summary
+
+REPORT_FILES = "scalpel-*-report.json"
+WRITTEN_WHEN = "the report is written at dfk.cleanup(), by an executor that ran tasks"
+#: A row without an admission reason: the run report counts it as ``none``.
+NEVER_STARTED = "none"
+NEVER_STARTED_EXPLAINED = "it never started: it failed at shutdown, or with its node manager, before a core took it"
+HEADERS = ["task", "profile key", "domain/cpu", "start s", "end s", "wall s", "footprint", "over LLC s", "ended",
+           "admission"]
+
+
+def add_command(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "report", help="what the executor did in a run: a sentence, its tasks, why each started where it did",
+        description="Reads the run report ScalpelExecutor writes at dfk.cleanup() (runinfo/<run>/"
+        "scalpel-<label>-report.json) and prints the run in one sentence, a table of its tasks (where and when "
+        "each ran, its footprint, the seconds it co-ran over its domain's LLC, why it started where it did) and "
+        "what each admission reason in it means.",
+        epilog="Times are seconds since the run's first task started; a task's end is its start plus the wall "
+        "time its worker measured. A footprint marked ~ is an estimate: the probe did not measure that task.")
+    parser.add_argument("path", metavar="RUN",
+                        help="a report file, a Parsl run directory such as runinfo/007 (one section per executor), "
+                        "or runinfo (its latest numbered run)")
+    parser.add_argument("--gantt", metavar="PNG", help="also draw a Gantt chart of the run to this PNG file")
+    parser.add_argument("--wide", action="store_true", help="give profile keys whole, not cut")
+    parser.add_argument("--json", action="store_true",
+                        help="print the report as JSON (a list of them when RUN holds several)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    files = report_files(args.path)
+    reports = [read_report(path) for path in files]
+    if args.json:
+        print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=1))
+    else:
+        print("\n\n".join("\n".join([str(path), *describe(report, wide=args.wide)])
+                          for path, report in zip(files, reports)))
+    if args.gantt:
+        status_printer(args.json)(f"Gantt chart: {draw_run(reports, args.gantt)}")
+    return 0
+
+
+def report_files(run: str) -> list[Path]:
+    """The report files ``run`` names: itself, the reports in a run directory, or those of the
+    latest numbered run in a ``runinfo`` directory. ValueError naming what is missing where."""
+    path = Path(run)
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise ValueError(f"{run}: no such file or directory; expected a run report ({REPORT_FILES}), "
+                         "a Parsl run directory such as runinfo/007, or runinfo")
+    found = sorted(path.glob(REPORT_FILES))
+    if found:
+        return found
+    runs = sorted((child for child in path.iterdir() if child.is_dir() and child.name.isdigit()),
+                  key=lambda child: int(child.name))
+    if not runs:
+        raise ValueError(f"no {REPORT_FILES} in {run}: {WRITTEN_WHEN}")
+    found = sorted(runs[-1].glob(REPORT_FILES))
+    if not found:
+        earlier = next((r for r in reversed(runs[:-1]) if any(r.glob(REPORT_FILES))), None)
+        hint = f"; the latest run with one is {earlier}" if earlier is not None else ""
+        raise ValueError(f"no {REPORT_FILES} in {runs[-1]}, the latest run in {run}: {WRITTEN_WHEN}{hint}")
+    return found
+
+
+def read_report(path: Path) -> dict:
+    """The run report in ``path``; ValueError when the file is no JSON object or no run report."""
+    report = read_json_object(path, "run report")
+    missing = [field for field in ("executor", "topology", "tasks", "sources") if field not in report]
+    if missing:
+        raise ValueError(f"{path} is not a scalpel run report: it has no {', '.join(map(repr, missing))}; "
+                         f"expected the {REPORT_FILES} ScalpelExecutor writes in its run directory")
+    return report
+
+
+def describe(report: Mapping, *, wide: bool = False) -> list[str]:
+    """The lines ``scalpel report`` prints for one report: the sentence, the task table, the legend."""
+    over = Counter()
+    for stretch in over_cache_coruns(report):
+        for task_id in stretch.tasks:
+            over[task_id] += stretch.end - stretch.start
+    rows = report["tasks"]
+    cells = [task_cells(row, over.get(row["task_id"], 0.0), wide) for row in rows]
+    return [run_summary(report, None), "",
+            *format_table(HEADERS, cells, right=[0, 3, 4, 5, 6, 7]), "",
+            *legend([row.get("admission") for row in rows])]
+
+
+def task_cells(row: Mapping, over_llc: float, wide: bool) -> list[str]:
+    """One task's row of the table (HEADERS)."""
+    span = row_span(row)
+    where = "-" if span is None else f"{row['domain']}/{format_cpu_list(row.get('cpus') or [row['cpu']])}"
+    footprint = format_size(corun_footprint(row))
+    wall = row.get("measured_runtime")
+    return [str(row["task_id"]), row["profile_key"] if wide else cut_key(row["profile_key"] or "-", 40), where,
+            *(["-", "-"] if span is None else [f"{moment:.2f}" for moment in span]),
+            "-" if wall is None else f"{wall:.2f}",
+            footprint if row.get("measured_footprint") else f"~{footprint}",
+            f"{over_llc:.2f}" if over_llc else "-", "ok" if row["ok"] else "failed",
+            row.get("admission") or NEVER_STARTED]
+
+
+def legend(reasons: Sequence[str | None]) -> list[str]:
+    """What each admission reason among ``reasons`` means, one line each, in the order of
+    :data:`~scalpel_executor.core.admission.REASONS` (a reason it does not know last, unexplained)."""
+    seen = {reason or NEVER_STARTED for reason in reasons}
+    known = [reason for reason in (*REASONS, NEVER_STARTED) if reason in seen]
+    unknown = sorted(seen - set(known))
+    explained = {**REASONS_EXPLAINED, NEVER_STARTED: NEVER_STARTED_EXPLAINED}
+    width = max(map(len, seen), default=0)
+    return ["admission: why each task started where and when it did"] + \
+        [f"  {reason:<{width}}  {explained[reason]}" for reason in known] + \
+        [f"  {reason:<{width}}  (not a reason this version of scalpel-executor knows)" for reason in unknown]
+
+
+def draw_run(reports: Sequence[Mapping], path: str) -> str:
+    """A Gantt chart of the reports' runs, one panel each, written to ``path``."""
+    from scalpel_executor.experiments.charts import draw_gantt  # matplotlib: only for --gantt
+
+    runs = {}
+    for report in reports:
+        rows = [{"cpu": row["cpu"], "start": span[0], "end": span[1], "footprint": corun_footprint(row)}
+                for row in report["tasks"] if (span := row_span(row)) is not None]
+        if rows:
+            runs[f"{report['executor']}: {len(rows)} tasks, {max(r['end'] for r in rows):.2f} s"] = rows
+    if not runs:
+        raise ValueError(f"no task of the run ever started: no Gantt chart to draw in {path}")
+    domains = reports[0]["topology"]["domains"]
+    llc = max((domain.get("llc_size") or 0 for report in reports for domain in report["topology"]["domains"]),
+              default=0)
+    return str(draw_gantt(runs, llc or None, [domain["cpus"] for domain in domains], path,
+                          clock="seconds since the run's first task started"))

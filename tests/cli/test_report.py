@@ -1,0 +1,183 @@
+"""``scalpel report``: a run's report as a sentence, a table of its tasks and a legend of the admission
+reasons in it; what RUN may name and the errors when it names nothing; the co-run arithmetic the
+sentence rests on, on reports built by hand."""
+
+import json
+import shutil
+from pathlib import Path
+
+import parsl
+import pytest
+from parsl import python_app
+from parsl.config import Config
+
+from scalpel_executor import ScalpelExecutor
+from scalpel_executor.cli.report import legend
+from scalpel_executor.core import admission
+from scalpel_executor.runtime.report import OverCache, over_cache_coruns, run_summary, seconds_covered
+
+MiB = 2**20
+
+
+@python_app(executors=["scalpel"])
+def busy(seconds):
+    import time
+
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+    return seconds
+
+
+@pytest.fixture(scope="module")
+def runinfo(tmp_path_factory):
+    """A Parsl ``runinfo`` directory holding one real run of six tasks (``000``)."""
+    runinfo = tmp_path_factory.mktemp("workflow") / "runinfo"
+    with parsl.load(Config(executors=[ScalpelExecutor(label="scalpel", profiles=False)], run_dir=str(runinfo))):
+        assert [future.result(timeout=120) for future in [busy(0.05) for _ in range(6)]] == [0.05] * 6
+    return runinfo
+
+
+def test_a_run_directory_prints_the_sentence_the_tasks_and_the_legend(runinfo, scalpel):
+    path = runinfo / "000" / "scalpel-scalpel-report.json"
+    report = json.loads(path.read_text())
+    code, out, err = scalpel("report", str(runinfo / "000"))
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0] == str(path)
+    assert lines[1] == run_summary(report, None)
+    assert lines[1].startswith("scalpel: 6 tasks (0 failed) on ")
+    header = next(index for index, line in enumerate(lines) if line.split()[:2] == ["task", "profile"])
+    rows = lines[header + 2:header + 8]
+    assert [int(line.split()[0]) for line in rows] == list(range(6))
+    assert all("busy(" in line for line in rows)
+    reasons = {row["admission"] for row in report["tasks"]}
+    assert lines[header + 9] == "admission: why each task started where and when it did"
+    for reason in reasons:
+        assert any(line.strip().startswith(reason) and admission.REASONS_EXPLAINED[reason] in line
+                   for line in lines[header + 10:])
+    assert len(lines) == header + 10 + len(reasons)
+
+
+def test_runinfo_means_its_latest_run_and_a_file_means_itself(runinfo, scalpel):
+    _, by_directory, _ = scalpel("report", str(runinfo / "000"))
+    assert scalpel("report", str(runinfo)) == (0, by_directory, "")
+    assert scalpel("report", str(runinfo / "000" / "scalpel-scalpel-report.json")) == (0, by_directory, "")
+
+
+def test_json_prints_the_report_and_gantt_draws_the_run(runinfo, scalpel, tmp_path):
+    path = runinfo / "000" / "scalpel-scalpel-report.json"
+    code, out, err = scalpel("report", str(runinfo), "--json", "--gantt", str(tmp_path / "run.png"))
+    assert code == 0 and json.loads(out) == json.loads(path.read_text())
+    assert err == f"Gantt chart: {tmp_path / 'run.png'}\n"
+    assert (tmp_path / "run.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_run_of_several_executors_prints_one_section_each(runinfo, scalpel, tmp_path):
+    run = tmp_path / "007"
+    shutil.copytree(runinfo / "000", run)
+    report = json.loads((run / "scalpel-scalpel-report.json").read_text())
+    (run / "scalpel-second-report.json").write_text(json.dumps({**report, "executor": "second"}))
+    code, out, _ = scalpel("report", str(run))
+    lines = out.splitlines()
+    first, second = (lines.index(str(run / name)) for name in ("scalpel-scalpel-report.json", "scalpel-second-report.json"))
+    assert code == 0 and first == 0 and lines[second - 1] == ""
+    assert lines[second + 1] == run_summary({**report, "executor": "second"}, None)
+    code, out, _ = scalpel("report", str(run), "--json")
+    assert [document["executor"] for document in json.loads(out)] == ["scalpel", "second"]
+
+
+def test_a_latest_run_without_a_report_is_named_with_the_latest_that_has_one(runinfo, scalpel, tmp_path):
+    shutil.copytree(runinfo, tmp_path / "runinfo")
+    (tmp_path / "runinfo" / "001").mkdir()
+    code, out, err = scalpel("report", str(tmp_path / "runinfo"))
+    assert code == 2 and out == ""
+    assert err == (f"scalpel: no scalpel-*-report.json in {tmp_path / 'runinfo' / '001'}, the latest run in "
+                   f"{tmp_path / 'runinfo'}: the report is written at dfk.cleanup(), by an executor that ran tasks; "
+                   f"the latest run with one is {tmp_path / 'runinfo' / '000'}\n")
+
+
+@pytest.mark.parametrize("make, expected", [
+    (lambda tmp: tmp / "absent", "absent: no such file or directory; expected a run report (scalpel-*-report.json), "
+                                 "a Parsl run directory such as runinfo/007, or runinfo"),
+    (lambda tmp: tmp, "no scalpel-*-report.json in {tmp}: the report is written at dfk.cleanup()"),
+    (lambda tmp: _write(tmp / "r.json", "[1, 2]"), "r.json is not a run report: expected a JSON object"),
+    (lambda tmp: _write(tmp / "r.json", '{"executor": "x"}'),
+     "r.json is not a scalpel run report: it has no 'topology', 'tasks', 'sources'"),
+])
+def test_a_path_that_holds_no_report_is_named_with_what_was_expected(scalpel, tmp_path, make, expected):
+    code, out, err = scalpel("report", str(make(tmp_path)))
+    assert code == 2 and out == "" and len(err.splitlines()) == 1
+    assert expected.format(tmp=tmp_path) in err
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path
+
+
+def test_help_says_what_run_may_name(scalpel, capsys):
+    with pytest.raises(SystemExit):
+        scalpel("report", "--help")
+    out = capsys.readouterr().out
+    assert "runinfo/007" in out and "--gantt" in out and "--json" in out
+
+
+def test_every_reason_is_explained_and_the_legend_lists_those_that_occur_in_order():
+    assert set(admission.REASONS_EXPLAINED) == set(admission.REASONS)
+    assert set(admission.ACCEPTED_CORUNS) == {reason for reason in admission.REASONS if reason.startswith("co-run:")}
+    lines = legend([admission.KEPT_APART, None, admission.FITS, admission.KEPT_APART, "made up"])
+    assert [line[2:12] for line in lines[1:]] == ["fits      ", "kept-apart", "none      ", "made up   "]
+    assert lines[1].endswith(admission.REASONS_EXPLAINED[admission.FITS])
+    assert "never started" in lines[3] and "not a reason" in lines[4]
+
+
+def row(task_id, start, end, footprint, reason, domain=0, measured=True):
+    return {"task_id": task_id, "domain": domain, "cpu": domain, "started": start, "finished": end + 0.01,
+            "measured_runtime": end - start, "measured_footprint": footprint if measured else None,
+            "scheduled_footprint": footprint, "admission": reason, "ok": True, "profile_key": "k"}
+
+
+def report(rows, llc=32 * MiB, domains=1, policy="scalpel"):
+    return {"executor": "scalpel", "policy": policy, "tasks_finished": len(rows), "tasks_failed": 0,
+            "topology": {"total_cores": 2 * domains,
+                         "domains": [{"index": d, "cpus": [d], "llc_size": llc} for d in range(domains)]},
+            "sources": {"footprint": {"prior": len(rows)}, "runtime": {"prior": len(rows)}}, "tasks": rows}
+
+
+def test_an_over_cache_co_run_is_charged_to_the_start_that_made_it():
+    rows = [row(0, 0.0, 4.0, 20 * MiB, admission.FITS),
+            row(1, 1.0, 2.0, 20 * MiB, admission.CORUN_NOTHING_FITS),  # beside 0: accepted
+            row(2, 2.0, 3.0, 2 * MiB, admission.KEPT_APART),  # fits beside 0
+            row(3, 3.0, 5.0, 20 * MiB, admission.FITS, measured=False)]  # the estimate missed it
+    assert over_cache_coruns(report(rows)) == [OverCache(0, 1.0, 2.0, (0, 1), admission.CORUN_NOTHING_FITS),
+                                               OverCache(0, 3.0, 4.0, (0, 3), admission.FITS)]
+    assert "co-runs over the LLC lasted 2.00 s, 1.00 s of it accepted at admission" in run_summary(report(rows), None)
+
+
+def test_co_runs_on_two_domains_at_once_count_their_seconds_once():
+    rows = [row(0, 0.0, 2.0, 20 * MiB, admission.FITS, 0), row(1, 0.0, 2.0, 20 * MiB, admission.FORESEEN, 0),
+            row(2, 1.0, 3.0, 20 * MiB, admission.FITS, 1), row(3, 1.0, 3.0, 20 * MiB, admission.FITS, 1)]
+    stretches = over_cache_coruns(report(rows, domains=2))
+    assert [(s.domain, s.start, s.end) for s in stretches] == [(0, 0.0, 2.0), (1, 1.0, 3.0)]
+    assert seconds_covered(stretches) == 3.0
+    assert "lasted 3.00 s, 2.00 s of it accepted" in run_summary(report(rows, domains=2), None)
+
+
+def test_the_sentence_without_co_runs_an_llc_or_a_checking_policy():
+    apart = [row(0, 0.0, 1.0, 20 * MiB, admission.FITS), row(1, 1.0, 2.0, 20 * MiB, admission.FITS)]
+    assert run_summary(report(apart), "runinfo/000/scalpel-scalpel-report.json") == (
+        "scalpel: 2 tasks (0 failed) on 2 cores in 1 LLC domain; no co-runs over the LLC; estimates: 2 guessed; "
+        "report: runinfo/000/scalpel-scalpel-report.json (scalpel report runinfo/000)")
+    together = [row(0, 0.0, 1.0, 20 * MiB, admission.PLANNED), row(1, 0.5, 1.0, 20 * MiB, admission.PLANNED)]
+    assert "lasted 0.50 s (policy fifo does not check starts against what runs)" in \
+        run_summary(report(together, policy="fifo"), None)
+    assert "LLC size unknown, co-runs over it not counted" in run_summary(report(together, llc=None), None)
+    mixed = {**report(apart), "sources": {"footprint": {"hint": 1, "store": 1}, "runtime": {"prior": 2}}}
+    assert run_summary(mixed, None).endswith("footprints: 1 from hints, 1 from the profile store; run times: 2 guessed")
+
+
+def test_the_readme_explains_every_reason_as_the_legend_does():
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    for reason, explained in admission.REASONS_EXPLAINED.items():
+        assert f"| `{reason}` | {explained} |" in readme, reason
