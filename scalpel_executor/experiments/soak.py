@@ -79,6 +79,7 @@ def run_tasks(n_tasks: int, crash_every: int = 100, sample_every: int = 2000, ru
     app = python_app(soak_task, data_flow_kernel=dfk, executors=["soak"])
     try:
         node = executor.pool
+        node.wait_started(60)  # the DFK's start returns before the workers: the soak counts them
         slots = len(node.slot_cpus_map)
         started_pids = sorted(node.worker_pids)
         before = process_resources()
@@ -140,6 +141,7 @@ def run_cycles(n_cycles: int, tasks_per_cycle: int = 20, log=print) -> dict:
         executor = ScalpelExecutor(label="cycle", profiles=False)
         executor.start()
         try:
+            executor.pool.wait_started(60)
             pids = executor.pool.worker_pids
             futures = [executor.submit(_noop, {}, i) for i in range(tasks_per_cycle)]
             assert [f.result(timeout=60) for f in futures] == list(range(tasks_per_cycle))

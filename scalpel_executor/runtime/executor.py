@@ -31,6 +31,7 @@ its arguments (policy, pinning, batching, worker environment, seed, contention m
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import itertools
 import json
@@ -73,15 +74,15 @@ from scalpel_executor.core.tasks import Task
 from scalpel_executor.runtime.channel import PORT_RANGE, make_keys, remove_keys
 from scalpel_executor.runtime.contract import Pool
 from scalpel_executor.runtime.hub import ManagerHub
-from scalpel_executor.runtime.logs import share_parsl_handlers
+from scalpel_executor.runtime.logs import share_parsl_handlers, summary_logger
 from scalpel_executor.runtime.manager_client import ManagerClient
 from scalpel_executor.runtime.manager_protocol import ManagerConfig
 from scalpel_executor.runtime.monitoring import LOCAL_BLOCK, NodeMonitor
 from scalpel_executor.runtime.options import (HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, LOCAL_BATCH_WINDOW, memory_budget,
                                               PROVIDER_BATCH_WINDOW, PoolOptions)
 from scalpel_executor.runtime.pool import Job, Outcome, WorkerPool
-from scalpel_executor.runtime.report import (TaskRecord, describe_mixed, measure_waits, mixed_keys, task_rows, task_spans,
-                                             write_report)
+from scalpel_executor.runtime.report import (TaskRecord, describe_mixed, measure_waits, mixed_keys, run_summary, task_rows,
+                                             task_spans, write_report)
 from scalpel_executor.learning.store import ProfileStore, default_path
 from scalpel_executor.core.domains import Topology
 from scalpel_executor.host.sysfs import allowed_cpus, resolve_topology
@@ -389,6 +390,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self._host_models: HostModelStore | None = None
         self._host_fit: HostFit | None = None  # this host's fit as stored at shutdown, before this run's co-runs
         self._coruns_stored = 0  # this run's co-runs stored at shutdown for the host's fit
+        self._refused = 0  # tasks handed over after shutdown (_refused_after_shutdown)
         self._refit_spawned = False  # a detached refit was started (at start: the fit was stale; at shutdown)
         self._host_loads: list[float] = []  # the host's load averages sampled over the run (busy_reason)
         self._not_learned: str | None = None  # why this run's co-runs were not added to the host's fit
@@ -473,23 +475,28 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             self._use_host_model()
         if self.run_dir != self._unset_run_dir:  # run by a DataFlowKernel: our warnings into its parsl.log
             self._take_back_log_handlers = share_parsl_handlers()
+        # A script that ends without dfk.cleanup() (Parsl only warns then) still stores what the run
+        # taught and writes its report (the pool's own exit hook may end the pool first: both are idempotent).
+        atexit.register(self.shutdown)
         return True
 
     def start(self) -> None:
         if not self._begin_start():
             return
-        if self.node_manager:
+        if self.node_manager:  # returns once the manager is launched, as HTEX's start: tasks wait for its workers
             pool = ManagerClient(self._topology, self._pool_options(), self._complete, worker_init=self.worker_init,
                                  log_dir=self._log_dir())
+            pool.start(wait=False)
         else:
             pool = WorkerPool(self._topology, self._pool_options(), self._complete)
-        pool.start()
+            pool.start()
         self._pool = pool
         self._start_node_monitor()
         logger.info(
-            "executor %r started %d workers (policy %s, pin %s%s) on %s",
-            self.label, len(pool.worker_pids), self.policy, self.pin,
-            f", node manager pid {pool.pid}" if self.node_manager else "",
+            "executor %r started (policy %s, pin %s, %s) on %s",
+            self.label, self.policy, self.pin,
+            f"node manager pid {pool.pid} starting its workers" if self.node_manager
+            else f"{len(pool.worker_pids)} workers",
             self._topology.describe().replace("\n", ";"),
         )
 
@@ -661,11 +668,11 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
 
     def submit(self, func, resource_specification: Dict[str, Any], *args: Any, **kwargs: Any) -> Future:
         pool = self._pool  # read once: a concurrent shutdown() sets it to None
+        if pool is None and self._shut_down:
+            return self._refused_after_shutdown()
         if pool is None:
             raise ExecutorShutdown(
-                f"executor {self.label!r} is shut down" if self._shut_down
-                else f"executor {self.label!r} has not been started: call start() or use it through parsl.load()"
-            )
+                f"executor {self.label!r} has not been started: call start() or use it through parsl.load()")
         hints = parse_hints(resource_specification)
         walltime = parse_walltime(kwargs)
         estimate = self._estimator.estimate(func, args, kwargs, hints)
@@ -691,6 +698,20 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                     memory=declared if declared is not None else self._learned_memory(estimate), gpus=hints.gpus or 0)
         self._resources(task)
         pool.submit(task)  # raises ExecutorShutdown if shutdown() began since the check above
+        return future
+
+    def _refused_after_shutdown(self) -> Future:
+        """A task handed over after shutdown (``dfk.cleanup()`` with tasks still in Parsl's launch
+        queue): a Future failed with ExecutorShutdown, returned, not raised, so Parsl logs no launch
+        traceback for it, and one log line for all of them. (Raising cost two tracebacks per task:
+        8,000 queued no-ops made cleanup take 12–30 s and parsl.log 77 MB.)"""
+        self._refused += 1
+        if self._refused == 1:
+            logger.warning("executor %r is shut down: the tasks Parsl still hands it fail with ExecutorShutdown "
+                           "(said once)", self.label)
+        future: Future = Future()
+        future.set_exception(ExecutorShutdown(f"executor {self.label!r} was shut down before this task was "
+                                              f"handed to it (dfk.cleanup() with tasks not yet launched)"))
         return future
 
     def _complete(self, task: Task, outcome: Outcome) -> None:
@@ -746,6 +767,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         if self._shut_down:
             return
         self._shut_down = True
+        atexit.unregister(self.shutdown)
         if self._node_monitor is not None:  # before the pool goes: its managers' last rows say inactive
             self._node_monitor.stop()
         pool, self._pool = self._pool, None
@@ -823,7 +845,10 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             logger.warning("profile key %s holds tasks of different sizes (%s): its estimates fit none of them; "
                            "pass the size as an argument of its own, or give these tasks a profile_key hint",
                            entry["profile_key"], describe_mixed(entry))
-        write_report(os.path.join(run_dir, f"scalpel-{self.label}-report.json"), report)
+        path = os.path.join(run_dir, f"scalpel-{self.label}-report.json")
+        if write_report(path, report):
+            shown = os.path.relpath(path)
+            summary_logger().info("%s", run_summary(report, path if shown.startswith("..") else shown))
 
     def monitor_resources(self) -> bool:
         return True

@@ -32,7 +32,7 @@ import os
 import tempfile
 from typing import Callable
 
-__all__ = ["share_parsl_handlers", "node_log_dir", "log_to_file", "LOG_DIR_ENV", "FILE_LEVEL"]
+__all__ = ["share_parsl_handlers", "node_log_dir", "log_to_file", "summary_logger", "LOG_DIR_ENV", "FILE_LEVEL"]
 
 #: The directory a node manager's workers write their log files into; the manager sets it.
 LOG_DIR_ENV = "SCALPEL_LOG_DIR"
@@ -53,6 +53,36 @@ def share_parsl_handlers() -> Callable[[], None]:
             package.removeHandler(handler)
 
     return take_back
+
+
+#: The logger of the one line each run ends with (the run in a sentence and where its report is):
+#: at INFO, into parsl.log (through the ``scalpel_executor`` logger's shared handlers) and onto the
+#: terminal. ``logging.getLogger(SUMMARY_LOGGER).setLevel("WARNING")`` silences it.
+SUMMARY_LOGGER = "scalpel_executor.summary"
+
+
+class _CurrentStderr(logging.Handler):
+    """Writes to whatever ``sys.stderr`` is when a record comes (a notebook replaces it after import)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        import sys
+
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):  # a closed terminal: the line is in parsl.log all the same
+            pass
+
+
+def summary_logger() -> logging.Logger:
+    """The logger of a run's closing line (:data:`SUMMARY_LOGGER`): INFO and up, onto the terminal
+    as well as wherever the package's records go."""
+    summary = logging.getLogger(SUMMARY_LOGGER)
+    if not any(isinstance(handler, _CurrentStderr) for handler in summary.handlers):
+        summary.addHandler(_CurrentStderr())
+        if summary.level == logging.NOTSET:
+            summary.setLevel(logging.INFO)
+    return summary
 
 
 def node_log_dir(executor_dir: str, block_id: str, hostname: str, pid: int) -> tuple[str, str | None]:

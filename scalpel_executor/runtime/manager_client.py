@@ -57,6 +57,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -82,6 +83,20 @@ STDERR_TAIL = 20  # lines of the manager's error output kept for a start failure
 STDERR_CHUNK = 64 * 1024  # bytes of the manager's error output read, forwarded and kept of a line at once
 MAX_REPLACEMENT_STARTS = 5  # replacements in a row lost before Started, after which the client gives up
 REPLACEMENT_BACKOFF = 0.5  # seconds before starting the second of them, doubling for each later one
+#: Seconds shutdown waits, once the manager has exited, for the last of its error output to be copied.
+#: The pipe ends only when every process holding its write end has closed it, and a daemon a task
+#: started (double fork, its own session) outlives the workers' process groups and may hold it for
+#: hours: the manager's own last lines are already in the pipe then, and copying them takes
+#: milliseconds (dfk.cleanup() waited the whole 10 s shutdown timeout for such a daemon).
+STDERR_DRAIN = 0.5
+#: The manager pipes shutdown stopped waiting for: their reader threads read on, to the pipe's end,
+#: but forward nothing more. A reader blocked in a read cannot be stopped from outside (closing a
+#: buffered file another thread reads is unsafe in CPython, and closing the descriptor does not end
+#: the read on Linux), so it is left to end by itself, a daemon thread that closes the pipe when the
+#: last holder does. Forwarding nothing keeps output that is no longer the executor's off the
+#: driver's stderr, and keeps the thread from holding sys.stderr's lock while the interpreter exits
+#: (CPython aborts when a daemon thread holds it then). Weak, so a finished pipe leaves the set.
+_DRAIN_ONLY: weakref.WeakSet = weakref.WeakSet()
 
 
 @dataclass(eq=False)
@@ -183,45 +198,45 @@ class ManagerClient:
         self.retired_slots: set[int] = set()  # slots whose replacements kept dying before "ready"
         self.managers_lost = 0
         self.manager_topology: dict | None = None  # what the manager said it schedules for
+        self._first_start = threading.Event()  # the first manager started, or could not
+        self._start_failure: str | None = None  # why the first manager could not start
 
     # -- lifecycle --------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Start the manager and wait until it reports its workers ready.
+    def start(self, wait: bool = True) -> None:
+        """Start the manager; with ``wait``, until it reports its workers ready.
+
+        Without ``wait`` it returns as soon as the process is launched (milliseconds; what
+        ``parsl.load()`` pays, as HTEX returns before its workers connect): tasks submitted
+        meanwhile are held by the manager until its workers are warm, and a manager that cannot
+        start fails them with ExecutorFailed naming why, as :meth:`wait_started` raises it.
 
         Raises RuntimeError naming the manager's exit status and its last error output (or its
-        own report: a bad policy, workers that cannot start) if it does not get there.
+        own report: a bad policy, workers that cannot start) if it does not get there (``wait``).
         """
         manager = self._launch()
         with self._lock:
             self._manager = manager
-        try:
-            self._await_started(manager)
-        except BaseException:
-            with self._lock:
-                self._stopping = True
-            raise
         self._reader = threading.Thread(target=self._read_loop, name="scalpel-manager-reader", daemon=True)
         self._reader.start()
         # As WorkerPool: at interpreter exit, unfinished tasks end as ExecutorShutdown and the manager goes.
         atexit.register(self.shutdown)
+        if wait:
+            self.wait_started()
 
-    def _await_started(self, manager: _LocalManager) -> None:
-        while not manager.started:
-            remaining = manager.started_by - time.monotonic()
-            try:
-                if not manager.connection.poll(max(0.0, remaining)):
-                    code = manager.kill()
-                    raise RuntimeError(f"the node manager (pid {manager.pid}) did not start within "
-                                       f"{START_TIMEOUT:.0f} s ({manager.exit_cause(code)}){manager.tail()}")
-                message = decode(manager.connection.recv_bytes())
-            except (EOFError, OSError, ValueError) as error:
-                code = manager.kill()
-                reason = manager.fatal or (f"it sent a malformed message ({error})" if isinstance(error, ValueError)
-                                           else f"it {manager.exit_cause(code)} before it started")
-                raise RuntimeError(f"the node manager (pid {manager.pid}) could not start: {reason}"
-                                   f"{manager.tail()}") from None
-            self._handle(manager, message)
+    def wait_started(self, timeout: float | None = None) -> bool:
+        """Wait until the first manager has started its workers (True) or ``timeout`` passed (False).
+
+        Raises RuntimeError naming why the manager could not start; the client is then shut down."""
+        if not self._first_start.wait(timeout):
+            return False
+        with self._lock:
+            failure = self._start_failure
+            if failure is not None:
+                self._stopping = True
+        if failure is not None:
+            raise RuntimeError(failure)
+        return True
 
     def _launch(self) -> _LocalManager:
         """Start a manager process and send it its configuration; it reports Started later."""
@@ -289,8 +304,13 @@ class ManagerClient:
                 f"task {task.id} had not started when the executor shut down"))
         with self._lock:
             manager = self._manager
-        if manager.stderr_thread is not None:
-            manager.stderr_thread.join(timeout)  # ends once the last worker has closed the pipe
+        if manager.stderr_thread is None or manager.process.poll() is None:
+            return  # not reaped yet (shutdown called on the reader thread, which reaps it): its output still flows
+        manager.stderr_thread.join(STDERR_DRAIN)  # it ends once every process holding the pipe has closed it
+        if manager.stderr_thread.is_alive():
+            _DRAIN_ONLY.add(manager.process.stderr)
+            logger.info("node manager pid %d has exited but a process its tasks started still holds its error "
+                        "output; that process's output is no longer forwarded", manager.pid)
 
     @property
     def worker_pids(self) -> list[int]:
@@ -369,6 +389,7 @@ class ManagerClient:
             logging.getLogger(name).log(message.level, "[node manager pid %d] %s", manager.pid, message.text)
         elif isinstance(message, Started):
             manager.started = True
+            self._first_start.set()
             self._failed_starts = 0
             self._worker_pids = list(message.worker_pids)
             self._slot_cpus = [tuple(cpus) for cpus in message.slot_cpus]
@@ -385,6 +406,8 @@ class ManagerClient:
     def _lost(self, manager: _LocalManager, cause: str | None) -> bool:
         """The manager is gone or given up on; True when the reader goes on with a replacement."""
         code = manager.kill()
+        # Before it started, as start() said it: its own report, else how it ended.
+        start_failure = manager.fatal or (f"it {cause}" if cause else f"it {manager.exit_cause(code)} before it started")
         cause = cause or manager.exit_cause(code)
         if manager.fatal:
             cause += f" after reporting: {manager.fatal}"
@@ -399,6 +422,11 @@ class ManagerClient:
         self._began.clear()
         if stopping:
             self._fail_shutdown()
+            return False
+        if not started and not self._first_start.is_set() and (manager.fatal or code > 0):
+            # The first manager said why it cannot start, or exited by itself: its configuration, its
+            # environment or worker_init, which a replacement would meet again. A signal is bad luck.
+            self._give_up(f"the node manager (pid {manager.pid}) could not start: {start_failure}{manager.tail()}")
             return False
         if started:
             self.managers_lost += 1
@@ -459,6 +487,9 @@ class ManagerClient:
             return replacement
 
     def _give_up(self, failure: str) -> None:
+        if not self._first_start.is_set():  # what start() raises when it waits
+            self._start_failure = failure
+            self._first_start.set()
         failure += "; no new tasks are accepted"
         logger.error("%s", failure)
         with self._lock:
@@ -491,6 +522,8 @@ def _forward_stderr(stream: IO[bytes], tail: deque) -> None:
     continuing = False  # the chunk before ended inside a line
     with stream:
         while chunk := stream.readline(STDERR_CHUNK):
+            if stream in _DRAIN_ONLY:  # read on, so the pipe's last holder never blocks on a full pipe
+                continue
             if not continuing:
                 text = chunk.decode(errors="replace")
                 tail.append(text if chunk.endswith(b"\n") else text + " [...]\n")

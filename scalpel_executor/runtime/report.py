@@ -159,17 +159,16 @@ def task_spans(records: Iterable[TaskRecord]) -> list[TaskSpan]:
     return spans
 
 
-def write_report(path: str, report: dict) -> None:
-    """Write ``report`` as JSON to ``path`` (mode 0600); a failure is one warning."""
+def write_report(path: str, report: dict) -> bool:
+    """Write ``report`` as JSON to ``path`` (mode 0600); a failure is one warning (False)."""
     try:
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(descriptor, "w") as stream:
             json.dump(report, stream, indent=1)
     except OSError as error:
         logger.warning("could not write the run report %s: %s", path, error)
-        return
-    logger.info("run report %s: %d tasks; footprint sources %s; run time sources %s", path,
-                report["tasks_finished"], report["sources"]["footprint"], report["sources"]["runtime"])
+        return False
+    return True
 
 
 def corun_footprint(row: Mapping) -> float:

@@ -13,7 +13,7 @@ from parsl.executors.errors import InvalidResourceSpecification
 
 from scalpel_executor import ExecutorShutdown, ScalpelExecutor, WorkerDied
 from scalpel_executor.core.grouping import group_tasks
-from tests.runtime.helpers import sleep_after_marking, wait_until
+from tests.runtime.helpers import GENEROUS, sleep_after_marking, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -203,8 +203,8 @@ def test_shutdown_is_idempotent_and_safe_before_start():
     executor = ScalpelExecutor()
     executor.shutdown()
     executor.shutdown()
-    with pytest.raises(ExecutorShutdown):
-        executor.submit(_sleep, {}, 0)
+    with pytest.raises(ExecutorShutdown, match="was shut down before this task was handed to it"):
+        executor.submit(_sleep, {}, 0).result(timeout=0)  # failed, not raised: Parsl logs no launch traceback
 
 
 def test_submit_before_start_is_a_clear_error():
@@ -215,6 +215,7 @@ def test_submit_before_start_is_a_clear_error():
 def test_shutdown_fails_running_and_queued_tasks_and_leaves_no_worker(tmp_path):
     executor = ScalpelExecutor(batch_window=0)
     executor.start()
+    assert executor.pool.wait_started(GENEROUS)  # start() returns before the workers; this reads their pids
     pids = executor.pool.worker_pids
     futures = [executor.submit(sleep_after_marking, {}, str(tmp_path / f"started-{i}"), 30) for i in range(5)]
     running = min(len(futures), len(pids))  # one task a worker; the rest wait

@@ -5,6 +5,7 @@ No timed assertion is tighter than a generous bound: how long things took is pri
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -272,8 +273,41 @@ def test_a_manager_that_rejects_its_configuration_fails_start_naming_why(make_cl
     with pytest.raises(RuntimeError, match=r"could not start: .*unknown keys \['gpus'\].*same scalpel-executor"):
         client.start()
     assert not alive([client.pid])
-    with pytest.raises(ExecutorShutdown):
+    with pytest.raises(ExecutorFailed, match=r"could not start: .*unknown keys \['gpus'\]"):
         client.submit(call(1, where, 1))
+
+
+def test_a_start_that_does_not_wait_returns_before_the_workers_and_holds_tasks_until_they_are_warm(make_client):
+    client, outcomes = make_client()
+    client.start(wait=False)
+    assert client.pid is not None and not client.worker_pids  # launched; no Started read yet
+    client.submit(call(1, where, 1))  # sent at once: the manager holds it until its workers are warm
+    outcomes.wait([1])
+    assert outcomes.value(1)[0] == 1
+    assert client.wait_started(0) and client.worker_pids
+
+
+def test_a_first_manager_killed_before_it_started_is_replaced_and_its_tasks_run_unspent(make_client):
+    client, outcomes = make_client()
+    client.start(wait=False)
+    client.submit(call(1, where, 1))
+    os.kill(client.pid, signal.SIGKILL)  # bad luck (an OOM kill, a stray signal), not its configuration
+    outcomes.wait([1])
+    assert outcomes.value(1)[0] == 1 and client.wait_started(0)
+
+
+def test_a_manager_that_cannot_start_after_a_start_that_did_not_wait_fails_its_tasks_naming_why(make_client):
+    client, outcomes = make_client(env=dict(os.environ, PYTHONHOME="/nonexistent-python-home"))
+    client.start(wait=False)
+    client.submit(call(1, where, 1))
+    (outcome,) = outcomes.wait([1]).values()
+    assert isinstance(outcome.error, ExecutorFailed)
+    assert re.search(r"(?s)could not start: it exited with code 1 before it started; its last error output:.*"
+                     r"(Python|encodings)", str(outcome.error)), outcome.error
+    with pytest.raises(RuntimeError, match="exited with code 1 before it started"):
+        client.wait_started()
+    with pytest.raises(ExecutorFailed):
+        client.submit(call(2, where, 2))
 
 
 def test_a_manager_that_cannot_run_fails_start_with_its_exit_code_and_error_output(make_client):

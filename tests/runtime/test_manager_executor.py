@@ -12,7 +12,7 @@ from parsl.config import Config
 from parsl.executors.high_throughput.errors import ManagerLost
 
 from scalpel_executor import ExecutorShutdown, ScalpelExecutor, WorkerDied
-from scalpel_executor.runtime.errors import NodeManagerLost
+from scalpel_executor.runtime.errors import ExecutorFailed, NodeManagerLost
 from scalpel_executor.runtime.manager_client import ManagerClient
 from tests.runtime.helpers import GENEROUS, alive, wait_until
 
@@ -21,6 +21,7 @@ from tests.runtime.helpers import GENEROUS, alive, wait_until
 def dfk(tmp_path):
     executor = ScalpelExecutor(label="scalpel", node_manager=True, batch_window=0.002, profiles=False)
     loaded = parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "run"), retries=1))
+    assert executor.pool.wait_started(GENEROUS)  # load() returns before the workers; these tests read their pids
     yield loaded
     processes = [executor.pool.pid, *executor.pool.worker_pids]
     loaded.cleanup()
@@ -135,6 +136,7 @@ def test_without_retries_a_lost_managers_tasks_end_with_manager_lost(tmp_path):
     executor = ScalpelExecutor(label="scalpel", node_manager=True, profiles=False)
     with parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "run"))):
         future = wait_for_file(str(tmp_path / "never"), 1)
+        assert executor.pool.wait_started(GENEROUS)
         time.sleep(0.5)
         os.kill(executor.pool.pid, signal.SIGKILL)
         with pytest.raises(ManagerLost, match="was lost with its node manager"):
@@ -145,6 +147,7 @@ def test_without_retries_a_lost_managers_tasks_end_with_manager_lost(tmp_path):
 def test_shutdown_fails_unfinished_tasks_with_executor_shutdown(tmp_path):
     executor = ScalpelExecutor(label="scalpel", node_manager=True, profiles=False)
     executor.start()
+    assert executor.pool.wait_started(GENEROUS)
     processes = [executor.pool.pid, *executor.pool.worker_pids]
     futures = [executor.submit(time.sleep, {}, 60) for _ in range(5)]
     executor.shutdown()
@@ -161,6 +164,7 @@ def test_the_heartbeat_settings_reach_local_modes_manager():
                                heartbeat_threshold=2.0)
     executor.start()
     try:
+        assert executor.pool.wait_started(GENEROUS)  # a manager stopped before it started waits for START_TIMEOUT
         assert (executor.pool.options.heartbeat_period, executor.pool.options.heartbeat_threshold) == (0.2, 2.0)
         future = executor.submit(time.sleep, {}, 60)
         time.sleep(0.5)  # sent, and running in one of the manager's workers
@@ -190,10 +194,11 @@ def test_worker_init_runs_before_the_node_manager_and_its_workers(tmp_path):
         parsl.clear()
 
 
-def test_a_failing_worker_init_fails_start_with_its_output_and_it_is_local_mode_only():
+def test_a_failing_worker_init_fails_the_tasks_with_its_output_and_it_is_local_mode_only():
     executor = ScalpelExecutor(label="scalpel", profiles=False, worker_init="echo 'no module gcc' >&2; exit 3")
-    with pytest.raises(RuntimeError, match="no module gcc"):
-        executor.start()
+    executor.start()  # returns before the manager starts, as HTEX's: its tasks say what went wrong
+    with pytest.raises(ExecutorFailed, match="(?s)could not start: it exited with code 3 .*no module gcc"):
+        executor.submit(len, {}, "ab").result(timeout=120)
     executor.shutdown()
     with pytest.raises(ValueError, match="worker_init='x' runs before local mode's node manager starts; it needs "
                                          "node_manager=True"):

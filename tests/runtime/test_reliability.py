@@ -310,6 +310,7 @@ DRIVER = textwrap.dedent("""
 
     executor = ScalpelExecutor(batch_window=0, profiles=False)
     dfk = parsl.load(Config(executors=[executor], run_dir=sys.argv[2], retries=0, initialize_logging=False))
+    executor.pool.wait_started(60)
     futures.extend(nap(60) for _ in range(6))  # two run, four wait
     time.sleep(1.5)  # batch_window=0: the first two are on their workers long before this
     print(json.dumps({"workers": executor.pool.worker_pids}), flush=True)

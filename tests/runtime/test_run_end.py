@@ -1,0 +1,95 @@
+"""How a run ends as a user sees it: the closing line, the report without cleanup(), tasks still queued at cleanup."""
+
+import json
+import os
+import subprocess
+import sys
+
+import parsl
+import pytest
+from parsl import python_app
+from parsl.config import Config
+
+from scalpel_executor.runtime.errors import ExecutorShutdown
+from scalpel_executor.runtime.executor import ScalpelExecutor
+from tests.runtime.helpers import GENEROUS
+
+
+@python_app(executors=["scalpel"])
+def square(x):
+    return x * x
+
+
+@pytest.mark.parametrize("node_manager", [True, False])
+def test_cleanup_says_in_one_line_what_ran_and_where_the_report_is(tmp_path, capfd, node_manager):
+    executor = ScalpelExecutor(label="scalpel", profiles=False, node_manager=node_manager)
+    dfk = parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "runinfo")))
+    try:
+        assert [f.result(timeout=GENEROUS) for f in [square(i) for i in range(5)]] == [0, 1, 4, 9, 16]
+    finally:
+        dfk.cleanup()
+        parsl.clear()
+    report = tmp_path / "runinfo" / "000" / "scalpel-scalpel-report.json"
+    lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("scalpel: ")]
+    assert len(lines) == 1, lines  # on the terminal, once
+    assert lines[0].startswith("scalpel: 5 tasks (0 failed)") and str(report.name) in lines[0], lines[0]
+    assert "scalpel report " in lines[0]
+    logged = (tmp_path / "runinfo" / "000" / "parsl.log").read_text()
+    assert logged.count("scalpel: 5 tasks (0 failed)") == 1  # and in parsl.log, once
+    assert json.loads(report.read_text())["tasks_finished"] == 5
+
+
+ENDS_WITHOUT_CLEANUP = """
+import sys
+import parsl
+from parsl import python_app
+from parsl.config import Config
+from scalpel_executor.learning import host_model
+from scalpel_executor.runtime.executor import ScalpelExecutor
+
+host_model.BUSY_LOAD = float("inf")  # the test machine's own load must not stop learning
+
+@python_app
+def nap(seconds, parsl_resource_specification={}):
+    import time
+    time.sleep(seconds)
+    return seconds
+
+executor = ScalpelExecutor(label="scalpel", topology="1x2:56MiB", profiles=sys.argv[1], policy="fifo")
+parsl.load(Config(executors=[executor], run_dir=sys.argv[2]))
+spec = {"footprint": "40MiB", "runtime": 0.3}
+print([f.result(timeout=60) for f in [nap(0.3, parsl_resource_specification=spec) for _ in range(4)]])
+# no dfk.cleanup(): Parsl only warns at exit
+"""
+
+
+def test_a_script_that_ends_without_cleanup_still_writes_its_report_and_keeps_what_it_learned(tmp_path):
+    import sqlite3
+
+    script = tmp_path / "script.py"
+    script.write_text(ENDS_WITHOUT_CLEANUP)
+    store, run_dir = tmp_path / "profiles.sqlite", tmp_path / "runinfo"
+    done = subprocess.run([sys.executable, str(script), str(store), str(run_dir)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads((run_dir / "000" / "scalpel-scalpel-report.json").read_text())
+    assert report["tasks_finished"] == 4
+    assert "scalpel: 4 tasks (0 failed)" in done.stderr
+    with sqlite3.connect(store) as connection:
+        assert connection.execute("SELECT SUM(runs) FROM profiles").fetchone()[0] >= 4  # run times learned
+        assert connection.execute("SELECT COUNT(*) FROM host_coruns").fetchone()[0] >= 2
+
+
+def test_tasks_parsl_hands_over_after_shutdown_fail_at_once_said_once(tmp_path):
+    executor = ScalpelExecutor(label="scalpel", profiles=False, node_manager=False)
+    dfk = parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "runinfo")))
+    futures = [square(i) for i in range(3000)]  # cleanup at once: most are still in Parsl's launch queue
+    dfk.cleanup()
+    parsl.clear()
+    ended = [f.exception(timeout=GENEROUS) for f in futures]  # every future ends: none is left hanging
+    refused = [e for e in ended if isinstance(e, ExecutorShutdown)]
+    assert refused, "cleanup came after every task had run: submit more"
+    assert all(e is None or isinstance(e, ExecutorShutdown) for e in ended)
+    logged = (tmp_path / "runinfo" / "000" / "parsl.log").read_text()
+    assert logged.count("the tasks Parsl still hands it fail with ExecutorShutdown") == 1
+    assert "Got an exception launching task" not in logged  # no launch traceback per task
