@@ -46,7 +46,7 @@ def executor(name, cores):
 def workers_ready(ex, cores) -> bool:
     if ex.label == "htex":
         return sum(m["worker_count"] for m in ex.connected_managers()) >= cores
-    return True  # start() returned: every worker has reported ready and warm
+    return ex.pool.wait_started(0)  # the node manager reported every worker ready and warm
 
 
 def one_round(name, cores, run_dir):
