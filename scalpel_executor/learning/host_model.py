@@ -54,10 +54,12 @@ noise. So the default model's error on the same co-runs is kept beside the fit's
 executor plans with the fit only when the fit's gain passes an F test (:data:`F_CRITICAL`): more
 co-runs, or co-runs that differ more, are needed before the host's own model replaces the default.
 
-**Only a quiet host teaches it.** A run during which the host's load average passed
-:data:`BUSY_LOAD` per core (sampled at start and at shutdown, the 1- and 5-minute figures) adds
-nothing: its co-runs' times measured the other work as much as the co-runners
-(:func:`busy_reason`; the run report's ``contention_model.not_learned`` says so).
+**Only a quiet host teaches it.** A run during which processes outside the executor's own tree
+used more than :data:`BUSY_OTHERS` of each core (CPU time sampled at start and at shutdown:
+:mod:`scalpel_executor.host.cpu_time`; where the host's is unreadable, a load average above
+:data:`BUSY_LOAD` per core) adds nothing: its co-runs' times measured the other work as much as
+the co-runners (:func:`busy_reason`; the run report's ``contention_model.not_learned`` and the
+run's closing line say so).
 
 **Never fails a task.** A file that cannot be opened or written logs one warning and the tables
 carry on in memory for the rest of the run; a row that does not parse is skipped.
@@ -111,6 +113,12 @@ F_CRITICAL = 3.3
 #: (an FFT harmed 39% beside a lookup, a second lookup 1.5%), which the F test could not tell
 #: from a real host; at load 0.3–1.1 their fits stayed near ρ 0.5.
 BUSY_LOAD = 1.5
+#: CPU seconds per second per core that processes outside the executor's tree may use over a run
+#: whose co-runs are learned. The load averages above (the executor's work included) put the
+#: harmful runs at 3.6–4.3 on 2 cores while the workflow itself kept both busy: 0.8–1.2 of other
+#: work per core; the runs that fitted well, at 0.3–1.1, had next to none. Half a core each lies
+#: between, and no longer counts a workflow's own threads (10 per task drove the load to 13).
+BUSY_OTHERS = 0.5
 PRIOR_FRACTIONS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)
 
 _SCHEMA = """
@@ -249,9 +257,20 @@ def fit_host(coruns: Iterable[RawCoRun], solo: Mapping[str, float], llc: float |
     return HostFit(model, count, error, float(llc), model_error(ContentionModel(), observed, llc))
 
 
-def busy_reason(loads: Iterable[float], cores: int) -> str | None:
-    """Why a run's co-runs should not be learned, from the host's load averages sampled over it
-    (``os.getloadavg``), or None: the host ran more than :data:`BUSY_LOAD` per core."""
+def busy_reason(loads: Iterable[float], cores: int, others: float | None = None) -> str | None:
+    """Why a run's co-runs should not be learned, or None.
+
+    ``others``: the CPU seconds per second per core that processes outside the executor's tree
+    used over the run (:func:`~scalpel_executor.host.cpu_time.other_work_per_core`): busy above
+    :data:`BUSY_OTHERS`. Where it is unknown (no ``/proc/stat``), the host's load averages sampled
+    over the run (``os.getloadavg``), which count the executor's own work too: busy above
+    :data:`BUSY_LOAD` per core."""
+    if others is not None:
+        if cores <= 0 or others <= BUSY_OTHERS:
+            return None
+        return (f"the host was busy with other work (processes outside the executor used {others * cores:.1f} of "
+                f"its {cores} cores on average, more than {BUSY_OTHERS:g} per core), so its co-runs' times "
+                f"measure that work too")
     peak = max(loads, default=0.0)
     if cores <= 0 or peak <= BUSY_LOAD * cores:
         return None

@@ -85,6 +85,7 @@ from scalpel_executor.runtime.report import (TaskRecord, describe_mixed, measure
                                              task_spans, write_report)
 from scalpel_executor.learning.store import ProfileStore, default_path
 from scalpel_executor.core.domains import Topology
+from scalpel_executor.host.cpu_time import CpuSample, other_work_per_core, sample_cpu
 from scalpel_executor.host.sysfs import allowed_cpus, resolve_topology
 from scalpel_executor.core.units import parse_mebibytes, parse_size
 
@@ -393,6 +394,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self._refused = 0  # tasks handed over after shutdown (_refused_after_shutdown)
         self._refit_spawned = False  # a detached refit was started (at start: the fit was stale; at shutdown)
         self._host_loads: list[float] = []  # the host's load averages sampled over the run (busy_reason)
+        self._cpu_at_start: CpuSample | None = None  # the host's and this tree's CPU time at start (busy_reason)
         self._not_learned: str | None = None  # why this run's co-runs were not added to the host's fit
         self._host_preview: tuple[int, HostFit | None] | None = None  # (records, fit) for run_report before it
         self.topology = topology
@@ -529,7 +531,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         co-runs stored (its refit died, or still runs) is planned with as it is and refitted in
         the background (:func:`~scalpel_executor.learning.host_model.spawn_refit`)."""
         store = self._estimator.store if self._estimator is not None else None
-        self._host_loads = _load_averages()
+        self._host_loads, self._cpu_at_start = _load_averages(), sample_cpu()
         host = host_id(self._topology)
         try:
             self._host_models = HostModelStore(store.path if store is not None and store.persistent else None)
@@ -574,12 +576,13 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         if store is None:
             return
         host = host_id(self._topology)
-        host_cores = os.cpu_count() or len(self._topology.cpus)  # a load average is the whole host's
-        self._not_learned = busy_reason(self._host_loads + _load_averages(), host_cores)
+        host_cores = os.cpu_count() or len(self._topology.cpus)  # the host's time and load are all its cores'
+        others = None if self._cpu_at_start is None else other_work_per_core(self._cpu_at_start, sample_cpu(),
+                                                                             host_cores)
+        self._not_learned = busy_reason(self._host_loads + _load_averages(), host_cores, others)
         try:
             self._host_fit = store.fitted(host)
-            if self._not_learned is not None:
-                logger.info("executor %r adds nothing to the host's contention fit: %s", self.label, self._not_learned)
+            if self._not_learned is not None:  # the run's closing line says so (run_summary)
                 return
             self._coruns_stored = store.record(host, self._task_spans())
             if self._coruns_stored:

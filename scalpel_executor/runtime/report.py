@@ -300,6 +300,9 @@ def run_summary(report: Mapping, path: str | None) -> str:
     parts = [f"{report['executor']}: {report['tasks_finished']} tasks ({report['tasks_failed']} failed) on "
              f"{topology['total_cores']} cores in {domains} LLC domain{'s' if domains != 1 else ''}",
              _corun_words(report), _source_words(report["sources"])]
+    not_learned = (report.get("contention_model") or {}).get("not_learned")
+    if not_learned:
+        parts.append(f"this run taught the host's contention fit nothing: {not_learned}")
     if path is not None:
         parts.append(f"report: {path} (scalpel report {os.path.dirname(path) or path})")
     return "; ".join(parts)

@@ -218,6 +218,14 @@ def test_a_busy_host_is_named_with_its_load():
     assert host_model.busy_reason([], 2) is None  # no load average on this platform: learn
 
 
+def test_a_busy_host_is_judged_by_other_work_where_cpu_time_is_known():
+    # The workflow's own threads drove the load average to 13 on 2 cores; others used a tenth of a core.
+    assert host_model.busy_reason([13.1, 9.0], 2, others=0.05) is None
+    reason = host_model.busy_reason([1.0], 2, others=0.9)
+    assert reason.startswith("the host was busy with other work (processes outside the executor used 1.8 of its 2 "
+                             "cores on average, more than 0.5 per core)"), reason
+
+
 def test_recording_a_run_stores_its_co_runs_and_leaves_the_fit_stale_until_a_refit(tmp_path):
     truth, llc, host = ContentionModel(0.5, 0.6), 64 * MiB, "h 1x2:64MiB"
     store = HostModelStore(tmp_path / "profiles.sqlite")

@@ -69,7 +69,8 @@ def square(x, parsl_resource_specification={}):
 
 
 def test_the_run_report_says_where_the_model_came_from(tmp_path, monkeypatch):
-    monkeypatch.setattr(host_model, "BUSY_LOAD", float("inf"))  # the test machine's own load must not stop learning
+    monkeypatch.setattr(host_model, "BUSY_OTHERS", float("inf"))  # the test machine's other work must not stop learning
+    monkeypatch.setattr(host_model, "BUSY_LOAD", float("inf"))
     topology = Topology.from_spec("1x2:56MiB")
     store = tmp_path / "profiles.sqlite"
     host = host_id(topology)
@@ -112,7 +113,8 @@ def test_the_run_report_says_where_the_model_came_from(tmp_path, monkeypatch):
 
 
 def test_a_run_on_a_busy_host_adds_nothing_to_the_hosts_fit(tmp_path, monkeypatch):
-    monkeypatch.setattr(host_model, "BUSY_LOAD", 0.0)  # any load is too much: as on a host running other work
+    monkeypatch.setattr(host_model, "BUSY_OTHERS", -1.0)  # any other work is too much: as on a busy host
+    monkeypatch.setattr(host_model, "BUSY_LOAD", -1.0)
     store = tmp_path / "profiles.sqlite"
     executor = ScalpelExecutor(label="scalpel", topology="1x2:56MiB", profiles=str(store), node_manager=False)
     dfk = parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "run")))
@@ -122,7 +124,7 @@ def test_a_run_on_a_busy_host_adds_nothing_to_the_hosts_fit(tmp_path, monkeypatc
         dfk.cleanup()
         parsl.clear()
     report = executor.run_report()["contention_model"]
-    assert report["not_learned"].startswith("the host was busy with other work (load average "), report
+    assert report["not_learned"].startswith("the host was busy with other work ("), report
     assert report["fitted"] is None
     with sqlite3.connect(store) as connection:
         assert connection.execute("SELECT COUNT(*) FROM host_coruns").fetchone() == (0,)
@@ -137,7 +139,7 @@ from parsl.config import Config
 from scalpel_executor.learning import host_model
 from scalpel_executor.runtime.executor import ScalpelExecutor
 
-host_model.BUSY_LOAD = float("inf")  # the test machine's own load must not stop learning
+host_model.BUSY_OTHERS = host_model.BUSY_LOAD = float("inf")  # the test machine's other work must not stop learning
 
 @python_app
 def nap(seconds, parsl_resource_specification={}):

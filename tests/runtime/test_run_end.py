@@ -47,7 +47,7 @@ from parsl.config import Config
 from scalpel_executor.learning import host_model
 from scalpel_executor.runtime.executor import ScalpelExecutor
 
-host_model.BUSY_LOAD = float("inf")  # the test machine's own load must not stop learning
+host_model.BUSY_OTHERS = host_model.BUSY_LOAD = float("inf")  # the test machine's other work must not stop learning
 
 @python_app
 def nap(seconds, parsl_resource_specification={}):
