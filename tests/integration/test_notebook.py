@@ -1,5 +1,6 @@
-"""The example notebook executes headless, start to finish: two runs on one profile store (the
-first measures, the second reads what it stored), a plot, the run reports, and nothing left behind."""
+"""The example notebook executes headless, start to finish: pairs of runs on one profile store each
+(the first measures, the second reads what it stored), a chart, the run reports, a closing sentence
+computed from the runs, and nothing left behind."""
 
 import ast
 import re
@@ -10,7 +11,9 @@ import pytest
 from nbclient import NotebookClient
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "examples" / "notebook.ipynb"
-RUN_1, RUN_2 = "run 1 (fresh store, measures)", "run 2 (same store, uses what run 1 learned)"
+RUN_1, RUN_2 = "run 1 (fresh store)", "run 2 (run 1's store)"
+REPEATS = 2
+SECONDS = r"\d+\.\d+ s"
 
 
 def sources(text: str, run: str, estimate: str) -> dict:
@@ -20,7 +23,7 @@ def sources(text: str, run: str, estimate: str) -> dict:
     return ast.literal_eval(found.group(1))
 
 
-def test_example_notebook_learns_across_two_runs_and_leaves_nothing_behind(tmp_path, monkeypatch):
+def test_example_notebook_learns_across_runs_says_whether_it_paid_and_leaves_nothing_behind(tmp_path, monkeypatch):
     temp = tmp_path / "tmp"
     temp.mkdir()
     monkeypatch.setenv("TMPDIR", str(temp))  # the kernel inherits it: its temporary folder lands here
@@ -34,19 +37,25 @@ def test_example_notebook_learns_across_two_runs_and_leaves_nothing_behind(tmp_p
     outputs = [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", [])]
     text = "".join(output.get("text", "") for output in outputs)
 
-    for run in (RUN_1, RUN_2):
-        assert f"{run}: 4/4 tasks done" in text
-        assert re.search(re.escape(run) + r": makespan \d+\.\d+ s", text)
-        assert re.search(re.escape(run) + r": tasks whose footprints overflow the 32 MiB LLC ran together for "
-                         r"\d+\.\d+ s of \d+\.\d+ s", text)
-    assert any("image/png" in output.get("data", {}) for output in outputs), "no plot was drawn"
-
-    # run 1 had nothing to read; run 2 read the store run 1 wrote
-    for estimate in ("footprint", "run-time"):
-        assert "store" not in sources(text, RUN_1, estimate)
-        assert sum(sources(text, RUN_1, estimate).values()) == 4
-    assert sources(text, RUN_2, "run-time") == {"store": 4}
-    assert "store" in sources(text, RUN_2, "footprint")
+    for repeat in range(1, REPEATS + 1):
+        for phase in (RUN_1, RUN_2):
+            run = f"{phase}, repeat {repeat}"
+            assert re.search(re.escape(run) + rf": 4/4 tasks done, makespan {SECONDS}", text)
+            assert re.search(re.escape(run) + rf": tasks whose footprints overflow the 32.0 MiB LLC ran together "
+                             rf"for {SECONDS} of the {SECONDS} its tasks ran", text)
+        # run 1 had nothing to read; run 2 read the store run 1 wrote
+        for estimate in ("footprint", "run-time"):
+            assert "store" not in sources(text, f"{RUN_1}, repeat {repeat}", estimate)
+            assert sum(sources(text, f"{RUN_1}, repeat {repeat}", estimate).values()) == 4
+        assert sources(text, f"{RUN_2}, repeat {repeat}", "run-time") == {"store": 4}
+        assert "store" in sources(text, f"{RUN_2}, repeat {repeat}", "footprint")
+    assert any("image/png" in output.get("data", {}) for output in outputs), "no chart was drawn"
+    pair = rf"{SECONDS} and {SECONDS}"
+    assert re.search(rf"In this execution \(repeat by repeat\), run 2 ran over-cache tasks together for {pair} "
+                     rf"against {pair} in run 1, ran its tasks for {pair} against {pair}, and ended {pair} against "
+                     rf"{pair} after submission: less co-run in \d of {REPEATS} repeats, tasks run in less time in "
+                     rf"\d, ended sooner in \d\.", text)
+    assert re.search(r"On this host \(2 cores sharing one 32.0 MiB LLC\), .*\.\n", text)
 
     workdir = re.search(r"working in (\S+)", text).group(1)
     assert Path(workdir).parent == temp
