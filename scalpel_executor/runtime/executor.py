@@ -700,7 +700,12 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                     cores=hints.cores or self.cores_per_task,
                     memory=declared if declared is not None else self._learned_memory(estimate), gpus=hints.gpus or 0)
         self._resources(task)
-        pool.submit(task)  # raises ExecutorShutdown if shutdown() began since the check above
+        try:
+            pool.submit(task)
+        except ExecutorShutdown:
+            if self._shut_down:  # shutdown() began since the check above: refused as any later task
+                return self._refused_after_shutdown()
+            raise  # the pool cannot run tasks any more (no worker could be started), not shut down
         return future
 
     def _refused_after_shutdown(self) -> Future:

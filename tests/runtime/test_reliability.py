@@ -43,6 +43,7 @@ def dfk(tmp_path_factory):
     executor = ScalpelExecutor(label="scalpel", batch_window=0.002, profiles=False)
     loaded = parsl.load(Config(executors=[executor], run_dir=str(run_dir), retries=1,
                                retry_handler=retry_only_transient))
+    assert executor.pool.wait_started(GENEROUS)  # load() returns before the workers; these tests count them
     yield loaded
     pids = executor.pool.worker_pids
     loaded.cleanup()
@@ -436,12 +437,12 @@ def test_shutdown_leaves_no_future_pending_with_a_thread_submitting_concurrently
     futures, refused = [], []
 
     def submit_forever():
-        while True:
-            try:
-                futures.append(executor.submit(len, {}, "ab"))
-            except ExecutorShutdown:
-                refused.append(True)
+        while True:  # as Parsl's launch thread: after shutdown, each task is refused with a failed future
+            future = executor.submit(len, {}, "ab")
+            if future.done() and "before this task was handed to it" in str(future.exception()):
+                refused.append(future)
                 return
+            futures.append(future)
 
     submitter = threading.Thread(target=submit_forever)
     submitter.start()
@@ -475,6 +476,8 @@ def test_a_core_whose_replacements_cannot_start_is_retired_and_the_rest_carry_on
     executor.start()
     try:
         node = executor.pool
+        if node_manager:  # start() returned before the workers: break only their replacements
+            assert node.wait_started(GENEROUS)
         broken.touch()
         with pytest.raises(WorkerDied, match="exit code 5"):
             executor.submit(_crash_after, {}, 0).result(timeout=GENEROUS)
