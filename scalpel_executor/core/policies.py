@@ -98,13 +98,25 @@ def plan_di(tasks, context):
     ranked = sorted(tasks, key=lambda t: (-(t.intensity if t.intensity is not None else t.footprint), t.seq))
     turns = [d for round_ in range(max(cores_per_domain)) for d, c in enumerate(cores_per_domain) if round_ < c]
     shares: list[list[Task]] = [[] for _ in cores_per_domain]
-    for position, task in enumerate(ranked):
+    wide: list[Task] = []  # wider than every domain: it spans several, so no domain is its own
+    position = 0
+    for task in ranked:
+        if task.cores > max(cores_per_domain):
+            wide.append(task)
+            continue
+        # A task is dealt only to a domain that can hold its cores: one pinned where it never
+        # fits would wait forever, and every task dealt behind it with it.
+        while cores_per_domain[turns[position % len(turns)]] < task.cores:
+            position += 1
         shares[turns[position % len(turns)]].append(task)
+        position += 1
     groups = []
     for domain, share in enumerate(shares):
         if share:
             share.sort(key=lambda t: t.seq)
             groups.append(Group(share, cores_per_domain[domain], domain=domain))
+    if wide:
+        groups.append(Group(sorted(wide, key=lambda t: t.seq), max(cores_per_domain)))
     return groups
 
 

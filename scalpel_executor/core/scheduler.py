@@ -609,22 +609,33 @@ class Scheduler:
     def _free_cores(self) -> list[int]:
         return [sum(1 for i in slots if self._idle[i] and i not in self._disabled) for slots in self._domain_slots]
 
-    def _fits(self, task: Task, domain: int) -> bool:
+    def _fits(self, task: Task, domain: int, *, committed: bool = False) -> bool:
         """Whether ``task`` may start on a free core of ``domain`` now: it fits, and no other domain
-        with room has more of its accelerators near."""
+        with room has more of its accelerators near and would take it next (:meth:`_nearer_taker`)."""
         if not needs_resources(task):
             return True  # the free core is all it needs
         free = self._free_cores()
         return (resources.fits(task, domain, free, self.capacity, self._memory_used, self._gpus_used)
-                and resources.nearer_domain(task, domain, free, self.capacity, self._device_free) is None)
+                and (committed or self._nearer_taker(task, domain, free) is None))
 
-    def _eligible(self, head: Task, domain: int):
+    def _nearer_taker(self, task: Task, domain: int, free: list[int]) -> int | None:
+        """A domain with more of ``task``'s accelerators near than ``domain``, room for it now, and
+        ``task`` as the next task its free cores take; None: start it where it is asked.
+
+        Only such a domain may hold a task back: hypothesis found every core idle with tasks
+        waiting when the nearer domain's core took another group (one formed for its size) or its
+        own buffer, or when the task sat in the other domain's buffer."""
+        nearer = resources.nearer_domain(task, domain, free, self.capacity, self._device_free)
+        return nearer if nearer is not None and self._head(nearer)[0] is task else None
+
+    def _eligible(self, head: Task, domain: int, *, committed: bool = False):
         """None when ``head`` fits on ``domain`` now; else the test a later task must pass to start
-        there instead: it fits, and it cannot delay ``head``'s reservation."""
-        if self._fits(head, domain):
+        there instead: it fits, and it cannot delay ``head``'s reservation. A ``committed`` head
+        (in ``domain``'s buffer) is not held back for another domain: none takes it from there."""
+        if self._fits(head, domain, committed=committed):
             return None
         free = self._free_cores()  # nothing starts while the candidates are tested
-        nearer = resources.nearer_domain(head, domain, free, self.capacity, self._device_free)
+        nearer = None if committed else self._nearer_taker(head, domain, free)
         if nearer is not None and resources.fits(head, nearer, free, self.capacity, self._memory_used, self._gpus_used):
             # it starts on ``nearer`` in this dispatch: what it leaves spare there and now is free to take here
             reservation = Reservation(0.0, nearer, free[nearer] - head.cores,
@@ -753,23 +764,27 @@ class Scheduler:
         """The policy's next task for a free core of ``domain``: its buffer's head, the next
         group, or the head of the fullest other buffer; one that does not fit is reserved and
         the first later one that may be backfilled starts instead."""
-        buffer = self._buffers[domain]
-        position = self._next_group(self.cores_per_domain[domain])
-        group = None if position is None else self._plan[position]
-        if buffer and (group is None or group.tasks[0].priority <= buffer[0].priority):
-            head = buffer[0]
-        elif group is not None:
-            head = group.tasks[0]
-        else:
-            fullest = max(range(len(self._buffers)), key=lambda d: len(self._buffers[d]))
-            head = self._buffers[fullest][0] if self._buffers[fullest] else None
+        head, committed = self._head(domain)
         if head is None:
             return None
-        eligible = self._eligible(head, domain)
+        eligible = self._eligible(head, domain, committed=committed)
         for task, take in itertools.islice(self._candidates(domain), BACKFILL_LOOKAHEAD):
             if eligible is None or eligible(task):
                 return take()
         return None
+
+    def _head(self, domain: int) -> tuple[Task | None, bool]:
+        """The task a free core of ``domain`` takes next if it fits: its buffer's head (committed:
+        True), the next group's, or the head of the fullest other buffer."""
+        buffer = self._buffers[domain]
+        position = self._next_group(self.cores_per_domain[domain])
+        group = None if position is None else self._plan[position]
+        if buffer and (group is None or group.tasks[0].priority <= buffer[0].priority):
+            return buffer[0], True
+        if group is not None:
+            return group.tasks[0], False
+        fullest = max(range(len(self._buffers)), key=lambda d: len(self._buffers[d]))
+        return (self._buffers[fullest][0] if self._buffers[fullest] else None), False
 
     def _candidates(self, domain: int):
         """Every waiting task a free core of ``domain`` may take, in the policy's order of

@@ -171,13 +171,16 @@ def test_no_core_booked_twice_and_no_budget_exceeded_under_any_event_order(specs
     s.add(pending)
     for index in range(cores):
         s.enable(index)
-    while s.running or s.waiting:
+    for _ in range(10 * len(tasks) + 10):  # each round starts or ends a task, or the scheduler is stuck
+        if not (s.running or s.waiting):
+            break
         start(s.dispatch(now))
         if s.running:
             index = min(s.running)
             ended.add(s.release(index).id)
             free(index)
         now += 1.0
+    assert not (s.running or s.waiting), f"every core idle and enabled, yet {s.waiting} tasks never started"
     assert ended | lost == {t.id for t in tasks} and not ended & lost
     assert s.memory_used == 0 and s.gpus_used == 0 and len(s.idle_slots) == cores
 
@@ -232,3 +235,18 @@ def test_an_accelerator_task_takes_a_far_device_rather_than_wait_for_a_near_core
     (gpu,) = s.dispatch(0.0)
     assert gpu.slot.domain != cpu.slot.domain and gpu.task.id == "gpu" and len(gpu.devices) == 1
 
+
+
+def test_di_deals_a_task_only_to_a_domain_that_can_hold_its_cores():
+    """A two-core task dealt to a one-core domain waited forever, and so did the tasks dealt behind it."""
+    s = Scheduler([[0, 1, 2], [3]], "di", llc=32 * MiB)
+    s.add([Task(i, footprint=8 * MiB, runtime=1.0, cores=c) for i, c in enumerate([1, 2, 1, 2, 1])])
+    s.add([Task(9, footprint=8 * MiB, runtime=1.0, cores=4)])  # wider than any domain: spans both
+    started, now = [], 0.0
+    for _ in range(20):
+        started += [(a.task.id, a.slot.domain, len(a.booked)) for a in s.dispatch(now)]
+        if s.running:
+            s.release(min(s.running))
+        now += 1.0
+    assert sorted(task for task, _, _ in started) == [0, 1, 2, 3, 4, 9] and not s.waiting and not s.running
+    assert all(domain == 0 for task, domain, cores in started if cores == 2)

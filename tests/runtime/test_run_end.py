@@ -1,7 +1,6 @@
 """How a run ends as a user sees it: the closing line, the report without cleanup(), tasks still queued at cleanup."""
 
 import json
-import os
 import subprocess
 import sys
 
@@ -39,8 +38,8 @@ def test_cleanup_says_in_one_line_what_ran_and_where_the_report_is(tmp_path, cap
     assert json.loads(report.read_text())["tasks_finished"] == 5
 
 
-ENDS_WITHOUT_CLEANUP = """
-import sys
+A_RUN_THAT_ENDS = """
+import os, signal, sys
 import parsl
 from parsl import python_app
 from parsl.config import Config
@@ -56,28 +55,61 @@ def nap(seconds, parsl_resource_specification={}):
     return seconds
 
 executor = ScalpelExecutor(label="scalpel", topology="1x2:56MiB", profiles=sys.argv[1], policy="fifo")
-parsl.load(Config(executors=[executor], run_dir=sys.argv[2]))
+dfk = parsl.load(Config(executors=[executor], run_dir=sys.argv[2]))
 spec = {"footprint": "40MiB", "runtime": 0.3}
 print([f.result(timeout=60) for f in [nap(0.3, parsl_resource_specification=spec) for _ in range(4)]])
-# no dfk.cleanup(): Parsl only warns at exit
+if sys.argv[3] == "killed-after-cleanup":
+    dfk.cleanup()
+    os.kill(os.getpid(), signal.SIGKILL)  # right after cleanup() returned: no refit of its finishes
+# "no-cleanup": the script just ends (Parsl only warns at exit)
 """
+
+
+def run_script(tmp_path, how):
+    """Run :data:`A_RUN_THAT_ENDS` so (``how``); its store and run directory, and how it ended."""
+    script = tmp_path / "script.py"
+    script.write_text(A_RUN_THAT_ENDS)
+    store, run_dir = tmp_path / "profiles.sqlite", tmp_path / "runinfo"
+    done = subprocess.run([sys.executable, str(script), str(store), str(run_dir), how], capture_output=True,
+                          text=True, timeout=120)
+    return store, run_dir, done
+
+
+def stored_coruns(store):
+    import sqlite3
+
+    with sqlite3.connect(store) as connection:
+        return connection.execute("SELECT COUNT(*) FROM host_coruns").fetchone()[0]
 
 
 def test_a_script_that_ends_without_cleanup_still_writes_its_report_and_keeps_what_it_learned(tmp_path):
     import sqlite3
 
-    script = tmp_path / "script.py"
-    script.write_text(ENDS_WITHOUT_CLEANUP)
-    store, run_dir = tmp_path / "profiles.sqlite", tmp_path / "runinfo"
-    done = subprocess.run([sys.executable, str(script), str(store), str(run_dir)], capture_output=True, text=True,
-                          timeout=120)
+    store, run_dir, done = run_script(tmp_path, "no-cleanup")
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads((run_dir / "000" / "scalpel-scalpel-report.json").read_text())
     assert report["tasks_finished"] == 4
     assert "scalpel: 4 tasks (0 failed)" in done.stderr
     with sqlite3.connect(store) as connection:
         assert connection.execute("SELECT SUM(runs) FROM profiles").fetchone()[0] >= 4  # run times learned
-        assert connection.execute("SELECT COUNT(*) FROM host_coruns").fetchone()[0] >= 2
+    assert stored_coruns(store) >= 2  # two pairs of 0.3 s tasks, side by side on the one domain
+
+
+def test_a_process_killed_right_after_cleanup_keeps_its_runs_co_runs(tmp_path):
+    import signal
+
+    from scalpel_executor.core.domains import Topology
+    from scalpel_executor.learning.host_model import HostModelStore, host_id
+
+    store, _, done = run_script(tmp_path, "killed-after-cleanup")
+    assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
+    coruns = stored_coruns(store)
+    assert coruns >= 2
+    models = HostModelStore(store)
+    try:
+        assert len(models.history(host_id(Topology.from_spec("1x2:56MiB")))[0]) == coruns
+    finally:
+        models.close()
 
 
 def test_tasks_parsl_hands_over_after_shutdown_fail_at_once_said_once(tmp_path):
