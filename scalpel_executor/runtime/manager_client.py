@@ -34,9 +34,14 @@ never ran on it: they go to the replacement without costing a retry, and only th
 begun fail with ``NodeManagerLost``. (Before: every task it held failed, started or not; five
 kills used up the retries of 1,062 tasks.)
 
-A manager runs no task before it has sent ``Started`` (it holds earlier Submits until then), and
-messages arrive in order, so a replacement that ends before its ``Started`` was read ran none of
-the tasks sent to it: they go to the next replacement without costing a retry. Replacements are
+``start(wait=False)`` (what the executor, so ``parsl.load()``, uses) returns once the process is
+launched; the reader thread reads the manager's ``Started`` like any later message. A manager
+runs no task before it has sent ``Started`` (it holds earlier Submits until then), and messages
+arrive in order, so a replacement that ends before its ``Started`` was read ran none of the tasks
+sent to it: they go to the next replacement without costing a retry. The first manager is treated
+as a replacement when a signal ends it before ``Started``; when it says why it cannot start
+(``Fatal``) or exits by itself (a failing ``worker_init``), the client gives up at once, failing
+every task with ExecutorFailed naming the cause (what ``start(wait=True)`` raises). Replacements are
 started again (a SIGKILL during start, a transient fork or import failure), and only after
 ``MAX_REPLACEMENT_STARTS`` in a row fail does the client give up: every unfinished task fails with
 ``ExecutorFailed`` naming the last cause, and ``submit`` raises it. (Before: the first replacement
