@@ -492,13 +492,15 @@ class ManagerClient:
             return replacement
 
     def _give_up(self, failure: str) -> None:
-        if not self._first_start.is_set():  # what start() raises when it waits
-            self._start_failure = failure
+        first = not self._first_start.is_set()
+        with self._lock:  # before the waiter wakes: a submit after start() raised sees ExecutorFailed
+            self._failure = failure + "; no new tasks are accepted"
+            if first:  # what start() raises when it waits
+                self._start_failure = failure
+        if first:
             self._first_start.set()
-        failure += "; no new tasks are accepted"
+        failure = self._failure
         logger.error("%s", failure)
-        with self._lock:
-            self._failure = failure
         self._fail_outstanding(lambda task: ExecutorFailed(f"task {task.id} cannot run: {failure}"))
 
     def _fail_shutdown(self) -> None:
