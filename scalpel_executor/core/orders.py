@@ -111,7 +111,7 @@ class FcfsEvaluator:
 
     def __init__(self, solo: Sequence[float], footprints: Sequence[float], sensitivities: Sequence[float | None],
                  cores_per_domain: Sequence[int], llc: float, model: ContentionModel,
-                 running: Sequence[RunningTask] = ()):
+                 running: Sequence[RunningTask] = (), tails: Sequence[float] | None = None):
         if not (len(solo) == len(footprints) == len(sensitivities)):
             raise ValueError(f"solo times, footprints and sensitivities differ in length: "
                              f"{len(solo)}, {len(footprints)}, {len(sensitivities)}")
@@ -131,6 +131,10 @@ class FcfsEvaluator:
         self.llc, self.model = llc, model
         self._rates: dict[tuple, dict[int, float]] = {}
         self.tol = [1e-9 * max(1.0, s) for s in self.solo]
+        # what waits for each task's result once it ends (Task.tail): an order's predicted end is
+        # its latest finish + tail; None when every tail is 0 (the hot loop then skips it)
+        self.tails = ([max(0.0, float(t)) for t in tails] + [0.0] * len(running)
+                      if tails is not None and any(t > 0 for t in tails) else None)
         self.evaluations = 0
         self.starts = 0  # task starts simulated, over all evaluations: the work done
         self._initial = None
@@ -211,7 +215,7 @@ class FcfsEvaluator:
         first = pos
         n, P, maxc = len(order), self.P, self.maxc
         solo, tol, kind, rates_of = self.solo, self.tol, self.kind, self.rates
-        wide = self._wide
+        wide, tails = self._wide, self.tails
         inf = math.inf
         heap = [(nxt[d], stamp[d], d) for d in range(P) if nxt[d] != inf]
         heapq.heapify(heap)
@@ -251,7 +255,7 @@ class FcfsEvaluator:
                     upd[d] = now
                     take = min(idle[d], n - pos)
                     for i in order[pos:pos + take]:
-                        if now + solo[i] > cutoff:
+                        if now + solo[i] + (tails[i] if tails is not None else 0.0) > cutoff:
                             self.starts += pos - first
                             return math.inf
                         if on_start is not None:
@@ -274,7 +278,7 @@ class FcfsEvaluator:
                                     upd[d] = now
                                     touched.append(d)
                                 i = order[pos]
-                                if now + solo[i] > cutoff:
+                                if now + solo[i] + (tails[i] if tails is not None else 0.0) > cutoff:
                                     self.starts += pos - first
                                     return math.inf
                                 pos += 1
@@ -306,9 +310,12 @@ class FcfsEvaluator:
             if finished:
                 if wide is not None:  # a task that was running when the simulation began frees its cores
                     finished = sum(wide.get(e[0], 1) for e in running[d] if e[1] <= tol[e[0]])
+                if tails is not None:  # what waits for a task's result ends no sooner than its tail
+                    mk = max(mk, max(now + tails[e[0]] for e in running[d] if e[1] <= tol[e[0]]))
+                else:
+                    mk = now
                 running[d] = left
                 idle[d] += finished
-                mk = now
                 dispatch = True
             refresh(d)
         self.starts += pos - first

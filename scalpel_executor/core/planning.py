@@ -80,7 +80,7 @@ from scalpel_executor.core.admission import TOLERANCE, slowdown_increase
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.multicore_orders import MulticoreEvaluator, supports
 from scalpel_executor.core.orders import FcfsEvaluator, RunningTask, improve_tail, trace
-from scalpel_executor.core.tasks import Group, Task
+from scalpel_executor.core.tasks import Group, Task, rank
 
 __all__ = ["PlanContext", "plan_scalpel", "scalpel_order", "robust_choice", "DEFAULT_BUDGET", "STARTS_PER_SECOND",
            "BASE_POLICIES", "TAIL_SEED", "ROBUST_SCENARIOS", "ROBUST_MIN_SCENARIOS",
@@ -146,7 +146,7 @@ def scalpel_order(tasks: list[Task], context: PlanContext) -> list[int]:
 def _plan(tasks: list[Task], context: PlanContext) -> tuple[list[int], FcfsEvaluator | None]:
     """The order, and the evaluator that checked it; None when its co-runs were not checked."""
     n = len(tasks)
-    lpt = sorted(range(n), key=lambda i: (-tasks[i].runtime * tasks[i].cores, tasks[i].seq))
+    lpt = sorted(range(n), key=lambda i: (-rank(tasks[i]) * tasks[i].cores, tasks[i].seq))
     if n <= 1:
         return lpt, None
     llc = context.llc if context.llc and context.llc > 0 else math.inf
@@ -194,10 +194,10 @@ def _evaluator(tasks: list[Task], context: PlanContext, llc: float) -> Callable[
     core first come first served, or, with tasks of several cores waiting or running, as the
     scheduler books, reserves and backfills them around what runs (for the tasks it replays);
     None where neither does."""
-    footprints = [t.footprint for t in tasks]
+    footprints, tails = [t.footprint for t in tasks], [t.tail for t in tasks]
     if all(task.cores == 1 for task in tasks):  # running tasks of several cores hold that many
         return lambda solo: FcfsEvaluator(solo, footprints, [None] * len(tasks), context.cores_per_domain, llc,
-                                          context.model, context.running)
+                                          context.model, context.running, tails)
     if not supports(tasks, context.cores_per_domain):
         return None
     return lambda solo: MulticoreEvaluator(tasks, context.cores_per_domain, llc, context.model, solo=solo,
@@ -268,7 +268,8 @@ def robust_choice(tasks: list[Task], spreads: Sequence[float], orders: list[list
                 factors[key] = math.exp(rng.gauss(0.0, s)) if s > 0 else 1.0
             solo.append(t.runtime * factors[key])
         ev = evaluator(solo) if evaluator is not None else \
-            FcfsEvaluator(solo, footprints, [None] * n, context.cores_per_domain, llc, context.model, context.running)
+            FcfsEvaluator(solo, footprints, [None] * n, context.cores_per_domain, llc, context.model, context.running,
+                          [t.tail for t in tasks])
         times = [ev.run(o) for o in distinct]
         for k, value in enumerate(times):
             log_ratio[k].append(math.log(value / times[0]) if times[0] > 0 and value > 0 else 0.0)

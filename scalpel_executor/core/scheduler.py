@@ -72,7 +72,7 @@ from scalpel_executor.core.resources import (Capacity, Holding, Reservation, may
                                              unfit_reason)
 from scalpel_executor.core.multicore_orders import MulticoreEvaluator, supports
 from scalpel_executor.core.orders import FcfsEvaluator, RunningTask
-from scalpel_executor.core.tasks import Assignment, Group, Slot, Task
+from scalpel_executor.core.tasks import Assignment, Group, Slot, Task, rank
 
 __all__ = ["Scheduler", "Task", "Assignment", "Slot", "Group", "POLICIES", "resolve_policy", "CHECKED_AT_DISPATCH"]
 
@@ -217,12 +217,12 @@ class Scheduler:
 
     def _merge(self, task: Task) -> None:
         """Put ``task`` into the plan (reversed dispatch order) among its priority level's tasks,
-        before the first one with a shorter run time; nobody checked its co-runs."""
+        before the first one with a lower rank (run time + tail); nobody checked its co-runs."""
         task.foreseen_harm = None
         at = 0
         for position in range(len(self._plan) - 1, -1, -1):  # dispatch order
             head = self._plan[position].tasks[0]
-            if head.priority < task.priority or (head.priority == task.priority and head.runtime < task.runtime
+            if head.priority < task.priority or (head.priority == task.priority and rank(head) < rank(task)
                                                  and not self._overdue(head)):
                 at = position + 1
                 break
@@ -255,8 +255,8 @@ class Scheduler:
             if self._idle[slot.index] and slot.index not in self._disabled:
                 per_domain[slot.domain].append(slot)
         assignments = []
-        serving = [slots[rank] for rank in range(max(self.cores_per_domain)) for slots in per_domain
-                   if rank < len(slots)]
+        serving = [slots[depth] for depth in range(max(self.cores_per_domain)) for slots in per_domain
+                   if depth < len(slots)]
         self._passed.clear()
         again: set[int] = set()
         try:
@@ -699,7 +699,7 @@ class Scheduler:
         llc, model = self._context.llc or math.inf, self._context.model
         if all(task.cores == 1 for task in (*queued, *self._running.values())):
             ev = FcfsEvaluator([t.runtime for t in queued], [t.footprint for t in queued], [None] * len(queued),
-                               self.cores_per_domain, llc, model, running)
+                               self.cores_per_domain, llc, model, running, [t.tail for t in queued])
         elif (not self._joined_running and supports([*queued, *self._running.values()], self.cores_per_domain)
               and not any(task.runtime_spread > 0 for task in (*queued, *self._running.values()))):
             ev = MulticoreEvaluator(queued, self.cores_per_domain, llc, model, running=running)

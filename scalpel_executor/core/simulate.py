@@ -29,7 +29,8 @@ from scalpel_executor.core.batching import Batcher, Batching
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.scheduler import CHECKED_AT_DISPATCH, Scheduler, Task
 
-__all__ = ["SimTask", "SimResult", "SimRecord", "ContentionModel", "Batching", "simulate", "lower_bound"]
+__all__ = ["SimTask", "SimResult", "SimRecord", "ContentionModel", "Batching", "simulate", "lower_bound",
+           "graph_tails"]
 
 
 @dataclass(frozen=True)
@@ -49,9 +50,10 @@ class SimTask:
     cores: int = 1  # cores of one LLC domain it runs on at once (its solo time is on that many)
     memory: float = 0.0  # bytes of the node's memory it holds (counted against simulate's ``memory``)
     gpus: int = 0
+    tail: float = 0.0  # what the scheduler is told waits for its result (Task.tail; graph_tails computes it)
 
     def __post_init__(self) -> None:
-        for name in ("solo_time", "footprint", "arrival"):
+        for name in ("solo_time", "footprint", "arrival", "tail"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or math.isnan(value) or math.isinf(value) or value < 0:
                 raise ValueError(f"task {self.name!r}: {name} must be a finite number ≥ 0, got {value!r}")
@@ -159,6 +161,25 @@ def _dag(tasks: Sequence[SimTask]) -> tuple[list[list[int]], list[float]]:
                          + " form a cycle, so none of them could ever start; a task's parents must not "
                            "depend on it")
     return children, chain
+
+
+def graph_tails(tasks: Sequence[SimTask], *, estimates: bool = True) -> list[float]:
+    """Each task's tail: the longest chain of its descendants' run times (its upward rank less its
+    own run time), on the run-time estimates (``estimates``) or the solo times; what an executor
+    that sees the whole graph would tell the scheduler (``SimTask.tail``). O(tasks + edges)."""
+    children, _ = _dag(tasks)  # validates parents and finds cycles
+    duration = [t.runtime_estimate if estimates and t.runtime_estimate is not None else t.solo_time for t in tasks]
+    unfinished = [len(t.parents) for t in tasks]
+    order = [i for i, count in enumerate(unfinished) if count == 0]
+    for index in order:  # topological: the list grows as tasks become ready
+        for child in children[index]:
+            unfinished[child] -= 1
+            if unfinished[child] == 0:
+                order.append(child)
+    tail = [0.0] * len(tasks)
+    for index in reversed(order):
+        tail[index] = max((duration[c] + tail[c] for c in children[index]), default=0.0)
+    return tail
 
 
 def simulate(
@@ -277,7 +298,7 @@ def simulate(
     def to_task(i: int, t: SimTask) -> Task:
         estimate = t.solo_time if t.runtime_estimate is None else t.runtime_estimate
         return Task(i, t.footprint, estimate, t.priority, t.intensity, payload=t, runtime_spread=t.runtime_spread,
-                    cores=t.cores, memory=t.memory, gpus=t.gpus)
+                    cores=t.cores, memory=t.memory, gpus=t.gpus, tail=t.tail)
 
     batcher: Batcher[Task] | None = (None if batching is None
                                      else Batcher(batching, len(slots), runtime_of=lambda task: task.runtime,

@@ -31,6 +31,15 @@ class Task:
     cores: int = 1  # CPUs of one LLC domain the task runs on at once (its footprint counts there once)
     memory: float = 0.0  # bytes of the node's memory it holds (declared, else learned; 0: not counted)
     gpus: int = 0  # accelerators it needs (the scheduler books which: Assignment.devices)
+    tail: float = 0.0  # estimated seconds of the longest chain of tasks that wait for its result (its
+    #                    upward rank less its own run time; 0: none known). The default policy starts a
+    #                    task with a long tail early and predicts a schedule's end as the latest
+    #                    finish + tail (core.planning)
+
+
+def rank(task: Task) -> float:
+    """A task's upward rank: its run time plus the longest chain that waits for it (``tail``)."""
+    return task.runtime + task.tail
 
 
 @dataclass(slots=True, eq=False)

@@ -1,0 +1,438 @@
+"""Per-key interference: what a task's key suffers and inflicts beyond what its footprint says.
+
+::
+
+    KeyedCoRun(key, footprint, segments: (seconds, ((co-runner key, footprint), ...)), slowdown, at) ...
+        │ fit_interference: ridge least squares of log slowdown around the footprint model,
+        │                   shrinking every residual toward 0 (noise_level: how hard)
+        v
+    InterferenceModel(footprint model, llc, sensitivity s_k, pressure p_k)
+        .slowdowns(keys, footprints)   each member of a group beside the others (like ContentionModel)
+        .predicted(corun)              one observed task, over its segments
+    choose_interference: fit on the older records, score on the newer ─> InterferenceChoice
+        (the per-key model only where it predicts better beyond chance; else footprint-only, and why)
+
+**The model.** The footprint model (:mod:`scalpel_executor.core.contention`, with the host's ρ, σ)
+sees a task only through its footprint. Two kinds of task defeat it: one that streams through
+memory with a small reused set (it suffers and inflicts bandwidth contention, Feliu et al., while
+its footprint says it fits) and one whose large footprint is blocked for cache (gemm: the model
+expects it to suffer, and it does not). So every profile key k carries two residuals in log
+slowdown, a *sensitivity* s_k and a *pressure* p_k, and task a beside the set B predicts
+
+    log S(a, B) = log S_footprint(f_a, f_B) + s_a · [B non-empty] + Σ_{b ∈ B} p_b      (B ≠ ∅)
+    log S(a, ∅) = 0
+
+clamped at log S ≥ 0 (a task never runs faster beside others, as in the footprint model).
+The residuals apply whenever a co-runner is present, also where the footprint model predicts 1:
+a small streaming task is a key with a large p (and s). Pressure is a *sum* over co-runners
+because bandwidth demands add (Feliu's schedulers sum them against the available bandwidth), and
+sensitivity is paid once per co-run state because it is a property of the victim. This is the
+first-order part of a factorization machine (SLITS, Eq. 1, w_i x_i with one feature per key and
+role) on top of a physical model in place of the global bias; no parameter belongs to a pair.
+
+**Identifiability.** From pairs alone (a 2-core host) only s_a + p_b is told: s_a + c, p_b − c
+predict every pair the same. The ridge picks the split of least norm, which predicts pairs as
+well as any; co-runs beside 2 or more co-runners, or beside none for part of a life, tell s and p
+apart.
+
+**The fit.** Observations are y = log(wall / solo). Over a task's segments the prediction is the
+solo-time-weighted harmonic mean of the segments' slowdowns (as in
+:func:`~scalpel_executor.core.contention_fit.predicted_slowdown`), which is not linear in the
+residuals; Gauss-Newton steps from 0 solve the ridge problem
+
+    min Σ_i (y_i − ŷ_i(s, p))² + λ (Σ_k s_k² + Σ_k p_k²),     λ = (noise / PRIOR_SCALE)²
+
+(one step is exact for single-segment co-runs away from the clamp; a step that overshoots
+where the clamp cuts in is halved). This is the posterior mode under a N(0,
+PRIOR_SCALE²) prior on each residual and N(0, noise²) observation noise: a key seen n times moves
+by about n / (n + λ) of what its co-runs say, so a key with little evidence keeps the footprint
+prediction. ``noise`` is measured where the records repeat a co-run (same key beside the same
+keys and footprints: the pooled standard deviation of their log slowdowns) and is
+:data:`DEFAULT_NOISE` (±20%, the middle of the ±10–30% co-runs scatter on shared hosts) where
+fewer than :data:`MIN_REPLICATE_FREEDOM` repeats tell it. At ±20% λ = 1.8: a key seen once moves
+36% of the way, one seen 50 times 97%.
+
+**No factorization.** A low-rank term ⟨v_a, v_b⟩ with footprint as a side feature (SLITS's
+second-order part) needs many distinct partners per key to be told from ±20% noise; a 2-core
+host sees each key beside a handful, and its matrix (docs/interference.md) shows no pair effect
+beyond row and column effects worth the parameters. It is left out until records show one.
+
+References: J. Feliu et al., "Cache-hierarchy contention aware scheduling in CMPs", IEEE TPDS
+25(3), 2014; W. Jin, X. Peng, "SLITS: Sparsity-Lightened Intelligent Thread Scheduling", 2023.
+
+>>> from scalpel_executor.core.contention import ContentionModel
+>>> MiB = 2**20
+>>> stream = [KeyedCoRun("stream", MiB, ((1.0, (("lookup", MiB),)),), 1.5, at=t) for t in range(20)]
+>>> model = fit_interference(stream, ContentionModel(), 32 * MiB)
+>>> [round(x, 2) for x in model.slowdowns(["stream", "lookup"], [MiB, MiB])]  # the footprint model: 1.0, 1.0
+[1.5, 1.0]
+
+(The lookup was never seen beside the stream: it keeps the footprint model's 1.0.)
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import defaultdict
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from scalpel_executor.core.contention import ContentionModel
+from scalpel_executor.core.contention_fit import CoRun, predicted_slowdown
+
+__all__ = ["InterferenceChoice", "InterferenceModel", "KeyedCoRun", "choose_interference", "coruns_from_history",
+           "fit_interference", "noise_level", "planted_coruns"]
+
+#: Prior standard deviation of a key's residual, in log slowdown: the footprint model's misses on
+#: measured pairs are of this order (two 28 MiB spmv: 1.08× measured, 1.29× modelled, −0.18).
+PRIOR_SCALE = 0.15
+#: Observation noise, in log slowdown, assumed where repeats do not measure it.
+DEFAULT_NOISE = 0.2
+NOISE_RANGE = (0.03, 0.5)
+MIN_REPLICATE_FREEDOM = 6  # repeats beyond the first, over all repeated co-runs, before the noise is measured
+GAUSS_NEWTON_STEPS = 10
+#: The hold-out: the newest fraction of records, and how many records the test needs at all.
+HOLDOUT_FRACTION = 0.3
+MIN_RECORDS = 30
+#: The per-key model's median error on the hold-out must be this much below footprint-only's ...
+MIN_GAIN = 0.1
+#: ... and it must be nearer on more held-out records than chance gives (one-sided sign test).
+SIGN_TEST_LEVEL = 0.05
+
+Neighbours = tuple[tuple[Hashable | None, float], ...]
+
+
+@dataclass(frozen=True)
+class KeyedCoRun:
+    """One task's run beside co-runners whose keys are known.
+
+    ``segments``: (wall seconds, ((co-runner key, its footprint), ...)) over the task's life; a key
+    None is a co-runner whose key was not recorded (it exerts footprint pressure only).
+    ``slowdown``: wall over the key's solo time. ``at``: when it was recorded (the hold-out keeps
+    the newest).
+    """
+
+    key: Hashable
+    footprint: float
+    segments: tuple[tuple[float, Neighbours], ...]
+    slowdown: float
+    at: float = 0.0
+
+
+@dataclass(frozen=True)
+class InterferenceModel:
+    """The footprint model plus per-key residuals (module docstring). No residual: the footprint model."""
+
+    footprint_model: ContentionModel
+    llc: float
+    sensitivity: Mapping[Hashable, float] = field(default_factory=dict)
+    pressure: Mapping[Hashable, float] = field(default_factory=dict)
+    noise: float = DEFAULT_NOISE
+    evidence: Mapping[Hashable, int] = field(default_factory=dict)  # co-runs each key was in, either side
+
+    def residual(self, key: Hashable, beside: Iterable[Hashable | None]) -> float:
+        """The log-slowdown added to the footprint model for ``key`` beside the keys ``beside``."""
+        beside = list(beside)
+        if not beside:
+            return 0.0
+        return self.sensitivity.get(key, 0.0) + sum(self.pressure.get(b, 0.0) for b in beside if b is not None)
+
+    def segment_slowdown(self, key: Hashable, footprint: float, beside: Neighbours) -> float:
+        """Slowdown (≥ 1) of ``key`` beside ``beside`` for as long as that set runs."""
+        if not beside:
+            return 1.0
+        sigma = self.footprint_model.sensitivity
+        base = self.footprint_model.slowdowns([footprint, *(f for _, f in beside)], [sigma] * (len(beside) + 1),
+                                              self.llc)[0]
+        extra = self.residual(key, (k for k, _ in beside))
+        return base if extra == 0 else max(1.0, base * math.exp(extra))
+
+    def slowdowns(self, keys: Sequence[Hashable], footprints: Sequence[float]) -> list[float]:
+        """Each member's slowdown beside all the others on one domain: ``ContentionModel.slowdowns``
+        with keys. O(n² ) for n members."""
+        members = list(zip(keys, footprints))
+        return [self.segment_slowdown(k, f, tuple(members[:i] + members[i + 1:])) for i, (k, f) in enumerate(members)]
+
+    def predicted(self, corun: KeyedCoRun) -> float:
+        """The slowdown predicted for ``corun`` over its segments: their wall-time-weighted harmonic
+        mean. With no residual for it, exactly ``contention_fit.predicted_slowdown``."""
+        wall = sum(seconds for seconds, _ in corun.segments)
+        solo = sum(seconds / self.segment_slowdown(corun.key, corun.footprint, beside)
+                   for seconds, beside in corun.segments)
+        return wall / solo if solo > 0 else 1.0
+
+
+def noise_level(coruns: Iterable[KeyedCoRun]) -> tuple[float, int]:
+    """The observation noise in log slowdown, and the repeats that measured it (0: assumed).
+
+    Co-runs of one key beside the same co-runners (keys, footprints and shares of its life) are
+    repeats; the pooled standard deviation of their log slowdowns is the noise, clipped to
+    :data:`NOISE_RANGE`. With fewer than :data:`MIN_REPLICATE_FREEDOM` repeats beyond the first of
+    each, :data:`DEFAULT_NOISE`.
+    """
+    cells: dict[tuple, list[float]] = defaultdict(list)
+    for corun in coruns:
+        cells[_cell(corun)].append(math.log(corun.slowdown))
+    freedom = sum(len(ys) - 1 for ys in cells.values())
+    if freedom < MIN_REPLICATE_FREEDOM:
+        return DEFAULT_NOISE, 0
+    spread = sum(sum((y - sum(ys) / len(ys)) ** 2 for y in ys) for ys in cells.values())
+    low, high = NOISE_RANGE
+    return min(max(math.sqrt(spread / freedom), low), high), freedom
+
+
+def _cell(corun: KeyedCoRun) -> tuple:
+    wall = sum(seconds for seconds, _ in corun.segments) or 1.0
+    shares: dict[tuple, float] = defaultdict(float)
+    for seconds, beside in corun.segments:
+        shares[tuple(sorted(beside, key=repr))] += seconds / wall
+    return (corun.key, corun.footprint, tuple(sorted(((b, round(s, 3)) for b, s in shares.items()), key=repr)))
+
+
+def fit_interference(coruns: Sequence[KeyedCoRun], footprint_model: ContentionModel, llc: float, *,
+                     noise: float | None = None) -> InterferenceModel:
+    """Per-key sensitivities and pressures fitted around ``footprint_model`` by ridge least squares.
+
+    Parameters
+    ----------
+    coruns : sequence of KeyedCoRun
+        The observations (none: the footprint model itself).
+    footprint_model : ContentionModel
+        The host's footprint model (its fit, or the default); held fixed.
+    llc : float
+        The LLC size in bytes it is relative to.
+    noise : float, optional
+        Observation noise in log slowdown; default :func:`noise_level` of ``coruns``. It sets the
+        shrinkage λ = (noise / PRIOR_SCALE)².
+
+    Returns
+    -------
+    InterferenceModel
+
+    Notes
+    -----
+    Gauss-Newton on the harmonic prediction (module docstring), each step a ridge solve of the
+    normal equations by Cholesky: O(steps · (n · q² + P³)) for n co-runs of q parameters each and P
+    parameters (two per key). 400 co-runs of 20 keys fit in well under a second.
+
+    Raises
+    ------
+    ValueError
+        A non-positive ``llc`` or a slowdown that is not a finite number > 0.
+    """
+    if not (llc > 0):
+        raise ValueError(f"llc must be a positive number of bytes, got {llc!r}")
+    for corun in coruns:
+        if not (math.isfinite(corun.slowdown) and corun.slowdown > 0):
+            raise ValueError(f"a co-run's slowdown must be a finite number > 0 (wall over solo time), got "
+                             f"{corun.slowdown!r} for key {corun.key!r}")
+    measured, _ = noise_level(coruns) if noise is None else (noise, 0)
+    shrinkage = (measured / PRIOR_SCALE) ** 2
+    plain = InterferenceModel(footprint_model, float(llc), noise=measured)
+    # Parameters: ("s", key) for every task key, ("p", key) for every known co-runner key, sorted for determinism.
+    names = sorted({("s", c.key) for c in coruns if any(b for _, b in c.segments)}
+                   | {("p", k) for c in coruns for _, b in c.segments for k, _ in b if k is not None}, key=repr)
+    if not names:
+        return plain
+    index = {name: i for i, name in enumerate(names)}
+    rows = []  # per co-run: y, [(seconds, footprint log slowdown, {parameter: count})]
+    for corun in coruns:
+        parts = []
+        for seconds, beside in corun.segments:
+            if seconds <= 0:
+                continue
+            features: dict[int, float] = defaultdict(float)
+            if beside:
+                features[index[("s", corun.key)]] += 1.0
+                for key, _ in beside:
+                    if key is not None:
+                        features[index[("p", key)]] += 1.0
+            base = math.log(plain.segment_slowdown(corun.key, corun.footprint, beside))
+            parts.append((seconds, base, dict(features)))
+        if parts:
+            rows.append((math.log(corun.slowdown), parts))
+    theta = [0.0] * len(names)
+    loss = _loss(rows, theta, shrinkage)
+    for _ in range(GAUSS_NEWTON_STEPS):
+        normal = [[0.0] * len(names) for _ in names]
+        right = [-shrinkage * t for t in theta]
+        for y, parts in rows:
+            predicted, gradient = _log_prediction(parts, theta)
+            for i, gi in gradient.items():
+                right[i] += gi * (y - predicted)
+                for j, gj in gradient.items():
+                    normal[i][j] += gi * gj
+        for i in range(len(names)):
+            normal[i][i] += shrinkage
+        step = _solve(normal, right)
+        for _ in range(20):  # halve a step that overshoots where the clamp at 1x cuts in
+            trial = [t + d for t, d in zip(theta, step)]
+            trial_loss = _loss(rows, trial, shrinkage)
+            if trial_loss <= loss:
+                break
+            step = [d / 2 for d in step]
+        else:
+            break
+        theta, loss = trial, trial_loss
+        if max(map(abs, step)) < 1e-10:
+            break
+    evidence: dict[Hashable, int] = defaultdict(int)
+    for corun in coruns:
+        for key in {corun.key} | {k for _, b in corun.segments for k, _ in b if k is not None}:
+            evidence[key] += 1
+    return InterferenceModel(footprint_model, float(llc),
+                             {key: theta[i] for (role, key), i in index.items() if role == "s"},
+                             {key: theta[i] for (role, key), i in index.items() if role == "p"},
+                             measured, dict(evidence))
+
+
+def _log_prediction(parts, theta) -> tuple[float, dict[int, float]]:
+    """The log slowdown over segments and its gradient in the parameters: the features of the
+    segments not clamped at 1x, weighted by their shares of the solo time."""
+    wall = sum(seconds for seconds, _, _ in parts)
+    logs = [base + sum(theta[i] * c for i, c in features.items()) for _, base, features in parts]
+    solos = [seconds * math.exp(-max(log, 0.0)) for (seconds, _, _), log in zip(parts, logs)]
+    solo = sum(solos)
+    gradient: dict[int, float] = defaultdict(float)
+    for share, log, (_, _, features) in zip(solos, logs, parts):
+        if log >= 0:  # at 0 too: from where the footprint model says 1x, a residual may raise it
+            for i, c in features.items():
+                gradient[i] += share / solo * c
+    return math.log(wall / solo), gradient
+
+
+def _loss(rows, theta, shrinkage: float) -> float:
+    return (sum((y - _log_prediction(parts, theta)[0]) ** 2 for y, parts in rows)
+            + shrinkage * sum(t * t for t in theta))
+
+
+def _solve(matrix: list[list[float]], right: list[float]) -> list[float]:
+    """x with matrix · x = right for a symmetric positive definite matrix (Cholesky). O(P³)."""
+    n = len(right)
+    lower = [[0.0] * n for _ in range(n)]
+    for i in range(n):
+        for j in range(i + 1):
+            total = matrix[i][j] - sum(lower[i][k] * lower[j][k] for k in range(j))
+            lower[i][j] = math.sqrt(total) if i == j else total / lower[j][j]
+    y = [0.0] * n
+    for i in range(n):
+        y[i] = (right[i] - sum(lower[i][k] * y[k] for k in range(i))) / lower[i][i]
+    x = [0.0] * n
+    for i in reversed(range(n)):
+        x[i] = (y[i] - sum(lower[k][i] * x[k] for k in range(i + 1, n))) / lower[i][i]
+    return x
+
+
+@dataclass(frozen=True)
+class InterferenceChoice:
+    """Which model a host plans with, and why: ``reason`` is a sentence for the run report.
+
+    ``model`` is the per-key model refitted on every record when ``per_key``, else the footprint
+    model (an :class:`InterferenceModel` without residuals). The errors are median absolute errors
+    of log slowdown on the ``held_out`` newest records, of a per-key model fitted on the
+    ``fitted_on`` older ones; None when the test did not run.
+    """
+
+    model: InterferenceModel
+    per_key: bool
+    reason: str
+    fitted_on: int = 0
+    held_out: int = 0
+    footprint_error: float | None = None
+    per_key_error: float | None = None
+    nearer: int = 0  # held-out records the per-key model predicted nearer than footprint-only (ties left out)
+    compared: int = 0
+
+    def to_dict(self) -> dict:
+        return {"model": "per-key" if self.per_key else "footprint", "reason": self.reason,
+                "fitted_on": self.fitted_on, "held_out": self.held_out, "footprint_error": self.footprint_error,
+                "per_key_error": self.per_key_error, "nearer": self.nearer, "compared": self.compared,
+                "noise": self.model.noise}
+
+
+def choose_interference(coruns: Sequence[KeyedCoRun], footprint_model: ContentionModel, llc: float) -> InterferenceChoice:
+    """The per-key model where it predicts a host's newer co-runs better than footprint-only, else footprint-only.
+
+    The records are ordered by ``at`` (ties by position); the oldest 1 − :data:`HOLDOUT_FRACTION`
+    fit a per-key model, and the newest score it and footprint-only by the median absolute error of
+    log slowdown. The per-key model is chosen when its error is at least :data:`MIN_GAIN` lower
+    *and* it is nearer on more held-out records than a fair coin gives at
+    :data:`SIGN_TEST_LEVEL` (one-sided sign test): a model fitted on noise wins about half. It is
+    then refitted on every record. Fewer than :data:`MIN_RECORDS` records: footprint-only.
+    """
+    plain = InterferenceModel(footprint_model, float(llc))
+    ordered = [c for _, c in sorted(enumerate(coruns), key=lambda ic: (ic[1].at, ic[0]))]
+    if len(ordered) < MIN_RECORDS:
+        return InterferenceChoice(plain, False, f"footprint-only: {len(ordered)} co-runs with known keys, "
+                                  f"too few to test a per-key model on (it needs {MIN_RECORDS})")
+    cut = len(ordered) - max(1, round(HOLDOUT_FRACTION * len(ordered)))
+    older, newer = ordered[:cut], ordered[cut:]
+    trial = fit_interference(older, footprint_model, llc)
+    observed = [math.log(c.slowdown) for c in newer]
+    footprint = [abs(math.log(plain.predicted(c)) - y) for c, y in zip(newer, observed)]
+    per_key = [abs(math.log(trial.predicted(c)) - y) for c, y in zip(newer, observed)]
+    nearer = sum(k < f for k, f in zip(per_key, footprint))
+    compared = sum(k != f for k, f in zip(per_key, footprint))
+    footprint_error, per_key_error = _median(footprint), _median(per_key)
+    scores = dict(fitted_on=len(older), held_out=len(newer), footprint_error=footprint_error,
+                  per_key_error=per_key_error, nearer=nearer, compared=compared)
+    figures = (f"fitted on the older {len(older)} co-runs, the per-key model erred by a median {per_key_error:.3f} "
+               f"in log slowdown on the newer {len(newer)} against footprint-only's {footprint_error:.3f}, "
+               f"nearer on {nearer} of {compared}")
+    if per_key_error > (1 - MIN_GAIN) * footprint_error:
+        return InterferenceChoice(plain, False, f"footprint-only: {figures}; too few or contradictory "
+                                  f"observations to plan with per-key residuals", **scores)
+    if _sign_test(nearer, compared) > SIGN_TEST_LEVEL:
+        return InterferenceChoice(plain, False, f"footprint-only: {figures}, which chance gives (p = "
+                                  f"{_sign_test(nearer, compared):.2f}); too few observations", **scores)
+    return InterferenceChoice(fit_interference(ordered, footprint_model, llc), True,
+                              f"per-key model (refitted on all {len(ordered)} co-runs): {figures}", **scores)
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _sign_test(wins: int, trials: int) -> float:
+    """P(at least ``wins`` heads in ``trials`` fair coin tosses); 1 for no trial."""
+    return sum(math.comb(trials, k) for k in range(wins, trials + 1)) / 2 ** trials if trials else 1.0
+
+
+def coruns_from_history(coruns: Iterable, solo: Mapping[str, float]) -> list[KeyedCoRun]:
+    """The host's stored co-runs (``learning.host_model.RawCoRun``: key, footprint, wall, segments of
+    co-runners' footprints; oldest first) as :class:`KeyedCoRun`, with ``at`` their position.
+
+    ``host_coruns`` keeps the co-runners' footprints, not their keys, so their keys are None: such
+    records teach sensitivities, not pressures. A co-run whose key has no solo time is left out
+    (its slowdown has no denominator).
+    """
+    return [KeyedCoRun(c.key, c.footprint, tuple((s, tuple((None, f) for f in others)) for s, others in c.segments),
+                       c.wall / solo[c.key], at=float(i))
+            for i, c in enumerate(coruns) if solo.get(c.key, 0) > 0 and c.wall > 0]
+
+
+def planted_coruns(footprints: Mapping[Hashable, float], sensitivity: Mapping[Hashable, float],
+                   pressure: Mapping[Hashable, float], footprint_model: ContentionModel, llc: float, count: int,
+                   seed: int, *, cores: int = 4, noise: float = 0.2, solo_share: float = 0.2) -> list[KeyedCoRun]:
+    """``count`` co-runs generated by a per-key truth, for tests and the hold-out benchmark.
+
+    Each draws its task key and 1 to ``cores`` − 1 co-runners uniformly (with repetition); with
+    probability ``solo_share`` the first third of its life ran alone. Its slowdown is the truth's
+    prediction times exp(N(0, ``noise``)); ``at`` is its position. Seeded: the same arguments give
+    the same co-runs.
+    """
+    rng = random.Random(seed)
+    keys = sorted(footprints, key=repr)
+    truth = InterferenceModel(footprint_model, float(llc), dict(sensitivity), dict(pressure))
+    out = []
+    for at in range(count):
+        key = rng.choice(keys)
+        beside = tuple((k, footprints[k]) for k in (rng.choice(keys) for _ in range(rng.randint(1, cores - 1))))
+        segments = ((1.0, ()), (2.0, beside)) if rng.random() < solo_share else ((1.0, beside),)
+        corun = KeyedCoRun(key, footprints[key], segments, 1.0, at=float(at))
+        out.append(KeyedCoRun(key, footprints[key], segments, truth.predicted(corun) * math.exp(rng.gauss(0.0, noise)),
+                              at=float(at)))
+    return out

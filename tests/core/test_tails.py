@@ -1,0 +1,109 @@
+"""A task's tail (the chain that waits for its result): how the default policy plans with it."""
+
+import dataclasses
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scalpel_executor.core.contention import ContentionModel
+from scalpel_executor.core.orders import FcfsEvaluator
+from scalpel_executor.core.planning import PlanContext, scalpel_order
+from scalpel_executor.core.scheduler import Scheduler
+from scalpel_executor.core.simulate import SimTask, graph_tails, simulate
+from scalpel_executor.core.tasks import Task, rank
+
+MiB = 2**20
+
+
+def _chain_workflow(simulations: int = 10, chain: int = 5, length: float = 1.6) -> list[SimTask]:
+    """Independent simulations submitted first, then a short preparation feeding a chain."""
+    tasks = [SimTask(f"sim_{i}", length) for i in range(simulations)]
+    tasks.append(SimTask("prepare", 0.05))
+    for step in range(chain):
+        tasks.append(SimTask(f"analyse_{step}", length, parents=(len(tasks) - 1,)))
+    return tasks
+
+
+def test_graph_tails_are_the_longest_chain_below_each_task():
+    #   0 -> 1 (2 s) -> 3 (1 s)
+    #   0 -> 2 (5 s) -> 3
+    tasks = [SimTask("a", 1.0), SimTask("b", 2.0, parents=(0,)), SimTask("c", 5.0, parents=(0,)),
+             SimTask("d", 1.0, parents=(1, 2)), SimTask("e", 9.0)]
+    assert graph_tails(tasks, estimates=False) == [6.0, 1.0, 1.0, 0.0, 0.0]
+    told = [dataclasses.replace(t, runtime_estimate=t.solo_time * 2) for t in tasks]
+    assert graph_tails(told) == [12.0, 2.0, 2.0, 0.0, 0.0]  # on the estimates the scheduler has
+    assert graph_tails(told, estimates=False) == [6.0, 1.0, 1.0, 0.0, 0.0]
+
+
+def test_graph_tails_name_a_cycle():
+    with pytest.raises(ValueError, match="cycle"):
+        graph_tails([SimTask("a", 1.0, parents=(1,)), SimTask("b", 1.0, parents=(0,))])
+
+
+@pytest.mark.parametrize("bad", [-1.0, math.inf, math.nan])
+def test_a_bad_tail_is_refused_naming_it(bad):
+    with pytest.raises(ValueError, match="tail must be a finite number"):
+        SimTask("x", 1.0, tail=bad)
+
+
+def test_the_evaluator_ends_an_order_at_the_latest_finish_plus_tail():
+    ev = FcfsEvaluator([1.0, 3.0], [0.0, 0.0], [None, None], [1], math.inf, ContentionModel(), tails=[10.0, 0.0])
+    assert ev.run([0, 1]) == pytest.approx(11.0)  # 0 ends at 1 s, its chain at 11 s
+    assert ev.run([1, 0]) == pytest.approx(14.0)  # 0 ends at 4 s
+    plain = FcfsEvaluator([1.0, 3.0], [0.0, 0.0], [None, None], [1], math.inf, ContentionModel())
+    assert plain.run([0, 1]) == plain.run([1, 0]) == pytest.approx(4.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.1, 20), st.sampled_from([0, 8, 24, 40])), min_size=1, max_size=12),
+       st.sampled_from([[1], [2], [2, 2], [4]]))
+def test_zero_tails_change_no_plan(tasks, domains):
+    """Where no chain is known, the default policy plans exactly as before tails existed."""
+    def batch(tails):
+        return [Task(i, fp * MiB, runtime, tail=tail) for i, ((runtime, fp), tail) in enumerate(zip(tasks, tails))]
+    for i, task in enumerate(batch([0.0] * len(tasks))):
+        task.seq = i
+    context = PlanContext(domains, llc=32 * MiB)
+    plain, zero = batch([0.0] * len(tasks)), batch([0.0] * len(tasks))
+    for i, (a, b) in enumerate(zip(plain, zero)):
+        a.seq = b.seq = i
+    assert scalpel_order(plain, context) == scalpel_order(zero, context)
+    ev = FcfsEvaluator([r for r, _ in tasks], [f * MiB for _, f in tasks], [None] * len(tasks), domains,
+                       32 * MiB, ContentionModel(), tails=[0.0] * len(tasks))
+    assert ev.tails is None  # the hot loop does not pay for tails that are all 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.1, 10), st.sampled_from([0.0, 0.0, 1.0, 5.0, 30.0])), min_size=2, max_size=10),
+       st.sampled_from([[1], [2], [2, 2]]))
+def test_the_plan_ends_its_chains_no_later_than_rank_first(tasks, domains):
+    batch = [Task(i, 0.0, runtime, tail=tail) for i, (runtime, tail) in enumerate(tasks)]
+    for i, task in enumerate(batch):
+        task.seq = i
+    order = scalpel_order(batch, PlanContext(domains, llc=32 * MiB))
+    ev = FcfsEvaluator([t.runtime for t in batch], [0.0] * len(batch), [None] * len(batch), domains, 32 * MiB,
+                       ContentionModel(), tails=[t.tail for t in batch])
+    rank_first = sorted(range(len(batch)), key=lambda i: (-rank(batch[i]), i))
+    assert ev.run(order) <= ev.run(rank_first) * (1 + 1e-9)
+
+
+def test_a_late_arrival_with_a_chain_is_merged_ahead_of_longer_tasks():
+    scheduler = Scheduler([[0]], "scalpel", llc=32 * MiB)
+    scheduler.add([Task(i, 0.0, 2.0) for i in range(4)])
+    assert scheduler.dispatch(0.0)[0].task.id == 0
+    scheduler.add([Task("gate", 0.0, 0.1, tail=8.0)])
+    scheduler.release(scheduler.slots[0])
+    assert scheduler.dispatch(1.0)[0].task.id == "gate"
+
+
+def test_told_the_chain_the_workflow_ends_sooner():
+    tasks = _chain_workflow()
+    told = [dataclasses.replace(t, tail=tail) for t, tail in zip(tasks, graph_tails(tasks))]
+    untold = simulate(tasks, [[0, 1]], 32 * MiB, "scalpel").makespan
+    result = simulate(told, [[0, 1]], 32 * MiB, "scalpel")
+    assert result.makespan < 0.9 * untold
+    assert result.makespan <= result.lower_bound + 1.6  # the chain started at once: one task's granularity off
+    first = min(result.records, key=lambda r: r.start)
+    assert first.name == "prepare"
