@@ -75,18 +75,16 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import CoRun, co_runner_segments, fit_contention, model_error, observations
 from scalpel_executor.core.domains import Topology
 from scalpel_executor.core.units import format_size
-from scalpel_executor.learning.store import connect_file
+from scalpel_executor.learning.tables import SideTables
 
 logger = logging.getLogger(__name__)
 
@@ -306,66 +304,19 @@ def model_report(planned: ContentionModel, source: str, host: str, llc: float | 
             "min_observations": MIN_OBSERVATIONS, "two_largest": two, "not_learned": not_learned}
 
 
-class HostModelStore:
+class HostModelStore(SideTables):
     """The per-host co-runs, solo times and fits, in the profile store's SQLite file.
 
     ``path`` None keeps them in memory. Every problem with the file is one warning; the tables
     then carry on in memory (``problem`` says why).
     """
 
-    def __init__(self, path: str | os.PathLike | None):
-        self.path = None if path is None or str(path) == ":memory:" else Path(path).expanduser()
-        self.problem: str | None = None
-        self._lock = threading.Lock()
-        try:
-            self._connection = self._open()
-        except (sqlite3.Error, OSError) as error:
-            self._connection = self._fail_over(error)
+    SCHEMA = _SCHEMA
+    WHAT = "the host's contention fit (its co-runs)"
 
-    def _open(self) -> sqlite3.Connection:
-        if self.path is None:
-            return self._prepare(sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False))
-        connection = connect_file(self.path)
-        try:
-            return self._prepare(connection)
-        except BaseException:
-            connection.close()
-            raise
-
-    @staticmethod
-    def _prepare(connection: sqlite3.Connection) -> sqlite3.Connection:
-        connection.execute("BEGIN IMMEDIATE")
-        for statement in filter(str.strip, _SCHEMA.split(";")):
-            connection.execute(statement)
+    def _upgrade(self, connection: sqlite3.Connection) -> None:
         if "default_error" not in {row[1] for row in connection.execute("PRAGMA table_info(host_fits)")}:
             connection.execute("ALTER TABLE host_fits ADD COLUMN default_error REAL")  # a store from before it
-        connection.execute("COMMIT")
-        return connection
-
-    def _fail_over(self, error: BaseException) -> sqlite3.Connection:
-        self.problem = f"{type(error).__name__}: {error}"
-        logger.warning("the host's contention fit cannot be kept in %s (%s); this run's co-runs are fitted in "
-                       "memory and forgotten at shutdown", self.path, self.problem)
-        return self._prepare(sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False))
-
-    def _run(self, work):
-        """``work(connection)`` in an IMMEDIATE transaction; on a file fault, once more in memory."""
-        with self._lock:
-            for attempt in (1, 2):
-                try:
-                    self._connection.execute("BEGIN IMMEDIATE")
-                    try:
-                        result = work(self._connection)
-                    except BaseException:
-                        self._connection.execute("ROLLBACK")
-                        raise
-                    self._connection.execute("COMMIT")
-                    return result
-                except (sqlite3.Error, OSError) as error:
-                    if attempt == 2 or self.problem is not None:
-                        raise
-                    self._connection.close()
-                    self._connection = self._fail_over(error)
 
     # -- the API --------------------------------------------------------------------------------
 
@@ -454,10 +405,6 @@ class HostModelStore:
         Returns the host's fit after it (None while no co-run counts: :func:`fit_host`)."""
         self.record(host, spans)
         return self.refit(host, llc)
-
-    def close(self) -> None:
-        with self._lock:
-            self._connection.close()
 
 
 def _read_history(connection: sqlite3.Connection,
