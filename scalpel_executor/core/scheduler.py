@@ -36,7 +36,8 @@ Regrouping: tasks that arrive while others run are grouped again together with e
 not left the waiting set; tasks in a buffer belong to a group that has started on its domain and
 stay there, and running tasks are never touched. Under the default policy a task that has waited
 more than :data:`OVERDUE_AFTER` times the longest run-time estimate added so far is planned ahead of
-its level's later arrivals (:meth:`Scheduler._overdue`).
+its level's later arrivals (:meth:`Scheduler._overdue`), unless a task of its level has a known
+chain waiting for it (``Task.tail``): the plan then orders the level by rank (run time + tail).
 
 Admission (the default policy, ``scalpel``, only: :data:`CHECKED_AT_DISPATCH`): before a free core
 starts the plan's next task, :func:`scalpel_executor.core.admission.decide` checks it against what
@@ -223,7 +224,7 @@ class Scheduler:
         for position in range(len(self._plan) - 1, -1, -1):  # dispatch order
             head = self._plan[position].tasks[0]
             if head.priority < task.priority or (head.priority == task.priority and rank(head) < rank(task)
-                                                 and not self._overdue(head)):
+                                                 and (task.tail > 0 or not self._overdue(head))):
                 at = position + 1
                 break
         self._plan.insert(at, Group([task], 1))
@@ -445,8 +446,10 @@ class Scheduler:
         plan: list[Group] = []
         for priority in sorted(levels, reverse=True):
             overdue, rest = [], []
+            # A known chain (Task.tail) orders the level by rank instead: what waits longest yields to it.
+            chains = any(task.tail > 0 for task in levels[priority])
             for task in levels[priority]:
-                (overdue if self._admits and self._overdue(task) else rest).append(task)
+                (overdue if self._admits and not chains and self._overdue(task) else rest).append(task)
             for part in (overdue, rest):
                 if part:
                     plan += self._plan_function(part, self._context)

@@ -62,6 +62,7 @@ from parsl.utils import RepresentationMixin
 
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import load_model
+from scalpel_executor.learning.critical_path import CriticalPathStore, Tails
 from scalpel_executor.learning.estimates import Estimator
 from scalpel_executor.learning.host_model import (MIN_OBSERVATIONS, HostFit, HostModelStore, TaskSpan, busy_reason,
                                                   host_id, model_report, spawn_refit)
@@ -73,6 +74,7 @@ from scalpel_executor.core.resources import Capacity, counted_memory, needs_reso
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.runtime.channel import PORT_RANGE, make_keys, remove_keys
 from scalpel_executor.runtime.contract import Pool
+from scalpel_executor.runtime.graph import GraphMemoizer, install as see_graph, take_sighting
 from scalpel_executor.runtime.hub import ManagerHub
 from scalpel_executor.runtime.logs import share_parsl_handlers, summary_logger
 from scalpel_executor.runtime.manager_client import ManagerClient
@@ -389,6 +391,10 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self._model_source = "default" if contention_model is None else "given"
         self._planning_model = self.contention_model
         self._host_models: HostModelStore | None = None
+        self._tails: Tails | None = None  # the chains waiting for each task (learning.critical_path), from start()
+        self._graph_checked = False  # the DFK's memoizer was looked at (runtime.graph.install), once
+        self._graph_seen = False  # a task came with its place in Parsl's graph
+        self._tails_learned = 0  # keys and apps whose tails this run stored
         self._host_fit: HostFit | None = None  # this host's fit as stored at shutdown, before this run's co-runs
         self._coruns_stored = 0  # this run's co-runs stored at shutdown for the host's fit
         self._refused = 0  # tasks handed over after shutdown (_refused_after_shutdown)
@@ -473,6 +479,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         if self._pool is not None:
             return False
         self._estimator = self._make_estimator()
+        self._tails = self._make_tails()
         if self._model_source == "default" and self.provider is None:  # provider mode's nodes are other hosts
             self._use_host_model()
         if self.run_dir != self._unset_run_dir:  # run by a DataFlowKernel: our warnings into its parsl.log
@@ -568,6 +575,28 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
     def _task_spans(self) -> list[TaskSpan]:
         return task_spans(self.records)
 
+    def _learn_tails(self) -> None:
+        """Store the tails this run's graph taught (one transaction); a fault is one warning."""
+        tails = self._tails
+        if tails is None or tails.store is None:
+            return
+        try:
+            self._tails_learned = len(tails.learn())
+        except Exception as error:  # noqa: BLE001 - never fail a shutdown for what it could learn
+            logger.warning("executor %r could not store this run's critical paths: %s", self.label, error)
+        finally:
+            tails.store.close()
+
+    def _critical_path_report(self) -> dict:
+        tails = self._tails
+        told = {} if tails is None else {k: v for k, v in tails.sources.items() if k != "failed"}
+        report = {"graph_seen": self._graph_seen, "tails_told": told, "tails_stored": self._tails_learned}
+        if not self._graph_seen:
+            report["not_learned"] = ("Parsl's task graph was not visible to the executor (a memoizer it could not "
+                                     "wrap, or tasks submitted without a DataFlowKernel), so this run taught no "
+                                     "critical path; learned ones were still used")
+        return report
+
     def _learn_host_model(self) -> None:
         """Store this run's co-runs for the host's fit, in one transaction, and leave the refit to a
         detached process (shutdown: milliseconds, where a refit over a full history takes seconds);
@@ -616,6 +645,49 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
     def _make_estimator(self) -> Estimator:
         return Estimator(self._open_store(), self._default_footprint_bytes, self.default_runtime,
                          key_function=self.profile_key, sampling=self._sampling if self.probe else None)
+
+    def _make_tails(self) -> Tails:
+        """What tells each task its tail: the learned tails live beside the profiles (none without a store)."""
+        store = self._estimator.store if self._estimator is not None else None
+        paths = None
+        if store is not None:
+            try:
+                paths = CriticalPathStore(store.path if store.persistent else None)
+            except Exception as error:  # noqa: BLE001 - never fail a run for what it could learn
+                logger.warning("executor %r learns no critical paths: %s", self.label, error)
+        return Tails(paths, self.default_runtime)
+
+    def _tail_of(self, func, args: tuple, key: str) -> tuple[float, str | None, int | None]:
+        """The chain waiting for this call's result (seconds), where that came from, and its Parsl task
+        id when the graph showed it (learning.critical_path); (0, None, None) when nothing is known."""
+        tails = self._tails
+        if tails is None:
+            return 0.0, None, None
+        try:
+            sighting = take_sighting(self.label, args)
+            if sighting is None and not self._graph_checked:
+                self._graph_checked = True
+                self._install_graph()
+            self._graph_seen |= sighting is not None
+            app = sighting.func_name if sighting is not None else getattr(func, "__name__", "")
+            seconds, source = tails.tail(sighting, key, app)
+            return seconds, source, None if sighting is None else sighting.task_id
+        except Exception as error:  # noqa: BLE001 - a task is never refused for what orders it
+            if not tails.sources["failed"]:  # said once
+                logger.warning("executor %r orders tasks without their critical path: %s", self.label, error)
+            tails.sources["failed"] += 1
+            return 0.0, None, None
+
+    def _install_graph(self) -> None:
+        """Show later tasks' places in the graph: wrap the memoizer of the DataFlowKernel running this
+        executor, once (``scalpel_config()`` installs it from the start; runtime.graph.install)."""
+        try:
+            import parsl
+            dfk = parsl.dfk()
+        except Exception:  # noqa: BLE001 - used without a DataFlowKernel: no graph to see
+            return
+        if any(executor is self for executor in getattr(dfk, "executors", {}).values()):
+            see_graph(dfk)
 
     def _pool_options(self) -> PoolOptions:
         """The options every pool of this executor runs with, planning with the model start() chose;
@@ -679,6 +751,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         hints = parse_hints(resource_specification)
         walltime = parse_walltime(kwargs)
         estimate = self._estimator.estimate(func, args, kwargs, hints)
+        tail, tail_source, parsl_id = self._tail_of(func, args, estimate.key)
         task_id = next(self._ids)
         future: Future = Future()
         future.parsl_executor_task_id = task_id  # type: ignore[attr-defined]
@@ -693,12 +766,14 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             else None
         task = Task(task_id, estimate.footprint, estimate.runtime, scheduling_priority(hints.priority),  # lower first
                     estimate.intensity,
-                    payload=Job(buffer, context=(future, estimate, hints), walltime=walltime, measure=estimate.measure,
+                    payload=Job(buffer, context=(future, estimate, hints, tail_source, parsl_id), walltime=walltime,
+                                measure=estimate.measure,
                                 memory_limit=declared or 0.0),
                     runtime_spread=estimate.runtime_spread, key=estimate.key,
                     footprint_known=estimate.footprint_source != "prior",
                     cores=hints.cores or self.cores_per_task,
-                    memory=declared if declared is not None else self._learned_memory(estimate), gpus=hints.gpus or 0)
+                    memory=declared if declared is not None else self._learned_memory(estimate), gpus=hints.gpus or 0,
+                    tail=tail)
         self._resources(task)
         try:
             pool.submit(task)
@@ -724,14 +799,20 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
 
     def _complete(self, task: Task, outcome: Outcome) -> None:
         job: Job = task.payload
-        future, estimate, hints = job.context
+        future, estimate, hints, tail_source, parsl_id = job.context
         succeeded = outcome.ok and outcome.error is None
+        finished = time.monotonic()
         self.records.append(
-            TaskRecord(task.id, job.slot, job.domain, job.cpu, job.started, time.monotonic(),
+            TaskRecord(task.id, job.slot, job.domain, job.cpu, job.started, finished,
                        task.footprint, task.runtime, succeeded, outcome.stats,
                        estimate.key, estimate.footprint_source, estimate.runtime_source, task.intensity,
-                       estimate.measure, task.runtime_spread, hints.priority, task.cores, task.memory, task.gpus)
+                       estimate.measure, task.runtime_spread, hints.priority, task.cores, task.memory, task.gpus,
+                       task.tail, tail_source)
         )
+        if parsl_id is not None and self._tails is not None:
+            wall = outcome.stats.get("wall")
+            self._tails.run.ended(parsl_id, wall if isinstance(wall, (int, float)) else
+                                  finished - (job.started if job.started is not None else finished), succeeded)
         try:
             if succeeded and self._estimator is not None:
                 self._estimator.observe(estimate, outcome.stats)
@@ -786,6 +867,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             if self._estimator.store is not None and not isinstance(self.profiles, ProfileStore):
                 self._estimator.store.close()
             self._learn_host_model()
+            self._learn_tails()
             self._write_report()
         if self._take_back_log_handlers is not None:
             self._take_back_log_handlers()
@@ -811,7 +893,10 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         (``fitted``: rho, sigma, the co-runs it rests on; before shutdown a preview with this run's
         co-runs, after it the fit as stored, without them: shutdown stores them, ``coruns_stored``,
         and a detached process refits, ``refit_in_background``) and what it predicts for this run's two largest footprints together
-        (``two_largest``); ``mixed_keys`` names the profile keys whose tasks measured four or more
+        (``two_largest``); ``critical_path`` whether Parsl's task graph was seen (``graph_seen``), how
+        many tasks were told a tail from it or from earlier runs (``tails_told``: ``graph``, ``learned``)
+        and how many keys and apps this run's tails were stored for (``tails_stored``;
+        :mod:`~scalpel_executor.learning.critical_path`); ``mixed_keys`` names the profile keys whose tasks measured four or more
         times apart (:func:`~scalpel_executor.runtime.report.mixed_keys`); ``tasks`` has one row
         per task, its ``priority`` the user's hint.
         """
@@ -834,6 +919,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             "admission": dict(Counter(record.stats.get("admission") or "none" for record in records)),
             "measure_waits": measure_waits(records),
             "contention_model": self._contention_report(records),
+            "critical_path": self._critical_path_report(),
             "sources": {
                 "footprint": dict(Counter(record.footprint_source for record in records)),
                 "runtime": dict(Counter(record.runtime_source for record in records)),
@@ -1028,7 +1114,7 @@ def scalpel_config(run_dir: str = "runinfo", **executor_options: Any):
     """
     from parsl.config import Config
 
-    return Config(executors=[ScalpelExecutor(**executor_options)], run_dir=run_dir)
+    return Config(executors=[ScalpelExecutor(**executor_options)], run_dir=run_dir, memoizer=GraphMemoizer())
 
 
 def _contention_model(value) -> ContentionModel:

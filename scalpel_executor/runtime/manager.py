@@ -260,7 +260,7 @@ class NodeManager:
                                    footprint_known=message.footprint_known, cores=message.cores,
                                    memory=counted_memory(message.memory, bool(message.memory_limit),
                                                          self._pool.memory_budget), gpus=message.gpus,
-                                   payload=Job(message.buffer, walltime=message.walltime, measure=message.measure,
+                                   tail=message.tail, payload=Job(message.buffer, walltime=message.walltime, measure=message.measure,
                                                memory_limit=message.memory_limit)))
         except (ExecutorShutdown, ExecutorFailed) as error:
             kind, detail = describe_error(error)

@@ -8,7 +8,7 @@
       │  Submit(id, footprint, runtime, priority, intensity,
       │         runtime_spread, walltime, measure, key,
       │         footprint_known, cores, memory, gpus,
-      │         buffer) ──>                                 any number, before or after Started
+      │         memory_limit, tail, buffer) ──>                                 any number, before or after Started
       │                               <── Began(ids)    these tasks are about to be sent to workers
       │                               <── Result(id, ok, stats, slot, domain, cpu, started, payload)
       │                               <── Failed(id, kind, message, detail, slot, domain, cpu, started, stats)
@@ -107,6 +107,7 @@ class Submit(NamedTuple):
     memory: float
     gpus: int
     memory_limit: float  # bytes declared (Job.memory_limit): enforced under enforce_memory; 0: none
+    tail: float  # seconds of work waiting for its result (Task.tail)
     buffer: bytes
 
 
@@ -181,7 +182,7 @@ _SCHEMA: dict[str, tuple[type, tuple[Any, ...]]] = {  # tag -> (kind, types of i
     "ping": (Ping, ()),
     "configure": (Configure, (dict, dict)),
     "submit": (Submit, (int, _NUMBER, _NUMBER, _NUMBER, _OPTIONAL_NUMBER, _NUMBER, _OPTIONAL_NUMBER, bool, str, bool,
-                        int, _NUMBER, int, _NUMBER, bytes)),
+                        int, _NUMBER, int, _NUMBER, _NUMBER, bytes)),
     "shutdown": (Shutdown, ()),
     "started": (Started, (int, _INTS, _INT_LISTS, dict, _NUMBER, int)),
     "began": (Began, (_INTS,)),
@@ -206,8 +207,8 @@ _LENGTH = struct.Struct("!I")
 def encode(message: Message) -> bytes:
     """The bytes of one message.
 
-    >>> decode(encode(Submit(7, 1e6, 0.5, 0, None, 0.1, None, True, "app(~64)", True, 1, 0, 0, 0, b"call")))
-    Submit(task_id=7, footprint=1000000.0, runtime=0.5, priority=0.0, intensity=None, runtime_spread=0.1, walltime=None, measure=True, key='app(~64)', footprint_known=True, cores=1, memory=0.0, gpus=0, memory_limit=0.0, buffer=b'call')
+    >>> decode(encode(Submit(7, 1e6, 0.5, 0, None, 0.1, None, True, "app(~64)", True, 1, 0, 0, 0, 2.5, b"call")))
+    Submit(task_id=7, footprint=1000000.0, runtime=0.5, priority=0.0, intensity=None, runtime_spread=0.1, walltime=None, measure=True, key='app(~64)', footprint_known=True, cores=1, memory=0.0, gpus=0, memory_limit=0.0, tail=2.5, buffer=b'call')
     """
     tag = _TAGS[type(message)]
     fields = list(message)
@@ -226,7 +227,8 @@ def submit_of(task: Any) -> bytes:
     return encode(Submit(task.id, float(task.footprint), float(task.runtime), float(task.priority),
                          None if task.intensity is None else float(task.intensity), float(task.runtime_spread),
                          job.walltime, bool(job.measure), task.key or "", bool(task.footprint_known),
-                         int(task.cores), float(task.memory), int(task.gpus), float(job.memory_limit), job.buffer))
+                         int(task.cores), float(task.memory), int(task.gpus), float(job.memory_limit),
+                         float(task.tail), job.buffer))
 
 
 def decode(data: bytes) -> Message:

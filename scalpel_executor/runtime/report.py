@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from scalpel_executor.core.admission import ACCEPTED_CORUNS, PLANNED
+from scalpel_executor.learning.critical_path import describe as describe_tail
 from scalpel_executor.core.units import format_size
 from scalpel_executor.learning.host_model import TaskSpan
 
@@ -55,6 +56,8 @@ class TaskRecord:
     cores: int = 1  # what it held while it ran (Task.cores, Task.memory in bytes, Task.gpus)
     memory: float = 0.0
     gpus: int = 0
+    tail: float = 0.0  # seconds of work the scheduler was told wait for its result (Task.tail)
+    tail_source: str | None = None  # where that came from: graph | learned (learning.critical_path); None: none
 
 
 def task_rows(records: Iterable[TaskRecord]) -> list[dict]:
@@ -80,6 +83,8 @@ def task_rows(records: Iterable[TaskRecord]) -> list[dict]:
             "measured": record.measured, "measured_runtime": record.stats.get("wall"),
             "measured_footprint": record.stats.get("footprint"),
             "admission": record.stats.get("admission"),
+            "tail": record.tail, "tail_source": record.tail_source,
+            "critical_path": describe_tail(record.tail, record.tail_source),
             "measure_wait": record.stats.get("measure_wait", 0.0),
             "started": since(record.started), "finished": since(record.finished),
             "cores": record.cores, "memory_mib": record.memory / 2**20, "gpus": record.gpus,

@@ -13,7 +13,8 @@ from scalpel_executor.core.domains import Topology
 
 MESSAGES = [
     Configure(ManagerConfig.of_driver(Topology.from_spec("2x2:12MiB")).to_dict(), PoolOptions().to_dict()),
-    Submit(3, 2.5e7, 0.25, 1.0, None, 0.2, 60.0, False, "mod.app(~64)", False, 2, 3.0 * 2**30, 1, 2.0 * 2**30, b"\x00call" * 1000),
+    Submit(3, 2.5e7, 0.25, 1.0, None, 0.2, 60.0, False, "mod.app(~64)", False, 2, 3.0 * 2**30, 1, 2.0 * 2**30, 7.5,
+           b"\x00call" * 1000),
     Shutdown(),
     Started(41, [42, 43], [[0], [1]], {"source": "spec", "domains": []}, 2.0 * 2**30, 1),
     Result(3, True, {"wall": 0.1, "footprint": None, "footprint_source": "referenced-pages"}, 1, 0, 1, 123.5, b""),
@@ -56,8 +57,8 @@ def frame(header: bytes, blob: bytes = b"") -> bytes:
     (frame(b'["fatal",1,2]'), "has 1 fields"),
     (frame(b'["fatal",1]'), "field 'message' of a 'fatal' message must be str"),
     (frame(b'["heartbeat",[1],true,[],[]]'), "field 'respawns' of a 'heartbeat' message must be an integer"),
-    (frame(b'["submit",1,NaN,1,0,null,0,null,true,"",true,1,0,0,0]'), "field 'footprint' of a 'submit' message must be a number"),
-    (frame(b'["submit",1,1,1,0,null,null,null,true,"",true,1,0,0,0]'), "field 'runtime_spread' of a 'submit' message must be a number"),
+    (frame(b'["submit",1,NaN,1,0,null,0,null,true,"",true,1,0,0,0,0]'), "field 'footprint' of a 'submit' message must be a number"),
+    (frame(b'["submit",1,1,1,0,null,null,null,true,"",true,1,0,0,0,0]'), "field 'runtime_spread' of a 'submit' message must be a number"),
     # From a key holder these stopped the driver's hub thread (TypeError, RecursionError) before being refused here
     (frame(b'["started",1,[],[5],{},0,0]'), "field 'slot_cpus' of a 'started' message must be a list of lists of integers"),
     (frame(b'["register","0","h","1",1,["0"]]'), "field 'cpus' of a 'register' message must be a list of integers"),

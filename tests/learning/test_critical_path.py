@@ -1,0 +1,128 @@
+"""Tails learned from a run's graph and kept across runs (learning.critical_path), on real SQLite."""
+
+import sqlite3
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scalpel_executor.learning.critical_path import (ALPHA, APP_PREFIX, GRAPH, LEARNED, CriticalPathStore, Learned,
+                                                     RunGraph, Tails, describe)
+
+
+def _chain(graph: RunGraph, walls=(0.1, 2.0, 3.0), ok=(True, True, True)) -> None:
+    """prepare (1) -> analyse (2) -> report (3), and an independent simulate (4)."""
+    for task_id, (key, app), parents in [(1, ("m.prepare()", "prepare"), ()), (2, ("m.analyse(num)", "analyse"), (1,)),
+                                         (3, ("m.report(num)", "report"), (2,))]:
+        graph.launched(task_id, key, app, parents)
+    graph.launched(4, "m.simulate(n<16)", "simulate", ())
+    for task_id, wall, good in zip((1, 2, 3), walls, ok):
+        graph.ended(task_id, wall, good)
+    graph.ended(4, 9.0, True)
+
+
+def test_a_run_teaches_each_key_the_chain_below_its_tasks():
+    graph = RunGraph()
+    _chain(graph)
+    learned = graph.learned()
+    assert learned["m.prepare()"].tail == pytest.approx(5.0)
+    assert learned["m.prepare()"].children == ("m.analyse(num)",)
+    assert learned["m.analyse(num)"].tail == pytest.approx(3.0)
+    assert learned["m.report(num)"].tail == 0.0
+    assert learned["m.simulate(n<16)"].tail == 0.0 and learned["m.simulate(n<16)"].runtime == 9.0
+    assert learned[APP_PREFIX + "analyse"].runtime == pytest.approx(2.0)
+
+
+def test_a_failed_task_teaches_its_key_nothing_and_a_retry_counts_once():
+    graph = RunGraph()
+    _chain(graph, ok=(False, True, True))
+    assert "m.prepare()" not in graph.learned()  # its children never ran: its tail would read 0
+    graph = RunGraph()
+    _chain(graph)
+    graph.launched(2, "m.analyse(num)", "analyse", (1,))  # a retry of task 2: the latest try counts
+    graph.ended(2, 4.0, True)
+    assert graph.learned()["m.prepare()"].tail == pytest.approx(7.0)
+    assert graph.learned()["m.analyse(num)"].tasks == 1
+
+
+def test_a_memoized_parent_is_not_a_node_but_its_children_learn():
+    graph = RunGraph()
+    graph.launched(5, "m.analyse(num)", "analyse", (1,))  # task 1 came from Parsl's cache: never launched here
+    graph.launched(6, "m.report(num)", "report", (5,))
+    graph.ended(5, 2.0, True)
+    graph.ended(6, 1.0, True)
+    learned = graph.learned()
+    assert "m.prepare()" not in learned and learned["m.analyse(num)"].tail == 1.0
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 10), st.lists(st.integers(0, 30), max_size=3)), min_size=1, max_size=30))
+def test_learned_tails_are_never_negative_and_bounded_by_the_work_below(nodes):
+    graph = RunGraph()
+    for task_id, (wall, parents) in enumerate(nodes):
+        graph.launched(task_id, f"k{task_id % 3}", "app", [p for p in parents if p < task_id])
+        graph.ended(task_id, wall, True)
+    total = sum(wall for wall, _ in nodes)
+    for learned in graph.learned().values():
+        assert 0.0 <= learned.tail <= total + 1e-9
+
+
+def test_the_store_folds_each_run_in_and_survives_a_hand_edited_row(tmp_path):
+    path = tmp_path / "profiles.db"
+    store = CriticalPathStore(path)
+    store.record({"k": Learned(4.0, 1.0, ("c",), 2)})
+    store.record({"k": Learned(8.0, 3.0, ("d",), 1)})
+    row = store.get(["k"])["k"]
+    assert row.tail == pytest.approx(ALPHA * 8.0 + (1 - ALPHA) * 4.0) and row.runs == 2 and row.tasks == 3
+    assert row.children == ("d", "c")
+    store.close()
+    with sqlite3.connect(path) as connection:
+        connection.execute("INSERT INTO key_tails VALUES ('bad', 'x', 1, 'not json', 1, 1, 0)")
+    store = CriticalPathStore(path)
+    assert "bad" not in store.get(["bad", "k"]) and "k" in store.rows()
+    store.close()
+
+
+def test_an_unusable_file_warns_once_and_keeps_the_run_in_memory(tmp_path, caplog):
+    path = tmp_path / "profiles.db"
+    path.write_bytes(b"this is not a database" * 100)
+    store = CriticalPathStore(path)
+    assert store.problem is not None
+    store.record({"k": Learned(1.0, 1.0)})
+    assert store.get(["k"])["k"].tail == 1.0
+    assert sum("critical paths cannot be kept" in r.message for r in caplog.records) == 1
+
+
+class _Graph:
+    """A pending graph as runtime.graph shows it: children per task, the tail of the visible chain."""
+
+    def __init__(self, children, seconds):
+        self._children, self._seconds = children, seconds
+
+    def children(self, task_id):
+        return self._children.get(task_id, [])
+
+    def tail(self, task_id, estimate, frontier):
+        return self._seconds
+
+
+class _Sighting:
+    def __init__(self, task_id, graph, parents=()):
+        self.task_id, self.graph, self.parents, self.func_name = task_id, graph, parents, "prepare"
+
+
+def test_the_graph_wins_over_a_stale_learned_tail_and_the_learned_one_fills_in_without_a_graph():
+    store = CriticalPathStore(None)
+    store.record({"m.prepare()": Learned(100.0, 0.1)})  # learned when the workflow had a longer chain
+    tails = Tails(store, default_runtime=1.0)
+    seen = _Sighting(1, _Graph({1: [(2, "analyse")]}, 3.0))
+    assert tails.tail(seen, "m.prepare()", "prepare") == (3.0, GRAPH)
+    assert tails.tail(None, "m.prepare()", "prepare") == (100.0, LEARNED)  # no graph: what earlier runs taught
+    assert tails.tail(_Sighting(7, _Graph({}, 0.0)), "m.prepare()", "prepare") == (100.0, LEARNED)
+    assert tails.tail(None, "m.unknown()", "unknown") == (0.0, None)
+    assert dict(tails.sources) == {GRAPH: 1, LEARNED: 2}
+
+
+def test_the_report_note_names_the_source():
+    assert describe(0.0, None) is None
+    assert "pending graph" in describe(3.0, GRAPH) and "earlier runs" in describe(3.0, LEARNED)

@@ -1,0 +1,111 @@
+"""The critical path, live: real Parsl, real workers, a real SQLite store in a temporary folder.
+
+The workflow is written the way people write it: independent simulations submitted first, then a
+short preparation whose result feeds a chain of analyses. Nothing here is timed: what is checked
+is the order the executor chose (from its run report) and what it told and learned.
+"""
+
+import json
+from pathlib import Path
+
+import parsl
+import pytest
+from parsl import python_app
+from parsl.config import Config
+from parsl.dataflow.errors import DependencyError
+
+from scalpel_executor import ScalpelExecutor, scalpel_config
+import scalpel_executor.runtime.executor as executor_module
+
+SIMULATIONS, CHAIN, SECONDS = 4, 3, 0.4
+
+
+@python_app
+def simulate(seed, seconds=SECONDS):
+    import time
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+    return {"seed": seed}
+
+
+@python_app
+def prepare(fail=False):
+    if fail:
+        raise ValueError("bad input")
+    return 1
+
+
+@python_app
+def analyse(x, seconds=SECONDS):
+    import time
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+    return x + 1
+
+
+def _run(config, fail=False):
+    dfk = parsl.load(config)
+    try:
+        sims = [simulate(i) for i in range(SIMULATIONS)]
+        x = prepare(fail)
+        for _ in range(CHAIN):
+            x = analyse(x)
+        seeds = [s.result()["seed"] for s in sims]
+        if fail:
+            with pytest.raises(DependencyError):
+                x.result()
+            result = None
+        else:
+            result = x.result()
+    finally:
+        dfk.cleanup()
+        parsl.clear()
+    assert seeds == list(range(SIMULATIONS))
+    report = json.loads(next(Path(dfk.run_dir).glob("scalpel-*-report.json")).read_text())
+    return result, report
+
+
+def _rows(report, name):
+    return [row for row in report["tasks"] if f".{name}(" in row["profile_key"]]
+
+
+def test_the_graph_starts_the_chain_first_and_a_later_run_without_it_uses_what_was_learned(tmp_path, monkeypatch):
+    store = tmp_path / "profiles.db"
+    result, report = _run(scalpel_config(run_dir=str(tmp_path / "run1"), profiles=str(store)))
+    assert result == 1 + CHAIN
+    assert report["critical_path"]["graph_seen"] and report["critical_path"]["tails_stored"] > 0
+    (prep,) = _rows(report, "prepare")
+    assert prep["tail_source"] == "graph" and prep["tail"] > 0 and "critical path" in prep["critical_path"]
+    sims = _rows(report, "simulate")
+    # on 2 cores: the preparation starts among the first two tasks, not after the simulations
+    assert sum(sim["started"] < prep["started"] for sim in sims) <= 1
+
+    # A plain Config whose memoizer cannot be wrapped: the graph is not seen, the learned tail is used.
+    monkeypatch.setattr(executor_module, "see_graph", lambda dfk: False)
+    result, report = _run(Config(executors=[ScalpelExecutor(profiles=str(store))], run_dir=str(tmp_path / "run2")))
+    assert result == 1 + CHAIN
+    assert not report["critical_path"]["graph_seen"] and "not_learned" in report["critical_path"]
+    (prep,) = _rows(report, "prepare")
+    assert prep["tail_source"] == "learned" and prep["tail"] > SECONDS
+    assert sum(sim["started"] < prep["started"] for sim in _rows(report, "simulate")) <= 1
+
+
+def test_a_plain_config_sees_the_graph_from_its_second_task(tmp_path):
+    result, report = _run(Config(executors=[ScalpelExecutor(profiles=str(tmp_path / "p.db"))],
+                                 run_dir=str(tmp_path / "run")))
+    assert result == 1 + CHAIN and report["critical_path"]["graph_seen"]
+    assert report["critical_path"]["tails_told"].get("graph", 0) >= 1
+
+
+def test_a_failed_preparation_fails_its_chain_and_teaches_nothing_about_its_key(tmp_path):
+    from scalpel_executor.learning.critical_path import CriticalPathStore
+    store = tmp_path / "profiles.db"
+    result, report = _run(scalpel_config(run_dir=str(tmp_path / "run"), profiles=str(store)), fail=True)
+    assert result is None
+    (prep,) = _rows(report, "prepare")
+    assert not prep["ok"]
+    learned = CriticalPathStore(store).rows()
+    assert not any(".prepare(" in key for key in learned)
+    assert any(".simulate(" in key for key in learned)
