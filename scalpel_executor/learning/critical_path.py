@@ -38,7 +38,7 @@ import math
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from scalpel_executor.learning.tables import SideTables
