@@ -35,6 +35,7 @@ from scalpel_executor.cli.common import CommandFailed, at_least
 from scalpel_executor.core.units import format_size
 from scalpel_executor.experiments.tables import format_table
 from scalpel_executor.learning.exchange import read_json_object, shipped_document
+from scalpel_executor.learning.critical_path import CriticalPathStore
 from scalpel_executor.learning.store import ProfileStore, default_path
 
 
@@ -120,14 +121,37 @@ def cmd_show(args: argparse.Namespace) -> int:
         profile = store.get(args.key)
         if profile is None:
             raise ValueError(f"no profile with key {args.key!r} in {store.path}; `scalpel profile list` shows the keys")
+        learned = _learned_tail(store, args.key)
         if args.json:
-            print(json.dumps(profile.to_dict(), indent=1))
+            print(json.dumps({**profile.to_dict(), "critical_path": None if learned is None else learned.to_dict()},
+                             indent=1))
             return 0
         for name, value in profile.to_dict().items():
             if name.startswith("footprint") and name != "footprint_runs" or name == "peak_rss":
                 value = _fmt_bytes(value)
             print(f"{name:>15}: {value}")
+        if learned is None:
+            print(f"{'critical path':>15}: none learned (no run showed Parsl's graph with this key's tasks)")
+        else:
+            children = ", ".join(learned.children) or "none"
+            print(f"{'critical path':>15}: {learned.tail:.3g} s of work waited for its tasks' results on average "
+                  f"(over {learned.runs} run{'s' if learned.runs != 1 else ''}, {learned.tasks} tasks; "
+                  f"children: {children})")
     return 0
+
+
+def _learned_tail(store: ProfileStore, key: str):
+    """The key's learned tail (learning.critical_path), or None; never fails the command."""
+    if not store.persistent:
+        return None
+    try:
+        tails = CriticalPathStore(store.path)
+        try:
+            return tails.get([key]).get(key)
+        finally:
+            tails.close()
+    except Exception:  # noqa: BLE001 - the profile is shown whatever the side table holds
+        return None
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -1,5 +1,6 @@
 """Tails learned from a run's graph and kept across runs (learning.critical_path), on real SQLite."""
 
+import json
 import sqlite3
 
 import pytest
@@ -126,3 +127,18 @@ def test_the_graph_wins_over_a_stale_learned_tail_and_the_learned_one_fills_in_w
 def test_the_report_note_names_the_source():
     assert describe(0.0, None) is None
     assert "pending graph" in describe(3.0, GRAPH) and "earlier runs" in describe(3.0, LEARNED)
+
+
+def test_profile_show_says_a_keys_learned_tail(tmp_path, capsys):
+    from scalpel_executor.cli import main
+    store = str(tmp_path / "p.sqlite")
+    assert main(["profile", "import", "polybench-xeon-e5620", "--prefix", "pb/", "--store", store]) == 0
+    assert main(["profile", "show", "pb/adi", "--store", store]) == 0
+    assert "none learned" in capsys.readouterr().out
+    tails = CriticalPathStore(store)
+    tails.record({"pb/adi": Learned(12.5, 41.0, ("pb/2mm",), 3)})
+    tails.close()
+    assert main(["profile", "show", "pb/adi", "--store", store]) == 0
+    assert "12.5 s of work waited" in capsys.readouterr().out
+    assert main(["profile", "show", "pb/adi", "--store", store, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["critical_path"]["children"] == ["pb/2mm"]
