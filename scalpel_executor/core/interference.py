@@ -79,7 +79,6 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from scalpel_executor.core.contention import ContentionModel
-from scalpel_executor.core.contention_fit import CoRun, predicted_slowdown
 
 __all__ = ["InterferenceChoice", "InterferenceModel", "KeyedCoRun", "choose_interference", "coruns_from_history",
            "fit_interference", "noise_level", "planted_coruns"]
@@ -351,7 +350,8 @@ class InterferenceChoice:
                 "noise": self.model.noise}
 
 
-def choose_interference(coruns: Sequence[KeyedCoRun], footprint_model: ContentionModel, llc: float) -> InterferenceChoice:
+def choose_interference(coruns: Sequence[KeyedCoRun], footprint_model: ContentionModel,
+                        llc: float) -> InterferenceChoice:
     """The per-key model where it predicts a host's newer co-runs better than footprint-only, else footprint-only.
 
     The records are ordered by ``at`` (ties by position); the oldest 1 − :data:`HOLDOUT_FRACTION`
@@ -375,8 +375,8 @@ def choose_interference(coruns: Sequence[KeyedCoRun], footprint_model: Contentio
     nearer = sum(k < f for k, f in zip(per_key, footprint))
     compared = sum(k != f for k, f in zip(per_key, footprint))
     footprint_error, per_key_error = _median(footprint), _median(per_key)
-    scores = dict(fitted_on=len(older), held_out=len(newer), footprint_error=footprint_error,
-                  per_key_error=per_key_error, nearer=nearer, compared=compared)
+    scores = {"fitted_on": len(older), "held_out": len(newer), "footprint_error": footprint_error,
+              "per_key_error": per_key_error, "nearer": nearer, "compared": compared}
     figures = (f"fitted on the older {len(older)} co-runs, the per-key model erred by a median {per_key_error:.3f} "
                f"in log slowdown on the newer {len(newer)} against footprint-only's {footprint_error:.3f}, "
                f"nearer on {nearer} of {compared}")

@@ -1,0 +1,202 @@
+"""Per-key sensitivities and pressures around the footprint model, and the hold-out that decides
+whether a host plans with them (core.interference)."""
+
+import math
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scalpel_executor.core.contention import ContentionModel
+from scalpel_executor.core.contention_fit import CoRun, predicted_slowdown
+from scalpel_executor.core.interference import (DEFAULT_NOISE, InterferenceModel, KeyedCoRun, choose_interference,
+                                                coruns_from_history, fit_interference, noise_level, planted_coruns)
+from scalpel_executor.learning.host_model import RawCoRun
+
+MiB = 2**20
+LLC = 32 * MiB
+FOOTPRINT = ContentionModel()
+KEYS = [f"k{i}" for i in range(8)]
+
+
+def planted_truth(seed, low=-0.5, high=0.8):
+    """Eight keys of footprints 1-48 MiB, each with a sensitivity and a pressure drawn from [low, high]."""
+    rng = random.Random(seed)
+    footprints = {k: rng.choice([1, 4, 8, 16, 24, 48]) * MiB for k in KEYS}
+    sensitivity = {k: rng.uniform(low, high) for k in KEYS}
+    pressure = {k: rng.uniform(low, high) for k in KEYS}
+    return footprints, sensitivity, pressure
+
+
+def log_errors(model, coruns):
+    return sorted(abs(math.log(model.predicted(c)) - math.log(c.slowdown)) for c in coruns)
+
+
+def median(values):
+    values = sorted(values)
+    middle = len(values) // 2
+    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+
+
+segments = st.lists(st.tuples(st.floats(0.01, 5.0),
+                              st.lists(st.tuples(st.sampled_from(KEYS + [None]), st.floats(0.0, 100 * MiB)),
+                                       max_size=4).map(tuple)), min_size=1, max_size=3).map(tuple)
+
+
+@given(st.sampled_from(KEYS), st.floats(0.0, 100 * MiB), segments, st.floats(0.05, 2.0), st.floats(0.0, 3.0))
+@settings(max_examples=60, deadline=None)
+def test_without_records_it_predicts_exactly_the_footprint_model(key, footprint, life, rho, sigma):
+    footprint_model = ContentionModel(rho, sigma)
+    model = fit_interference([], footprint_model, LLC)
+    corun = KeyedCoRun(key, footprint, life, 1.0)
+    plain = CoRun(footprint, tuple((s, tuple(f for _, f in beside)) for s, beside in life), 1.0)
+    assert model.predicted(corun) == predicted_slowdown(footprint_model, plain, LLC)
+    group = [footprint, *(f for _, f in life[0][1])]
+    assert model.slowdowns([key, *(k for k, _ in life[0][1])], group) == footprint_model.slowdowns(
+        group, [sigma] * len(group), LLC)
+
+
+def test_keys_it_has_no_record_of_keep_the_footprint_model():
+    footprints, sensitivity, pressure = planted_truth(0)
+    model = fit_interference(planted_coruns(footprints, sensitivity, pressure, FOOTPRINT, LLC, 100, 0), FOOTPRINT, LLC)
+    group = [30 * MiB, 20 * MiB]
+    assert model.slowdowns(["never", "seen"], group) == FOOTPRINT.slowdowns(group, [1.0, 1.0], LLC)
+
+
+def test_a_small_streaming_task_is_represented_where_the_footprint_model_sees_nothing():
+    # Both fit in the cache twice over, so the footprint model predicts 1x for each.
+    coruns = [KeyedCoRun("lookup", MiB, ((1.0, (("stream", MiB),)),), 1.4 * math.exp(0.05 * ((t % 5) - 2)), at=t)
+              for t in range(40)]
+    coruns += [KeyedCoRun("lookup", MiB, ((1.0, (("lookup", MiB),)),), math.exp(0.05 * ((t % 5) - 2)), at=t)
+               for t in range(40)]
+    model = fit_interference(coruns, FOOTPRINT, LLC)
+    assert FOOTPRINT.slowdowns([MiB, MiB], [1.0, 1.0], LLC) == [1.0, 1.0]
+    beside_stream, beside_lookup = model.slowdowns(["lookup", "stream"], [MiB, MiB])[0], \
+        model.slowdowns(["lookup", "lookup"], [MiB, MiB])[0]
+    assert beside_stream == pytest.approx(1.4, rel=0.06)
+    assert beside_lookup == pytest.approx(1.0, abs=0.05)
+    # Pairs tell only s_lookup + p_b (module docstring): the stream presses log 1.4 harder than a lookup.
+    assert model.pressure["stream"] - model.pressure["lookup"] == pytest.approx(math.log(1.4), rel=0.1)
+
+
+@given(st.integers(0, 10_000))
+@settings(max_examples=8, deadline=None, derandomize=True)
+def test_planted_residuals_are_recovered_and_halve_the_held_out_error_where_the_truth_departs(seed):
+    footprints, sensitivity, pressure = planted_truth(seed)
+    coruns = planted_coruns(footprints, sensitivity, pressure, FOOTPRINT, LLC, 300, seed, noise=0.2)
+    older, newer = coruns[:210], coruns[210:]  # time-ordered: fitted on the older 70%, scored on the newer 30%
+    model = fit_interference(older, FOOTPRINT, LLC)
+    for key in KEYS:
+        for truth, fitted in ((sensitivity[key], model.sensitivity[key]), (pressure[key], model.pressure[key])):
+            if abs(truth) >= 0.25:
+                assert (fitted > 0) == (truth > 0), (key, truth, fitted)
+    plain, truth = InterferenceModel(FOOTPRINT, LLC), InterferenceModel(FOOTPRINT, LLC, sensitivity, pressure)
+    departing = [c for c in newer if abs(math.log(truth.predicted(c) / plain.predicted(c))) >= 0.2]
+    assert len(departing) >= 20
+    assert median(log_errors(model, departing)) <= 0.5 * median(log_errors(plain, departing))
+
+
+@given(st.integers(0, 10_000))
+@settings(max_examples=6, deadline=None, derandomize=True)
+def test_where_the_truth_is_the_footprint_model_the_fit_costs_at_most_2_percent(seed):
+    footprints, _, _ = planted_truth(seed)
+    coruns = planted_coruns(footprints, {}, {}, FOOTPRINT, LLC, 1000, seed, noise=0.2)
+    model = fit_interference(coruns[:700], FOOTPRINT, LLC)
+    plain = InterferenceModel(FOOTPRINT, LLC)
+    assert median(log_errors(model, coruns[700:])) <= median(log_errors(plain, coruns[700:])) + 0.02
+
+
+def test_a_key_seen_once_moves_less_than_one_seen_fifty_times():
+    rng = random.Random(3)
+    background = [KeyedCoRun("z", 8 * MiB, ((1.0, (("z", 8 * MiB),)),), math.exp(rng.gauss(0, 0.2)), at=t)
+                  for t in range(100)]
+    suffers = math.exp(0.5)  # both keys truly suffer 1.65x beside z, where the footprint model says 1x
+    once = [KeyedCoRun("once", 8 * MiB, ((1.0, (("z", 8 * MiB),)),), suffers, at=100)]
+    often = [KeyedCoRun("often", 8 * MiB, ((1.0, (("z", 8 * MiB),)),), suffers * math.exp(rng.gauss(0, 0.2)), at=t)
+             for t in range(50)]
+    model = fit_interference(background + once + often, FOOTPRINT, LLC)
+    moved = {key: math.log(model.slowdowns([key, "z"], [8 * MiB, 8 * MiB])[0]) for key in ("once", "often")}
+    assert 0 < moved["once"] < moved["often"]
+    assert 0 < model.sensitivity["once"] < 0.5 * model.sensitivity["often"]  # the rest is z's pressure, shared
+    assert moved["often"] == pytest.approx(0.5, abs=0.12)
+
+
+def test_repeated_co_runs_measure_the_noise_and_set_the_shrinkage():
+    rng = random.Random(5)
+    repeats = [KeyedCoRun(key, MiB, ((1.0, ((other, MiB),)),), math.exp(rng.gauss(0, 0.1)), at=t)
+               for t in range(20) for key in ("a", "b") for other in ("a", "b")]
+    noise, freedom = noise_level(repeats)
+    assert freedom == 76 and noise == pytest.approx(0.1, rel=0.25)
+    assert noise_level(repeats[:3]) == (DEFAULT_NOISE, 0)  # distinct co-runs tell no noise
+    assert fit_interference(repeats, FOOTPRINT, LLC).noise == noise
+
+
+@given(st.integers(0, 10_000))
+@settings(max_examples=6, deadline=None, derandomize=True)
+def test_the_acceptance_test_refuses_a_model_fitted_on_noise(seed):
+    footprints, _, _ = planted_truth(seed)
+    choice = choose_interference(planted_coruns(footprints, {}, {}, FOOTPRINT, LLC, 300, seed), FOOTPRINT, LLC)
+    assert not choice.per_key
+    assert choice.reason.startswith("footprint-only: fitted on the older 210 co-runs")
+    assert choice.model.sensitivity == {} and choice.model.pressure == {}
+
+
+@given(st.integers(0, 10_000))
+@settings(max_examples=4, deadline=None, derandomize=True)
+def test_the_acceptance_test_takes_the_per_key_model_where_it_predicts_better(seed):
+    footprints, sensitivity, pressure = planted_truth(seed)
+    coruns = planted_coruns(footprints, sensitivity, pressure, FOOTPRINT, LLC, 300, seed)
+    choice = choose_interference(coruns, FOOTPRINT, LLC)
+    assert choice.per_key and choice.reason.startswith("per-key model (refitted on all 300 co-runs)")
+    assert (choice.fitted_on, choice.held_out) == (210, 90)
+    assert choice.per_key_error < 0.9 * choice.footprint_error
+    assert choice.model == fit_interference(coruns, FOOTPRINT, LLC)
+
+
+def test_too_few_or_contradictory_records_leave_the_footprint_model():
+    footprints, sensitivity, pressure = planted_truth(1)
+    few = choose_interference(planted_coruns(footprints, sensitivity, pressure, FOOTPRINT, LLC, 20, 1), FOOTPRINT, LLC)
+    assert not few.per_key and "too few to test" in few.reason
+    # The host changed: what the older records teach is reversed in the newer ones.
+    older = planted_coruns(footprints, sensitivity, pressure, FOOTPRINT, LLC, 210, 1)
+    flipped = planted_coruns(footprints, {k: -v for k, v in sensitivity.items()},
+                             {k: -v for k, v in pressure.items()}, FOOTPRINT, LLC, 90, 2)
+    changed = older + [KeyedCoRun(c.key, c.footprint, c.segments, c.slowdown, at=c.at + 1000) for c in flipped]
+    choice = choose_interference(changed, FOOTPRINT, LLC)
+    assert not choice.per_key and "contradictory" in choice.reason
+    assert choice.per_key_error > choice.footprint_error
+
+
+def test_the_hold_out_keeps_the_newest_records_whatever_their_order():
+    footprints, sensitivity, pressure = planted_truth(2)
+    coruns = planted_coruns(footprints, sensitivity, pressure, FOOTPRINT, LLC, 120, 2)
+    assert choose_interference(coruns, FOOTPRINT, LLC) == choose_interference(coruns[::-1], FOOTPRINT, LLC)
+
+
+@given(st.integers(0, 10_000))
+@settings(max_examples=5, deadline=None)
+def test_fit_and_choice_are_deterministic(seed):
+    footprints, sensitivity, pressure = planted_truth(seed)
+    first = planted_coruns(footprints, sensitivity, pressure, FOOTPRINT, LLC, 80, seed)
+    second = planted_coruns(footprints, sensitivity, pressure, FOOTPRINT, LLC, 80, seed)
+    assert first == second
+    assert fit_interference(first, FOOTPRINT, LLC) == fit_interference(second, FOOTPRINT, LLC)
+    assert choose_interference(first, FOOTPRINT, LLC) == choose_interference(second, FOOTPRINT, LLC)
+
+
+def test_stored_host_records_teach_sensitivities_only():
+    stored = [RawCoRun("fft", 2 * MiB, 1.3, ((1.0, (2 * MiB,)),)) for _ in range(30)]
+    stored += [RawCoRun("never-alone", 2 * MiB, 9.0, ((1.0, (2 * MiB,)),))]
+    coruns = coruns_from_history(stored, {"fft": 1.0})
+    assert len(coruns) == 30 and [c.at for c in coruns[:2]] == [0.0, 1.0]
+    assert coruns[0].segments == ((1.0, ((None, 2 * MiB),)),) and coruns[0].slowdown == pytest.approx(1.3)
+    model = fit_interference(coruns, FOOTPRINT, LLC)
+    assert model.pressure == {} and model.sensitivity["fft"] == pytest.approx(math.log(1.3), rel=0.1)
+
+
+def test_a_slowdown_that_is_not_a_positive_number_is_named():
+    with pytest.raises(ValueError, match=r"slowdown must be a finite number > 0 .* got -1.0 for key 'fft'"):
+        fit_interference([KeyedCoRun("fft", MiB, ((1.0, (("a", MiB),)),), -1.0)], FOOTPRINT, LLC)
+    with pytest.raises(ValueError, match="llc must be a positive number of bytes, got 0"):
+        fit_interference([], FOOTPRINT, 0)
