@@ -28,6 +28,12 @@ The workflows, written as a user would (the apps are this file's functions, wrap
 - ``quickstart``: what ``examples/quickstart.py`` runs, reproduced here (its app and sizes live in
   its ``__main__`` block, which cannot be imported): six stencils, with its footprint hints on
   Scalpel (HTEX refuses hints other than ``priority``, so its user leaves them out).
+- ``chain``: ten simulations of 1.6 s submitted first, then a preparation of milliseconds whose
+  result feeds a chain of five analyses as long as a simulation, and a reduce over all of them
+  (the critical path's workflow: what helps is starting the chain first).
+- ``pipelines``: twelve samples of 0.8 s first, then three pipelines of 2, 4 and 6 analyses of
+  0.8 s, each from its own short preparation, and a reduce (written after ``chain``'s figures:
+  the check on a shape the critical path was not tuned on).
 - ``dag``: ``benchmarks/user_workflow.py``'s DAG (its ``run_workflow``: lookups, FFTs, follow-ups,
   matrix products, two shell steps, a reduce), lookups timed here to last about 1.5 s alone.
 
@@ -47,6 +53,7 @@ paired bootstrap 95% interval (> 1: Scalpel slower). The figures in the docs::
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -60,7 +67,8 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-WORKFLOWS = ("short", "quickstart", "dag")
+WORKFLOWS = ("short", "quickstart", "dag", "chain", "pipelines")
+DEFAULT_WORKFLOWS = ("short", "quickstart", "dag")  # chain and pipelines: docs/benchmarks.md, the critical path
 STORES = ("empty", "full")
 PHASES = ("wall", "import", "load", "work", "cleanup", "other")
 LEARNING_RUNS = 2  # runs of a workflow on Scalpel that write the full store's profiles
@@ -68,6 +76,8 @@ QUICKSTART_SIZES = (1500, 200, 1200, 300, 900, 400)  # examples/quickstart.py's
 # benchmarks/user_workflow.py's defaults: lookups of 40 MiB lasting about 1.5 s alone, products of order 1200
 DAG_LOOKUP_MIB, DAG_LOOKUP_SECONDS, DAG_PRODUCT_N = 40, 1.5, 1200
 RESULT_TIMEOUT = 1800.0
+CHAIN_SIMULATIONS, CHAIN_STEPS, CHAIN_SECONDS = 10, 5, 1.6  # the chain workflow's (module docstring)
+PIPELINE_LENGTHS, PIPELINE_SAMPLES, PIPELINE_SECONDS = (2, 4, 6), 12, 0.8  # the pipelines workflow's
 REFIT_WAIT = 120.0  # seconds a sample waits for Scalpel's detached refit before the next one starts
 #: Earlier work of this host besides the workflow's own, for the full store's co-runs: (app,
 #: fraction of the LLC, seconds alone). Tasks of the workflow shorter than the host model's
@@ -111,6 +121,64 @@ def stencil(n, parsl_resource_specification={}):  # noqa: B006 - examples/quicks
     return float(grid.mean())
 
 
+def busy(seconds: float, seed: int) -> dict:
+    """A simulation: ``seconds`` of computing, whose result is a seeded number."""
+    import random
+    import time
+
+    end, rng, value = time.monotonic() + seconds, random.Random(seed), 0.0
+    while time.monotonic() < end:
+        value += rng.random()
+    return {"seed": seed, "value": round(value / max(1.0, value), 6)}
+
+
+def prepare(seed: int) -> dict:
+    """A short preparation step whose result the analyses need."""
+    return {"seed": seed, "calibration": seed * 0.5 + 1.0}
+
+
+def analyse(previous: dict, seconds: float) -> dict:
+    """One step of an analysis chain: ``seconds`` of computing on the previous step's result."""
+    import time
+
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+    return {"seed": previous["seed"], "calibration": previous["calibration"] + 1.0}
+
+
+def summary(*results: dict) -> dict:
+    """The reduce: how many results, and the analyses' calibrations."""
+    return {"results": len(results), "calibrations": sorted(r["calibration"] for r in results if "calibration" in r)}
+
+
+def run_chain(spec: dict) -> dict:
+    """Independent simulations submitted first, then a short preparation feeding a chain of analyses."""
+    from parsl import python_app
+
+    simulate, prep, step, reduce = python_app(busy), python_app(prepare), python_app(analyse), python_app(summary)
+    sims = [simulate(CHAIN_SECONDS, seed) for seed in range(CHAIN_SIMULATIONS)]
+    result = prep(7)
+    for _ in range(CHAIN_STEPS):
+        result = step(result, CHAIN_SECONDS)
+    return reduce(*sims, result).result(timeout=RESULT_TIMEOUT)
+
+
+def run_pipelines(spec: dict) -> dict:
+    """Independent samples first, then pipelines of different lengths, each from a short preparation."""
+    from parsl import python_app
+
+    simulate, prep, step, reduce = python_app(busy), python_app(prepare), python_app(analyse), python_app(summary)
+    samples = [simulate(PIPELINE_SECONDS, 100 + seed) for seed in range(PIPELINE_SAMPLES)]
+    ends = []
+    for number, length in enumerate(PIPELINE_LENGTHS):
+        result = prep(number)
+        for _ in range(length):
+            result = step(result, PIPELINE_SECONDS)
+        ends.append(result)
+    return reduce(*samples, *ends).result(timeout=RESULT_TIMEOUT)
+
+
 def run_short(spec: dict) -> float:
     from parsl import python_app
 
@@ -142,7 +210,8 @@ def run_dag(spec: dict) -> list[dict]:
     return results
 
 
-RUN = {"short": run_short, "quickstart": run_quickstart, "dag": run_dag}
+RUN = {"short": run_short, "quickstart": run_quickstart, "dag": run_dag, "chain": run_chain,
+       "pipelines": run_pipelines}
 
 
 def child(spec: dict) -> dict:
@@ -181,8 +250,9 @@ def child(spec: dict) -> dict:
     dfk = parsl.load(config)
     phases["load"] = lap()
     try:
-        RUN[spec["workflow"]](spec)
+        result = RUN[spec["workflow"]](spec)
         phases["work"] = lap()
+        phases["result_digest"] = hashlib.sha256(json.dumps(result, sort_keys=True).encode()).hexdigest()[:16]
     finally:
         dfk.cleanup()
         parsl.clear()
@@ -344,6 +414,10 @@ def summarise(samples: list[dict], workflows, stores) -> list[dict]:
             if state and paired:
                 ratio, low, high = bootstrap_ratio([runs[r]["wall"] for r in paired], [htex[r]["wall"] for r in paired])
                 row["wall_vs_htex"] = {"ratio": ratio, "low": low, "high": high, "rounds": len(paired)}
+                ratio, low, high = bootstrap_ratio([runs[r]["work"] for r in paired], [htex[r]["work"] for r in paired])
+                row["work_vs_htex"] = {"ratio": ratio, "low": low, "high": high, "rounds": len(paired)}
+            digests = {s.get("result_digest") for s in good}
+            row["results_match_htex"] = len(digests) == 1
             rows.append(row)
     return rows
 
@@ -351,13 +425,18 @@ def summarise(samples: list[dict], workflows, stores) -> list[dict]:
 def table(rows: list[dict]) -> str:
     from scalpel_executor.experiments.tables import format_table
 
-    headers = ["workflow", "executor", "n", *(f"{phase} s" for phase in PHASES), "wall / HTEX [95%]"]
+    headers = ["workflow", "executor", "n", *(f"{phase} s" for phase in PHASES), "wall / HTEX [95%]",
+               "work / HTEX [95%]", "results = HTEX's"]
     cells = []
+
+    def interval(ratio):
+        return f"{ratio['ratio']:.3f}x [{ratio['low']:.3f}, {ratio['high']:.3f}]" if ratio else "-"
+
     for row in rows:
-        ratio = row.get("wall_vs_htex")
         cells.append([row["workflow"], row["executor"], row["samples"],
                       *(f"{row[phase]:.2f}" if phase in row else "-" for phase in PHASES),
-                      f"{ratio['ratio']:.3f}x [{ratio['low']:.3f}, {ratio['high']:.3f}]" if ratio else "-"])
+                      interval(row.get("wall_vs_htex")), interval(row.get("work_vs_htex")),
+                      "yes" if row.get("results_match_htex") else "NO"])
     return "\n".join(format_table(headers, cells, right=range(2, len(headers))))
 
 
@@ -365,7 +444,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5, help="rounds of every (workflow, executor) sample")
-    parser.add_argument("--workflows", default=",".join(WORKFLOWS), help="comma-separated, of " + ", ".join(WORKFLOWS))
+    parser.add_argument("--workflows", default=",".join(DEFAULT_WORKFLOWS), help="comma-separated, of " + ", ".join(WORKFLOWS))
     parser.add_argument("--stores", default=",".join(STORES), help="Scalpel's store states, of " + ", ".join(STORES))
     parser.add_argument("--tasks", type=int, default=60, help="small tasks of the short workflow (its reduce besides)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds one sample may take")
