@@ -67,7 +67,7 @@ from scalpel_executor.runtime.hub import ManagerHub
 from scalpel_executor.runtime.manager_protocol import (Configure, Heartbeat, ManagerConfig, Register, Result, Shutdown,
                                                        Started, Submit, decode, encode)
 from scalpel_executor.runtime.options import HEARTBEAT_THRESHOLD, PoolOptions
-from scalpel_executor.runtime.pool import Job
+from scalpel_executor.runtime.contract import Job
 
 START_TIMEOUT = 120.0  # seconds for every fake manager to register and start (1,024 CURVE handshakes on 2 cores)
 FAKE_EXIT_TIMEOUT = 10.0  # seconds a fake-manager process has to exit after the hub's Shutdown

@@ -21,7 +21,7 @@ the completion callback (:data:`OnComplete`)::
                                                for each task not finished yet; every process ended
 
 ``submit`` takes a :class:`~scalpel_executor.core.tasks.Task` whose ``payload`` is a
-:class:`~scalpel_executor.runtime.pool.Job`; it never waits for a task to run, and raises
+:class:`Job`; it never waits for a task to run, and raises
 ``ExecutorShutdown`` (shut down) or ``ExecutorFailed`` (the pool broke) instead of accepting. Every
 task ``submit`` accepted ends in exactly one ``on_complete(task, outcome)``, with the task's
 placement (slot, domain, CPU, start time) filled into its ``Job``: its result, its exception, or an
@@ -34,11 +34,34 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from scalpel_executor.core.tasks import Task
 
-__all__ = ["OnComplete", "Outcome", "Pool"]
+__all__ = ["Job", "OnComplete", "Outcome", "Pool"]
+
+
+@dataclass(eq=False)
+class Job:
+    """What a pool needs to run a task: the ``payload`` of its :class:`~scalpel_executor.core.tasks.Task`.
+
+    ``context`` belongs to the caller; the placement fields are filled in when the task is sent
+    (by the pool that ran it, or from the node manager's Result or Failed).
+    """
+
+    buffer: bytes
+    context: Any = None
+    walltime: float | None = None  # seconds; past walltime + grace the worker is killed
+    measure: bool = True  # the worker's probe measures this task (the caller's sampling decision)
+    memory_limit: float = 0.0  # bytes the task declared (enforced under enforce_memory); 0: none declared
+    slot: int | None = field(default=None, init=False)  # where it ran, once dispatched
+    domain: int | None = field(default=None, init=False)
+    cpu: int | None = field(default=None, init=False)
+    started: float | None = field(default=None, init=False)  # monotonic time it was sent to its worker
+    admission: str | None = field(default=None, init=False)  # why it started there (core.admission)
+    measure_wait: float = field(default=0.0, init=False)  # seconds a core idled for a measurement before it started
+    cpus: tuple[int, ...] = field(default=(), init=False)  # every CPU it ran on (several for a k-core task)
+    devices: tuple[str, ...] = field(default=(), init=False)  # accelerator ids it was given
 
 
 @dataclass

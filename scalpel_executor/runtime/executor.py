@@ -73,7 +73,7 @@ from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, R
 from scalpel_executor.core.resources import Capacity, counted_memory, needs_resources, unfit_reason
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.runtime.channel import PORT_RANGE, make_keys, remove_keys
-from scalpel_executor.runtime.contract import Pool
+from scalpel_executor.runtime.contract import Job, Outcome, Pool
 from scalpel_executor.runtime.graph import GraphMemoizer, install as see_graph, take_sighting
 from scalpel_executor.runtime.hub import ManagerHub
 from scalpel_executor.runtime.logs import share_parsl_handlers, summary_logger
@@ -82,7 +82,7 @@ from scalpel_executor.runtime.manager_protocol import ManagerConfig
 from scalpel_executor.runtime.monitoring import LOCAL_BLOCK, NodeMonitor
 from scalpel_executor.runtime.options import (HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, LOCAL_BATCH_WINDOW, memory_budget,
                                               PROVIDER_BATCH_WINDOW, PoolOptions)
-from scalpel_executor.runtime.pool import Job, Outcome, WorkerPool
+from scalpel_executor.runtime.pool import WorkerPool
 from scalpel_executor.runtime.report import (TaskRecord, describe_mixed, measure_waits, mixed_keys, run_summary, task_rows,
                                              task_spans, write_report)
 from scalpel_executor.learning.store import ProfileStore, default_path

@@ -77,7 +77,7 @@ from scalpel_executor.core.resources import counted_memory, needs_resources
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.core.units import format_size
 from scalpel_executor.runtime.channel import MAX_FRAME, PING, PORT_RANGE, bind_router, frames_of, joined
-from scalpel_executor.runtime.contract import OnComplete
+from scalpel_executor.runtime.contract import Job, OnComplete, Outcome
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, NodeManagerLost, ResourcesUnavailable,
                                              WorkerDied)
 from scalpel_executor.runtime.manager_protocol import (Began, Configure, Drain, Failed, Fatal, Heartbeat, Log,
@@ -85,7 +85,6 @@ from scalpel_executor.runtime.manager_protocol import (Began, Configure, Drain, 
                                                        encode, rebuild_error, submit_of)
 from scalpel_executor.runtime.options import PoolOptions
 from scalpel_executor.runtime.placement import NodeRoom, place
-from scalpel_executor.runtime.pool import Job, Outcome
 
 __all__ = ["ManagerHub", "RemoteManager"]
 

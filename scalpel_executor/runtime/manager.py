@@ -61,13 +61,14 @@ from scalpel_executor.core.resources import counted_memory
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.host.sysfs import AFFINITY_UNAVAILABLE, allowed_cpus, set_affinity
 from scalpel_executor.runtime.channel import ManagerLink
+from scalpel_executor.runtime.contract import Job, Outcome
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown
 from scalpel_executor.runtime.logs import LOG_DIR_ENV, log_to_file, node_log_dir
 from scalpel_executor.runtime.manager_protocol import (Began, Configure, Drain, Failed, Fatal, Heartbeat, Log,
                                                        ManagerConfig, Register, Result, Shutdown, Started, Submit,
                                                        decode, describe_error, encode)
 from scalpel_executor.runtime.options import HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, PoolOptions
-from scalpel_executor.runtime.pool import LOCAL_BLOCK_ID, Job, Outcome, WorkerPool, new_pool_id
+from scalpel_executor.runtime.pool import LOCAL_BLOCK_ID, WorkerPool, new_pool_id
 
 __all__ = ["NodeManager", "main"]
 

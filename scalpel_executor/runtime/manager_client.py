@@ -71,13 +71,13 @@ from typing import IO
 
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.core.domains import Topology
-from scalpel_executor.runtime.contract import OnComplete
+from scalpel_executor.runtime.contract import Job, OnComplete, Outcome
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, NodeManagerLost
 from scalpel_executor.runtime.manager_protocol import (Began, Configure, Failed, Fatal, Heartbeat, Log, ManagerConfig,
                                                        Result, Shutdown, Started, decode, encode, rebuild_error,
                                                        submit_of)
 from scalpel_executor.runtime.options import PoolOptions
-from scalpel_executor.runtime.pool import NO_WORKERS_LEFT, READY_TIMEOUT, RESPAWNS_KEPT, Job, Outcome
+from scalpel_executor.runtime.pool import NO_WORKERS_LEFT, READY_TIMEOUT, RESPAWNS_KEPT
 
 __all__ = ["ManagerClient"]
 
@@ -268,7 +268,7 @@ class ManagerClient:
         return manager
 
     def submit(self, task: Task) -> None:
-        """Send a task whose payload is a :class:`~scalpel_executor.runtime.pool.Job` (thread-safe).
+        """Send a task whose payload is a :class:`~scalpel_executor.runtime.contract.Job` (thread-safe).
 
         Raises ExecutorShutdown after shutdown, ExecutorFailed once no manager can run tasks.
         """

@@ -61,7 +61,6 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from typing import Any
 
 from scalpel_executor.core.batching import Batcher, Batching
 from scalpel_executor.core.resources import needs_resources, unfit_reason
@@ -71,7 +70,7 @@ from scalpel_executor.host.accelerators import device_domains, device_env
 from scalpel_executor.host.cgroups import (CGROUP_ENV, TASK_MARGIN, MemoryCgroup, find_memory_cgroup, pool_name,
                                            worker_name)
 from scalpel_executor.host.sysfs import allowed_cpus
-from scalpel_executor.runtime.contract import OnComplete, Outcome
+from scalpel_executor.runtime.contract import Job, OnComplete, Outcome
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, MemoryExceeded, ResourcesUnavailable,
                                              WalltimeExceeded, WorkerDied)
 from scalpel_executor.runtime.options import PoolOptions, memory_budget
@@ -92,28 +91,6 @@ OOM_KILLED = ("the kernel's OOM killer ended its worker (pid {pid}) at the limit
 def new_pool_id() -> str:
     """A node manager's id, as HTEX's worker pool makes its ``uid``: the last 12 hex digits of a uuid4."""
     return uuid.uuid4().hex[-12:]
-
-
-@dataclass(eq=False)
-class Job:
-    """What the pool needs to run a task: the ``payload`` of its :class:`~scalpel_executor.core.tasks.Task`.
-
-    ``context`` belongs to the caller; the placement fields are filled in when the task is sent.
-    """
-
-    buffer: bytes
-    context: Any = None
-    walltime: float | None = None  # seconds; past walltime + grace the worker is killed
-    measure: bool = True  # the worker's probe measures this task (the caller's sampling decision)
-    memory_limit: float = 0.0  # bytes the task declared (enforced under enforce_memory); 0: none declared
-    slot: int | None = field(default=None, init=False)  # where it ran, once dispatched
-    domain: int | None = field(default=None, init=False)
-    cpu: int | None = field(default=None, init=False)
-    started: float | None = field(default=None, init=False)  # monotonic time it was sent to its worker
-    admission: str | None = field(default=None, init=False)  # why it started there (core.admission)
-    measure_wait: float = field(default=0.0, init=False)  # seconds a core idled for a measurement before it started
-    cpus: tuple[int, ...] = field(default=(), init=False)  # every CPU it ran on (several for a k-core task)
-    devices: tuple[str, ...] = field(default=(), init=False)  # accelerator ids it was given
 
 
 def _placement(task: Task) -> dict:

@@ -13,7 +13,7 @@ import psutil
 from parsl.serialize import deserialize, pack_apply_message
 
 from scalpel_executor.core.tasks import Task
-from scalpel_executor.runtime.pool import Job
+from scalpel_executor.runtime.contract import Job
 
 GENEROUS = 30.0  # seconds: a bound that only a broken mechanism misses, never a slow machine
 

@@ -239,7 +239,7 @@ def test_the_manager_and_its_workers_exit_when_the_driver_is_killed(tmp_path):
         from scalpel_executor.host.sysfs import resolve_topology
         from scalpel_executor.runtime.manager_client import ManagerClient
         from scalpel_executor.runtime.options import PoolOptions
-        from scalpel_executor.runtime.pool import Job
+        from scalpel_executor.runtime.contract import Job
 
         client = ManagerClient(resolve_topology(None), PoolOptions(), lambda task, outcome: None)
         client.start()
