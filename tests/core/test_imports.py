@@ -14,10 +14,8 @@ import scalpel_executor
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "scalpel_executor"
 DESIGN = PACKAGE.parent / "docs" / "design.md"
-# The package itself and the old paths, kept for users until their removal (with the warning they
-# give, scalpel_executor._moved): they re-export from any layer.
-REEXPORTS = {"scalpel_executor", "scalpel_executor.executor", "scalpel_executor.topology", "scalpel_executor.grouping",
-             "scalpel_executor.errors", "scalpel_executor._moved"}
+# The package root re-exports names from any layer (loading each module on first use).
+REEXPORTS = {"scalpel_executor"}
 CORE_MODULES = sorted(f"scalpel_executor.core.{p.stem}" for p in (PACKAGE / "core").glob("*.py") if p.stem != "__init__")
 
 # What a pure decision may use: data structures and arithmetic. No os, pathlib, time, threading,
@@ -138,9 +136,7 @@ def test_every_import_points_to_the_same_or_a_lower_layer():
             target = _imported_module(imported, modules) if imported.startswith("scalpel_executor.") else None
             if target is None:
                 continue
-            if target in REEXPORTS:
-                upward.append(f"{name} imports {target}, an old path kept for users: import the module it re-exports")
-            elif _layer(target, layers) > own:
+            if _layer(target, layers) > own:
                 upward.append(f"{name} ({target.split('.')[1]} is above {name.split('.')[1]}) imports {imported}")
     assert not upward, "imports against docs/design.md's layer order (move the piece down):\n" + "\n".join(upward)
 
@@ -172,22 +168,3 @@ def test_no_module_of_the_package_is_part_of_an_import_cycle():
                 graph.add_edge(name, target)
     cycles = [sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1]
     assert not cycles, f"import cycles: {cycles}"
-
-
-@pytest.mark.parametrize("old, new", [("executor", "runtime.executor"), ("topology", "core.domains"),
-                                      ("grouping", "core.grouping"), ("errors", "runtime.errors")])
-def test_an_old_module_path_still_imports_and_warns_where_it_was_imported(old, new):
-    program = f"import scalpel_executor.{old} as old\nprint(sorted(old.__all__)[:1])\n"
-    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=PACKAGE.parent)
-    assert run.returncode == 0, run.stderr
-    assert f"<string>:1: FutureWarning: scalpel_executor.{old} is deprecated" in run.stderr
-    assert f"import from scalpel_executor.{new}" in run.stderr
-
-
-def test_the_package_itself_never_imports_an_old_module_path():
-    modules = [_module_name(path) for path in sorted(PACKAGE.rglob("*.py"))
-               if _module_name(path) not in REEXPORTS and path.stem != "__main__"]
-    program = ("import importlib, warnings\nwarnings.simplefilter('error', FutureWarning)\n"
-               f"for name in {modules!r}:\n    importlib.import_module(name)\n")
-    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=PACKAGE.parent)
-    assert run.returncode == 0, run.stderr[-2000:]
