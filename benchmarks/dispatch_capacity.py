@@ -2,7 +2,7 @@
 
 The harness is :mod:`scalpel_executor.experiments.dispatch_capacity` (tests/runtime/
 test_dispatch_capacity.py runs it with three fake managers); this script prints the figures of
-docs/benchmarks.md::
+docs/results/dispatch-capacity.md::
 
     python benchmarks/dispatch_capacity.py --managers 1,8,64 --tasks 20000 --rounds 5 --json capacity.json
 """

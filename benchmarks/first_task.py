@@ -8,7 +8,7 @@ to the task's first line) and of the median core's. Usage::
 
     python benchmarks/first_task.py [--rounds 5]
 
-Figures in docs/benchmarks.md.
+Figures in docs/results/throughput.md.
 """
 
 import argparse

@@ -15,7 +15,7 @@ from scalpel_executor.workloads.kernels import KernelCase, scale_to_seconds
 
 #: Inside a VM whose sysfs reports a huge (host-wide) LLC, the mixes are sized for this instead.
 #: On the development VM (2 vCPUs, sysfs: 480 MiB) pairs of random-gather kernels showed no co-run
-#: slowdown at 16 MiB each and 1.25x at 32 MiB each (benchmarks/corun.py, docs/benchmarks.md):
+#: slowdown at 16 MiB each and 1.25x at 32 MiB each (benchmarks/corun.py, docs/results/machines.md):
 #: the cache the two cores really share behaves like one of about 56 MiB.
 VM_LLC_ASSUMED = 56 * 2**20
 VM_LLC_SUSPICIOUS = 64 * 2**20

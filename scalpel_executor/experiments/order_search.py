@@ -10,7 +10,7 @@ predicts the makespan of a dispatch order fed first come first served:
   oracle mix, ``benchmarks/policy_study.py``);
 * :func:`rollout_order` improves the end of an order one position at a time: the default policy's
   second step before :func:`~scalpel_executor.core.orders.improve_tail` replaced it, kept for the
-  comparison in docs/benchmarks.md (``benchmarks/tail_search.py``) and ``policy_study.py``'s
+  comparison in docs/results/simulated-machines.md (``benchmarks/tail_search.py``) and ``policy_study.py``'s
   rollout candidates.
 
 No policy calls these; they measure policies. Pure, like the core they search.

@@ -27,7 +27,7 @@ mDiffFit ~3 MB, mBgModel ~137 MB). For the others the rule is: a tool that strea
 or a reference at random (read mapping, variant calling, set intersections in Python) cycles
 through far more than any LLC here, 64-256 MiB; merges and sorts sit between. Epigenomics, SoyKB
 and 1000Genome are memory-heavy by this rule, Montage, Cycles, Seismology and BLAST mostly light.
-``docs/benchmarks.md`` ("Workflows shaped like real ones") repeats the table.
+``docs/results/workflows.md`` repeats the table.
 
 This module imports WfCommons only inside :func:`workflow` (the core never does), and generation
 is offline: WfChef reads its recipes from the installed package (about 0.1 s per 400-task

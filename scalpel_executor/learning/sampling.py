@@ -1,7 +1,7 @@
 """Which tasks the probe measures: the first few of each profile key, every k-th after, and the next one after a drift.
 
 A measured task pays for the probe's sampler on its own core (one ``clear_refs`` and one
-``smaps`` walk of the whole worker per window: 1 to 4 % of a 1 s task, ``docs/benchmarks.md``).
+``smaps`` walk of the whole worker per window: 1 to 4 % of a 1 s task, ``docs/results/costs.md``).
 Every task still reports its wall and CPU time, which cost nothing, so run-time estimates keep
 learning from every task; footprints and LLC counts come from measured tasks only. The rule, per
 profile key and per run (an executor's lifetime)::

@@ -140,8 +140,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
     batch_window : float, optional
         Longest time (seconds) to collect arriving tasks before grouping them. Default (None):
         0.005 in local mode; 0 in provider mode, where the driver deals each manager its share in
-        passes and a window at the manager would only delay it (docs/benchmarks.md, "Provider
-        mode"). 0: group whatever has arrived whenever a core frees, dispatching at once to idle
+        passes and a window at the manager would only delay it (docs/results/throughput.md,
+        "Provider mode"). 0: group whatever has arrived whenever a core frees, dispatching at once to idle
         cores.
     batch_quiet : float
         How long a lone arriving task waits for a second one (default 0.001 s); a task estimated to

@@ -65,7 +65,7 @@ def place(footprints: Sequence[float], nodes: Sequence[NodeRoom]) -> list[Hashab
     cluster), plus the loads whose share rounds to the least one; comparing every node with room
     for every task was O(T·N). Measured alone, 110 tasks a call: 2.0 µs/task at 64 nodes against
     21 for that scan, 5.3 at 512 against 162; a call costs about 2 µs more to set up, which shows
-    at 1 node, where the hub places about 2 tasks a call (docs/benchmarks.md, "The driver's
+    at 1 node, where the hub places about 2 tasks a call (docs/notebook.md, "The driver's
     dispatch capacity").
 
     Each slot count is a :class:`_SameSlots`. A task takes the best offer of each (a few float

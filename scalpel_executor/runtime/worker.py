@@ -401,7 +401,7 @@ class _StandardStreams:
         """Put back what the task changed. When nothing changed it costs one fstat per descriptor:
         8-10 µs a task in all (timeit, Python 3.11 on a shared 2-core host at load
         average 2.7, where one fstat took 1.2-1.8 µs and the streams' checks 0.4 µs), against a no-op
-        task's round trip of 3-4 ms on the same host (docs/benchmarks.md)."""
+        task's round trip of 3-4 ms on the same host (docs/notebook.md, "The node manager")."""
         for fd, (copy, identity) in self.copies.items():
             if _names(fd, identity):
                 continue

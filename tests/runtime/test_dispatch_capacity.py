@@ -1,7 +1,7 @@
 """The dispatch-capacity harness (scalpel_executor.experiments.dispatch_capacity): a real ManagerHub, fake managers.
 
 Behaviour only (every task once, every manager used, the table's fields present); the figures
-themselves are in docs/benchmarks.md. No assertion on time.
+themselves are in docs/results/dispatch-capacity.md. No assertion on time.
 """
 
 import resource

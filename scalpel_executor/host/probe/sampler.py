@@ -43,7 +43,7 @@ Decisions, each from measurements on a 2-core VM (parsl and numpy imported, abou
   dropped without losing the per-mapping split above. So the executor measures a sample of each
   profile key's tasks instead (:mod:`scalpel_executor.learning.sampling`: the first 3 of a key
   in a run, one in 20 after, the next after a drift); a task sent without ``measure`` sends the
-  sampler nothing and costs it no CPU (``docs/benchmarks.md``).
+  sampler nothing and costs it no CPU (``docs/results/costs.md``).
 * **Descendants.** A ``bash_app``'s processes are found by their parent pid in ``/proc/*/stat``
   (``/proc/PID/task/TID/children`` is often compiled out), reading only processes newer than the
   sampler (a full scan cost 3 ms for 190 processes). Their referenced bytes add to the worker's.
