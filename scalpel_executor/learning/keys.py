@@ -9,6 +9,8 @@ A key is the app's qualified name plus the *shape* of its arguments, never their
     mypkg.simulate(n<16)                        simulate(seed) for seeds 0 to 15
     mypkg.reduce(inputs=8)                      reduce(inputs=[eight futures' results])
     montage.add(inputs=~64[~256MiB])            64 File inputs of 4 MiB
+    wf.generic_shell_app[blastall](str,inputs=1,outputs=1)
+                                                generic_shell_app("bin/blastall -p blastn ...", inputs=[f], outputs=[g])
 
 What enters the shape, and why:
 
@@ -35,6 +37,19 @@ What enters the shape, and why:
   the upstream results when the executor sees them) by count and total size; ``outputs=`` by
   count; Parsl's own keyword arguments (``parsl_resource_specification``, ``walltime``,
   ``stdout``/``stderr`` and the monitoring ids) are left out.
+- a bash app's command: the program it runs, in brackets after the app's name, and the command
+  itself as ``str`` whatever its length. One bash app often runs many programs (WfCommons'
+  generated Parsl workflows make every task ``generic_shell_app(cmd, inputs, outputs)``), and
+  what one program learned says nothing about another; its arguments (file names, ids) say nothing
+  the program does not. The command is the string passed to a parameter named ``cmd``,
+  ``command``, ``cmdline`` or ``command_line`` (:data:`COMMAND_PARAMETERS`), by position or by
+  keyword: any other string may be data the app formats into its command (a file name), and an app
+  that builds its command keeps the key it had. The program is the basename of the first real
+  program word (:func:`command_program`: wrappers such as ``env``, ``time``, ``nice``,
+  ``timeout`` and ``cd dir &&`` skipped; for ``python``, ``bash``, ``Rscript`` and ``perl``, the
+  script). A command that names none (empty, ``$PROG``) keeps the key it had too. The app is
+  still the app (the level the estimates fall back to), so keys written before this rule, which
+  have no program, count in its pooled profile.
 
 Users override all of this with the ``profile_key`` resource hint or the executor's
 ``profile_key=`` function. Keys are plain strings; nothing here touches the profile store.
@@ -48,7 +63,8 @@ import math
 import numbers
 import os
 import re
-from collections.abc import Callable, Mapping
+import shlex
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -282,13 +298,240 @@ def app_name(func: Callable) -> str:
     return f"{module}.{name}"
 
 
-def _bash_args(func: Callable, args: tuple) -> tuple:
-    """A bash app's executor-side function receives the user's function as its first argument."""
-    while hasattr(func, "__wrapped__") and not isinstance(func, functools.partial):
-        func = func.__wrapped__
-    if getattr(func, "__name__", "") == "remote_side_bash_executor" and args and callable(args[0]):
-        return args[1:]
-    return args
+#: Parameters of a bash app that hold its command line. A string passed to one of them is the command
+#: the app runs, so its program enters the key; any other string could be a file name or a message
+#: the app formats into a command, and keying by its first word would key by the data.
+COMMAND_PARAMETERS = frozenset({"cmd", "command", "cmdline", "command_line"})
+_COMMAND_SCAN = 4096  # characters of a command read for its program: the words before it are short
+_SHELL_DEPTH = 2  # nested ``bash -c "..."`` followed
+_PROGRAM = re.compile(r"^[\w.+\-]{1,64}$")  # no brackets, parentheses, commas or "=": the key stays parseable
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_SEPARATORS = frozenset(";&|")
+_PUNCTUATION = frozenset("();<>|&")
+_PLAIN_WORDS = re.compile(r"\n|[^ \t\r\n]+")  # shlex's whitespace, not str.split's
+_SHELL_SYNTAX = re.compile(r"[\'\"\\#();<>|&]")
+#: Words that run the rest of the line: the options of each that take the next word, and how many
+#: operands come before the program (``timeout``'s duration).
+_WRAPPERS = {
+    "env": (frozenset({"-u", "--unset", "-C", "--chdir", "-S", "--split-string"}), 0),
+    "time": (frozenset({"-o", "--output", "-f", "--format"}), 0),
+    "nice": (frozenset({"-n", "--adjustment"}), 0),
+    "timeout": (frozenset({"-s", "--signal", "-k", "--kill-after"}), 1),
+    "exec": (frozenset({"-a"}), 0),
+    "stdbuf": (frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}), 0),
+    "nohup": (frozenset(), 0),
+}
+#: Shell builtins that prepare the environment for the command after the next ``&&`` or ``;``.
+_SETUP = frozenset({"cd", "pushd", "export", "set", "source", ".", "ulimit", "umask", "module"})
+
+
+@dataclass(frozen=True)
+class _Interpreter:
+    """How an interpreter's options read: which short options take code inline (then the program is
+    the interpreter, or for a shell the code's own program), which take an argument, which names a
+    module to run (``python -m``)."""
+
+    code: str
+    argument: str = ""
+    module: str = ""
+    long_argument: frozenset = frozenset()
+    shell: bool = False
+
+
+_PYTHON = _Interpreter(code="c", argument="WX", module="m", long_argument=frozenset({"--check-hash-based-pycs"}))
+_SHELL = _Interpreter(code="c", argument="oO", long_argument=frozenset({"--rcfile", "--init-file"}), shell=True)
+_INTERPRETERS = {"bash": _SHELL, "sh": _SHELL, "zsh": _SHELL, "dash": _SHELL,
+                 "Rscript": _Interpreter(code="e"), "perl": _Interpreter(code="eE", argument="IMm")}
+_PYTHON_NAME = re.compile(r"^(python|pypy)[0-9.]*$")
+
+
+def _interpreter(name: str) -> _Interpreter | None:
+    return _PYTHON if _PYTHON_NAME.match(name) else _INTERPRETERS.get(name)
+
+
+def _shell_words(command: str) -> Iterator[str]:
+    """The shell words of ``command`` as :mod:`shlex` reads them, with ``&&``, ``;``, ``|`` and each
+    line end words of their own. Raises ValueError at an unbalanced quote."""
+    lexer = shlex.shlex(command.replace("\n", " ;\n"), posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    return iter(lexer)
+
+
+def _words(command: str) -> Iterator[str]:
+    """:func:`_shell_words`, lazily and cheaply: words without quotes, escapes, comments or operators
+    (most words before a program) are split at whitespace, and shlex reads on from the first word
+    that has one. A shlex costs 60 µs to make and 2 µs a character, which every submit would pay."""
+    for match in _PLAIN_WORDS.finditer(command):
+        word = match.group()
+        if word == "\n":
+            yield ";"
+        elif _SHELL_SYNTAX.search(word) is None:
+            yield word
+        else:
+            yield from _shell_words(command[match.start():])
+            return
+
+
+def _is_separator(word: str) -> bool:
+    return bool(word) and set(word) <= _PUNCTUATION and not _SEPARATORS.isdisjoint(word)
+
+
+def _skip_options(words: Iterator[str], with_argument: frozenset) -> str | None:
+    """The first word after a wrapper's options (``-n 5``, ``-oL``, ``--signal=KILL``, ``--``)."""
+    for word in words:
+        if word == "--":
+            return next(words, None)
+        if not word.startswith("-"):
+            return word
+        if word in with_argument:
+            next(words, None)
+    return None
+
+
+def _script(words: Iterator[str], name: str, interpreter: _Interpreter, depth: int) -> str | None:
+    """The program an interpreter runs: its script's basename, the module after ``-m``, a shell's
+    ``-c`` command's program, or the interpreter itself (code inline, or a script on stdin)."""
+    for word in words:
+        if word == "--":
+            word = next(words, None)
+            break
+        if not word.startswith(("-", "+")) or word in ("-", "+"):
+            break
+        if word.startswith("--"):
+            if word in interpreter.long_argument:
+                next(words, None)
+            continue
+        for position, letter in enumerate(word[1:], start=2):  # a group of short options: -uBm mod
+            if letter in interpreter.code + interpreter.module + interpreter.argument:
+                value = word[position:] or next(words, None)
+                if letter in interpreter.module:
+                    return _basename(value)
+                if letter in interpreter.code:
+                    return _command_program(value, depth + 1) if interpreter.shell and value else name
+                break
+    else:
+        return name
+    if word is None or word == "-" or set(word) <= _PUNCTUATION:  # a script on stdin
+        return name
+    return _basename(word)
+
+
+def _basename(word: str | None) -> str | None:
+    name = (word or "").rsplit("/", 1)[-1]
+    return name if _PROGRAM.match(name) else None
+
+
+def _program(words: Iterator[str], depth: int = 0) -> str | None:
+    """The basename of the first real program among shell ``words``, or None (see :func:`command_program`)."""
+    if depth > _SHELL_DEPTH:
+        return None
+    for word in words:
+        name = word.rsplit("/", 1)[-1]
+        while name in _WRAPPERS:
+            with_argument, operands = _WRAPPERS[name]
+            word = _skip_options(words, with_argument)
+            for _ in range(operands):
+                word = next(words, None)
+            while word is not None and _ASSIGNMENT.match(word):  # env VAR=1 prog
+                word = next(words, None)
+            if word is None:
+                return None
+            name = word.rsplit("/", 1)[-1]
+        if _ASSIGNMENT.match(word) or word in ("(", "{", "!") or _is_separator(word):
+            continue
+        if name in _SETUP:  # cd dir && prog: the program comes after the next separator
+            if not any(_is_separator(later) for later in words):
+                return None
+            continue
+        interpreter = _interpreter(name)
+        if interpreter is not None:
+            return _script(words, name, interpreter, depth)
+        return name if _PROGRAM.match(name) else None
+    return None
+
+
+def command_program(command: str) -> str | None:
+    """The program a shell command line runs: the basename of its first real program word, or None
+    when it names none that a key can hold.
+
+    Words before the program are skipped: ``VAR=value`` assignments, ``env`` (and its options and
+    assignments), ``time``, ``nice [-n N]``, ``timeout [options] DURATION``, ``exec``,
+    ``stdbuf ...``, ``nohup``, and a setup builtin up to the next ``&&`` or ``;`` (``cd dir &&``,
+    ``export``, ``source``, ``module``). For an interpreter (``python``, ``python3.11``, ``pypy``,
+    ``bash``, ``sh``, ``Rscript``, ``perl``) the program is its script's basename, the module of
+    ``python -m``, the program of a shell's ``-c`` command, or the interpreter itself when the code
+    is inline or on stdin. A program is at most 64 letters, digits, ``_``, ``.``, ``+`` and ``-``;
+    one that is not (``$PROG``, a name with a space) is None, and so is an empty command.
+
+    Pure text: no file is looked at. Only the first 4096 characters are read, lazily, so a long
+    command costs no more than its first few words; an unbalanced quote falls back to splitting at
+    whitespace.
+
+    >>> command_program("/opt/blast/bin/blastall -p blastn -d nt -i q.fa")
+    'blastall'
+    >>> command_program("env OMP_NUM_THREADS=4 time nice -n 10 timeout 60 ./bin/split_fasta --in x")
+    'split_fasta'
+    >>> command_program("cd work && python3 -u scripts/align.py q.fa"), command_program("python -m pkg.tool")
+    ('align.py', 'pkg.tool')
+    >>> command_program('bash -c "stdbuf -oL mProject in.fits"'), command_program("echo 'unbalanced")
+    ('mProject', 'echo')
+    >>> command_program("   ") is None, command_program("$BIN x") is None
+    (True, True)
+    """
+    return _command_program(command, 0)
+
+
+def _command_program(command: str, depth: int) -> str | None:
+    text = command[:_COMMAND_SCAN]
+    try:
+        return _program(_words(text), depth)
+    except ValueError:  # an unbalanced quote or a trailing backslash: the shell would refuse it too
+        return _program(iter(text.split()), depth)
+
+
+def _bash_call(func: Callable, args: tuple) -> tuple[Callable, tuple] | None:
+    """(the user's function, its arguments) when ``func`` is Parsl's bash-app wrapper, else None.
+
+    Parsl binds the user's function to ``remote_side_bash_executor`` with ``functools.partial``
+    (older versions passed it as the first argument instead).
+    """
+    for _ in range(32):
+        if isinstance(func, functools.partial):
+            if getattr(func.func, "__name__", "") == "remote_side_bash_executor" and func.args \
+                    and callable(func.args[0]):
+                return func.args[0], args
+            func = func.func
+        elif getattr(func, "__name__", "") == "remote_side_bash_executor":
+            return (args[0], args[1:]) if args and callable(args[0]) else None
+        elif hasattr(func, "__wrapped__"):
+            func = func.__wrapped__
+        else:
+            return None
+    return None
+
+
+def _command_slot(user: Callable, args: tuple, kwargs: Mapping[str, Any]) -> int | str | None:
+    """Where a bash app's command line is among its arguments: a position, a keyword, or None
+    when no :data:`COMMAND_PARAMETERS` parameter holds a string (the app builds its command)."""
+    code = getattr(_unwrap(user), "__code__", None)
+    if code is not None:
+        for position, name in enumerate(code.co_varnames[:min(code.co_argcount, len(args))]):
+            if name in COMMAND_PARAMETERS and isinstance(args[position], str):
+                return position
+    return next((name for name in sorted(COMMAND_PARAMETERS) if isinstance(kwargs.get(name), str)), None)
+
+
+def _command(func: Callable, args: tuple, kwargs: Mapping[str, Any]) -> tuple[tuple, tuple[int | str, str] | None]:
+    """(the user's arguments, (where the command is, its program) or None) of a call."""
+    call = _bash_call(func, args)
+    if call is None:
+        return args, None
+    user, args = call
+    slot = _command_slot(user, args, kwargs)
+    if slot is None:
+        return args, None
+    program = command_program(args[slot] if isinstance(slot, int) else kwargs[slot])
+    return args, (slot, program) if program else None
 
 
 @dataclass(frozen=True)
@@ -310,8 +553,12 @@ def _limited(key: str) -> str:
     return f"{key[: MAX_KEY_LENGTH - 14]}…#{digest}"
 
 
-def _key(func: Callable, args: tuple, kwargs: Mapping[str, Any], exact: bool) -> str:
-    parts = [signature(arg, exact) for arg in _bash_args(func, tuple(args))]
+def _key(func: Callable, args: tuple, kwargs: Mapping[str, Any], exact: bool,
+         command: tuple[int | str, str] | None) -> str:
+    """``command``: where a bash app's command is and its program; the command is then ``str``
+    whatever its length, because its arguments (file names, ids) say nothing the program does not."""
+    slot, program = command or (None, None)
+    parts = ["str" if position == slot else signature(arg, exact) for position, arg in enumerate(args)]
     for name in sorted(kwargs):
         value = kwargs[name]
         if name.startswith("_parsl") or name in _PARSL_KWARGS and name not in ("inputs", "outputs"):
@@ -323,9 +570,12 @@ def _key(func: Callable, args: tuple, kwargs: Mapping[str, Any], exact: bool) ->
                 parts.append(f"inputs={_content(value, 0)}")
         elif name == "outputs":
             parts.append(f"outputs={len(value)}")
+        elif name == slot:
+            parts.append(f"{name}=str")
         else:
             parts.append(f"{name}={signature(value, exact)}")
-    return _limited(f"{app_name(func)}({','.join(parts)})")
+    app = app_name(func) + (f"[{program}]" if program else "")
+    return _limited(f"{app}({','.join(parts)})")
 
 
 def profile_keys(func: Callable, args: tuple = (), kwargs: Mapping[str, Any] | None = None) -> Keys:
@@ -335,8 +585,10 @@ def profile_keys(func: Callable, args: tuple = (), kwargs: Mapping[str, Any] | N
     >>> keys.shape.endswith("bucket(n<16)"), keys.exact.endswith("bucket(3)")
     (True, True)
     """
-    shape = _key(func, args, kwargs or {}, exact=False)
-    exact = _key(func, args, kwargs or {}, exact=True) if SMALL in shape else shape
+    kwargs = kwargs or {}
+    args, command = _command(func, tuple(args), kwargs)
+    shape = _key(func, args, kwargs, False, command)
+    exact = _key(func, args, kwargs, True, command) if SMALL in shape else shape
     return Keys(shape, exact)
 
 

@@ -13,11 +13,14 @@ call, and merges the rows that meet::
 
 What the old text cannot say is left alone: a key cut to 240 characters and a digest, an
 ``inputs=`` of 16 items (the old rule showed only the first 16), an array of a dtype without an
-item size in its name. One guess is made, and a wrong one only means the new key starts afresh: a
-list or dict shown by its length (``list8``) holds no arrays or files (today's rule would add their
-total size). Totals in ``inputs=`` come out as today's rule makes them, because it adds each
-element's size rounded to its bucket, which is what the old text shows. Pure text and numbers: the
-store does the I/O.
+item size in its name. Nor does it say which program a bash app's command ran, which today's rule
+names in brackets after the app (``generic_shell_app[blastall](str,...)``): such a key is rewritten
+without one, which only a command naming no program still computes; it feeds the app's pooled
+profile, where a program's key with no history of its own takes its estimates. One guess is made,
+and a wrong one only means the new key starts afresh: a list or dict shown by its length
+(``list8``) holds no arrays or files (today's rule would add their total size). Totals in
+``inputs=`` come out as today's rule makes them, because it adds each element's size rounded to its
+bucket, which is what the old text shows. Pure text and numbers: the store does the I/O.
 """
 
 from __future__ import annotations

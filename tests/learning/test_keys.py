@@ -396,6 +396,182 @@ def test_profile_list_cuts_long_keys_unless_wide(tmp_path, capsys):
     assert long_key in capsys.readouterr().out
 
 
+# -- bash apps: keyed by the program their command runs ---------------------------------------------
+
+
+def generic_shell_app(cmd: str, inputs=None, outputs=None, stdout="logs/stdout.txt", stderr="logs/stderr.txt"):
+    """WfCommons' WfBench translator makes every task this one bash app."""
+    return cmd
+
+
+def align(fasta, stdout=None):
+    return f"bwa mem ref.fa {fasta}"
+
+
+def shell(cmd):  # a python app that happens to take a command
+    return cmd
+
+
+GENERIC = "tests.learning.test_keys.generic_shell_app"
+
+
+def _submitted(func):
+    """What Parsl's DataFlowKernel hands the executor for a bash app: the wrapper, not ``func``."""
+    from parsl.app.bash import BashApp
+
+    return BashApp(func).wrapped_remote_function
+
+
+def _shell_key(command, inputs=1, outputs=1, bash=True, **kwargs):
+    """The key of a WfBench task; ``bash=False``: of the same call to the plain function, as keyed
+    before bash apps were keyed by their program."""
+    from parsl.data_provider.files import File
+
+    files = {"inputs": [File(f"data/in_{i}.fa") for i in range(inputs)],
+             "outputs": [File(f"output/out_{i}.txt") for i in range(outputs)],
+             "stdout": "logs/t_stdout.txt", "stderr": "logs/t_stderr.txt", **kwargs}
+    args = () if "cmd" in kwargs else (command,)
+    return profile_key(_submitted(generic_shell_app) if bash else generic_shell_app, args, files)
+
+
+def test_a_bash_app_is_keyed_by_the_program_its_command_runs():
+    blastall = _shell_key("/opt/blast/bin/blastall -p blastn -d nt -i query_17.fa -o out_17.txt")
+    assert blastall == f"{GENERIC}[blastall](str,inputs=1,outputs=1)"
+    assert _shell_key("split_fasta --in input.fa --parts 40") == f"{GENERIC}[split_fasta](str,inputs=1,outputs=1)"
+    # the same program on other files, with other options, or a command of another length: one key
+    assert _shell_key("blastall -p blastn -i q_3.fa " + "-v " * 200) == blastall
+    assert _shell_key(None, cmd="blastall -p blastx") == f"{GENERIC}[blastall](cmd=str,inputs=1,outputs=1)"
+    # the arguments' shape still counts
+    assert _shell_key("blastall -i q.fa", inputs=3) == f"{GENERIC}[blastall](str,inputs=3,outputs=1)"
+
+
+@pytest.mark.parametrize("command, program", [
+    ("env OMP_NUM_THREADS=4 blastall -i q.fa", "blastall"),
+    ("/usr/bin/env -i -u HOME PATH=/bin blastall", "blastall"),
+    ("OMP_NUM_THREADS=4 LC_ALL=C blastall", "blastall"),
+    ("time blastall", "blastall"),
+    ("time -p blastall", "blastall"),
+    ("nice blastall", "blastall"),
+    ("nice -n 10 blastall", "blastall"),
+    ("nice -5 blastall", "blastall"),
+    ("timeout 600 blastall", "blastall"),
+    ("timeout -s KILL --preserve-status 10m blastall", "blastall"),
+    ("exec blastall", "blastall"),
+    ("stdbuf -oL -e 0 blastall", "blastall"),
+    ("stdbuf --output=L blastall", "blastall"),
+    ("nohup blastall", "blastall"),
+    ("cd work/run_3 && blastall -i q.fa", "blastall"),
+    ("cd work; blastall", "blastall"),
+    ("cd work&&blastall", "blastall"),
+    ("export BLASTDB=/db && module load blast; blastall", "blastall"),
+    ("#!/bin/bash\nset -e\nblastall -i q.fa", "blastall"),
+    ("env A=1 time nice -n 5 timeout 60 stdbuf -oL ./bin/blastall", "blastall"),
+    ("python3 scripts/merge.py --in a b", "merge.py"),
+    ("python -u -W ignore merge.py", "merge.py"),
+    ("/usr/bin/env python3.11 /opt/tools/merge.py", "merge.py"),
+    ("python3 -m tools.merge a", "tools.merge"),
+    ("python3 -c 'import sys; print(sys.argv)'", "python3"),
+    ("bash run_split.sh 40", "run_split.sh"),
+    ("sh -e ./run_split.sh", "run_split.sh"),
+    ("bash -c 'cd work && blastall -i q.fa'", "blastall"),
+    ("Rscript --vanilla plots/summary.R", "summary.R"),
+    ("Rscript -e 'summary(x)'", "Rscript"),
+    ("perl -I lib -w bin/trim.pl", "trim.pl"),
+])
+def test_words_before_the_program_are_skipped(command, program):
+    assert key_rule.command_program(command) == program
+    assert _shell_key(command) == f"{GENERIC}[{program}](str,inputs=1,outputs=1)"
+
+
+@pytest.mark.parametrize("command", ["", "   \n\t", "'", '"blastall', "\\", "$BLAST -p blastn", "cd work", "env",
+                                     "timeout 10", "&&", "a,b(c)[d]"])
+def test_a_command_without_a_program_keeps_the_app_key(command):
+    assert _shell_key(command) == _shell_key(command, bash=False)
+    assert _shell_key(command).startswith(f"{GENERIC}(")
+
+
+def test_an_unbalanced_quote_after_the_program_does_not_hide_it():
+    assert key_rule.command_program("blastall -d 'nt") == "blastall"
+    assert key_rule.command_program("env A='1 blastall") == "blastall"  # split at whitespace: "A='1" is an assignment
+    assert key_rule.command_program("env A=1 blastall 'x") == "blastall"
+
+
+def test_an_app_that_builds_its_command_and_python_apps_keep_their_keys():
+    # the string is the app's data (a file name), not its command: keying by it would key by the data
+    assert profile_key(_submitted(align), ("sample_17.fa",)) == "tests.learning.test_keys.align(str)"
+    assert profile_key(_submitted(align), ("sample_17.fa",)) == profile_key(align, ("sample_17.fa",))
+    assert profile_key(shell, ("blastall -i q.fa",)) == "tests.learning.test_keys.shell(str)"
+    assert profile_key(normalise, ("gemm", 64)) == "tests.learning.test_keys.normalise(gemm,~64)"
+
+
+commands = st.one_of(
+    st.text(),
+    st.lists(st.sampled_from(["env", "-i", "-u", "A=1", "time", "-p", "nice", "-n", "5", "timeout", "-s", "10", "exec",
+                              "stdbuf", "-oL", "cd", "dir", "&&", ";", "|", "(", ")", "{", "!", "python3", "-c", "-m",
+                              "-W", "bash", "-ec", "Rscript", "-e", "perl", "-I", "script.py", "/bin/prog", "'", '"',
+                              "\\", "\n", "#", "--", "-", "$X", "`", "'bash -c \"x", "module", "<"])
+             | st.text(max_size=8), max_size=12).map(" ".join),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(commands)
+def test_a_key_is_made_from_any_command_text(command):
+    program = key_rule.command_program(command)
+    assert program is None or key_rule._PROGRAM.match(program)
+    key = _shell_key(command)
+    assert key == (f"{GENERIC}[{program}](str,inputs=1,outputs=1)" if program else _shell_key(command, bash=False))
+    assert key.partition("(")[0] in (GENERIC, f"{GENERIC}[{program}]")  # a program never adds a parenthesis
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(list("ab -=/\t\r\n'\"\\#;&|()<>\xa0") + ["&&", "cd", "env"]), max_size=20).map("".join)
+       | st.text())
+def test_the_cheap_word_split_reads_a_command_as_shlex_does(command):
+    """Words are split at whitespace up to the first with shell syntax, then by shlex: the same words."""
+    def words(split):
+        try:
+            return list(split(command))
+        except ValueError:
+            return "unbalanced"
+
+    assert words(key_rule._words) == words(key_rule._shell_words)
+
+
+def test_a_store_of_app_level_bash_keys_gives_each_programs_first_task_the_old_profile(tmp_path):
+    """Keys written before bash apps were keyed by their program cannot be split into programs: they
+    stay as they are, and a program's key with no history of its own takes the app's pooled profile,
+    which holds them."""
+    path = tmp_path / "p.sqlite"
+    old = f"{GENERIC}(str,inputs=1,outputs=1)"
+    with ProfileStore(path) as store:
+        store.record([Observation(old, GENERIC, runtime=r, footprint=f * MiB) for r, f in ((2.0, 30), (4.0, 50))])
+    submitted = _submitted(generic_shell_app)
+
+    def estimate(estimator, command):
+        return estimator.estimate(submitted, (command,), {"inputs": [None], "outputs": [None]}, Hints())
+
+    with ProfileStore(path) as store:
+        estimator = Estimator(store, default_footprint=0, default_runtime=1.0)
+        blastall = estimate(estimator, "blastall -i q.fa")
+        assert blastall.key == f"{GENERIC}[blastall](str,inputs=1,outputs=1)" and blastall.app == GENERIC
+        assert (blastall.runtime_source, blastall.footprint_source) == ("app", "app")
+        assert (blastall.runtime, blastall.footprint) == (pytest.approx(3.0), pytest.approx(40 * MiB))
+        assert blastall.key not in estimator.priors
+        estimator.observe(blastall, {"wall": 10.0, "footprint": 80 * MiB})
+        estimator.flush()
+        # blastall now has its own profile; split_fasta still starts from the app's, which blastall joined
+        again = estimate(estimator, "blastall -i other.fa")
+        assert (again.runtime_source, again.runtime) == ("learned", 10.0)
+        split = estimate(estimator, "split_fasta --in x")
+        assert (split.runtime_source, split.runtime) == ("app", pytest.approx((2.0 + 4.0 + 10.0) / 3))
+    with ProfileStore(path) as store:
+        assert store.get(old).runs == 2  # the old profile is kept, unchanged
+        assert store.get(f"{GENERIC}[blastall](str,inputs=1,outputs=1)").runs == 1
+        fresh = estimate(Estimator(store, default_footprint=0, default_runtime=1.0), "split_fasta --in y")
+        assert (fresh.runtime_source, fresh.runtime) == ("app", pytest.approx((2.0 + 4.0 + 10.0) / 3))
+
+
 # -- one unchanged workflow, three runs, through Parsl -------------------------------------------------
 
 
