@@ -89,6 +89,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 from scalpel_executor.core.contention import ContentionModel
+from scalpel_executor.core.interference import Terms, corun_slowdowns
 from scalpel_executor.core.tasks import Task
 
 __all__ = ["unmeasured_risk", "overflows", "guessed_runtimes", "GUESSED_SPREAD", "TOLERANCE", "OVERDUE_FRACTION", "FITS", "FORESEEN", "KEPT_APART", "CORUN_WAIT_COSTS_MORE", "CORUN_NOTHING_FITS",
@@ -185,16 +186,20 @@ def guessed_runtimes(task: Task, running: Sequence[Running]) -> bool:
 
 
 def slowdown_increase(model: ContentionModel, llc: float | None, footprints: Sequence[float],
-                      footprint: float) -> tuple[list[float], float]:
+                      footprint: float, terms: Sequence[Terms | None] | None = None,
+                      term: Terms | None = None) -> tuple[list[float], float]:
     """Each running task's slowdown increase, and the newcomer's slowdown less 1, if a task of
-    ``footprint`` bytes joined tasks of ``footprints`` on one domain of ``llc`` bytes."""
+    ``footprint`` bytes joined tasks of ``footprints`` on one domain of ``llc`` bytes. ``terms``
+    are the running tasks' interference residuals and ``term`` the newcomer's
+    (``Task.interference``; None: the footprint model alone)."""
     if llc is None or not footprints:
         return [0.0] * len(footprints), 0.0
+    terms = [None] * len(footprints) if terms is None else list(terms)
     sigma = model.sensitivity
-    if sum(footprints) + footprint <= model.capacity_fraction * llc:
+    if term is None and all(t is None for t in terms) and sum(footprints) + footprint <= model.capacity_fraction * llc:
         return [0.0] * len(footprints), 0.0
-    before = model.slowdowns(list(footprints), [sigma] * len(footprints), llc)
-    after = model.slowdowns([*footprints, footprint], [sigma] * (len(footprints) + 1), llc)
+    before = corun_slowdowns(model, list(footprints), [sigma] * len(footprints), llc, terms)
+    after = corun_slowdowns(model, [*footprints, footprint], [sigma] * (len(footprints) + 1), llc, [*terms, term])
     return [a - b for a, b in zip(after, before)], after[-1] - 1.0
 
 
@@ -204,7 +209,8 @@ def overflows(model: ContentionModel, llc: float | None, running: Sequence[Runni
 
 
 def _harm(model: ContentionModel, llc: float | None, running: Sequence[Running], task: Task) -> float:
-    increases, own = slowdown_increase(model, llc, [r.task.footprint for r in running], task.footprint)
+    increases, own = slowdown_increase(model, llc, [r.task.footprint for r in running], task.footprint,
+                                       [r.task.interference for r in running], task.interference)
     return max([own, *increases])
 
 
@@ -238,7 +244,7 @@ def decide(head: Task, others: Iterable[Task], running: Sequence[Running], *,
     fitting = unmeasured = lighter = company = None
     lightest = harm  # the least harm of a measured waiting task, looked for on guessed run times only
     for seen, task in enumerate(others):
-        signature = (task.footprint, task.key if not task.footprint_known else None)
+        signature = (task.footprint, task.key if not task.footprint_known else None, task.interference)
         if signature in tried:
             continue
         tried.add(signature)

@@ -80,8 +80,8 @@ from dataclasses import dataclass, field
 
 from scalpel_executor.core.contention import ContentionModel
 
-__all__ = ["InterferenceChoice", "InterferenceModel", "KeyedCoRun", "choose_interference", "coruns_from_history",
-           "fit_interference", "noise_level", "planted_coruns"]
+__all__ = ["InterferenceChoice", "InterferenceModel", "KeyedCoRun", "Terms", "choose_interference", "corun_slowdowns",
+           "coruns_from_history", "fit_interference", "noise_level", "planted_coruns"]
 
 #: Prior standard deviation of a key's residual, in log slowdown: the footprint model's misses on
 #: measured pairs are of this order (two 28 MiB spmv: 1.08× measured, 1.29× modelled, −0.18).
@@ -100,6 +100,33 @@ MIN_GAIN = 0.1
 SIGN_TEST_LEVEL = 0.05
 
 Neighbours = tuple[tuple[Hashable | None, float], ...]
+#: A task's (sensitivity, pressure) residuals in log slowdown (``Task.interference``).
+Terms = tuple[float, float]
+
+
+def corun_slowdowns(model: ContentionModel, footprints: Sequence[float], sensitivities: Sequence[float],
+                    llc: float, terms: Sequence[Terms | None]) -> list[float]:
+    """Slowdown (≥ 1) of each of the tasks co-running on one domain: the footprint model's times
+    exp(s_i + Σ_{j≠i} p_j) (module docstring), ``terms[i]`` = (s_i, p_i), None for (0, 0).
+
+    The one place the formula is computed: :class:`InterferenceModel`, the default policy's
+    evaluator (:class:`~scalpel_executor.core.orders.FcfsEvaluator`), the admission rule
+    (:func:`~scalpel_executor.core.admission.slowdown_increase`) and the simulator's truth all call
+    it. Every term None: exactly ``model.slowdowns``. An infinite ``llc`` (unknown) predicts no
+    contention at all, as the footprint model does. O(n²) for n tasks.
+
+    >>> MiB = 2**20
+    >>> [round(x, 2) for x in corun_slowdowns(ContentionModel(), [MiB, MiB], [1.0, 1.0], 32 * MiB, [(0.1, 0.0), (0.0, 0.3)])]
+    [1.49, 1.0]
+    """
+    factors = model.slowdowns(footprints, sensitivities, llc)
+    if len(factors) < 2 or all(t is None for t in terms) or not math.isfinite(llc):
+        return factors
+    out = []
+    for i, (factor, own) in enumerate(zip(factors, terms)):
+        extra = (0.0 if own is None else own[0]) + sum(t[1] for j, t in enumerate(terms) if j != i and t is not None)
+        out.append(factor if extra == 0 else max(1.0, factor * math.exp(extra)))
+    return out
 
 
 @dataclass(frozen=True)
@@ -130,6 +157,12 @@ class InterferenceModel:
     noise: float = DEFAULT_NOISE
     evidence: Mapping[Hashable, int] = field(default_factory=dict)  # co-runs each key was in, either side
 
+    def terms(self, key: Hashable | None) -> Terms | None:
+        """``key``'s (sensitivity, pressure), what ``Task.interference`` carries; None where it has neither."""
+        if key is None or (key not in self.sensitivity and key not in self.pressure):
+            return None
+        return self.sensitivity.get(key, 0.0), self.pressure.get(key, 0.0)
+
     def residual(self, key: Hashable, beside: Iterable[Hashable | None]) -> float:
         """The log-slowdown added to the footprint model for ``key`` beside the keys ``beside``."""
         beside = list(beside)
@@ -141,17 +174,14 @@ class InterferenceModel:
         """Slowdown (≥ 1) of ``key`` beside ``beside`` for as long as that set runs."""
         if not beside:
             return 1.0
-        sigma = self.footprint_model.sensitivity
-        base = self.footprint_model.slowdowns([footprint, *(f for _, f in beside)], [sigma] * (len(beside) + 1),
-                                              self.llc)[0]
-        extra = self.residual(key, (k for k, _ in beside))
-        return base if extra == 0 else max(1.0, base * math.exp(extra))
+        return self.slowdowns([key, *(k for k, _ in beside)], [footprint, *(f for _, f in beside)])[0]
 
     def slowdowns(self, keys: Sequence[Hashable], footprints: Sequence[float]) -> list[float]:
         """Each member's slowdown beside all the others on one domain: ``ContentionModel.slowdowns``
-        with keys. O(n² ) for n members."""
-        members = list(zip(keys, footprints))
-        return [self.segment_slowdown(k, f, tuple(members[:i] + members[i + 1:])) for i, (k, f) in enumerate(members)]
+        with keys (:func:`corun_slowdowns`). O(n²) for n members."""
+        sigma = self.footprint_model.sensitivity
+        return corun_slowdowns(self.footprint_model, list(footprints), [sigma] * len(footprints), self.llc,
+                               [self.terms(k) for k in keys])
 
     def predicted(self, corun: KeyedCoRun) -> float:
         """The slowdown predicted for ``corun`` over its segments: their wall-time-weighted harmonic

@@ -96,7 +96,7 @@ class MulticoreEvaluator(FcfsEvaluator):
         solo = [t.runtime for t in tasks] if solo is None else solo
         self.held = _place(running, cores_per_domain)
         super().__init__(solo, [t.footprint for t in tasks], [None] * len(tasks), cores_per_domain, llc, model,
-                         running)
+                         running, interference=[t.interference for t in tasks])
         self.estimate = [t.runtime for t in tasks] + [float(r.remaining) for r in running]
         # a reservation counts a task overdue as having this much left (Scheduler._remaining)
         self.least_left = [OVERDUE_FRACTION * t.runtime for t in tasks] + [

@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from scalpel_executor.core.contention import ContentionModel
+from scalpel_executor.core.interference import Terms, corun_slowdowns
 
 __all__ = ["FcfsEvaluator", "RunningTask", "SimState", "trace", "improve_tail"]
 
@@ -54,6 +55,7 @@ class RunningTask:
     cores: tuple[int, ...] = ()
     runtime: float | None = None  # None: ``remaining`` (it has just started)
     work: float | None = None
+    interference: Terms | None = None  # its (sensitivity, pressure) residuals (Task.interference)
 
     @property
     def width(self) -> int:
@@ -101,7 +103,11 @@ class FcfsEvaluator:
     over domains, rates from the ContentionModel, completions within 1e-9 relative).
 
     ``solo``, ``footprints`` and ``sensitivities`` (None: the model's default) describe the tasks,
-    indexed 0..n-1; orders are lists of these indices. :meth:`of` builds one from SimTasks.
+    indexed 0..n-1, and ``interference`` their (sensitivity, pressure) residuals
+    (``Task.interference``; None, or a task's None: the footprint model alone, rates through
+    :func:`~scalpel_executor.core.interference.corun_slowdowns`); orders are lists of these
+    indices. :meth:`of` builds one from SimTasks. Tasks of one footprint, sensitivity and
+    residuals are one *kind*: rates are cached per multiset of kinds running on a domain.
     ``running`` (:class:`RunningTask`: each one's domain, footprint, time left and the cores it
     holds) makes every simulation start from them instead of an empty machine (they are indices
     n, n+1, ... inside; a domain's idle cores are its cores less those they hold).
@@ -111,21 +117,28 @@ class FcfsEvaluator:
 
     def __init__(self, solo: Sequence[float], footprints: Sequence[float], sensitivities: Sequence[float | None],
                  cores_per_domain: Sequence[int], llc: float, model: ContentionModel,
-                 running: Sequence[RunningTask] = (), tails: Sequence[float] | None = None):
+                 running: Sequence[RunningTask] = (), tails: Sequence[float] | None = None,
+                 interference: Sequence[Terms | None] | None = None):
         if not (len(solo) == len(footprints) == len(sensitivities)):
             raise ValueError(f"solo times, footprints and sensitivities differ in length: "
                              f"{len(solo)}, {len(footprints)}, {len(sensitivities)}")
         self.n = len(solo)
         self.solo = [float(s) for s in solo] + [float(r.solo_left) for r in running]
         sigma0 = model.sensitivity
+        if interference is not None and len(interference) != self.n:
+            raise ValueError(f"interference terms are given for {len(interference)} tasks, not the {self.n} solo "
+                             f"times; give one (sensitivity, pressure) or None per task")
         kinds: dict[tuple, int] = {}
         self.kind = []
-        for footprint, sensitivity in zip([*footprints, *(r.footprint for r in running)],
-                                          [*sensitivities, *(None for _ in running)]):
-            key = (footprint, sigma0 if sensitivity is None else sensitivity)
+        for footprint, sensitivity, terms in zip([*footprints, *(r.footprint for r in running)],
+                                                 [*sensitivities, *(None for _ in running)],
+                                                 [*(interference or [None] * self.n),
+                                                  *(r.interference for r in running)]):
+            key = (footprint, sigma0 if sensitivity is None else sensitivity, terms)
             self.kind.append(kinds.setdefault(key, len(kinds)))
         self.kind_fp = [k[0] for k in kinds]
         self.kind_sig = [k[1] for k in kinds]
+        self.kind_terms = [k[2] for k in kinds]
         self.cpd = list(cores_per_domain)
         self.P, self.N, self.maxc = len(self.cpd), sum(self.cpd), max(self.cpd)
         self.llc, self.model = llc, model
@@ -159,7 +172,8 @@ class FcfsEvaluator:
         key = tuple(sorted(kinds_running))
         hit = self._rates.get(key)
         if hit is None:
-            factors = self.model.slowdowns([self.kind_fp[k] for k in key], [self.kind_sig[k] for k in key], self.llc)
+            factors = corun_slowdowns(self.model, [self.kind_fp[k] for k in key], [self.kind_sig[k] for k in key],
+                                      self.llc, [self.kind_terms[k] for k in key])
             hit = {k: 1.0 / f for k, f in zip(key, factors)}
             if len(self._rates) < 200_000:
                 self._rates[key] = hit

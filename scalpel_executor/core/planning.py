@@ -129,9 +129,11 @@ def plan_scalpel(tasks: list[Task], context: PlanContext) -> list[Group]:
     if ev is not None:
         model, llc = context.model, ev.llc
         footprints = [t.footprint for t in tasks] + [r.footprint for r in context.running]
+        terms = [t.interference for t in tasks] + [r.interference for r in context.running]
 
         def foresee(i: int, running: list[int]) -> None:
-            increases, own = slowdown_increase(model, llc, [footprints[j] for j in running], footprints[i])
+            increases, own = slowdown_increase(model, llc, [footprints[j] for j in running], footprints[i],
+                                               [terms[j] for j in running], terms[i])
             tasks[i].foreseen_harm = max([own, *increases])
 
         ev.run(order, on_start=foresee)
@@ -195,9 +197,10 @@ def _evaluator(tasks: list[Task], context: PlanContext, llc: float) -> Callable[
     scheduler books, reserves and backfills them around what runs (for the tasks it replays);
     None where neither does."""
     footprints, tails = [t.footprint for t in tasks], [t.tail for t in tasks]
+    terms = [t.interference for t in tasks]
     if all(task.cores == 1 for task in tasks):  # running tasks of several cores hold that many
         return lambda solo: FcfsEvaluator(solo, footprints, [None] * len(tasks), context.cores_per_domain, llc,
-                                          context.model, context.running, tails)
+                                          context.model, context.running, tails, terms)
     if not supports(tasks, context.cores_per_domain):
         return None
     return lambda solo: MulticoreEvaluator(tasks, context.cores_per_domain, llc, context.model, solo=solo,
@@ -216,21 +219,23 @@ def apart_order(ev: FcfsEvaluator, base: Sequence[int], model: ContentionModel) 
     Cost: one evaluation's events plus O(n · lookahead) footprint checks."""
     n = ev.n
     footprint = [ev.kind_fp[k] for k in ev.kind]
+    terms = [ev.kind_terms[k] for k in ev.kind]
     order, fixed, state = [0] * n, 0, None
     waiting = list(base)
     while fixed < n:
         state = ev.run(order, state=state, stop=fixed, reuse=True)
-        idle, running = state.idle, [[footprint[e[0]] for e in entries] for entries in state.running]
+        idle, running = state.idle, [[e[0] for e in entries] for entries in state.running]
         for d in [d for r in range(ev.maxc) for d in range(ev.P) if r < idle[d]][:n - fixed]:
             pick = 0
             for at, i in enumerate(waiting[:APART_LOOKAHEAD]):
-                increases, own = slowdown_increase(model, ev.llc, running[d], footprint[i])
+                increases, own = slowdown_increase(model, ev.llc, [footprint[j] for j in running[d]], footprint[i],
+                                                   [terms[j] for j in running[d]], terms[i])
                 if max([own, *increases]) <= TOLERANCE:
                     pick = at
                     break
             i = waiting.pop(pick)
             order[fixed], fixed = i, fixed + 1
-            running[d].append(footprint[i])
+            running[d].append(i)
     return order
 
 
@@ -257,7 +262,7 @@ def robust_choice(tasks: list[Task], spreads: Sequence[float], orders: list[list
     if scenarios < ROBUST_MIN_SCENARIOS:
         return orders[0]
     rng = random.Random(ROBUST_SEED * 1_000_003 + n)
-    signature = [(t.runtime, t.footprint, s) for t, s in zip(tasks, spreads)]
+    signature = [(t.runtime, t.footprint, s, t.interference) for t, s in zip(tasks, spreads)]
     log_ratio = [[] for _ in distinct]
     footprints = [t.footprint for t in tasks]
     for _ in range(scenarios):
@@ -269,7 +274,7 @@ def robust_choice(tasks: list[Task], spreads: Sequence[float], orders: list[list
             solo.append(t.runtime * factors[key])
         ev = evaluator(solo) if evaluator is not None else \
             FcfsEvaluator(solo, footprints, [None] * n, context.cores_per_domain, llc, context.model, context.running,
-                          [t.tail for t in tasks])
+                          [t.tail for t in tasks], [t.interference for t in tasks])
         times = [ev.run(o) for o in distinct]
         for k, value in enumerate(times):
             log_ratio[k].append(math.log(value / times[0]) if times[0] > 0 and value > 0 else 0.0)

@@ -702,7 +702,8 @@ class Scheduler:
         llc, model = self._context.llc or math.inf, self._context.model
         if all(task.cores == 1 for task in (*queued, *self._running.values())):
             ev = FcfsEvaluator([t.runtime for t in queued], [t.footprint for t in queued], [None] * len(queued),
-                               self.cores_per_domain, llc, model, running, [t.tail for t in queued])
+                               self.cores_per_domain, llc, model, running, [t.tail for t in queued],
+                               [t.interference for t in queued])
         elif (not self._joined_running and supports([*queued, *self._running.values()], self.cores_per_domain)
               and not any(task.runtime_spread > 0 for task in (*queued, *self._running.values()))):
             ev = MulticoreEvaluator(queued, self.cores_per_domain, llc, model, running=running)
@@ -740,7 +741,8 @@ class Scheduler:
             remaining = self._remaining(index, now)
             for other, cores in held.items():
                 running.append(RunningTask(other, task.footprint if other == domain else 0.0, remaining,
-                                           tuple(cores), task.runtime))
+                                           tuple(cores), task.runtime,
+                                           interference=task.interference if other == domain else None))
         return running
 
     def _next_group(self, cores: int) -> int | None:
