@@ -164,9 +164,10 @@ class FcfsEvaluator:
 
     @classmethod
     def of(cls, tasks: Sequence, cores_per_domain: Sequence[int], llc: float, model: ContentionModel) -> FcfsEvaluator:
-        """An evaluator of SimTasks (``solo_time``, ``footprint``, ``sensitivity``)."""
+        """An evaluator of SimTasks as they truly run (``solo_time``, ``footprint``, ``sensitivity``,
+        ``interference``): what :func:`~scalpel_executor.core.simulate.simulate` does."""
         return cls([t.solo_time for t in tasks], [t.footprint for t in tasks], [t.sensitivity for t in tasks],
-                   cores_per_domain, llc, model)
+                   cores_per_domain, llc, model, interference=[t.interference for t in tasks])
 
     def rates(self, kinds_running: list[int]) -> dict[int, float]:
         key = tuple(sorted(kinds_running))

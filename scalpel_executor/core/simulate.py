@@ -7,7 +7,12 @@ given the same completions.
 
 Each task runs at the rate the contention model
 (:class:`~scalpel_executor.core.contention.ContentionModel`) gives it next to the tasks sharing its
-LLC domain; rates change whenever a task starts or ends on the domain. Tasks that arrive later
+LLC domain, its true per-key residuals (``SimTask.interference``,
+:func:`~scalpel_executor.core.interference.corun_slowdowns`) on top; rates change whenever a task
+starts or ends on the domain. What the scheduler is told of those residuals is
+``SimTask.told_interference`` (default: nothing, the footprint model alone), as
+``runtime_estimate`` is what it is told of the run time: a machine whose tasks depart from the
+footprint model can be planned for with no residuals, learned ones or the truth. Tasks that arrive later
 (``SimTask.arrival``) join the scheduler through the same batch rule as the live pool
 (:mod:`scalpel_executor.core.batching`) when ``batching`` is given, so the window's cost shows.
 A task that names parents (``SimTask.parents``, indices into the task list) arrives when the last
@@ -27,6 +32,7 @@ from dataclasses import dataclass, field
 
 from scalpel_executor.core.batching import Batcher, Batching
 from scalpel_executor.core.contention import ContentionModel
+from scalpel_executor.core.interference import Terms, corun_slowdowns
 from scalpel_executor.core.scheduler import CHECKED_AT_DISPATCH, Scheduler, Task
 
 __all__ = ["SimTask", "SimResult", "SimRecord", "ContentionModel", "Batching", "simulate", "lower_bound",
@@ -51,6 +57,8 @@ class SimTask:
     memory: float = 0.0  # bytes of the node's memory it holds (counted against simulate's ``memory``)
     gpus: int = 0
     tail: float = 0.0  # what the scheduler is told waits for its result (Task.tail; graph_tails computes it)
+    interference: Terms | None = None  # its true (sensitivity, pressure) residuals in log slowdown; None: none
+    told_interference: Terms | None = None  # what the scheduler is told of them (Task.interference); None: nothing
 
     def __post_init__(self) -> None:
         for name in ("solo_time", "footprint", "arrival", "tail"):
@@ -74,6 +82,16 @@ class SimTask:
             if isinstance(parent, bool) or not isinstance(parent, int) or parent < 0:
                 raise ValueError(f"task {self.name!r}: parents must be indices ≥ 0 into the task list, "
                                  f"got {parent!r} in {parents!r}")
+        for name in ("interference", "told_interference"):
+            terms = getattr(self, name)
+            if terms is None:
+                continue
+            if (isinstance(terms, (str, bytes)) or not hasattr(terms, "__len__") or len(terms) != 2
+                    or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+                               for x in terms)):
+                raise ValueError(f"task {self.name!r}: {name} must be None or (sensitivity, pressure), two finite "
+                                 f"numbers in log slowdown, got {terms!r}")
+            object.__setattr__(self, name, (float(terms[0]), float(terms[1])))
         object.__setattr__(self, "parents", parents)  # a list given is kept as a tuple: the task stays hashable
 
 
@@ -211,7 +229,8 @@ def simulate(
         A name from :data:`scalpel_executor.core.scheduler.POLICIES`.
     model : ContentionModel, optional
         How co-runners slow each other down; the ``scalpel`` policy plans with the same model (the
-        simulator assumes the scheduler knows the machine).
+        simulator assumes the scheduler knows the machine's footprint model), and each task's true
+        ``interference`` on top of it, of which the scheduler knows ``told_interference``.
     seed : int
         Seeds the ``random`` policy.
     batching : Batching, optional
@@ -266,10 +285,12 @@ def simulate(
         entries = list(running[domain].values())
         if not entries:
             return
-        factors = model.slowdowns(
+        factors = corun_slowdowns(
+            model,
             [e[0].footprint for e in entries],
             [default_sigma if e[0].sensitivity is None else e[0].sensitivity for e in entries],
             llc_size,
+            [e[0].interference for e in entries],
         )
         for entry, factor in zip(entries, factors):
             entry[2] = 1.0 / factor
@@ -298,7 +319,7 @@ def simulate(
     def to_task(i: int, t: SimTask) -> Task:
         estimate = t.solo_time if t.runtime_estimate is None else t.runtime_estimate
         return Task(i, t.footprint, estimate, t.priority, t.intensity, payload=t, runtime_spread=t.runtime_spread,
-                    cores=t.cores, memory=t.memory, gpus=t.gpus, tail=t.tail)
+                    cores=t.cores, memory=t.memory, gpus=t.gpus, tail=t.tail, interference=t.told_interference)
 
     batcher: Batcher[Task] | None = (None if batching is None
                                      else Batcher(batching, len(slots), runtime_of=lambda task: task.runtime,

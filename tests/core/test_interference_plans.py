@@ -12,6 +12,7 @@ from scalpel_executor.core.interference import InterferenceModel, corun_slowdown
 from scalpel_executor.core.orders import FcfsEvaluator, RunningTask
 from scalpel_executor.core.planning import PlanContext, plan_scalpel, scalpel_order
 from scalpel_executor.core.scheduler import Scheduler
+from scalpel_executor.core.simulate import SimTask, simulate
 from scalpel_executor.core.tasks import Task
 
 MiB = 2**20
@@ -96,3 +97,20 @@ def test_streaming_tasks_the_footprint_model_calls_harmless_are_kept_apart():
 def test_terms_of_one_length_per_task():
     with pytest.raises(ValueError, match="interference terms are given for 1 tasks, not the 2"):
         FcfsEvaluator([1.0, 1.0], [0.0, 0.0], [None, None], [2], LLC, MODEL, interference=[None])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.1, 10), st.sampled_from([0, 1, 8, 24, 40]), st.sampled_from([0.0, 2.0]),
+                          st.sampled_from([0, 0, 1])), min_size=1, max_size=14),
+       st.sampled_from([[[0, 1]], [[0, 1], [2, 3]], [[0, 1, 2, 3]]]))
+def test_zero_terms_change_no_schedule(specs, domains):
+    """The whole scheduler (plan, admission, rollouts, replans on arrivals and DAG releases) told
+    residuals of 0 runs exactly the schedule it runs told none."""
+    def tasks(terms):
+        return [SimTask(f"t{i}", runtime, fp * MiB, arrival=arrival, parents=(i - 1,) if chained and i else (),
+                        interference=terms, told_interference=terms)
+                for i, (runtime, fp, arrival, chained) in enumerate(specs)]
+    plain = simulate(tasks(None), domains, LLC, "scalpel")
+    zero = simulate(tasks((0.0, 0.0)), domains, LLC, "scalpel")
+    assert plain.order == zero.order and plain.makespan == zero.makespan
+    assert [(r.name, r.start, r.end) for r in plain.records] == [(r.name, r.start, r.end) for r in zero.records]

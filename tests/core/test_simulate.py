@@ -1,3 +1,5 @@
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -176,3 +178,38 @@ def test_parents_that_name_no_task_the_task_itself_or_a_cycle_are_refused():
         with pytest.raises(ValueError, match="parents must be"):
             SimTask("x", 1.0, parents=bad if bad == "0" else (bad,))
     assert SimTask("x", 1.0, parents=[2, 1]).parents == (2, 1)
+
+
+# ---- interference residuals: the truth the simulator runs, and what the scheduler is told ----
+
+def test_true_residuals_slow_the_tasks_the_footprint_model_calls_free():
+    # A stream (pressure 0.4) beside a lookup (sensitivity 0.1), both 1 MiB: by footprint 1x each.
+    tasks = [SimTask("stream", 10.0, MiB, interference=(0.0, 0.4)), SimTask("lookup", 10.0, MiB, interference=(0.1, 0.0))]
+    result = simulate(tasks, ONE_DOMAIN, 32 * MiB, "fifo")
+    slowdown = {r.name: r.slowdown for r in result.records}
+    assert slowdown["stream"] == pytest.approx(1.0)  # the lookup presses nothing, the stream is not sensitive
+    assert slowdown["lookup"] == pytest.approx((10.0 + (10.0 - 10.0 / math.exp(0.5))) / 10.0)  # 1.65x until 10 s
+
+
+def test_the_scheduler_is_told_only_told_interference():
+    """Two streams and two lookups on 2 x 2 cores: told nothing, the plan deals them as submitted
+    (streams together, 2.01x); told the truth, it keeps the streams apart (each 1.35x beside a
+    lookup, which runs 1.49x until its stream ends)."""
+    def batch(told):
+        return [SimTask(name, 4.0, MiB, interference=(0.3, 0.4) if name.startswith("stream") else None,
+                        told_interference=(0.3, 0.4) if told and name.startswith("stream") else None)
+                for name in ("stream0", "lookup0", "stream1", "lookup1")]
+    untold = simulate(batch(False), [[0, 1], [2, 3]], 32 * MiB, "scalpel")
+    told = simulate(batch(True), [[0, 1], [2, 3]], 32 * MiB, "scalpel")
+    assert untold.makespan == pytest.approx(4.0 * math.exp(0.7))
+    stream_end = 4.0 * math.exp(0.3)
+    assert told.makespan == pytest.approx(stream_end + 4.0 - stream_end / math.exp(0.4))
+
+
+@pytest.mark.parametrize("bad", [(0.1,), (0.1, float("nan")), "ab", (0.1, True), 0.3])
+def test_interference_that_is_not_two_finite_numbers_is_refused(bad):
+    with pytest.raises(ValueError, match=r"interference must be None or \(sensitivity, pressure\)"):
+        SimTask("x", 1.0, interference=bad)
+    with pytest.raises(ValueError, match="told_interference must be None"):
+        SimTask("x", 1.0, told_interference=bad)
+    assert SimTask("x", 1.0, interference=[0, 1]).interference == (0.0, 1.0)
