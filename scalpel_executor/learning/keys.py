@@ -446,8 +446,31 @@ def _program(words: Iterator[str], depth: int = 0) -> str | None:
         interpreter = _interpreter(name)
         if interpreter is not None:
             return _script(words, name, interpreter, depth)
+        if name in _BENCHMARK_RUNNERS:
+            return _benchmarked(words, name)
         return name if _PROGRAM.match(name) else None
     return None
+
+
+#: Programs that run a stand-in for another task, named by ``--name <type>_<number>``: WfCommons'
+#: WfBench runs every task of a generated benchmark as ``bin/wfbench --name blastall_00000017 ...``.
+_BENCHMARK_RUNNERS = frozenset({"wfbench", "wfbench.py"})
+_TASK_NUMBER = re.compile(r"^(?P<type>.+?)_(?:ID)?\d+$")
+
+
+def _benchmarked(words: Iterator[str], runner: str) -> str | None:
+    """``wfbench:<task type>`` for a benchmark runner's ``--name <type>_<number>``; the runner alone
+    when the name is missing or does not end in a number."""
+    base = runner.removesuffix(".py")
+    for word in words:
+        if _is_separator(word):
+            break
+        name = word[len("--name="):] if word.startswith("--name=") else next(words, "") if word == "--name" else None
+        if name is not None:
+            match = _TASK_NUMBER.match(name)
+            kind = match.group("type") if match else None
+            return f"{base}:{kind}" if kind and _PROGRAM.match(kind) else base
+    return base
 
 
 def command_program(command: str) -> str | None:
@@ -477,6 +500,11 @@ def command_program(command: str) -> str | None:
     ('mProject', 'echo')
     >>> command_program("   ") is None, command_program("$BIN x") is None
     (True, True)
+    >>> command_program("bin/wfbench --name blastall_00000017 --percent-cpu 0.6 --cpu-work 100")
+    'wfbench:blastall'
+
+    WfCommons' WfBench runs every task as ``bin/wfbench --name <type>_<number> ...``: the program
+    is then ``wfbench:<type>``, so its task types keep profiles of their own.
     """
     return _command_program(command, 0)
 

@@ -477,6 +477,11 @@ def test_a_bash_app_is_keyed_by_the_program_its_command_runs():
     ("Rscript --vanilla plots/summary.R", "summary.R"),
     ("Rscript -e 'summary(x)'", "Rscript"),
     ("perl -I lib -w bin/trim.pl", "trim.pl"),
+    # WfBench's generated tasks: one runner, named by their task type
+    ("bin/wfbench --name blastall_00000017 --percent-cpu 0.6 --cpu-work 100 --out x.out", "wfbench:blastall"),
+    ("bin/wfbench --name=split_fasta_ID0000001 --percent-cpu 0.6", "wfbench:split_fasta"),
+    ("bin/wfbench --percent-cpu 0.6 --cpu-work 100", "wfbench"),
+    ("bin/wfbench --name no_number_here", "wfbench"),
 ])
 def test_words_before_the_program_are_skipped(command, program):
     assert key_rule.command_program(command) == program
