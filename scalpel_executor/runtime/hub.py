@@ -14,7 +14,8 @@ Data flow::
     hub thread (owns the ROUTER): poll ROUTER + wake socket, then in one pass
         ├─ Register ──> version check ──> Configure(config, options) ──> (Started: slots known, the manager takes work)
         ├─ Began ──> which of its held tasks may have run (its loss fails only those)
-        ├─ Result / Failed ──> pop from its manager's held tasks ──> completions (SimpleQueue) ──┐
+        ├─ Result / Failed ──> settled in its manager's ledger ──> completions (SimpleQueue) ────┐
+        │    (Began, Result, Failed, Log, Fatal, the loss split: runtime.ledger, as the client)  │
         ├─ Heartbeat / Log / Fatal ──> worker pids, retired slots / re-logged here / the loss's cause
         ├─ Drain (its drain_period is over) ──> dealt nothing more; holding nothing: Shutdown, released
         ├─ a message that does not decode, or cannot be handled ──> that manager is lost
@@ -77,12 +78,11 @@ from scalpel_executor.core.resources import counted_memory, needs_resources
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.core.units import format_size
 from scalpel_executor.runtime.channel import MAX_FRAME, PING, PORT_RANGE, bind_router, frames_of, joined
-from scalpel_executor.runtime.contract import Job, OnComplete, Outcome
-from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, NodeManagerLost, ResourcesUnavailable,
-                                             WorkerDied)
-from scalpel_executor.runtime.manager_protocol import (Began, Configure, Drain, Failed, Fatal, Heartbeat, Log,
-                                                       ManagerConfig, Register, Result, Shutdown, Started, decode,
-                                                       encode, rebuild_error, submit_of)
+from scalpel_executor.runtime.contract import OnComplete, Outcome
+from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, WorkerDied
+from scalpel_executor.runtime.ledger import Ledger, Settled, lost_outcome, receive, relog
+from scalpel_executor.runtime.manager_protocol import (Configure, Drain, Failed, Heartbeat, Log, ManagerConfig,
+                                                       Register, Result, Shutdown, Started, decode, encode, submit_of)
 from scalpel_executor.runtime.options import PoolOptions
 from scalpel_executor.runtime.placement import NodeRoom, place
 
@@ -115,8 +115,7 @@ class RemoteManager:
     slot_cpus: list = field(default_factory=list)
     worker_pids: list = field(default_factory=list)
     topology: dict | None = None
-    held: dict = field(default_factory=dict)  # task id -> Task sent to it, not finished
-    began: set = field(default_factory=set)  # ids of held tasks it said it started (Began): they may have run
+    ledger: Ledger = field(default_factory=Ledger)  # the tasks sent to it and not finished, and those it began
     load: float = 0.0  # summed footprint of held tasks
     idle_since: float = 0.0
     draining: bool = False  # its block is being cancelled, or it drains: send it nothing more
@@ -136,6 +135,11 @@ class RemoteManager:
     def name(self) -> str:
         return f"{self.hostname}:{self.pid} (block {self.block_id})"
 
+    @property
+    def held(self) -> int:
+        """How many tasks it holds (sent to it, not finished)."""
+        return len(self.ledger)
+
     def could_run(self, task: Task) -> bool:
         """Whether the node has the cores, memory and accelerators ``task`` asks for (once it is free);
         memory it did not declare (learned) counts at most the node's budget."""
@@ -150,7 +154,7 @@ class RemoteManager:
     def describe(self, now: float) -> dict:
         """HTEX's ``connected_managers()`` entry, plus what this executor knows."""
         return {"manager": self.pool_id, "block_id": self.block_id, "hostname": self.hostname,
-                "pid": self.pid, "worker_count": 0 if self.unusable else self.live_slots, "tasks": len(self.held),
+                "pid": self.pid, "worker_count": 0 if self.unusable else self.live_slots, "tasks": self.held,
                 "idle_duration": (now - self.idle_since) if not self.held else 0.0,
                 "active": not (self.draining or self.unusable), "draining": self.draining,
                 "retired_slots": sorted(self.retired), "cpus": list(self.cpus),
@@ -295,7 +299,7 @@ class ManagerHub:
         with self._lock:
             for manager in self._managers.values():
                 tasks, idle = activity.get(manager.block_id, (0, float("inf")))
-                activity[manager.block_id] = (tasks + len(manager.held),
+                activity[manager.block_id] = (tasks + manager.held,
                                               min(idle, now - manager.idle_since if not manager.held else 0.0))
         return activity
 
@@ -432,74 +436,52 @@ class ManagerHub:
                            cancel=True)
 
     def _handle(self, router: zmq.Socket, manager: RemoteManager, message) -> None:
-        if isinstance(message, (Result, Failed)):
-            if message.task_id not in manager.held:
-                logger.warning("dropped a %s from node manager %s for task %s, which it does not hold "
-                               "(already failed or completed)", type(message).__name__.lower(), manager.name,
-                               message.task_id)
-                return
-            # Built before the task leaves ``held``: should this raise, losing the manager fails it.
-            outcome = (Outcome(message.ok, message.payload, None, message.stats) if isinstance(message, Result)
-                       else Outcome(False, error=rebuild_error(message), stats=message.stats))
-            task = manager.held.pop(message.task_id)
-            manager.began.discard(task.id)
-            manager.load -= task.footprint
-            if not manager.held:
-                manager.idle_since, manager.load = time.monotonic(), 0.0
-            if isinstance(message, Failed) and message.slot is None and message.kind == "ResourcesUnavailable":
-                self._too_large(task, outcome, refused_by=manager)  # the node cannot run it; another may
-                return
-            if isinstance(message, Failed) and message.slot is None:  # it never started there
-                self._handed_back(router, manager, task, message, outcome)
-                return
-            job: Job = task.payload
-            job.slot, job.domain, job.cpu, job.started = message.slot, message.domain, message.cpu, message.started
-            self._deliver(task, outcome)
-            if manager.unusable and not manager.held:
-                self._lose(router, manager, manager.unusable, cancel=True)
-            elif manager.block_id in self._doomed and not manager.held:
-                self._cancel_doomed()
-            elif manager.drained and not manager.held:
-                self._release(router, manager)
-        elif isinstance(message, Began):
-            manager.began.update(task_id for task_id in message.task_ids if task_id in manager.held)
-        elif isinstance(message, Drain):
+        reading = receive(manager, message, (Heartbeat, Started, Drain))
+        if isinstance(reading, Settled):
+            self._settled(router, manager, *reading, message)
+        elif isinstance(reading, Drain):
             with self._lock:
                 manager.draining = manager.drained = True
             logger.info("node manager %s drains (%.0f s after it started): it is dealt no new task and is let go "
-                        "once its %d tasks end", manager.name, message.after, len(manager.held))
+                        "once its %d tasks end", manager.name, reading.after, manager.held)
             if not manager.held:
                 self._release(router, manager)
-        elif isinstance(message, Heartbeat):
-            manager.worker_pids = list(message.worker_pids)
-            manager.retired = frozenset(message.retired_slots)
+        elif isinstance(reading, Heartbeat):
+            manager.worker_pids = list(reading.worker_pids)
+            manager.retired = frozenset(reading.retired_slots)
             if manager.slots and not manager.live_slots:
                 self._give_up(router, manager, f"has no worker left (slots {sorted(manager.retired)} retired: "
                                                f"each one's replacement workers died before reporting ready; "
                                                f"its log says why)")
-        elif isinstance(message, Log):
-            self._relog(manager.name, message)
-        elif isinstance(message, Started):
+        elif isinstance(reading, Started):
             with self._lock:
-                manager.slots = len(message.slot_cpus)
-                manager.slot_cpus = [list(cpus) for cpus in message.slot_cpus]
-                manager.worker_pids = list(message.worker_pids)
-                manager.topology = message.topology
-                manager.memory, manager.gpus = message.memory, message.gpus
+                manager.slots = len(reading.slot_cpus)
+                manager.slot_cpus = [list(cpus) for cpus in reading.slot_cpus]
+                manager.worker_pids = list(reading.worker_pids)
+                manager.topology = reading.topology
+                manager.memory, manager.gpus = reading.memory, reading.gpus
             logger.info("node manager %s started %d workers on CPUs %s", manager.name, manager.slots,
                         manager.slot_cpus)
-        elif isinstance(message, Fatal):
-            manager.fatal = message.message  # it exits next; its disconnection follows
-            logger.error("node manager %s: %s", manager.name, message.message)
-        else:
-            logger.error("node manager %s sent %s, which a manager never sends; ignored", manager.name,
-                         type(message).__name__)
 
-    @staticmethod
-    def _relog(name: str, message: Log) -> None:
-        """A manager's log record, logged here under its own logger's name."""
-        logger_name = message.logger if message.logger.startswith("scalpel_executor") else "scalpel_executor.manager"
-        logging.getLogger(logger_name).log(message.level, "[node manager %s] %s", name, message.text)
+    def _settled(self, router: zmq.Socket, manager: RemoteManager, task: Task, outcome: Outcome,
+                 message: Result | Failed) -> None:
+        """A task the manager held has ended there: deliver its outcome, or place it again if it never started."""
+        manager.load -= task.footprint
+        if not manager.held:
+            manager.idle_since, manager.load = time.monotonic(), 0.0
+        if isinstance(message, Failed) and message.slot is None and message.kind == "ResourcesUnavailable":
+            self._too_large(task, outcome, refused_by=manager)  # the node cannot run it; another may
+            return
+        if isinstance(message, Failed) and message.slot is None:  # it never started there
+            self._handed_back(router, manager, task, message, outcome)
+            return
+        self._deliver(task, outcome)
+        if manager.unusable and not manager.held:
+            self._lose(router, manager, manager.unusable, cancel=True)
+        elif manager.block_id in self._doomed and not manager.held:
+            self._cancel_doomed()
+        elif manager.drained and not manager.held:
+            self._release(router, manager)
 
     def _release(self, router: zmq.Socket, manager: RemoteManager) -> None:
         """A drained manager that holds nothing: tell it to shut down and forget it, without a loss."""
@@ -554,7 +536,7 @@ class ManagerHub:
     def _unregistered(self, router: zmq.Socket, identity: bytes, message) -> None:
         if identity in self._released:  # a drained manager's last heartbeat or log, sent before our Shutdown
             if isinstance(message, Log):
-                self._relog(self._released[identity], message)
+                relog(self._released[identity], message)
             else:
                 logger.debug("dropped a %s from drained node manager %s", type(message).__name__,
                              self._released[identity])
@@ -603,7 +585,7 @@ class ManagerHub:
             if not self._pending_count:
                 return
             nodes = [NodeRoom(manager.identity, manager.live_slots,
-                              manager.live_slots + self.prefetch - len(manager.held), manager.load)
+                              manager.live_slots + self.prefetch - manager.held, manager.load)
                      for manager in self._managers.values()
                      if manager.live_slots and not manager.draining and not manager.unusable]
             nodes = [node for node in nodes if node.room > 0]
@@ -626,7 +608,7 @@ class ManagerHub:
                 if manager is None or manager.draining:  # lost or drained meanwhile: it waits for another
                     self._requeue_locked(task)
                     continue
-                manager.held[task.id] = task
+                manager.ledger.hold(task)
                 manager.load += task.footprint
                 sends.append((manager, task))
         for manager, task in sends:
@@ -691,9 +673,7 @@ class ManagerHub:
         self.managers_lost += 1
         if manager.fatal:
             cause += f" after reporting: {manager.fatal}"
-        held = [task for task in manager.held.values() if task.id in manager.began]
-        unstarted = [task for task in manager.held.values() if task.id not in manager.began]
-        manager.held, manager.began = {}, set()
+        held, unstarted = manager.ledger.lose()
         try:  # if it still listens (silent, not gone), it ends its workers
             router.send_multipart([manager.identity, encode(Shutdown())], zmq.NOBLOCK)
         except zmq.ZMQError:
@@ -712,9 +692,7 @@ class ManagerHub:
         else:
             log("node manager %s was let go: it %s; it held no unfinished task", manager.name, cause)
         for task in held:
-            self._deliver(task, Outcome(False, error=NodeManagerLost(
-                f"task {task.id} was lost with its node manager {manager.name}, which {cause}",
-                task_id=task.id, pid=manager.pid, cause=cause, hostname=manager.hostname)))
+            self._deliver(task, lost_outcome(task, manager.name, cause, pid=manager.pid, hostname=manager.hostname))
         self._cancel_doomed()
 
     def _cancel_doomed(self) -> None:
@@ -764,8 +742,7 @@ class ManagerHub:
                 router.send_multipart([manager.identity, encode(Shutdown())], zmq.NOBLOCK)
             except zmq.ZMQError:
                 pass
-            unfinished.extend(manager.held.values())
-            manager.held = {}
+            unfinished.extend(manager.ledger.take_all())
         for task in unfinished:
             self._deliver(task, Outcome(False, error=error_for(task)))
         self._hand_over()

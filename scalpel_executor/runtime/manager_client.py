@@ -10,9 +10,10 @@ does, with each task's placement (slot, domain, CPU, start time) filled into its
 
 Data flow::
 
-    submit(Task) (any thread) ── outstanding[id] = task ── Submit ──> manager socket ──┐
-                                                                                       v
+    submit(Task) (any thread) ── ledger.hold(task) ── Submit ──> manager socket ──┐
+                                                                                  v
     on_complete(task, Outcome) <── reader thread <── Began / Result / Failed / Heartbeat / Log / Fatal
+                                        │             (runtime.ledger.receive: the rules the hub shares)
                                         │
                                         └── EOF, malformed message, or silent for heartbeat_threshold:
                                             the manager is lost: SIGKILL it, start a replacement and send
@@ -23,10 +24,11 @@ Data flow::
                                             one held, unspent; give up after MAX_REPLACEMENT_STARTS in a row
 
 The reader thread is the only reader; it calls ``on_complete`` itself, holding no lock (Parsl's
-callbacks may submit again, and a retry goes to the replacement). A task is in ``outstanding``
-from the moment ``submit`` accepts it until exactly one outcome is delivered: from the manager,
-from the loss of the manager it was sent to, or from shutdown. A result for a task that is not
-outstanding (a duplicate, or one for a task already failed) is dropped and logged.
+callbacks may submit again, and a retry goes to the replacement). A task is in the client's one
+:class:`~scalpel_executor.runtime.ledger.Ledger` (outstanding) from the moment ``submit`` accepts
+it until exactly one outcome is delivered: from the manager, from the loss of the manager it was
+sent to, or from shutdown. A result for a task that is not outstanding (a duplicate, or one for a
+task already failed) is dropped and logged.
 
 A manager names the tasks of each dispatch pass (``Began``) before it sends them to its workers,
 and messages arrive in order, so when a manager is lost the outstanding tasks no ``Began`` named
@@ -71,11 +73,11 @@ from typing import IO
 
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.core.domains import Topology
-from scalpel_executor.runtime.contract import Job, OnComplete, Outcome
-from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, NodeManagerLost
-from scalpel_executor.runtime.manager_protocol import (Began, Configure, Failed, Fatal, Heartbeat, Log, ManagerConfig,
-                                                       Result, Shutdown, Started, decode, encode, rebuild_error,
-                                                       submit_of)
+from scalpel_executor.runtime.contract import OnComplete, Outcome
+from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown
+from scalpel_executor.runtime.ledger import Ledger, Settled, lost_outcome, receive
+from scalpel_executor.runtime.manager_protocol import (Configure, Heartbeat, ManagerConfig, Shutdown, Started, decode,
+                                                       encode, submit_of)
 from scalpel_executor.runtime.options import PoolOptions
 from scalpel_executor.runtime.pool import NO_WORKERS_LEFT, READY_TIMEOUT, RESPAWNS_KEPT
 
@@ -110,6 +112,7 @@ class _LocalManager:
 
     process: subprocess.Popen
     connection: Connection
+    ledger: Ledger  # what it holds: the client's one ledger, handed on to each replacement
     stderr_tail: deque = field(default_factory=lambda: deque(maxlen=STDERR_TAIL))
     stderr_thread: threading.Thread | None = None
     send_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -120,6 +123,10 @@ class _LocalManager:
     @property
     def pid(self) -> int:
         return self.process.pid
+
+    @property
+    def name(self) -> str:
+        return f"pid {self.process.pid}"
 
     def send(self, data: bytes) -> None:
         """Send, or do nothing if the manager is gone (the reader finds it lost)."""
@@ -186,9 +193,8 @@ class ManagerClient:
         self._worker_init = worker_init  # shell commands run before the manager (and so its workers) starts
         self._log_dir = log_dir
         self._on_complete = on_complete
-        self._lock = threading.Lock()  # guards _outstanding, _manager, _stopping, _failure
-        self._outstanding: dict[int, Task] = {}
-        self._began: set[int] = set()  # outstanding tasks the manager said it started (the reader's alone)
+        self._lock = threading.Lock()  # guards _manager, _stopping, _failure, and holding a task against them
+        self._ledger = Ledger()  # the outstanding tasks: what the current manager holds
         self._manager: _LocalManager | None = None
         self._stopping = False
         self._failure: str | None = None  # why no task can run any more (no replacement could start)
@@ -259,7 +265,8 @@ class ManagerClient:
             raise
         finally:
             theirs.close()
-        manager = _LocalManager(process, Connection(ours.detach()), started_by=time.monotonic() + START_TIMEOUT)
+        manager = _LocalManager(process, Connection(ours.detach()), self._ledger,
+                                started_by=time.monotonic() + START_TIMEOUT)
         manager.stderr_thread = threading.Thread(target=_forward_stderr, args=(process.stderr, manager.stderr_tail),
                                                  name=f"scalpel-manager-stderr-{process.pid}", daemon=True)
         manager.stderr_thread.start()
@@ -282,7 +289,7 @@ class ManagerClient:
                 raise ExecutorShutdown("the executor is shut down; no new tasks are accepted" if self._stopping
                                        else "the node manager has not been started; call start() first")
             manager = self._manager
-            self._outstanding[task.id] = task
+            self._ledger.hold(task)
         manager.send(data)  # if it is gone, the reader fails this task with NodeManagerLost
 
     def shutdown(self, timeout: float = 10.0) -> None:
@@ -367,46 +374,22 @@ class ManagerClient:
             self._fail_outstanding(lambda task: ExecutorFailed(f"task {task.id} was lost: {self._failure}"))
 
     def _handle(self, manager: _LocalManager, message) -> None:
-        if isinstance(message, Began):
-            self._began.update(message.task_ids)
-        elif isinstance(message, (Result, Failed)):
-            self._began.discard(message.task_id)
-            with self._lock:
-                task = self._outstanding.pop(message.task_id, None)
-            if task is None:
-                logger.warning("dropped a %s from node manager pid %d for task %s, which is not outstanding "
-                               "(already failed or completed)", type(message).__name__.lower(), manager.pid,
-                               message.task_id)
-                return
-            job: Job = task.payload
-            job.slot, job.domain, job.cpu, job.started = message.slot, message.domain, message.cpu, message.started
-            if isinstance(message, Result):
-                outcome = Outcome(message.ok, message.payload, None, message.stats)
-            else:
-                outcome = Outcome(False, error=rebuild_error(message), stats=message.stats)
-            self._deliver(task, outcome)
-        elif isinstance(message, Heartbeat):
-            self._worker_pids, self.respawns = list(message.worker_pids), message.respawns
-            self.respawn_seconds = deque(message.respawn_seconds, maxlen=RESPAWNS_KEPT)
-            self.retired_slots = set(message.retired_slots)
-        elif isinstance(message, Log):
-            name = message.logger if message.logger.startswith("scalpel_executor") else "scalpel_executor.manager"
-            logging.getLogger(name).log(message.level, "[node manager pid %d] %s", manager.pid, message.text)
-        elif isinstance(message, Started):
+        reading = receive(manager, message, (Heartbeat, Started))
+        if isinstance(reading, Settled):
+            self._deliver(*reading)
+        elif isinstance(reading, Heartbeat):
+            self._worker_pids, self.respawns = list(reading.worker_pids), reading.respawns
+            self.respawn_seconds = deque(reading.respawn_seconds, maxlen=RESPAWNS_KEPT)
+            self.retired_slots = set(reading.retired_slots)
+        elif isinstance(reading, Started):
             manager.started = True
             self._first_start.set()
             self._failed_starts = 0
-            self._worker_pids = list(message.worker_pids)
-            self._slot_cpus = [tuple(cpus) for cpus in message.slot_cpus]
-            self.manager_topology = message.topology
+            self._worker_pids = list(reading.worker_pids)
+            self._slot_cpus = [tuple(cpus) for cpus in reading.slot_cpus]
+            self.manager_topology = reading.topology
             self.respawns, self.respawn_seconds, self.retired_slots = 0, deque(maxlen=RESPAWNS_KEPT), set()
-            logger.info("node manager pid %d started %d workers", message.pid, len(message.worker_pids))
-        elif isinstance(message, Fatal):
-            manager.fatal = message.message  # it exits next; EOF follows
-            logger.error("node manager pid %d: %s", manager.pid, message.message)
-        else:
-            logger.error("node manager pid %d sent %s, which a manager never sends; ignored", manager.pid,
-                         type(message).__name__)
+            logger.info("node manager pid %d started %d workers", reading.pid, len(reading.worker_pids))
 
     def _lost(self, manager: _LocalManager, cause: str | None) -> bool:
         """The manager is gone or given up on; True when the reader goes on with a replacement."""
@@ -419,12 +402,11 @@ class ManagerClient:
         with self._lock:
             stopping, started = self._stopping, manager.started
             lost: list[Task] = []
-            if started and not stopping:  # those it never began stay outstanding: the replacement takes them
-                lost = [task for task_id, task in self._outstanding.items() if task_id in self._began]
-                for task in lost:
-                    del self._outstanding[task.id]
+            if started and not stopping:
+                lost, unbegun = self._ledger.lose()
+                for task in unbegun:  # they never ran: the replacement takes them, unspent
+                    self._ledger.hold(task)
                 self._worker_pids = []
-        self._began.clear()
         if stopping:
             self._fail_shutdown()
             return False
@@ -448,9 +430,7 @@ class ManagerClient:
             logger.error("node manager pid %d was lost (%s); the %d tasks it had started fail with ManagerLost; %s",
                          manager.pid, cause, len(lost), taker)
             for task in lost:
-                self._deliver(task, Outcome(False, error=NodeManagerLost(
-                    f"task {task.id} was lost with its node manager (pid {manager.pid}), which {cause}; {taker}",
-                    task_id=task.id, pid=manager.pid, cause=cause)))
+                self._deliver(task, lost_outcome(task, f"(pid {manager.pid})", cause, pid=manager.pid, then=taker))
         return replacement is not None
 
     def _replace(self, failure: str | None) -> _LocalManager | None:
@@ -480,7 +460,7 @@ class ManagerClient:
                         logger.warning("%s (%d of %d in a row)", failure, self._failed_starts,
                                        MAX_REPLACEMENT_STARTS)
                         continue
-                    waiting = list(self._outstanding.values())
+                    waiting = self._ledger.tasks()
             if replacement is None:
                 self._fail_shutdown()
                 return None
@@ -509,8 +489,7 @@ class ManagerClient:
 
     def _fail_outstanding(self, error_for: Callable[[Task], BaseException]) -> None:
         with self._lock:
-            unfinished = list(self._outstanding.values())
-            self._outstanding.clear()
+            unfinished = self._ledger.take_all()
         for task in unfinished:
             self._deliver(task, Outcome(False, error=error_for(task)))
 

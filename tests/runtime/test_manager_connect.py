@@ -24,7 +24,7 @@ from parsl.serialize import deserialize, serialize
 
 from scalpel_executor import __version__
 from scalpel_executor.core.tasks import Task
-from scalpel_executor.runtime import hub as hub_module
+from scalpel_executor.runtime import hub as hub_module, ledger as ledger_module
 from scalpel_executor.runtime.channel import MAX_FRAME, PING, load_keys, make_keys
 from scalpel_executor.runtime.errors import NodeManagerLost, WorkerDied
 from scalpel_executor.runtime.hub import ManagerHub
@@ -536,7 +536,7 @@ def test_a_malformed_message_from_a_key_holder_loses_only_that_manager(hub_and_m
         def broken(message):
             raise RuntimeError("injected while rebuilding an error")
 
-        monkeypatch.setattr(hub_module, "rebuild_error", broken)
+        monkeypatch.setattr(ledger_module, "rebuild_error", broken)  # the hub settles results there
         fake.send(NO_WORKER_LEFT._replace(task_id=held[0].task_id, slot=0))
     lost = outcomes.wait([m.task_id for m in held])
     began, waiting = lost[held[0].task_id], lost[held[1].task_id]
