@@ -66,7 +66,7 @@ from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown
 from scalpel_executor.runtime.logs import LOG_DIR_ENV, log_to_file, node_log_dir
 from scalpel_executor.runtime.manager_protocol import (Began, Configure, Drain, Failed, Fatal, Heartbeat, Log,
                                                        ManagerConfig, Register, Result, Shutdown, Started, Submit,
-                                                       decode, describe_error, encode)
+                                                       decode, describe_error, encode, task_of)
 from scalpel_executor.runtime.options import HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, PoolOptions
 from scalpel_executor.runtime.pool import LOCAL_BLOCK_ID, WorkerPool, new_pool_id
 
@@ -255,14 +255,11 @@ class NodeManager:
 
     def _submit(self, message: Submit) -> None:
         """Hand one task to the pool; a pool that gave up (no worker left, a bug) fails it unstarted."""
+        task = task_of(message)
+        # Memory the task did not declare (learned) counts at most this node's budget.
+        task.memory = counted_memory(task.memory, bool(task.payload.memory_limit), self._pool.memory_budget)
         try:
-            self._pool.submit(Task(message.task_id, message.footprint, message.runtime, message.priority,
-                                   message.intensity, runtime_spread=message.runtime_spread, key=message.key or None,
-                                   footprint_known=message.footprint_known, cores=message.cores,
-                                   memory=counted_memory(message.memory, bool(message.memory_limit),
-                                                         self._pool.memory_budget), gpus=message.gpus,
-                                   tail=message.tail, payload=Job(message.buffer, walltime=message.walltime, measure=message.measure,
-                                               memory_limit=message.memory_limit)))
+            self._pool.submit(task)
         except (ExecutorShutdown, ExecutorFailed) as error:
             kind, detail = describe_error(error)
             self.send(Failed(message.task_id, kind, str(error), detail, None, None, None, None))

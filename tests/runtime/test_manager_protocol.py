@@ -1,20 +1,26 @@
 """The driver <-> node manager messages: every kind round-trips; nothing else decodes, and nothing is unpickled."""
 
+import dataclasses
+import math
 import pickle
 
 import pytest
 
 from scalpel_executor.runtime.errors import NodeManagerLost
-from scalpel_executor.runtime.manager_protocol import (Configure, Drain, Failed, Fatal, Heartbeat, Log, ManagerConfig,
-                                                       Result, Shutdown, Started, Submit, decode, encode)
+from scalpel_executor.core.tasks import Task
+from scalpel_executor.runtime.contract import Job
+from scalpel_executor.runtime.manager_protocol import (JOB_FIELDS, TASK_FIELDS, TASK_KEPT, Configure, Drain, Failed,
+                                                       Fatal, Heartbeat, Log, ManagerConfig, Result, Shutdown, Started,
+                                                       Submit, decode, encode, submit_of, task_of)
 from scalpel_executor.runtime.options import PoolOptions
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.domains import Topology
 
 MESSAGES = [
     Configure(ManagerConfig.of_driver(Topology.from_spec("2x2:12MiB")).to_dict(), PoolOptions().to_dict()),
-    Submit(3, 2.5e7, 0.25, 1.0, None, 0.2, 60.0, False, "mod.app(~64)", False, 2, 3.0 * 2**30, 1, 2.0 * 2**30, 7.5,
-           b"\x00call" * 1000),
+    Submit(3, footprint=2.5e7, runtime=0.25, priority=1.0, intensity=None, runtime_spread=0.2, key="mod.app(~64)",
+           footprint_known=False, cores=2, memory=3.0 * 2**30, gpus=1, tail=7.5, interference=(0.25, -0.5),
+           walltime=60.0, measure=False, memory_limit=2.0 * 2**30, buffer=b"\x00call" * 1000),
     Shutdown(),
     Started(41, [42, 43], [[0], [1]], {"source": "spec", "domains": []}, 2.0 * 2**30, 1),
     Result(3, True, {"wall": 0.1, "footprint": None, "footprint_source": "referenced-pages"}, 1, 0, 1, 123.5, b""),
@@ -32,6 +38,27 @@ MESSAGES = [
 @pytest.mark.parametrize("message", MESSAGES, ids=lambda m: type(m).__name__)
 def test_every_message_round_trips(message):
     assert decode(encode(message)) == message
+
+
+def test_every_task_field_either_travels_in_a_submit_or_is_declared_to_stay_in_the_driver():
+    declared = [name for name, _ in TASK_FIELDS] + list(TASK_KEPT)
+    assert sorted(declared) == sorted(f.name for f in dataclasses.fields(Task)), (
+        "a Task field was added: declare it in manager_protocol.TASK_FIELDS (with its wire type) or TASK_KEPT")
+
+
+def test_a_task_travels_to_the_node_manager_and_is_rebuilt_with_every_declared_field():
+    job = Job(b"call", walltime=30.0, measure=False, memory_limit=2.0 * 2**30)
+    task = Task(7, footprint=2.5e7, runtime=0.25, priority=-math.inf, intensity=3.5, runtime_spread=0.2,
+                key="mod.app(~64)", footprint_known=False, cores=2, memory=3.0 * 2**30, gpus=1, tail=7.5,
+                interference=(0.25, -0.5), payload=job)
+    rebuilt = task_of(decode(submit_of(task)))
+    assert rebuilt.id == task.id and rebuilt.payload.buffer == job.buffer
+    for name, _ in TASK_FIELDS:
+        assert getattr(rebuilt, name) == getattr(task, name), name
+    for name, _ in JOB_FIELDS:
+        assert getattr(rebuilt.payload, name) == getattr(job, name), name
+    plain = task_of(decode(submit_of(Task(8, payload=Job(b"")))))  # the defaults, key and interference None
+    assert (plain.key, plain.interference, plain.intensity, plain.payload.walltime) == (None, None, None, None)
 
 
 def test_a_configuration_round_trips_and_rebuilds_the_topology_and_the_options():
@@ -57,8 +84,11 @@ def frame(header: bytes, blob: bytes = b"") -> bytes:
     (frame(b'["fatal",1,2]'), "has 1 fields"),
     (frame(b'["fatal",1]'), "field 'message' of a 'fatal' message must be str"),
     (frame(b'["heartbeat",[1],true,[],[]]'), "field 'respawns' of a 'heartbeat' message must be an integer"),
-    (frame(b'["submit",1,NaN,1,0,null,0,null,true,"",true,1,0,0,0,0]'), "field 'footprint' of a 'submit' message must be a number"),
-    (frame(b'["submit",1,1,1,0,null,null,null,true,"",true,1,0,0,0,0]'), "field 'runtime_spread' of a 'submit' message must be a number"),
+    (encode(Submit(1, footprint=math.nan)), "field 'footprint' of a 'submit' message must be a number"),
+    (encode(Submit(1, runtime_spread=None)), "field 'runtime_spread' of a 'submit' message must be a number"),
+    (encode(Submit(1, interference=(0.1, 0.2, 0.3))),
+     "field 'interference' of a 'submit' message must be a list of two numbers or null"),
+    (encode(Submit(1, key=7)), "field 'key' of a 'submit' message must be a string or null"),
     # From a key holder these stopped the driver's hub thread (TypeError, RecursionError) before being refused here
     (frame(b'["started",1,[],[5],{},0,0]'), "field 'slot_cpus' of a 'started' message must be a list of lists of integers"),
     (frame(b'["register","0","h","1",1,["0"]]'), "field 'cpus' of a 'register' message must be a list of integers"),
