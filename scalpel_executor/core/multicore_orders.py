@@ -61,7 +61,8 @@ from scalpel_executor.core.tasks import Task
 
 __all__ = ["MulticoreEvaluator", "supports", "BACKFILL_LOOKAHEAD"]
 
-#: Waiting tasks a free core looks through for one to backfill (the scheduler's, 1024).
+#: Waiting tasks a free core looks through for one to backfill while the next one does not fit
+#: (the scheduler reads it from here).
 BACKFILL_LOOKAHEAD = 1024
 #: Tasks read to decide (a reservation reads the running ones, a backfill the waiting ones) that
 #: cost as much as a simulated start; :attr:`FcfsEvaluator.starts` counts them so, so the

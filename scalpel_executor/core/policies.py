@@ -130,6 +130,8 @@ class _Policies(dict):
         return dict.__getitem__(self, POLICY_ALIASES.get(name, name))
 
 
+#: The policy a scheduler, the simulator and the executor use unless told otherwise.
+DEFAULT_POLICY = "scalpel"
 #: Names users typed before a policy was renamed: ``longer_first`` is longest-first.
 POLICY_ALIASES = {"longer_first": "longest_first"}
 

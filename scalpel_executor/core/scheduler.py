@@ -68,10 +68,10 @@ from collections.abc import Iterable, Sequence
 from scalpel_executor.core import admission, resources
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.planning import DEFAULT_BUDGET, STARTS_PER_SECOND, PlanContext
-from scalpel_executor.core.policies import POLICIES, resolve_policy
+from scalpel_executor.core.policies import DEFAULT_POLICY, POLICIES, resolve_policy
 from scalpel_executor.core.resources import (Capacity, Holding, Reservation, may_backfill, needs_resources,
                                              unfit_reason)
-from scalpel_executor.core.multicore_orders import MulticoreEvaluator, supports
+from scalpel_executor.core.multicore_orders import BACKFILL_LOOKAHEAD, MulticoreEvaluator, supports
 from scalpel_executor.core.orders import FcfsEvaluator, RunningTask
 from scalpel_executor.core.tasks import Assignment, Group, Slot, Task, rank
 
@@ -85,8 +85,6 @@ ROLLOUT_LIMIT = 512
 #: A waiting task passed by later arrivals no more once it has waited this many times the longest
 #: run time estimate added so far (Scheduler._overdue).
 OVERDUE_AFTER = 2.0
-#: Waiting tasks a free core looks through for one to backfill while the next one does not fit.
-BACKFILL_LOOKAHEAD = 1024
 
 
 class Scheduler:
@@ -128,7 +126,7 @@ class Scheduler:
     [(0, 0), (2, 2), (1, 1), (3, 3)]
     """
 
-    def __init__(self, domains: Sequence[Sequence[int]], policy: str = "scalpel", *, seed: int = 0,
+    def __init__(self, domains: Sequence[Sequence[int]], policy: str = DEFAULT_POLICY, *, seed: int = 0,
                  llc: float | None = None, model: ContentionModel | None = None, plan_budget: int = DEFAULT_BUDGET,
                  plan_rate: float = STARTS_PER_SECOND, memory: float | None = None, gpus: int = 0,
                  device_domains: Sequence[Iterable[int]] = ()):

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from scalpel_executor.core.batching import Batcher, Batching
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.interference import Terms, corun_slowdowns
+from scalpel_executor.core.policies import DEFAULT_POLICY
 from scalpel_executor.core.scheduler import CHECKED_AT_DISPATCH, Scheduler, Task
 
 __all__ = ["SimTask", "SimResult", "SimRecord", "ContentionModel", "Batching", "simulate", "lower_bound",
@@ -204,7 +205,7 @@ def simulate(
     tasks: Sequence[SimTask],
     domains: Sequence[Sequence[int]],
     llc_size: float,
-    policy: str = "scalpel",
+    policy: str = DEFAULT_POLICY,
     *,
     model: ContentionModel | None = None,
     seed: int = 0,

@@ -50,7 +50,7 @@ from typing import Any
 from scalpel_executor.host.probe.estimator import ENDED_BEFORE_FIRST_WINDOW
 from scalpel_executor.learning.hints import Hints
 from scalpel_executor.learning.keys import app_name, profile_keys
-from scalpel_executor.learning.refine import Moments
+from scalpel_executor.learning.refine import ONE_RUN_SPREAD, Moments
 from scalpel_executor.learning.sampling import MeasurePlan, Sampling
 from scalpel_executor.learning.store import Observation, Profile, ProfileStore
 from scalpel_executor.core.units import format_size
@@ -60,7 +60,6 @@ logger = logging.getLogger(__name__)
 SOURCES = ("hint", "learned", "store", "shape", "app", "prior")
 FLUSH_SECONDS = 1.0
 FLUSH_BATCH = 256
-ONE_RUN_SPREAD = 0.25  # a key seen once: its run time is assumed off by about a quarter
 APP_SPREAD = 0.5  # an app's other shapes: at least twice as uncertain as a key seen once
 PRIOR_SPREAD = 1.0  # never seen: the prior says little
 

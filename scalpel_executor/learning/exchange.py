@@ -25,10 +25,12 @@ import time
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from scalpel_executor.core.simulate import SimTask
 from scalpel_executor.core.units import parse_mebibytes, parse_size, show
+
+if TYPE_CHECKING:
+    from scalpel_executor.core.simulate import SimTask
 
 FORMAT = "scalpel-profile/1"
 
@@ -100,6 +102,10 @@ def load_profile(name_or_path: str | Path) -> tuple[dict, list[SimTask]]:
     Raises ValueError naming the file and the bad entry for malformed content, and
     FileNotFoundError listing the shipped names when neither a name nor a file matches.
     """
+    # Here, not at the top: only a simulation reads a profile's tasks, and the profile store, which
+    # imports this module, must not load the simulator, the scheduler and the planner with it.
+    from scalpel_executor.core.simulate import SimTask
+
     path = Path(name_or_path)
     if path.exists():  # a file (or a directory: read_json_object says so); else a shipped name
         document, where = read_json_object(path, "profile"), str(path)

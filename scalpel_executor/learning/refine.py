@@ -46,14 +46,17 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["FOOTPRINT_FLOOR", "MIN_VARIANT_RUNS", "Moments", "NOISE_FLOOR", "RUNTIME_FLOOR", "SPLIT_FACTOR", "SPLIT_Z", "merge_rows", "pooled",
-           "should_split"]
+from scalpel_executor.learning.sampling import DRIFT_FLOOR
+
+__all__ = ["FOOTPRINT_FLOOR", "MIN_VARIANT_RUNS", "Moments", "NOISE_FLOOR", "ONE_RUN_SPREAD", "RUNTIME_FLOOR",
+           "SPLIT_FACTOR", "SPLIT_Z", "merge_rows", "pooled", "should_split"]
 
 SPLIT_FACTOR = 1.5
 MIN_VARIANT_RUNS = 2  # one reading is too often an outlier (a fresh worker's first task)
 SPLIT_Z = 4.0  # the test is re-run on every batch of observations, so one threshold must hold many looks
-NOISE_FLOOR = 0.25  # = estimates.ONE_RUN_SPREAD: no variant is believed steadier than a key seen once
-RUNTIME_FLOOR = 0.1  # seconds; = sampling.DRIFT_FLOOR: a shorter difference is scheduling jitter
+ONE_RUN_SPREAD = 0.25  # a key seen once: its run time is assumed off by about a quarter (learning.estimates)
+NOISE_FLOOR = ONE_RUN_SPREAD  # no variant is believed steadier than a key seen once
+RUNTIME_FLOOR = DRIFT_FLOOR  # seconds: a shorter difference is scheduling jitter, as for the sampler's drift
 FOOTPRINT_FLOOR = float(2**20)  # bytes: an eighth of the smallest LLC domain we model
 
 

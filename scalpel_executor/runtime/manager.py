@@ -69,13 +69,13 @@ from scalpel_executor.runtime.manager_protocol import (Began, Configure, Drain, 
                                                        decode, describe_error, encode, task_of)
 from scalpel_executor.runtime.options import HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, PoolOptions
 from scalpel_executor.runtime.pool import LOCAL_BLOCK_ID, WorkerPool, new_pool_id
+from scalpel_executor.runtime.protocol import PARENT_CHECK_INTERVAL
 
 __all__ = ["NodeManager", "main"]
 
 logger = logging.getLogger("scalpel_executor.runtime.manager")  # not __name__: run as __main__ (-m)
 
 CONFIGURE_TIMEOUT = 60.0  # seconds the manager waits for its first message before giving up
-PARENT_CHECK_INTERVAL = 0.2  # seconds between checks that the driver still lives (a getppid call)
 SHUTDOWN_TIMEOUT = 10.0  # seconds pool.shutdown may take to join its threads
 LOADED = time.monotonic()  # drain_period counts from here, as HTEX's manager counts from its script's load
 

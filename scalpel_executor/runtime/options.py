@@ -31,7 +31,7 @@ import psutil
 from scalpel_executor.core.batching import Batching
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import load_model
-from scalpel_executor.core.policies import resolve_policy
+from scalpel_executor.core.policies import DEFAULT_POLICY, resolve_policy
 from scalpel_executor.host.accelerators import resolve_accelerators
 
 logger = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ class PoolOptions:
     that exists is one every pool and every node manager accepts.
     """
 
-    policy: str = "scalpel"
+    policy: str = DEFAULT_POLICY
     pin: str = "core"
     batch_window: float = LOCAL_BATCH_WINDOW
     batch_quiet: float = Batching.quiet

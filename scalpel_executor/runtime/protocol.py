@@ -23,7 +23,13 @@ from __future__ import annotations
 import pickle
 from typing import Any, NamedTuple, Union
 
-__all__ = ["Ready", "Warm", "Run", "Measured", "WorkerResult", "Stop", "Message", "encode", "decode"]
+__all__ = ["Ready", "Warm", "Run", "Measured", "WorkerResult", "Stop", "Message", "PARENT_CHECK_INTERVAL", "encode",
+           "decode"]
+
+#: Seconds between a child's checks that the process that spawned it still lives (a getppid
+#: call): a worker's of its pool's process, a node manager's of its driver. Either ends when the
+#: answer changes, so no process outlives the one it works for by more than this.
+PARENT_CHECK_INTERVAL = 0.2
 
 
 class Ready(NamedTuple):

@@ -71,9 +71,9 @@ from scalpel_executor.host.blas import THREAD_ENV_VARS
 from scalpel_executor.host.cgroups import CGROUP_ENV, TASK_MARGIN, V1, V2, MemoryCgroup, worker_name
 from scalpel_executor.host.sysfs import allowed_cpus, set_affinity
 from scalpel_executor.runtime.logs import LOG_DIR_ENV, log_to_file
-from scalpel_executor.runtime.protocol import Measured, Ready, WorkerResult, Run, Warm, decode, encode
+from scalpel_executor.runtime.protocol import (PARENT_CHECK_INTERVAL, Measured, Ready, WorkerResult, Run, Warm, decode,
+                                               encode)
 
-PARENT_CHECK_INTERVAL = 0.2  # seconds between checks that the scheduler process still lives (a getppid call)
 #: Seconds into a measured task at which its footprint so far is reported (Measured): just after
 #: the probe's first window closes (20 ms settle + 80 ms), so tasks of its key still waiting are
 #: scheduled by a measurement instead of the prior. The first window also sees the task's start-up

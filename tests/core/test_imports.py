@@ -168,3 +168,15 @@ def test_no_module_of_the_package_is_part_of_an_import_cycle():
                 graph.add_edge(name, target)
     cycles = [sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1]
     assert not cycles, f"import cycles: {cycles}"
+
+
+def test_opening_the_profile_store_loads_neither_the_scheduler_nor_the_simulator():
+    """The store (learning.store, learning.exchange) alone, with the package root kept out: its root
+    loads the core's public names for every import of the package, which is the root's choice."""
+    code = ("import sys, types; root = types.ModuleType('scalpel_executor'); "
+            f"root.__path__ = [{str(PACKAGE)!r}]; sys.modules['scalpel_executor'] = root; "
+            "import scalpel_executor.learning.store; "
+            "loaded = sorted(m for m in sys.modules if m.startswith('scalpel_executor.core.') "
+            "and m.rsplit('.', 1)[1] in ('scheduler', 'simulate', 'planning', 'policies')); assert not loaded, loaded")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
