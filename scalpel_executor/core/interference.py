@@ -433,15 +433,22 @@ def _sign_test(wins: int, trials: int) -> float:
 
 def coruns_from_history(coruns: Iterable, solo: Mapping[str, float]) -> list[KeyedCoRun]:
     """The host's stored co-runs (``learning.host_model.RawCoRun``: key, footprint, wall, segments of
-    co-runners' footprints; oldest first) as :class:`KeyedCoRun`, with ``at`` their position.
+    co-runners' footprints, the co-runners' keys aligned with them; oldest first) as
+    :class:`KeyedCoRun`, with ``at`` their position.
 
-    ``host_coruns`` keeps the co-runners' footprints, not their keys, so their keys are None: such
-    records teach sensitivities, not pressures. A co-run whose key has no solo time is left out
-    (its slowdown has no denominator).
+    A co-run stored without its co-runners' keys (``corunner_keys`` None: a store written before
+    they were kept) has co-runner keys None: it teaches sensitivities, not pressures. A co-run
+    whose key has no solo time is left out (its slowdown has no denominator).
     """
-    return [KeyedCoRun(c.key, c.footprint, tuple((s, tuple((None, f) for f in others)) for s, others in c.segments),
-                       c.wall / solo[c.key], at=float(i))
+    return [KeyedCoRun(c.key, c.footprint, _keyed_segments(c), c.wall / solo[c.key], at=float(i))
             for i, c in enumerate(coruns) if solo.get(c.key, 0) > 0 and c.wall > 0]
+
+
+def _keyed_segments(corun) -> tuple[tuple[float, Neighbours], ...]:
+    keys = getattr(corun, "corunner_keys", None)
+    if keys is None:
+        keys = [(None,) * len(others) for _, others in corun.segments]
+    return tuple((seconds, tuple(zip(names, others))) for (seconds, others), names in zip(corun.segments, keys))
 
 
 def planted_coruns(footprints: Mapping[Hashable, float], sensitivity: Mapping[Hashable, float],

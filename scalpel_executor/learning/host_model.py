@@ -31,7 +31,7 @@ it starts: the one the previous run's refit wrote once it finished (about 2 s af
 The tables live in the profile store's SQLite file beside its profiles (``host_coruns``,
 ``host_solo``, ``host_fits``; ``docs/profiles.md``) and are opened through a connection of their
 own, so the profile store's schema is not touched. A co-run is kept raw (its key, wall time and
-co-runners' footprints), not as a slowdown, because its key's solo time may come only from a
+co-runners' footprints and keys), not as a slowdown, because its key's solo time may come only from a
 later run. The fit is relative to the host's LLC size as the topology states it: a sysfs that
 overstates what the cores share (a VM's 480 MiB L3 for some 48–64 MiB) gives a small ρ.
 
@@ -121,7 +121,7 @@ PRIOR_FRACTIONS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS host_coruns (host TEXT NOT NULL, at REAL NOT NULL, key TEXT NOT NULL,
-    footprint REAL NOT NULL, wall REAL NOT NULL, segments TEXT NOT NULL);
+    footprint REAL NOT NULL, wall REAL NOT NULL, segments TEXT NOT NULL, corunner_keys TEXT);
 CREATE INDEX IF NOT EXISTS host_coruns_by_host ON host_coruns (host, at);
 CREATE TABLE IF NOT EXISTS host_solo (host TEXT NOT NULL, key TEXT NOT NULL, runs INTEGER NOT NULL,
     mean REAL NOT NULL, updated REAL NOT NULL, PRIMARY KEY (host, key));
@@ -164,12 +164,15 @@ class TaskSpan:
 @dataclass(frozen=True)
 class RawCoRun:
     """A task that ran beside others: its key, footprint, wall time and segments (seconds, the
-    co-runners' footprints). Its slowdown needs its key's solo time."""
+    co-runners' footprints). Its slowdown needs its key's solo time. ``corunner_keys``: the
+    co-runners' profile keys, aligned with ``segments``; None where they were not recorded (a
+    store written before they were), which teaches per-key sensitivities but no pressures."""
 
     key: str
     footprint: float
     wall: float
     segments: tuple[tuple[float, tuple[float, ...]], ...]
+    corunner_keys: tuple[tuple[str, ...], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -216,7 +219,8 @@ def observe_run(spans: Sequence[TaskSpan]) -> tuple[list[RawCoRun], dict[str, li
             solos[span.key].append(span.wall)
         else:
             coruns.append(RawCoRun(span.key, span.footprint, span.wall,
-                                   tuple((seconds, tuple(spans[j].footprint for j in others)) for seconds, others in life)))
+                                   tuple((seconds, tuple(spans[j].footprint for j in others)) for seconds, others in life),
+                                   tuple(tuple(spans[j].key for j in others) for _, others in life)))
     return coruns, dict(solos)
 
 
@@ -317,6 +321,8 @@ class HostModelStore(SideTables):
     def _upgrade(self, connection: sqlite3.Connection) -> None:
         if "default_error" not in {row[1] for row in connection.execute("PRAGMA table_info(host_fits)")}:
             connection.execute("ALTER TABLE host_fits ADD COLUMN default_error REAL")  # a store from before it
+        if "corunner_keys" not in {row[1] for row in connection.execute("PRAGMA table_info(host_coruns)")}:
+            connection.execute("ALTER TABLE host_coruns ADD COLUMN corunner_keys TEXT")  # its rows: keys unknown
 
     # -- the API --------------------------------------------------------------------------------
 
@@ -350,8 +356,10 @@ class HostModelStore(SideTables):
 
         def add(connection: sqlite3.Connection) -> None:
             connection.executemany(
-                "INSERT INTO host_coruns VALUES (?, ?, ?, ?, ?, ?)",
-                [(host, now, c.key, c.footprint, c.wall, json.dumps([[s, list(o)] for s, o in c.segments]))
+                "INSERT INTO host_coruns (host, at, key, footprint, wall, segments, corunner_keys) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(host, now, c.key, c.footprint, c.wall, json.dumps([[s, list(o)] for s, o in c.segments]),
+                  None if c.corunner_keys is None else json.dumps([list(k) for k in c.corunner_keys]))
                  for c in coruns])
             connection.execute("DELETE FROM host_coruns WHERE host = ? AND rowid NOT IN (SELECT rowid FROM "
                                "host_coruns WHERE host = ? ORDER BY at DESC, rowid DESC LIMIT ?)",
@@ -409,7 +417,7 @@ class HostModelStore(SideTables):
 
 def _read_history(connection: sqlite3.Connection,
                   host: str) -> tuple[list[RawCoRun], dict[str, tuple[int, float]]]:
-    rows = connection.execute("SELECT key, footprint, wall, segments FROM host_coruns WHERE host = ? "
+    rows = connection.execute("SELECT key, footprint, wall, segments, corunner_keys FROM host_coruns WHERE host = ? "
                               "ORDER BY at, rowid", (host,)).fetchall()
     solo = connection.execute("SELECT key, runs, mean FROM host_solo WHERE host = ?", (host,)).fetchall()
     coruns = [corun for corun in map(_parse_corun, rows) if corun is not None]
@@ -435,8 +443,9 @@ def _solo_means(solo: Mapping[str, tuple[int, float]]) -> dict[str, float]:
 
 
 def _parse_corun(row: tuple) -> RawCoRun | None:
-    """A stored co-run, or None for a row that is not one (only numbers and strings are read)."""
-    key, footprint, wall, text = row
+    """A stored co-run, or None for a row that is not one (only numbers and strings are read).
+    Co-runner keys that are missing or do not match the segments read as unknown (None)."""
+    key, footprint, wall, text, keys_text = row
     try:
         segments = tuple((float(seconds), tuple(float(f) for f in others)) for seconds, others in json.loads(text))
     except (TypeError, ValueError):
@@ -444,7 +453,22 @@ def _parse_corun(row: tuple) -> RawCoRun | None:
     numbers = [footprint, wall, *(s for s, _ in segments), *(f for _, o in segments for f in o)]
     if not isinstance(key, str) or not all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0 for v in numbers):
         return None
-    return RawCoRun(key, float(footprint), float(wall), segments)
+    return RawCoRun(key, float(footprint), float(wall), segments, _parse_keys(keys_text, segments))
+
+
+def _parse_keys(text, segments) -> tuple[tuple[str, ...], ...] | None:
+    """The co-runner keys stored beside ``segments``: one string per co-runner of each segment, else None."""
+    if not isinstance(text, str):
+        return None
+    try:
+        keys = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(keys, list) or len(keys) != len(segments) or not all(
+            isinstance(names, list) and len(names) == len(others) and all(isinstance(k, str) for k in names)
+            for names, (_, others) in zip(keys, segments)):
+        return None
+    return tuple(tuple(names) for names in keys)
 
 
 #: Refits one process makes in a row while runs keep storing co-runs beside it; a later start

@@ -1,5 +1,6 @@
 """This host's contention fit: co-runs from finished tasks, kept per host in the store's file (learning.host_model)."""
 
+import json
 import logging
 import random
 import sqlite3
@@ -50,6 +51,7 @@ def test_a_run_splits_into_solo_times_and_co_runs():
     assert [others for _, others in coruns[0].segments] == [(1 * MiB,), (), (4 * MiB,)]
     assert [seconds for seconds, _ in coruns[0].segments] == pytest.approx([0.01, 0.49, 1.0])
     assert coruns[2].segments == ((1.0, (1 * MiB,)),)
+    assert coruns[0].corunner_keys == (("c",), (), ("b",)) and coruns[2].corunner_keys == (("d",),)
 
 
 def test_the_fit_is_kept_per_host_and_grows_across_runs(tmp_path):
@@ -154,7 +156,8 @@ def test_rows_that_are_not_co_runs_are_skipped(tmp_path):
     path = tmp_path / "profiles.sqlite"
     HostModelStore(path).close()
     with sqlite3.connect(path) as connection:
-        connection.executemany("INSERT INTO host_coruns VALUES (?, ?, ?, ?, ?, ?)", [
+        connection.executemany("INSERT INTO host_coruns (host, at, key, footprint, wall, segments) "
+                               "VALUES (?, ?, ?, ?, ?, ?)", [
             ("h", 1.0, "a", 1.0, 1.0, "not json"), ("h", 2.0, "a", 1.0, 1.0, "[[1, [-5]]]"),
             ("h", 3.0, "a", 1.0, 1.0, '{"x": 1}'), ("h", 4.0, "a", 1.0, 1.5, "[[1.5, [1048576]]]")])
     coruns, _ = HostModelStore(path).history("h")
@@ -267,3 +270,57 @@ def test_the_detached_refit_fits_what_was_stored(tmp_path):
         if (tmp_path / "refit.log").exists() else "no log"
     assert fit.model.capacity_fraction == pytest.approx(expected.model.capacity_fraction)
     assert not (tmp_path / "refit.log").exists()  # nothing to say: no file
+
+
+def test_co_runner_keys_are_stored_beside_their_segments(tmp_path):
+    spans = [TaskSpan("stream", 0, 0.0, 2.0, 2.0, 1 * MiB),
+             TaskSpan("lookup", 0, 0.0, 1.0, 1.0, 8 * MiB),
+             TaskSpan("fft", 0, 1.0, 2.0, 1.0, 4 * MiB)]
+    path = tmp_path / "profiles.sqlite"
+    store = HostModelStore(path)
+    store.record("h", spans)
+    store.close()
+    coruns, _ = HostModelStore(path).history("h")
+    assert [(c.key, c.corunner_keys) for c in coruns] == [("stream", (("lookup",), ("fft",))),
+                                                          ("lookup", (("stream",),)), ("fft", (("stream",),))]
+    assert coruns[0].segments == ((1.0, (8 * MiB,)), (1.0, (4 * MiB,)))
+
+
+def test_co_runner_keys_that_do_not_match_their_segments_read_as_unknown(tmp_path):
+    path = tmp_path / "profiles.sqlite"
+    HostModelStore(path).close()
+    with sqlite3.connect(path) as connection:
+        connection.executemany("INSERT INTO host_coruns VALUES (?, ?, ?, ?, ?, ?, ?)", [
+            ("h", 1.0, "a", 1.0, 1.5, "[[1.5, [1048576]]]", '[["b", "c"]]'),  # two keys for one co-runner
+            ("h", 2.0, "a", 1.0, 1.5, "[[1.5, [1048576]]]", "not json"),
+            ("h", 3.0, "a", 1.0, 1.5, "[[1.5, [1048576]]]", "[[7]]"),
+            ("h", 4.0, "a", 1.0, 1.5, "[[1.5, [1048576]]]", '[["b"]]')])
+    coruns, _ = HostModelStore(path).history("h")
+    assert [c.corunner_keys for c in coruns] == [None, None, None, (("b",),)]
+
+
+def test_a_store_written_before_co_runner_keys_opens_and_refits(tmp_path):
+    path, llc, host = tmp_path / "profiles.sqlite", 64 * MiB, "h 1x2:64MiB"
+    old_rows = observe_run(run_spans(ContentionModel(0.5, 0.6), llc, 1))
+    with sqlite3.connect(path) as old:  # the tables as a store before co-runner keys wrote them
+        old.execute("CREATE TABLE host_coruns (host TEXT NOT NULL, at REAL NOT NULL, key TEXT NOT NULL, "
+                    "footprint REAL NOT NULL, wall REAL NOT NULL, segments TEXT NOT NULL)")
+        old.execute("CREATE TABLE host_solo (host TEXT NOT NULL, key TEXT NOT NULL, runs INTEGER NOT NULL, "
+                    "mean REAL NOT NULL, updated REAL NOT NULL, PRIMARY KEY (host, key))")
+        old.executemany("INSERT INTO host_coruns VALUES (?, ?, ?, ?, ?, ?)",
+                        [(host, 1.0, c.key, c.footprint, c.wall, json.dumps([[s, list(o)] for s, o in c.segments]))
+                         for c in old_rows[0]])
+        old.executemany("INSERT INTO host_solo VALUES (?, ?, ?, ?, 1.0)",
+                        [(host, key, len(walls), sum(walls) / len(walls)) for key, walls in old_rows[1].items()])
+    old.close()
+    store = HostModelStore(path)
+    coruns, _ = store.history(host)
+    assert len(coruns) == len(old_rows[0]) and all(c.corunner_keys is None for c in coruns)
+    assert store.stale(host)
+    fit = store.refit(host, llc)
+    assert fit is not None and store.fitted(host) == fit
+    store.record(host, run_spans(ContentionModel(0.5, 0.6), llc, 2))  # new rows beside the old ones
+    coruns, _ = store.history(host)
+    assert coruns[0].corunner_keys is None and coruns[-1].corunner_keys is not None
+    assert store.refit(host, llc).observations > fit.observations
+    store.close()
