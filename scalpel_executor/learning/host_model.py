@@ -18,7 +18,10 @@
                                        kept (the latest MAX_CORUNS per host) ──> fit_host: slowdown =
                                        wall / the key's solo mean, or, for a key never seen alone, its
                                        solo time a latent baseline; the prior;
-                                       core.contention_fit.fit_contention (log error) ──> HostFit, stored
+                                       core.contention_fit.fit_contention (log error) ──> HostFit, stored;
+                                       then core.interference.choose_interference around the model
+                                       planned with (interference_of) ──> HostInterference, stored:
+                                       per-key (sensitivity, pressure) terms, or footprint-only, and why
 
 **Nothing that learns runs on the user's way out.** A fit over a full history (400 co-runs)
 takes about 2 s of pure Python; run at shutdown it made ``dfk.cleanup()`` take 3.5–4.6 s
@@ -29,7 +32,8 @@ next ``start()`` that finds the fit stale starts it again. A run plans with the 
 it starts: the one the previous run's refit wrote once it finished (about 2 s after it).
 
 The tables live in the profile store's SQLite file beside its profiles (``host_coruns``,
-``host_solo``, ``host_fits``; ``docs/profiles.md``) and are opened through a connection of their
+``host_solo``, ``host_fits``, ``host_interference``, ``host_interference_choice``; ``docs/profiles.md``,
+``docs/interference.md``) and are opened through a connection of their
 own, so the profile store's schema is not touched. A co-run is kept raw (its key, wall time and
 co-runners' footprints and keys), not as a slowdown, because its key's solo time may come only from a
 later run. The fit is relative to the host's LLC size as the topology states it: a sysfs that
@@ -83,6 +87,7 @@ from dataclasses import dataclass
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import CoRun, co_runner_segments, fit_contention, model_error, observations
 from scalpel_executor.core.domains import Topology
+from scalpel_executor.core.interference import Terms, choose_interference, coruns_from_history
 from scalpel_executor.core.units import format_size
 from scalpel_executor.learning.tables import SideTables
 
@@ -128,7 +133,11 @@ CREATE TABLE IF NOT EXISTS host_solo (host TEXT NOT NULL, key TEXT NOT NULL, run
 CREATE TABLE IF NOT EXISTS host_fits (host TEXT PRIMARY KEY, llc REAL NOT NULL, capacity_fraction REAL NOT NULL,
     sensitivity REAL NOT NULL, observations INTEGER NOT NULL, rms_error REAL NOT NULL, updated REAL NOT NULL,
     default_error REAL);
-CREATE TABLE IF NOT EXISTS host_refits (host TEXT PRIMARY KEY, as_of REAL NOT NULL)
+CREATE TABLE IF NOT EXISTS host_refits (host TEXT PRIMARY KEY, as_of REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS host_interference (host TEXT NOT NULL, key TEXT NOT NULL, sensitivity REAL NOT NULL,
+    pressure REAL NOT NULL, updated REAL NOT NULL, PRIMARY KEY (host, key));
+CREATE TABLE IF NOT EXISTS host_interference_choice (host TEXT PRIMARY KEY, model TEXT NOT NULL, reason TEXT NOT NULL,
+    capacity_fraction REAL NOT NULL, sensitivity REAL NOT NULL, llc REAL NOT NULL, updated REAL NOT NULL)
 """
 #: A host's fit is stale when a co-run or solo time was stored after the newest one its last refit
 #: read (``host_refits.as_of``, kept even when that refit found nothing to fit).
@@ -197,10 +206,28 @@ class HostFit:
         freedom = max(1, self.observations - 2)
         return (self.default_error ** 2 - self.rms_error ** 2) / 2 / (self.rms_error ** 2 / freedom) >= F_CRITICAL
 
+    def planned(self, llc: float | None) -> bool:
+        """Whether the executor plans with this fit on a host of LLC ``llc``: it rests on
+        :data:`MIN_OBSERVATIONS` co-runs, is relative to that LLC and :attr:`beats_default`."""
+        return self.observations >= MIN_OBSERVATIONS and self.llc == llc and self.beats_default
+
     def to_dict(self) -> dict:
         return {"capacity_fraction": self.model.capacity_fraction, "sensitivity": self.model.sensitivity,
                 "observations": self.observations, "rms_error": self.rms_error, "llc": self.llc,
                 "default_rms_error": self.default_error, "beats_default": self.beats_default}
+
+
+@dataclass(frozen=True)
+class HostInterference:
+    """A host's stored per-key choice (:func:`~scalpel_executor.core.interference.choose_interference`
+    at its last refit): whether it plans with per-key residuals, why, the footprint model and LLC
+    they are residuals of, and each key's (sensitivity, pressure); no terms when footprint-only."""
+
+    per_key: bool
+    reason: str
+    footprint_model: ContentionModel
+    llc: float
+    terms: Mapping[str, Terms]
 
 
 def observe_run(spans: Sequence[TaskSpan]) -> tuple[list[RawCoRun], dict[str, list[float]]]:
@@ -257,6 +284,23 @@ def fit_host(coruns: Iterable[RawCoRun], solo: Mapping[str, float], llc: float |
     observed += prior_coruns(llc)
     model, error = fit_contention(observed, llc)
     return HostFit(model, count, error, float(llc), model_error(ContentionModel(), observed, llc))
+
+
+def interference_of(coruns: Sequence[RawCoRun], solo: Mapping[str, float], fit: HostFit | None,
+                    llc: float | None) -> HostInterference | None:
+    """The per-key choice on a host's kept co-runs: :func:`~scalpel_executor.core.interference.
+    choose_interference` around the footprint model the executor plans with (the host's fit where
+    :meth:`HostFit.planned`, else the default), on the co-runs whose key has a solo time; None
+    when the LLC size is unknown. About 1 s for 400 co-runs (the detached refit's share)."""
+    if not llc:
+        return None
+    footprint_model = fit.model if fit is not None and fit.planned(llc) else ContentionModel()
+    choice = choose_interference(coruns_from_history(coruns, solo), footprint_model, llc)
+    terms = {}
+    if choice.per_key:
+        model = choice.model
+        terms = {key: model.terms(key) for key in sorted({*model.sensitivity, *model.pressure})}
+    return HostInterference(choice.per_key, choice.reason, footprint_model, float(llc), terms)
 
 
 def busy_reason(loads: Iterable[float], cores: int, others: float | None = None) -> str | None:
@@ -391,21 +435,59 @@ class HostModelStore(SideTables):
 
     def refit(self, host: str, llc: float | None) -> HostFit | None:
         """Fit ``host``'s kept co-runs and solo times and store the fit, marked as of the newest of
-        them. Returns the fit (None while no co-run counts: :func:`fit_host`)."""
+        them; then choose between footprint-only and per-key residuals around the model the
+        executor will plan with (:func:`interference_of`) and store that choice. Returns the fit
+        (None while no co-run counts: :func:`fit_host`)."""
         as_of, (kept, solo) = self._run(lambda c: (c.execute(_NEWEST_INPUT, {"host": host}).fetchone()[0],
                                                    _read_history(c, host)))
-        fit = fit_host(kept, _solo_means(solo), llc)
+        means = _solo_means(solo)
+        fit = fit_host(kept, means, llc)
+        interference = interference_of(kept, means, fit, llc)
+        now = time.time()
 
         def store(connection: sqlite3.Connection) -> None:
             if fit is not None:
                 connection.execute("INSERT OR REPLACE INTO host_fits VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                                    (host, fit.llc, fit.model.capacity_fraction, fit.model.sensitivity,
-                                    fit.observations, fit.rms_error, time.time(), fit.default_error))
+                                    fit.observations, fit.rms_error, now, fit.default_error))
+            if interference is not None:
+                connection.execute("DELETE FROM host_interference WHERE host = ?", (host,))
+                connection.executemany("INSERT INTO host_interference VALUES (?, ?, ?, ?, ?)",
+                                       [(host, key, s, p, now) for key, (s, p) in interference.terms.items()])
+                model = interference.footprint_model
+                connection.execute("INSERT OR REPLACE INTO host_interference_choice VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                   (host, "per-key" if interference.per_key else "footprint", interference.reason,
+                                    model.capacity_fraction, model.sensitivity, interference.llc, now))
             if as_of is not None:
                 connection.execute("INSERT OR REPLACE INTO host_refits VALUES (?, ?)", (host, as_of))
 
         self._run(store)
         return fit
+
+    def interference(self, host: str) -> HostInterference | None:
+        """The host's stored per-key choice and terms (:meth:`refit`), or None (never refitted since
+        they were kept, or a row that does not parse)."""
+        def read(connection):
+            choice = connection.execute("SELECT model, reason, capacity_fraction, sensitivity, llc FROM "
+                                        "host_interference_choice WHERE host = ?", (host,)).fetchone()
+            terms = connection.execute("SELECT key, sensitivity, pressure FROM host_interference WHERE host = ?",
+                                       (host,)).fetchall()
+            return choice, terms
+
+        choice, rows = self._run(read)
+        if choice is None:
+            return None
+        model, reason, rho, sigma, llc = choice
+        if model not in ("per-key", "footprint") or not isinstance(reason, str) or not all(
+                isinstance(v, (int, float)) and math.isfinite(v) for v in (rho, sigma, llc)):
+            return None
+        try:
+            footprint_model = ContentionModel(rho, sigma)
+        except ValueError:  # a hand-edited row: ρ ≤ 0 or σ < 0
+            return None
+        terms = {key: (float(s), float(p)) for key, s, p in rows if isinstance(key, str) and all(
+            isinstance(v, (int, float)) and math.isfinite(v) for v in (s, p))} if model == "per-key" else {}
+        return HostInterference(model == "per-key", reason, footprint_model, float(llc), terms)
 
     def learn(self, host: str, llc: float | None, spans: Sequence[TaskSpan]) -> HostFit | None:
         """:meth:`record` ``spans``, then :meth:`refit` at once (what the detached refit does later).

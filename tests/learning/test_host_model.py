@@ -323,4 +323,78 @@ def test_a_store_written_before_co_runner_keys_opens_and_refits(tmp_path):
     coruns, _ = store.history(host)
     assert coruns[0].corunner_keys is None and coruns[-1].corunner_keys is not None
     assert store.refit(host, llc).observations > fit.observations
+    assert store.interference(host) is not None  # the refit chose on old and new rows together
+    store.close()
+
+
+#: Keys of a workflow on a 4-core domain of a 64 MiB LLC (footprints in MiB): "stream" streams
+#: through memory with a 1 MiB reused set, so its footprint says it is harmless.
+PLANTED = {"stream": 1, "lookup": 16, "fft": 4, "gemm": 24}
+
+
+def planted_spans(pressure, seed, rounds=60, scatter=0.05, llc=64 * MiB, cores=4):
+    """A host's runs simulated under the default footprint model plus per-key ``pressure`` (truth):
+    each key of :data:`PLANTED` alone once (its solo time, 1 s), then ``rounds`` batches of
+    ``cores`` keys drawn at random, each wall time scattered by exp(N(0, ``scatter``))."""
+    rng = random.Random(seed)
+    keys = sorted(PLANTED)
+
+    def task(key):
+        return SimTask(key, 1.0, PLANTED[key] * MiB, interference=(0.0, pressure[key]) if key in pressure else None)
+
+    groups = [([task(key)], [0]) for key in keys]
+    groups += [([task(rng.choice(keys)) for _ in range(cores)], list(range(cores))) for _ in range(rounds)]
+    spans, offset = [], 0.0
+    for group, cpus in groups:
+        records = simulate(group, [cpus], llc, "fifo", model=ContentionModel()).records
+        spans += [TaskSpan(r.name, 0, offset + r.start, offset + r.end, (r.end - r.start) * rng.lognormvariate(0, scatter),
+                           r.footprint) for r in records]
+        offset += max(r.end for r in records) + 1.0
+    return spans
+
+
+def test_a_refit_learns_the_pressure_of_a_streaming_key_and_stores_the_choice(tmp_path):
+    path, llc = tmp_path / "profiles.sqlite", 64 * MiB
+    store = HostModelStore(path)
+    store.record("h", planted_spans({"stream": 0.5}, 0))
+    assert store.interference("h") is None  # stored, not refitted
+    fit = store.refit("h", llc)
+    store.close()
+    stored = HostModelStore(path).interference("h")  # what the next run reads
+    assert stored.per_key and stored.reason.startswith("per-key model (refitted on all 240 co-runs): ")
+    assert stored.footprint_model == (fit.model if fit.planned(llc) else ContentionModel()) and stored.llc == llc
+    assert set(stored.terms) == set(PLANTED)
+    assert stored.terms["stream"][1] == pytest.approx(0.5, abs=0.1)
+    assert all(abs(p) < 0.1 for key, (_, p) in stored.terms.items() if key != "stream")
+
+
+def test_a_refit_on_noise_stores_footprint_only_and_why(tmp_path):
+    path = tmp_path / "profiles.sqlite"
+    store = HostModelStore(path)
+    store.record("h", planted_spans({"stream": 0.5}, 0))
+    store.refit("h", 64 * MiB)
+    assert store.interference("h").per_key
+    store.close()
+    with sqlite3.connect(path) as connection:  # the host's co-runs now say nothing beyond footprints
+        connection.execute("DELETE FROM host_coruns")
+    store = HostModelStore(path)
+    store.record("h", planted_spans({}, 0, scatter=0.15))
+    store.refit("h", 64 * MiB)
+    stored = store.interference("h")
+    store.close()
+    assert not stored.per_key and stored.terms == {}
+    assert stored.reason.startswith("footprint-only: fitted on the older 168 co-runs") and "too few" in stored.reason
+    with sqlite3.connect(path) as connection:  # the earlier per-key terms are gone
+        assert connection.execute("SELECT COUNT(*) FROM host_interference").fetchone() == (0,)
+
+
+def test_a_refit_on_few_co_runs_stores_footprint_only_and_says_so(tmp_path):
+    store = HostModelStore(tmp_path / "profiles.sqlite")
+    store.record("h", planted_spans({"stream": 0.5}, 0, rounds=4))
+    store.refit("h", 64 * MiB)
+    stored = store.interference("h")
+    assert not stored.per_key and stored.terms == {}
+    assert stored.reason == "footprint-only: 16 co-runs with known keys, too few to test a per-key model on (it needs 30)"
+    store.refit("other", None)  # an LLC size unknown: nothing to be relative to, nothing stored
+    assert store.interference("other") is None
     store.close()
