@@ -28,6 +28,7 @@ _LAZY = {
     "ScalpelExecutor": "scalpel_executor.runtime.executor",
     "ScalpelProviderExecutor": "scalpel_executor.runtime.executor",
     "scalpel_config": "scalpel_executor.runtime.executor",
+    "GraphMemoizer": "scalpel_executor.runtime.graph",
     "WorkerDied": "scalpel_executor.runtime.errors",
     "ExecutorShutdown": "scalpel_executor.runtime.errors",
     "ResourcesUnavailable": "scalpel_executor.runtime.errors",
