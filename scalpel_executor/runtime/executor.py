@@ -64,8 +64,8 @@ from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import load_model
 from scalpel_executor.learning.critical_path import CriticalPathStore, Tails
 from scalpel_executor.learning.estimates import Estimator
-from scalpel_executor.learning.host_model import (MIN_OBSERVATIONS, HostFit, HostModelStore, TaskSpan, busy_reason,
-                                                  host_id, model_report, spawn_refit)
+from scalpel_executor.learning.host_model import (MIN_OBSERVATIONS, HostFit, HostInterference, HostModelStore,
+                                                  TaskSpan, busy_reason, host_id, model_report, spawn_refit)
 from scalpel_executor.learning.hints import HintAudit, parse_hints, parse_walltime, scheduling_priority
 from scalpel_executor.learning.sampling import MEASURE_EVERY, MEASURE_FIRST, REMEASURE_DRIFT, Sampling
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, TaskExit,
@@ -403,6 +403,11 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self._cpu_at_start: CpuSample | None = None  # the host's and this tree's CPU time at start (busy_reason)
         self._not_learned: str | None = None  # why this run's co-runs were not added to the host's fit
         self._host_preview: tuple[int, HostFit | None] | None = None  # (records, fit) for run_report before it
+        # Each profile key's (sensitivity, pressure), told to its tasks at submit (Task.interference): the
+        # host's stored per-key choice, read once by start(); empty while planning footprint-only.
+        self._interference: dict[str, tuple[float, float]] = {}
+        self._interference_reason: str | None = None  # the choice's sentence (run report); None: start() read none
+        self._interference_tasks = 0  # tasks submitted with terms
         self.topology = topology
         self.pin = pin
         self.batch_window, self.batch_quiet = self._options.batch_window, self._options.batch_quiet
@@ -532,23 +537,31 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         return None if self.run_dir == self._unset_run_dir else os.path.join(self.run_dir, self.label)
 
     def _use_host_model(self) -> None:
-        """Plan with this host's fit when it rests on :data:`MIN_OBSERVATIONS` co-runs and beats
-        the default beyond chance (:attr:`HostFit.beats_default`); a store problem leaves the
-        default (the fit's store warns once and carries on in memory). A fit older than the
-        co-runs stored (its refit died, or still runs) is planned with as it is and refitted in
-        the background (:func:`~scalpel_executor.learning.host_model.spawn_refit`)."""
+        """Read this host's fit and per-key choice once, and plan with them (:meth:`_use_fit`,
+        :meth:`_use_interference`); a store problem leaves the default and footprint-only (the
+        fit's store warns once and carries on in memory). A fit older than the co-runs stored (its
+        refit died, or still runs) is planned with as it is and refitted in the background
+        (:func:`~scalpel_executor.learning.host_model.spawn_refit`)."""
         store = self._estimator.store if self._estimator is not None else None
         self._host_loads, self._cpu_at_start = _load_averages(), sample_cpu()
         host = host_id(self._topology)
         try:
             self._host_models = HostModelStore(store.path if store is not None and store.persistent else None)
             fit = self._host_models.fitted(host)
+            interference = self._host_models.interference(host)
             if self._host_models.stale(host):
                 self._refit(self._host_models, host)
         except Exception as error:  # noqa: BLE001 - never fail a run for what it could learn
             logger.warning("executor %r plans with the default contention model: the host's fit could not be "
                            "read (%s)", self.label, error)
+            self._interference_reason = f"footprint-only: the host's stored choice could not be read ({error})"
             return
+        self._use_fit(fit)
+        self._use_interference(interference)
+
+    def _use_fit(self, fit: HostFit | None) -> None:
+        """Plan with the host's fit when it rests on :data:`MIN_OBSERVATIONS` co-runs and beats
+        the default beyond chance (:attr:`HostFit.beats_default`); the log says which, and why."""
         if fit is not None and fit.observations >= MIN_OBSERVATIONS and fit.llc == self._topology.llc_size \
                 and not fit.beats_default:
             logger.info("executor %r plans with the default contention model: the host's fit (rho %.3f, sigma %.3f "
@@ -560,6 +573,23 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             logger.info("executor %r plans with the contention model fitted on this host: rho %.3f, sigma %.3f "
                         "from %d co-runs", self.label, fit.model.capacity_fraction, fit.model.sensitivity,
                         fit.observations)
+
+    def _use_interference(self, stored: HostInterference | None) -> None:
+        """Tell tasks their key's per-key terms when the host's last refit chose them, around the
+        footprint model this run plans with (they are its residuals); else plan footprint-only.
+        Either way the choice's sentence goes to the run report, once."""
+        if stored is None:
+            self._interference_reason = ("footprint-only: no per-key choice is stored for this host yet (the refit "
+                                         "after a run that stored co-runs makes one)")
+        elif stored.footprint_model != self._planning_model or stored.llc != self._topology.llc_size:
+            self._interference_reason = ("footprint-only: the stored per-key terms are residuals of another "
+                                         "footprint model than this run plans with; the next refit fits them again")
+        else:
+            self._interference_reason = stored.reason
+            self._interference = dict(stored.terms) if stored.per_key else {}
+        logger.info("executor %r plans with %s: %s", self.label,
+                    "per-key interference" if self._interference else "the footprint model alone",
+                    self._interference_reason)
 
     def _refit(self, models: HostModelStore, host: str) -> None:
         """Refit the host's model in a detached process (persistent stores only: an in-memory one
@@ -639,8 +669,20 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                       for r in records if r.started is not None]
         report = model_report(self._planning_model, self._model_source, host_id(self._topology),
                               self._topology.llc_size, fit, footprints, self._not_learned)
-        report.update(coruns_stored=self._coruns_stored, refit_in_background=self._refit_spawned)
+        report.update(coruns_stored=self._coruns_stored, refit_in_background=self._refit_spawned,
+                      interference=self._interference_report())
         return report
+
+    def _interference_report(self) -> dict:
+        """The run report's ``contention_model.interference`` (see run_report)."""
+        reason = self._interference_reason
+        if reason is None:
+            reason = ("footprint-only: the contention model was given, and per-key terms are residuals of the "
+                      "host's own" if self._model_source == "given" else
+                      "footprint-only: provider mode's nodes are other hosts, whose co-runs are not learned here"
+                      if self.provider is not None else "footprint-only: the executor has not started")
+        return {"planned_with": "per-key interference" if self._interference else "footprint", "reason": reason,
+                "keys": len(self._interference), "tasks": self._interference_tasks}
 
     def _make_estimator(self) -> Estimator:
         return Estimator(self._open_store(), self._default_footprint_bytes, self.default_runtime,
@@ -773,7 +815,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                     footprint_known=estimate.footprint_source != "prior",
                     cores=hints.cores or self.cores_per_task,
                     memory=declared if declared is not None else self._learned_memory(estimate), gpus=hints.gpus or 0,
-                    tail=tail)
+                    tail=tail, interference=self._interference.get(estimate.key))
+        if task.interference is not None:
+            self._interference_tasks += 1
         self._resources(task)
         try:
             pool.submit(task)
@@ -892,8 +936,11 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         it came from (``source``: ``given``, ``fitted on this host``, ``default``), this host's fit
         (``fitted``: rho, sigma, the co-runs it rests on; before shutdown a preview with this run's
         co-runs, after it the fit as stored, without them: shutdown stores them, ``coruns_stored``,
-        and a detached process refits, ``refit_in_background``) and what it predicts for this run's two largest footprints together
-        (``two_largest``); ``critical_path`` whether Parsl's task graph was seen (``graph_seen``), how
+        and a detached process refits, ``refit_in_background``), what it predicts for this run's two largest footprints together
+        (``two_largest``) and whether tasks were also told their profile key's per-key residuals
+        (``interference``: ``planned_with`` ``per-key interference`` or ``footprint``; ``reason``, the
+        host's last refit's sentence, which says when its co-runs were too few or contradictory; ``keys``
+        with terms, ``tasks`` told them; :mod:`~scalpel_executor.core.interference`, docs/interference.md); ``critical_path`` whether Parsl's task graph was seen (``graph_seen``), how
         many tasks were told a tail from it or from earlier runs (``tails_told``: ``graph``, ``learned``)
         and how many keys and apps this run's tails were stored for (``tails_stored``;
         :mod:`~scalpel_executor.learning.critical_path`); ``mixed_keys`` names the profile keys whose tasks measured four or more

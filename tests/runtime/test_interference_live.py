@@ -1,0 +1,130 @@
+"""Per-key interference, live: the host's refit stores its choice, the next run's tasks are told their
+key's terms (in this process's pool, and in a Submit to the node manager) and the run report says
+which model planned and why, once. Real SQLite in a temporary folder, real workers."""
+
+import json
+import sqlite3
+
+import pytest
+
+from scalpel_executor.core.contention import ContentionModel
+from scalpel_executor.core.domains import Topology
+from scalpel_executor.learning import host_model
+from scalpel_executor.learning.host_model import HostModelStore, host_id
+from scalpel_executor.runtime import manager_client
+from scalpel_executor.runtime.executor import ScalpelExecutor
+from scalpel_executor.runtime.manager_protocol import decode, task_of
+from tests.learning.test_host_model import planted_spans
+from tests.runtime.helpers import GENEROUS
+
+MiB = 2**20
+TOPOLOGY = Topology.from_spec("1x2:64MiB")
+
+
+@pytest.fixture(autouse=True)
+def learn_nothing(monkeypatch):
+    """This run's own co-runs are not stored (nor a refit started): what is checked is what the
+    store held before it, as any other work on the test machine would count as busy."""
+    monkeypatch.setattr(host_model, "BUSY_OTHERS", -1.0)
+    monkeypatch.setattr(host_model, "BUSY_LOAD", -1.0)
+
+
+def seeded_store(path, pressure, rounds):
+    """The store as earlier runs on this host left it: their co-runs, refitted."""
+    store = HostModelStore(path)
+    store.record(host_id(TOPOLOGY), planted_spans(pressure, 0, rounds=rounds, llc=TOPOLOGY.llc_size))
+    store.refit(host_id(TOPOLOGY), TOPOLOGY.llc_size)
+    stored = store.interference(host_id(TOPOLOGY))
+    store.close()
+    return stored
+
+
+def told_terms(executor, monkeypatch, node_manager):
+    """Each task's ``interference`` as its pool is handed it: the Task in this process's pool, or as
+    the node manager rebuilds it from the Submit message on the wire."""
+    told = []
+    if node_manager:
+        encode = manager_client.submit_of
+
+        def submit_of(task):
+            data = encode(task)
+            told.append((task.key, task_of(decode(data)).interference))
+            return data
+
+        monkeypatch.setattr(manager_client, "submit_of", submit_of)
+    else:
+        submit = executor.pool.submit
+
+        def recording(task):
+            told.append((task.key, task.interference))
+            submit(task)
+
+        monkeypatch.setattr(executor.pool, "submit", recording)
+    return told
+
+
+def run(executor, monkeypatch, node_manager, keys):
+    executor.start()
+    try:
+        told = told_terms(executor, monkeypatch, node_manager)
+        futures = [executor.submit(len, {"profile_key": key}, "ab") for key in keys]
+        assert [f.result(timeout=GENEROUS) for f in futures] == [2] * len(keys)
+        return told, executor.run_report()["contention_model"]["interference"]
+    finally:
+        executor.shutdown()
+
+
+@pytest.mark.parametrize("node_manager", [False, True])
+def test_tasks_are_told_the_terms_their_key_learned(tmp_path, monkeypatch, node_manager):
+    path = tmp_path / "profiles.sqlite"
+    stored = seeded_store(path, {"stream": 0.5}, rounds=60)
+    assert stored.per_key and stored.terms["stream"][1] == pytest.approx(0.5, abs=0.1)
+    executor = ScalpelExecutor(label="scalpel", topology=TOPOLOGY, profiles=str(path), node_manager=node_manager)
+    told, report = run(executor, monkeypatch, node_manager, ["stream", "lookup", "never-seen", "stream"])
+    assert told == [("stream", stored.terms["stream"]), ("lookup", stored.terms["lookup"]), ("never-seen", None),
+                    ("stream", stored.terms["stream"])]
+    assert report == {"planned_with": "per-key interference", "reason": stored.reason, "keys": len(stored.terms),
+                      "tasks": 3}
+    assert report["reason"].startswith("per-key model (refitted on all 240 co-runs): ")
+
+
+@pytest.mark.parametrize("node_manager", [False, True])
+def test_a_store_with_too_few_co_runs_changes_nothing_and_the_report_says_why_once(tmp_path, monkeypatch,
+                                                                                     node_manager):
+    path = tmp_path / "profiles.sqlite"
+    stored = seeded_store(path, {"stream": 0.5}, rounds=4)
+    assert not stored.per_key
+    executor = ScalpelExecutor(label="scalpel", topology=TOPOLOGY, profiles=str(path), node_manager=node_manager)
+    told, report = run(executor, monkeypatch, node_manager, ["stream", "lookup", "stream"])
+    assert told == [("stream", None), ("lookup", None), ("stream", None)]
+    assert report["planned_with"] == "footprint" and report["tasks"] == 0
+    assert report["reason"] == ("footprint-only: 16 co-runs with known keys, too few to test a per-key model on "
+                                "(it needs 30)")
+    assert json.dumps(executor.run_report()).count("too few to test a per-key model") == 1  # once, not per task
+
+
+def test_terms_of_another_footprint_model_are_not_planned_with(tmp_path, monkeypatch):
+    path = tmp_path / "profiles.sqlite"
+    seeded_store(path, {"stream": 0.5}, rounds=60)
+    with sqlite3.connect(path) as connection:  # residuals of a model this run does not plan with
+        connection.execute("UPDATE host_interference_choice SET capacity_fraction = 0.123")
+    executor = ScalpelExecutor(label="scalpel", topology=TOPOLOGY, profiles=str(path), node_manager=False)
+    told, report = run(executor, monkeypatch, False, ["stream"])
+    assert told == [("stream", None)] and report["planned_with"] == "footprint"
+    assert "residuals of another footprint model" in report["reason"]
+
+
+def test_the_report_says_why_no_terms_were_read():
+    given = ScalpelExecutor(topology=TOPOLOGY, contention_model=ContentionModel(0.3, 2.0))
+    assert given.run_report()["contention_model"]["interference"] == {
+        "planned_with": "footprint", "keys": 0, "tasks": 0,
+        "reason": "footprint-only: the contention model was given, and per-key terms are residuals of the host's own"}
+
+
+def test_a_host_with_no_stored_choice_plans_footprint_only(tmp_path, monkeypatch):
+    executor = ScalpelExecutor(label="scalpel", topology=TOPOLOGY, profiles=str(tmp_path / "profiles.sqlite"),
+                               node_manager=False)
+    told, report = run(executor, monkeypatch, False, ["stream"])
+    assert told == [("stream", None)]
+    assert report["planned_with"] == "footprint" and report["reason"].startswith(
+        "footprint-only: no per-key choice is stored for this host yet")
