@@ -675,12 +675,13 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
 
     def _interference_report(self) -> dict:
         """The run report's ``contention_model.interference`` (see run_report)."""
-        reason = self._interference_reason
-        if reason is None:
-            reason = ("footprint-only: the contention model was given, and per-key terms are residuals of the "
-                      "host's own" if self._model_source == "given" else
-                      "footprint-only: provider mode's nodes are other hosts, whose co-runs are not learned here"
-                      if self.provider is not None else "footprint-only: the executor has not started")
+        reason = self._interference_reason  # None: start() read no choice, and this says why
+        if reason is None and self._model_source == "given":
+            reason = "footprint-only: the contention model was given, and per-key terms are residuals of the host's own"
+        elif reason is None and self.provider is not None:
+            reason = "footprint-only: provider mode's nodes are other hosts, whose co-runs are not learned here"
+        elif reason is None:
+            reason = "footprint-only: the executor has not started"
         return {"planned_with": "per-key interference" if self._interference else "footprint", "reason": reason,
                 "keys": len(self._interference), "tasks": self._interference_tasks}
 
