@@ -1,5 +1,10 @@
 """ScalpelExecutor: the Parsl-facing executor.
 
+One module past ~500 lines because it holds both Parsl-facing classes (``ScalpelExecutor.__new__``
+must name ``ScalpelProviderExecutor``, and a module of its own would be an import cycle) and their
+documented, checked constructor arguments, its largest part; the machinery below them lives in
+``pool.py``, ``hub.py``, ``host_learning.py`` and ``report.py``.
+
 Parsl's DataFlowKernel calls ``submit(func, resource_specification, *args, **kwargs)`` from its
 own thread; this class validates the hints, serializes the call with Parsl's serializer, and hands
 an opaque buffer to the worker pool (:class:`~scalpel_executor.runtime.pool.WorkerPool`), which
@@ -43,7 +48,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections import Counter, deque
+from collections import deque
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -64,8 +69,6 @@ from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import load_model
 from scalpel_executor.learning.critical_path import CriticalPathStore, Tails
 from scalpel_executor.learning.estimates import Estimator
-from scalpel_executor.learning.host_model import (MIN_OBSERVATIONS, HostFit, HostInterference, HostModelStore,
-                                                  TaskSpan, busy_reason, host_id, model_report, spawn_refit)
 from scalpel_executor.learning.hints import HintAudit, parse_hints, parse_walltime, scheduling_priority
 from scalpel_executor.learning.sampling import MEASURE_EVERY, MEASURE_FIRST, REMEASURE_DRIFT, Sampling
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, TaskExit,
@@ -75,19 +78,18 @@ from scalpel_executor.core.tasks import Task
 from scalpel_executor.runtime.channel import PORT_RANGE, make_keys, remove_keys
 from scalpel_executor.runtime.contract import Job, Outcome, Pool
 from scalpel_executor.runtime.graph import GraphMemoizer, install as see_graph, take_sighting
+from scalpel_executor.runtime.host_learning import HostLearning
 from scalpel_executor.runtime.hub import ManagerHub
-from scalpel_executor.runtime.logs import share_parsl_handlers, summary_logger
+from scalpel_executor.runtime.logs import share_parsl_handlers
 from scalpel_executor.runtime.manager_client import ManagerClient
 from scalpel_executor.runtime.manager_protocol import ManagerConfig
 from scalpel_executor.runtime.monitoring import LOCAL_BLOCK, NodeMonitor
 from scalpel_executor.runtime.options import (HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, LOCAL_BATCH_WINDOW, memory_budget,
                                               PROVIDER_BATCH_WINDOW, PoolOptions)
 from scalpel_executor.runtime.pool import WorkerPool
-from scalpel_executor.runtime.report import (TaskRecord, describe_mixed, measure_waits, mixed_keys, run_summary, task_rows,
-                                             task_spans, write_report)
+from scalpel_executor.runtime.report import TaskRecord, build_report, save_report
 from scalpel_executor.learning.store import ProfileStore, default_path
 from scalpel_executor.core.domains import Topology
-from scalpel_executor.host.cpu_time import CpuSample, other_work_per_core, sample_cpu
 from scalpel_executor.host.sysfs import allowed_cpus, resolve_topology
 from scalpel_executor.core.units import parse_mebibytes, parse_size
 
@@ -101,14 +103,6 @@ RECORDS_KEPT = 100_000  # finished tasks remembered in ``records`` (a campaign m
 # What a provider block runs on each node (formatted with python, url, cert_dir, block_id, driver_threshold, log_dir).
 DEFAULT_LAUNCH_CMD = ("{python} -m scalpel_executor.runtime.manager --connect {url} --cert-dir {cert_dir} "
                       "--block-id {block_id} --driver-threshold {driver_threshold} --log-dir {log_dir}")
-
-
-def _load_averages() -> list[float]:
-    """The host's 1- and 5-minute load averages, or none where the platform has none."""
-    try:
-        return list(os.getloadavg()[:2])
-    except (OSError, AttributeError):
-        return []
 
 
 class ScalpelExecutor(ParslExecutor, RepresentationMixin):
@@ -387,27 +381,11 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self._wide_warned: set[int] = set()
         self.label = label
         self.policy = policy
-        # What start() plans with: the given model, else this host's fit once it rests on enough co-runs.
-        self._model_source = "default" if contention_model is None else "given"
-        self._planning_model = self.contention_model
-        self._host_models: HostModelStore | None = None
         self._tails: Tails | None = None  # the chains waiting for each task (learning.critical_path), from start()
         self._graph_checked = False  # the DFK's memoizer was looked at (runtime.graph.install), once
         self._graph_seen = False  # a task came with its place in Parsl's graph
         self._tails_learned = 0  # keys and apps whose tails this run stored
-        self._host_fit: HostFit | None = None  # this host's fit as stored at shutdown, before this run's co-runs
-        self._coruns_stored = 0  # this run's co-runs stored at shutdown for the host's fit
         self._refused = 0  # tasks handed over after shutdown (_refused_after_shutdown)
-        self._refit_spawned = False  # a detached refit was started (at start: the fit was stale; at shutdown)
-        self._host_loads: list[float] = []  # the host's load averages sampled over the run (busy_reason)
-        self._cpu_at_start: CpuSample | None = None  # the host's and this tree's CPU time at start (busy_reason)
-        self._not_learned: str | None = None  # why this run's co-runs were not added to the host's fit
-        self._host_preview: tuple[int, HostFit | None] | None = None  # (records, fit) for run_report before it
-        # Each profile key's (sensitivity, pressure), told to its tasks at submit (Task.interference): the
-        # host's stored per-key choice, read once by start(); empty while planning footprint-only.
-        self._interference: dict[str, tuple[float, float]] = {}
-        self._interference_reason: str | None = None  # the choice's sentence (run report); None: start() read none
-        self._interference_tasks = 0  # tasks submitted with terms
         self.topology = topology
         self.pin = pin
         self.batch_window, self.batch_quiet = self._options.batch_window, self._options.batch_quiet
@@ -435,6 +413,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self._topology = resolve_topology(topology, smt=smt)  # bad CPUs fail here, not at start()
         if provider is None:  # local mode's node: as many workers as HTEX would run here
             self._topology = self._topology.first(max_workers_per_node)
+        # What start() plans with (the given model, else this host's fit) and what the run adds to the fit.
+        self._host = HostLearning(label, self._topology, self.contention_model, given=contention_model is not None,
+                                  local=provider is None)
         self._store_path = self._check_store_path(profiles)  # a directory fails here; faults warn at start()
         self._estimator: Estimator | None = None
         self._hint_audit = HintAudit()  # hints far off their tasks' measurements (run report: hints_off)
@@ -485,8 +466,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             return False
         self._estimator = self._make_estimator()
         self._tails = self._make_tails()
-        if self._model_source == "default" and self.provider is None:  # provider mode's nodes are other hosts
-            self._use_host_model()
+        if self._host.model_source == "default" and self.provider is None:  # provider mode's nodes are other hosts
+            self._host.start(self._estimator.store if self._estimator is not None else None, self._log_dir())
         if self.run_dir != self._unset_run_dir:  # run by a DataFlowKernel: our warnings into its parsl.log
             self._take_back_log_handlers = share_parsl_handlers()
         # A script that ends without dfk.cleanup() (Parsl only warns then) still stores what the run
@@ -536,75 +517,6 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         ``--logdir``; :mod:`~scalpel_executor.runtime.logs`); None when no DataFlowKernel set a run directory."""
         return None if self.run_dir == self._unset_run_dir else os.path.join(self.run_dir, self.label)
 
-    def _use_host_model(self) -> None:
-        """Read this host's fit and per-key choice once, and plan with them (:meth:`_use_fit`,
-        :meth:`_use_interference`); a store problem leaves the default and footprint-only (the
-        fit's store warns once and carries on in memory). A fit older than the co-runs stored (its
-        refit died, or still runs) is planned with as it is and refitted in the background
-        (:func:`~scalpel_executor.learning.host_model.spawn_refit`)."""
-        store = self._estimator.store if self._estimator is not None else None
-        self._host_loads, self._cpu_at_start = _load_averages(), sample_cpu()
-        host = host_id(self._topology)
-        try:
-            self._host_models = HostModelStore(store.path if store is not None and store.persistent else None)
-            fit = self._host_models.fitted(host)
-            interference = self._host_models.interference(host)
-            if self._host_models.stale(host):
-                self._refit(self._host_models, host)
-        except Exception as error:  # noqa: BLE001 - never fail a run for what it could learn
-            logger.warning("executor %r plans with the default contention model: the host's fit could not be "
-                           "read (%s)", self.label, error)
-            self._interference_reason = f"footprint-only: the host's stored choice could not be read ({error})"
-            return
-        self._use_fit(fit)
-        self._use_interference(interference)
-
-    def _use_fit(self, fit: HostFit | None) -> None:
-        """Plan with the host's fit when it rests on :data:`MIN_OBSERVATIONS` co-runs and beats
-        the default beyond chance (:attr:`HostFit.beats_default`); the log says which, and why."""
-        if fit is not None and fit.observations >= MIN_OBSERVATIONS and fit.llc == self._topology.llc_size \
-                and not fit.beats_default:
-            logger.info("executor %r plans with the default contention model: the host's fit (rho %.3f, sigma %.3f "
-                        "from %d co-runs, rms error %.3f) explains them about as well as the default (%s)",
-                        self.label, fit.model.capacity_fraction, fit.model.sensitivity, fit.observations,
-                        fit.rms_error, "not recorded" if fit.default_error is None else f"{fit.default_error:.3f}")
-        elif fit is not None and fit.observations >= MIN_OBSERVATIONS and fit.llc == self._topology.llc_size:
-            self._planning_model, self._model_source = fit.model, "fitted on this host"
-            logger.info("executor %r plans with the contention model fitted on this host: rho %.3f, sigma %.3f "
-                        "from %d co-runs", self.label, fit.model.capacity_fraction, fit.model.sensitivity,
-                        fit.observations)
-
-    def _use_interference(self, stored: HostInterference | None) -> None:
-        """Tell tasks their key's per-key terms when the host's last refit chose them, around the
-        footprint model this run plans with (they are its residuals); else plan footprint-only.
-        Either way the choice's sentence goes to the run report, once."""
-        if stored is None:
-            self._interference_reason = ("footprint-only: no per-key choice is stored for this host yet (the refit "
-                                         "after a run that stored co-runs makes one)")
-        elif stored.footprint_model != self._planning_model or stored.llc != self._topology.llc_size:
-            self._interference_reason = ("footprint-only: the stored per-key terms are residuals of another "
-                                         "footprint model than this run plans with; the next refit fits them again")
-        else:
-            self._interference_reason = stored.reason
-            self._interference = dict(stored.terms) if stored.per_key else {}
-        logger.info("executor %r plans with %s: %s", self.label,
-                    "per-key interference" if self._interference else "the footprint model alone",
-                    self._interference_reason)
-
-    def _refit(self, models: HostModelStore, host: str) -> None:
-        """Refit the host's model in a detached process (persistent stores only: an in-memory one
-        ends with this process); its warnings go to ``<run_dir>/<label>/host-refit.log``."""
-        path = models.path if models.problem is None else None
-        if path is None:
-            return
-        log_dir = self._log_dir()
-        spawn_refit(path, host, self._topology.llc_size,
-                    None if log_dir is None else os.path.join(log_dir, "host-refit.log"))
-        self._refit_spawned = True
-
-    def _task_spans(self) -> list[TaskSpan]:
-        return task_spans(self.records)
-
     def _learn_tails(self) -> None:
         """Store the tails this run's graph taught (one transaction); a fault is one warning."""
         tails = self._tails
@@ -626,64 +538,6 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                                      "wrap, or tasks submitted without a DataFlowKernel), so this run taught no "
                                      "critical path; learned ones were still used")
         return report
-
-    def _learn_host_model(self) -> None:
-        """Store this run's co-runs for the host's fit, in one transaction, and leave the refit to a
-        detached process (shutdown: milliseconds, where a refit over a full history takes seconds);
-        a fault is one warning. ``_host_fit`` is the fit as stored before this run's co-runs."""
-        store, self._host_models = self._host_models, None
-        if store is None:
-            return
-        host = host_id(self._topology)
-        host_cores = os.cpu_count() or len(self._topology.cpus)  # the host's time and load are all its cores'
-        others = None if self._cpu_at_start is None else other_work_per_core(self._cpu_at_start, sample_cpu(),
-                                                                             host_cores)
-        self._not_learned = busy_reason(self._host_loads + _load_averages(), host_cores, others)
-        try:
-            self._host_fit = store.fitted(host)
-            if self._not_learned is not None:  # the run's closing line says so (run_summary)
-                return
-            self._coruns_stored = store.record(host, self._task_spans())
-            if self._coruns_stored:
-                self._refit(store, host)
-        except Exception as error:  # noqa: BLE001 - never fail a shutdown for what it could learn
-            logger.warning("executor %r could not add this run's co-runs to the host's contention fit: %s",
-                           self.label, error)
-        finally:
-            store.close()
-
-    def _contention_report(self, records: Sequence[TaskRecord]) -> dict:
-        """The run report's ``contention_model`` (see run_report)."""
-        fit = self._host_fit
-        if not self._shut_down and self._host_models is not None:  # a preview, once per number of records
-            if self._host_preview is None or self._host_preview[0] != len(records):
-                try:
-                    preview = self._host_models.preview(host_id(self._topology), self._topology.llc_size,
-                                                        self._task_spans())
-                except Exception as error:  # noqa: BLE001 - the report goes on without it
-                    logger.warning("the host's contention fit could not be previewed: %s", error)
-                    preview = None
-                self._host_preview = (len(records), preview)
-            fit = self._host_preview[1]
-        footprints = [float(r.stats.get("footprint") or r.stats.get("scheduled_footprint") or r.footprint)
-                      for r in records if r.started is not None]
-        report = model_report(self._planning_model, self._model_source, host_id(self._topology),
-                              self._topology.llc_size, fit, footprints, self._not_learned)
-        report.update(coruns_stored=self._coruns_stored, refit_in_background=self._refit_spawned,
-                      interference=self._interference_report())
-        return report
-
-    def _interference_report(self) -> dict:
-        """The run report's ``contention_model.interference`` (see run_report)."""
-        reason = self._interference_reason  # None: start() read no choice, and this says why
-        if reason is None and self._model_source == "given":
-            reason = "footprint-only: the contention model was given, and per-key terms are residuals of the host's own"
-        elif reason is None and self.provider is not None:
-            reason = "footprint-only: provider mode's nodes are other hosts, whose co-runs are not learned here"
-        elif reason is None:
-            reason = "footprint-only: the executor has not started"
-        return {"planned_with": "per-key interference" if self._interference else "footprint", "reason": reason,
-                "keys": len(self._interference), "tasks": self._interference_tasks}
 
     def _make_estimator(self) -> Estimator:
         return Estimator(self._open_store(), self._default_footprint_bytes, self.default_runtime,
@@ -736,7 +590,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         """The options every pool of this executor runs with, planning with the model start() chose;
         in local mode with the memory budget of this host, fixed now, so submit() checks against
         the one the node's scheduler has."""
-        options = dataclasses.replace(self._options, contention_model=self._planning_model)
+        options = dataclasses.replace(self._options, contention_model=self._host.planning_model)
         if self.provider is None:
             options = dataclasses.replace(options, memory_budget=memory_budget(options))
             self._capacity = Capacity(tuple(len(d.cpus) for d in self._topology.domains), options.memory_budget,
@@ -816,9 +670,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                     footprint_known=estimate.footprint_source != "prior",
                     cores=hints.cores or self.cores_per_task,
                     memory=declared if declared is not None else self._learned_memory(estimate), gpus=hints.gpus or 0,
-                    tail=tail, interference=self._interference.get(estimate.key))
+                    tail=tail, interference=self._host.terms(estimate.key))
         if task.interference is not None:
-            self._interference_tasks += 1
+            self._host.told()
         self._resources(task)
         try:
             pool.submit(task)
@@ -911,7 +765,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             self._estimator.flush()
             if self._estimator.store is not None and not isinstance(self.profiles, ProfileStore):
                 self._estimator.store.close()
-            self._learn_host_model()
+            self._host.learn(self.records, self._log_dir())
             self._learn_tails()
             self._write_report()
         if self._take_back_log_handlers is not None:
@@ -919,78 +773,18 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         super().shutdown()
 
     def run_report(self) -> dict:
-        """Where every finished task ran and where its estimates came from (JSON-ready).
-
-        ``sources`` counts tasks per source of each estimate (``hint``, ``learned`` earlier in
-        this run, ``store`` from earlier runs, ``shape`` and ``app`` for a key new but its shape
-        key or app known, ``prior`` for keys never seen before); ``priors``
-        lists the keys that started with the prior; ``tasks_measured`` counts the tasks the probe
-        was asked to measure and ``drifts`` the unmeasured tasks whose run time made their key due
-        for one (``measure_first``, ``measure_every``, ``remeasure_drift``); ``hints_off`` counts, per
-        hint, the tasks whose ``footprint`` or ``runtime`` hint was more than twice or under half
-        what they measured (:class:`~scalpel_executor.learning.hints.HintAudit`); ``admission``
-        counts the tasks by why they started where they did (:mod:`scalpel_executor.core.admission`:
-        ``fits``, ``kept-apart``, ``co-run: ...``; ``planned`` under a policy that is not checked at
-        dispatch); ``measure_waits`` counts the waits of a free core for a running task's first
-        measurement (:data:`~scalpel_executor.core.admission.MEASURE_WAIT`) that ended in a start,
-        and their seconds (each row's ``measure_wait``); ``contention_model`` says which model the plan used (``planned_with``), where
-        it came from (``source``: ``given``, ``fitted on this host``, ``default``), this host's fit
-        (``fitted``: rho, sigma, the co-runs it rests on; before shutdown a preview with this run's
-        co-runs, after it the fit as stored, without them: shutdown stores them, ``coruns_stored``,
-        and a detached process refits, ``refit_in_background``), what it predicts for this run's two largest footprints together
-        (``two_largest``) and whether tasks were also told their profile key's per-key residuals
-        (``interference``: ``planned_with`` ``per-key interference`` or ``footprint``; ``reason``, the
-        host's last refit's sentence, which says when its co-runs were too few or contradictory; ``keys``
-        with terms, ``tasks`` told them; :mod:`~scalpel_executor.core.interference`, docs/interference.md); ``critical_path`` whether Parsl's task graph was seen (``graph_seen``), how
-        many tasks were told a tail from it or from earlier runs (``tails_told``: ``graph``, ``learned``)
-        and how many keys and apps this run's tails were stored for (``tails_stored``;
-        :mod:`~scalpel_executor.learning.critical_path`); ``mixed_keys`` names the profile keys whose tasks measured four or more
-        times apart (:func:`~scalpel_executor.runtime.report.mixed_keys`); ``tasks`` has one row
-        per task, its ``priority`` the user's hint.
-        """
+        """Where every finished task ran and where its estimates came from (JSON-ready); its fields
+        are :func:`~scalpel_executor.runtime.report.build_report`'s (docs/executor.md)."""
         records = list(self.records)
-        store = self._estimator.store if self._estimator is not None else None
-        return {
-            "executor": self.label,
-            "policy": self.policy,
-            "topology": self._topology.to_dict(),
-            "profile_store": None if store is None else {
-                "path": str(store.path) if store.path else ":memory:",
-                "persistent": store.persistent,
-                "problem": store.problem,
-            },
-            "tasks_finished": len(records),
-            "tasks_failed": sum(not record.ok for record in records),
-            "tasks_measured": sum(record.measured for record in records),
-            "drifts": self._estimator.drifts if self._estimator is not None else 0,
-            "hints_off": self._hint_audit.counts,
-            "admission": dict(Counter(record.stats.get("admission") or "none" for record in records)),
-            "measure_waits": measure_waits(records),
-            "contention_model": self._contention_report(records),
-            "critical_path": self._critical_path_report(),
-            "sources": {
-                "footprint": dict(Counter(record.footprint_source for record in records)),
-                "runtime": dict(Counter(record.runtime_source for record in records)),
-            },
-            "priors": sorted(self._estimator.priors) if self._estimator is not None else [],
-            "mixed_keys": mixed_keys(records),
-            "tasks": task_rows(records),
-        }
+        return build_report(self.label, self.policy, self._topology, self._estimator, self._hint_audit.counts, records,
+                            self._host.report(records, self._shut_down), self._critical_path_report())
 
     def _write_report(self) -> None:
         """Write the run report next to Parsl's logs (``<run_dir>/scalpel-<label>-report.json``, mode 0600)."""
         run_dir = self.run_dir
         if run_dir == self._unset_run_dir or not os.path.isdir(run_dir) or not self.records:
             return  # not run by a DataFlowKernel, which sets run_dir: do not litter the working directory
-        report = self.run_report()
-        for entry in report["mixed_keys"]:
-            logger.warning("profile key %s holds tasks of different sizes (%s): its estimates fit none of them; "
-                           "pass the size as an argument of its own, or give these tasks a profile_key hint",
-                           entry["profile_key"], describe_mixed(entry))
-        path = os.path.join(run_dir, f"scalpel-{self.label}-report.json")
-        if write_report(path, report):
-            shown = os.path.relpath(path)
-            summary_logger().info("%s", run_summary(report, path if shown.startswith("..") else shown))
+        save_report(self.run_report(), run_dir, self.label)
 
     def monitor_resources(self) -> bool:
         return True

@@ -2,8 +2,9 @@
 
 :class:`~scalpel_executor.runtime.executor.ScalpelExecutor` appends a :class:`TaskRecord` for
 each task it completes (``records``); ``run_report()`` counts them and lists them with
-:func:`task_rows`, ``shutdown()`` writes the report with :func:`write_report` and hands
-:func:`task_spans` to this host's contention fit (:mod:`scalpel_executor.learning.host_model`).
+:func:`build_report`, ``shutdown()`` writes the report with :func:`save_report`, and its host
+learning (:mod:`~scalpel_executor.runtime.host_learning`) hands :func:`task_spans` to this host's
+contention fit (:mod:`scalpel_executor.learning.host_model`).
 The fields are documented in docs/executor.md.
 
 Read back, a report explains its run: :func:`over_cache_coruns` finds, from the rows alone, when
@@ -18,17 +19,25 @@ import json
 import logging
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from scalpel_executor.core.admission import ACCEPTED_CORUNS, PLANNED
 from scalpel_executor.learning.critical_path import describe as describe_tail
 from scalpel_executor.core.units import format_size
 from scalpel_executor.learning.host_model import TaskSpan
+from scalpel_executor.runtime.logs import summary_logger
+
+if TYPE_CHECKING:  # annotations only: `scalpel report` reads reports without the estimator's imports
+    from scalpel_executor.core.domains import Topology
+    from scalpel_executor.learning.estimates import Estimator
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TaskRecord", "task_rows", "task_spans", "measure_waits", "mixed_keys", "describe_mixed", "write_report",
+__all__ = ["TaskRecord", "task_rows", "task_spans", "measure_waits", "mixed_keys", "describe_mixed", "build_report",
+           "save_report", "write_report",
            "OverCache", "corun_footprint", "row_span", "over_cache_coruns", "seconds_covered", "run_summary"]
 
 
@@ -174,6 +183,82 @@ def write_report(path: str, report: dict) -> bool:
         logger.warning("could not write the run report %s: %s", path, error)
         return False
     return True
+
+
+def build_report(label: str, policy: str, topology: Topology, estimator: Estimator | None, hints_off: Mapping,
+                 records: Sequence[TaskRecord], contention_model: dict, critical_path: dict) -> dict:
+    """The run report of ``records``: where every finished task ran and where its estimates came from (JSON-ready).
+
+    ``contention_model`` and ``critical_path`` are passed in as their sections, made by the
+    executor's host learning and tails; ``estimator`` is None before the executor starts.
+
+    ``sources`` counts tasks per source of each estimate (``hint``, ``learned`` earlier in
+    this run, ``store`` from earlier runs, ``shape`` and ``app`` for a key new but its shape
+    key or app known, ``prior`` for keys never seen before); ``priors``
+    lists the keys that started with the prior; ``tasks_measured`` counts the tasks the probe
+    was asked to measure and ``drifts`` the unmeasured tasks whose run time made their key due
+    for one (``measure_first``, ``measure_every``, ``remeasure_drift``); ``hints_off`` counts, per
+    hint, the tasks whose ``footprint`` or ``runtime`` hint was more than twice or under half
+    what they measured (:class:`~scalpel_executor.learning.hints.HintAudit`); ``admission``
+    counts the tasks by why they started where they did (:mod:`scalpel_executor.core.admission`:
+    ``fits``, ``kept-apart``, ``co-run: ...``; ``planned`` under a policy that is not checked at
+    dispatch); ``measure_waits`` counts the waits of a free core for a running task's first
+    measurement (:data:`~scalpel_executor.core.admission.MEASURE_WAIT`) that ended in a start,
+    and their seconds (each row's ``measure_wait``); ``contention_model`` says which model the plan used (``planned_with``), where
+    it came from (``source``: ``given``, ``fitted on this host``, ``default``), this host's fit
+    (``fitted``: rho, sigma, the co-runs it rests on; before shutdown a preview with this run's
+    co-runs, after it the fit as stored, without them: shutdown stores them, ``coruns_stored``,
+    and a detached process refits, ``refit_in_background``), what it predicts for this run's two largest footprints together
+    (``two_largest``) and whether tasks were also told their profile key's per-key residuals
+    (``interference``: ``planned_with`` ``per-key interference`` or ``footprint``; ``reason``, the
+    host's last refit's sentence, which says when its co-runs were too few or contradictory; ``keys``
+    with terms, ``tasks`` told them; :mod:`~scalpel_executor.core.interference`, docs/interference.md); ``critical_path`` whether Parsl's task graph was seen (``graph_seen``), how
+    many tasks were told a tail from it or from earlier runs (``tails_told``: ``graph``, ``learned``)
+    and how many keys and apps this run's tails were stored for (``tails_stored``;
+    :mod:`~scalpel_executor.learning.critical_path`); ``mixed_keys`` names the profile keys whose tasks measured four or more
+    times apart (:func:`~scalpel_executor.runtime.report.mixed_keys`); ``tasks`` has one row
+    per task, its ``priority`` the user's hint.
+    """
+    store = estimator.store if estimator is not None else None
+    return {
+        "executor": label,
+        "policy": policy,
+        "topology": topology.to_dict(),
+        "profile_store": None if store is None else {
+            "path": str(store.path) if store.path else ":memory:",
+            "persistent": store.persistent,
+            "problem": store.problem,
+        },
+        "tasks_finished": len(records),
+        "tasks_failed": sum(not record.ok for record in records),
+        "tasks_measured": sum(record.measured for record in records),
+        "drifts": estimator.drifts if estimator is not None else 0,
+        "hints_off": hints_off,
+        "admission": dict(Counter(record.stats.get("admission") or "none" for record in records)),
+        "measure_waits": measure_waits(records),
+        "contention_model": contention_model,
+        "critical_path": critical_path,
+        "sources": {
+            "footprint": dict(Counter(record.footprint_source for record in records)),
+            "runtime": dict(Counter(record.runtime_source for record in records)),
+        },
+        "priors": sorted(estimator.priors) if estimator is not None else [],
+        "mixed_keys": mixed_keys(records),
+        "tasks": task_rows(records),
+    }
+
+
+def save_report(report: dict, run_dir: str, label: str) -> None:
+    """Write ``report`` next to Parsl's logs (``<run_dir>/scalpel-<label>-report.json``, mode 0600),
+    warn of each of its mixed keys, and log the run in a sentence (:func:`run_summary`)."""
+    for entry in report["mixed_keys"]:
+        logger.warning("profile key %s holds tasks of different sizes (%s): its estimates fit none of them; "
+                       "pass the size as an argument of its own, or give these tasks a profile_key hint",
+                       entry["profile_key"], describe_mixed(entry))
+    path = os.path.join(run_dir, f"scalpel-{label}-report.json")
+    if write_report(path, report):
+        shown = os.path.relpath(path)
+        summary_logger().info("%s", run_summary(report, path if shown.startswith("..") else shown))
 
 
 def corun_footprint(row: Mapping) -> float:
