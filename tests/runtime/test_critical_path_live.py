@@ -17,7 +17,7 @@ from parsl.dataflow.errors import DependencyError
 from scalpel_executor import ScalpelExecutor, scalpel_config
 import scalpel_executor.runtime.executor as executor_module
 
-SIMULATIONS, CHAIN, SECONDS = 4, 3, 0.4
+SIMULATIONS, CHAIN, SECONDS = 6, 3, 0.4
 
 
 @python_app
@@ -30,8 +30,13 @@ def simulate(seed, seconds=SECONDS):
 
 
 @python_app
-def prepare(fail=False):
-    if fail:
+def read_settings():
+    return {"fail": False}
+
+
+@python_app
+def prepare(settings, fail=False):
+    if fail or settings["fail"]:
         raise ValueError("bad input")
     return 1
 
@@ -49,7 +54,10 @@ def _run(config, fail=False):
     dfk = parsl.load(config)
     try:
         sims = [simulate(i) for i in range(SIMULATIONS)]
-        x = prepare(fail)
+        # The preparation reads its settings first: it is launched once they are read, after the
+        # chain below was invoked. (A task launched before its children are invoked cannot see
+        # them: docs/critical-path.md, "Limits".)
+        x = prepare(read_settings(), fail)
         for _ in range(CHAIN):
             x = analyse(x)
         seeds = [s.result()["seed"] for s in sims]
@@ -79,8 +87,9 @@ def test_the_graph_starts_the_chain_first_and_a_later_run_without_it_uses_what_w
     (prep,) = _rows(report, "prepare")
     assert prep["tail_source"] == "graph" and prep["tail"] > 0 and "critical path" in prep["critical_path"]
     sims = _rows(report, "simulate")
-    # on 2 cores: the preparation starts among the first two tasks, not after the simulations
-    assert sum(sim["started"] < prep["started"] for sim in sims) <= 1
+    # on 2 cores: the preparation starts at the first free core after its settings are read, ahead
+    # of the simulations still waiting (HTEX starts it after all of them)
+    assert sum(sim["started"] < prep["started"] for sim in sims) <= 2
 
     # A plain Config whose memoizer cannot be wrapped: the graph is not seen, the learned tail is used.
     monkeypatch.setattr(executor_module, "see_graph", lambda dfk: False)
@@ -89,7 +98,7 @@ def test_the_graph_starts_the_chain_first_and_a_later_run_without_it_uses_what_w
     assert not report["critical_path"]["graph_seen"] and "not_learned" in report["critical_path"]
     (prep,) = _rows(report, "prepare")
     assert prep["tail_source"] == "learned" and prep["tail"] > SECONDS
-    assert sum(sim["started"] < prep["started"] for sim in _rows(report, "simulate")) <= 1
+    assert sum(sim["started"] < prep["started"] for sim in _rows(report, "simulate")) <= 2
 
 
 def test_a_plain_config_sees_the_graph_from_its_second_task(tmp_path):

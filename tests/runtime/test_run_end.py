@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+import time
 
 import parsl
 import pytest
@@ -112,8 +113,15 @@ def test_a_process_killed_right_after_cleanup_keeps_its_runs_co_runs(tmp_path):
         models.close()
 
 
+def _slow_key(func, args, kwargs):
+    """A profile key function that takes 3 ms: each submit does, so Parsl's launch queue is still
+    full when the script calls cleanup, however fast the host invokes the apps."""
+    time.sleep(0.003)
+    return None
+
+
 def test_tasks_parsl_hands_over_after_shutdown_fail_at_once_said_once(tmp_path):
-    executor = ScalpelExecutor(label="scalpel", profiles=False, node_manager=False)
+    executor = ScalpelExecutor(label="scalpel", profiles=False, node_manager=False, profile_key=_slow_key)
     dfk = parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "runinfo")))
     futures = [square(i) for i in range(3000)]  # cleanup at once: most are still in Parsl's launch queue
     dfk.cleanup()
