@@ -30,7 +30,6 @@ Written: one JSON record (``--out``, default ``docs/data/critical-path-study.jso
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import dataclasses
 import json
 import random
@@ -42,7 +41,7 @@ from pathlib import Path
 from scalpel_executor.core.batching import Batching
 from scalpel_executor.core.machines import MACHINES
 from scalpel_executor.core.simulate import SimTask, graph_tails, simulate
-from scalpel_executor.experiments.simulated_policies import gmean, with_estimates
+from scalpel_executor.experiments.simulated_policies import gmean, run_instances, with_estimates
 from scalpel_executor.experiments.tables import format_table
 from scalpel_executor.experiments.workflows import SHAPES, task_type, workflow
 
@@ -163,14 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--seeds and --jobs must be at least 1, got {seeds} and {args.jobs}")
     units = [(shape, args.first_seed + k, noise) for noise in NOISES for shape in shapes for k in range(seeds)]
     started = time.perf_counter()
-    rows: list[dict] = []
-    with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
-        futures = {pool.submit(run_instance, *unit, machines): unit for unit in units}
-        for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
-            rows += future.result()
-            shape, seed, noise = futures[future]
-            print(f"  [{done}/{len(units)}] {shape} seed {seed} noise {noise:g} "
-                  f"({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
+    rows = run_instances(run_instance, units, (machines,), args.jobs)
     rows.sort(key=lambda r: (r["noise"], shapes.index(r["shape"]), machines.index(r["machine"]), r["seed"]))
     record = {"format": "scalpel-critical-path-study/1", "command": " ".join(["python", *sys.argv]),
               "shapes": shapes, "machines": list(machines), "seeds": seeds, "first_seed": args.first_seed,
