@@ -85,7 +85,7 @@ from scalpel_executor.runtime.manager_client import ManagerClient
 from scalpel_executor.runtime.manager_protocol import ManagerConfig
 from scalpel_executor.runtime.monitoring import LOCAL_BLOCK, NodeMonitor
 from scalpel_executor.runtime.options import (HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, LOCAL_BATCH_WINDOW, memory_budget,
-                                              PROVIDER_BATCH_WINDOW, PoolOptions)
+                                              PROVIDER_BATCH_WINDOW, PoolOption, PoolOptions)
 from scalpel_executor.runtime.pool import WorkerPool
 from scalpel_executor.runtime.report import TaskRecord, build_report, save_report
 from scalpel_executor.learning.store import ProfileStore, default_path
@@ -183,7 +183,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
     remote_monitoring_radio : RadioConfig, optional
         How tasks report to Parsl monitoring; default a filesystem radio (opens no socket).
     seed : int
-        Seeds the ``random`` policy.
+        Seeds the ``random`` policy (the default policy's searches are seeded by the tasks they
+        plan, so a plan is a function of its tasks).
     node_manager : bool, optional
         Local mode: run the worker pool (scheduler, batching, pinned workers, walltime kills,
         respawn) in a node manager process of its own (:mod:`scalpel_executor.runtime.manager`), so
@@ -268,9 +269,19 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         replaced. Where no memory cgroup is usable, an address-space limit (RLIMIT_AS: the
         worker's size plus the declaration and 256 MiB) stands in, which also refuses a task that
         maps far more than it touches. Each node's pool logs at start which one it uses.
+
+    The arguments that are pool options (``policy``, ``pin``, ``seed``, the batching and heartbeat
+    settings, ``drain_period``, ``enforce_memory``) are read-only attributes of the executor, read
+    from the :class:`~scalpel_executor.runtime.options.PoolOptions` every pool is told.
     """
 
     provider = None  # local mode; ScalpelProviderExecutor has its provider here
+
+    # Arguments that are pool options, shown as attributes (Parsl's repr reads them) and stored once, in self._options.
+    policy, pin, seed = PoolOption(), PoolOption(), PoolOption()
+    batch_window, batch_quiet, max_batch = PoolOption(), PoolOption(), PoolOption()
+    heartbeat_period, heartbeat_threshold, drain_period = PoolOption(), PoolOption(), PoolOption()
+    enforce_memory = PoolOption()
 
     def __new__(cls, *args: Any, **kwargs: Any):
         if cls is ScalpelExecutor and kwargs.get("provider") is not None:
@@ -371,7 +382,6 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             raise ValueError(f"cores_per_task must be a whole number >= 1, got {cores_per_task!r}")
         self.cores_per_task, self.mem_per_task = cores_per_task, mem_per_task
         self.memory_budget, self.available_accelerators = memory_budget, available_accelerators
-        self.enforce_memory = enforce_memory
         if worker_init is not None and (provider is not None or node_manager is False):
             raise ValueError(f"worker_init={worker_init!r} runs before local mode's node manager starts; "
                              + ("with provider=, give it to the provider (its worker_init)" if provider is not None
@@ -380,19 +390,12 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self._mem_per_task = 0.0 if mem_per_task is None else parse_mebibytes(mem_per_task, what="mem_per_task")
         self._wide_warned: set[int] = set()
         self.label = label
-        self.policy = policy
         self._tails: Tails | None = None  # the chains waiting for each task (learning.critical_path), from start()
         self._graph_checked = False  # the DFK's memoizer was looked at (runtime.graph.install), once
         self._graph_seen = False  # a task came with its place in Parsl's graph
         self._tails_learned = 0  # keys and apps whose tails this run stored
         self._refused = 0  # tasks handed over after shutdown (_refused_after_shutdown)
         self.topology = topology
-        self.pin = pin
-        self.batch_window, self.batch_quiet = self._options.batch_window, self._options.batch_quiet
-        self.max_batch = max_batch
-        self.heartbeat_period = self._options.heartbeat_period
-        self.heartbeat_threshold = self._options.heartbeat_threshold
-        self.drain_period = self._options.drain_period
         self.default_footprint = default_footprint
         self.default_runtime = float(default_runtime)
         self.profiles = profiles
@@ -406,7 +409,6 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self.smt = smt
         self.storage_access = storage_access
         self.working_dir = working_dir
-        self.seed = seed
         self.node_manager = True if node_manager is None else node_manager
         self.remote_monitoring_radio = remote_monitoring_radio or FilesystemRadio()
         self._default_footprint_bytes = float(parse_size(default_footprint, what="default_footprint"))
@@ -418,6 +420,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                                   local=provider is None)
         self._store_path = self._check_store_path(profiles)  # a directory fails here; faults warn at start()
         self._estimator: Estimator | None = None
+        self._capacity: Capacity | None = None  # local mode: what this node's tasks may hold, fixed at start()
         self._hint_audit = HintAudit()  # hints far off their tasks' measurements (run report: hints_off)
         self._take_back_log_handlers: Callable[[], None] | None = None
         self._ids = itertools.count()
@@ -614,13 +617,13 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         """An undeclared task's memory for admission: the largest peak RSS its key measured (0 before
         any), at most the node's budget (:func:`~scalpel_executor.core.resources.counted_memory`); in
         provider mode each node's manager, and the hub per node, cap it at that node's budget."""
-        capacity = getattr(self, "_capacity", None)
+        capacity = self._capacity
         return counted_memory(estimate.memory or 0.0, False, None if capacity is None else capacity.memory)
 
     def _resources(self, task: Task) -> None:
         """Refuse at submit a task this node could never start (local mode); say once per width
         that a task wider than any LLC domain spans several."""
-        capacity = getattr(self, "_capacity", None)
+        capacity = self._capacity
         if capacity is not None and needs_resources(task) and (problem := unfit_reason(task, capacity)) is not None:
             if task.cores > sum(capacity.cores_per_domain):
                 fix = "ask for fewer cores, or run it with a provider whose nodes have more"

@@ -37,7 +37,7 @@ from scalpel_executor.host.accelerators import resolve_accelerators
 logger = logging.getLogger(__name__)
 
 __all__ = ["HEARTBEAT_PERIOD", "HEARTBEAT_THRESHOLD", "LOCAL_BATCH_WINDOW", "PROVIDER_BATCH_WINDOW", "PINS",
-           "WALLTIME_GRACE", "MEMORY_RESERVE", "PoolOptions", "memory_budget"]
+           "WALLTIME_GRACE", "MEMORY_RESERVE", "PoolOption", "PoolOptions", "memory_budget"]
 
 PINS = ("core", "domain")  # a worker pinned to its core, or to every core of its LLC domain
 LOCAL_BATCH_WINDOW = Batching.window  # seconds: local mode's batch window
@@ -61,40 +61,44 @@ def memory_budget(options: PoolOptions) -> float:
     return psutil.virtual_memory().available * (1 - MEMORY_RESERVE)
 
 
+class PoolOption:
+    """An executor attribute that is the field of the same name of its :class:`PoolOptions`
+    (``self._options``): stored once, so what the attribute shows is what every pool is told.
+    Read-only: a pool is told its options when it starts, so a later assignment could not reach it."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, executor: Any, owner: type | None = None) -> Any:
+        return self if executor is None else getattr(executor._options, self.name)
+
+    def __set__(self, executor: Any, value: Any) -> None:
+        raise AttributeError(f"{self.name} is fixed when the executor is made: give {self.name}={value!r} "
+                             f"to its constructor")
+
+
 @dataclass(frozen=True)
 class PoolOptions:
     """How a pool runs its tasks, whichever pool and wherever it runs.
 
-    Parameters
-    ----------
-    policy : str
-        A scheduling policy name (:data:`scalpel_executor.core.policies.POLICIES`).
-    pin : "core" or "domain"
-        Pin each worker to its core, or to every core of its LLC domain.
-    batch_window, batch_quiet, max_batch : float, float, int
-        When arrivals join the scheduler (:class:`~scalpel_executor.core.batching.Batching`).
+    Each field but ``walltime_grace`` is the :class:`~scalpel_executor.runtime.executor.ScalpelExecutor`
+    argument of the same name, described there once; the executor shows them as read-only
+    attributes read from here (:class:`PoolOption`). Where a field holds a resolved form of the
+    argument:
+
+    batch_window : float
+        The argument, or the mode's default (:data:`LOCAL_BATCH_WINDOW`, :data:`PROVIDER_BATCH_WINDOW`).
     worker_env : dict
-        Extra environment for workers (overrides the BLAS/OpenMP thread counts set from ``pin``).
-    seed : int
-        Seeds the ``random`` policy and the default policy's search.
-    walltime_grace : float
-        Seconds past a task's ``walltime`` before its worker is killed.
+        The argument, with ``SCALPEL_PROBE=off`` first when the executor's ``probe`` is False.
     contention_model : ContentionModel
-        The model the ``scalpel`` policy plans with.
-    heartbeat_period, heartbeat_threshold : float
-        Seconds between a node manager's heartbeats; seconds of silence after which it is lost.
+        The model the default policy plans with: the argument, else the one ``start()`` chose.
     memory_budget : float, optional
-        Bytes of memory the running tasks' declared ``memory`` may add up to on a node; None: what
-        is available when the pool starts, less :data:`MEMORY_RESERVE` of it.
+        Bytes (the argument is in MiB or a size); None: what is available when the pool starts,
+        less :data:`MEMORY_RESERVE` of it (:func:`memory_budget`).
     accelerators : tuple of str
-        Device ids a node's tasks are given (``available_accelerators``); () none.
-    enforce_memory : bool
-        ``ScalpelExecutor``'s ``enforce_memory``, described there: the pool limits each task that
-        declares memory in its worker's memory cgroup, else under RLIMIT_AS.
-    drain_period : float, optional
-        Seconds after a node manager starts at which it drains (HTEX's ``drain_period``): it asks
-        its driver for no new task, finishes what it holds, and is then told to exit, so a block
-        ending at its walltime kills no running task. None: never. Read by node managers only.
+        Device ids (``available_accelerators``, a count or ids); () none.
+    walltime_grace : float
+        Seconds past a task's ``walltime`` before its worker is killed (not an executor argument).
 
     Every field is checked on construction (a ValueError or TypeError naming the field and the
     bad value), numbers are stored as floats and ``worker_env`` as a copy, so an options object

@@ -122,3 +122,23 @@ def test_each_pool_runs_a_task_calls_on_complete_once_and_shuts_down(started_poo
     time.sleep(0.2)  # nothing may arrive twice, however late
     assert [len(outcomes.by_task[i]) for i in (1, 2, 3)] == [1, 1, 0]
     assert wait_until(lambda: not alive(workers)), alive(workers)
+
+
+def test_the_executors_pool_options_are_stored_once_and_read_only():
+    from dataclasses import fields
+
+    from scalpel_executor.runtime.executor import ScalpelExecutor
+    from scalpel_executor.runtime.options import PoolOption
+
+    given = dict(policy="fifo", pin="domain", seed=7, batch_window=0.02, batch_quiet=0.004, max_batch=9,
+                 heartbeat_period=1.5, heartbeat_threshold=30, enforce_memory=True)
+    executor = ScalpelExecutor(profiles=False, node_manager=False, **given)
+    shown = {name for name, value in vars(ScalpelExecutor).items() if isinstance(value, PoolOption)}
+    assert shown == set(given) | {"drain_period"}  # every pool option the constructor takes by that name
+    assert shown <= {f.name for f in fields(PoolOptions)}
+    assert not shown & set(vars(executor))  # no copy on the instance: the attribute reads the options
+    for name, value in given.items():
+        assert getattr(executor, name) == value == getattr(executor._options, name)
+    with pytest.raises(AttributeError, match=r"seed is fixed when the executor is made: give seed=8"):
+        executor.seed = 8
+    assert "policy='fifo'" in repr(executor) and "seed=7" in repr(executor)  # Parsl's repr reads them
