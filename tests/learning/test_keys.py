@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scalpel_executor.learning import commands as command_rule
 from scalpel_executor.learning import keys as key_rule
 from scalpel_executor.learning.estimates import APP_SPREAD, ONE_RUN_SPREAD, PRIOR_SPREAD, SOURCES, Estimator
 from scalpel_executor.learning.hints import Hints
@@ -484,7 +485,7 @@ def test_a_bash_app_is_keyed_by_the_program_its_command_runs():
     ("bin/wfbench --name no_number_here", "wfbench"),
 ])
 def test_words_before_the_program_are_skipped(command, program):
-    assert key_rule.command_program(command) == program
+    assert command_rule.command_program(command) == program
     assert _shell_key(command) == f"{GENERIC}[{program}](str,inputs=1,outputs=1)"
 
 
@@ -496,9 +497,9 @@ def test_a_command_without_a_program_keeps_the_app_key(command):
 
 
 def test_an_unbalanced_quote_after_the_program_does_not_hide_it():
-    assert key_rule.command_program("blastall -d 'nt") == "blastall"
-    assert key_rule.command_program("env A='1 blastall") == "blastall"  # split at whitespace: "A='1" is an assignment
-    assert key_rule.command_program("env A=1 blastall 'x") == "blastall"
+    assert command_rule.command_program("blastall -d 'nt") == "blastall"
+    assert command_rule.command_program("env A='1 blastall") == "blastall"  # split at whitespace: "A='1" is an assignment
+    assert command_rule.command_program("env A=1 blastall 'x") == "blastall"
 
 
 def test_an_app_that_builds_its_command_and_python_apps_keep_their_keys():
@@ -522,8 +523,8 @@ commands = st.one_of(
 @settings(max_examples=500, deadline=None)
 @given(commands)
 def test_a_key_is_made_from_any_command_text(command):
-    program = key_rule.command_program(command)
-    assert program is None or key_rule._PROGRAM.match(program)
+    program = command_rule.command_program(command)
+    assert program is None or command_rule._PROGRAM.match(program)
     key = _shell_key(command)
     assert key == (f"{GENERIC}[{program}](str,inputs=1,outputs=1)" if program else _shell_key(command, bash=False))
     assert key.partition("(")[0] in (GENERIC, f"{GENERIC}[{program}]")  # a program never adds a parenthesis
@@ -540,7 +541,7 @@ def test_the_cheap_word_split_reads_a_command_as_shlex_does(command):
         except ValueError:
             return "unbalanced"
 
-    assert words(key_rule._words) == words(key_rule._shell_words)
+    assert words(command_rule._words) == words(command_rule._shell_words)
 
 
 def test_a_store_of_app_level_bash_keys_gives_each_programs_first_task_the_old_profile(tmp_path):
