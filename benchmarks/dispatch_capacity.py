@@ -1,6 +1,6 @@
 """The driver's dispatch capacity in provider mode: tasks/s through one ManagerHub, no DFK, no workers.
 
-The harness is :mod:`scalpel_executor.experiments.dispatch_capacity` (tests/runtime/
+The harness is :mod:`scalpel_executor.stress.dispatch_capacity` (tests/runtime/
 test_dispatch_capacity.py runs it with three fake managers); this script prints the figures of
 docs/results/dispatch-capacity.md::
 
@@ -9,7 +9,7 @@ docs/results/dispatch-capacity.md::
 
 import sys
 
-from scalpel_executor.experiments.dispatch_capacity import main
+from scalpel_executor.stress.dispatch_capacity import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,6 +1,6 @@
 """Fault injection: every task ends exactly once, whatever happens to its worker, and when.
 
-The harness is :mod:`scalpel_executor.experiments.faults` (tests/runtime/test_faults.py runs it at a
+The harness is :mod:`scalpel_executor.stress.faults` (tests/runtime/test_faults.py runs it at a
 small size); this script runs it at the size docs/reliability.md reports::
 
     python benchmarks/faults.py                      # 200 cases, seed 1
@@ -10,7 +10,7 @@ small size); this script runs it at the size docs/reliability.md reports::
 
 import sys
 
-from scalpel_executor.experiments.faults import main
+from scalpel_executor.stress.faults import main
 
 if __name__ == "__main__":
     sys.exit(main())

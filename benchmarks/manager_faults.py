@@ -1,6 +1,6 @@
 """Fault injection at node managers: local mode's manager, provider mode's managers and hub.
 
-The harness is :mod:`scalpel_executor.experiments.manager_faults` (tests/runtime/test_manager_faults.py
+The harness is :mod:`scalpel_executor.stress.manager_faults` (tests/runtime/test_manager_faults.py
 runs a handful of its cases); this script runs it at the size docs/reliability.md reports::
 
     python benchmarks/manager_faults.py                              # 200 cases, seed 1, both modes
@@ -10,7 +10,7 @@ runs a handful of its cases); this script runs it at the size docs/reliability.m
 
 import sys
 
-from scalpel_executor.experiments.manager_faults import main
+from scalpel_executor.stress.manager_faults import main
 
 if __name__ == "__main__":
     sys.exit(main())

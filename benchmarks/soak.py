@@ -1,6 +1,6 @@
 """Soak: many short tasks with injected worker crashes, then repeated start/stop cycles.
 
-The harness is :mod:`scalpel_executor.experiments.soak` (tests/runtime/test_reliability.py runs it at
+The harness is :mod:`scalpel_executor.stress.soak` (tests/runtime/test_reliability.py runs it at
 a smaller size); this script runs it at full size::
 
     python benchmarks/soak.py                                  # 20,000 tasks, 1% crash, 50 cycles
@@ -9,7 +9,7 @@ a smaller size); this script runs it at full size::
 
 import sys
 
-from scalpel_executor.experiments.soak import main
+from scalpel_executor.stress.soak import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -84,13 +84,13 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from scalpel_executor.experiments import faults
-from scalpel_executor.experiments.manager_peers import (DRAINS_ON_FILE, SITECUSTOMIZE, FakeManager, malformed_message,
-                                                       stranger)
 from scalpel_executor.runtime.channel import MAX_FRAME, PING
 from scalpel_executor.runtime.executor import DEFAULT_LAUNCH_CMD
 from scalpel_executor.runtime.manager_client import START_TIMEOUT
 from scalpel_executor.runtime.manager_protocol import Drain, Heartbeat, Result, decode, encode
+from scalpel_executor.stress import faults
+from scalpel_executor.stress.manager_peers import (DRAINS_ON_FILE, SITECUSTOMIZE, FakeManager, malformed_message,
+                                                   stranger)
 
 STATES = ("registering", "idle", "busy", "draining", "replacing", "stalled")
 PROCESS_FAULTS = ("sigkill", "stop_short", "stop_long", "no_workers")

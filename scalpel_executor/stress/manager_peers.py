@@ -1,7 +1,7 @@
 """The peers a manager fault case plays: a fake manager holding the run's keys, a stranger without
 them, a site that breaks a manager's workers, a manager that drains on a signal file.
 
-Used by :mod:`scalpel_executor.experiments.manager_faults`; each plays its part through the same
+Used by :mod:`scalpel_executor.stress.manager_faults`; each plays its part through the same
 channel, messages and processes a real one would, so what the hub sees is what it would see from a
 broken node, a buggy or hostile key holder, or a port scanner.
 """

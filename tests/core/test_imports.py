@@ -155,6 +155,41 @@ def test_the_layer_check_sees_an_upward_import_wherever_it_is():
     assert all(_layer(t, layers) > layers["core"] for t in targets)
 
 
+def _stress_crossings(name: str, imports: set[str], modules: dict) -> list[str]:
+    """The imports of module ``name`` that break docs/design.md's rule for the stress harnesses:
+    a module outside ``stress`` importing it, or ``stress`` importing ``experiments``."""
+    inside = _subpackage(name) == "stress"
+    crossings = []
+    for imported in sorted(imports):
+        target = _imported_module(imported, modules) if imported.startswith("scalpel_executor.") else None
+        if target is not None and _subpackage(target) == ("experiments" if inside else "stress"):
+            crossings.append(f"{name} imports {imported}")
+    return crossings
+
+
+def _subpackage(module: str) -> str | None:
+    return module.split(".")[1] if module.count(".") else None
+
+
+def test_the_stress_harnesses_are_imported_by_no_other_module_and_import_no_experiment():
+    """Type-only imports included: the harnesses serve the tests and benchmarks, never the package."""
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    assert any(_subpackage(name) == "stress" for name in modules)
+    crossings = [c for name, path in sorted(modules.items()) if name not in REEXPORTS
+                 for c in _stress_crossings(name, _imports(path, type_only=True), modules)]
+    assert not crossings, "imports against docs/design.md's rule for stress:\n" + "\n".join(crossings)
+
+
+def test_the_stress_check_sees_both_directions():
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    into = _imports_in("def f():\n    from ..stress import faults\n", "scalpel_executor.cli.demo", is_package=False)
+    out_of = _imports_in("from scalpel_executor.experiments.plans import DEMO\n", "scalpel_executor.stress.soak",
+                         is_package=False)
+    assert _stress_crossings("scalpel_executor.cli.demo", into, modules)
+    assert _stress_crossings("scalpel_executor.stress.soak", out_of, modules)
+    assert not _stress_crossings("scalpel_executor.stress.soak", {"scalpel_executor.runtime.executor"}, modules)
+
+
 def test_no_module_of_the_package_is_part_of_an_import_cycle():
     """Type-only imports included: a cycle that only a type checker follows is still one."""
     graph = nx.DiGraph()

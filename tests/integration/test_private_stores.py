@@ -68,9 +68,10 @@ def _executor_calls(text):
             yield {keyword.arg for keyword in node.keywords}, ast.get_source_segment(text, node)
 
 
-# The scripts, and the package's modules that run experiments for them (benchmarks/ holds scripts;
-# what they share lives in scalpel_executor.experiments).
-SCRIPTS = sorted([*BENCHMARKS.glob("*.py"), *(Path(SOURCE_ROOT) / "scalpel_executor" / "experiments").rglob("*.py")])
+# The scripts, and the package's modules that run experiments and stress harnesses for them
+# (benchmarks/ holds scripts; what they run lives in scalpel_executor.experiments and .stress).
+SCRIPTS = sorted([*BENCHMARKS.glob("*.py"), *(Path(SOURCE_ROOT) / "scalpel_executor" / "experiments").rglob("*.py"),
+                  *(Path(SOURCE_ROOT) / "scalpel_executor" / "stress").rglob("*.py")])
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[str(path.relative_to(SOURCE_ROOT)) for path in SCRIPTS])

@@ -1,4 +1,4 @@
-"""The dispatch-capacity harness (scalpel_executor.experiments.dispatch_capacity): a real ManagerHub, fake managers.
+"""The dispatch-capacity harness (scalpel_executor.stress.dispatch_capacity): a real ManagerHub, fake managers.
 
 Behaviour only (every task once, every manager used, the table's fields present); the figures
 themselves are in docs/results/dispatch-capacity.md. No assertion on time.
@@ -9,7 +9,7 @@ import resource
 import psutil
 import pytest
 
-from scalpel_executor.experiments import dispatch_capacity
+from scalpel_executor.stress import dispatch_capacity
 
 
 def test_every_task_completes_once_and_every_fake_manager_answers_some():

@@ -1,4 +1,4 @@
-"""Systematic fault injection (scalpel_executor.experiments.faults): every task ends exactly once.
+"""Systematic fault injection (scalpel_executor.stress.faults): every task ends exactly once.
 
 Each run covers every (state, fault) combination the harness knows once, in an order and with
 timings drawn from a fresh seed, printed on failure (``SCALPEL_FAULT_SEED`` fixes it). The long run
@@ -8,7 +8,7 @@ is ``python benchmarks/faults.py --cases 600``; its figures are in docs/reliabil
 import os
 import random
 
-from scalpel_executor.experiments import faults
+from scalpel_executor.stress import faults
 
 
 def test_every_fault_in_every_state_ends_each_task_exactly_once_and_leaves_nothing():

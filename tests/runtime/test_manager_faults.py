@@ -1,4 +1,4 @@
-"""Fault injection at node managers (scalpel_executor.experiments.manager_faults): a quick pass.
+"""Fault injection at node managers (scalpel_executor.stress.manager_faults): a quick pass.
 
 A few (mode, state, fault) combinations, one round per mode, with timings drawn from a fresh seed
 printed on failure (``SCALPEL_FAULT_SEED`` fixes it). The long run is
@@ -9,7 +9,7 @@ printed on failure (``SCALPEL_FAULT_SEED`` fixes it). The long run is
 import os
 import random
 
-from scalpel_executor.experiments import manager_faults
+from scalpel_executor.stress import manager_faults
 
 QUICK = [  # one of each defect of issue 26 the harness reaches, and local mode's losses
     ("provider", "busy", "no_workers"),  # a manager whose workers cannot start is dealt nothing

@@ -25,7 +25,7 @@ from parsl.executors.errors import InvalidResourceSpecification
 from parsl.executors.high_throughput.errors import WorkerLost
 
 from scalpel_executor import ExecutorShutdown, ScalpelExecutor, WorkerDied
-from scalpel_executor.experiments import soak
+from scalpel_executor.stress import soak
 from tests.runtime.helpers import GENEROUS, gone, wait_until
 from scalpel_executor.runtime.pool import WalltimeExceeded
 
