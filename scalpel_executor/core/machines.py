@@ -1,6 +1,6 @@
 """Named machines for the simulator: a topology spec, a contention model and one line saying what it is.
 
-``scalpel simulate --machine NAME`` and ``benchmarks/policy_study.py`` take their machines from
+``scalpel simulate --machine NAME`` and ``benchmarks/archive/policy_study.py`` take their machines from
 :data:`MACHINES`, so a machine is described once:
 
 =========  ===================================  ==============================================
@@ -16,7 +16,7 @@ xeon16     1 x 16 cores, 300 MiB shared L3      fitted to a measured co-run surf
   cores sharing a 12 MB L3.
 * ``wide``: a two-socket server with 8 LLC domains of 8 cores. 32 MiB per domain is 4 MiB of L3
   per core, what current server parts give (an EPYC CCD: 32 MiB for 8 cores), and the size
-  ``benchmarks/scale.py`` and ``benchmarks/policy_study.py`` have always used for this machine,
+  ``benchmarks/scale.py`` and ``benchmarks/archive/policy_study.py`` have always used for this machine,
   so their results stay comparable.
 * ``epyc``: an AMD EPYC-like machine, 2 sockets x 8 CCDs x 8 cores with 32 MiB L3 per CCD:
   many small LLC domains.
@@ -25,7 +25,7 @@ xeon16     1 x 16 cores, 300 MiB shared L3      fitted to a measured co-run surf
   identical pinned copies of the spmv kernel at 2-128 MiB footprints
   (``docs/data/xeon16-spmv-corun-surface.json``, 24 points), by::
 
-      python benchmarks/policy_study.py fit-xeon16
+      python benchmarks/archive/policy_study.py fit-xeon16
 
   which gives ρ = 0.6395, σ = 1.2538 with an rms error of 0.2042 over the 24 points (largest
   0.48, the 2 copies at 64 MiB: 1.48× measured, 1.00× modelled). The package default
@@ -52,7 +52,7 @@ __all__ = [
 
 MiB = 2 ** 20
 
-# From `python benchmarks/policy_study.py fit-xeon16` on docs/data/xeon16-spmv-corun-surface.json
+# From `python benchmarks/archive/policy_study.py fit-xeon16` on docs/data/xeon16-spmv-corun-surface.json
 # (tests/core/test_machines.py refits and checks these constants against it).
 XEON16_RHO = 0.6395
 XEON16_SIGMA = 1.2538

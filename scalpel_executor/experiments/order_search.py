@@ -7,7 +7,7 @@ predicts the makespan of a dispatch order fed first come first served:
   decisions) look for the best order, and :func:`best_schedule` combines them into the oracle: proven
   optimal where branch and bound finishes within its node budget, otherwise the best a seeded local
   search found, reported with its effort and the contention-free lower bound (``scalpel bench``'s
-  oracle mix, ``benchmarks/policy_study.py``);
+  oracle mix, ``benchmarks/archive/policy_study.py``);
 * :func:`rollout_order` improves the end of an order one position at a time: the default policy's
   second step before :func:`~scalpel_executor.core.orders.improve_tail` replaced it, kept for the
   comparison in docs/results/simulated-machines.md (``benchmarks/tail_search.py``) and ``policy_study.py``'s

@@ -1,7 +1,7 @@
 """Scheduling policies compared in the simulator, every policy on the same random batches.
 
 ``scalpel simulate`` prints this comparison for one machine; ``benchmarks/scale.py`` runs it for
-machines this one cannot show, and the simulated studies (``benchmarks/policy_study.py``,
+machines this one cannot show, and the simulated studies (``benchmarks/archive/policy_study.py``,
 ``tail_search.py``, ``workflow_study.py``) draw their batches and estimate errors here (their
 machines and pools: :mod:`scalpel_executor.experiments.study_machines`). Pure: the batches come from a seeded generator, so a (seed, task count,
 repetition) names the same batch in every run, every study and for every policy.

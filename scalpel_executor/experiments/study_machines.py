@@ -1,6 +1,6 @@
 """The simulated studies' machines: each one's topology, task pool, batch sizes and contention models.
 
-``benchmarks/policy_study.py`` and ``benchmarks/tail_search.py`` plan on these machines, and
+``benchmarks/archive/policy_study.py`` and ``benchmarks/tail_search.py`` plan on these machines, and
 ``benchmarks/scale.py`` draws its wide machine's pool with :func:`suite_pool`, so a (machine, seed,
 task count, repetition) names the same batch in every study
 (:func:`scalpel_executor.experiments.simulated_policies.batch_for`).

@@ -2,10 +2,10 @@
 
 ::
 
-    python benchmarks/policy_study.py check --machine paper         # the fast evaluator agrees with simulate()
-    python benchmarks/policy_study.py fit-xeon16                     # the 16-core machine's contention model
-    python benchmarks/policy_study.py run --machine paper --model default --out study/paper-default.json
-    python benchmarks/policy_study.py report study/*.json            # the tables of docs/policy-study.md
+    python benchmarks/archive/policy_study.py check --machine paper         # the fast evaluator agrees with simulate()
+    python benchmarks/archive/policy_study.py fit-xeon16                     # the 16-core machine's contention model
+    python benchmarks/archive/policy_study.py run --machine paper --model default --out study/paper-default.json
+    python benchmarks/archive/policy_study.py report study/*.json            # the tables of docs/policy-study.md
 
 ``run`` simulates every candidate policy on the same seeded batches as ``benchmarks/scale.py``
 (same pools, same batch seeds), plus a search for the best first-come-first-served dispatch order in
@@ -102,7 +102,7 @@ from scalpel_executor.experiments.study_machines import STUDY_MACHINES as MACHIN
 from scalpel_executor.experiments.study_machines import machine_setup
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+ROOT = HERE.parents[1]
 CALIBRATION = ROOT / "docs" / "data" / "calibration-dev-vm.json"
 SURFACE = ROOT / "docs" / "data" / "xeon16-spmv-corun-surface.json"
 MiB = 2 ** 20
