@@ -58,24 +58,21 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import IO
 
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.core.domains import Topology
 from scalpel_executor.runtime.contract import OnComplete, Outcome
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown
 from scalpel_executor.runtime.ledger import Ledger, Settled, lost_outcome, receive
+from scalpel_executor.runtime.manager_process import LocalManager
 from scalpel_executor.runtime.manager_protocol import (Configure, Heartbeat, ManagerConfig, Shutdown, Started, decode,
                                                        encode, submit_of)
 from scalpel_executor.runtime.options import PoolOptions
@@ -86,81 +83,8 @@ __all__ = ["ManagerClient"]
 logger = logging.getLogger(__name__)
 
 START_TIMEOUT = READY_TIMEOUT + 30.0  # seconds: the manager's imports plus its workers' start
-STDERR_TAIL = 20  # lines of the manager's error output kept for a start failure's message
-STDERR_CHUNK = 64 * 1024  # bytes of the manager's error output read, forwarded and kept of a line at once
 MAX_REPLACEMENT_STARTS = 5  # replacements in a row lost before Started, after which the client gives up
 REPLACEMENT_BACKOFF = 0.5  # seconds before starting the second of them, doubling for each later one
-#: Seconds shutdown waits, once the manager has exited, for the last of its error output to be copied.
-#: The pipe ends only when every process holding its write end has closed it, and a daemon a task
-#: started (double fork, its own session) outlives the workers' process groups and may hold it for
-#: hours: the manager's own last lines are already in the pipe then, and copying them takes
-#: milliseconds (dfk.cleanup() waited the whole 10 s shutdown timeout for such a daemon).
-STDERR_DRAIN = 0.5
-#: The manager pipes shutdown stopped waiting for: their reader threads read on, to the pipe's end,
-#: but forward nothing more. A reader blocked in a read cannot be stopped from outside (closing a
-#: buffered file another thread reads is unsafe in CPython, and closing the descriptor does not end
-#: the read on Linux), so it is left to end by itself, a daemon thread that closes the pipe when the
-#: last holder does. Forwarding nothing keeps output that is no longer the executor's off the
-#: driver's stderr, and keeps the thread from holding sys.stderr's lock while the interpreter exits
-#: (CPython aborts when a daemon thread holds it then). Weak, so a finished pipe leaves the set.
-_DRAIN_ONLY: weakref.WeakSet = weakref.WeakSet()
-
-
-@dataclass(eq=False)
-class _LocalManager:
-    """One manager process and this side's connection to it."""
-
-    process: subprocess.Popen
-    connection: Connection
-    ledger: Ledger  # what it holds: the client's one ledger, handed on to each replacement
-    stderr_tail: deque = field(default_factory=lambda: deque(maxlen=STDERR_TAIL))
-    stderr_thread: threading.Thread | None = None
-    send_lock: threading.Lock = field(default_factory=threading.Lock)
-    started: bool = False
-    started_by: float = 0.0  # monotonic deadline for Started
-    fatal: str | None = None  # what its Fatal message said
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    @property
-    def name(self) -> str:
-        return f"pid {self.process.pid}"
-
-    def send(self, data: bytes) -> None:
-        """Send, or do nothing if the manager is gone (the reader finds it lost)."""
-        with self.send_lock:
-            try:
-                self.connection.send_bytes(data)
-            except OSError:
-                pass
-
-    def kill(self) -> int:
-        """SIGKILL it (if it still runs), reap it, close our end; its exit status."""
-        if self.process.poll() is None:
-            try:
-                os.kill(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        code = self.process.wait()
-        with self.send_lock:
-            self.connection.close()
-        return code
-
-    def exit_cause(self, code: int) -> str:
-        if code < 0:
-            try:
-                return f"was killed by signal {signal.Signals(-code).name}"
-            except ValueError:
-                return f"was killed by signal {-code}"
-        return f"exited with code {code}"
-
-    def tail(self) -> str:
-        if self.stderr_thread is not None:
-            self.stderr_thread.join(1.0)  # its last lines come after the exit
-        lines = "".join(self.stderr_tail).strip()
-        return f"; its last error output:\n{lines}" if lines else "; it wrote no error output"
 
 
 class ManagerClient:
@@ -195,7 +119,7 @@ class ManagerClient:
         self._on_complete = on_complete
         self._lock = threading.Lock()  # guards _manager, _stopping, _failure, and holding a task against them
         self._ledger = Ledger()  # the outstanding tasks: what the current manager holds
-        self._manager: _LocalManager | None = None
+        self._manager: LocalManager | None = None
         self._stopping = False
         self._failure: str | None = None  # why no task can run any more (no replacement could start)
         self._stop_requested = threading.Event()  # shutdown() was called: a back-off ends at once
@@ -249,7 +173,7 @@ class ManagerClient:
             raise RuntimeError(failure)
         return True
 
-    def _launch(self) -> _LocalManager:
+    def _launch(self) -> LocalManager:
         """Start a manager process and send it its configuration; it reports Started later."""
         ours, theirs = socket.socketpair()
         command = [sys.executable, "-m", "scalpel_executor.runtime.manager", "--fd", str(theirs.fileno()),
@@ -265,11 +189,9 @@ class ManagerClient:
             raise
         finally:
             theirs.close()
-        manager = _LocalManager(process, Connection(ours.detach()), self._ledger,
-                                started_by=time.monotonic() + START_TIMEOUT)
-        manager.stderr_thread = threading.Thread(target=_forward_stderr, args=(process.stderr, manager.stderr_tail),
-                                                 name=f"scalpel-manager-stderr-{process.pid}", daemon=True)
-        manager.stderr_thread.start()
+        manager = LocalManager(process, Connection(ours.detach()), self._ledger,
+                               started_by=time.monotonic() + START_TIMEOUT)
+        manager.start_forwarding()
         manager.send(self._configure)
         logger.debug("started node manager pid %d", process.pid)
         return manager
@@ -316,13 +238,7 @@ class ManagerClient:
                 f"task {task.id} had not started when the executor shut down"))
         with self._lock:
             manager = self._manager
-        if manager.stderr_thread is None or manager.process.poll() is None:
-            return  # not reaped yet (shutdown called on the reader thread, which reaps it): its output still flows
-        manager.stderr_thread.join(STDERR_DRAIN)  # it ends once every process holding the pipe has closed it
-        if manager.stderr_thread.is_alive():
-            _DRAIN_ONLY.add(manager.process.stderr)
-            logger.info("node manager pid %d has exited but a process its tasks started still holds its error "
-                        "output; that process's output is no longer forwarded", manager.pid)
+        manager.stop_forwarding()
 
     @property
     def worker_pids(self) -> list[int]:
@@ -373,7 +289,7 @@ class ManagerClient:
                 manager.kill()
             self._fail_outstanding(lambda task: ExecutorFailed(f"task {task.id} was lost: {self._failure}"))
 
-    def _handle(self, manager: _LocalManager, message) -> None:
+    def _handle(self, manager: LocalManager, message) -> None:
         reading = receive(manager, message, (Heartbeat, Started))
         if isinstance(reading, Settled):
             self._deliver(*reading)
@@ -391,7 +307,7 @@ class ManagerClient:
             self.respawns, self.respawn_seconds, self.retired_slots = 0, deque(maxlen=RESPAWNS_KEPT), set()
             logger.info("node manager pid %d started %d workers", reading.pid, len(reading.worker_pids))
 
-    def _lost(self, manager: _LocalManager, cause: str | None) -> bool:
+    def _lost(self, manager: LocalManager, cause: str | None) -> bool:
         """The manager is gone or given up on; True when the reader goes on with a replacement."""
         code = manager.kill()
         # Before it started, as start() said it: its own report, else how it ended.
@@ -433,7 +349,7 @@ class ManagerClient:
                 self._deliver(task, lost_outcome(task, f"(pid {manager.pid})", cause, pid=manager.pid, then=taker))
         return replacement is not None
 
-    def _replace(self, failure: str | None) -> _LocalManager | None:
+    def _replace(self, failure: str | None) -> LocalManager | None:
         """Start a replacement manager and send it every outstanding task (those a manager lost before
         its Started held), after a back-off when replacements have been failing; None once
         MAX_REPLACEMENT_STARTS in a row failed (every unfinished task then fails) or on shutdown."""
@@ -498,27 +414,3 @@ class ManagerClient:
             self._on_complete(task, outcome)
         except BaseException:  # noqa: BLE001 - not even SystemExit from a callback may stop the others
             logger.exception("completion callback failed for task %s", task.id)
-
-
-def _forward_stderr(stream: IO[bytes], tail: deque) -> None:
-    """Copy the manager's (and its workers') error output to ours as it comes, STDERR_CHUNK bytes
-    at most at a time, keeping the start of each of the last lines (a task that prints a 300 MB
-    line costs this process no more than a chunk)."""
-    out = getattr(sys.stderr, "buffer", None)
-    continuing = False  # the chunk before ended inside a line
-    with stream:
-        while chunk := stream.readline(STDERR_CHUNK):
-            if stream in _DRAIN_ONLY:  # read on, so the pipe's last holder never blocks on a full pipe
-                continue
-            if not continuing:
-                text = chunk.decode(errors="replace")
-                tail.append(text if chunk.endswith(b"\n") else text + " [...]\n")
-            continuing = not chunk.endswith(b"\n")
-            try:
-                if out is not None:
-                    out.write(chunk)
-                    out.flush()
-                else:
-                    sys.stderr.write(chunk.decode(errors="replace"))
-            except (OSError, ValueError):  # our stderr is closed: keep the tail all the same
-                pass

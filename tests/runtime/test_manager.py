@@ -378,7 +378,7 @@ def test_a_huge_stderr_line_is_forwarded_in_chunks_and_kept_only_by_its_start(mo
     import sys
     from collections import deque
 
-    from scalpel_executor.runtime.manager_client import STDERR_CHUNK, _forward_stderr
+    from scalpel_executor.runtime.manager_process import STDERR_CHUNK, forward_stderr
 
     class Sink(io.StringIO):
         buffer = io.BytesIO()
@@ -387,6 +387,6 @@ def test_a_huge_stderr_line_is_forwarded_in_chunks_and_kept_only_by_its_start(mo
     monkeypatch.setattr(sys, "stderr", sink)
     huge = b"x" * (40 * STDERR_CHUNK) + b"\n"
     tail: deque = deque(maxlen=5)
-    _forward_stderr(io.BytesIO(b"first\n" + huge + b"last\n"), tail)
+    forward_stderr(io.BytesIO(b"first\n" + huge + b"last\n"), tail)
     assert sink.buffer.getvalue() == b"first\n" + huge + b"last\n"  # every byte forwarded
     assert list(tail) == ["first\n", "x" * STDERR_CHUNK + " [...]\n", "last\n"]  # a chunk kept of the huge one

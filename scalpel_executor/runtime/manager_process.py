@@ -1,0 +1,142 @@
+"""One local node manager process, seen from the driver: its connection, and its error output.
+
+:class:`~scalpel_executor.runtime.manager_client.ManagerClient` starts the process and speaks the
+protocol with it; a :class:`LocalManager` is what it keeps of each one it started: how to send to
+it, kill it and say how it ended, and the thread that copies its (and its workers') error output to
+the driver's, keeping the last lines for a start failure's message.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import weakref
+from collections import deque
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import IO
+
+from scalpel_executor.runtime.ledger import Ledger
+
+__all__ = ["LocalManager", "STDERR_CHUNK", "STDERR_DRAIN", "STDERR_TAIL", "forward_stderr"]
+
+logger = logging.getLogger("scalpel_executor.runtime.manager_client")  # said as the client's
+
+STDERR_TAIL = 20  # lines of the manager's error output kept for a start failure's message
+STDERR_CHUNK = 64 * 1024  # bytes of the manager's error output read, forwarded and kept of a line at once
+#: Seconds shutdown waits, once the manager has exited, for the last of its error output to be copied.
+#: The pipe ends only when every process holding its write end has closed it, and a daemon a task
+#: started (double fork, its own session) outlives the workers' process groups and may hold it for
+#: hours: the manager's own last lines are already in the pipe then, and copying them takes
+#: milliseconds (dfk.cleanup() waited the whole 10 s shutdown timeout for such a daemon).
+STDERR_DRAIN = 0.5
+#: The manager pipes shutdown stopped waiting for: their reader threads read on, to the pipe's end,
+#: but forward nothing more. A reader blocked in a read cannot be stopped from outside (closing a
+#: buffered file another thread reads is unsafe in CPython, and closing the descriptor does not end
+#: the read on Linux), so it is left to end by itself, a daemon thread that closes the pipe when the
+#: last holder does. Forwarding nothing keeps output that is no longer the executor's off the
+#: driver's stderr, and keeps the thread from holding sys.stderr's lock while the interpreter exits
+#: (CPython aborts when a daemon thread holds it then). Weak, so a finished pipe leaves the set.
+_DRAIN_ONLY: weakref.WeakSet = weakref.WeakSet()
+
+
+@dataclass(eq=False)
+class LocalManager:
+    """One manager process and this side's connection to it."""
+
+    process: subprocess.Popen
+    connection: Connection
+    ledger: Ledger  # what it holds: the client's one ledger, handed on to each replacement
+    stderr_tail: deque = field(default_factory=lambda: deque(maxlen=STDERR_TAIL))
+    stderr_thread: threading.Thread | None = None
+    send_lock: threading.Lock = field(default_factory=threading.Lock)
+    started: bool = False
+    started_by: float = 0.0  # monotonic deadline for Started
+    fatal: str | None = None  # what its Fatal message said
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def name(self) -> str:
+        return f"pid {self.process.pid}"
+
+    def send(self, data: bytes) -> None:
+        """Send, or do nothing if the manager is gone (the reader finds it lost)."""
+        with self.send_lock:
+            try:
+                self.connection.send_bytes(data)
+            except OSError:
+                pass
+
+    def kill(self) -> int:
+        """SIGKILL it (if it still runs), reap it, close our end; its exit status."""
+        if self.process.poll() is None:
+            try:
+                os.kill(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        code = self.process.wait()
+        with self.send_lock:
+            self.connection.close()
+        return code
+
+    def exit_cause(self, code: int) -> str:
+        if code < 0:
+            try:
+                return f"was killed by signal {signal.Signals(-code).name}"
+            except ValueError:
+                return f"was killed by signal {-code}"
+        return f"exited with code {code}"
+
+    def tail(self) -> str:
+        if self.stderr_thread is not None:
+            self.stderr_thread.join(1.0)  # its last lines come after the exit
+        lines = "".join(self.stderr_tail).strip()
+        return f"; its last error output:\n{lines}" if lines else "; it wrote no error output"
+
+    def start_forwarding(self) -> None:
+        """Copy its error output to ours from now on, on a thread of its own (:func:`forward_stderr`)."""
+        self.stderr_thread = threading.Thread(target=forward_stderr, args=(self.process.stderr, self.stderr_tail),
+                                              name=f"scalpel-manager-stderr-{self.process.pid}", daemon=True)
+        self.stderr_thread.start()
+
+    def stop_forwarding(self) -> None:
+        """Once it has exited and been reaped: wait :data:`STDERR_DRAIN` for its last error output,
+        then forward nothing more from a pipe that a process its tasks started still holds."""
+        if self.stderr_thread is None or self.process.poll() is None:
+            return  # not reaped yet (shutdown called on the reader thread, which reaps it): its output still flows
+        self.stderr_thread.join(STDERR_DRAIN)  # it ends once every process holding the pipe has closed it
+        if self.stderr_thread.is_alive():
+            _DRAIN_ONLY.add(self.process.stderr)
+            logger.info("node manager pid %d has exited but a process its tasks started still holds its error "
+                        "output; that process's output is no longer forwarded", self.pid)
+
+
+def forward_stderr(stream: IO[bytes], tail: deque) -> None:
+    """Copy the manager's (and its workers') error output to ours as it comes, STDERR_CHUNK bytes
+    at most at a time, keeping the start of each of the last lines (a task that prints a 300 MB
+    line costs this process no more than a chunk)."""
+    out = getattr(sys.stderr, "buffer", None)
+    continuing = False  # the chunk before ended inside a line
+    with stream:
+        while chunk := stream.readline(STDERR_CHUNK):
+            if stream in _DRAIN_ONLY:  # read on, so the pipe's last holder never blocks on a full pipe
+                continue
+            if not continuing:
+                text = chunk.decode(errors="replace")
+                tail.append(text if chunk.endswith(b"\n") else text + " [...]\n")
+            continuing = not chunk.endswith(b"\n")
+            try:
+                if out is not None:
+                    out.write(chunk)
+                    out.flush()
+                else:
+                    sys.stderr.write(chunk.decode(errors="replace"))
+            except (OSError, ValueError):  # our stderr is closed: keep the tail all the same
+                pass
