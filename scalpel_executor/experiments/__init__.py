@@ -2,7 +2,7 @@
 
 - :mod:`.plans` — what the demo and the benchmark run by default (light: no Parsl, no numpy).
 - :mod:`.apps` — the task bodies every executor's workers run; :mod:`.harness` — starting an
-  executor, warming it up, running a batch, the solo pass, progress bars; :mod:`.sizing` — the
+  executor, warming it up, running a batch, the solo pass, progress bars; :mod:`.mix_sizing` — the
   LLC to size batches for, and steps that last as planned on this machine.
 - :mod:`.demo` — ``scalpel demo``; :mod:`.bench` — ``scalpel bench`` (mixes, oracle order, run
   loop, statistics, report); :mod:`.contention_fit` — ``scalpel calibrate``;
