@@ -15,7 +15,8 @@ The executors, each on one worker per core (the CPUs ScalpelExecutor resolves he
 - **HTEX** as the project's benchmarks configure it (``harness.parsl_executor("htex-block")``: one
   worker per core, pinned with ``cpu_affinity="block"``, one BLAS thread), in a ``Config`` that
   names only the executor and the run directory.
-- **Scalpel**: ``scalpel_config(profiles=<a store of this script's own>)``, defaults otherwise,
+- **Scalpel**: ``scalpel_config(profiles=<a store of this script's own>)``, defaults otherwise
+  (``--provider``: with ``provider=LocalProvider(init_blocks=1, max_blocks=1)``, a block on this node),
   on two stores: **empty** (a new file per sample: a first run) and **full** (a copy, per sample,
   of a store holding a full host history: the workflow's profiles from two runs of it, and the
   host's contention tables topped up to ``MAX_CORUNS`` co-runs: :func:`host_history_spans`).
@@ -242,7 +243,12 @@ def child(spec: dict) -> dict:
         import user_workflow  # noqa: F401 - its run_workflow is the DAG
     phases["bench_import"] = lap()  # not a user's: taken out of the wall
     run_dir = str(Path(spec["folder"]) / "runinfo")
-    if spec["contender"] == "scalpel":
+    if spec["contender"] == "scalpel" and spec.get("provider"):  # provider mode: a block of one node, as HTEX's
+        from parsl.providers import LocalProvider
+
+        config = scalpel_config(run_dir=run_dir, profiles=spec["store"],
+                                provider=LocalProvider(init_blocks=1, min_blocks=1, max_blocks=1))
+    elif spec["contender"] == "scalpel":
         config = scalpel_config(run_dir=run_dir, profiles=spec["store"])
     else:
         config = Config(executors=[parsl_executor("htex-block", spec["cores"], None, None)], run_dir=run_dir)
@@ -449,6 +455,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--tasks", type=int, default=60, help="small tasks of the short workflow (its reduce besides)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds one sample may take")
     parser.add_argument("--out", help="write every sample and the summary (JSON) to this file")
+    parser.add_argument("--provider", action="store_true",
+                        help="run Scalpel in provider mode (provider=LocalProvider, one block of this node), as "
+                             "HTEX runs here: what parsl.load() and dfk.cleanup() cost with a hub and a block")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 1 round, the short workflow only")
     parser.add_argument("--child", metavar="SPEC", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -486,7 +495,7 @@ def main(argv=None) -> int:
 
         def spec(workflow: str, contender: str, state: str | None, name: str, store: str | None = None) -> dict:
             return {"workflow": workflow, "contender": contender, "state": state, "folder": str(base / name),
-                    "store": store, "cores": cores, "tasks": args.tasks, **dag}
+                    "store": store, "cores": cores, "tasks": args.tasks, "provider": args.provider, **dag}
 
         for workflow in args.workflows if "full" in args.stores else ():
             store = base / f"full-{workflow}" / "profiles.sqlite"
