@@ -395,6 +395,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self._graph_seen = False  # a task came with its place in Parsl's graph
         self._tails_learned = 0  # keys and apps whose tails this run stored
         self._refused = 0  # tasks handed over after shutdown (_refused_after_shutdown)
+        self._cut_short = 0  # tasks still running or waiting at shutdown (the run report's tasks_cut_short)
         self.topology = topology
         self.default_footprint = default_footprint
         self.default_runtime = float(default_runtime)
@@ -704,6 +705,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         future, estimate, hints, tail_source, parsl_id = job.context
         succeeded = outcome.ok and outcome.error is None
         finished = time.monotonic()
+        if isinstance(outcome.error, ExecutorShutdown):
+            self._cut_short += 1
         self.records.append(
             TaskRecord(task.id, job.slot, job.domain, job.cpu, job.started, finished,
                        task.footprint, task.runtime, succeeded, outcome.stats,
@@ -780,7 +783,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         are :func:`~scalpel_executor.runtime.report.build_report`'s (docs/executor.md)."""
         records = list(self.records)
         return build_report(self.label, self.policy, self._topology, self._estimator, self._hint_audit.counts, records,
-                            self._host.report(records, self._shut_down), self._critical_path_report())
+                            self._host.report(records, self._shut_down), self._critical_path_report(),
+                            cut_short=self._cut_short)
 
     def _write_report(self) -> None:
         """Write the run report next to Parsl's logs (``<run_dir>/scalpel-<label>-report.json``, mode 0600)."""

@@ -186,11 +186,13 @@ def write_report(path: str, report: dict) -> bool:
 
 
 def build_report(label: str, policy: str, topology: Topology, estimator: Estimator | None, hints_off: Mapping,
-                 records: Sequence[TaskRecord], contention_model: dict, critical_path: dict) -> dict:
+                 records: Sequence[TaskRecord], contention_model: dict, critical_path: dict, cut_short: int = 0) -> dict:
     """The run report of ``records``: where every finished task ran and where its estimates came from (JSON-ready).
 
     ``contention_model`` and ``critical_path`` are passed in as their sections, made by the
     executor's host learning and tails; ``estimator`` is None before the executor starts.
+    ``tasks_cut_short`` counts the failed tasks that were still running or waiting when the
+    executor shut down (``cut_short``: failed with ExecutorShutdown).
 
     ``sources`` counts tasks per source of each estimate (``hint``, ``learned`` earlier in
     this run, ``store`` from earlier runs, ``shape`` and ``app`` for a key new but its shape
@@ -231,6 +233,7 @@ def build_report(label: str, policy: str, topology: Topology, estimator: Estimat
         },
         "tasks_finished": len(records),
         "tasks_failed": sum(not record.ok for record in records),
+        "tasks_cut_short": cut_short,
         "tasks_measured": sum(record.measured for record in records),
         "drifts": estimator.drifts if estimator is not None else 0,
         "hints_off": hints_off,
@@ -387,7 +390,11 @@ def run_summary(report: Mapping, path: str | None) -> str:
     """
     topology = report["topology"]
     domains = len(topology["domains"])
-    parts = [f"{report['executor']}: {report['tasks_finished']} tasks ({report['tasks_failed']} failed) on "
+    tasks, failed, cut_short = report["tasks_finished"], report["tasks_failed"], report.get("tasks_cut_short", 0)
+    failures = f"{failed} failed" + (f", {cut_short} of them unfinished when the executor shut down: wait for "
+                                     f"results before dfk.cleanup() or the end of `with parsl.load()`"
+                                     if cut_short else "")
+    parts = [f"{report['executor']}: {tasks} task{'s' if tasks != 1 else ''} ({failures}) on "
              f"{topology['total_cores']} cores in {domains} LLC domain{'s' if domains != 1 else ''}",
              _corun_words(report), _source_words(report["sources"])]
     not_learned = (report.get("contention_model") or {}).get("not_learned")

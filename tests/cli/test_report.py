@@ -181,3 +181,13 @@ def test_the_readme_explains_every_reason_as_the_legend_does():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     for reason, explained in admission.REASONS_EXPLAINED.items():
         assert f"| `{reason}` | {explained} |" in readme, reason
+
+
+def test_the_closing_sentence_counts_one_task_as_one_and_says_what_shutdown_cut_short():
+    rows = [{"task_id": 1, "domain": 0, "measured_footprint": 1e6, "started": 0.0, "finished": 1.0,
+             "admission": "fits"}]
+    one = report(rows)
+    assert run_summary({**one, "tasks_finished": 1, "tasks_failed": 0}, None).startswith("scalpel: 1 task (0 failed) on")
+    cut = run_summary({**one, "tasks_finished": 4, "tasks_failed": 3, "tasks_cut_short": 2}, None)
+    assert cut.startswith("scalpel: 4 tasks (3 failed, 2 of them unfinished when the executor shut down: wait for "
+                          "results before dfk.cleanup() or the end of `with parsl.load()`) on "), cut

@@ -9,6 +9,7 @@ import parsl
 import pytest
 from parsl import python_app
 from parsl.config import Config
+from parsl.dataflow.states import States
 
 from scalpel_executor.runtime.errors import ExecutorShutdown
 from scalpel_executor.runtime.executor import ScalpelExecutor
@@ -37,6 +38,34 @@ def test_cleanup_says_in_one_line_what_ran_and_where_the_report_is(tmp_path, cap
     logged = (tmp_path / "runinfo" / "000" / "parsl.log").read_text()
     assert logged.count("scalpel: 5 tasks (0 failed)") == 1  # and in parsl.log, once
     assert json.loads(report.read_text())["tasks_finished"] == 5
+
+
+@python_app(executors=["scalpel"])
+def nap(seconds):
+    import time
+    time.sleep(seconds)
+    return seconds
+
+
+def test_the_closing_line_says_how_many_tasks_shutdown_cut_short_and_what_to_do(tmp_path, capfd):
+    executor = ScalpelExecutor(label="scalpel", profiles=False, node_manager=False)
+    dfk = parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "runinfo")))
+    try:
+        assert nap(0).result(timeout=GENEROUS) == 0
+        long = nap(60)  # as a script that leaves `with parsl.load()` without waiting
+        deadline = time.monotonic() + GENEROUS
+        while long.task_record["status"] != States.launched and time.monotonic() < deadline:
+            time.sleep(0.01)  # handed to the executor (not refused after shutdown from Parsl's launch queue)
+    finally:
+        dfk.cleanup()
+        parsl.clear()
+    assert isinstance(long.exception(timeout=GENEROUS), ExecutorShutdown)
+    lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("scalpel: ")]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("scalpel: 2 tasks (1 failed, 1 of them unfinished when the executor shut down: "
+                               "wait for results before dfk.cleanup()"), lines[0]
+    report = json.loads((tmp_path / "runinfo" / "000" / "scalpel-scalpel-report.json").read_text())
+    assert (report["tasks_finished"], report["tasks_failed"], report["tasks_cut_short"]) == (2, 1, 1)
 
 
 A_RUN_THAT_ENDS = """
