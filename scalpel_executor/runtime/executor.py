@@ -659,10 +659,13 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         try:
             buffer = pack_apply_message(func, args, kwargs)
         except Exception as error:
-            raise TypeError(
-                f"the call of {getattr(func, '__name__', func)!r} cannot be serialized for a worker: {error}; "
-                f"pass only values that pickle (no open files, locks held by others, generators, sockets)"
-            ) from error
+            nested = _nested_future(args, kwargs)
+            advice = (f"{nested} holds a Future: Parsl waits only for Futures passed as arguments themselves "
+                      f"(or in inputs=), so pass them one by one (*futures) or as inputs=futures"
+                      if nested is not None else
+                      "pass only values that pickle (no open files, locks held by others, generators, sockets)")
+            raise TypeError(f"the call of {getattr(func, '__name__', func)!r} cannot be serialized for a worker: "
+                            f"{error}; {advice}") from error
         declared = hints.memory if hints.memory is not None else self._mem_per_task if self.mem_per_task is not None \
             else None
         task = Task(task_id, estimate.footprint, estimate.runtime, scheduling_priority(hints.priority),  # lower first
@@ -964,6 +967,22 @@ def scalpel_config(run_dir: str = "runinfo", **executor_options: Any):
     from parsl.config import Config
 
     return Config(executors=[ScalpelExecutor(**executor_options)], run_dir=run_dir, memoizer=GraphMemoizer())
+
+
+def _nested_future(args: Sequence[Any], kwargs: Dict[str, Any]) -> Optional[str]:
+    """Which argument holds a Future inside a list, tuple, set or dict (one level down), or None: Parsl
+    resolves only Futures that are arguments themselves, and a Future does not pickle.
+
+    >>> _nested_future((1, [Future()]), {}), _nested_future((), {"parts": {"a": Future()}}), _nested_future((1,), {})
+    ('argument 2', "argument 'parts'", None)
+    """
+    named = [(f"argument {position}", value) for position, value in enumerate(args, start=1)]
+    named += [(f"argument {name!r}", value) for name, value in kwargs.items() if name != "inputs"]
+    for name, value in named:
+        items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple, set)) else ()
+        if any(isinstance(item, Future) for item in items):
+            return name
+    return None
 
 
 def _contention_model(value) -> ContentionModel:

@@ -236,6 +236,9 @@ def test_task_errors_are_clear_and_the_run_goes_on(dfk):
         return_generator().result(timeout=GENEROUS)
     with pytest.raises(TypeError, match="cannot be serialized for a worker.*generator"):
         echo(i for i in range(3)).result(timeout=GENEROUS)
+    with pytest.raises(TypeError, match=r"argument 1 holds a Future: Parsl waits only for Futures passed as "
+                                        r"arguments themselves .*pass them one by one \(\*futures\)"):
+        echo([echo(1), echo(2)]).result(timeout=GENEROUS)  # a list of futures: Parsl does not look inside it
     assert echo(5).result(timeout=GENEROUS) == 5
 
 
