@@ -228,6 +228,9 @@ class WorkerPool:
                     worker.warm = True
                     continue
                 code = worker.process.wait()
+                if self._stopping.is_set():  # shut down while starting: its kill ended this worker, no failure
+                    logger.debug("worker pid %d ended (code %s) by a shutdown during start", worker.process.pid, code)
+                    return
                 failures = self._failed_starts[worker.slot] = self._failed_starts.get(worker.slot, 0) + 1
                 logger.warning("worker pid %d on CPUs %s exited (code %s) before it was ready", worker.process.pid,
                                worker.cpus, code)

@@ -2,6 +2,7 @@
 by their signatures and by what they do: start, run a submitted task, call on_complete once, shut down."""
 
 import inspect
+import threading
 import os
 import time
 
@@ -142,3 +143,18 @@ def test_the_executors_pool_options_are_stored_once_and_read_only():
     with pytest.raises(AttributeError, match=r"seed is fixed when the executor is made: give seed=8"):
         executor.seed = 8
     assert "policy='fifo'" in repr(executor) and "seed=7" in repr(executor)  # Parsl's repr reads them
+
+
+def test_a_shutdown_while_the_workers_start_ends_the_start_quietly_and_leaves_no_worker(caplog):
+    pool = WorkerPool(resolve_topology(None), PoolOptions(), lambda task, outcome: None)
+    starting = threading.Thread(target=pool.start)
+    with caplog.at_level("DEBUG", logger="scalpel_executor.runtime.pool"):
+        starting.start()
+        wait_until(lambda: pool.worker_pids, GENEROUS)  # spawned; their imports take a second or more
+        pids = pool.worker_pids
+        pool.shutdown()
+        starting.join(GENEROUS)
+    assert not starting.is_alive()
+    assert not any(record.levelname == "WARNING" and "before it was ready" in record.getMessage()
+                   for record in caplog.records)  # a worker its own shutdown killed is no failed start
+    assert not alive(pids)
