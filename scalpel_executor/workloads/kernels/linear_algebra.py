@@ -28,8 +28,30 @@ BETA = 0.5  # below 1, so that C <- alpha A B + beta C stays bounded over many s
 
 
 def _geometric(steps: int) -> float:
-    """1 + BETA + ... + BETA**(steps-1): how often alpha*A*B has been added into C."""
+    """1 + BETA + ... + BETA**(steps-1): how often alpha P has been added into C."""
     return (1 - BETA ** steps) / (1 - BETA)
+
+
+def _accumulate(c: np.ndarray, product: np.ndarray) -> None:
+    """One step of C <- alpha P + beta C in place, ``product`` (P) scaled in place on the way."""
+    product *= ALPHA
+    c *= BETA
+    c += product
+
+
+def _naive_accumulated(c0: np.ndarray, product: np.ndarray, steps: int) -> np.ndarray:
+    """C after ``steps`` of C <- alpha P + beta C from ``c0``, one step at a time: the naive twin of
+    :func:`_accumulate`."""
+    c = c0.copy()
+    for _ in range(steps):
+        c = BETA * c + ALPHA * product
+    return c
+
+
+def _accumulated_x(product_x: np.ndarray, c0x: np.ndarray, steps: int) -> np.ndarray:
+    """C x after ``steps`` of C <- alpha P + beta C, in closed form from P x and C0 x:
+    alpha (1 + beta + ... + beta^(steps-1)) P x + beta^steps C0 x."""
+    return ALPHA * _geometric(steps) * product_x + BETA ** steps * c0x
 
 
 def _naive_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -71,23 +93,17 @@ def _gemm_run(s: State, steps: int) -> np.ndarray:
     a, b, c, t = s["A"], s["B"], s["C"], s["T"]
     for _ in range(steps):
         np.matmul(a, b, out=t)
-        t *= ALPHA
-        c *= BETA
-        c += t
+        _accumulate(c, t)
     return c
 
 
 def _gemm_naive(s: State, steps: int) -> np.ndarray:
-    c = s["C"].copy()
-    ab = _naive_matmul(s["A"], s["B"])
-    for _ in range(steps):
-        c = BETA * c + ALPHA * ab
-    return c
+    return _naive_accumulated(s["C"], _naive_matmul(s["A"], s["B"]), steps)
 
 
 def _gemm_verify(s: State, c: np.ndarray, steps: int) -> str | None:
     x = s["x"]
-    expected = ALPHA * _geometric(steps) * (s["A"] @ (s["B"] @ x)) + BETA ** steps * s["c0x"]
+    expected = _accumulated_x(s["A"] @ (s["B"] @ x), s["c0x"], steps)
     return _mismatch(c @ x, expected, "C x against alpha (1 + beta + ...) A (B x) + beta^steps C0 x")
 
 
@@ -118,7 +134,7 @@ def _mm2_naive(s: State, steps: int) -> np.ndarray:
 
 def _mm2_verify(s: State, d: np.ndarray, steps: int) -> str | None:
     x = s["x"]
-    expected = ALPHA * _geometric(steps) * (s["A"] @ (s["B"] @ (s["C"] @ x))) + BETA ** steps * s["d0x"]
+    expected = _accumulated_x(s["A"] @ (s["B"] @ (s["C"] @ x)), s["d0x"], steps)
     return _mismatch(d @ x, expected, "D x against the matrix-vector chain")
 
 
@@ -157,23 +173,17 @@ def _syrk_run(s: State, steps: int) -> np.ndarray:
     a, c, t = s["A"], s["C"], s["T"]
     for _ in range(steps):
         np.matmul(a, a.T, out=t)
-        t *= ALPHA
-        c *= BETA
-        c += t
+        _accumulate(c, t)
     return c
 
 
 def _syrk_naive(s: State, steps: int) -> np.ndarray:
-    c = s["C"].copy()
-    aat = _naive_matmul(s["A"], s["A"].T)
-    for _ in range(steps):
-        c = BETA * c + ALPHA * aat
-    return c
+    return _naive_accumulated(s["C"], _naive_matmul(s["A"], s["A"].T), steps)
 
 
 def _syrk_verify(s: State, c: np.ndarray, steps: int) -> str | None:
     x = s["x"]
-    expected = ALPHA * _geometric(steps) * (s["A"] @ (s["A"].T @ x)) + BETA ** steps * s["c0x"]
+    expected = _accumulated_x(s["A"] @ (s["A"].T @ x), s["c0x"], steps)
     return _mismatch(c @ x, expected, "C x against A (A^T x)")
 
 
@@ -186,23 +196,18 @@ def _syr2k_run(s: State, steps: int) -> np.ndarray:
     for _ in range(steps):
         np.matmul(a, b.T, out=t)
         np.add(t, t.T, out=u)  # B A^T = (A B^T)^T
-        u *= ALPHA
-        c *= BETA
-        c += u
+        _accumulate(c, u)
     return c
 
 
 def _syr2k_naive(s: State, steps: int) -> np.ndarray:
-    c = s["C"].copy()
     update = _naive_matmul(s["A"], s["B"].T) + _naive_matmul(s["B"], s["A"].T)
-    for _ in range(steps):
-        c = BETA * c + ALPHA * update
-    return c
+    return _naive_accumulated(s["C"], update, steps)
 
 
 def _syr2k_verify(s: State, c: np.ndarray, steps: int) -> str | None:
     a, b, x = s["A"], s["B"], s["x"]
-    expected = ALPHA * _geometric(steps) * (a @ (b.T @ x) + b @ (a.T @ x)) + BETA ** steps * s["c0x"]
+    expected = _accumulated_x(a @ (b.T @ x) + b @ (a.T @ x), s["c0x"], steps)
     return _mismatch(c @ x, expected, "C x against A (B^T x) + B (A^T x)")
 
 
