@@ -193,6 +193,17 @@ class FcfsEvaluator:
         next_end, stamp = state.next_end, state.stamp
         return min(range(len(next_end)), key=lambda d: (next_end[d], stamp[d]))
 
+    @staticmethod
+    def advance(state: SimState, d: int) -> None:
+        """Bring domain ``d``'s running tasks to ``state.now``: each has done the time since the domain
+        was last advanced times its rate of solo work. (:meth:`run` writes this step out on its locals:
+        it is the default policy's hot path, and a call per event costs there.)"""
+        elapsed = state.now - state.updated[d]
+        if elapsed > 0:
+            for e in state.running[d]:
+                e[1] -= elapsed * e[2]
+        state.updated[d] = state.now
+
     def refresh(self, state: SimState, d: int) -> None:
         """Reschedule domain ``d`` at ``state.now``: its tasks' rates and its next end."""
         running_d = state.running[d]

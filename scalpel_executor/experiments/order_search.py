@@ -101,18 +101,14 @@ def branch_and_bound(ev: FcfsEvaluator, incumbent: float, incumbent_order: Seque
 
     def settle(state: SimState):
         """Advance to the next decision (or the end): returns (state, None) or (None, the makespan)."""
-        running, upd = state.running, state.updated
+        running = state.running
         while True:
             d = ev.next_domain(state)
             t = state.next_end[d]
             if t == math.inf:
                 return None, state.makespan
             now = state.now = t
-            elapsed = now - upd[d]
-            if elapsed > 0:
-                for e in running[d]:
-                    e[1] -= elapsed * e[2]
-            upd[d] = now
+            ev.advance(state, d)
             left = [e for e in running[d] if e[1] > tol[e[0]]]
             finished = len(running[d]) - len(left)
             running[d] = left
@@ -169,14 +165,9 @@ def branch_and_bound(ev: FcfsEvaluator, incumbent: float, incumbent_order: Seque
             if previous is not None and position[i] < position[previous]:
                 continue
             child = state.copy()
-            c_now, c_running, c_upd, c_idle = child.now, child.running, child.updated, child.idle
-            elapsed = c_now - c_upd[d]
-            if elapsed > 0:
-                for e in c_running[d]:
-                    e[1] -= elapsed * e[2]
-            c_upd[d] = c_now
-            c_running[d].append([i, solo[i], 1.0])
-            c_idle[d] -= 1
+            ev.advance(child, d)
+            child.running[d].append([i, solo[i], 1.0])
+            child.idle[d] -= 1
             picks = dict(step_picks)
             picks[d] = i
             if d not in step_picks.get("touched", ()):
