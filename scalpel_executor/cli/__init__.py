@@ -1,8 +1,10 @@
 """The ``scalpel`` command: one module per command, each with its parser beside its handler.
 
 Each command module has ``add_command(commands)``, which adds its sub-parser and sets ``run`` to
-its handler. Exit status: 0 done; 2 bad input, named in one line on standard error; 1 when what
-the command ran failed (``scalpel profile run``).
+its handler; :func:`~scalpel_executor.cli.common.add_command_parser` takes a command's help and
+description from its module's docstring (``simulate`` and ``profile`` build theirs, from the shipped
+profiles and the default store). Exit status: 0 done; 2 bad input, named in one line on standard
+error; 1 when what the command ran failed (``scalpel profile run``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,18 @@
-"""``scalpel bench``: workload mixes under Parsl's executors and every Scalpel policy, or an earlier
-run's table (``--report``)."""
+"""``scalpel bench``: benchmark workload mixes under Parsl's executors and every Scalpel policy
+
+Runs workload mixes (contention-heavy kernels, the kernel suite at 2x/4x/8x the cores, small kernels
+only, a workflow DAG of kernels with a bash step and a reduce, BLAS kernels asking for two cores
+among one-core ones (mixed-cores; the cores hint goes to Scalpel only), no-op throughput and
+latency, optionally Montage) under Parsl's HighThroughputExecutor (cpu_affinity block and none),
+Parsl's ThreadPoolExecutor, concurrent.futures.ProcessPoolExecutor, ScalpelExecutor with each
+policy, and an oracle order for the contention mix; peers interleaved in every repetition. Reports
+median makespans, the ratio to htex-block with a paired bootstrap 95% interval, the ratio to the
+lower bound and the share of the HTEX-to-oracle gap; writes <out>/bench.json, <out>/bench.png and
+pyperf suites <out>/pyperf/<peer>.json (python -m pyperf compare_to works on them). The full default
+run takes about half an hour.
+
+With ``--report``, nothing runs: an earlier run's table is printed from its bench.json.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +20,7 @@ import argparse
 import json
 from pathlib import Path
 
-from scalpel_executor.cli.common import at_least, comma_list, load_model_file, status_printer
+from scalpel_executor.cli.common import add_command_parser, at_least, comma_list, load_model_file, status_printer
 from scalpel_executor.core.scheduler import POLICIES
 from scalpel_executor.experiments.bench.report import summary_table
 from scalpel_executor.experiments.plans import BENCH, BENCH_SMOKE, MIXES, PEERS, SCALES, SCALPEL_POLICIES, with_given
@@ -18,19 +31,7 @@ _EVERY_POLICY = {"scalpel:*": [f"scalpel:{p}" for p in SCALPEL_POLICIES]}
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "bench", help="benchmark workload mixes under Parsl's executors and every Scalpel policy",
-        description="Runs workload mixes (contention-heavy kernels, the kernel suite at 2x/4x/8x the cores, "
-        "small kernels only, a workflow DAG of kernels with a bash step and a reduce, BLAS kernels asking for "
-        "two cores among one-core ones (mixed-cores; the cores hint goes to Scalpel only), no-op throughput and "
-        "latency, optionally Montage) under Parsl's "
-        "HighThroughputExecutor (cpu_affinity block and none), Parsl's ThreadPoolExecutor, "
-        "concurrent.futures.ProcessPoolExecutor, ScalpelExecutor with each policy, and an oracle order for "
-        "the contention mix; peers interleaved in every repetition. Reports median makespans, the ratio to "
-        "htex-block with a paired bootstrap 95% interval, the ratio to the lower bound and the share of the "
-        "HTEX-to-oracle gap; writes <out>/bench.json, <out>/bench.png and pyperf suites <out>/pyperf/<peer>.json "
-        "(python -m pyperf compare_to works on them). The full default run takes about half an hour.",
-    )
+    parser = add_command_parser(commands, "bench", __doc__, run)
     parser.add_argument("--mixes", help=f"comma-separated, from: {', '.join(MIXES)} (default: all but montage)")
     parser.add_argument("--peers", help=f"comma-separated, from: {', '.join(PEERS)}; scalpel:* for every "
                         "Scalpel policy (default: all)")
@@ -60,7 +61,6 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--against", metavar="PEER",
                         help="with --report: every peer against PEER instead of htex-block, paired per "
                              "repetition (e.g. scalpel:longest_first)")
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,5 +1,11 @@
-"""``scalpel calibrate``: fit the simulator's contention model to measured co-runs; check it on the
-mixes of a bench record."""
+"""``scalpel calibrate``: fit the simulator's contention model to measured co-runs; check it on bench
+mixes
+
+Fits rho and sigma of the contention model to the pairwise slowdowns of a co-run document (python
+benchmarks/corun.py --out corun.json), then, with --bench, simulates every kernel mix of a `scalpel
+bench` record with the fitted model and reports the error against the measured makespans (those
+mixes are held out of the fit). The --out file feeds `scalpel simulate --model`.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from scalpel_executor.cli.common import status_printer
+from scalpel_executor.cli.common import add_command_parser, status_printer
 from scalpel_executor.core.units import format_size, parse_size
 from scalpel_executor.experiments import contention_fit
 from scalpel_executor.experiments.tables import format_table
@@ -15,20 +21,13 @@ from scalpel_executor.learning.exchange import read_json_object
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "calibrate", help="fit the simulator's contention model to measured co-runs; check it on bench mixes",
-        description="Fits rho and sigma of the contention model to the pairwise slowdowns of a co-run document "
-        "(python benchmarks/corun.py --out corun.json), then, with --bench, simulates every kernel mix of a "
-        "`scalpel bench` record with the fitted model and reports the error against the measured makespans "
-        "(those mixes are held out of the fit). The --out file feeds `scalpel simulate --model`.",
-    )
+    parser = add_command_parser(commands, "calibrate", __doc__, run)
     parser.add_argument("corun", help="co-run JSON written by benchmarks/corun.py --out")
     parser.add_argument("--bench", help="bench.json written by scalpel bench, to predict")
     parser.add_argument("--llc", help="LLC size the model assumes, e.g. 56MiB (default: the co-run document's)")
     parser.add_argument("--out", help="write the fit (and the predictions) to this JSON file")
     parser.add_argument("--plot", help="write a PNG: measured against modelled pairs, and mixes")
     parser.add_argument("--json", action="store_true", help="print the JSON record")
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -19,6 +19,22 @@ class CommandFailed(Exception):
     """What the command ran failed (exit status 1), as opposed to bad input (exit status 2)."""
 
 
+def add_command_parser(commands: argparse._SubParsersAction, name: str, doc: str,
+                       run: Callable[[argparse.Namespace], int], **options) -> argparse.ArgumentParser:
+    """The sub-parser of ``scalpel name``, its handler ``run``, its text from ``doc``, the command
+    module's docstring: one text says what a command does, to a reader of the code and at the prompt.
+
+    The docstring's first paragraph, ````scalpel name``: what it does``, is the line ``scalpel
+    --help`` lists; its second is the description ``scalpel name --help`` prints (argparse reflows
+    both); what follows is for readers of the code. ``options`` go to ``add_parser`` (``epilog``).
+    """
+    summary, description = doc.split("\n\n")[:2]
+    _, _, help_text = summary.partition(": ")
+    parser = commands.add_parser(name, help=" ".join(help_text.split()), description=description, **options)
+    parser.set_defaults(run=run)
+    return parser
+
+
 def at_least(least: int) -> Callable[[str], int]:
     """An argparse ``type``: a whole number >= ``least``; argparse names the option in its error."""
 

@@ -1,4 +1,14 @@
-"""``scalpel demo``: the main job, a contention-heavy kernel batch under Scalpel and Parsl's HTEX."""
+"""``scalpel demo``: the main job: a contention-heavy kernel batch under Scalpel and Parsl's HTEX,
+compared
+
+Runs a contention-heavy mix of the kernel suite on this machine (large kernels that fit the
+last-level cache alone but not together, submitted before the small ones) under Parsl's
+HighThroughputExecutor, under ScalpelExecutor with the fifo policy (its mechanics, no reordering)
+and with each other policy, on the same cores, repeated and interleaved, after one solo pass. Prints
+the makespans and their split: mechanics (HTEX / scalpel:fifo), policy (scalpel:fifo / scalpel) and
+total, each with a paired bootstrap interval; writes a Gantt chart (PNG) and a JSON record. For a
+simulated comparison on machines you do not have, see `scalpel simulate`.
+"""
 
 from __future__ import annotations
 
@@ -6,22 +16,13 @@ import argparse
 import json
 from pathlib import Path
 
-from scalpel_executor.cli.common import at_least, comma_list, status_printer
+from scalpel_executor.cli.common import add_command_parser, at_least, comma_list, status_printer
 from scalpel_executor.core.scheduler import POLICIES
 from scalpel_executor.experiments.plans import DEMO, DEMO_QUICK, with_given
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "demo", help="the main job: a contention-heavy kernel batch under Scalpel and Parsl's HTEX, compared",
-        description="Runs a contention-heavy mix of the kernel suite on this machine (large kernels that fit the "
-        "last-level cache alone but not together, submitted before the small ones) under Parsl's "
-        "HighThroughputExecutor, under ScalpelExecutor with the fifo policy (its mechanics, no reordering) and "
-        "with each other policy, on the same cores, repeated and interleaved, after one solo pass. Prints the "
-        "makespans and their split: mechanics (HTEX / scalpel:fifo), policy (scalpel:fifo / scalpel) and total, "
-        "each with a paired bootstrap interval; writes a Gantt chart (PNG) and a JSON record. For a simulated "
-        "comparison on machines you do not have, see `scalpel simulate`.",
-    )
+    parser = add_command_parser(commands, "demo", __doc__, run)
     parser.add_argument("--quick", action="store_true",
                         help=f"{DEMO_QUICK.tasks} short tasks, {DEMO_QUICK.repeats} runs each, policies "
                         f"{' and '.join(DEMO_QUICK.policies)} (about a minute)")
@@ -40,7 +41,6 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                         help="folder for the PNG, JSON, run logs and profile store (default ./%(default)s)")
     parser.add_argument("--seed", type=int, help=f"seeds the batch and the bootstrap (default {DEMO.seed})")
     parser.add_argument("--json", action="store_true", help="print the JSON record instead of the table")
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,4 +1,10 @@
-"""``scalpel report``: what the executor did in a run, read from the report it wrote at cleanup.
+"""``scalpel report``: what the executor did in a run: a sentence, its tasks, why each started where it
+did
+
+Reads the run report ScalpelExecutor writes at dfk.cleanup()
+(runinfo/<run>/scalpel-<label>-report.json) and prints the run in one sentence, a table of its tasks
+(where and when each ran, its footprint, the seconds it co-ran over its domain's LLC, why it started
+where it did) and what each admission reason in it means.
 
 ::
 
@@ -21,7 +27,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from scalpel_executor.cli.common import status_printer
+from scalpel_executor.cli.common import add_command_parser, status_printer
 from scalpel_executor.cli.profile import _cut as cut_key
 from scalpel_executor.core.admission import REASONS, REASONS_EXPLAINED
 from scalpel_executor.core.cpulist import format_cpu_list
@@ -40,12 +46,8 @@ HEADERS = ["task", "profile key", "domain/cpu", "start s", "end s", "wall s", "f
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "report", help="what the executor did in a run: a sentence, its tasks, why each started where it did",
-        description="Reads the run report ScalpelExecutor writes at dfk.cleanup() (runinfo/<run>/"
-        "scalpel-<label>-report.json) and prints the run in one sentence, a table of its tasks (where and when "
-        "each ran, its footprint, the seconds it co-ran over its domain's LLC, why it started where it did) and "
-        "what each admission reason in it means.",
+    parser = add_command_parser(
+        commands, "report", __doc__, run,
         epilog="Times are seconds since the run's first task started; a task's end is its start plus the wall "
         "time its worker measured. A footprint marked ~ is an estimate: the probe did not measure that task.")
     parser.add_argument("path", metavar="RUN",
@@ -55,7 +57,6 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--wide", action="store_true", help="give profile keys whole, not cut")
     parser.add_argument("--json", action="store_true",
                         help="print the report as JSON (a list of them when RUN holds several)")
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

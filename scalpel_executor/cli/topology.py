@@ -1,25 +1,29 @@
-"""``scalpel topology``: the last-level-cache domains this process can use, or a described machine."""
+"""``scalpel topology``: show the last-level-cache domains this process can use
+
+Shows the last-level-cache domains this process can use, read from sysfs, or the machine that --spec
+or --cpus describes.
+
+An empty --spec or --cpus is refused with an example of how to write it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 
+from scalpel_executor.cli.common import add_command_parser
 from scalpel_executor.core.domains import Topology, parse_cpu_list
 from scalpel_executor.host.sysfs import detect_topology
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser("topology", help="show the last-level-cache domains this process can use",
-                                 description="Shows the last-level-cache domains this process can use, read "
-                                 "from sysfs, or the machine that --spec or --cpus describes.")
+    parser = add_command_parser(commands, "topology", __doc__, run)
     parser.add_argument("--spec", help='describe a machine instead, e.g. "2x4:12MiB" (2 domains of 4 cores)')
     parser.add_argument("--cpus", help='explicit CPU lists per domain, ";"-separated, e.g. "0-3;4-7"')
     parser.add_argument("--llc", help="LLC size per domain for --cpus, e.g. 32MiB")
     parser.add_argument("--smt", action="store_true", help="use every hardware thread, not one per core")
     parser.add_argument("--sysfs", default="/sys", help="sysfs root to read (default %(default)s)")
     parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
