@@ -25,21 +25,24 @@ def test_simulate_prints_one_aligned_row_per_task_count_and_policy(scalpel):
     assert len({len(line) for line in lines[header:]}) == 1  # one width: the columns line up
 
 
-def test_simulate_unknown_policy(scalpel):
-    code, out, err = scalpel("simulate", "--policies", "lpt")
-    assert code == 2 and out == ""
-    assert err == ("scalpel: unknown policy 'lpt' in --policies; choose from scalpel, scalpel-paper, scalpel-lpt, "
-                   "longest_first, grouping+fifo, fifo, random, di\n")
+@pytest.mark.parametrize("option, value, error", [
+    ("--policies", "lpt", "scalpel: unknown policy 'lpt' in --policies; choose from scalpel, scalpel-paper, "
+                          "scalpel-lpt, longest_first, grouping+fifo, fifo, random, di\n"),
+    ("--machine", "epic", "scalpel: unknown machine 'epic' in --machine; choose from paper, wide, epyc, xeon16 "
+                          "or give a spec like 8x8:32MiB\n"),
+])
+def test_simulate_names_an_unknown_choice_and_the_choices(scalpel, option, value, error):
+    code, out, err = scalpel("simulate", option, value)
+    assert (code, out, err) == (2, "", error)
 
 
-def test_simulate_unknown_profile(scalpel):
-    code, _, err = scalpel("simulate", "--profile", "nope")
-    assert code == 2 and "polybench-xeon-e5620" in err
-
-
-def test_simulate_bad_task_counts_are_named(scalpel):
-    code, _, err = scalpel("simulate", "--tasks", "8,x")
-    assert code == 2 and "--tasks takes task counts like 8,16,23, got '8,x'" in err
+@pytest.mark.parametrize("option, value, named", [
+    ("--profile", "nope", "polybench-xeon-e5620"),
+    ("--tasks", "8,x", "--tasks takes task counts like 8,16,23, got '8,x'"),
+])
+def test_simulate_names_a_bad_value(scalpel, option, value, named):
+    code, _, err = scalpel("simulate", option, value)
+    assert code == 2 and named in err
 
 
 @pytest.mark.parametrize("name", list(MACHINES))
@@ -63,13 +66,6 @@ def test_simulate_preset_prints_the_usual_table(scalpel):
     assert "rho=0.6395, sigma=1.2538" in lines[1]
     header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["tasks", "policy"])
     assert [row.split()[1] for row in lines[header + 2:]] == ["scalpel", "fifo"]
-
-
-def test_simulate_unknown_machine_is_named_with_the_presets(scalpel):
-    code, out, err = scalpel("simulate", "--machine", "epic")
-    assert code == 2 and out == ""
-    assert err == ("scalpel: unknown machine 'epic' in --machine; choose from paper, wide, epyc, xeon16 "
-                   "or give a spec like 8x8:32MiB\n")
 
 
 def test_simulate_machine_still_takes_a_spec(scalpel):
