@@ -1,16 +1,8 @@
 """Fixtures of the integration tests: the Slurm cluster (see slurm_cluster.py for the decision)."""
 
-import os
-import sys
-
 import pytest
 
-try:
-    from slurm_cluster import SKIP_REASON, provide_cluster
-except ImportError:
-    # Under --import-mode=importlib (see pyproject.toml) pytest does not put this folder on sys.path.
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from slurm_cluster import SKIP_REASON, provide_cluster
+from tests.integration.slurm_cluster import SKIP_REASON, provide_cluster
 
 
 @pytest.fixture(scope="session")

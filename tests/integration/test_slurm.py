@@ -4,21 +4,13 @@ Needs a cluster (see slurm_cluster.py); without one these tests are skipped with
 starts one.
 """
 
-import os
-import sys
-
 import parsl
 import pytest
 from parsl.app.app import python_app
 from parsl.config import Config
 from parsl.executors import HighThroughputExecutor
 
-try:
-    from slurm_cluster import slurm_provider, wait_for_jobs_to_leave
-except ImportError:
-    # Under --import-mode=importlib (see pyproject.toml) pytest does not put this folder on sys.path.
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from slurm_cluster import slurm_provider, wait_for_jobs_to_leave
+from tests.integration.slurm_cluster import slurm_provider, wait_for_jobs_to_leave
 
 pytestmark = pytest.mark.slurm
 

@@ -5,7 +5,6 @@ starts one.
 """
 
 import os
-import sys
 import time
 
 import parsl
@@ -16,13 +15,7 @@ from parsl.executors.errors import BadStateException
 from parsl.jobs.states import JobState
 
 from scalpel_executor import ScalpelExecutor
-
-try:
-    from slurm_cluster import queued_jobs, slurm_provider, wait_for_jobs_to_leave
-except ImportError:
-    # Under --import-mode=importlib (see pyproject.toml) pytest does not put this folder on sys.path.
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from slurm_cluster import queued_jobs, slurm_provider, wait_for_jobs_to_leave
+from tests.integration.slurm_cluster import queued_jobs, slurm_provider, wait_for_jobs_to_leave
 
 pytestmark = pytest.mark.slurm
 
