@@ -160,9 +160,14 @@ def test_a_manager_killed_while_tasks_run_fails_those_it_began_and_its_replaceme
     assert client.managers_lost == 1
 
 
-def kill_replacements_while_they_start(client, monkeypatch, count):
-    """Replacement managers the client launches: the first ``count`` are SIGKILLed as soon as they
-    are launched, long before they could report Started (a kill during start, a node's OOM killer)."""
+def lose_the_manager_and_kill_replacements(make_client, monkeypatch, count, backoff):
+    """A started client whose node manager is SIGKILLed, and the replacement managers it launches,
+    ``backoff`` seconds apart: the first ``count`` are SIGKILLed as soon as they are launched, long
+    before they could report Started (a kill during start, a node's OOM killer). Returns the client,
+    its outcomes and the replacements' pids as they are launched, once the first one has been."""
+    monkeypatch.setattr(manager_client, "REPLACEMENT_BACKOFF", backoff)
+    client, outcomes = make_client()
+    client.start()
     launched = []
     launch = client._launch
 
@@ -174,17 +179,14 @@ def kill_replacements_while_they_start(client, monkeypatch, count):
         return manager
 
     monkeypatch.setattr(client, "_launch", launch_and_maybe_kill)
-    return launched
+    os.kill(client.pid, signal.SIGKILL)
+    assert wait_until(lambda: launched)
+    return client, outcomes, launched
 
 
 def test_replacements_killed_while_they_start_are_started_again_and_their_tasks_run_unspent(make_client,
                                                                                             monkeypatch):
-    monkeypatch.setattr(manager_client, "REPLACEMENT_BACKOFF", 0.05)
-    client, outcomes = make_client()
-    client.start()
-    launched = kill_replacements_while_they_start(client, monkeypatch, 2)
-    os.kill(client.pid, signal.SIGKILL)
-    assert wait_until(lambda: launched)
+    client, outcomes, launched = lose_the_manager_and_kill_replacements(make_client, monkeypatch, 2, backoff=0.05)
     client.submit(call(1, where, 1))  # sent to the first replacement, which never starts
     outcomes.wait([1])
     assert outcomes.value(1)[0] == 1  # not NodeManagerLost: no manager that ran it was lost
@@ -196,12 +198,7 @@ def test_replacements_killed_while_they_start_are_started_again_and_their_tasks_
 
 
 def test_after_five_replacements_in_a_row_fail_to_start_the_client_gives_up_naming_why(make_client, monkeypatch):
-    monkeypatch.setattr(manager_client, "REPLACEMENT_BACKOFF", 0.01)
-    client, outcomes = make_client()
-    client.start()
-    launched = kill_replacements_while_they_start(client, monkeypatch, 99)
-    os.kill(client.pid, signal.SIGKILL)
-    assert wait_until(lambda: launched)
+    client, outcomes, launched = lose_the_manager_and_kill_replacements(make_client, monkeypatch, 99, backoff=0.01)
     client.submit(call(1, where, 1))
     error = outcomes.wait([1])[1].error
     assert isinstance(error, ExecutorFailed), error
