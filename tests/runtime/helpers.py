@@ -1,5 +1,5 @@
 """What the runtime tests share: the generous bound, waiting on a condition, which processes live,
-and the manager tests' outcome recorder and task bodies.
+the manager tests' outcome recorder, and task bodies (the executor tests make Parsl apps of them).
 
 Imported as ``tests.runtime.helpers`` (pytest runs from the repository root); the task bodies here
 are shipped to workers by reference, and workers import them from the driver's sys.path.
@@ -70,6 +70,40 @@ def where(x):
     import os
 
     return x, os.getpid(), sorted(os.sched_getaffinity(0))
+
+
+def crash(how, pid_file=None):
+    """Kill the worker running this task: ``exit`` (exit code 3), ``segfault``, ``sigkill``, or
+    ``wait`` for a kill from outside; with ``pid_file``, the worker's pid written there first."""
+    import ctypes
+    import os
+    import signal
+    import time
+
+    if pid_file:
+        with open(pid_file + ".tmp", "w") as handle:
+            handle.write(str(os.getpid()))
+        os.rename(pid_file + ".tmp", pid_file)
+    if how == "exit":
+        os._exit(3)
+    if how == "segfault":
+        ctypes.string_at(0)
+    if how == "sigkill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if how == "wait":  # for a kill from outside
+        time.sleep(120)
+
+
+def segfault_once(marker):
+    """Kill the worker with SIGSEGV the first time (``marker`` does not exist yet), then return
+    ``"recovered"``: a transient crash, for a retry to get past."""
+    import ctypes
+    import os
+
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        ctypes.string_at(0)
+    return "recovered"
 
 
 def sleep_after_marking(path, seconds):

@@ -13,6 +13,7 @@ from parsl.executors.errors import InvalidResourceSpecification
 
 from scalpel_executor import ExecutorShutdown, ScalpelExecutor, WorkerDied
 from scalpel_executor.core.grouping import group_tasks
+from tests.runtime import helpers
 from tests.runtime.helpers import GENEROUS, sleep_after_marking, wait_until
 
 
@@ -46,28 +47,8 @@ def fail_with(message):
     deep_inside()
 
 
-@python_app(executors=["scalpel"])
-def crash(how):
-    import ctypes
-    import os
-    import signal
-
-    if how == "exit":
-        os._exit(3)
-    if how == "segfault":
-        ctypes.string_at(0)
-    if how == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-@python_app(executors=["scalpel"])
-def crash_once(marker):
-    import os
-
-    if not os.path.exists(marker):
-        open(marker, "w").close()
-        os._exit(9)
-    return "recovered"
+crash = python_app(helpers.crash, executors=["scalpel"])
+segfault_once = python_app(helpers.segfault_once, executors=["scalpel"])
 
 
 @bash_app(executors=["scalpel"])
@@ -127,7 +108,7 @@ def test_user_exception_reaches_caller_with_remote_traceback(dfk):
     assert not record.ok and row["ok"] is False and row["finished"] >= row["started"] >= 0
 
 
-@pytest.mark.parametrize("how, cause", [("exit", "exit code 3"), ("segfault", "SIGSEGV"), ("kill", "SIGKILL")])
+@pytest.mark.parametrize("how, cause", [("exit", "exit code 3"), ("segfault", "SIGSEGV"), ("sigkill", "SIGKILL")])
 def test_dead_worker_fails_only_its_task_and_is_replaced(dfk, how, cause):
     node = executor_of(dfk).pool
     before = node.respawns
@@ -145,7 +126,7 @@ def test_dead_worker_fails_only_its_task_and_is_replaced(dfk, how, cause):
 
 
 def test_retry_succeeds_after_a_transient_crash(dfk, tmp_path):
-    assert crash_once(str(tmp_path / "crashed-once")).result(timeout=60) == "recovered"
+    assert segfault_once(str(tmp_path / "crashed-once")).result(timeout=60) == "recovered"
 
 
 def test_walltime_ends_a_hanging_task_and_the_core_is_reused(dfk):

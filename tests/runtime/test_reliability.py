@@ -26,6 +26,7 @@ from parsl.executors.high_throughput.errors import WorkerLost
 
 from scalpel_executor import ExecutorShutdown, ScalpelExecutor, WorkerDied
 from scalpel_executor.stress import soak
+from tests.runtime import helpers
 from tests.runtime.helpers import GENEROUS, gone, wait_until
 from scalpel_executor.runtime.pool import WalltimeExceeded
 
@@ -65,36 +66,8 @@ def whoami(x=0):
     return x, os.getpid(), sorted(os.sched_getaffinity(0))
 
 
-@python_app(executors=["scalpel"])
-def crash(how, pid_file=None):
-    import ctypes
-    import os
-    import signal
-    import time
-
-    if pid_file:
-        with open(pid_file + ".tmp", "w") as handle:
-            handle.write(str(os.getpid()))
-        os.rename(pid_file + ".tmp", pid_file)
-    if how == "exit":
-        os._exit(3)
-    if how == "segfault":
-        ctypes.string_at(0)
-    if how == "sigkill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    if how == "wait":  # for a kill from outside
-        time.sleep(120)
-
-
-@python_app(executors=["scalpel"])
-def segfault_once(marker):
-    import ctypes
-    import os
-
-    if not os.path.exists(marker):
-        open(marker, "w").close()
-        ctypes.string_at(0)
-    return "recovered"
+crash = python_app(helpers.crash, executors=["scalpel"])
+segfault_once = python_app(helpers.segfault_once, executors=["scalpel"])
 
 
 @python_app(executors=["scalpel"])
