@@ -35,8 +35,11 @@ def wait_until(condition, timeout=BLOCKS_GENEROUS):
     return helpers.wait_until(condition, timeout, interval=0.05)
 
 
-def load(tmp_path, blocks=2, retries=0, max_idletime=120.0, nodes_per_block=1, max_blocks=None, strategy="simple",
-         **options):
+@contextlib.contextmanager
+def loaded(tmp_path, blocks=2, retries=0, max_idletime=120.0, nodes_per_block=1, max_blocks=None, strategy="simple",
+           **options):
+    """A ScalpelExecutor over LocalProvider blocks, loaded in Parsl for the ``with`` block and
+    cleaned up (``dfk.cleanup()``) when it is left; block i's manager confined to CPU i."""
     # SingleNodeLauncher runs the launch command once per node of the block, here all on this host
     provider = LocalProvider(init_blocks=blocks, min_blocks=0, max_blocks=max_blocks or max(blocks, 1),
                              nodes_per_block=nodes_per_block, launcher=SingleNodeLauncher())
@@ -45,7 +48,10 @@ def load(tmp_path, blocks=2, retries=0, max_idletime=120.0, nodes_per_block=1, m
                                heartbeat_period=0.5, **options)
     dfk = parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "run"), strategy_period=0.5,
                             retries=retries, max_idletime=max_idletime, strategy=strategy))
-    return dfk, executor
+    try:
+        yield executor
+    finally:
+        dfk.cleanup()
 
 
 def managers_ready(executor, count):
@@ -87,8 +93,7 @@ def manager_processes(executor):
 
 @needs_two_cpus
 def test_two_blocks_run_a_workflow_each_manager_on_its_own_cpu(tmp_path):
-    dfk, executor = load(tmp_path)
-    try:
+    with loaded(tmp_path) as executor:
         assert isinstance(executor, ScalpelProviderExecutor) and isinstance(executor.pool, ManagerHub)
         assert managers_ready(executor, 2), executor.connected_managers()
         managers = {m["block_id"]: m for m in executor.connected_managers()}
@@ -112,8 +117,6 @@ def test_two_blocks_run_a_workflow_each_manager_on_its_own_cpu(tmp_path):
         assert sorted(p.name for p in cert_dir.iterdir()) == ["client.key", "client.key_secret", "server.key",
                                                               "server.key_secret"]
         assert all(oct(p.stat().st_mode & 0o777) == "0o600" for p in cert_dir.iterdir())
-    finally:
-        dfk.cleanup()
     assert wait_until(lambda: not alive(processes)), "a manager or worker outlived dfk.cleanup()"
     # and no key outlives it: the files are deleted, and the directory with them
     assert not list((tmp_path / "run").rglob("*.key*")) and not cert_dir.exists()
@@ -121,8 +124,7 @@ def test_two_blocks_run_a_workflow_each_manager_on_its_own_cpu(tmp_path):
 
 @needs_two_cpus
 def test_a_killed_manager_fails_its_task_with_manager_lost_and_retries_run_it_on_the_other_block(tmp_path):
-    dfk, executor = load(tmp_path, retries=1)
-    try:
+    with loaded(tmp_path, retries=1) as executor:
         assert managers_ready(executor, 2)
         marker = tmp_path / "running"
         future = block_after_marking(str(marker), 3)
@@ -135,14 +137,11 @@ def test_a_killed_manager_fails_its_task_with_manager_lost_and_retries_run_it_on
         report = executor.run_report()  # once lost with its manager, then the retry
         assert (report["tasks_finished"], report["tasks_failed"], executor.pool.managers_lost) == (2, 1, 1)
         assert wait_until(lambda: not alive(holder["worker_pids"])), "the killed manager's workers outlived it"
-    finally:
-        dfk.cleanup()
 
 
 @needs_two_cpus
 def test_a_killed_blocks_prefetched_task_runs_on_another_block_without_a_retry(tmp_path):
-    dfk, executor = load(tmp_path, retries=0)
-    try:
+    with loaded(tmp_path, retries=0) as executor:
         assert managers_ready(executor, 2)
         release = tmp_path / "release"
         futures = [run_until_released(str(tmp_path / f"began-{i}"), str(release)) for i in range(4)]
@@ -158,8 +157,6 @@ def test_a_killed_blocks_prefetched_task_runs_on_another_block_without_a_retry(t
         # only the task it had begun (before: its prefetched one too, with retries=0 a failure)
         assert len(failed) == 1 and isinstance(failed[0], ManagerLost), errors
         assert all(future.result() != "0" for future in futures if future.exception() is None)
-    finally:
-        dfk.cleanup()
 
 
 @python_app(executors=["scalpel_blocks"])
@@ -183,9 +180,8 @@ def test_a_block_whose_workers_cannot_start_is_dealt_nothing_and_every_task_runs
         f"    open({str(deaths)!r}, 'a').write('died\\n')\n"
         "    os._exit(7)\n")
     path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
-    dfk, executor = load(tmp_path, retries=2, probe=False, worker_env={"PYTHONPATH": path},
-                         launch_cmd=DEFAULT_LAUNCH_CMD + " --cpus $(( {block_id} % 2 ))")
-    try:
+    with loaded(tmp_path, retries=2, probe=False, worker_env={"PYTHONPATH": path},
+                launch_cmd=DEFAULT_LAUNCH_CMD + " --cpus $(( {block_id} % 2 ))") as executor:
         assert managers_ready(executor, 2), executor.connected_managers()
         (broken,) = [m for m in executor.connected_managers() if m["block_id"] == "1"]
         marker.touch()
@@ -201,34 +197,31 @@ def test_a_block_whose_workers_cannot_start_is_dealt_nothing_and_every_task_runs
         assert executor.pool.managers_lost >= 1
         # and its block is cancelled, so Parsl's strategy may start a healthy one in its place
         assert wait_until(lambda: executor.status_facade["1"].state == JobState.SCALED_IN), executor.status_facade
-    finally:
-        dfk.cleanup()
 
 
 def test_a_silent_managers_block_is_cancelled_and_the_strategy_starts_another(tmp_path):
-    dfk, executor = load(tmp_path, blocks=1, heartbeat_threshold=2.0, launch_cmd=DEFAULT_LAUNCH_CMD)
     stopped = None
-    try:
-        assert managers_ready(executor, 1)
-        (manager,) = executor.connected_managers()
-        stopped, job_id = manager["pid"], executor.blocks_to_job_id["0"]
-        os.kill(stopped, signal.SIGSTOP)  # alive, holding its block's node, silent: only the heartbeat tells
-        assert wait_until(lambda: executor.pool.managers_lost == 1)
-        # Before: the lost manager's block stayed, its job running and its node held, idle
-        assert wait_until(lambda: executor.status_facade["0"].state == JobState.SCALED_IN), executor.status_facade
-        assert wait_until(lambda: executor.provider.status([job_id])[0].state == JobState.CANCELLED)
-        # LocalProvider cancels with SIGTERM to the job's process group, which a stopped process takes when it
-        # resumes. When the launcher's shell dies first, the kernel resumes the orphaned stopped group itself
-        # (SIGHUP, SIGCONT), so the manager may already be gone here.
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(stopped, signal.SIGCONT)
-        assert wait_until(lambda: not alive([stopped, *manager["worker_pids"]])), "the cancelled block lives on"
-        assert where(1).result(timeout=BLOCKS_GENEROUS)[1] == "1"  # a new block, started by the strategy
-    finally:
-        if stopped is not None:
+    with loaded(tmp_path, blocks=1, heartbeat_threshold=2.0, launch_cmd=DEFAULT_LAUNCH_CMD) as executor:
+        try:
+            assert managers_ready(executor, 1)
+            (manager,) = executor.connected_managers()
+            stopped, job_id = manager["pid"], executor.blocks_to_job_id["0"]
+            os.kill(stopped, signal.SIGSTOP)  # alive, holding its block's node, silent: only the heartbeat tells
+            assert wait_until(lambda: executor.pool.managers_lost == 1)
+            # Before: the lost manager's block stayed, its job running and its node held, idle
+            assert wait_until(lambda: executor.status_facade["0"].state == JobState.SCALED_IN), executor.status_facade
+            assert wait_until(lambda: executor.provider.status([job_id])[0].state == JobState.CANCELLED)
+            # LocalProvider cancels with SIGTERM to the job's process group, which a stopped process takes when it
+            # resumes. When the launcher's shell dies first, the kernel resumes the orphaned stopped group itself
+            # (SIGHUP, SIGCONT), so the manager may already be gone here.
             with contextlib.suppress(ProcessLookupError):
                 os.kill(stopped, signal.SIGCONT)
-        dfk.cleanup()
+            assert wait_until(lambda: not alive([stopped, *manager["worker_pids"]])), "the cancelled block lives on"
+            assert where(1).result(timeout=BLOCKS_GENEROUS)[1] == "1"  # a new block, started by the strategy
+        finally:
+            if stopped is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(stopped, signal.SIGCONT)
 
 
 @python_app(executors=["scalpel_blocks"])
@@ -249,10 +242,9 @@ def test_a_draining_block_finishes_its_task_and_new_work_goes_to_another_block(t
     # drain_period). A task runs on block 0 across its drain point; a task submitted once block 0
     # drains is not dealt to it, but to a block Parsl's strategy starts; retries=0, so a task lost
     # with a manager (ManagerLost) would fail the test.
-    dfk, executor = load(tmp_path, blocks=1, max_blocks=2, drain_period=6,
-                         launch_cmd=DEFAULT_LAUNCH_CMD + " --cpus $(( {block_id} % 2 ))")
     marker, release = tmp_path / "running", tmp_path / "release"
-    try:
+    with loaded(tmp_path, blocks=1, max_blocks=2, drain_period=6,
+                launch_cmd=DEFAULT_LAUNCH_CMD + " --cpus $(( {block_id} % 2 ))") as executor:
         assert executor.drain_period == 6.0
         running = hold_until(str(marker), str(release))
         assert wait_until(lambda: marker.exists() or running.done()), "the long task never started"
@@ -271,8 +263,6 @@ def test_a_draining_block_finishes_its_task_and_new_work_goes_to_another_block(t
         assert wait_until(lambda: not alive([holder["pid"], *holder["worker_pids"]])), "the drained manager stayed"
         assert executor.pool.managers_drained >= 1 and executor.pool.managers_lost == 0
         assert executor.run_report()["tasks_failed"] == 0
-    finally:
-        dfk.cleanup()
 
 
 def test_drain_period_is_a_provider_mode_option():
@@ -288,9 +278,8 @@ def test_a_block_of_two_nodes_runs_a_manager_on_each_and_both_end_at_cleanup(tmp
     # would start one manager on each node of a two-node block. (Killing one of them is not tested
     # here: the launcher script then exits non-zero and Parsl's block error handler may mark the
     # whole block, and the executor, failed.)
-    dfk, executor = load(tmp_path, blocks=1, nodes_per_block=2,
-                         launch_cmd=DEFAULT_LAUNCH_CMD + " --cpus $(( $1 - 1 ))")
-    try:
+    with loaded(tmp_path, blocks=1, nodes_per_block=2,
+                launch_cmd=DEFAULT_LAUNCH_CMD + " --cpus $(( $1 - 1 ))") as executor:
         assert managers_ready(executor, 2), executor.connected_managers()
         managers = executor.connected_managers()
         assert [m["block_id"] for m in managers] == ["0", "0"]
@@ -299,21 +288,16 @@ def test_a_block_of_two_nodes_runs_a_manager_on_each_and_both_end_at_cleanup(tmp
         results = [future.result(timeout=BLOCKS_GENEROUS) for future in [where(i) for i in range(12)]]
         assert {cpus[0] for _, _, cpus in results} == {0, 1}, "a node of the block ran nothing"
         processes = manager_processes(executor)
-    finally:
-        dfk.cleanup()
     assert wait_until(lambda: not alive(processes)), "a manager of the block outlived dfk.cleanup()"
 
 
 def test_an_idle_block_is_scaled_in_and_a_new_one_started_for_later_work(tmp_path):
-    dfk, executor = load(tmp_path, blocks=1, max_idletime=1.0, launch_cmd=DEFAULT_LAUNCH_CMD)
-    try:
+    with loaded(tmp_path, blocks=1, max_idletime=1.0, launch_cmd=DEFAULT_LAUNCH_CMD) as executor:
         assert where(0).result(timeout=BLOCKS_GENEROUS)[1] == "0"
         first = manager_processes(executor)
         assert wait_until(lambda: executor.connected_managers() == []), "the idle block was not scaled in"
         assert wait_until(lambda: not alive(first)), "the scaled-in block's manager or workers live on"
         assert where(1).result(timeout=BLOCKS_GENEROUS)[1] == "1"  # a new block, whose manager joined mid-run
-    finally:
-        dfk.cleanup()
 
 
 @python_app(executors=["scalpel_blocks"])
@@ -335,8 +319,8 @@ def parsl_errors(tmp_path):
 
 @needs_two_cpus
 def test_htex_auto_scale_cancels_the_idle_block_while_a_task_runs_on_the_other_and_logs_no_error(tmp_path):
-    dfk, executor = load(tmp_path, blocks=2, max_idletime=1.0, strategy="htex_auto_scale")
-    try:  # submitted at once: with no task, the strategy would scale both blocks in after max_idletime
+    with loaded(tmp_path, blocks=2, max_idletime=1.0, strategy="htex_auto_scale") as executor:
+        # submitted at once: with no task, the strategy would scale both blocks in after max_idletime
         marker, release = tmp_path / "running", tmp_path / "release"
         future = run_until_released(str(marker), str(release))
         assert wait_until(marker.exists)
@@ -348,20 +332,15 @@ def test_htex_auto_scale_cancels_the_idle_block_while_a_task_runs_on_the_other_a
         assert executor.status_facade[busy].state in (JobState.PENDING, JobState.RUNNING)
         release.touch()
         assert future.result(timeout=BLOCKS_GENEROUS) == busy
-    finally:
-        dfk.cleanup()
     # Before: "This strategy only supports scaling in for HighThroughputExecutor" at every poll, both blocks kept
     assert parsl_errors(tmp_path) == []
 
 
 def test_a_block_that_cannot_start_puts_the_executor_in_bad_state(tmp_path):
-    dfk, executor = load(tmp_path, blocks=1, launch_cmd="exit 3")
-    try:
+    with loaded(tmp_path, blocks=1, launch_cmd="exit 3") as executor:
         with pytest.raises(BadStateException):
             where(0).result(timeout=BLOCKS_GENEROUS)
         assert executor.bad_state_is_set
-    finally:
-        dfk.cleanup()
 
 
 def test_local_mode_is_unchanged_and_provider_options_are_checked():
@@ -386,16 +365,13 @@ def devices(parsl_resource_specification={}):
 def test_a_task_no_node_can_run_waits_for_the_pending_block_then_fails_naming_the_nodes(tmp_path):
     from scalpel_executor import ResourcesUnavailable
 
-    dfk, executor = load(tmp_path, blocks=1, available_accelerators=["0"])
-    try:
+    with loaded(tmp_path, blocks=1, available_accelerators=["0"]):
         wide = devices(parsl_resource_specification={"cores": 2})  # sent before the block's manager connects
         gpu = devices(parsl_resource_specification={"gpus": 1})
         assert gpu.result(timeout=BLOCKS_GENEROUS) == ("0", [0])
         with pytest.raises(ResourcesUnavailable, match=r"asks for 2 cores, .* no connected node has them \(.*1 cores"):
             wide.result(timeout=BLOCKS_GENEROUS)
         assert devices().result(timeout=BLOCKS_GENEROUS)[0] == ""  # a task without gpus sees none
-    finally:
-        dfk.cleanup()
 
 
 def test_without_a_dataflow_kernel_the_keys_go_to_a_temporary_directory_removed_at_shutdown(tmp_path, monkeypatch):
