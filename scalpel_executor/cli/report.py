@@ -41,15 +41,19 @@ WRITTEN_WHEN = "the report is written at dfk.cleanup(), by an executor that ran 
 #: A row without an admission reason: the run report counts it as ``none``.
 NEVER_STARTED = "none"
 NEVER_STARTED_EXPLAINED = "it never started: it failed at shutdown, or with its node manager, before a core took it"
-HEADERS = ["task", "profile key", "domain/cpu", "start s", "end s", "wall s", "footprint", "over LLC s", "ended",
-           "admission"]
+HEADERS = ["task", "profile key", "domain/cpu", "start s", "end s", "wall s", "footprint", "admitted as", "over LLC s",
+           "ended", "admission"]
+#: What the table's columns mean, printed under it.
+COLUMNS_EXPLAINED = ("Times are seconds since the run's first task started; a task's end is its start plus the wall "
+                     "time its worker measured. footprint: what the probe measured (~: an estimate, the task was not "
+                     "measured); admitted as: the footprint its start was decided on, the estimate at that moment; "
+                     "over LLC s: how long it ran beside tasks whose footprints together overflowed its LLC.")
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:
     parser = add_command_parser(
         commands, "report", __doc__, run,
-        epilog="Times are seconds since the run's first task started; a task's end is its start plus the wall "
-        "time its worker measured. A footprint marked ~ is an estimate: the probe did not measure that task.")
+        epilog=COLUMNS_EXPLAINED)
     parser.add_argument("path", metavar="RUN",
                         help="a report file, a Parsl run directory such as runinfo/007 (one section per executor), "
                         "or runinfo (its latest numbered run)")
@@ -115,7 +119,7 @@ def describe(report: Mapping, *, wide: bool = False) -> list[str]:
     rows = report["tasks"]
     cells = [task_cells(row, over.get(row["task_id"], 0.0), wide) for row in rows]
     return [run_summary(report, None), "",
-            *format_table(HEADERS, cells, right=[0, 3, 4, 5, 6, 7]), "",
+            *format_table(HEADERS, cells, right=[0, 3, 4, 5, 6, 7, 8]), "", COLUMNS_EXPLAINED, "",
             *legend([row.get("admission") for row in rows])]
 
 
@@ -125,10 +129,14 @@ def task_cells(row: Mapping, over_llc: float, wide: bool) -> list[str]:
     where = "-" if span is None else f"{row['domain']}/{format_cpu_list(row.get('cpus') or [row['cpu']])}"
     footprint = format_size(corun_footprint(row))
     wall = row.get("measured_runtime")
+    admitted = row.get("scheduled_footprint")
+    if admitted is None:
+        admitted = row.get("estimated_footprint")
     return [str(row["task_id"]), row["profile_key"] if wide else cut_key(row["profile_key"] or "-", 40), where,
             *(["-", "-"] if span is None else [f"{moment:.2f}" for moment in span]),
             "-" if wall is None else f"{wall:.2f}",
             footprint if row.get("measured_footprint") else f"~{footprint}",
+            "-" if admitted is None or span is None else format_size(admitted),
             f"{over_llc:.2f}" if over_llc else "-", "ok" if row["ok"] else "failed",
             row.get("admission") or NEVER_STARTED]
 

@@ -12,8 +12,9 @@ from parsl import python_app
 from parsl.config import Config
 
 from scalpel_executor import ScalpelExecutor
-from scalpel_executor.cli.report import legend
+from scalpel_executor.cli.report import HEADERS, legend, task_cells
 from scalpel_executor.core import admission
+from scalpel_executor.core.units import format_size
 from scalpel_executor.runtime.report import OverCache, over_cache_coruns, run_summary, seconds_covered
 
 MiB = 2**20
@@ -52,11 +53,16 @@ def test_a_run_directory_prints_the_sentence_the_tasks_and_the_legend(runinfo, s
     assert [int(line.split()[0]) for line in rows] == list(range(6))
     assert all("busy(" in line for line in rows)
     reasons = {row["admission"] for row in report["tasks"]}
-    assert lines[header + 9] == "admission: why each task started where and when it did"
+    assert "admitted as" in lines[header]
+    assert all(task_cells(row, 0.0, False)[HEADERS.index("admitted as")] == format_size(row["scheduled_footprint"])
+               for row in report["tasks"])  # what its start weighed, beside what the probe measured
+    assert lines[header + 9].startswith("Times are seconds since the run's first task started")  # the columns, read
+    assert "admitted as: the footprint its start was decided on" in lines[header + 9]
+    assert lines[header + 11] == "admission: why each task started where and when it did"
     for reason in reasons:
         assert any(line.strip().startswith(reason) and admission.REASONS_EXPLAINED[reason] in line
-                   for line in lines[header + 10:])
-    assert len(lines) == header + 10 + len(reasons)
+                   for line in lines[header + 12:])
+    assert len(lines) == header + 12 + len(reasons)
 
 
 def test_runinfo_means_its_latest_run_and_a_file_means_itself(runinfo, scalpel):
