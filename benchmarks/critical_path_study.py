@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import random
 import statistics
 import sys
 import time
@@ -41,14 +40,15 @@ from pathlib import Path
 from scalpel_executor.core.batching import Batching
 from scalpel_executor.core.machines import MACHINES
 from scalpel_executor.core.simulate import SimTask, graph_tails, simulate
-from scalpel_executor.experiments.simulated_policies import gmean, run_instances, with_estimates
+from scalpel_executor.experiments.records import write_and_report
+from scalpel_executor.experiments.simulated_policies import gmean
 from scalpel_executor.experiments.tables import format_table
+from scalpel_executor.experiments.workflow_studies import (NOISES, add_study_options, chosen, instance_tasks,
+                                                            run_instances)
 from scalpel_executor.experiments.workflows import SHAPES, task_type, workflow
 
 ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = ("longest_first", "scalpel", "learned", "graph", "oracle")
-NOISES = (0.0, 0.3)
-SEEDS, QUICK_SEEDS = 3, 1
 EARLIER_RUNS = (1000, 2000)  # the instances whose tails are "learned": seed + each
 GOAL_GMEAN, GOAL_WORST, GOAL_GRAPH = 1.03, 0.99, 0.01
 
@@ -72,9 +72,7 @@ def variants(tasks: list[SimTask], table: dict[str, float]) -> dict[str, list[Si
 
 
 def run_instance(shape: str, seed: int, noise: float, machines: tuple[str, ...]) -> list[dict]:
-    tasks = workflow(shape, seed=seed)
-    if noise:
-        tasks = with_estimates(tasks, noise, random.Random(f"{shape}/{seed}/{noise}"))
+    tasks = instance_tasks(shape, seed, noise)
     told = variants(tasks, learned_tails(shape, seed))
     rows = []
     for name in machines:
@@ -140,26 +138,13 @@ def print_report(record: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", default=",".join(SHAPES), help=f"of {', '.join(SHAPES)}")
-    parser.add_argument("--machines", default=",".join(MACHINES), help=f"of {', '.join(MACHINES)}")
-    parser.add_argument("--seeds", type=int, help=f"instances per shape (default {SEEDS}; --quick: {QUICK_SEEDS})")
+    add_study_options(parser, shapes=SHAPES, out=ROOT / "docs" / "data" / "critical-path-study.json")
     parser.add_argument("--first-seed", type=int, default=0, help="the first instance's seed (default 0)")
-    parser.add_argument("--quick", action="store_true", help=f"{QUICK_SEEDS} seed, for a check that it runs")
-    parser.add_argument("--jobs", type=int, default=1, help="processes simulating at once (default 1)")
-    parser.add_argument("--out", default=str(ROOT / "docs" / "data" / "critical-path-study.json"))
-    parser.add_argument("--report", help="print the tables of a record written before, run nothing")
     args = parser.parse_args(argv)
     if args.report:
         print_report(json.loads(Path(args.report).read_text()))
         return 0
-    shapes, machines = args.shapes.split(","), tuple(args.machines.split(","))
-    unknown = [s for s in shapes if s not in SHAPES] + [m for m in machines if m not in MACHINES]
-    if unknown:
-        parser.error(f"unknown shape or machine {unknown[0]!r}; shapes: {', '.join(SHAPES)}; "
-                     f"machines: {', '.join(MACHINES)}")
-    seeds = args.seeds if args.seeds is not None else QUICK_SEEDS if args.quick else SEEDS
-    if seeds < 1 or args.jobs < 1:
-        parser.error(f"--seeds and --jobs must be at least 1, got {seeds} and {args.jobs}")
+    shapes, machines, seeds = chosen(parser, args)
     units = [(shape, args.first_seed + k, noise) for noise in NOISES for shape in shapes for k in range(seeds)]
     started = time.perf_counter()
     rows = run_instances(run_instance, units, (machines,), args.jobs)
@@ -170,11 +155,7 @@ def main(argv: list[str] | None = None) -> int:
               "batching": "Batching() (local mode's defaults)", "seconds": time.perf_counter() - started,
               "rows": rows}
     record["summary"] = summarise(rows)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=1))
-    print_report(record)
-    print(f"wrote {out}")
+    write_and_report(record, args.out, print_report)
     return 0
 
 

@@ -53,7 +53,6 @@ import argparse
 import csv
 import datetime
 import itertools
-import json
 import math
 import os
 import random
@@ -76,6 +75,7 @@ from scalpel_executor.core.interference import (
     fit_interference,
 )
 from scalpel_executor.core.units import format_size, parse_size
+from scalpel_executor.experiments.records import write_record
 
 #: Two Xeon Gold 6240R sockets of 35.75 MiB L3 each (the artifact's README: its test system).
 DEFAULT_LLC = "71.5MiB"
@@ -333,9 +333,7 @@ def main() -> int:
                               "noise": every.noise, "pressure_vs_memory_traffic_spearman": pressure_vs_traffic,
                               "sensitivity_vs_memory_traffic_spearman": sensitivity_vs_traffic},
             "seconds": seconds}
-        with open(args.out, "w") as handle:
-            json.dump(document, handle, indent=1)
-        print(f"wrote {args.out}")
+        print(f"wrote {write_record(document, args.out)}")
     return 0
 
 

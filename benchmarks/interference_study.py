@@ -33,6 +33,7 @@ from pathlib import Path
 
 from scalpel_executor.core.machines import MACHINES
 from scalpel_executor.experiments.interference_study import BATCH_FACTOR, PLANNINGS, SHARES, run_instance, summarise
+from scalpel_executor.experiments.records import write_and_report
 from scalpel_executor.experiments.tables import format_table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,11 +109,7 @@ def main(argv: list[str] | None = None) -> int:
               "shares": SHARES, "batch_factor": BATCH_FACTOR, "jobs": args.jobs,
               "seconds": time.perf_counter() - started, "rows": rows}
     record["summary"] = summarise(rows)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=1))
-    print_report(record)
-    print(f"wrote {out}")
+    write_and_report(record, args.out, print_report)
     return 0
 
 

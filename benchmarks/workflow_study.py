@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import random
 import statistics
 import sys
 import time
@@ -41,22 +39,21 @@ from pathlib import Path
 from scalpel_executor.core.batching import Batching
 from scalpel_executor.core.machines import MACHINES
 from scalpel_executor.core.simulate import simulate
-from scalpel_executor.experiments.simulated_policies import gmean, run_instances, with_estimates  # the policy study's error draw
+from scalpel_executor.experiments.records import write_and_report
+from scalpel_executor.experiments.simulated_policies import gmean
 from scalpel_executor.experiments.tables import format_table
-from scalpel_executor.experiments.workflows import SHAPES, STUDY_SHAPES, workflow
+from scalpel_executor.experiments.workflow_studies import (NOISES, add_study_options, chosen, instance_tasks,
+                                                            run_instances)
+from scalpel_executor.experiments.workflows import SHAPES, STUDY_SHAPES
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICIES = ("longest_first", "scalpel-paper", "scalpel")
-NOISES = (0.0, 0.3)
-SEEDS, QUICK_SEEDS = 3, 1
 GOAL_WORST = 0.99  # scalpel may end at most 1% later than longest_first on any shape and machine
 
 
 def run_instance(shape: str, seed: int, noise: float, machines: tuple[str, ...]) -> list[dict]:
     """One seeded instance of ``shape`` with its estimate error, under every policy on every machine."""
-    tasks = workflow(shape, seed=seed)
-    if noise:
-        tasks = with_estimates(tasks, noise, random.Random(f"{shape}/{seed}/{noise}"))
+    tasks = instance_tasks(shape, seed, noise)
     rows = []
     for name in machines:
         machine = MACHINES[name]
@@ -143,26 +140,12 @@ def _tasks(record: dict, shape: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", default=",".join(STUDY_SHAPES), help=f"of {', '.join(SHAPES)}")
-    parser.add_argument("--machines", default=",".join(MACHINES), help=f"of {', '.join(MACHINES)}")
-    parser.add_argument("--seeds", type=int, help=f"instances per shape (default {SEEDS}; --quick: {QUICK_SEEDS})")
-    parser.add_argument("--quick", action="store_true", help=f"{QUICK_SEEDS} seed, for a check that it runs")
-    parser.add_argument("--jobs", type=int, default=1,
-                        help=f"processes simulating at once (default 1; this machine has {os.cpu_count()} cores)")
-    parser.add_argument("--out", default=str(ROOT / "docs" / "data" / "workflow-study.json"))
-    parser.add_argument("--report", help="print the tables of a record written before, run nothing")
+    add_study_options(parser, shapes=STUDY_SHAPES, out=ROOT / "docs" / "data" / "workflow-study.json")
     args = parser.parse_args(argv)
     if args.report:
         print_report(json.loads(Path(args.report).read_text()))
         return 0
-    shapes, machines = args.shapes.split(","), tuple(args.machines.split(","))
-    unknown = [s for s in shapes if s not in SHAPES] + [m for m in machines if m not in MACHINES]
-    if unknown:
-        parser.error(f"unknown shape or machine {unknown[0]!r}; shapes: {', '.join(SHAPES)}; "
-                     f"machines: {', '.join(MACHINES)}")
-    seeds = args.seeds if args.seeds is not None else QUICK_SEEDS if args.quick else SEEDS
-    if seeds < 1 or args.jobs < 1:
-        parser.error(f"--seeds and --jobs must be at least 1, got {seeds} and {args.jobs}")
+    shapes, machines, seeds = chosen(parser, args)
     units = [(shape, seed, noise) for noise in NOISES for shape in shapes for seed in range(seeds)]
     started = time.perf_counter()
     rows = run_instances(run_instance, units, (machines,), args.jobs)
@@ -174,11 +157,7 @@ def main(argv: list[str] | None = None) -> int:
               "sizes": {s: {"typical": SHAPES[s].typical, "trace": SHAPES[s].trace} for s in shapes},
               "jobs": args.jobs, "seconds": time.perf_counter() - started, "rows": rows}
     record["summary"] = summarise(rows)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=1))
-    print_report(record)
-    print(f"wrote {out}")
+    write_and_report(record, args.out, print_report)
     return 0
 
 

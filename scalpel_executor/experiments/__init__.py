@@ -7,6 +7,8 @@
 - :mod:`.demo` — ``scalpel demo``; :mod:`.bench` — ``scalpel bench`` (mixes, oracle order, run
   loop, statistics, report); :mod:`.contention_fit` — ``scalpel calibrate``;
   :mod:`.simulated_policies` — ``scalpel simulate`` and benchmarks/scale.py.
+- What scripts in benchmarks/ share: :mod:`.records` — the JSON record each writes;
+  :mod:`.workflow_studies` — the workflow studies' instances, command line and process pool.
 - :mod:`.tables` and :mod:`.charts` — every printed table and every chart.
 
 Nothing in the runtime imports this package.

@@ -106,24 +106,3 @@ def compare_policies(
                 )
             rows.append(row)
     return rows
-
-
-def run_instances(run_instance, units: Sequence[tuple], extra: tuple, jobs: int) -> list[dict]:
-    """``run_instance(shape, seed, noise, *extra)`` for every ``(shape, seed, noise)`` unit in
-    ``jobs`` processes, each unit's rows gathered, a progress line per unit on stderr: the loop
-    the workflow studies (``benchmarks/workflow_study.py``, ``benchmarks/critical_path_study.py``)
-    share."""
-    import concurrent.futures
-    import sys
-    import time
-
-    started = time.perf_counter()
-    rows: list[dict] = []
-    with concurrent.futures.ProcessPoolExecutor(jobs) as pool:
-        futures = {pool.submit(run_instance, *unit, *extra): unit for unit in units}
-        for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
-            rows += future.result()
-            shape, seed, noise = futures[future]
-            print(f"  [{done}/{len(units)}] {shape} seed {seed} noise {noise:g} "
-                  f"({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
-    return rows
