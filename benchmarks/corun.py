@@ -18,7 +18,8 @@ Data flow::
     ─> table on stdout, JSON with every sample, and the contention model's slowdowns beside them,
        after every repeat; --max-minutes stops starting repeats once the budget is spent
 
-Children come from a forkserver that has imported the kernels, so a measurement pays no import.
+Children come from a forkserver that has imported the kernels, so a measurement pays no import
+(the protocol: ``scalpel_executor.experiments.coruns``, which interference_holdout.py measures with too).
 The machine may be shared: the figures are medians of interleaved repeats, and say nothing about
 one run. The model columns are ``scalpel_executor.core.simulate.ContentionModel`` with its defaults.
 """
@@ -27,8 +28,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
-import multiprocessing
 import os
 import random
 import statistics
@@ -37,60 +36,16 @@ import time
 
 from scalpel_executor.core.simulate import ContentionModel
 from scalpel_executor.core.units import format_size, parse_size
+from scalpel_executor.experiments.coruns import measure_together, pinned_to, process_context
+from scalpel_executor.experiments.records import write_record
 from scalpel_executor.workloads.kernels import (
     KERNELS,
     KernelCase,
     scale_to_seconds,
-    limit_blas_threads,
     size_for_footprint,
 )
 
 DEFAULT_CASES = "spmv:1MiB,spmv:12MiB,spmv:20MiB,spmv:28MiB,jacobi-2d:20MiB,jacobi-2d:48MiB"
-
-
-def _child(kernel_name: str, size: int, steps: int, cpu: int, seed: int, barrier, finished, index: int, results) -> None:
-    """One pinned task of a measurement; puts (index, (CPU seconds, wall seconds) of its own
-    steps) on ``results``."""
-    seconds = None
-    try:
-        os.sched_setaffinity(0, {cpu})
-        limit_blas_threads(1)
-        kernel = KERNELS[kernel_name]
-        state = kernel.allocate(size, seed)
-        kernel.run(state, 1)  # warm: pages mapped, code paths taken
-        barrier.wait(timeout=600)
-        start, start_cpu = time.perf_counter(), time.process_time()
-        for _ in range(steps):
-            kernel.run(state, 1)
-        seconds = (time.process_time() - start_cpu, time.perf_counter() - start)
-        finished[index].set()
-        while not all(event.is_set() for event in finished):  # stay a co-runner until the others end
-            kernel.run(state, 1)
-    except BaseException:  # a failed child must neither hold its partner at the barrier ...
-        barrier.abort()
-        raise
-    finally:  # ... nor keep it running, nor leave the parent waiting
-        finished[index].set()
-        results.put((index, seconds))
-
-
-def measure(context, cases: list[KernelCase], cpus: list[int], seed: int) -> list[tuple[float, float]]:
-    """Run ``cases`` at once, case k pinned to ``cpus[k]``; return each one's (CPU, wall) seconds."""
-    barrier = context.Barrier(len(cases))
-    finished = [context.Event() for _ in cases]
-    results = context.Queue()
-    children = [context.Process(target=_child, args=(case.kernel, case.size, case.steps, cpu, seed, barrier,
-                                                     finished, index, results))
-                for index, (case, cpu) in enumerate(zip(cases, cpus))]
-    for child in children:
-        child.start()
-    seconds = dict(results.get(timeout=1200) for _ in children)
-    for child in children:
-        child.join()
-    if any(child.exitcode != 0 for child in children) or None in seconds.values():
-        raise RuntimeError(f"a measurement of {[case.name for case in cases]} failed: child exit codes "
-                           f"{[child.exitcode for child in children]} (its traceback is above)")
-    return [seconds[index] for index in range(len(cases))]
 
 
 def parse_cases(text: str, llc: int) -> list[tuple[str, int]]:
@@ -139,9 +94,7 @@ def report(args, llc: int, cpus: list[int], cases: list[KernelCase], labels: lis
                       "slowdown": modelled},
             "pair_samples": pair_samples,
         }
-        with open(args.out, "w") as handle:
-            json.dump(document, handle, indent=1)
-        print(f"wrote {args.out}")
+        print(f"wrote {write_record(document, args.out)}")
 
 
 def main() -> int:
@@ -163,13 +116,10 @@ def main() -> int:
         return 1
     cpus = available[:2]
 
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["scalpel_executor.workloads.kernels"])
-    parent_cpus = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {cpus[0]})
-    cases = [scale_to_seconds(KernelCase(kernel, size), args.seconds, seed=args.seed)
-             for kernel, size in parse_cases(args.cases, llc)]
-    os.sched_setaffinity(0, parent_cpus)
+    context = process_context()
+    with pinned_to(cpus[0]):
+        cases = [scale_to_seconds(KernelCase(kernel, size), args.seconds, seed=args.seed)
+                 for kernel, size in parse_cases(args.cases, llc)]
     labels = [f"{case.kernel}@{format_size(case.footprint_bytes)}" for case in cases]
     for label, case in zip(labels, cases):
         print(f"case {label:24s} size {case.size:8d} steps {case.steps:6d}", flush=True)
@@ -189,7 +139,8 @@ def main() -> int:
         shuffle.shuffle(plan)
         times: dict[tuple, list[tuple[float, float]]] = {}
         for kind, members in plan:
-            times[(kind, members)] = measure(context, [cases[i] for i in members], cpus, args.seed)
+            times[(kind, members)] = measure_together(
+                context, [(cases[i].kernel, cases[i].size, cases[i].steps) for i in members], cpus, args.seed)
         for i in range(len(cases)):
             cpu_seconds, wall_seconds = times[("solo", (i,))][0]
             solo[i].append(cpu_seconds)

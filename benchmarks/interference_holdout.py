@@ -33,16 +33,13 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import math
-import multiprocessing
 import os
 import random
 import statistics
 import sys
 import time
 
-import numpy as np
 from tabulate import tabulate
 
 from scalpel_executor.core.contention import ContentionModel
@@ -50,12 +47,13 @@ from scalpel_executor.core.contention_fit import CoRun, fit_contention
 from scalpel_executor.core.interference import (InterferenceModel, KeyedCoRun, choose_interference, fit_interference,
                                                 planted_coruns)
 from scalpel_executor.core.units import format_size
+from scalpel_executor.experiments.coruns import (STREAM, footprint_bytes, measure_together, pinned_to, process_context,
+                                                 stepper)
+from scalpel_executor.experiments.records import write_record
 from scalpel_executor.host.sysfs import detect_topology
-from scalpel_executor.workloads.kernels import (KERNELS, KernelCase, limit_blas_threads, scale_to_seconds,
-                                               size_for_footprint)
+from scalpel_executor.workloads.kernels import KernelCase, scale_to_seconds, size_for_footprint
 
 MiB = 2**20
-STREAM = "stream"  # not a suite kernel: a += b over arrays of several LLCs
 #: (kernel, footprint as a fraction of the LLC); the stream's is its two arrays'.
 CASES = (("spmv", 1 / 32), ("gemm", 1 / 4), ("floyd-warshall", 1 / 2), ("spmv", 5 / 8), ("jacobi-2d", 7 / 8),
          (STREAM, 4.0))
@@ -99,62 +97,10 @@ def synthetic() -> list[dict]:
 
 # -- (b) measured --------------------------------------------------------------------------------
 
-def _stepper(kernel: str, size: int, seed: int):
-    """One step of the task as a callable, its data allocated and filled."""
-    if kernel == STREAM:
-        rng = np.random.default_rng(seed)
-        a, b = rng.random(size), rng.random(size)
-        return lambda: np.add(a, b, out=a)
-    state = KERNELS[kernel].allocate(size, seed)
-    return lambda: KERNELS[kernel].run(state, 1)
-
-
-def _footprint(kernel: str, size: int) -> int:
-    return 2 * 8 * size if kernel == STREAM else KERNELS[kernel].footprint_bytes(size)
-
-
-def _child(kernel: str, size: int, steps: int, cpu: int, seed: int, barrier, finished, index: int, results) -> None:
-    """One pinned task of a measurement (benchmarks/corun.py's protocol); puts (index, CPU seconds)."""
-    seconds = None
-    try:
-        os.sched_setaffinity(0, {cpu})
-        limit_blas_threads(1)
-        step = _stepper(kernel, size, seed)
-        step()  # warm: pages mapped, code paths taken
-        barrier.wait(timeout=600)
-        start = time.process_time()
-        for _ in range(steps):
-            step()
-        seconds = time.process_time() - start
-        finished[index].set()
-        while not all(event.is_set() for event in finished):  # stay a co-runner until the others end
-            step()
-    except BaseException:
-        barrier.abort()
-        raise
-    finally:
-        finished[index].set()
-        results.put((index, seconds))
-
-
-def _measure(context, tasks: list[tuple[str, int, int]], cpus: list[int], seed: int) -> list[float]:
-    barrier, finished, results = context.Barrier(len(tasks)), [context.Event() for _ in tasks], context.Queue()
-    children = [context.Process(target=_child, args=(*task, cpu, seed, barrier, finished, index, results))
-                for index, (task, cpu) in enumerate(zip(tasks, cpus))]
-    for child in children:
-        child.start()
-    seconds = dict(results.get(timeout=600) for _ in children)
-    for child in children:
-        child.join()
-    if any(child.exitcode != 0 for child in children) or None in seconds.values():
-        raise RuntimeError(f"a measurement of {tasks} failed: exit codes {[c.exitcode for c in children]}")
-    return [seconds[i] for i in range(len(tasks))]
-
-
 def _steps_for(kernel: str, size: int, seconds: float) -> int:
     if kernel != STREAM:
         return scale_to_seconds(KernelCase(kernel, size), seconds).steps
-    step = _stepper(kernel, size, 0)
+    step = stepper(kernel, size, 0)
     step()
     start, count = time.perf_counter(), 0
     while time.perf_counter() - start < 0.3:
@@ -165,16 +111,13 @@ def _steps_for(kernel: str, size: int, seconds: float) -> int:
 
 def measure_matrix(llc: int, cpus: list[int], seconds: float, repeats: int, seed: int):
     """The cases, and one KeyedCoRun per task per pair per repeat (``at``: measurement order)."""
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["scalpel_executor.workloads.kernels", "numpy"])
-    parent = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {cpus[0]})
+    context = process_context()
     cases = []
-    for kernel, fraction in CASES:
-        size = round(fraction * llc / 16) if kernel == STREAM else size_for_footprint(kernel, fraction * llc)
-        cases.append({"kernel": kernel, "size": size, "steps": _steps_for(kernel, size, seconds),
-                      "footprint": _footprint(kernel, size)})
-    os.sched_setaffinity(0, parent)
+    with pinned_to(cpus[0]):
+        for kernel, fraction in CASES:
+            size = round(fraction * llc / 16) if kernel == STREAM else size_for_footprint(kernel, fraction * llc)
+            cases.append({"kernel": kernel, "size": size, "steps": _steps_for(kernel, size, seconds),
+                          "footprint": footprint_bytes(kernel, size)})
     for case in cases:
         case["label"] = f"{case['kernel']}@{format_size(case['footprint'])}"
         print(f"case {case['label']:24s} size {case['size']:9d} steps {case['steps']:6d}", flush=True)
@@ -185,9 +128,9 @@ def measure_matrix(llc: int, cpus: list[int], seconds: float, repeats: int, seed
         shuffle.shuffle(plan)
         times = {}
         for members in plan:
-            times[members] = _measure(context, [(cases[i]["kernel"], cases[i]["size"], cases[i]["steps"])
-                                                for i in members], cpus, seed)
-            times[members] = (times[members], at)
+            measured = measure_together(context, [(cases[i]["kernel"], cases[i]["size"], cases[i]["steps"])
+                                                  for i in members], cpus, seed)
+            times[members] = ([cpu_seconds for cpu_seconds, _ in measured], at)
             at += 1
         for i, j in pairs:
             (with_i, with_j), when = times[(i, j)]
@@ -280,9 +223,7 @@ def main() -> int:
     document["seconds"] = time.perf_counter() - started
     print(f"took {document['seconds']:.0f} s")
     if args.out:
-        with open(args.out, "w") as handle:
-            json.dump(document, handle, indent=1)
-        print(f"wrote {args.out}")
+        print(f"wrote {write_record(document, args.out)}")
     return 0
 
 

@@ -8,7 +8,8 @@
   loop, statistics, report); :mod:`.contention_fit` — ``scalpel calibrate``;
   :mod:`.simulated_policies` — ``scalpel simulate`` and benchmarks/scale.py.
 - What scripts in benchmarks/ share: :mod:`.records` — the JSON record each writes;
-  :mod:`.workflow_studies` — the workflow studies' instances, command line and process pool.
+  :mod:`.workflow_studies` — the workflow studies' instances, command line and process pool;
+  :mod:`.coruns` — tasks measured side by side on cores of their own (corun.py, interference_holdout.py).
 - :mod:`.tables` and :mod:`.charts` — every printed table and every chart.
 
 Nothing in the runtime imports this package.
