@@ -41,11 +41,12 @@ WRITTEN_WHEN = "the report is written at dfk.cleanup(), by an executor that ran 
 #: A row without an admission reason: the run report counts it as ``none``.
 NEVER_STARTED = "none"
 NEVER_STARTED_EXPLAINED = "it never started: it failed at shutdown, or with its node manager, before a core took it"
-HEADERS = ["task", "profile key", "domain/cpu", "start s", "end s", "wall s", "footprint", "admitted as", "over LLC s",
-           "ended", "admission"]
+HEADERS = ["task", "profile key", "domain/cpu", "waited s", "start s", "end s", "wall s", "footprint", "admitted as",
+           "over LLC s", "ended", "admission"]
 #: What the table's columns mean, printed under it.
 COLUMNS_EXPLAINED = ("Times are seconds since the run's first task started; a task's end is its start plus the wall "
-                     "time its worker measured. footprint: what the probe measured (~: an estimate, the task was not "
+                     "time its worker measured; waited s: from its submit (its inputs ready) to its start. "
+                     "footprint: what the probe measured (~: an estimate, the task was not "
                      "measured); admitted as: the footprint its start was decided on, the estimate at that moment; "
                      "over LLC s: how long it ran beside tasks whose footprints together overflowed its LLC.")
 
@@ -119,7 +120,7 @@ def describe(report: Mapping, *, wide: bool = False) -> list[str]:
     rows = report["tasks"]
     cells = [task_cells(row, over.get(row["task_id"], 0.0), wide) for row in rows]
     return [run_summary(report, None), "",
-            *format_table(HEADERS, cells, right=[0, 3, 4, 5, 6, 7, 8]), "", COLUMNS_EXPLAINED, "",
+            *format_table(HEADERS, cells, right=[0, 3, 4, 5, 6, 7, 8, 9]), "", COLUMNS_EXPLAINED, "",
             *legend([row.get("admission") for row in rows])]
 
 
@@ -132,7 +133,9 @@ def task_cells(row: Mapping, over_llc: float, wide: bool) -> list[str]:
     admitted = row.get("scheduled_footprint")
     if admitted is None:
         admitted = row.get("estimated_footprint")
+    waited = row.get("waited")
     return [str(row["task_id"]), row["profile_key"] if wide else cut_key(row["profile_key"] or "-", 40), where,
+            "-" if waited is None else f"{waited:.2f}",
             *(["-", "-"] if span is None else [f"{moment:.2f}" for moment in span]),
             "-" if wall is None else f"{wall:.2f}",
             footprint if row.get("measured_footprint") else f"~{footprint}",

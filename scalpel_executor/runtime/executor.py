@@ -654,6 +654,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         estimate = self._estimator.estimate(func, args, kwargs, hints)
         tail, tail_source, parsl_id = self._tail_of(func, args, estimate.key)
         task_id = next(self._ids)
+        submitted = time.monotonic()
         future: Future = Future()
         future.parsl_executor_task_id = task_id  # type: ignore[attr-defined]
         try:
@@ -670,7 +671,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             else None
         task = Task(task_id, estimate.footprint, estimate.runtime, scheduling_priority(hints.priority),  # lower first
                     estimate.intensity,
-                    payload=Job(buffer, context=(future, estimate, hints, tail_source, parsl_id), walltime=walltime,
+                    payload=Job(buffer, context=(future, estimate, hints, tail_source, parsl_id, submitted), walltime=walltime,
                                 measure=estimate.measure,
                                 memory_limit=declared or 0.0),
                     runtime_spread=estimate.runtime_spread, key=estimate.key,
@@ -705,7 +706,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
 
     def _complete(self, task: Task, outcome: Outcome) -> None:
         job: Job = task.payload
-        future, estimate, hints, tail_source, parsl_id = job.context
+        future, estimate, hints, tail_source, parsl_id, submitted = job.context
         succeeded = outcome.ok and outcome.error is None
         finished = time.monotonic()
         if isinstance(outcome.error, ExecutorShutdown):
@@ -715,7 +716,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                        task.footprint, task.runtime, succeeded, outcome.stats,
                        estimate.key, estimate.footprint_source, estimate.runtime_source, task.intensity,
                        estimate.measure, task.runtime_spread, hints.priority, task.cores, task.memory, task.gpus,
-                       task.tail, tail_source)
+                       task.tail, tail_source, submitted)
         )
         if parsl_id is not None and self._tails is not None:
             wall = outcome.stats.get("wall")

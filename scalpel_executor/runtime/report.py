@@ -67,13 +67,15 @@ class TaskRecord:
     gpus: int = 0
     tail: float = 0.0  # seconds of work the scheduler was told wait for its result (Task.tail)
     tail_source: str | None = None  # where that came from: graph | learned (learning.critical_path); None: none
+    submitted: float | None = None  # time.monotonic() when Parsl handed it to the executor (its inputs ready)
 
 
 def task_rows(records: Iterable[TaskRecord]) -> list[dict]:
     """The report's ``tasks``: one JSON-ready row per task, in task id order.
 
     ``started`` and ``finished`` are seconds since the run's first task started (``started`` None:
-    it never did); ``memory_mib`` is the memory the task counted against the node, in MiB as the
+    it never did); ``waited`` the seconds from its submit (Parsl hands a task over once its inputs
+    are ready) to its start, None if it never started; ``memory_mib`` is the memory the task counted against the node, in MiB as the
     ``memory`` hint reads."""
     records = list(records)
     origin = min((record.started for record in records if record.started is not None), default=None)
@@ -96,6 +98,8 @@ def task_rows(records: Iterable[TaskRecord]) -> list[dict]:
             "critical_path": describe_tail(record.tail, record.tail_source),
             "measure_wait": record.stats.get("measure_wait", 0.0),
             "started": since(record.started), "finished": since(record.finished),
+            "waited": None if record.started is None or record.submitted is None
+            else max(0.0, record.started - record.submitted),
             "cores": record.cores, "memory_mib": record.memory / 2**20, "gpus": record.gpus,
             "cpus": record.stats.get("cpus") or (None if record.cpu is None else [record.cpu]),
             "devices": record.stats.get("devices") or [],

@@ -53,7 +53,10 @@ def test_a_run_directory_prints_the_sentence_the_tasks_and_the_legend(runinfo, s
     assert [int(line.split()[0]) for line in rows] == list(range(6))
     assert all("busy(" in line for line in rows)
     reasons = {row["admission"] for row in report["tasks"]}
-    assert "admitted as" in lines[header]
+    assert "admitted as" in lines[header] and "waited s" in lines[header]
+    assert all(row["waited"] is not None and 0 <= row["waited"] < 120 for row in report["tasks"])  # submit to start
+    assert all(task_cells(row, 0.0, False)[HEADERS.index("waited s")] == f"{row['waited']:.2f}"
+               for row in report["tasks"])
     assert all(task_cells(row, 0.0, False)[HEADERS.index("admitted as")] == format_size(row["scheduled_footprint"])
                for row in report["tasks"])  # what its start weighed, beside what the probe measured
     assert lines[header + 9].startswith("Times are seconds since the run's first task started")  # the columns, read

@@ -1,6 +1,8 @@
 """The run report's rows, its count of waits for a measurement and its warning about profile keys that
 hold tasks of different sizes."""
 
+import dataclasses
+
 from scalpel_executor.runtime.report import TaskRecord, describe_mixed, measure_waits, mixed_keys, task_rows
 
 MiB = 2**20
@@ -27,6 +29,13 @@ def test_rows_give_times_since_the_first_start_and_memory_in_mib():
                       TaskRecord(3, None, None, None, None, 20.0, 0.0, 1.0, False, {})])
     assert [(r["task_id"], r["started"], r["finished"]) for r in rows] == [(1, 0.0, 1.0), (2, 2.0, 3.5), (3, None, 10.0)]
     assert rows[0]["memory_mib"] == 512.0
+
+
+def test_a_row_says_how_long_its_task_waited_from_submit_to_start():
+    waited = dataclasses.replace(record(1, "k", MiB, 1.0, started=12.5), submitted=10.0)
+    unsubmitted = record(2, "k", MiB, 1.0, started=13.0)
+    never = TaskRecord(3, None, None, None, None, 20.0, 0.0, 1.0, False, {}, submitted=11.0)
+    assert [row["waited"] for row in task_rows([waited, unsubmitted, never])] == [2.5, None, None]
 
 
 def test_waits_for_a_measurement_are_counted_with_their_seconds():
