@@ -23,8 +23,8 @@ repetition has a first run. Per run it reports the makespan (first task start to
 and the **large co-run seconds**: the summed time during which two large tasks (lookups,
 products) ran at once, from the tasks' timestamps, beside its **floor** on 2 cores (the least any
 schedule of the same task durations could have without idling a core while work waits:
-:func:`corun_floor_seconds`); for Scalpel, why each task started where it did (the run report's
-admission reasons, and each task's row).
+:func:`~scalpel_executor.experiments.live_workflows.corun_floor_seconds`); for Scalpel, why each
+task started where it did (the run report's admission reasons, and each task's row).
 
     python benchmarks/user_workflow.py --repeats 5 --out docs/data/user-workflow
 """
@@ -32,10 +32,6 @@ admission reasons, and each task's row).
 from __future__ import annotations
 
 import argparse
-import itertools
-import json
-import multiprocessing
-import os
 import statistics
 import sys
 import tempfile
@@ -44,45 +40,25 @@ from pathlib import Path
 
 from scalpel_executor.core.domains import Topology
 from scalpel_executor.core.units import format_size
-from scalpel_executor.experiments.bench.stats import bootstrap_ratio
-from scalpel_executor.experiments.harness import fresh_store, start_peer
-from scalpel_executor.experiments.mix_sizing import machine_llc
-from scalpel_executor.host.sysfs import detect_topology
+from scalpel_executor.experiments.harness import fresh_store
+from scalpel_executor.experiments.live_workflows import (calibrated_rounds, finish, kind_medians, live_arguments,
+                                                         live_machine, live_run, makespan_ratios, pinned_seconds,
+                                                         run_line, run_order, run_record)
 from scalpel_executor.workloads import lookups as apps
 
 HTEX, SCALPEL = "htex-block", "scalpel:scalpel"
 RUNS = ((HTEX, "htex"), (SCALPEL, "first"), (SCALPEL, "learned"))  # (peer, what the run is)
 LARGE = ("lookup", "product")
-ROW_FIELDS = ("task_id", "profile_key", "admission", "measured_footprint", "scheduled_footprint", "footprint_source",
-              "estimated_runtime", "runtime_spread")
-
-
-def _pinned(cpu: int, seed: int, mib: int, rounds: int, results) -> None:
-    os.sched_setaffinity(0, {cpu})
-    start = time.perf_counter()
-    apps.lookup(seed, mib, rounds)
-    results.put(time.perf_counter() - start)
 
 
 def lookup_times(cpus: list[int], mib: int, rounds: int) -> list[float]:
     """Wall seconds of one lookup per CPU in ``cpus``, all started together in pinned processes."""
-    context = multiprocessing.get_context("fork")
-    results = context.Queue()
-    workers = [context.Process(target=_pinned, args=(cpu, 100 + i, mib, rounds, results)) for i, cpu in enumerate(cpus)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    return [results.get() for _ in workers]
+    return pinned_seconds([(cpu, apps.lookup, (100 + i, mib, rounds)) for i, cpu in enumerate(cpus)])
 
 
 def rounds_for(mib: int, seconds: float) -> int:
     """Gather rounds that make a lookup last about ``seconds`` alone here."""
-    probe = 4
-    took = min(lookup_times([0], mib, probe)[0] for _ in range(2))
-    setup = lookup_times([0], mib, 1)[0] - (took / probe)  # allocation and the table's random fill
-    per_round = max(1e-4, (took - setup) / (probe - 1))
-    return max(2, round((seconds - setup) / per_round))
+    return calibrated_rounds(lambda rounds: lookup_times([0], mib, rounds)[0], seconds)
 
 
 def run_workflow(submitter, out: Path, args, rounds: int) -> tuple[list[dict], float]:
@@ -104,68 +80,26 @@ def run_workflow(submitter, out: Path, args, rounds: int) -> tuple[list[dict], f
     return results, started
 
 
-def large_corun_seconds(results: list[dict]) -> float:
-    """Summed time during which two large tasks ran at once (pairwise overlaps of their spans)."""
-    large = [r for r in results if r["name"].split("-")[0] in LARGE]
-    return sum(max(0.0, min(a["t1"], b["t1"]) - max(a["t0"], b["t0"])) for a, b in itertools.combinations(large, 2))
-
-
-def corun_floor_seconds(results: list[dict], cores: int) -> float | None:
-    """The least large co-run any schedule of these tasks (their own durations in this run) could
-    have on 2 cores without idling a core while work waits: the large seconds that small ones
-    cannot accompany run in pairs, max(0, (L - S) / 2). Dependencies ignored, so a lower bound;
-    None on more cores (pairwise overlaps of P > 2 tasks bound differently)."""
-    if cores != 2:
-        return None
-    large = sum(r["t1"] - r["t0"] for r in results if r["name"].split("-")[0] in LARGE)
-    small = sum(r["t1"] - r["t0"] for r in results if r["name"].split("-")[0] not in LARGE)
-    return max(0.0, (large - small) / 2)
-
-
 def one_run(peer: str, kind: str, repeat: int, out: Path, cores: int, topology: Topology, store: str, args,
             rounds: int) -> dict:
     """One run of the workflow under ``peer``: its makespan, large co-run seconds, tasks and (Scalpel) report."""
-    submitter = start_peer(peer, cores, topology, str(out / "runinfo"), store)
-    try:
-        results, _ = run_workflow(submitter, out, args, rounds)
-        report = submitter.executor.run_report() if peer.startswith("scalpel") else None
-    finally:
-        submitter.close()
-    makespan = max(r["t1"] for r in results) - min(r["t0"] for r in results)
-    row = {"peer": peer, "kind": kind, "repeat": repeat, "makespan": makespan,
-           "large_corun_seconds": large_corun_seconds(results),
-           "corun_floor_seconds": corun_floor_seconds(results, cores), "tasks": results}
-    if report is not None:
-        row["admission"] = report["admission"]
-        row["sources"] = report["sources"]
-        row["profile_keys"] = len({t["profile_key"] for t in report["tasks"]})
-        row["report_tasks"] = [{name: t.get(name) for name in ROW_FIELDS} for t in report["tasks"]]
-        row["contention_model"] = report.get("contention_model")
-    floor = row["corun_floor_seconds"]
-    print(f"  {kind:8s} makespan {makespan:6.2f} s, large tasks together {row['large_corun_seconds']:5.2f} s"
-          + (f" (floor {floor:4.2f} s)" if floor is not None else "")
-          + (f", admission {row['admission']}, footprints {row['sources']['footprint']}" if report else ""),
-          flush=True)
+    results, report = live_run(peer, cores, topology, str(out / "runinfo"), store,
+                               lambda submitter: run_workflow(submitter, out, args, rounds)[0])
+    row = {"peer": peer, "kind": kind, "repeat": repeat, **run_record(results, report, cores, LARGE, "large")}
+    print(run_line(kind, row, "large", "large tasks together"), flush=True)
     return row
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--llc", help="LLC per domain the executor plans with (default: sysfs, or 56 MiB in a VM)")
+    live_arguments(parser, repeats=5)
     parser.add_argument("--lookup-mib", type=int, default=40, help="each lookup's table, MiB")
     parser.add_argument("--lookup-seconds", type=float, default=1.5, help="a lookup's run time alone")
     parser.add_argument("--rounds", type=int, help="gather rounds per lookup (default: timed for --lookup-seconds)")
     parser.add_argument("--product-n", type=int, default=1200, help="matrix order of the products")
-    parser.add_argument("--out", default=None, help="write the record (JSON) into this folder")
     args = parser.parse_args()
-    detected = detect_topology()
-    llc, llc_note = machine_llc(detected, args.llc)
-    cores = len(detected.domains[0].cpus)
-    if len(detected.domains) != 1 or cores < 2:
-        print("this script is for one LLC domain of at least 2 cores", file=sys.stderr)
-        return 2
-    topology = Topology.from_cpu_lists([detected.domains[0].cpus], llc_size=llc)
+    topology, llc_note = live_machine(parser, args.llc)
+    cores, llc = len(topology.cpus), topology.llc_size
     rounds = args.rounds or rounds_for(args.lookup_mib, args.lookup_seconds)
     print(f"{cores} cores, LLC {format_size(llc)} ({llc_note}); lookups of {args.lookup_mib} MiB, {rounds} rounds",
           flush=True)
@@ -179,14 +113,12 @@ def main() -> int:
             print(f"repeat {repeat + 1}: a lookup alone {alone:.2f} s, two together {together:.2f} s "
                   f"({together / alone:.2f}x)", flush=True)
             store = fresh_store(base / f"store-{repeat}")  # the first run's is empty; the learned run reads it
-            order = RUNS if repeat % 2 == 0 else RUNS[1:] + RUNS[:1]
-            for peer, kind in order:
+            for peer, kind in run_order(RUNS[:1], RUNS[1:], repeat):
                 out = base / f"{kind}-{repeat}"
                 out.mkdir()
                 runs.append(one_run(peer, kind, repeat, out, cores, topology, store, args, rounds))
-    by = {kind: [r for r in runs if r["kind"] == kind] for _, kind in RUNS}
-    htex = [r["makespan"] for r in by["htex"]]
-    corun = {kind: statistics.median(r["large_corun_seconds"] for r in rows) for kind, rows in by.items()}
+    kinds = [kind for _, kind in RUNS]
+    corun = kind_medians(runs, kinds, "large_corun_seconds")
     summary = {
         "cores": cores, "llc": llc, "llc_note": llc_note, "lookup_mib": args.lookup_mib, "rounds": rounds,
         "repeats": args.repeats,
@@ -194,17 +126,10 @@ def main() -> int:
         "large_corun_seconds": corun,
         "large_corun_vs_htex": {kind: corun[kind] / corun["htex"] if corun["htex"] else None
                                 for kind in ("first", "learned")},
-        "corun_floor_seconds": {kind: statistics.median(r["corun_floor_seconds"] for r in rows)
-                                if cores == 2 else None for kind, rows in by.items()},
+        "corun_floor_seconds": kind_medians(runs, kinds, "corun_floor_seconds"),
+        **makespan_ratios(runs, ("first", "learned")),
     }
-    for kind in ("first", "learned"):
-        ratio, low, high = bootstrap_ratio(htex, [r["makespan"] for r in by[kind]])
-        summary[f"htex_over_scalpel_{kind}"] = {"ratio": ratio, "low": low, "high": high}
-    print(json.dumps(summary, indent=1))
-    if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        with open(Path(args.out) / "user-workflow.json", "w") as stream:
-            json.dump({"args": vars(args), "summary": summary, "pairs": pairs, "runs": runs}, stream, indent=1)
+    finish(args, summary, pairs, runs, "user-workflow.json")
     return 0
 
 
