@@ -77,6 +77,7 @@ import random
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from scalpel_executor.core.contention import ContentionModel
 
@@ -91,6 +92,7 @@ DEFAULT_NOISE = 0.2
 NOISE_RANGE = (0.03, 0.5)
 MIN_REPLICATE_FREEDOM = 6  # repeats beyond the first, over all repeated co-runs, before the noise is measured
 GAUSS_NEWTON_STEPS = 10
+BANDWIDTH_STEPS = 30  # the product term is not linear: more steps, each still checked to lower the loss
 #: The hold-out: the newest fraction of records, and how many records the test needs at all.
 HOLDOUT_FRACTION = 0.3
 MIN_RECORDS = 30
@@ -98,35 +100,65 @@ MIN_RECORDS = 30
 MIN_GAIN = 0.1
 #: ... and it must be nearer on more held-out records than chance gives (one-sided sign test).
 SIGN_TEST_LEVEL = 0.05
+#: Both are judged on the held-out records where the two models' predictions differ by more than
+#: this, in log slowdown (1%): a record both predict alike is no evidence either way.
+AGREEMENT = 0.01
+
+#: Prior standard deviation of a key's bandwidth intensity w: a pair of equal intensities adds w²,
+#: so this lets two streams' product be of the order of PRIOR_SCALE.
+BANDWIDTH_PRIOR = math.sqrt(PRIOR_SCALE)
+#: Where the fit starts each key's bandwidth intensity: at 0 the product term has no gradient.
+BANDWIDTH_START = 0.05
+#: A never-alone key's baseline is free: this ridge only keeps the normal equations definite.
+BASELINE_SHRINKAGE = 1e-6
 
 Neighbours = tuple[tuple[Hashable | None, float], ...]
-#: A task's (sensitivity, pressure) residuals in log slowdown (``Task.interference``).
-Terms = tuple[float, float]
+
+
+class Terms(NamedTuple):
+    """A key's residuals in log slowdown (``Task.interference``): what it suffers beside any
+    co-runner, what it inflicts on each, and its bandwidth intensity (the product of two tasks'
+    intensities is added to each one's log slowdown). ``Terms(s, p)`` has no bandwidth term."""
+
+    sensitivity: float
+    pressure: float
+    bandwidth: float = 0.0
 
 
 def corun_slowdowns(model: ContentionModel, footprints: Sequence[float], sensitivities: Sequence[float],
                     llc: float, terms: Sequence[Terms | None]) -> list[float]:
     """Slowdown (≥ 1) of each of the tasks co-running on one domain: the footprint model's times
-    exp(s_i + Σ_{j≠i} p_j) (module docstring), ``terms[i]`` = (s_i, p_i), None for (0, 0).
+    exp(s_i + Σ_{j≠i} p_j + w_i Σ_{j≠i} w_j) (module docstring), ``terms[i]`` = (s_i, p_i[, w_i])
+    (:class:`Terms`), None for none.
 
     The one place the formula is computed: :class:`InterferenceModel`, the default policy's
     evaluator (:class:`~scalpel_executor.core.orders.FcfsEvaluator`), the admission rule
     (:func:`~scalpel_executor.core.admission.slowdown_increase`) and the simulator's truth all call
     it. Every term None: exactly ``model.slowdowns``. An infinite ``llc`` (unknown) predicts no
-    contention at all, as the footprint model does. O(n²) for n tasks.
+    contention at all, as the footprint model does. O(n) for n tasks.
 
     >>> MiB = 2**20
     >>> [round(x, 2) for x in corun_slowdowns(ContentionModel(), [MiB, MiB], [1.0, 1.0], 32 * MiB, [(0.1, 0.0), (0.0, 0.3)])]
     [1.49, 1.0]
+    >>> streams = [Terms(0.0, 0.0, 0.6)] * 2  # two streams: each 0.6 · 0.6 beside the other
+    >>> [round(x, 2) for x in corun_slowdowns(ContentionModel(), [MiB, MiB], [1.0, 1.0], 32 * MiB, streams)]
+    [1.43, 1.43]
+    >>> [round(x, 2) for x in corun_slowdowns(ContentionModel(), [MiB, MiB], [1.0, 1.0], 32 * MiB, [streams[0], None])]
+    [1.0, 1.0]
     """
     factors = model.slowdowns(footprints, sensitivities, llc)
     if len(factors) < 2 or all(t is None for t in terms) or not math.isfinite(llc):
         return factors
+    told = [_NONE if t is None else Terms(*t) for t in terms]
+    pressure, bandwidth = sum(t.pressure for t in told), sum(t.bandwidth for t in told)
     out = []
-    for i, (factor, own) in enumerate(zip(factors, terms)):
-        extra = (0.0 if own is None else own[0]) + sum(t[1] for j, t in enumerate(terms) if j != i and t is not None)
+    for factor, own in zip(factors, told):
+        extra = own.sensitivity + pressure - own.pressure + own.bandwidth * (bandwidth - own.bandwidth)
         out.append(factor if extra == 0 else max(1.0, factor * math.exp(extra)))
     return out
+
+
+_NONE = Terms(0.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True)
@@ -136,7 +168,9 @@ class KeyedCoRun:
     ``segments``: (wall seconds, ((co-runner key, its footprint), ...)) over the task's life; a key
     None is a co-runner whose key was not recorded (it exerts footprint pressure only).
     ``slowdown``: wall over the key's solo time. ``at``: when it was recorded (the hold-out keeps
-    the newest).
+    the newest). ``solo_known`` False: the key was never seen alone, ``slowdown`` is wall over a
+    reference time of the key's own, and the fit gives the key a free log baseline (the log of
+    its solo time over that reference) beside its residuals.
     """
 
     key: Hashable
@@ -144,11 +178,18 @@ class KeyedCoRun:
     segments: tuple[tuple[float, Neighbours], ...]
     slowdown: float
     at: float = 0.0
+    solo_known: bool = True
 
 
 @dataclass(frozen=True)
 class InterferenceModel:
-    """The footprint model plus per-key residuals (module docstring). No residual: the footprint model."""
+    """The footprint model plus per-key residuals (module docstring). No residual: the footprint model.
+
+    ``bandwidth``: each key's bandwidth intensity w (fitted only where :func:`choose_interference`
+    finds the product term predicts better). ``baseline``: for keys never seen alone, the fitted
+    log of their solo time over their records' reference time (:attr:`KeyedCoRun.solo_known`); it
+    only scores records, it is no term of a task.
+    """
 
     footprint_model: ContentionModel
     llc: float
@@ -156,19 +197,27 @@ class InterferenceModel:
     pressure: Mapping[Hashable, float] = field(default_factory=dict)
     noise: float = DEFAULT_NOISE
     evidence: Mapping[Hashable, int] = field(default_factory=dict)  # co-runs each key was in, either side
+    bandwidth: Mapping[Hashable, float] = field(default_factory=dict)
+    baseline: Mapping[Hashable, float] = field(default_factory=dict)
+
+    @property
+    def keys(self) -> list[Hashable]:
+        """The keys with terms, sorted."""
+        return sorted({*self.sensitivity, *self.pressure, *self.bandwidth}, key=repr)
 
     def terms(self, key: Hashable | None) -> Terms | None:
-        """``key``'s (sensitivity, pressure), what ``Task.interference`` carries; None where it has neither."""
-        if key is None or (key not in self.sensitivity and key not in self.pressure):
+        """``key``'s :class:`Terms`, what ``Task.interference`` carries; None where it has none."""
+        if key is None or (key not in self.sensitivity and key not in self.pressure and key not in self.bandwidth):
             return None
-        return self.sensitivity.get(key, 0.0), self.pressure.get(key, 0.0)
+        return Terms(self.sensitivity.get(key, 0.0), self.pressure.get(key, 0.0), self.bandwidth.get(key, 0.0))
 
     def residual(self, key: Hashable, beside: Iterable[Hashable | None]) -> float:
         """The log-slowdown added to the footprint model for ``key`` beside the keys ``beside``."""
         beside = list(beside)
         if not beside:
             return 0.0
-        return self.sensitivity.get(key, 0.0) + sum(self.pressure.get(b, 0.0) for b in beside if b is not None)
+        return (self.sensitivity.get(key, 0.0) + sum(self.pressure.get(b, 0.0) for b in beside if b is not None)
+                + self.bandwidth.get(key, 0.0) * sum(self.bandwidth.get(b, 0.0) for b in beside if b is not None))
 
     def segment_slowdown(self, key: Hashable, footprint: float, beside: Neighbours) -> float:
         """Slowdown (≥ 1) of ``key`` beside ``beside`` for as long as that set runs."""
@@ -183,13 +232,19 @@ class InterferenceModel:
         return corun_slowdowns(self.footprint_model, list(footprints), [sigma] * len(footprints), self.llc,
                                [self.terms(k) for k in keys])
 
+    def scores(self, corun: KeyedCoRun) -> bool:
+        """Whether this model can predict ``corun``: a record of a key never seen alone needs its baseline."""
+        return corun.solo_known or corun.key in self.baseline
+
     def predicted(self, corun: KeyedCoRun) -> float:
         """The slowdown predicted for ``corun`` over its segments: their wall-time-weighted harmonic
-        mean. With no residual for it, exactly ``contention_fit.predicted_slowdown``."""
+        mean (times the key's baseline where ``corun.solo_known`` is False). With no residual for
+        it, exactly ``contention_fit.predicted_slowdown``."""
         wall = sum(seconds for seconds, _ in corun.segments)
         solo = sum(seconds / self.segment_slowdown(corun.key, corun.footprint, beside)
                    for seconds, beside in corun.segments)
-        return wall / solo if solo > 0 else 1.0
+        offset = 1.0 if corun.solo_known else math.exp(self.baseline.get(corun.key, 0.0))
+        return (wall / solo if solo > 0 else 1.0) * offset
 
 
 def noise_level(coruns: Iterable[KeyedCoRun]) -> tuple[float, int]:
@@ -220,8 +275,10 @@ def _cell(corun: KeyedCoRun) -> tuple:
 
 
 def fit_interference(coruns: Sequence[KeyedCoRun], footprint_model: ContentionModel, llc: float, *,
-                     noise: float | None = None) -> InterferenceModel:
-    """Per-key sensitivities and pressures fitted around ``footprint_model`` by ridge least squares.
+                     noise: float | None = None, bandwidth: bool = False,
+                     residuals: bool = True) -> InterferenceModel:
+    """Per-key sensitivities and pressures (and bandwidth intensities) fitted around ``footprint_model``
+    by ridge least squares.
 
     Parameters
     ----------
@@ -233,7 +290,12 @@ def fit_interference(coruns: Sequence[KeyedCoRun], footprint_model: ContentionMo
         The LLC size in bytes it is relative to.
     noise : float, optional
         Observation noise in log slowdown; default :func:`noise_level` of ``coruns``. It sets the
-        shrinkage λ = (noise / PRIOR_SCALE)².
+        shrinkage λ = (noise / PRIOR_SCALE)², and (noise / BANDWIDTH_PRIOR)² for bandwidth.
+    bandwidth : bool
+        Fit each key's bandwidth intensity w ≥ 0 too (the product term, module docstring).
+    residuals : bool
+        False: no term at all, only the baselines of keys never seen alone (footprint-only's
+        prediction of their records).
 
     Returns
     -------
@@ -242,8 +304,9 @@ def fit_interference(coruns: Sequence[KeyedCoRun], footprint_model: ContentionMo
     Notes
     -----
     Gauss-Newton on the harmonic prediction (module docstring), each step a ridge solve of the
-    normal equations by Cholesky: O(steps · (n · q² + P³)) for n co-runs of q parameters each and P
-    parameters (two per key). 400 co-runs of 20 keys fit in well under a second.
+    normal equations by Cholesky, bandwidth intensities kept ≥ 0 by projection: O(steps · (n · q²
+    + P³)) for n co-runs of q parameters each and P parameters (two or three per key, one more per
+    key never seen alone). 400 co-runs of 20 keys fit in well under a second.
 
     Raises
     ------
@@ -257,83 +320,112 @@ def fit_interference(coruns: Sequence[KeyedCoRun], footprint_model: ContentionMo
             raise ValueError(f"a co-run's slowdown must be a finite number > 0 (wall over solo time), got "
                              f"{corun.slowdown!r} for key {corun.key!r}")
     measured, _ = noise_level(coruns) if noise is None else (noise, 0)
-    shrinkage = (measured / PRIOR_SCALE) ** 2
     plain = InterferenceModel(footprint_model, float(llc), noise=measured)
-    # Parameters: ("s", key) for every task key, ("p", key) for every known co-runner key, sorted for determinism.
-    names = sorted({("s", c.key) for c in coruns if any(b for _, b in c.segments)}
-                   | {("p", k) for c in coruns for _, b in c.segments for k, _ in b if k is not None}, key=repr)
+    # Parameters, sorted for determinism: ("s", key) for every task key with co-runners, ("p", key)
+    # for every known co-runner key, ("w", key) for both, ("b", key) for every key never seen alone.
+    beside_keys = {k for c in coruns for _, b in c.segments for k, _ in b if k is not None}
+    task_keys = {c.key for c in coruns if any(b for _, b in c.segments)}
+    names = set()
+    if residuals:
+        names |= {("s", k) for k in task_keys} | {("p", k) for k in beside_keys}
+        if bandwidth:
+            names |= {("w", k) for k in task_keys | beside_keys}
+    names |= {("b", c.key) for c in coruns if not c.solo_known}
+    names = sorted(names, key=repr)
     if not names:
         return plain
     index = {name: i for i, name in enumerate(names)}
-    rows = []  # per co-run: y, [(seconds, footprint log slowdown, {parameter: count})]
+    scale = {"s": PRIOR_SCALE, "p": PRIOR_SCALE, "w": BANDWIDTH_PRIOR}
+    shrinkage = [(measured / scale[role]) ** 2 if role in scale else BASELINE_SHRINKAGE for role, _ in names]
+    rows = []  # per co-run: y, its baseline's index or None, [(seconds, footprint log slowdown, {parameter: count}, own w, [co-runners' w])]
     for corun in coruns:
         parts = []
         for seconds, beside in corun.segments:
             if seconds <= 0:
                 continue
             features: dict[int, float] = defaultdict(float)
-            if beside:
+            own, others = None, []
+            if beside and residuals:
                 features[index[("s", corun.key)]] += 1.0
                 for key, _ in beside:
                     if key is not None:
                         features[index[("p", key)]] += 1.0
+                if bandwidth:
+                    own = index[("w", corun.key)]
+                    others = [index[("w", key)] for key, _ in beside if key is not None]
             base = math.log(plain.segment_slowdown(corun.key, corun.footprint, beside))
-            parts.append((seconds, base, dict(features)))
+            parts.append((seconds, base, dict(features), own, others))
         if parts:
-            rows.append((math.log(corun.slowdown), parts))
-    theta = [0.0] * len(names)
+            rows.append((math.log(corun.slowdown), None if corun.solo_known else index[("b", corun.key)], parts))
+    theta = [BANDWIDTH_START if role == "w" else 0.0 for role, _ in names]
+    for i, (role, key) in enumerate(names):
+        if role == "b":  # start each baseline at its records' mean, so the first step is small
+            ys = [y for y, b, _ in rows if b == i]
+            theta[i] = sum(ys) / len(ys) if ys else 0.0
+    bounded = [role == "w" for role, _ in names]
     loss = _loss(rows, theta, shrinkage)
-    for _ in range(GAUSS_NEWTON_STEPS):
+    for _ in range(BANDWIDTH_STEPS if bandwidth else GAUSS_NEWTON_STEPS):
         normal = [[0.0] * len(names) for _ in names]
-        right = [-shrinkage * t for t in theta]
-        for y, parts in rows:
-            predicted, gradient = _log_prediction(parts, theta)
+        right = [-lam * t for lam, t in zip(shrinkage, theta)]
+        for y, b, parts in rows:
+            predicted, gradient = _log_prediction(b, parts, theta)
             for i, gi in gradient.items():
                 right[i] += gi * (y - predicted)
                 for j, gj in gradient.items():
                     normal[i][j] += gi * gj
-        for i in range(len(names)):
-            normal[i][i] += shrinkage
+        for i, lam in enumerate(shrinkage):
+            normal[i][i] += lam
         step = _solve(normal, right)
         for _ in range(20):  # halve a step that overshoots where the clamp at 1x cuts in
-            trial = [t + d for t, d in zip(theta, step)]
+            trial = [max(0.0, t + d) if bound else t + d for t, d, bound in zip(theta, step, bounded)]
             trial_loss = _loss(rows, trial, shrinkage)
             if trial_loss <= loss:
                 break
             step = [d / 2 for d in step]
         else:
             break
+        moved = max(abs(a - b) for a, b in zip(trial, theta))
         theta, loss = trial, trial_loss
-        if max(map(abs, step)) < 1e-10:
+        if moved < 1e-10:
             break
     evidence: dict[Hashable, int] = defaultdict(int)
     for corun in coruns:
         for key in {corun.key} | {k for _, b in corun.segments for k, _ in b if k is not None}:
             evidence[key] += 1
-    return InterferenceModel(footprint_model, float(llc),
-                             {key: theta[i] for (role, key), i in index.items() if role == "s"},
-                             {key: theta[i] for (role, key), i in index.items() if role == "p"},
-                             measured, dict(evidence))
+
+    def of(role: str) -> dict:
+        return {key: theta[i] for (r, key), i in index.items() if r == role}
+
+    return InterferenceModel(footprint_model, float(llc), of("s"), of("p"), measured, dict(evidence), of("w"), of("b"))
 
 
-def _log_prediction(parts, theta) -> tuple[float, dict[int, float]]:
-    """The log slowdown over segments and its gradient in the parameters: the features of the
-    segments not clamped at 1x, weighted by their shares of the solo time."""
-    wall = sum(seconds for seconds, _, _ in parts)
-    logs = [base + sum(theta[i] * c for i, c in features.items()) for _, base, features in parts]
-    solos = [seconds * math.exp(-max(log, 0.0)) for (seconds, _, _), log in zip(parts, logs)]
+def _log_prediction(baseline: int | None, parts, theta) -> tuple[float, dict[int, float]]:
+    """The log slowdown over segments (plus the key's baseline) and its gradient in the parameters:
+    the features of the segments not clamped at 1x, weighted by their shares of the solo time."""
+    wall = sum(part[0] for part in parts)
+    logs = [base + sum(theta[i] * c for i, c in features.items())
+            + (theta[own] * sum(theta[j] for j in others) if own is not None else 0.0)
+            for _, base, features, own, others in parts]
+    solos = [part[0] * math.exp(-max(log, 0.0)) for part, log in zip(parts, logs)]
     solo = sum(solos)
     gradient: dict[int, float] = defaultdict(float)
-    for share, log, (_, _, features) in zip(solos, logs, parts):
+    for share, log, (_, _, features, own, others) in zip(solos, logs, parts):
         if log >= 0:  # at 0 too: from where the footprint model says 1x, a residual may raise it
+            weight = share / solo
             for i, c in features.items():
-                gradient[i] += share / solo * c
-    return math.log(wall / solo), gradient
+                gradient[i] += weight * c
+            if own is not None:
+                gradient[own] += weight * sum(theta[j] for j in others)
+                for j in others:
+                    gradient[j] += weight * theta[own]
+    if baseline is not None:
+        gradient[baseline] += 1.0
+    return math.log(wall / solo) + (theta[baseline] if baseline is not None else 0.0), gradient
 
 
-def _loss(rows, theta, shrinkage: float) -> float:
-    return (sum((y - _log_prediction(parts, theta)[0]) ** 2 for y, parts in rows)
-            + shrinkage * sum(t * t for t in theta))
+def _loss(rows, theta, shrinkage: Sequence[float]) -> float:
+    return (sum((y - _log_prediction(b, parts, theta)[0]) ** 2 for y, b, parts in rows)
+            + sum(lam * t * t for lam, t in zip(shrinkage, theta)))
 
 
 def _solve(matrix: list[list[float]], right: list[float]) -> list[float]:
@@ -386,10 +478,19 @@ def choose_interference(coruns: Sequence[KeyedCoRun], footprint_model: Contentio
 
     The records are ordered by ``at`` (ties by position); the oldest 1 − :data:`HOLDOUT_FRACTION`
     fit a per-key model, and the newest score it and footprint-only by the median absolute error of
-    log slowdown. The per-key model is chosen when its error is at least :data:`MIN_GAIN` lower
-    *and* it is nearer on more held-out records than a fair coin gives at
-    :data:`SIGN_TEST_LEVEL` (one-sided sign test): a model fitted on noise wins about half. It is
-    then refitted on every record. Fewer than :data:`MIN_RECORDS` records: footprint-only.
+    log slowdown, over the held-out records where the two predict differently (by more than
+    :data:`AGREEMENT`: where both agree, a record tells neither apart, and a sparse effect, a
+    quarter of the pairs, would drown in them). The per-key model is chosen when its error is at
+    least :data:`MIN_GAIN` lower *and* it is nearer on more of those records than a fair coin
+    gives at :data:`SIGN_TEST_LEVEL` (one-sided sign test): a model fitted on noise wins about
+    half. It is then refitted on every record. Fewer than :data:`MIN_RECORDS` records:
+    footprint-only.
+
+    The per-key model tried is the one with bandwidth intensities where, by the same test, it
+    beats the one without on the held-out records (the product term must earn its parameters),
+    else the one without. A held-out record of a key never seen alone is scored only where the
+    older records fitted its baseline (:meth:`InterferenceModel.scores`); footprint-only is given
+    the same baselines, fitted without residuals.
     """
     plain = InterferenceModel(footprint_model, float(llc))
     ordered = [c for _, c in sorted(enumerate(coruns), key=lambda ic: (ic[1].at, ic[0]))]
@@ -397,27 +498,65 @@ def choose_interference(coruns: Sequence[KeyedCoRun], footprint_model: Contentio
         return InterferenceChoice(plain, False, f"footprint-only: {len(ordered)} co-runs with known keys, "
                                   f"too few to test a per-key model on (it needs {MIN_RECORDS})")
     cut = len(ordered) - max(1, round(HOLDOUT_FRACTION * len(ordered)))
-    older, newer = ordered[:cut], ordered[cut:]
-    trial = fit_interference(older, footprint_model, llc)
+    older = ordered[:cut]
+    baselines = fit_interference(older, footprint_model, llc, residuals=False)
+    newer = [c for c in ordered[cut:] if baselines.scores(c)]
     observed = [math.log(c.slowdown) for c in newer]
-    footprint = [abs(math.log(plain.predicted(c)) - y) for c, y in zip(newer, observed)]
-    per_key = [abs(math.log(trial.predicted(c)) - y) for c, y in zip(newer, observed)]
-    nearer = sum(k < f for k, f in zip(per_key, footprint))
-    compared = sum(k != f for k, f in zip(per_key, footprint))
-    footprint_error, per_key_error = _median(footprint), _median(per_key)
-    scores = {"fitted_on": len(older), "held_out": len(newer), "footprint_error": footprint_error,
-              "per_key_error": per_key_error, "nearer": nearer, "compared": compared}
-    figures = (f"fitted on the older {len(older)} co-runs, the per-key model erred by a median {per_key_error:.3f} "
-               f"in log slowdown on the newer {len(newer)} against footprint-only's {footprint_error:.3f}, "
-               f"nearer on {nearer} of {compared}")
-    if per_key_error > (1 - MIN_GAIN) * footprint_error:
+
+    def predictions(model: InterferenceModel) -> list[float]:
+        return [math.log(model.predicted(c)) for c in newer]
+
+    footprint = predictions(baselines)
+    per_key, with_bandwidth = predictions(fit_interference(older, footprint_model, llc)), False
+    product = predictions(fit_interference(older, footprint_model, llc, bandwidth=True))
+    if _duel(product, per_key, observed).wins:
+        per_key, with_bandwidth = product, True
+    duel = _duel(per_key, footprint, observed)
+    scores = {"fitted_on": len(older), "held_out": len(newer), "footprint_error": duel.against_error,
+              "per_key_error": duel.error, "nearer": duel.nearer, "compared": duel.compared}
+    model_name = "per-key model with bandwidth" if with_bandwidth else "per-key model"
+    figures = (f"fitted on the older {len(older)} co-runs, on the {duel.compared} of the newer {len(newer)} "
+               f"where the two differ, the {model_name} erred by a median {duel.error:.3f} in log slowdown "
+               f"against footprint-only's {duel.against_error:.3f}, nearer on {duel.nearer}")
+    if not duel.gains:
         return InterferenceChoice(plain, False, f"footprint-only: {figures}; too few or contradictory "
                                   f"observations to plan with per-key residuals", **scores)
-    if _sign_test(nearer, compared) > SIGN_TEST_LEVEL:
+    if duel.chance > SIGN_TEST_LEVEL:
         return InterferenceChoice(plain, False, f"footprint-only: {figures}, which chance gives (p = "
-                                  f"{_sign_test(nearer, compared):.2f}); too few observations", **scores)
-    return InterferenceChoice(fit_interference(ordered, footprint_model, llc), True,
-                              f"per-key model (refitted on all {len(ordered)} co-runs): {figures}", **scores)
+                                  f"{duel.chance:.2f}); too few observations", **scores)
+    return InterferenceChoice(fit_interference(ordered, footprint_model, llc, bandwidth=with_bandwidth), True,
+                              f"{model_name} (refitted on all {len(ordered)} co-runs): {figures}", **scores)
+
+
+@dataclass(frozen=True)
+class _Duel:
+    """Two models' held-out log errors on the records where their predictions differ (by more than
+    :data:`AGREEMENT`): the records both predict alike are no evidence either way."""
+
+    error: float  # the challenger's median error there (0 where none differ)
+    against_error: float  # the incumbent's
+    nearer: int  # records the challenger predicted nearer
+    compared: int
+
+    @property
+    def gains(self) -> bool:
+        return self.compared > 0 and self.error <= (1 - MIN_GAIN) * self.against_error
+
+    @property
+    def chance(self) -> float:
+        return _sign_test(self.nearer, self.compared)
+
+    @property
+    def wins(self) -> bool:
+        return self.gains and self.chance <= SIGN_TEST_LEVEL
+
+
+def _duel(challenger: Sequence[float], incumbent: Sequence[float], observed: Sequence[float]) -> _Duel:
+    differ = [(abs(c - y), abs(i - y)) for c, i, y in zip(challenger, incumbent, observed) if abs(c - i) > AGREEMENT]
+    if not differ:
+        return _Duel(0.0, 0.0, 0, 0)
+    return _Duel(_median([c for c, _ in differ]), _median([i for _, i in differ]), sum(c < i for c, i in differ),
+                 len(differ))
 
 
 def _median(values: Sequence[float]) -> float:
@@ -438,10 +577,25 @@ def coruns_from_history(coruns: Iterable, solo: Mapping[str, float]) -> list[Key
 
     A co-run stored without its co-runners' keys (``corunner_keys`` None: a store written before
     they were kept) has co-runner keys None: it teaches sensitivities, not pressures. A co-run
-    whose key has no solo time is left out (its slowdown has no denominator).
+    whose key has no solo time is kept with ``solo_known`` False, over the median wall of that
+    key's co-runs (the fit gives the key a baseline); a key never seen alone whose co-runs all ran
+    beside the same co-runners is left out (its baseline would absorb all it tells).
     """
-    return [KeyedCoRun(c.key, c.footprint, _keyed_segments(c), c.wall / solo[c.key], at=float(i))
-            for i, c in enumerate(coruns) if solo.get(c.key, 0) > 0 and c.wall > 0]
+    coruns = [c for c in coruns if c.wall > 0]
+    unknown: dict[str, list] = defaultdict(list)
+    for c in coruns:
+        if not solo.get(c.key, 0) > 0:
+            unknown[c.key].append(c)
+    reference = {key: _median([c.wall for c in rows]) for key, rows in unknown.items()
+                 if len({_cell(KeyedCoRun(key, c.footprint, _keyed_segments(c), 1.0)) for c in rows}) > 1}
+    out = []
+    for i, c in enumerate(coruns):
+        if solo.get(c.key, 0) > 0:
+            out.append(KeyedCoRun(c.key, c.footprint, _keyed_segments(c), c.wall / solo[c.key], at=float(i)))
+        elif c.key in reference:
+            out.append(KeyedCoRun(c.key, c.footprint, _keyed_segments(c), c.wall / reference[c.key], at=float(i),
+                                  solo_known=False))
+    return out
 
 
 def _keyed_segments(corun) -> tuple[tuple[float, Neighbours], ...]:
@@ -453,17 +607,19 @@ def _keyed_segments(corun) -> tuple[tuple[float, Neighbours], ...]:
 
 def planted_coruns(footprints: Mapping[Hashable, float], sensitivity: Mapping[Hashable, float],
                    pressure: Mapping[Hashable, float], footprint_model: ContentionModel, llc: float, count: int,
-                   seed: int, *, cores: int = 4, noise: float = 0.2, solo_share: float = 0.2) -> list[KeyedCoRun]:
+                   seed: int, *, cores: int = 4, noise: float = 0.2, solo_share: float = 0.2,
+                   bandwidth: Mapping[Hashable, float] | None = None) -> list[KeyedCoRun]:
     """``count`` co-runs generated by a per-key truth, for tests and the hold-out benchmark.
 
     Each draws its task key and 1 to ``cores`` − 1 co-runners uniformly (with repetition); with
     probability ``solo_share`` the first third of its life ran alone. Its slowdown is the truth's
-    prediction times exp(N(0, ``noise``)); ``at`` is its position. Seeded: the same arguments give
-    the same co-runs.
+    prediction times exp(N(0, ``noise``)); ``at`` is its position. ``bandwidth``: the keys'
+    bandwidth intensities in the truth (none: 0). Seeded: the same arguments give the same co-runs.
     """
     rng = random.Random(seed)
     keys = sorted(footprints, key=repr)
-    truth = InterferenceModel(footprint_model, float(llc), dict(sensitivity), dict(pressure))
+    truth = InterferenceModel(footprint_model, float(llc), dict(sensitivity), dict(pressure),
+                              bandwidth=dict(bandwidth or {}))
     out = []
     for at in range(count):
         key = rng.choice(keys)

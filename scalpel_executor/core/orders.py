@@ -55,7 +55,7 @@ class RunningTask:
     cores: tuple[int, ...] = ()
     runtime: float | None = None  # None: ``remaining`` (it has just started)
     work: float | None = None
-    interference: Terms | None = None  # its (sensitivity, pressure) residuals (Task.interference)
+    interference: Terms | None = None  # its residuals (Task.interference)
 
     @property
     def width(self) -> int:
@@ -103,7 +103,7 @@ class FcfsEvaluator:
     over domains, rates from the ContentionModel, completions within 1e-9 relative).
 
     ``solo``, ``footprints`` and ``sensitivities`` (None: the model's default) describe the tasks,
-    indexed 0..n-1, and ``interference`` their (sensitivity, pressure) residuals
+    indexed 0..n-1, and ``interference`` their residuals (:class:`~scalpel_executor.core.interference.Terms`)
     (``Task.interference``; None, or a task's None: the footprint model alone, rates through
     :func:`~scalpel_executor.core.interference.corun_slowdowns`); orders are lists of these
     indices. :meth:`of` builds one from SimTasks. Tasks of one footprint, sensitivity and
@@ -127,7 +127,7 @@ class FcfsEvaluator:
         sigma0 = model.sensitivity
         if interference is not None and len(interference) != self.n:
             raise ValueError(f"interference terms are given for {len(interference)} tasks, not the {self.n} solo "
-                             f"times; give one (sensitivity, pressure) or None per task")
+                             f"times; give one Terms or None per task")
         kinds: dict[tuple, int] = {}
         self.kind = []
         for footprint, sensitivity, terms in zip([*footprints, *(r.footprint for r in running)],

@@ -58,7 +58,7 @@ class SimTask:
     memory: float = 0.0  # bytes of the node's memory it holds (counted against simulate's ``memory``)
     gpus: int = 0
     tail: float = 0.0  # what the scheduler is told waits for its result (Task.tail; graph_tails computes it)
-    interference: Terms | None = None  # its true (sensitivity, pressure) residuals in log slowdown; None: none
+    interference: Terms | None = None  # its true residuals in log slowdown (core.interference.Terms); None: none
     told_interference: Terms | None = None  # what the scheduler is told of them (Task.interference); None: nothing
 
     def __post_init__(self) -> None:
@@ -87,12 +87,12 @@ class SimTask:
             terms = getattr(self, name)
             if terms is None:
                 continue
-            if (isinstance(terms, (str, bytes)) or not hasattr(terms, "__len__") or len(terms) != 2
+            if (isinstance(terms, (str, bytes)) or not hasattr(terms, "__len__") or len(terms) not in (2, 3)
                     or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
                                for x in terms)):
-                raise ValueError(f"task {self.name!r}: {name} must be None or (sensitivity, pressure), two finite "
-                                 f"numbers in log slowdown, got {terms!r}")
-            object.__setattr__(self, name, (float(terms[0]), float(terms[1])))
+                raise ValueError(f"task {self.name!r}: {name} must be None or (sensitivity, pressure[, bandwidth]), "
+                                 f"two or three finite numbers in log slowdown, got {terms!r}")
+            object.__setattr__(self, name, Terms(*map(float, terms)))
         object.__setattr__(self, "parents", parents)  # a list given is kept as a tuple: the task stays hashable
 
 

@@ -35,8 +35,9 @@ class Task:
     #                    upward rank less its own run time; 0: none known). The default policy starts a
     #                    task with a long tail early and predicts a schedule's end as the latest
     #                    finish + tail (core.planning)
-    interference: tuple[float, float] | None = None  # its profile key's (sensitivity, pressure) residuals in
-    #                    log slowdown beside any co-runner (core.interference); None: the footprint model alone
+    interference: tuple[float, ...] | None = None  # its profile key's core.interference.Terms: sensitivity,
+    #                    pressure and bandwidth intensity, residuals in log slowdown beside co-runners;
+    #                    None: the footprint model alone
 
 
 def rank(task: Task) -> float:

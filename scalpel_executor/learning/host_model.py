@@ -21,7 +21,7 @@
                                        core.contention_fit.fit_contention (log error) ──> HostFit, stored;
                                        then core.interference.choose_interference around the model
                                        planned with (interference_of) ──> HostInterference, stored:
-                                       per-key (sensitivity, pressure) terms, or footprint-only, and why
+                                       per-key terms (sensitivity, pressure, bandwidth), or footprint-only, and why
 
 **Nothing that learns runs on the user's way out.** A fit over a full history (400 co-runs)
 takes about 2 s of pure Python; run at shutdown it made ``dfk.cleanup()`` take 3.5–4.6 s
@@ -135,7 +135,7 @@ CREATE TABLE IF NOT EXISTS host_fits (host TEXT PRIMARY KEY, llc REAL NOT NULL, 
     default_error REAL);
 CREATE TABLE IF NOT EXISTS host_refits (host TEXT PRIMARY KEY, as_of REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS host_interference (host TEXT NOT NULL, key TEXT NOT NULL, sensitivity REAL NOT NULL,
-    pressure REAL NOT NULL, updated REAL NOT NULL, PRIMARY KEY (host, key));
+    pressure REAL NOT NULL, updated REAL NOT NULL, bandwidth REAL NOT NULL DEFAULT 0, PRIMARY KEY (host, key));
 CREATE TABLE IF NOT EXISTS host_interference_choice (host TEXT PRIMARY KEY, model TEXT NOT NULL, reason TEXT NOT NULL,
     capacity_fraction REAL NOT NULL, sensitivity REAL NOT NULL, llc REAL NOT NULL, updated REAL NOT NULL)
 """
@@ -221,7 +221,7 @@ class HostFit:
 class HostInterference:
     """A host's stored per-key choice (:func:`~scalpel_executor.core.interference.choose_interference`
     at its last refit): whether it plans with per-key residuals, why, the footprint model and LLC
-    they are residuals of, and each key's (sensitivity, pressure); no terms when footprint-only."""
+    they are residuals of, and each key's Terms; no terms when footprint-only."""
 
     per_key: bool
     reason: str
@@ -299,7 +299,7 @@ def interference_of(coruns: Sequence[RawCoRun], solo: Mapping[str, float], fit: 
     terms = {}
     if choice.per_key:
         model = choice.model
-        terms = {key: model.terms(key) for key in sorted({*model.sensitivity, *model.pressure})}
+        terms = {key: model.terms(key) for key in model.keys}
     return HostInterference(choice.per_key, choice.reason, footprint_model, float(llc), terms)
 
 
@@ -367,6 +367,8 @@ class HostModelStore(SideTables):
             connection.execute("ALTER TABLE host_fits ADD COLUMN default_error REAL")  # a store from before it
         if "corunner_keys" not in {row[1] for row in connection.execute("PRAGMA table_info(host_coruns)")}:
             connection.execute("ALTER TABLE host_coruns ADD COLUMN corunner_keys TEXT")  # its rows: keys unknown
+        if "bandwidth" not in {row[1] for row in connection.execute("PRAGMA table_info(host_interference)")}:
+            connection.execute("ALTER TABLE host_interference ADD COLUMN bandwidth REAL NOT NULL DEFAULT 0")
 
     # -- the API --------------------------------------------------------------------------------
 
@@ -452,8 +454,8 @@ class HostModelStore(SideTables):
                                     fit.observations, fit.rms_error, now, fit.default_error))
             if interference is not None:
                 connection.execute("DELETE FROM host_interference WHERE host = ?", (host,))
-                connection.executemany("INSERT INTO host_interference VALUES (?, ?, ?, ?, ?)",
-                                       [(host, key, s, p, now) for key, (s, p) in interference.terms.items()])
+                connection.executemany("INSERT INTO host_interference VALUES (?, ?, ?, ?, ?, ?)",
+                                       [(host, key, s, p, now, w) for key, (s, p, w) in interference.terms.items()])
                 model = interference.footprint_model
                 connection.execute("INSERT OR REPLACE INTO host_interference_choice VALUES (?, ?, ?, ?, ?, ?, ?)",
                                    (host, "per-key" if interference.per_key else "footprint", interference.reason,
@@ -470,8 +472,8 @@ class HostModelStore(SideTables):
         def read(connection):
             choice = connection.execute("SELECT model, reason, capacity_fraction, sensitivity, llc FROM "
                                         "host_interference_choice WHERE host = ?", (host,)).fetchone()
-            terms = connection.execute("SELECT key, sensitivity, pressure FROM host_interference WHERE host = ?",
-                                       (host,)).fetchall()
+            terms = connection.execute("SELECT key, sensitivity, pressure, bandwidth FROM host_interference "
+                                       "WHERE host = ?", (host,)).fetchall()
             return choice, terms
 
         choice, rows = self._run(read)
@@ -485,8 +487,8 @@ class HostModelStore(SideTables):
             footprint_model = ContentionModel(rho, sigma)
         except ValueError:  # a hand-edited row: ρ ≤ 0 or σ < 0
             return None
-        terms = {key: (float(s), float(p)) for key, s, p in rows if isinstance(key, str) and all(
-            isinstance(v, (int, float)) and math.isfinite(v) for v in (s, p))} if model == "per-key" else {}
+        terms = {key: Terms(*map(float, values)) for key, *values in rows if isinstance(key, str) and all(
+            isinstance(v, (int, float)) and math.isfinite(v) for v in values)} if model == "per-key" else {}
         return HostInterference(model == "per-key", reason, footprint_model, float(llc), terms)
 
     def learn(self, host: str, llc: float | None, spans: Sequence[TaskSpan]) -> HostFit | None:

@@ -21,6 +21,7 @@ from typing import Iterable, Optional, Sequence
 
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.domains import Topology
+from scalpel_executor.core.interference import Terms
 from scalpel_executor.host.cpu_time import CpuSample, other_work_per_core, sample_cpu
 from scalpel_executor.learning.host_model import (MIN_OBSERVATIONS, HostFit, HostInterference, HostModelStore,
                                                   busy_reason, host_id, model_report, spawn_refit)
@@ -73,9 +74,9 @@ class HostLearning:
         self.cpu_at_start: CpuSample | None = None  # the host's and this tree's CPU time at start (busy_reason)
         self.not_learned: str | None = None  # why this run's co-runs were not added to the host's fit
         self.preview: tuple[int, HostFit | None] | None = None  # (records, fit) for the report before shutdown
-        # Each profile key's (sensitivity, pressure), told to its tasks at submit (Task.interference): the
+        # Each profile key's Terms, told to its tasks at submit (Task.interference): the
         # host's stored per-key choice, read once by start(); empty while planning footprint-only.
-        self.interference: dict[str, tuple[float, float]] = {}
+        self.interference: dict[str, Terms] = {}
         self.interference_reason: str | None = None  # the choice's sentence (run report); None: start() read none
         self.interference_tasks = 0  # tasks submitted with terms
 
@@ -133,7 +134,7 @@ class HostLearning:
                     "per-key interference" if self.interference else "the footprint model alone",
                     self.interference_reason)
 
-    def terms(self, key: str) -> tuple[float, float] | None:
+    def terms(self, key: str) -> Terms | None:
         """The per-key terms a task of profile key ``key`` is told (None: none)."""
         return self.interference.get(key)
 

@@ -66,6 +66,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, NamedTuple, Union
 
 from scalpel_executor.core.domains import Domain, Topology
+from scalpel_executor.core.interference import Terms
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.host.sysfs import detect_topology
 from scalpel_executor.runtime.contract import Job
@@ -81,7 +82,7 @@ FAILURE_KINDS = ("WorkerDied", "WalltimeExceeded", "ExecutorShutdown", "Executor
 
 # Wire types beyond Python's own (int, str, bool, dict, bytes), as _checked enforces them:
 _NUMBER, _OPTIONAL_NUMBER, _OPTIONAL_INT, _OPTIONAL_STR = "number", "number?", "int?", "str?"
-_OPTIONAL_PAIR = "pair?"  # two numbers, or None
+_OPTIONAL_TERMS = "terms?"  # an interference Terms: two or three numbers, or None
 _INTS, _NUMBERS, _INT_LISTS = "ints", "numbers", "int lists"  # lists of integers, of numbers, of integer lists
 _PLAIN, _DETAIL = "plain", "detail"  # a dict of plain values; a Failed's fields (see _DETAIL_FIELDS)
 
@@ -92,7 +93,7 @@ _PLAIN, _DETAIL = "plain", "detail"  # a dict of plain values; a Failed's fields
 TASK_FIELDS: tuple[tuple[str, Any], ...] = (
     ("footprint", _NUMBER), ("runtime", _NUMBER), ("priority", _NUMBER), ("intensity", _OPTIONAL_NUMBER),
     ("runtime_spread", _NUMBER), ("key", _OPTIONAL_STR), ("footprint_known", bool), ("cores", int),
-    ("memory", _NUMBER), ("gpus", int), ("tail", _NUMBER), ("interference", _OPTIONAL_PAIR),
+    ("memory", _NUMBER), ("gpus", int), ("tail", _NUMBER), ("interference", _OPTIONAL_TERMS),
 )
 #: The Task fields that stay in the driver: the id travels as ``task_id``, the payload as the Job's
 #: fields, and the manager's own scheduler sets ``seq`` and ``foreseen_harm``.
@@ -245,7 +246,7 @@ def _optional(convert):
 
 #: How a value goes on the wire, by wire type: the driver's numbers may be numpy's or integers.
 _TO_WIRE = {_NUMBER: float, _OPTIONAL_NUMBER: _optional(float), int: int, bool: bool, _OPTIONAL_STR: _optional(str),
-            _OPTIONAL_PAIR: _optional(lambda pair: (float(pair[0]), float(pair[1])))}
+            _OPTIONAL_TERMS: _optional(lambda terms: tuple(map(float, terms)))}
 _TASK_VALUES, _JOB_VALUES = operator.attrgetter(*_TASK_NAMES), operator.attrgetter(*_JOB_NAMES)  # each a tuple: several names
 _TASK_WIRE = tuple(_TO_WIRE[kind] for _, kind in TASK_FIELDS)
 _JOB_WIRE = tuple(_TO_WIRE[kind] for _, kind in JOB_FIELDS)
@@ -325,14 +326,14 @@ def _is_plain(value: Any) -> bool:  # a worker's stats: numbers, strings, boolea
 
 
 _WANTED = {_NUMBER: "a number", _OPTIONAL_NUMBER: "a number or null", _OPTIONAL_INT: "an integer or null",
-           _OPTIONAL_STR: "a string or null", _OPTIONAL_PAIR: "a list of two numbers or null",
+           _OPTIONAL_STR: "a string or null", _OPTIONAL_TERMS: "a list of two or three numbers or null",
            int: "an integer", _INTS: "a list of integers", _NUMBERS: "a list of numbers",
            _INT_LISTS: "a list of lists of integers",
            _PLAIN: "an object of numbers, strings, booleans, nulls or lists of those"}
 
 
 def _checked(tag: str, name: str, value: Any, expected: Any) -> Any:
-    optional = expected in (_OPTIONAL_NUMBER, _OPTIONAL_INT, _OPTIONAL_STR, _OPTIONAL_PAIR)
+    optional = expected in (_OPTIONAL_NUMBER, _OPTIONAL_INT, _OPTIONAL_STR, _OPTIONAL_TERMS)
     if value is None and optional:
         return None
     if expected in (_NUMBER, _OPTIONAL_NUMBER):
@@ -344,9 +345,9 @@ def _checked(tag: str, name: str, value: Any, expected: Any) -> Any:
     elif expected is _OPTIONAL_STR:
         if isinstance(value, str):
             return value
-    elif expected is _OPTIONAL_PAIR:
-        if isinstance(value, list) and len(value) == 2 and all(map(_is_number, value)):
-            return (float(value[0]), float(value[1]))
+    elif expected is _OPTIONAL_TERMS:
+        if isinstance(value, list) and len(value) in (2, 3) and all(map(_is_number, value)):
+            return Terms(*map(float, value))
     elif expected is _INTS:
         if isinstance(value, list) and all(map(_is_int, value)):
             return value

@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import CoRun, predicted_slowdown
-from scalpel_executor.core.interference import (DEFAULT_NOISE, InterferenceModel, KeyedCoRun, choose_interference,
-                                                coruns_from_history, fit_interference, noise_level, planted_coruns)
+from scalpel_executor.core.interference import (DEFAULT_NOISE, InterferenceModel, KeyedCoRun, Terms,
+                                                choose_interference, corun_slowdowns, coruns_from_history,
+                                                fit_interference, noise_level, planted_coruns)
 from scalpel_executor.learning.host_model import RawCoRun
 
 MiB = 2**20
@@ -200,3 +201,88 @@ def test_a_slowdown_that_is_not_a_positive_number_is_named():
         fit_interference([KeyedCoRun("fft", MiB, ((1.0, (("a", MiB),)),), -1.0)], FOOTPRINT, LLC)
     with pytest.raises(ValueError, match="llc must be a positive number of bytes, got 0"):
         fit_interference([], FOOTPRINT, 0)
+
+
+# -- bandwidth intensities and keys never seen alone -----------------------------------------------
+
+def streaming_world(seed, count=300):
+    """A 4-core domain where two keys stream (bandwidth intensity 0.6: beside one another 0.36 in log
+    slowdown) and three do not: a product of intensities, not a sum of a sensitivity and pressures."""
+    footprints = {"stream-a": 2 * MiB, "stream-b": 3 * MiB, "fft": 1 * MiB, "hash": 2 * MiB, "sort": 1 * MiB}
+    bandwidth = {"stream-a": 0.6, "stream-b": 0.6}
+    return planted_coruns(footprints, {}, {}, FOOTPRINT, LLC, count, seed, noise=0.05, bandwidth=bandwidth)
+
+
+def test_bandwidth_terms_add_the_product_of_intensities_and_zero_changes_nothing():
+    footprints = [MiB, 10 * MiB, 20 * MiB]
+    plain = corun_slowdowns(FOOTPRINT, footprints, [1.0] * 3, LLC, [(0.2, 0.1), None, (0.0, 0.3)])
+    zero = corun_slowdowns(FOOTPRINT, footprints, [1.0] * 3, LLC, [Terms(0.2, 0.1, 0.0), None, Terms(0.0, 0.3, 0.0)])
+    assert zero == plain
+    both = corun_slowdowns(FOOTPRINT, footprints, [1.0] * 3, LLC, [Terms(0.0, 0.0, 0.4), Terms(0.0, 0.0, 0.0),
+                                                                   Terms(0.0, 0.0, 0.5)])
+    base = FOOTPRINT.slowdowns(footprints, [1.0] * 3, LLC)
+    assert both == pytest.approx([base[0] * math.exp(0.2), base[1], base[2] * math.exp(0.2)])
+
+
+def test_the_bandwidth_fit_recovers_the_intensities_of_streaming_keys():
+    model = fit_interference(streaming_world(0), FOOTPRINT, LLC, bandwidth=True)
+    assert model.bandwidth["stream-a"] == pytest.approx(0.6, abs=0.15)
+    assert model.bandwidth["stream-b"] == pytest.approx(0.6, abs=0.15)
+    assert model.slowdowns(["stream-a", "stream-b"], [2 * MiB, 3 * MiB])[0] == pytest.approx(math.exp(0.36), rel=0.06)
+    assert model.slowdowns(["fft", "stream-a"], [MiB, 2 * MiB])[0] == pytest.approx(1.0, abs=0.05)
+
+
+@pytest.mark.parametrize("seed", [0, 5, 1234])
+def test_where_streams_slow_each_other_the_choice_keeps_them_apart_and_spares_the_rest(seed):
+    """Whichever per-key form the hold-out takes (the product term must earn its parameters; the sum
+    with its clamp at 1x often reproduces the pairs as well), two streams are predicted to slow
+    each other and a stream beside an fft is not."""
+    choice = choose_interference(streaming_world(seed), FOOTPRINT, LLC)
+    assert choice.per_key, choice.reason
+    model = choice.model
+    assert model.slowdowns(["stream-a", "stream-b"], [2 * MiB, 3 * MiB])[0] == pytest.approx(math.exp(0.36), rel=0.06)
+    assert model.slowdowns(["stream-a", "fft"], [2 * MiB, MiB])[0] == pytest.approx(1.0, abs=0.05)
+
+
+@given(st.integers(0, 10_000))
+@settings(max_examples=3, deadline=None, derandomize=True)
+def test_where_the_truth_is_additive_the_choice_keeps_the_model_without_bandwidth(seed):
+    footprints, sensitivity, pressure = planted_truth(seed)
+    choice = choose_interference(planted_coruns(footprints, sensitivity, pressure, FOOTPRINT, LLC, 300, seed),
+                                 FOOTPRINT, LLC)
+    assert choice.per_key and choice.reason.startswith("per-key model (refitted")
+    assert choice.model.bandwidth == {}
+
+
+def test_a_key_never_seen_alone_is_fitted_with_a_baseline_and_its_pressure_is_learned():
+    """The stream never ran alone: its records have no solo time, but an fft that did shows what the
+    stream inflicts, and the stream's own records, beside different co-runners, what it suffers
+    relative to itself."""
+    rng = random.Random(3)
+    stored = []
+    for i in range(120):
+        if i % 2:  # the fft, seen alone too (solo 1.0), beside the stream: 1.35x
+            stored.append(RawCoRun("fft", MiB, 1.35 * math.exp(rng.gauss(0, 0.05)), ((1.0, (2 * MiB,)),),
+                                   corunner_keys=(("stream",),)))
+        else:  # the stream (solo 4.0, never measured) beside the fft 1.0x, beside another stream 1.5x
+            other, factor = ("fft", 1.0) if i % 4 else ("stream", 1.5)
+            stored.append(RawCoRun("stream", 2 * MiB, 4.0 * factor * math.exp(rng.gauss(0, 0.05)),
+                                   ((4.0, (MiB if other == "fft" else 2 * MiB,)),), corunner_keys=((other,),)))
+    coruns = coruns_from_history(stored, {"fft": 1.0})
+    assert len(coruns) == 120 and sum(not c.solo_known for c in coruns) == 60
+    choice = choose_interference(coruns, FOOTPRINT, LLC)
+    assert choice.per_key, choice.reason
+    model = choice.model
+    assert "stream" in model.baseline and "fft" not in model.baseline
+    assert model.slowdowns(["fft", "stream"], [MiB, 2 * MiB])[0] == pytest.approx(1.35, rel=0.1)
+    assert model.slowdowns(["stream", "stream"], [2 * MiB, 2 * MiB])[0] > model.slowdowns(["stream", "fft"],
+                                                                                             [2 * MiB, MiB])[0]
+    # Its baseline only scores its records: no Task is told it.
+    assert model.terms("stream") is not None and len(model.terms("stream")) == 3
+
+
+def test_a_key_never_seen_alone_beside_one_kind_of_co_runner_only_is_left_out():
+    stored = [RawCoRun("fft", MiB, 1.2, ((1.0, (2 * MiB,)),), corunner_keys=(("lonely",),)) for _ in range(30)]
+    stored += [RawCoRun("lonely", 2 * MiB, 3.0, ((3.0, (MiB,)),), corunner_keys=(("fft",),)) for _ in range(5)]
+    coruns = coruns_from_history(stored, {"fft": 1.0})
+    assert len(coruns) == 30 and all(c.key == "fft" for c in coruns)

@@ -67,7 +67,7 @@ def test_the_evaluator_the_admission_rule_and_the_model_compute_one_formula():
     assert factors == pytest.approx([plain[0] * math.exp(0.5), plain[1] * math.exp(0.3), plain[2]])
     keyed = InterferenceModel(MODEL, LLC, {"a": 0.2}, {"c": 0.3})
     assert keyed.slowdowns(["a", "b", "c"], footprints) == factors
-    assert keyed.terms("a") == (0.2, 0.0) and keyed.terms("b") is None
+    assert keyed.terms("a") == (0.2, 0.0, 0.0) and keyed.terms("b") is None
     pair = FcfsEvaluator([1.0, 1.0], [MiB, MiB], [None] * 2, [2], LLC, MODEL, interference=[(0.2, 0.0), (0.0, 0.3)])
     assert pair.run([0, 1]) == pytest.approx(1.0 + (1.0 - math.exp(-0.5)))  # 0 at 1/1.65x until 1 ends at 1 s
     increases, own = admission.slowdown_increase(MODEL, LLC, footprints[:2], footprints[2], terms[:2], terms[2])

@@ -206,10 +206,10 @@ def test_the_scheduler_is_told_only_told_interference():
     assert told.makespan == pytest.approx(stream_end + 4.0 - stream_end / math.exp(0.4))
 
 
-@pytest.mark.parametrize("bad", [(0.1,), (0.1, float("nan")), "ab", (0.1, True), 0.3])
-def test_interference_that_is_not_two_finite_numbers_is_refused(bad):
-    with pytest.raises(ValueError, match=r"interference must be None or \(sensitivity, pressure\)"):
+@pytest.mark.parametrize("bad", [(0.1,), (0.1, float("nan")), "ab", (0.1, True), 0.3, (0.1, 0.2, 0.3, 0.4)])
+def test_interference_that_is_not_two_or_three_finite_numbers_is_refused(bad):
+    with pytest.raises(ValueError, match=r"interference must be None or \(sensitivity, pressure\[, bandwidth\]\)"):
         SimTask("x", 1.0, interference=bad)
     with pytest.raises(ValueError, match="told_interference must be None"):
         SimTask("x", 1.0, told_interference=bad)
-    assert SimTask("x", 1.0, interference=[0, 1]).interference == (0.0, 1.0)
+    assert SimTask("x", 1.0, interference=[0, 1]).interference == (0.0, 1.0, 0.0)

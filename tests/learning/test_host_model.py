@@ -366,7 +366,7 @@ def test_a_refit_learns_the_pressure_of_a_streaming_key_and_stores_the_choice(tm
     assert stored.footprint_model == (fit.model if fit.planned(llc) else ContentionModel()) and stored.llc == llc
     assert set(stored.terms) == set(PLANTED)
     assert stored.terms["stream"][1] == pytest.approx(0.5, abs=0.1)
-    assert all(abs(p) < 0.1 for key, (_, p) in stored.terms.items() if key != "stream")
+    assert all(abs(terms.pressure) < 0.1 for key, terms in stored.terms.items() if key != "stream")
 
 
 def test_a_refit_on_noise_stores_footprint_only_and_why(tmp_path):

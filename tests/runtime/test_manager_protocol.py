@@ -14,12 +14,13 @@ from scalpel_executor.runtime.manager_protocol import (JOB_FIELDS, TASK_FIELDS, 
                                                        Submit, decode, encode, submit_of, task_of)
 from scalpel_executor.runtime.options import PoolOptions
 from scalpel_executor.core.contention import ContentionModel
+from scalpel_executor.core.interference import Terms
 from scalpel_executor.core.domains import Topology
 
 MESSAGES = [
     Configure(ManagerConfig.of_driver(Topology.from_spec("2x2:12MiB")).to_dict(), PoolOptions().to_dict()),
     Submit(3, footprint=2.5e7, runtime=0.25, priority=1.0, intensity=None, runtime_spread=0.2, key="mod.app(~64)",
-           footprint_known=False, cores=2, memory=3.0 * 2**30, gpus=1, tail=7.5, interference=(0.25, -0.5),
+           footprint_known=False, cores=2, memory=3.0 * 2**30, gpus=1, tail=7.5, interference=Terms(0.25, -0.5, 0.125),
            walltime=60.0, measure=False, memory_limit=2.0 * 2**30, buffer=b"\x00call" * 1000),
     Shutdown(),
     Started(41, [42, 43], [[0], [1]], {"source": "spec", "domains": []}, 2.0 * 2**30, 1),
@@ -50,7 +51,7 @@ def test_a_task_travels_to_the_node_manager_and_is_rebuilt_with_every_declared_f
     job = Job(b"call", walltime=30.0, measure=False, memory_limit=2.0 * 2**30)
     task = Task(7, footprint=2.5e7, runtime=0.25, priority=-math.inf, intensity=3.5, runtime_spread=0.2,
                 key="mod.app(~64)", footprint_known=False, cores=2, memory=3.0 * 2**30, gpus=1, tail=7.5,
-                interference=(0.25, -0.5), payload=job)
+                interference=Terms(0.25, -0.5, 0.125), payload=job)
     rebuilt = task_of(decode(submit_of(task)))
     assert rebuilt.id == task.id and rebuilt.payload.buffer == job.buffer
     for name, _ in TASK_FIELDS:
@@ -86,8 +87,8 @@ def frame(header: bytes, blob: bytes = b"") -> bytes:
     (frame(b'["heartbeat",[1],true,[],[]]'), "field 'respawns' of a 'heartbeat' message must be an integer"),
     (encode(Submit(1, footprint=math.nan)), "field 'footprint' of a 'submit' message must be a number"),
     (encode(Submit(1, runtime_spread=None)), "field 'runtime_spread' of a 'submit' message must be a number"),
-    (encode(Submit(1, interference=(0.1, 0.2, 0.3))),
-     "field 'interference' of a 'submit' message must be a list of two numbers or null"),
+    (encode(Submit(1, interference=(0.1, 0.2, 0.3, 0.4))),
+     "field 'interference' of a 'submit' message must be a list of two or three numbers or null"),
     (encode(Submit(1, key=7)), "field 'key' of a 'submit' message must be a string or null"),
     # From a key holder these stopped the driver's hub thread (TypeError, RecursionError) before being refused here
     (frame(b'["started",1,[],[5],{},0,0]'), "field 'slot_cpus' of a 'started' message must be a list of lists of integers"),
