@@ -158,7 +158,7 @@ def run_instance(machine: str, workload: str, seed: int, planted: bool) -> dict:
 
 def _choice_row(choice: InterferenceChoice) -> dict:
     row = choice.to_dict()
-    row["keys"] = len(choice.model.sensitivity.keys() | choice.model.pressure.keys())
+    row["keys"] = len(choice.model.keys)
     return row
 
 

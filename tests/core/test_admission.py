@@ -272,6 +272,21 @@ def test_a_first_runs_lookups_are_not_started_two_by_two_once_one_is_measured():
     assert again.task.key == "fft" and again.reason == admission.KEPT_APART
 
 
+def test_a_head_told_interference_terms_is_not_ceded_to_a_less_harmful_task():
+    # Measured run times, nothing fits: a lighter waiting task takes the core when the rollout says
+    # the schedule ends no later, unless the head carries per-key terms the plan already weighed.
+    running = [admission.Running(Task("lookup-0", 40 * MiB, 3.0, key="lookup"), 1.0)]
+    second = Task("lookup-1", 40 * MiB, 3.0, key="lookup")
+    product = Task("product", 4 * MiB, 3.0, key="product")  # harm 0.1 beside the lookup, the head 0.2
+
+    def decide(head_terms):
+        second.interference = head_terms
+        return admission.decide(second, [product], running, deferral_pays=lambda h, w: True, model=MODEL, llc=LLC)
+
+    assert decide(None) == admission.Decision(product, admission.CORUN_LESS_HARM, second)
+    assert decide((0.1, 0.2, 0.0)) == admission.Decision(second, admission.CORUN_NOTHING_FITS)
+
+
 def test_when_nothing_fits_on_guessed_run_times_the_least_harmful_measured_task_starts():
     # 65 MiB overflows the model's 28 MiB alone: a 7 MiB FFT beside the running lookup slows it
     # (11%), a second lookup slows both more (21%). On the prior's run times the FFT goes first.
