@@ -4,7 +4,7 @@ model keep apart the pair that hurts each other when the footprint model says it
 The workflow (:mod:`scalpel_executor.workloads.streams`), written as a user would, the raw frames
 listed first::
 
-    normalised = [normalise(seed, MiB, passes) for seed in range(8)]    streams: a += b over MiB of arrays
+    normalised = [normalise(seed, MiB, passes) for seed in range(8)]    streams: a += b over MiB of arrays (8)
     scored     = [score(seed, 1024, repeats) for seed in range(8)]      small FFTs, in a core's own caches
     collect(*normalised, *scored)                                       the reduce
 
@@ -18,7 +18,7 @@ header line prints the default's prediction). Each repetition:
 1. **The pairs, measured here**, in plain pinned processes: a stream alone on CPU 0 and a score
    alone; two streams on CPUs 0 and 1; a stream beside a score; two scores. Their slowdowns:
    stream beside stream, stream beside score, score beside stream, and score beside score, what
-   two busy cores cost each other whatever they run (on the 2-core development VM, with other
+   two busy cores cost each other whatever they run (on the 2-core VM of docs/interference.md, with other
    work on it, two scores slowed each other 1.1-2.0x and two streams 1.2-2.1x).
 2. The runs, on one worker per core, HTEX's before Scalpel's in even repetitions and after them
    in odd ones: HTEX (one pinned worker per core); Scalpel's "first" run on an **emptied** store;
@@ -150,13 +150,14 @@ def footprint_pair_slowdown(mib: int, llc: int) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     live_arguments(parser, repeats=3)
     parser.add_argument("--train", type=int, default=2,
                         help="Scalpel runs on the store between the first run and the learned one")
     parser.add_argument("--streams", type=int, default=8, help="normalise tasks")
     parser.add_argument("--scores", type=int, default=8, help="score tasks")
-    parser.add_argument("--stream-mib", type=int, default=12, help="each normalise task's two arrays together, MiB")
+    parser.add_argument("--stream-mib", type=int, default=8,
+                        help="each normalise task's two arrays together, MiB (default 8: two fit, by the default footprint model)")
     parser.add_argument("--stream-seconds", type=float, default=1.5,
                         help="a normalise task's run time alone, and a score's")
     parser.add_argument("--passes", type=int, help="passes per normalise task (default: timed for --stream-seconds)")
