@@ -12,6 +12,11 @@ folder and never downloads anything; get one with
     python benchmarks/interference_external.py --source fair-co2/colocation/ref-results \\
         --commit "$(git -C fair-co2 rev-parse HEAD)" --out docs/data/interference-external.json
 
+or score again from the record it wrote (the 15x15 slowdowns and occupancies are kept there)::
+
+    python benchmarks/interference_external.py --record docs/data/interference-external.json \
+        --out docs/data/interference-external.json
+
 **The slowdowns, as the artifact computes them** (``colocation_matrix.gen_colocation_matrix``):
 a workload's ``runtime`` in ``<folder>/workload_data.csv`` (time per unit of work: a PBBS round's
 geometric mean, pgbench's seconds per 10⁶ transactions, faiss's mean query, ...), in the folder
@@ -53,6 +58,7 @@ import argparse
 import csv
 import datetime
 import itertools
+import json
 import math
 import os
 import random
@@ -185,11 +191,13 @@ def footprint_fit(coruns: Sequence[KeyedCoRun], llc: float) -> ContentionModel:
 
 
 def fitted_predictors(train: Sequence[KeyedCoRun], llc: float) -> dict[str, Callable[[KeyedCoRun], float]]:
-    """Footprint-only (ρ, σ fitted), the constant, and per-key around that footprint fit."""
+    """Footprint-only (ρ, σ fitted), the constant, and per-key around that footprint fit, without and
+    with bandwidth intensities."""
     footprint = footprint_fit(train, llc)
     constant = math.exp(statistics.fmean(math.log(c.slowdown) for c in train))
     return {"footprint": InterferenceModel(footprint, llc).predicted, "constant": lambda c: constant,
-            "per_key": fit_interference(train, footprint, llc).predicted}
+            "per_key": fit_interference(train, footprint, llc).predicted,
+            "per_key_bandwidth": fit_interference(train, footprint, llc, bandwidth=True).predicted}
 
 
 def fold_errors(coruns: Mapping[Cell, KeyedCoRun], fold: set[Cell], llc: float) -> dict[str, dict[Cell, float]]:
@@ -254,8 +262,12 @@ def verdict(departs: bool, scores: Mapping[str, Mapping[str, float]]) -> tuple[b
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--source", required=True, type=Path,
-                        help="a local copy of fair-co2's colocation/ref-results (the module docstring says how to get one)")
+    given = parser.add_mutually_exclusive_group(required=True)
+    given.add_argument("--source", type=Path,
+                       help="a local copy of fair-co2's colocation/ref-results (the module docstring says how to get one)")
+    given.add_argument("--record", type=Path,
+                       help="score again from a record this script wrote (--out): its matrix, occupancies and LLC, "
+                            "no copy of the source needed")
     parser.add_argument("--commit", default="unknown", help="the fair-co2 commit the copy is of, for the record")
     parser.add_argument("--llc", default=DEFAULT_LLC, help="the L3 the occupancies are relative to (both sockets)")
     parser.add_argument("--triples", type=int, default=40,
@@ -266,10 +278,17 @@ def main() -> int:
     args = parser.parse_args()
 
     started = time.perf_counter()
-    llc = float(parse_size(args.llc, what="--llc"))
-    workloads = workloads_in(args.source)
-    matrix = slowdown_matrix(args.source, workloads)
-    counters = {w: solo_counters(args.source / w) for w in workloads}
+    if args.record is not None:
+        kept = json.loads(args.record.read_text())
+        llc, workloads, counters = float(kept["llc_bytes"]), kept["workloads"], kept["solo_counters"]
+        values = kept["slowdown_matrix"]["values"]
+        matrix = {(a, b): values[i][j] for i, a in enumerate(workloads) for j, b in enumerate(workloads)}
+        args.commit, args.source = kept["source"]["commit"], args.record
+    else:
+        llc = float(parse_size(args.llc, what="--llc"))
+        workloads = workloads_in(args.source)
+        matrix = slowdown_matrix(args.source, workloads)
+        counters = {w: solo_counters(args.source / w) for w in workloads}
     footprints = {w: counters[w]["l3_occupancy_bytes"] for w in workloads}
     coruns = keyed_coruns(matrix, footprints)
     anova = two_way(matrix, workloads, seed=args.seed)
@@ -299,11 +318,12 @@ def main() -> int:
             met, goal = verdict(departs, scores)
             results[split] = {**scores, "goal": goal, "met": met}
             rows.append([split, len(folds), scores["footprint"]["pooled"], scores["constant"]["pooled"],
-                         scores["per_key"]["pooled"], scores["footprint"]["per_fold"], scores["per_key"]["per_fold"],
+                         scores["per_key"]["pooled"], scores["per_key_bandwidth"]["pooled"],
+                         scores["footprint"]["per_fold"], scores["per_key"]["per_fold"],
                          f"{goal}: {'met' if met else 'not met'}"])
     print("\nheld-out median |log slowdown error|")
-    print(tabulate(rows, headers=["split", "folds", "footprint-only", "constant", "per-key", "footprint (per fold)",
-                                  "per-key (per fold)", "goal"], floatfmt=".3f"))
+    print(tabulate(rows, headers=["split", "folds", "footprint-only", "constant", "per-key", "with bandwidth",
+                                  "footprint (per fold)", "per-key (per fold)", "goal"], floatfmt=".3f"))
 
     footprint_all = footprint_fit(list(coruns.values()), llc)
     every = fit_interference(list(coruns.values()), footprint_all, llc)
