@@ -6,11 +6,12 @@
         │ fit_interference: ridge least squares of log slowdown around the footprint model,
         │                   shrinking every residual toward 0 (noise_level: how hard)
         v
-    InterferenceModel(footprint model, llc, sensitivity s_k, pressure p_k)
+    InterferenceModel(footprint model, llc, sensitivity s_k, pressure p_k[, bandwidth w_k])
         .slowdowns(keys, footprints)   each member of a group beside the others (like ContentionModel)
         .predicted(corun)              one observed task, over its segments
     choose_interference: fit on the older records, score on the newer ─> InterferenceChoice
-        (the per-key model only where it predicts better beyond chance; else footprint-only, and why)
+        (the per-key model only where it predicts better beyond chance, with bandwidth only where
+        that beats it; else footprint-only, and why)
 
 **The model.** The footprint model (:mod:`scalpel_executor.core.contention`, with the host's ρ, σ)
 sees a task only through its footprint. Two kinds of task defeat it: one that streams through
@@ -52,10 +53,24 @@ keys and footprints: the pooled standard deviation of their log slowdowns) and i
 fewer than :data:`MIN_REPLICATE_FREEDOM` repeats tell it. At ±20% λ = 1.8: a key seen once moves
 36% of the way, one seen 50 times 97%.
 
-**No factorization.** A low-rank term ⟨v_a, v_b⟩ with footprint as a side feature (SLITS's
-second-order part) needs many distinct partners per key to be told from ±20% noise; a 2-core
-host sees each key beside a handful, and its matrix (docs/interference.md) shows no pair effect
-beyond row and column effects worth the parameters. It is left out until records show one.
+**Bandwidth: a rank-one product.** Sums cannot say "these two hurt each other and nobody else":
+in a schedule that pairs every task, Σ (s_a + p_b) over the pairs is the same whichever pairs
+form, so only the clamp lets additive terms prefer a pairing. With ``bandwidth=True`` each key
+also carries an intensity w_k ≥ 0 and
+
+    log S(a, B) += w_a · Σ_{b ∈ B} w_b
+
+(Feliu: what a task suffers from bandwidth is its dependence on it times the others' demand; the
+symmetric rank-one case of SLITS's ⟨v_a, v_b⟩). Its prior sd is :data:`BANDWIDTH_PRIOR`, so a
+pair's w² has the residuals' scale; the fit starts from :data:`BANDWIDTH_START` (at 0 the
+product has no gradient) and projects w onto ≥ 0. :func:`choose_interference` keeps it only
+where it beats the model without it on the hold-out. A general low-rank ⟨v_a, v_b⟩ needs many
+distinct partners per key to be told from ±20% noise; it is not built.
+
+**Keys never seen alone** (``KeyedCoRun.solo_known`` False; :func:`coruns_from_history`): their
+slowdowns are over a reference time of their own, and the fit gives each a free log baseline, so
+their co-runs teach pressures and intensities relative to each other; their own sensitivity is
+absorbed by the baseline.
 
 References: J. Feliu et al., "Cache-hierarchy contention aware scheduling in CMPs", IEEE TPDS
 25(3), 2014; W. Jin, X. Peng, "SLITS: Sparsity-Lightened Intelligent Thread Scheduling", 2023.
