@@ -96,9 +96,37 @@ def _fmt_bytes(value: float | None) -> str:
 KEY_WIDTH = 72  # characters of a key that `profile list` shows; with the other columns, one line of 120
 
 
-def _cut(key: str, width: int = KEY_WIDTH) -> str:
-    """``key`` cut to ``width`` characters, the cut marked by an ellipsis; `show` and --wide give it whole."""
-    return key if len(key) <= width else key[: width - 1] + "…"
+def cut_key(key: str, width: int = KEY_WIDTH) -> str:
+    """``key`` in at most ``width`` characters, keeping what tells keys apart; ``show`` and --wide give it whole.
+
+    A key reads ``module.app[program](shape)``: the module path is the same for every app of a
+    workflow and goes first, then the end of the shape; the app's own name and the program in
+    brackets (a WfBench task type, ``[wfbench:blastall]``) are cut last, the program never while
+    the width allows it. Each cut is marked by an ellipsis.
+
+    >>> cut_key("wf.tasks.generic_shell_app[wfbench:blastall](str,inputs=1,outputs=1)", 40)
+    'generic_shell_app[wfbench:blastall](str…'
+    >>> cut_key("examples.kernels.matmul(~2048)", 24)
+    '…kernels.matmul(~2048)'
+    >>> cut_key("pkg.a_very_long_application_name[tool](x)", 16)
+    '…tion_name[tool]'
+    """
+    if len(key) <= width:
+        return key
+    name, paren, shape = key.partition("(")
+    app, bracket, program = name.partition("[")
+    head, tail = app, bracket + program + paren + shape
+    parts = app.split(".")
+    while len(parts) > 1 and len(head) + len(tail) > width:  # module components first
+        parts = parts[1:]
+        head = "…" + ".".join(parts) if len(parts) > 1 else parts[0]
+    text = head + tail
+    if len(text) <= width:
+        return text
+    kept = len(head) + len(bracket + program + paren)
+    if kept < width:  # the shape's end goes
+        return text[:width - 1] + "…"
+    return "…" + (head + bracket + program)[-(width - 1):]  # the app's name gives its start, the program stays
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -109,7 +137,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             return 0
         print(f"{len(profiles)} profiles in {store.path or ':memory:'}")
         if profiles:
-            cells = [[p.key if args.wide else _cut(p.key), p.runs, _fmt_seconds(p.runtime), _fmt_bytes(p.footprint),
+            cells = [[p.key if args.wide else cut_key(p.key), p.runs, _fmt_seconds(p.runtime), _fmt_bytes(p.footprint),
                       p.origin] for p in profiles]
             for line in format_table(["key", "runs", "run time", "footprint", "origin"], cells, right=[1, 2, 3]):
                 print(line)

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import textwrap
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from scalpel_executor.cli.common import add_command_parser, status_printer
-from scalpel_executor.cli.profile import _cut as cut_key
+from scalpel_executor.cli.profile import cut_key
 from scalpel_executor.core.admission import REASONS, REASONS_EXPLAINED
 from scalpel_executor.core.cpulist import format_cpu_list
 from scalpel_executor.core.units import format_size
@@ -43,6 +45,14 @@ NEVER_STARTED = "none"
 NEVER_STARTED_EXPLAINED = "it never started: it failed at shutdown, or with its node manager, before a core took it"
 HEADERS = ["task", "profile key", "domain/cpu", "waited s", "start s", "end s", "wall s", "footprint", "admitted as",
            "over LLC s", "ended", "admission"]
+#: Right-aligned columns: the numbers.
+NUMERIC = frozenset({"task", "waited s", "start s", "end s", "wall s", "footprint", "admitted as", "over LLC s"})
+#: Columns left out, in this order, until the table fits the terminal; ``--wide`` keeps every one.
+LEFT_OUT_FIRST = ("admitted as", "end s", "waited s", "wall s", "over LLC s", "domain/cpu", "ended")
+#: The fewest characters of a profile key a fitted table shows (``cut_key`` keeps the app and program).
+KEY_ROOM = 24
+#: Characters past which a fitted table wraps an admission reason (the longest has 46) onto more lines.
+REASON_ROOM = 20
 #: What the table's columns mean, printed under it.
 COLUMNS_EXPLAINED = ("Times are seconds since the run's first task started; a task's end is its start plus the wall "
                      "time its worker measured; waited s: from its submit (its inputs ready) to its start. "
@@ -59,7 +69,9 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                         help="a report file, a Parsl run directory such as runinfo/007 (one section per executor), "
                         "or runinfo (its latest numbered run)")
     parser.add_argument("--gantt", metavar="PNG", help="also draw a Gantt chart of the run to this PNG file")
-    parser.add_argument("--wide", action="store_true", help="give profile keys whole, not cut")
+    parser.add_argument("--wide", action="store_true",
+                        help="every column and whole profile keys (else the table fits the terminal: keys cut "
+                        "where they differ least, the least needed columns left out, each said under it)")
     parser.add_argument("--json", action="store_true",
                         help="print the report as JSON (a list of them when RUN holds several)")
 
@@ -70,8 +82,15 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=1))
     else:
-        print("\n\n".join("\n".join([str(path), *describe(report, wide=args.wide)])
-                          for path, report in zip(files, reports)))
+        width = None if args.wide else shutil.get_terminal_size((120, 24)).columns
+        sections = []
+        for path, report in zip(files, reports):
+            try:
+                sections.append("\n".join([str(path), *describe(report, width=width)]))
+            except (KeyError, TypeError, AttributeError) as error:  # fields read_report does not check
+                raise ValueError(f"{path} is not a complete scalpel run report ({type(error).__name__}: {error}); "
+                                 f"expected the {REPORT_FILES} ScalpelExecutor writes, or use --json") from None
+        print("\n\n".join(sections))
     if args.gantt:
         status_printer(args.json)(f"Gantt chart: {draw_run(reports, args.gantt)}")
     return 0
@@ -111,21 +130,72 @@ def read_report(path: Path) -> dict:
     return report
 
 
-def describe(report: Mapping, *, wide: bool = False) -> list[str]:
-    """The lines ``scalpel report`` prints for one report: the sentence, the task table, the legend."""
+def describe(report: Mapping, *, width: int | None = None) -> list[str]:
+    """The lines ``scalpel report`` prints for one report: the sentence, the task table, the legend.
+
+    ``width``: the characters a line may take (the table is fitted to it by :func:`fit_table`);
+    None: every column and whole keys."""
     over = Counter()
     for stretch in over_cache_coruns(report):
         for task_id in stretch.tasks:
             over[task_id] += stretch.end - stretch.start
     rows = report["tasks"]
-    cells = [task_cells(row, over.get(row["task_id"], 0.0), wide) for row in rows]
+    cells = [task_cells(row, over.get(row["task_id"], 0.0)) for row in rows]
+    if width is None:
+        headers, left_out, wrap = HEADERS, [], None
+    else:
+        headers, cells, left_out, reason_room = fit_table(HEADERS, cells, width)
+        wrap = None if reason_room is None else {headers.index("admission"): reason_room}
+    note = textwrap.wrap(f"Left out to fit {width} columns: {', '.join(left_out)} (--wide shows every column and "
+                         f"whole keys).", width) if left_out else []
     return [run_summary(report, None), "",
-            *format_table(HEADERS, cells, right=[0, 3, 4, 5, 6, 7, 8, 9]), "", COLUMNS_EXPLAINED, "",
-            *legend([row.get("admission") for row in rows])]
+            *format_table(headers, cells, right=[i for i, h in enumerate(headers) if h in NUMERIC], wrap=wrap),
+            *note, "", COLUMNS_EXPLAINED, "", *legend([row.get("admission") for row in rows])]
 
 
-def task_cells(row: Mapping, over_llc: float, wide: bool) -> list[str]:
-    """One task's row of the table (HEADERS)."""
+def fit_table(headers: Sequence[str], cells: Sequence[Sequence[str]], width: int,
+              ) -> tuple[list[str], list[list[str]], list[str], int | None]:
+    """``headers`` and ``cells`` (whole profile keys) narrowed to ``width`` characters a line.
+
+    The whole table when it fits; else admission reasons wrap at :data:`REASON_ROOM` and the
+    columns of :data:`LEFT_OUT_FIRST` are left out in turn until the key column has
+    :data:`KEY_ROOM` (or its longest key), keys cut to the room left
+    (:func:`~scalpel_executor.cli.profile.cut_key`). Returns the headers, the cells, the headers
+    left out and where reasons wrap (None: they do not). Lines are wider than ``width`` only when
+    even the narrowest table is.
+
+    >>> fit_table(["task", "profile key", "end s"], [["1", "pkg.mod.app(~64)", "2.00"]], 34)
+    (['task', 'profile key', 'end s'], [['1', 'pkg.mod.app(~64)', '2.00']], [], None)
+    >>> fit_table(["task", "profile key", "end s"], [["1", "pkg.mod.app(~64)", "2.00"]], 20)
+    (['task', 'profile key'], [['1', 'pkg.mod.app(~64)']], ['end s'], 20)
+    """
+    key = headers.index("profile key")
+
+    def column_width(column: int, reason_room: int | None) -> int:  # as tabulate lays it out: headers padded by 2
+        widest = max((len(row[column]) for row in cells), default=0)
+        if headers[column] == "admission" and reason_room is not None:
+            widest = min(widest, reason_room)
+        return max(len(headers[column]) + 2, widest)
+
+    def room(shown: list[int], reason_room: int | None) -> int:  # what the key column may take
+        return width - sum(column_width(column, reason_room) + 2 for column in shown if column != key)
+
+    shown = list(range(len(headers)))
+    if room(shown, None) >= column_width(key, None):
+        return list(headers), [list(row) for row in cells], [], None
+    for dropped in (None, *(header for header in LEFT_OUT_FIRST if header in headers)):
+        if dropped is not None:
+            shown.remove(headers.index(dropped))
+        if room(shown, REASON_ROOM) >= min(KEY_ROOM, column_width(key, REASON_ROOM)):
+            break
+    cut = max(room(shown, REASON_ROOM), KEY_ROOM)
+    return ([headers[column] for column in shown],
+            [[cut_key(row[column], cut) if column == key else row[column] for column in shown] for row in cells],
+            [header for column, header in enumerate(headers) if column not in shown], REASON_ROOM)
+
+
+def task_cells(row: Mapping, over_llc: float) -> list[str]:
+    """One task's row of the table (HEADERS), its profile key whole."""
     span = row_span(row)
     where = "-" if span is None else f"{row['domain']}/{format_cpu_list(row.get('cpus') or [row['cpu']])}"
     footprint = format_size(corun_footprint(row))
@@ -134,7 +204,7 @@ def task_cells(row: Mapping, over_llc: float, wide: bool) -> list[str]:
     if admitted is None:
         admitted = row.get("estimated_footprint")
     waited = row.get("waited")
-    return [str(row["task_id"]), row["profile_key"] if wide else cut_key(row["profile_key"] or "-", 40), where,
+    return [str(row["task_id"]), row["profile_key"] or "-", where,
             "-" if waited is None else f"{waited:.2f}",
             *(["-", "-"] if span is None else [f"{moment:.2f}" for moment in span]),
             "-" if wall is None else f"{wall:.2f}",

@@ -12,8 +12,9 @@ from tabulate import tabulate
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]], *, right: Sequence[int] = (),
-                 markdown: bool = False) -> list[str]:
-    """The lines of a table: ``headers`` over ``rows``, columns numbered in ``right`` aligned right.
+                 markdown: bool = False, wrap: dict[int, int] | None = None) -> list[str]:
+    """The lines of a table: ``headers`` over ``rows``, columns numbered in ``right`` aligned right;
+    ``wrap``: column number -> the characters past which its cells wrap onto more lines.
 
     Plain: the header underlined column by column. Markdown: a pipe table whose separator row
     carries the alignment.
@@ -26,5 +27,6 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]], *, ri
     """
     align = ["right" if column in right else "left" for column in range(len(headers))]
     text = tabulate([[str(cell) for cell in row] for row in rows], headers=list(headers),
-                    tablefmt="pipe" if markdown else "simple", colalign=align, disable_numparse=True)
+                    tablefmt="pipe" if markdown else "simple", colalign=align, disable_numparse=True,
+                    maxcolwidths=[(wrap or {}).get(column) for column in range(len(headers))] if wrap else None)
     return text.splitlines()

@@ -39,7 +39,8 @@ def runinfo(tmp_path_factory):
     return runinfo
 
 
-def test_a_run_directory_prints_the_sentence_the_tasks_and_the_legend(runinfo, scalpel):
+def test_a_run_directory_prints_the_sentence_the_tasks_and_the_legend(runinfo, scalpel, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # wide enough for every column: nothing left out
     path = runinfo / "000" / "scalpel-scalpel-report.json"
     report = json.loads(path.read_text())
     code, out, err = scalpel("report", str(runinfo / "000"))
@@ -55,9 +56,9 @@ def test_a_run_directory_prints_the_sentence_the_tasks_and_the_legend(runinfo, s
     reasons = {row["admission"] for row in report["tasks"]}
     assert "admitted as" in lines[header] and "waited s" in lines[header]
     assert all(row["waited"] is not None and 0 <= row["waited"] < 120 for row in report["tasks"])  # submit to start
-    assert all(task_cells(row, 0.0, False)[HEADERS.index("waited s")] == f"{row['waited']:.2f}"
+    assert all(task_cells(row, 0.0)[HEADERS.index("waited s")] == f"{row['waited']:.2f}"
                for row in report["tasks"])
-    assert all(task_cells(row, 0.0, False)[HEADERS.index("admitted as")] == format_size(row["scheduled_footprint"])
+    assert all(task_cells(row, 0.0)[HEADERS.index("admitted as")] == format_size(row["scheduled_footprint"])
                for row in report["tasks"])  # what its start weighed, beside what the probe measured
     assert lines[header + 9].startswith("Times are seconds since the run's first task started")  # the columns, read
     assert "admitted as: the footprint its start was decided on" in lines[header + 9]
@@ -80,6 +81,42 @@ def test_json_prints_the_report_and_gantt_draws_the_run(runinfo, scalpel, tmp_pa
     assert code == 0 and json.loads(out) == json.loads(path.read_text())
     assert err == f"Gantt chart: {tmp_path / 'run.png'}\n"
     assert (tmp_path / "run.png").read_bytes().startswith(b"\x89PNG")
+
+
+WFBENCH_KEY = "my_workflow.generated.tasks.generic_shell_app[wfbench:blastall](str,inputs=1,outputs=1)"
+
+
+def test_the_table_fits_the_terminal_keeping_what_tells_keys_apart_and_wide_gives_everything(
+        runinfo, scalpel, tmp_path, monkeypatch):
+    report = json.loads((runinfo / "000" / "scalpel-scalpel-report.json").read_text())
+    report["tasks"] = [{**row, "profile_key": WFBENCH_KEY.replace("blastall", f"type{row['task_id']}")}
+                       for row in report["tasks"]]
+    path = tmp_path / "scalpel-wf-report.json"
+    path.write_text(json.dumps(report))
+    monkeypatch.setenv("COLUMNS", "100")
+    code, out, _ = scalpel("report", str(path))
+    lines = out.splitlines()
+    header = next(index for index, line in enumerate(lines) if line.split()[:2] == ["task", "profile"])
+    table = lines[header:lines.index("", header)]  # a long admission reason wraps onto more lines
+    rows = [line for line in table[2:] if line.split()[0].isdigit()]
+    assert code == 0 and max(map(len, table)) <= 100 and len(rows) == 6
+    assert all(f"generic_shell_app[wfbench:type{i}]" in line for i, line in enumerate(rows))
+    note = " ".join(lines[lines.index("", header) - 2:lines.index("", header)])
+    assert note.startswith("Left out to fit 100 columns: ") and "admitted as" in note and "--wide" in note
+    code, out, _ = scalpel("report", str(path), "--wide")
+    lines = out.splitlines()
+    header = next(index for index, line in enumerate(lines) if line.split()[:2] == ["task", "profile"])
+    assert all(name in lines[header] for name in HEADERS)
+    assert all(WFBENCH_KEY.replace("blastall", f"type{i}") in lines[header + 2 + i] for i in range(6))
+    assert not any(line.startswith("Left out") for line in lines)
+
+
+def test_a_report_missing_fields_the_table_reads_is_named_not_a_traceback(runinfo, scalpel, tmp_path):
+    path = _write(tmp_path / "r.json", json.dumps({"executor": "x", "topology": {"domains": []}, "sources": {},
+                                                   "tasks": [{"task_id": 1}]}))
+    code, out, err = scalpel("report", str(path))
+    assert code == 2 and out == "" and len(err.splitlines()) == 1
+    assert f"{path} is not a complete scalpel run report" in err and "--json" in err
 
 
 def test_a_run_of_several_executors_prints_one_section_each(runinfo, scalpel, tmp_path):
