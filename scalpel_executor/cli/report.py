@@ -148,9 +148,11 @@ def describe(report: Mapping, *, width: int | None = None) -> list[str]:
         wrap = None if reason_room is None else {headers.index("admission"): reason_room}
     note = textwrap.wrap(f"Left out to fit {width} columns: {', '.join(left_out)} (--wide shows every column and "
                          f"whole keys).", width) if left_out else []
+    explained = [COLUMNS_EXPLAINED] if width is None else textwrap.wrap(COLUMNS_EXPLAINED, width)
+    reasons = legend([row.get("admission") for row in rows], width)
     return [run_summary(report, None), "",
             *format_table(headers, cells, right=[i for i, h in enumerate(headers) if h in NUMERIC], wrap=wrap),
-            *note, "", COLUMNS_EXPLAINED, "", *legend([row.get("admission") for row in rows])]
+            *note, "", *explained, "", *reasons]
 
 
 def fit_table(headers: Sequence[str], cells: Sequence[Sequence[str]], width: int,
@@ -214,17 +216,33 @@ def task_cells(row: Mapping, over_llc: float) -> list[str]:
             row.get("admission") or NEVER_STARTED]
 
 
-def legend(reasons: Sequence[str | None]) -> list[str]:
-    """What each admission reason among ``reasons`` means, one line each, in the order of
-    :data:`~scalpel_executor.core.admission.REASONS` (a reason it does not know last, unexplained)."""
+def legend(reasons: Sequence[str | None], width: int | None = None) -> list[str]:
+    """What each admission reason among ``reasons`` means, one entry each, in the order of
+    :data:`~scalpel_executor.core.admission.REASONS` (a reason it does not know last, unexplained);
+    ``width``: an entry wraps onto more lines past it, under its explanation."""
     seen = {reason or NEVER_STARTED for reason in reasons}
     known = [reason for reason in (*REASONS, NEVER_STARTED) if reason in seen]
     unknown = sorted(seen - set(known))
     explained = {**REASONS_EXPLAINED, NEVER_STARTED: NEVER_STARTED_EXPLAINED}
-    width = max(map(len, seen), default=0)
-    return ["admission: why each task started where and when it did"] + \
-        [f"  {reason:<{width}}  {explained[reason]}" for reason in known] + \
-        [f"  {reason:<{width}}  (not a reason this version of scalpel-executor knows)" for reason in unknown]
+    column = max(map(len, seen), default=0)
+    entries = [f"  {reason:<{column}}  {explained[reason]}" for reason in known] + \
+        [f"  {reason:<{column}}  (not a reason this version of scalpel-executor knows)" for reason in unknown]
+    if width is not None:
+        indent = " " * (column + 4)
+        entries = [line for entry in entries for line in textwrap.wrap(entry, width, subsequent_indent=indent)]
+    return ["admission: why each task started where and when it did", *entries]
+
+
+def app_name(key: str) -> str:
+    """The app a profile key names, without its module or argument shape, with its program:
+    ``generic_shell_app[wfbench:blastall]`` for ``wf.generic_shell_app[wfbench:blastall](str)``.
+
+    >>> app_name("examples.kernels.matmul(~2048)"), app_name("")
+    ('matmul', '')
+    """
+    name = key.partition("(")[0]
+    app, bracket, program = name.partition("[")
+    return app.rsplit(".", 1)[-1] + bracket + program
 
 
 def draw_run(reports: Sequence[Mapping], path: str) -> str:
@@ -233,7 +251,8 @@ def draw_run(reports: Sequence[Mapping], path: str) -> str:
 
     runs = {}
     for report in reports:
-        rows = [{"cpu": row["cpu"], "start": span[0], "end": span[1], "footprint": corun_footprint(row)}
+        rows = [{"cpu": row["cpu"], "start": span[0], "end": span[1], "footprint": corun_footprint(row),
+                 "label": f"{row['task_id']} {app_name(row.get('profile_key') or '')}".strip()}
                 for row in report["tasks"] if (span := row_span(row)) is not None]
         if rows:
             runs[f"{report['executor']}: {len(rows)} tasks, {max(r['end'] for r in rows):.2f} s"] = rows

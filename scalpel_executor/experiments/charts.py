@@ -55,29 +55,69 @@ def gantt(results: Sequence, llc: int, domains: list[list[int]], path: Path) -> 
                       llc, domains, path, clock="seconds since the batch was submitted")
 
 
+#: The colour scale's least span, as a ratio of its largest footprint to its smallest: a batch of
+#: tasks within 1 MiB of each other is one colour, not the whole palette.
+COLOUR_SPAN = 16.0
+#: Points a character of a bar's label takes at its font size (7 pt), to tell whether it fits its bar.
+LABEL_CHARACTER = 4.6
+FIGURE_WIDTH = 11.0  # inches
+DPI = 110
+
+
+def footprint_scale(footprints: Sequence[float], llc: float | None) -> colors.LogNorm:
+    """The colour scale of footprints in MiB: from 1/64 of the LLC to twice it when the LLC is known
+    (so a colour says how a task compares with the cache), else the footprints' own range, widened
+    to at least :data:`COLOUR_SPAN` around its middle.
+
+    >>> scale = footprint_scale([9 * 2**20, 10 * 2**20], None)
+    >>> round(scale.vmax / scale.vmin, 1), scale.vmin < 9 < 10 < scale.vmax
+    (16.0, True)
+    """
+    if llc:
+        return colors.LogNorm(vmin=llc / 2**20 / 64, vmax=llc / 2**20 * 2, clip=True)
+    mib = [max(f / 2**20, 1 / 1024) for f in footprints] or [1.0]
+    low, high = min(mib), max(mib)
+    if high / low < COLOUR_SPAN:
+        middle, half = (low * high) ** 0.5, COLOUR_SPAN ** 0.5
+        low, high = middle / half, middle * half
+    return colors.LogNorm(vmin=low, vmax=high, clip=True)
+
+
+def bar_label(row: dict, seconds: float, horizon: float) -> str | None:
+    """What a bar of ``seconds`` on an axis of ``horizon`` seconds says: its task's label (``label``,
+    else the demo's ``case``), cut to the characters that fit inside the bar; None when fewer than
+    three would (labels never spill over a neighbour)."""
+    text = str(row.get("label") or row.get("case") or row.get("kernel") or "")
+    room = int(seconds / horizon * FIGURE_WIDTH * 0.82 * 72 / LABEL_CHARACTER)  # the axes take ~82% of the width
+    if not text or room < 3:
+        return None
+    return text if len(text) <= room else text[:room - 1] + "…"
+
+
 def draw_gantt(runs: dict[str, Sequence[dict]], llc: float | None, domains: list[list[int]], path: Path | str, *,
                clock: str) -> Path | str:
-    """Draw one panel per run, titled by its key: its tasks (rows of ``cpu``, ``start``, ``end`` and
-    ``footprint`` bytes) per core over time, coloured by footprint, and below it the summed running
-    footprint per domain (CPU lists) against ``llc`` (None: unknown, no line). ``clock`` names the
-    time axis."""
+    """Draw one panel per run, titled by its key: its tasks (rows of ``cpu``, ``start``, ``end``,
+    ``footprint`` bytes and a ``label`` or ``case`` naming it) per core over time, each bar named
+    where its name fits and coloured by footprint in MiB (:func:`footprint_scale`), and below it the
+    summed running footprint per domain (CPU lists) against ``llc`` (None: unknown, no line).
+    ``clock`` names the time axis."""
     cpus = sorted({cpu for d in domains for cpu in d} | {row["cpu"] for rows in runs.values() for row in rows})
-    footprints = [row["footprint"] for rows in runs.values() for row in rows]
-    norm = colors.LogNorm(vmin=max(min(footprints), 1), vmax=max(max(footprints), 2))
+    norm = footprint_scale([row["footprint"] for rows in runs.values() for row in rows], llc)
     cmap = matplotlib.colormaps["viridis"]
     horizon = max(row["end"] for rows in runs.values() for row in rows) * 1.02
-    figure, axes = plt.subplots(2 * len(runs), 1, figsize=(11, 2.4 * len(runs) * 2), layout="constrained",
+    figure, axes = plt.subplots(2 * len(runs), 1, figsize=(FIGURE_WIDTH, 2.4 * len(runs) * 2), layout="constrained",
                                 gridspec_kw={"height_ratios": [max(len(cpus), 1), 1.4] * len(runs)},
                                 squeeze=False)
     for index, (title, rows) in enumerate(runs.items()):
         lanes, load = axes[2 * index][0], axes[2 * index + 1][0]
         for row in rows:
             lane = cpus.index(row["cpu"]) if row["cpu"] in cpus else len(cpus)
+            shade = norm(max(row["footprint"] / 2**20, 1 / 1024))
             lanes.barh(lane, row["end"] - row["start"], left=row["start"], height=0.8,
-                       color=cmap(norm(max(row["footprint"], 1))), edgecolor="black", linewidth=0.5)
-            if row["end"] - row["start"] > horizon / 25:
-                lanes.text(row["start"] + (row["end"] - row["start"]) / 2, lane, format_size(row["footprint"]),
-                           ha="center", va="center", fontsize=7, color="white" if norm(row["footprint"]) < 0.6 else "black")
+                       color=cmap(shade), edgecolor="black", linewidth=0.5)
+            if (label := bar_label(row, row["end"] - row["start"], horizon)) is not None:
+                lanes.text(row["start"] + (row["end"] - row["start"]) / 2, lane, label, ha="center", va="center",
+                           fontsize=7, clip_on=True, color="white" if shade < 0.6 else "black")
         lanes.set_yticks(range(len(cpus)), [f"CPU {c}" for c in cpus])
         lanes.set_xlim(0, horizon)
         lanes.invert_yaxis()
@@ -93,11 +133,11 @@ def draw_gantt(runs: dict[str, Sequence[dict]], llc: float | None, domains: list
         load.set_ylabel("MiB", fontsize=8)
         load.legend(fontsize=7, loc="upper right")
         load.set_xlabel(clock, fontsize=8)
-    figure.colorbar(cm.ScalarMappable(norm=norm, cmap=cmap), ax=[row[0] for row in axes], label="task footprint (bytes)",
+    figure.colorbar(cm.ScalarMappable(norm=norm, cmap=cmap), ax=[row[0] for row in axes], label="task footprint (MiB)",
                     fraction=0.025, pad=0.01)
-    figure.suptitle("Which task ran on which core when (colour: footprint); below each: the domain's summed "
-                    "running footprint against its LLC", fontsize=10)
-    figure.savefig(path, dpi=110)
+    figure.suptitle("Which task ran on which core when (bars: task and app, colour: footprint); below each: the "
+                    "domain's summed running footprint against its LLC", fontsize=10)
+    figure.savefig(path, dpi=DPI)
     plt.close(figure)
     return path
 

@@ -39,11 +39,10 @@ def runinfo(tmp_path_factory):
     return runinfo
 
 
-def test_a_run_directory_prints_the_sentence_the_tasks_and_the_legend(runinfo, scalpel, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "200")  # wide enough for every column: nothing left out
+def test_a_run_directory_prints_the_sentence_the_tasks_and_the_legend(runinfo, scalpel):
     path = runinfo / "000" / "scalpel-scalpel-report.json"
     report = json.loads(path.read_text())
-    code, out, err = scalpel("report", str(runinfo / "000"))
+    code, out, err = scalpel("report", str(runinfo / "000"), "--wide")  # every column, one line each
     assert code == 0 and err == ""
     lines = out.splitlines()
     assert lines[0] == str(path)
@@ -71,6 +70,7 @@ def test_a_run_directory_prints_the_sentence_the_tasks_and_the_legend(runinfo, s
 
 def test_runinfo_means_its_latest_run_and_a_file_means_itself(runinfo, scalpel):
     _, by_directory, _ = scalpel("report", str(runinfo / "000"))
+    assert by_directory
     assert scalpel("report", str(runinfo)) == (0, by_directory, "")
     assert scalpel("report", str(runinfo / "000" / "scalpel-scalpel-report.json")) == (0, by_directory, "")
 
@@ -237,3 +237,18 @@ def test_the_closing_sentence_counts_one_task_as_one_and_says_what_shutdown_cut_
     cut = run_summary({**one, "tasks_finished": 4, "tasks_failed": 3, "tasks_cut_short": 2}, None)
     assert cut.startswith("scalpel: 4 tasks (3 failed, 2 of them unfinished when the executor shut down: wait for "
                           "results before dfk.cleanup() or the end of `with parsl.load()`) on "), cut
+
+
+def test_gantt_bars_name_their_task_where_the_name_fits_and_colours_read_in_mib():
+    from scalpel_executor.experiments.charts import bar_label, footprint_scale
+
+    row = {"label": "12 generic_shell_app[wfbench:blastall]"}
+    assert bar_label(row, 10.0, 10.0) == row["label"]  # a bar across the whole axis: the whole name
+    cut = bar_label(row, 0.5, 10.0)
+    assert cut is not None and cut.endswith("…") and row["label"].startswith(cut[:-1]) and len(cut) < len(row["label"])
+    assert bar_label(row, 0.05, 10.0) is None  # too narrow for three characters: no label spills over
+    assert bar_label({"case": "matmul-l"}, 10.0, 10.0) == "matmul-l"  # the demo's rows name their case
+    by_cache = footprint_scale([2**20, 2 * 2**20], 32 * 2**20)  # with an LLC: 1/64 of it to twice it, in MiB
+    assert (by_cache.vmin, by_cache.vmax) == (0.5, 64.0)
+    close = footprint_scale([9.2 * 2**20, 9.9 * 2**20], None)  # 1 MiB of noise is not the whole palette
+    assert close(9.9) - close(9.2) < 0.05
