@@ -36,6 +36,7 @@ _LAZY = {
     "ExecutorFailed": "scalpel_executor.runtime.errors",
     "TaskExit": "scalpel_executor.runtime.errors",
     "WalltimeExceeded": "scalpel_executor.runtime.errors",
+    "app_hints": "scalpel_executor.learning.hints",
     "average_footprint": "scalpel_executor.learning.hotl",
     "footprint_curve": "scalpel_executor.learning.hotl",
     "window_length": "scalpel_executor.learning.hotl",

@@ -25,6 +25,14 @@ After a task succeeds, :class:`HintAudit` compares its ``footprint`` and ``runti
 what it measured and counts (and logs once per profile key) those more than :data:`HINT_DRIFT`
 times off.
 
+**Hints a script keeps when it goes back to HTEX.** Parsl's HighThroughputExecutor refuses a
+resource specification with keys it does not know, so a ``footprint`` written there ties the
+script to this executor. :func:`app_hints` gives the same hints for every call of an app, as a
+decorator that only marks the function (:data:`~scalpel_executor.learning.keys.APP_HINTS`), which
+Parsl's other executors never read; it also declares the app's size-free arguments (seeds,
+labels: :mod:`~scalpel_executor.learning.keys`). A call's own resource specification wins over
+it, key by key (:func:`parse_hints`'s ``declared``).
+
 Parsl's ``walltime`` is not a hint but an app keyword argument; :func:`parse_walltime` reads it
 from the call's keyword arguments so the node scheduler can kill a task that ignores it.
 """
@@ -44,6 +52,7 @@ from typing import Any
 from parsl.executors.errors import InvalidResourceSpecification
 
 from scalpel_executor.core.units import format_size, parse_mebibytes, parse_size, show
+from scalpel_executor.learning.keys import APP_HINTS, declared
 from scalpel_executor.learning.sampling import DRIFT_FLOOR, REMEASURE_DRIFT, drifted
 
 logger = logging.getLogger(__name__)
@@ -152,8 +161,11 @@ def _warn_unused(key: str) -> None:
                        "used by ScalpelExecutor and is ignored; this executor reads %s", key, ", ".join(KNOWN_KEYS))
 
 
-def parse_hints(specification: dict[str, Any] | None) -> Hints:
+def parse_hints(specification: dict[str, Any] | None, declared: Mapping[str, Any] | None = None) -> Hints:
     """Validate a resource specification and return the hints this executor uses.
+
+    ``declared``: the app's hints from :func:`app_hints` (already checked); the specification's
+    own keys win over them.
 
     Numbers may be any ``numbers.Real`` but bool, numpy scalars included. Keys of
     :data:`OTHER_EXECUTORS_KEYS` are accepted and unused (one warning per key per process).
@@ -174,6 +186,10 @@ def parse_hints(specification: dict[str, Any] | None) -> Hints:
     ...
     scalpel_executor.learning.hints.InvalidHint: ... key 'Footprint' (did you mean 'footprint'?); ...
     """
+    if declared:
+        if specification is not None and not isinstance(specification, dict):
+            return parse_hints(specification)  # the error names the call's own specification
+        specification = {**declared, **(specification or {})}
     if specification is None:
         return Hints()
     if not isinstance(specification, dict):
@@ -300,3 +316,40 @@ def parse_walltime(kwargs: dict[str, Any]) -> float | None:
     if number is None or number <= 0:
         raise ValueError(f"walltime must be a positive number of seconds such as walltime=60, got {show(value)}")
     return number
+
+
+def app_hints(*, size_free: tuple[str, ...] | list[str] = (), **specification: Any):
+    """A decorator: hints for every call of an app that Parsl's other executors ignore.
+
+    Put it under ``@python_app`` or ``@bash_app``. ``specification`` takes the resource
+    specification's keys (:data:`KNOWN_KEYS`: ``footprint="24MiB"``, ``runtime=3.0``, ...), checked
+    now with the same errors; ``size_free`` names the app's arguments that do not change a task's
+    size (a seed, a label), which then do not split its profile key. It returns the function
+    itself, marked (:data:`~scalpel_executor.learning.keys.APP_HINTS`): nothing changes when
+    the script runs on another executor.
+
+    Examples
+    --------
+    >>> @app_hints(footprint="24MiB", size_free=("seed",))
+    ... def simulate(n, seed):
+    ...     return n
+    >>> parse_hints({"runtime": 2.0}, declared(simulate)["specification"]).footprint
+    25165824.0
+    >>> app_hints(footprnt="1MiB")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    scalpel_executor.learning.hints.InvalidHint: ... key 'footprnt' (did you mean 'footprint'?); ...
+    """
+    parse_hints(specification)
+    names = (size_free,) if isinstance(size_free, str) else tuple(size_free)
+    bad = [name for name in names if not (isinstance(name, str) and name.isidentifier())]
+    if bad:
+        raise InvalidHint(set(), f"size_free must name the app's arguments, such as size_free=('seed',), got {bad[0]!r}")
+
+    def mark(func):
+        target = getattr(func, "func", None) if hasattr(func, "executors") else func  # above @python_app: its function
+        setattr(target if callable(target) else func, APP_HINTS,
+                {"specification": dict(specification), "size_free": names})
+        return func
+
+    return mark

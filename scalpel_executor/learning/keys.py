@@ -51,6 +51,12 @@ What enters the shape, and why:
   still the app (the level the estimates fall back to), so keys written before this rule, which
   have no program, count in its pooled profile.
 
+Arguments that do not change a task's size (a seed, a label, an output name) can be declared
+*size-free* for an app (``@app_hints(size_free=("seed",))``, :func:`~scalpel_executor.learning.hints.app_hints`):
+their value is ``*`` in both keys, so seeds 100 to 119 share ``fft_peak(~512,*)`` where they split
+into ``fft_peak(~512,~108)`` and ``fft_peak(~512,~128)``. The declaration rides on the user's
+function (:data:`APP_HINTS`), which Parsl's other executors never read.
+
 Users override all of this with the ``profile_key`` resource hint or the executor's
 ``profile_key=`` function. Keys are plain strings; nothing here touches the profile store.
 """
@@ -70,6 +76,10 @@ from typing import Any
 from scalpel_executor.core.units import format_size
 from scalpel_executor.learning.commands import command_program
 
+#: The attribute :func:`~scalpel_executor.learning.hints.app_hints` sets on an app's function: a
+#: dict with ``specification`` (hints for every call) and ``size_free`` (argument names).
+APP_HINTS = "__scalpel_hints__"
+SIZE_FREE = "*"  # a size-free argument's value in a key
 MAX_KEY_LENGTH = 240
 SMALL = "n<16"  # an integer below 16 in a shape key
 SMALL_LIMIT = 16
@@ -367,17 +377,49 @@ def _limited(key: str) -> str:
     return f"{key[: MAX_KEY_LENGTH - 14]}…#{digest}"
 
 
+def declared(func: Callable) -> Mapping[str, Any]:
+    """What :func:`~scalpel_executor.learning.hints.app_hints` declared for the app behind ``func``
+    (through Parsl's wrappers), or an empty mapping."""
+    for _ in range(32):
+        found = getattr(func, APP_HINTS, None)
+        if isinstance(found, Mapping):
+            return found
+        if isinstance(func, functools.partial):
+            inner = func.func
+            func = func.args[0] if getattr(inner, "__name__", "") == "remote_side_bash_executor" and func.args \
+                and callable(func.args[0]) else inner
+        elif hasattr(func, "__wrapped__"):
+            func = func.__wrapped__
+        else:
+            break
+    return {}
+
+
+def _size_free_positions(user: Callable, count: int, names: frozenset[str]) -> set[int]:
+    """Positions among the first ``count`` arguments of ``user`` whose parameters are in ``names``."""
+    code = getattr(_unwrap(user), "__code__", None)
+    if code is None or not names:
+        return set()
+    return {position for position, name in enumerate(code.co_varnames[:min(code.co_argcount, count)])
+            if name in names}
+
+
 def _key(func: Callable, args: tuple, kwargs: Mapping[str, Any], exact: bool,
-         command: tuple[int | str, str] | None) -> str:
+         command: tuple[int | str, str] | None, size_free: frozenset[str] = frozenset()) -> str:
     """``command``: where a bash app's command is and its program; the command is then ``str``
-    whatever its length, because its arguments (file names, ids) say nothing the program does not."""
+    whatever its length, because its arguments (file names, ids) say nothing the program does not.
+    ``size_free``: parameter names whose values are :data:`SIZE_FREE` (declared so for the app)."""
     slot, program = command or (None, None)
-    parts = ["str" if position == slot else signature(arg, exact) for position, arg in enumerate(args)]
+    free = _size_free_positions(func, len(args), size_free)
+    parts = ["str" if position == slot else SIZE_FREE if position in free else signature(arg, exact)
+             for position, arg in enumerate(args)]
     for name in sorted(kwargs):
         value = kwargs[name]
         if name.startswith("_parsl") or name in _PARSL_KWARGS and name not in ("inputs", "outputs"):
             continue
-        if name == "inputs":  # Parsl has replaced each future by its result: count them and weigh their data
+        if name in size_free:
+            parts.append(f"{name}={SIZE_FREE}")
+        elif name == "inputs":  # Parsl has replaced each future by its result: count them and weigh their data
             try:
                 parts.append("inputs=" + _sized("", value, 0))
             except TypeError:
@@ -400,9 +442,10 @@ def profile_keys(func: Callable, args: tuple = (), kwargs: Mapping[str, Any] | N
     (True, True)
     """
     kwargs = kwargs or {}
+    size_free = frozenset(declared(func).get("size_free", ()))
     args, command = _command(func, tuple(args), kwargs)
-    shape = _key(func, args, kwargs, False, command)
-    exact = _key(func, args, kwargs, True, command) if SMALL in shape else shape
+    shape = _key(func, args, kwargs, False, command, size_free)
+    exact = _key(func, args, kwargs, True, command, size_free) if SMALL in shape else shape
     return Keys(shape, exact)
 
 

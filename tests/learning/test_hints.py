@@ -215,3 +215,25 @@ def test_bad_resources_name_the_key_and_the_value(spec, words):
 def test_a_bad_memory_hint_says_a_number_is_mebibytes(value):
     with pytest.raises(InvalidResourceSpecification, match=r"key 'memory'.*must be a number of MiB >= 0 or a size such as '4GiB'"):
         parse_hints({"memory": value})
+
+
+def test_app_hints_are_checked_at_decoration_and_a_call_s_own_specification_wins():
+    from scalpel_executor.learning.hints import app_hints
+    from scalpel_executor.learning.keys import declared
+
+    @app_hints(footprint="24MiB", runtime=3.0, size_free=["seed"])
+    def simulate(n, seed):
+        return n
+
+    assert simulate(4, 1) == 4  # the function itself, unchanged
+    specification = declared(simulate)["specification"]
+    assert parse_hints(None, specification) == Hints(footprint=24 * 2**20, runtime=3.0)
+    assert parse_hints({"runtime": 1.0}, specification) == Hints(footprint=24 * 2**20, runtime=1.0)
+    with pytest.raises(InvalidHint, match="'footprnt' \\(did you mean 'footprint'\\?\\)"):
+        app_hints(footprnt="1MiB")
+    with pytest.raises(InvalidHint, match="key 'runtime': must be a number"):
+        app_hints(runtime="soon")
+    with pytest.raises(InvalidHint, match="size_free must name the app's arguments.*got 3"):
+        app_hints(size_free=(3,))
+    with pytest.raises(InvalidHint, match="resource specification must be a dict"):
+        parse_hints(["footprint"], specification)  # the call's own bad specification is named, not hidden

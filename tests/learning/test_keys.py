@@ -649,3 +649,43 @@ def test_rerunning_an_unchanged_workflow_adds_no_keys_and_reads_its_footprints_f
         sources = [row["footprint_source"] for row in report["tasks"]]
         assert sources.count("store") >= 0.9 * len(sources), report["sources"]
         assert report["priors"] == []
+
+
+def test_a_size_free_argument_does_not_split_a_key_by_position_or_by_name():
+    from scalpel_executor.learning.hints import app_hints
+
+    def fft_peak(n, seed):
+        return n
+
+    undeclared = {profile_key(fft_peak, (512, seed)) for seed in range(100, 120)}
+    assert len(undeclared) == 2  # seeds 100-119 fall into two buckets: the split a user would not make
+    app_hints(size_free=("seed",))(fft_peak)
+    declared = {profile_key(fft_peak, (512, seed)) for seed in range(100, 120)}
+    assert declared == {f"{key_rule.app_name(fft_peak)}(~512,*)"}
+    assert profile_key(fft_peak, (512,), {"seed": 7}).endswith("(~512,seed=*)")
+    assert profile_key(fft_peak, (4096, 101)) != profile_key(fft_peak, (512, 101))  # sizes still split
+    small = profile_keys(fft_peak, (512, 3))
+    assert small.shape == small.exact  # a small seed no longer makes an exact key to split by
+    assert profile_keys(fft_peak, (3, 5)).exact.endswith("(3,*)")
+
+
+def test_size_free_arguments_reach_through_parsl_wrappers_and_bash_apps():
+    import functools
+
+    from scalpel_executor.learning.hints import app_hints
+
+    @app_hints(size_free=("label",))
+    def render(cmd, label, stdout=None):
+        return cmd
+
+    @functools.wraps(render)
+    def monitored(*args, **kwargs):  # as Parsl's monitoring and timeout wrappers wrap an app
+        return render(*args, **kwargs)
+
+    def remote_side_bash_executor(func, *args, **kwargs):
+        return func(*args, **kwargs)
+
+    bash = functools.partial(remote_side_bash_executor, render)  # as Parsl binds a bash app
+    assert profile_key(monitored, ("bin/convert a.png", "tile-17")) == profile_key(monitored, ("bin/convert b.png", "x"))
+    key = profile_key(bash, ("bin/convert a.png", "tile-17"))
+    assert "[convert]" in key and key.endswith("(str,*)")
