@@ -55,6 +55,7 @@ from zmq.utils import z85
 from zmq.utils.monitor import recv_monitor_message
 
 from scalpel_executor.runtime.manager_protocol import Ping, encode
+from scalpel_executor.runtime.threads import name_this_thread
 
 __all__ = ["ManagerLink", "DriverAuthenticator", "bind_router", "make_keys", "remove_keys", "load_keys",
            "LinkRefused", "frames_of", "joined", "MAX_FRAME"]
@@ -269,6 +270,7 @@ class ManagerLink:
     # -- the I/O thread ---------------------------------------------------------------------
 
     def _run(self) -> None:
+        name_this_thread("link")
         poller = zmq.Poller()
         for socket in (self._dealer, self._outbox_in, self._monitor):
             poller.register(socket, zmq.POLLIN)

@@ -82,7 +82,8 @@ from scalpel_executor.runtime.contract import OnComplete, Outcome
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, WorkerDied
 from scalpel_executor.runtime.ledger import Ledger, Settled, lost_outcome, receive, relog
 from scalpel_executor.runtime.manager_protocol import (Configure, Drain, Failed, Heartbeat, Log, ManagerConfig,
-                                                       Register, Result, Shutdown, Started, decode, encode, submit_of)
+                                                       Register, Result, Shutdown, Started, decode_frame, encode,
+                                                       FrameError, submit_of)
 from scalpel_executor.runtime.options import PoolOptions
 from scalpel_executor.runtime.placement import NodeRoom, place
 
@@ -421,19 +422,31 @@ class ManagerHub:
         identity, data = frames[0], joined(frames[1:])
         manager = self._managers.get(identity)
         try:
-            message = decode(data)
-            if manager is None:
-                self._unregistered(router, identity, message)
-            else:
-                manager.last_heard = time.monotonic()
-                self._handle(router, manager, message)
+            try:
+                messages = decode_frame(data)
+            except FrameError as error:  # the rows before a malformed one count, as messages before one did
+                self._take(router, identity, error.messages)
+                raise
+            self._take(router, identity, messages)
         except Exception as error:  # noqa: BLE001 - RecursionError, a bug: one peer's message loses only that peer
+            manager = manager or self._managers.get(identity)  # registered by the frame's first row
             if manager is None:
                 logger.warning("dropped a malformed message from an unregistered peer: %s", error)
             elif manager.identity in self._managers:
                 logger.error("node manager %s sent a malformed message: %s", manager.name, error)
                 self._lose(router, manager, f"sent a malformed message ({type(error).__name__}: {error})",
                            cancel=True)
+
+    def _take(self, router: zmq.Socket, identity: bytes, messages: list) -> None:
+        """A peer's messages, in order; each one finds the peer as the ones before it left it (a
+        Register makes it a manager, a loss makes what follows late)."""
+        for message in messages:
+            manager = self._managers.get(identity)
+            if manager is None:
+                self._unregistered(router, identity, message)
+            else:
+                manager.last_heard = time.monotonic()
+                self._handle(router, manager, message)
 
     def _handle(self, router: zmq.Socket, manager: RemoteManager, message) -> None:
         reading = receive(manager, message, (Heartbeat, Started, Drain))

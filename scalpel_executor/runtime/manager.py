@@ -17,7 +17,9 @@ Data flow::
                         │      each dispatch pass sends Began(ids) before its Runs: the driver knows what started)
                         ├─ Shutdown ──> pool.shutdown(): unfinished tasks fail (ExecutorShutdown) ─┐
                         └─ EOF (driver gone) ──> pool.shutdown(), exit                             │
-    pool's completion thread: on_complete(task, outcome) ──> Result / Failed ──> driver socket <───┘
+    pool's completion thread: on_complete(task, outcome) ──> Result / Failed ──> outbox ──> driver socket <──┘
+      (runtime.outbox: its sender thread writes what accumulated as one frame; a Began, written by the
+       dispatch thread before its tasks reach their workers, takes the results queued before it along)
     watch thread: every PARENT_CHECK_INTERVAL s the driver's pid; every heartbeat_period a Heartbeat
     logging (scalpel_executor.*) ──> Log messages ──> re-logged by the driver under the same names
 
@@ -65,11 +67,13 @@ from scalpel_executor.runtime.contract import Job, Outcome
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown
 from scalpel_executor.runtime.logs import LOG_DIR_ENV, log_to_file, node_log_dir
 from scalpel_executor.runtime.manager_protocol import (Began, Configure, Drain, Failed, Fatal, Heartbeat, Log,
-                                                       ManagerConfig, Register, Result, Shutdown, Started, Submit,
-                                                       decode, describe_error, encode, task_of)
+                                                       ManagerConfig, Message, Register, Result, Shutdown, Started,
+                                                       Submit, decode_frame, describe_error, task_of)
 from scalpel_executor.runtime.options import HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, PoolOptions
+from scalpel_executor.runtime.outbox import Outbox
 from scalpel_executor.runtime.pool import LOCAL_BLOCK_ID, WorkerPool, new_pool_id
 from scalpel_executor.runtime.protocol import PARENT_CHECK_INTERVAL
+from scalpel_executor.runtime.threads import name_this_thread
 
 __all__ = ["NodeManager", "main"]
 
@@ -125,7 +129,8 @@ class NodeManager:
         self.pool_id = pool_id or new_pool_id()
         self.block_id = register.block_id if register is not None else LOCAL_BLOCK_ID  # PARSL_WORKER_BLOCK_ID
         self._configure_timeout = configure_timeout
-        self._send_lock = threading.Lock()
+        self._send_lock = threading.Lock()  # the connection's writes and its closing
+        self._outbox = Outbox(self._write)  # Results and Faileds, many to a frame under a burst
         self._pool: WorkerPool | None = None
         self._started = threading.Event()
         # Submits that arrive before Started is sent wait here (then None): a manager whose Started
@@ -136,19 +141,19 @@ class NodeManager:
         self._heartbeat_period = HEARTBEAT_PERIOD  # until the driver's options say otherwise
         self._drain_at = float("inf")  # when to send Drain (LOADED + drain_period); inf: never, or sent
 
-    def send(self, message) -> None:
-        """Send one message to the driver; a driver that is gone makes this a no-op (the reader sees EOF)."""
-        data = encode(message)
+    def send(self, message: Message) -> None:
+        """Send one message to the driver now, after what is queued; a driver that is gone makes this a
+        no-op (the reader sees EOF)."""
+        self._outbox.send(message)
+
+    def _write(self, data: bytes) -> None:
         with self._send_lock:
-            if self._connection.closed:
-                return
-            try:
+            if not self._connection.closed:
                 self._connection.send_bytes(data)
-            except OSError:
-                pass
 
     def run(self) -> int:
         """Serve the driver until it says shutdown or goes away; the process's exit status."""
+        name_this_thread("receive")
         if self._register is not None:
             self.send(self._register)
         if not self._connection.poll(self._configure_timeout):
@@ -157,8 +162,9 @@ class NodeManager:
                      if self._register is not None else ""), file=sys.stderr)
             self._close_link()
             return 2
+        later: list[Message] = []  # what came in the configuration's frame after it
         try:
-            first = decode(self._connection.recv_bytes())
+            first, *later = decode_frame(self._connection.recv_bytes())
         except (EOFError, OSError) as error:
             if getattr(self._connection, "refused", None):
                 print(f"scalpel-manager: {error}", file=sys.stderr)
@@ -187,7 +193,7 @@ class NodeManager:
             self._drain_at = LOADED + options.drain_period
         threading.Thread(target=self._start_pool, name="scalpel-manager-start", daemon=True).start()
         threading.Thread(target=self._watch, name="scalpel-manager-watch", daemon=True).start()
-        return self._serve()
+        return self._serve(later)
 
     def _close_link(self) -> None:
         with self._send_lock:
@@ -212,6 +218,7 @@ class NodeManager:
                           on_start=self._report_began, pool_id=self.pool_id, block_id=self.block_id)
 
     def _start_pool(self) -> None:
+        name_this_thread("start")
         pool = self._pool
         try:
             pool.start()
@@ -228,29 +235,30 @@ class NodeManager:
             for message in early:
                 self._submit(message)
 
-    def _serve(self) -> int:
-        """Take the driver's messages until Shutdown or EOF (the main thread)."""
+    def _serve(self, messages: list[Message]) -> int:
+        """Take the driver's messages until Shutdown or EOF (the main thread), ``messages`` first."""
         while True:
+            for message in messages:
+                if isinstance(message, Submit):
+                    with self._early_lock:
+                        if self._early is not None:
+                            self._early.append(message)
+                            continue
+                    self._submit(message)
+                elif isinstance(message, Shutdown):
+                    return self._end(0)
+                else:
+                    self.send(Fatal(f"the node manager cannot act on {type(message).__name__} from the driver"))
+                    return self._end(2)
             try:
                 data = self._connection.recv_bytes()
             except (EOFError, OSError):
                 logger.debug("the driver closed its end; ending every worker")
                 return self._end(0)
             try:
-                message = decode(data)
+                messages = decode_frame(data)
             except ValueError as error:
                 self.send(Fatal(f"the node manager received a malformed message: {error}"))
-                return self._end(2)
-            if isinstance(message, Submit):
-                with self._early_lock:
-                    if self._early is not None:
-                        self._early.append(message)
-                        continue
-                self._submit(message)
-            elif isinstance(message, Shutdown):
-                return self._end(0)
-            else:
-                self.send(Fatal(f"the node manager cannot act on {type(message).__name__} from the driver"))
                 return self._end(2)
 
     def _submit(self, message: Submit) -> None:
@@ -262,7 +270,7 @@ class NodeManager:
             self._pool.submit(task)
         except (ExecutorShutdown, ExecutorFailed) as error:
             kind, detail = describe_error(error)
-            self.send(Failed(message.task_id, kind, str(error), detail, None, None, None, None))
+            self._outbox.put(Failed(message.task_id, kind, str(error), detail, None, None, None, None))
 
     def _end(self, status: int) -> int:
         """Fail unfinished tasks (sent back as ExecutorShutdown), end every worker and exit."""
@@ -271,10 +279,11 @@ class NodeManager:
         with self._early_lock:
             early, self._early = self._early or [], None
         for message in early:
-            self.send(Failed(message.task_id, "ExecutorShutdown", f"task {message.task_id} had not started when "
-                             f"the node manager shut down", {}, None, None, None, None))
+            self._outbox.put(Failed(message.task_id, "ExecutorShutdown", f"task {message.task_id} had not started "
+                                    f"when the node manager shut down", {}, None, None, None, None))
         if self._pool is not None:
             self._pool.shutdown(SHUTDOWN_TIMEOUT)
+        self._outbox.flush()  # every outcome the pool delivered, before the connection closes
         with self._send_lock:
             self._connection.close()
         logging.shutdown()
@@ -282,6 +291,7 @@ class NodeManager:
         os._exit(status)
 
     def _watch(self) -> None:
+        name_this_thread("watch")
         next_beat = time.monotonic() + self._heartbeat_period
         while not self._ending.is_set():
             time.sleep(PARENT_CHECK_INTERVAL)
@@ -311,12 +321,12 @@ class NodeManager:
         """The pool's completion callback: the outcome as a Result or a Failed message."""
         job: Job = task.payload
         if outcome.error is None:
-            self.send(Result(task.id, outcome.ok, outcome.stats, job.slot, job.domain, job.cpu, job.started,
-                             outcome.payload))
+            self._outbox.put(Result(task.id, outcome.ok, outcome.stats, job.slot, job.domain, job.cpu, job.started,
+                                    outcome.payload))
             return
         kind, detail = describe_error(outcome.error)
-        self.send(Failed(task.id, kind, str(outcome.error), detail, job.slot, job.domain, job.cpu, job.started,
-                         outcome.stats))
+        self._outbox.put(Failed(task.id, kind, str(outcome.error), detail, job.slot, job.domain, job.cpu,
+                                job.started, outcome.stats))
 
 
 def main(argv: list[str] | None = None) -> int:

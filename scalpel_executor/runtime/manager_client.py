@@ -10,9 +10,10 @@ does, with each task's placement (slot, domain, CPU, start time) filled into its
 
 Data flow::
 
-    submit(Task) (any thread) ── ledger.hold(task) ── Submit ──> manager socket ──┐
-                                                                                  v
-    on_complete(task, Outcome) <── reader thread <── Began / Result / Failed / Heartbeat / Log / Fatal
+    submit(Task) (any thread) ── ledger.hold(task) ── Submit ──> outbox ──> manager socket ──┐
+                                  (runtime.outbox: its sender thread writes what   │
+                                   accumulated as one frame)                       v
+    on_complete(task, Outcome) <── reader thread <── frames of Began / Result / Failed / Heartbeat / Log / Fatal
                                         │             (runtime.ledger.receive: the rules the hub shares)
                                         │
                                         └── EOF, malformed message, or silent for heartbeat_threshold:
@@ -73,8 +74,9 @@ from scalpel_executor.runtime.contract import OnComplete, Outcome
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown
 from scalpel_executor.runtime.ledger import Ledger, Settled, lost_outcome, receive
 from scalpel_executor.runtime.manager_process import LocalManager
-from scalpel_executor.runtime.manager_protocol import (Configure, Heartbeat, ManagerConfig, Shutdown, Started, decode,
-                                                       encode, submit_of)
+from scalpel_executor.runtime.manager_protocol import (Configure, Heartbeat, ManagerConfig, Shutdown, Started,
+                                                       decode_frame, encode, submit_row)
+from scalpel_executor.runtime.threads import name_this_thread
 from scalpel_executor.runtime.options import PoolOptions
 from scalpel_executor.runtime.pool import NO_WORKERS_LEFT, READY_TIMEOUT, RESPAWNS_KEPT
 
@@ -192,7 +194,7 @@ class ManagerClient:
         manager = LocalManager(process, Connection(ours.detach()), self._ledger,
                                started_by=time.monotonic() + START_TIMEOUT)
         manager.start_forwarding()
-        manager.send(self._configure)
+        manager.send_encoded(self._configure)
         logger.debug("started node manager pid %d", process.pid)
         return manager
 
@@ -201,7 +203,7 @@ class ManagerClient:
 
         Raises ExecutorShutdown after shutdown, ExecutorFailed once no manager can run tasks.
         """
-        data = submit_of(task)
+        message = submit_row(task)
         with self._lock:
             if self._failure is not None:
                 raise ExecutorFailed(self._failure)
@@ -212,7 +214,7 @@ class ManagerClient:
                                        else "the node manager has not been started; call start() first")
             manager = self._manager
             self._ledger.hold(task)
-        manager.send(data)  # if it is gone, the reader fails this task with NodeManagerLost
+        manager.put(message)  # if it is gone, the reader fails this task with NodeManagerLost
 
     def shutdown(self, timeout: float = 10.0) -> None:
         """Fail unfinished tasks with ExecutorShutdown and end the manager and its workers. Idempotent."""
@@ -223,7 +225,7 @@ class ManagerClient:
         atexit.unregister(self.shutdown)
         if manager is None or already and self._reader is None:
             return
-        manager.send(encode(Shutdown()))
+        manager.send(Shutdown())
         reader = self._reader
         if reader is not None and reader is not threading.current_thread():
             reader.join(timeout)
@@ -258,6 +260,7 @@ class ManagerClient:
     # -- the reader thread ------------------------------------------------------------------
 
     def _read_loop(self) -> None:
+        name_this_thread("reader")
         try:
             while (manager := self._manager) is not None:
                 timeout = self.options.heartbeat_threshold if manager.started \
@@ -268,17 +271,22 @@ class ManagerClient:
                                           else f"did not start within {START_TIMEOUT:.0f} s and was killed"):
                             return
                         continue
-                    message = decode(manager.connection.recv_bytes())
+                    messages = decode_frame(manager.connection.recv_bytes())
                 except (EOFError, OSError):
                     if not self._lost(manager, None):
                         return
                     continue
                 except ValueError as error:
+                    # The rows before a malformed one were sent before it: they count (a Began among them
+                    # says its tasks may have run), as the messages before a malformed one did.
+                    for message in getattr(error, "messages", ()):
+                        self._handle(manager, message)
                     logger.error("node manager pid %d sent a malformed message: %s", manager.pid, error)
                     if not self._lost(manager, f"sent a malformed message ({error}) and was killed"):
                         return
                     continue
-                self._handle(manager, message)
+                for message in messages:
+                    self._handle(manager, message)
         except BaseException as error:  # noqa: BLE001 - a bug here must not leave futures pending forever
             logger.exception("the node manager's reader thread failed; failing every unfinished task")
             with self._lock:
@@ -381,7 +389,7 @@ class ManagerClient:
                 self._fail_shutdown()
                 return None
             for task in waiting:  # outside the lock: a starting manager reads its socket only once imported
-                replacement.send(submit_of(task))
+                replacement.put(submit_row(task))
             if waiting:
                 logger.info("node manager pid %d takes the %d tasks its lost predecessor had not started",
                             replacement.pid, len(waiting))

@@ -3,7 +3,9 @@
 :class:`~scalpel_executor.runtime.manager_client.ManagerClient` starts the process and speaks the
 protocol with it; a :class:`LocalManager` is what it keeps of each one it started: how to send to
 it, kill it and say how it ended, and the thread that copies its (and its workers') error output to
-the driver's, keeping the last lines for a start failure's message.
+the driver's, keeping the last lines for a start failure's message. What is sent to it goes through
+an :class:`~scalpel_executor.runtime.outbox.Outbox`: Submits are queued (``put``) and written by
+its sender thread, many to a frame under a burst; ``send`` writes at once, after them.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from multiprocessing.connection import Connection
 from typing import IO
 
 from scalpel_executor.runtime.ledger import Ledger
+from scalpel_executor.runtime.manager_protocol import Message
+from scalpel_executor.runtime.outbox import Outbox
 
 __all__ = ["LocalManager", "STDERR_CHUNK", "STDERR_DRAIN", "STDERR_TAIL", "forward_stderr"]
 
@@ -57,6 +61,10 @@ class LocalManager:
     started: bool = False
     started_by: float = 0.0  # monotonic deadline for Started
     fatal: str | None = None  # what its Fatal message said
+    outbox: Outbox = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.outbox = Outbox(self._write, name=f"scalpel-submit-{self.process.pid}", role="submit")
 
     @property
     def pid(self) -> int:
@@ -66,13 +74,21 @@ class LocalManager:
     def name(self) -> str:
         return f"pid {self.process.pid}"
 
-    def send(self, data: bytes) -> None:
-        """Send, or do nothing if the manager is gone (the reader finds it lost)."""
-        with self.send_lock:
-            try:
-                self.connection.send_bytes(data)
-            except OSError:
-                pass
+    def put(self, message: Message) -> None:
+        """Queue a message (a Submit): written soon, in order, with what else is queued by then."""
+        self.outbox.put(message)
+
+    def send(self, message: Message) -> None:
+        """Write what is queued, then ``message``, now; nothing if the manager is gone (the reader finds it lost)."""
+        self.outbox.send(message)
+
+    def send_encoded(self, data: bytes) -> None:
+        """Write what is queued, then ``data`` (an encoded message: its Configure), now."""
+        self.outbox.send_encoded(data)
+
+    def _write(self, data: bytes) -> None:
+        with self.send_lock:  # never a write to a descriptor kill() closed, and maybe reused
+            self.connection.send_bytes(data)
 
     def kill(self) -> int:
         """SIGKILL it (if it still runs), reap it, close our end; its exit status."""
@@ -84,6 +100,7 @@ class LocalManager:
         code = self.process.wait()
         with self.send_lock:
             self.connection.close()
+        self.outbox.close()
         return code
 
     def exit_cause(self, code: int) -> str:

@@ -49,6 +49,16 @@ manager held that no ``Began`` named never ran there and goes to another manager
 
 Layout of one message: a 4-byte big-endian header length, the UTF-8 JSON header
 ``[tag, field, ...]`` (every field but the byte one), then the byte field's bytes.
+
+**Frames.** Either side may send several messages as one frame (:func:`encode_frame`), read with
+:func:`decode_frame` (which also reads a lone message): the header is ``["frame", row, ...]``, each
+row a message's ``[tag, field, ...]`` with, for a kind that carries bytes, their length as its last
+field, and the rows' bytes follow the header in row order. A frame is its messages in order, so
+what it changes is the cost, not the meaning: one JSON document, one write and one read for many
+messages (a burst of no-op tasks sent one message each cost the driver about 60 µs of channel per
+task, in 64-row frames about 10). Every row is checked as a lone message is, and an error names the
+row too (``row 3 of a frame: field 'footprint' of a 'submit' message must be a number, got 'x'``);
+a frame holds no frame.
 """
 
 from __future__ import annotations
@@ -75,7 +85,8 @@ from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, M
 
 __all__ = ["Register", "Ping", "Configure", "Submit", "Shutdown", "Started", "Began", "Result", "Failed", "Heartbeat",
            "Log", "Fatal", "Drain", "Message", "FAILURE_KINDS", "TASK_FIELDS", "TASK_KEPT", "JOB_FIELDS", "ManagerConfig",
-           "encode", "decode", "submit_of", "task_of", "describe_error", "rebuild_error"]
+           "encode", "decode", "encode_frame", "decode_frame", "FrameError", "submit_of", "submit_row", "task_of", "describe_error",
+           "rebuild_error"]
 
 FAILURE_KINDS = ("WorkerDied", "WalltimeExceeded", "ExecutorShutdown", "ExecutorFailed", "ResourcesUnavailable",
                  "MemoryExceeded")
@@ -240,6 +251,28 @@ def encode(message: Message) -> bytes:
     return b"".join((_LENGTH.pack(len(header)), header, blob))
 
 
+def encode_frame(messages) -> bytes:
+    """The bytes of ``messages``, in order, as one frame (a lone message as itself).
+
+    >>> decode_frame(encode_frame([Began([7]), Result(7, True, {}, 0, 0, 0, 1.0, b"ok"), Shutdown()]))
+    [Began(task_ids=[7]), Result(task_id=7, ok=True, stats={}, slot=0, domain=0, cpu=0, started=1.0, payload=b'ok'), Shutdown()]
+    """
+    if len(messages) == 1:
+        return encode(messages[0])
+    rows: list = ["frame"]
+    blobs: list = []
+    for message in messages:
+        tag = _TAGS[type(message)]
+        row = [tag, *message]
+        if _CARRIES_BYTES[tag]:
+            blob = bytes(row[-1])
+            blobs.append(blob)
+            row[-1] = len(blob)
+        rows.append(row)
+    header = json.dumps(rows, separators=(",", ":"), default=str).encode()
+    return b"".join((_LENGTH.pack(len(header)), header, *blobs))
+
+
 def _optional(convert):
     return lambda value: None if value is None else convert(value)
 
@@ -255,11 +288,17 @@ _JOB_WIRE = tuple(_TO_WIRE[kind] for _, kind in JOB_FIELDS)
 _call = getattr(operator, "call", lambda convert, value: convert(value))
 
 
-def submit_of(task: Task) -> bytes:
-    """The encoded Submit of a Task whose payload is a Job: its TASK_FIELDS and its Job's JOB_FIELDS."""
+def submit_row(task: Task) -> Submit:
+    """The Submit of a Task whose payload is a Job: its TASK_FIELDS and its Job's JOB_FIELDS, each as
+    its wire type (so the message encodes as it is, alone or in a frame)."""
     job: Job = task.payload
-    return encode(Submit(task.id, *map(_call, _TASK_WIRE, _TASK_VALUES(task)), *map(_call, _JOB_WIRE, _JOB_VALUES(job)),
-                         job.buffer))
+    return Submit(task.id, *map(_call, _TASK_WIRE, _TASK_VALUES(task)), *map(_call, _JOB_WIRE, _JOB_VALUES(job)),
+                  job.buffer)
+
+
+def submit_of(task: Task) -> bytes:
+    """The encoded Submit of a Task whose payload is a Job (:func:`submit_row`)."""
+    return encode(submit_row(task))
 
 
 def task_of(message: Submit) -> Task:
@@ -273,8 +312,8 @@ def task_of(message: Submit) -> Task:
                 **dict(zip(_TASK_NAMES, _TASK_VALUES(message))))
 
 
-def decode(data: bytes) -> Message:
-    """The message in ``data``; ValueError for anything that is not one, naming what is wrong."""
+def _header(data: bytes) -> tuple[Any, int]:
+    """The JSON header of a message or frame, and where its bytes begin."""
     if len(data) < _LENGTH.size:
         raise ValueError(f"not a node manager message: {len(data)} bytes, shorter than its header length")
     (length,) = _LENGTH.unpack_from(data)
@@ -286,17 +325,77 @@ def decode(data: bytes) -> Message:
         raise ValueError(f"not a node manager message: its header is not JSON ({error})") from None
     except RecursionError:
         raise ValueError(f"not a node manager message: its header nests deeper than {MAX_DEPTH} levels") from None
+    return envelope, _LENGTH.size + length
+
+
+def decode(data: bytes) -> Message:
+    """The message in ``data``; ValueError for anything that is not one, naming what is wrong."""
+    envelope, start = _header(data)
     if not isinstance(envelope, list) or not envelope or envelope[0] not in _SCHEMA:
         raise ValueError(f"not a node manager message: {_short(envelope)}")
     tag, fields = envelope[0], envelope[1:]
-    kind, types = _SCHEMA[tag]
-    blob = data[_LENGTH.size + length:]
-    if types[-1:] == (bytes,):
+    blob = data[start:]
+    if _CARRIES_BYTES[tag]:
         fields.append(blob)
     elif blob:
         raise ValueError(f"a {tag!r} message carries no bytes, but {len(blob)} follow its header")
+    return _message(tag, fields)
+
+
+def decode_frame(data: bytes) -> list[Message]:
+    """The messages in ``data``, a frame (:func:`encode_frame`) or a lone message, in order;
+    ValueError for anything else, naming what is wrong (in a frame, a :class:`FrameError` naming the
+    row, with the rows before it).
+
+    >>> decode_frame(encode_frame([Began([1, 2]), Fatal("no")]))
+    [Began(task_ids=[1, 2]), Fatal(message='no')]
+    """
+    envelope, start = _header(data)
+    if not (isinstance(envelope, list) and envelope and envelope[0] == "frame"):
+        if not isinstance(envelope, list) or not envelope or envelope[0] not in _SCHEMA:
+            raise ValueError(f"not a node manager message: {_short(envelope)}")
+        return [decode(data)]
+    messages, end = [], len(data)
+    for row, fields in enumerate(envelope[1:]):
+        try:
+            if not isinstance(fields, list) or not fields or fields[0] not in _SCHEMA:
+                raise ValueError(f"not a node manager message: {_short(fields)}")
+            tag, fields = fields[0], fields[1:]
+            if _CARRIES_BYTES[tag]:
+                size = fields[-1] if fields else None
+                if not _is_int(size) or size < 0 or start + size > end:
+                    raise ValueError(f"a {tag!r} message's byte count must be an integer of at most the "
+                                     f"{end - start} bytes left in the frame, got {_short(size)}")
+                fields[-1] = data[start:start + size]
+                start += size
+            messages.append(_message(tag, fields))
+        except ValueError as error:
+            raise FrameError(f"row {row} of a frame: {error}", messages) from None
+    if start != end:
+        raise FrameError(f"a frame of {len(messages)} messages is followed by {end - start} bytes no row counts",
+                         messages)
+    return messages
+
+
+class FrameError(ValueError):
+    """A frame with a malformed row: ``messages`` are the rows before it, well formed, which the peer
+    sent before the bad one (a receiver acts on them as on messages read before a malformed one)."""
+
+    def __init__(self, text: str, messages: list):
+        super().__init__(text)
+        self.messages = messages
+
+
+def _message(tag: str, fields: list) -> Message:
+    """The message of kind ``tag`` made of ``fields`` (its byte field last, as bytes), each checked."""
+    kind, types = _SCHEMA[tag]
     if len(fields) != len(types):
         raise ValueError(f"a {tag!r} message has {len(types)} fields, got {len(fields)}: {_short(fields)}")
+    checks = _CHECKS[tag]
+    try:
+        return kind(*map(_call, checks, fields))
+    except _Unfit:  # the slow path names the field and what it must be
+        pass
     return kind(*(_checked(tag, name, value, expected)
                   for name, value, expected in zip(kind._fields, fields, types)))
 
@@ -376,6 +475,73 @@ def _checked(tag: str, name: str, value: Any, expected: Any) -> Any:
         return value
     wanted = _WANTED.get(expected, getattr(expected, "__name__", str(expected)))
     raise ValueError(f"field {name!r} of a {tag!r} message must be {wanted}, got {_short(value)}")
+
+
+class _Unfit(Exception):
+    """A field that does not check: :func:`_checked` then says which and why."""
+
+
+def _fast(expected: Any):
+    """What :func:`_checked` does for a field of type ``expected`` on its commonest values, at a fraction
+    of its cost (about 0.1 µs a field against 0.6); anything else goes to it, and it decides."""
+    def number(value):
+        if value.__class__ is float and value == value:  # not NaN
+            return value
+        if value.__class__ is int:
+            return float(value)
+        raise _Unfit
+
+    def optional_number(value):
+        return None if value is None else number(value)
+
+    def integer(value):
+        if value.__class__ is int:
+            return value
+        raise _Unfit
+
+    def optional_integer(value):
+        return None if value is None else integer(value)
+
+    def exact(kind):
+        def check(value):
+            if value.__class__ is kind:
+                return value
+            raise _Unfit
+        return check
+
+    def optional_string(value):
+        if value is None or value.__class__ is str:
+            return value
+        raise _Unfit
+
+    def integers(value):
+        if value.__class__ is list and all(item.__class__ is int for item in value):
+            return value
+        raise _Unfit
+
+    def plain(value):
+        if value.__class__ is dict and all(item.__class__ in _PLAIN_SCALARS for item in value.values()):
+            return value
+        raise _Unfit
+
+    def terms(value):
+        if value is None:
+            return None
+        if value.__class__ is list and len(value) in (2, 3):
+            return Terms(*map(number, value))
+        raise _Unfit
+
+    def slow(value):
+        raise _Unfit
+
+    return {_NUMBER: number, _OPTIONAL_NUMBER: optional_number, int: integer, _OPTIONAL_INT: optional_integer,
+            _OPTIONAL_STR: optional_string, bool: exact(bool), str: exact(str), bytes: exact(bytes), _INTS: integers,
+            _PLAIN: plain, _OPTIONAL_TERMS: terms}.get(expected, slow)
+
+
+_PLAIN_SCALARS = frozenset((str, bool, int, float, type(None)))  # lists, and anything odd, go the slow way
+_CHECKS = {tag: tuple(map(_fast, types)) for tag, (_, types) in _SCHEMA.items()}
+_CARRIES_BYTES = {tag: types[-1:] == (bytes,) for tag, (_, types) in _SCHEMA.items()}
 
 
 _REPR = reprlib.Repr()

@@ -112,3 +112,14 @@ def sleep_after_marking(path, seconds):
     open(path, "w").close()
     time.sleep(seconds)
     return seconds
+
+
+def run_once_marked(path, seconds):
+    """Append this worker's pid to ``path`` (one line per run of the task), then sleep ``seconds``."""
+    import os
+    import time
+
+    with open(path, "a") as handle:
+        handle.write(f"{os.getpid()}\n")
+    time.sleep(seconds)
+    return os.getpid()

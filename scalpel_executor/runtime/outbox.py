@@ -1,0 +1,146 @@
+"""Messages for one peer, written in order, many to a frame when they come faster than they are written.
+
+Both ends of the node manager's channel send through an :class:`Outbox`: the driver its Submits
+(:class:`~scalpel_executor.runtime.manager_process.LocalManager`), the node manager its Results and
+Faileds (:class:`~scalpel_executor.runtime.manager.NodeManager`)::
+
+    put(message) (any thread) ──> queue ──> sender thread ("scalpel-send"): everything queued, as one
+                                            frame (manager_protocol.encode_frame), one write
+    send(message) (any thread) ──> everything queued, then the message, as one frame, written before
+                                   send returns
+
+Nothing waits to make a frame larger: the sender writes as soon as it runs, so a lone message goes
+at once (one thread hand-off later), and the messages that came while it was waiting for the
+interpreter or writing the previous frame go together in the next. A burst so costs a frame per
+pass of the sender instead of a write, a read and a JSON document per message.
+
+``send`` is for what must be on its way before the caller goes on: a node manager's ``Began``
+(its tasks reach their workers only after it is written, so a manager killed at any moment has
+told its driver of every task that may have run; the results queued before it go in the same
+frame, ahead of it), and the rare control messages (``Configure``, ``Shutdown``, ``Started``,
+``Heartbeat``, ``Log``). Frames are written under one lock and each takes the whole queue, so the
+peer reads the messages in the order ``put`` and ``send`` were called.
+
+A write that fails (the peer is gone) is dropped: the reader on this side finds the loss.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+
+from scalpel_executor.runtime.manager_protocol import Message, encode, encode_frame
+from scalpel_executor.runtime.threads import name_this_thread
+
+__all__ = ["Outbox"]
+
+logger = logging.getLogger(__name__)
+
+
+class Outbox:
+    """Messages to one peer through ``write`` (bytes -> None; OSError or ValueError: the peer is gone).
+
+    Parameters
+    ----------
+    write : callable(bytes)
+        Writes one frame (``Connection.send_bytes``, a link's ``send_bytes``).
+    name : str
+        The sender thread's Python name.
+    role : str
+        Its name in the kernel, one of :data:`~scalpel_executor.runtime.threads.NAMES`.
+    """
+
+    def __init__(self, write: Callable[[bytes], None], name: str = "scalpel-send", role: str = "send"):
+        self._write = write
+        self._role = role
+        self._queue: deque[Message] = deque()
+        self._ready = threading.Condition(threading.Lock())  # guards _queue and _closed
+        # Held from taking the queue to the end of its write; re-entrant: a message that cannot be encoded
+        # is logged while it is held, and a node manager sends its log records (Log) through here too.
+        self._writing = threading.RLock()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def put(self, message: Message) -> None:
+        """Queue ``message``; the sender writes it soon, after everything queued before it."""
+        with self._ready:
+            self._queue.append(message)
+            if len(self._queue) == 1:  # otherwise the sender was told and has not taken the queue yet
+                self._ready.notify()
+
+    def send(self, message: Message) -> None:
+        """Write everything queued, then ``message``, before returning (on the caller's thread)."""
+        with self._writing:
+            with self._ready:
+                self._queue.append(message)
+                batch = self._take()
+            self._send(batch)
+
+    def flush(self) -> None:
+        """Write everything queued before returning (on the caller's thread)."""
+        with self._writing:
+            with self._ready:
+                batch = self._take()
+            self._send(batch)
+
+    def send_encoded(self, data: bytes) -> None:
+        """Write everything queued, then ``data`` (one encoded message or frame), before returning."""
+        with self._writing:
+            with self._ready:
+                batch = self._take()
+            self._send(batch)
+            try:
+                self._write(data)
+            except (OSError, ValueError):
+                pass
+
+    def close(self) -> None:
+        """Stop the sender once it has written what is queued (a write to a closed peer is dropped)."""
+        with self._ready:
+            self._closed = True
+            self._ready.notify()
+
+    def _take(self) -> list[Message]:
+        batch = list(self._queue)
+        self._queue.clear()
+        return batch
+
+    def _send(self, batch: list[Message]) -> None:
+        if not batch:
+            return
+        try:
+            data = encode_frame(batch)
+        except Exception:  # noqa: BLE001 - one message that cannot be encoded costs itself, not its frame
+            batch = [message for message in batch if _encodes(message)]
+            if not batch:
+                return
+            data = encode_frame(batch)
+        try:
+            self._write(data)
+        except (OSError, ValueError):  # the peer is gone (closed, reset): its reader finds the loss
+            pass
+
+    def _run(self) -> None:
+        name_this_thread(self._role)
+        while True:
+            with self._ready:
+                while not self._queue and not self._closed:
+                    self._ready.wait()
+                if not self._queue:
+                    return
+            with self._writing:
+                with self._ready:
+                    batch = self._take()
+                self._send(batch)
+
+
+def _encodes(message: Message) -> bool:
+    try:
+        encode(message)
+        return True
+    except Exception:  # noqa: BLE001 - as the sender found it: logged, and the message dropped
+        logger.exception("could not encode a %s message; it was not sent", type(message).__name__)
+        return False
