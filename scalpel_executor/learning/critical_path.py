@@ -85,14 +85,14 @@ class CriticalPathStore(SideTables):
         keys = list(dict.fromkeys(keys))
         if not keys:
             return {}
-        rows = self._run(lambda c: c.execute(
+        rows = self._read(lambda c: c.execute(
             f"SELECT key, tail, runtime, children, tasks, runs FROM key_tails WHERE key IN "
             f"({','.join('?' * len(keys))})", keys).fetchall())
         return {row[0]: learned for row in rows if (learned := _parse(row)) is not None}
 
     def rows(self, prefix: str = "") -> dict[str, Learned]:
         """Every stored row whose key starts with ``prefix``."""
-        rows = self._run(lambda c: c.execute(
+        rows = self._read(lambda c: c.execute(
             "SELECT key, tail, runtime, children, tasks, runs FROM key_tails WHERE substr(key, 1, ?) = ? "
             "ORDER BY key", (len(prefix), prefix)).fetchall())
         return {row[0]: learned for row in rows if (learned := _parse(row)) is not None}

@@ -360,22 +360,17 @@ class HostModelStore(SideTables):
     """
 
     SCHEMA = _SCHEMA
+    ADDED = (("host_fits", "default_error", "REAL"),
+             ("host_coruns", "corunner_keys", "TEXT"),  # its old rows: co-runners' keys unknown
+             ("host_interference", "bandwidth", "REAL NOT NULL DEFAULT 0"))
     WHAT = "the host's contention fit (its co-runs)"
-
-    def _upgrade(self, connection: sqlite3.Connection) -> None:
-        if "default_error" not in {row[1] for row in connection.execute("PRAGMA table_info(host_fits)")}:
-            connection.execute("ALTER TABLE host_fits ADD COLUMN default_error REAL")  # a store from before it
-        if "corunner_keys" not in {row[1] for row in connection.execute("PRAGMA table_info(host_coruns)")}:
-            connection.execute("ALTER TABLE host_coruns ADD COLUMN corunner_keys TEXT")  # its rows: keys unknown
-        if "bandwidth" not in {row[1] for row in connection.execute("PRAGMA table_info(host_interference)")}:
-            connection.execute("ALTER TABLE host_interference ADD COLUMN bandwidth REAL NOT NULL DEFAULT 0")
 
     # -- the API --------------------------------------------------------------------------------
 
     def fitted(self, host: str) -> HostFit | None:
         """The host's stored fit, or None."""
-        row = self._run(lambda c: c.execute("SELECT capacity_fraction, sensitivity, observations, rms_error, llc, "
-                                            "default_error FROM host_fits WHERE host = ?", (host,)).fetchone())
+        row = self._read(lambda c: c.execute("SELECT capacity_fraction, sensitivity, observations, rms_error, llc, "
+                                             "default_error FROM host_fits WHERE host = ?", (host,)).fetchone())
         if row is None or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in row[:5]):
             return None
         default = row[5] if isinstance(row[5], (int, float)) and math.isfinite(row[5]) else None
@@ -386,7 +381,7 @@ class HostModelStore(SideTables):
 
     def history(self, host: str) -> tuple[list[RawCoRun], dict[str, tuple[int, float]]]:
         """The host's kept co-runs (oldest first) and (runs, solo mean) per key."""
-        return self._run(lambda connection: _read_history(connection, host))
+        return self._read(lambda connection: _read_history(connection, host))
 
     def preview(self, host: str, llc: float | None, spans: Sequence[TaskSpan]) -> HostFit | None:
         """The fit the host would have with ``spans`` added; stores nothing."""
@@ -430,7 +425,7 @@ class HostModelStore(SideTables):
             seen = connection.execute("SELECT as_of FROM host_refits WHERE host = ?", (host,)).fetchone()
             return newest, seen
 
-        newest, seen = self._run(read)
+        newest, seen = self._read(read)
         if newest is None:
             return False
         return seen is None or not isinstance(seen[0], (int, float)) or seen[0] < newest
@@ -440,8 +435,8 @@ class HostModelStore(SideTables):
         them; then choose between footprint-only and per-key residuals around the model the
         executor will plan with (:func:`interference_of`) and store that choice. Returns the fit
         (None while no co-run counts: :func:`fit_host`)."""
-        as_of, (kept, solo) = self._run(lambda c: (c.execute(_NEWEST_INPUT, {"host": host}).fetchone()[0],
-                                                   _read_history(c, host)))
+        as_of, (kept, solo) = self._read(lambda c: (c.execute(_NEWEST_INPUT, {"host": host}).fetchone()[0],
+                                                    _read_history(c, host)))
         means = _solo_means(solo)
         fit = fit_host(kept, means, llc)
         interference = interference_of(kept, means, fit, llc)
@@ -476,7 +471,7 @@ class HostModelStore(SideTables):
                                        "WHERE host = ?", (host,)).fetchall()
             return choice, terms
 
-        choice, rows = self._run(read)
+        choice, rows = self._read(read)
         if choice is None:
             return None
         model, reason, rho, sigma, llc = choice

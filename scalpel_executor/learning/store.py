@@ -49,6 +49,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -179,6 +180,28 @@ def connect_file(path: Path) -> sqlite3.Connection:
     return connection
 
 
+_TABLE = re.compile(r"CREATE TABLE IF NOT EXISTS (\w+)", re.IGNORECASE)
+
+
+def schema_present(connection: sqlite3.Connection, schema: str, meta: dict[str, str] | None = None) -> bool:
+    """Whether every table ``schema`` creates exists (and ``meta``'s names have these values in
+    the ``meta`` table), read without a write lock: in WAL mode a writer holding one, such as a
+    detached refit, does not block it. Opening a store whose schema is current then takes no lock,
+    where ``BEGIN IMMEDIATE`` queued behind a refit for up to :data:`BUSY_TIMEOUT_MS` (a starved
+    refit held ``parsl.load()`` 30 s and then left the run without its store)."""
+    try:
+        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not set(_TABLE.findall(schema)) <= tables:
+            return False
+        for name, value in (meta or {}).items():
+            row = connection.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+            if row is None or row[0] != value:
+                return False
+    except sqlite3.OperationalError:  # busy on a file another process is creating: take the locked path
+        return False
+    return True
+
+
 class ProfileStore:
     """Per-key running statistics of run time and footprint, in SQLite.
 
@@ -268,6 +291,9 @@ class ProfileStore:
                        "later measurements are kept", self.path, cause, kept)
 
     def _prepare(self, connection: sqlite3.Connection) -> None:
+        if schema_present(connection, _META + ";" + _SCHEMA, {"schema": SCHEMA_VERSION}):
+            connection.execute("SELECT count(*) FROM profiles").fetchone()  # a file that is no database fails here
+            return  # nothing to create: no write lock taken, so a refit holding one does not hold up the start
         connection.execute("BEGIN IMMEDIATE")
         connection.execute(_META)
         row = connection.execute("SELECT value FROM meta WHERE name = 'schema'").fetchone()

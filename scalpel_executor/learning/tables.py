@@ -4,8 +4,13 @@ The host's contention fit (:mod:`~scalpel_executor.learning.host_model`) and the
 paths (:mod:`~scalpel_executor.learning.critical_path`) each keep a few tables there without
 touching the profile store's schema. :class:`SideTables` is what they share: the file opened as
 the profile store opens it (:func:`~scalpel_executor.learning.store.connect_file`), their schema
-created, every statement in an IMMEDIATE transaction, and a file that cannot be used said once in
-a warning, after which the tables carry on in memory (``problem`` says why).
+created (and columns added since, :attr:`SideTables.ADDED`), every write in an IMMEDIATE
+transaction, reads in a deferred one, and a file that cannot be used said once in a warning, after
+which the tables carry on in memory (``problem`` says why).
+
+Opening and reading take no write lock when the schema is current: in WAL mode a writer, such as
+the detached refit that may run for minutes at the lowest priority on a busy host, blocks neither,
+so a run's start never queues behind the learning of the last one.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from scalpel_executor.learning.store import connect_file
+from scalpel_executor.learning.store import connect_file, schema_present
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +30,9 @@ class SideTables:
     """Tables of ``SCHEMA`` in the SQLite file ``path`` (None or ``":memory:"``: in memory)."""
 
     SCHEMA = ""  # ';'-separated CREATE statements (IF NOT EXISTS)
+    #: Columns added since a table was first written, (table, column, declaration): a file from
+    #: before one gets it when opened.
+    ADDED: tuple[tuple[str, str, str], ...] = ()
     WHAT = "these tables"  # how a warning names what is lost when the file cannot be used
 
     def __init__(self, path: str | os.PathLike | None):
@@ -47,15 +55,22 @@ class SideTables:
             raise
 
     def _prepare(self, connection: sqlite3.Connection) -> sqlite3.Connection:
+        if schema_present(connection, self.SCHEMA) and not self._missing_columns(connection):
+            return connection  # current: no write lock taken (the module docstring)
         connection.execute("BEGIN IMMEDIATE")
         for statement in filter(str.strip, self.SCHEMA.split(";")):
             connection.execute(statement)
-        self._upgrade(connection)
+        for table, column, declaration in self._missing_columns(connection):
+            connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")  # a file from before it
         connection.execute("COMMIT")
         return connection
 
-    def _upgrade(self, connection: sqlite3.Connection) -> None:
-        """Bring tables written by an older version up to date (inside the schema's transaction)."""
+    def _missing_columns(self, connection: sqlite3.Connection) -> list[tuple[str, str, str]]:
+        columns: dict[str, set[str]] = {}
+        for table, _, _ in self.ADDED:
+            if table not in columns:
+                columns[table] = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
+        return [added for added in self.ADDED if added[1] not in columns[added[0]]]
 
     def _fail_over(self, error: BaseException) -> sqlite3.Connection:
         self.problem = f"{type(error).__name__}: {error}"
@@ -63,12 +78,17 @@ class SideTables:
                        self.WHAT, self.path, self.problem)
         return self._prepare(sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False))
 
-    def _run(self, work):
+    def _read(self, work):
+        """``work(connection)``, which only reads, in a deferred transaction (one snapshot, no write
+        lock: a writer elsewhere does not block it); on a file fault, once more in memory."""
+        return self._run(work, begin="BEGIN")
+
+    def _run(self, work, *, begin: str = "BEGIN IMMEDIATE"):
         """``work(connection)`` in an IMMEDIATE transaction; on a file fault, once more in memory."""
         with self._lock:
             for attempt in (1, 2):
                 try:
-                    self._connection.execute("BEGIN IMMEDIATE")
+                    self._connection.execute(begin)
                     try:
                         result = work(self._connection)
                     except BaseException:
