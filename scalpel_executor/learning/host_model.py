@@ -588,11 +588,19 @@ def _refit_main(argv: Sequence[str]) -> int:
         os.nice(19)
     except OSError:
         pass
-    with open(f"{args.store}.refit.lock", "a") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return 0  # another refit of this store runs, and refits again if this run's co-runs came after it read
+    lock_path = f"{args.store}.refit.lock"
+    try:
+        lock = open(lock_path, "a")
+    except OSError as error:  # a folder it may not write: refit all the same (writes are SQLite's to order)
+        logger.warning("cannot open the refit lock file %s (%s); refitting without it, so two refits of this "
+                       "store may run at once", lock_path, error)
+        lock = None
+    try:
+        if lock is not None:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return 0  # another refit of this store runs, and refits again if this run's co-runs came after it read
         store = HostModelStore(args.store)
         try:
             for _ in range(REFITS_IN_A_ROW):
@@ -601,6 +609,12 @@ def _refit_main(argv: Sequence[str]) -> int:
                 store.refit(args.host, args.llc or None)
         finally:
             store.close()
+    except Exception:  # noqa: BLE001 - its output is the log file alone: a failure must reach it
+        logger.exception("the host refit of %s in %s failed; the stored fit stays as it was", args.host, args.store)
+        return 1
+    finally:
+        if lock is not None:
+            lock.close()
     return 0
 
 

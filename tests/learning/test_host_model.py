@@ -399,3 +399,17 @@ def test_a_refit_on_few_co_runs_stores_footprint_only_and_says_so(tmp_path):
     store.refit("other", None)  # an LLC size unknown: nothing to be relative to, nothing stored
     assert store.interference("other") is None
     store.close()
+
+
+def test_a_refit_that_cannot_open_its_lock_file_refits_and_says_so_in_its_log(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "profiles.sqlite"
+    HostModelStore(path).close()
+    (tmp_path / "profiles.sqlite.refit.lock").mkdir()  # a path no file can be opened at
+    log = tmp_path / "refit.log"
+    run = subprocess.run([sys.executable, "-m", "scalpel_executor.learning.host_model", "refit", str(path), "host", "0",
+                          "--log", str(log)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "cannot open the refit lock file" in log.read_text() and "refitting without it" in log.read_text()
