@@ -1,11 +1,12 @@
 """Interleaved rounds: executors timed on no-op tasks in turn, each sample in a process of its own.
 
-The harness of ``benchmarks/throughput.py``, ``node_manager.py`` and ``provider_mode.py``::
+The harness of ``benchmarks/throughput.py``, ``node_manager.py``, ``provider_mode.py`` and the node
+check (:mod:`scalpel_executor.experiments.node_check`)::
 
     the script's process                              one child per sample (this module, run with -m)
       run_rounds(contenders, rounds, ...)               build the contender's executor, parsl.load
         round 1: A B C, round 2: A B C, ... ──SPEC──>   wait for its managers (provider mode)
-        on_sample(round, name, sample)      <──JSON──   warm up (50 tasks), time TASKS at once,
+        on_sample(round, name, sample)      <──JSON──   warm up (every worker), time TASKS at once,
       medians(samples, keys)                            then PINGS lone tasks one after another
 
 Contenders alternate within every round so that the machine's drift hits all alike, and each
@@ -14,22 +15,36 @@ imports. The executors' profiles go to a store of the rounds' own (``SCALPEL_PRO
 across rounds as a user's would be, never to the user's store.
 
 A sample holds ``throughput`` (tasks/s of the submitted-at-once phase), ``round_trip_median`` and
-``round_trip_p90`` (seconds, lone tasks), and with :attr:`Contender.measure_cpu` the CPU the
-driving process spent per task in the throughput phase (``driver_cpu_per_task_us``: its own
-threads, Parsl's DFK and, in-process, the pool's) and the node manager process's
-(``manager_cpu_per_task_us``, None without :attr:`Contender.manager_cpu`).
+``round_trip_p90`` (seconds, lone tasks), ``start_seconds`` (``parsl.load`` and the warm-up), and
+with :attr:`Contender.measure_cpu` the CPU each process of the run spent per task in the throughput
+phase: ``driver_cpu_per_task_us`` (the sample's own process: Parsl's DFK and, in-process, the
+pool's threads), ``manager_cpu_per_task_us`` (ScalpelExecutor's node manager, HTEX's
+``process_worker_pool``; None without one), ``interchange_cpu_per_task_us`` (HTEX's interchange)
+and ``workers_cpu_per_task_us`` (every other process below the driver: the workers), and per
+thread of the driver and the manager (``driver_threads``, ``manager_threads``: name and µs per
+task, most first). With :attr:`Contender.stages` (ScalpelExecutor only) ``stages`` holds each
+task's time stamps (:func:`task_stages`) and ``queue`` the tasks in flight sampled every
+:data:`QUEUE_EVERY` seconds.
+
+:func:`width_contenders` builds the three contenders of one width (HTEX, ScalpelExecutor and
+Parsl's ``ThreadPoolExecutor``, the DataFlowKernel's own ceiling), emulating a wider node than
+this machine with ``topology="1xN"``; :func:`width_summary` and :func:`width_lines` turn their
+samples into a table; :func:`stage_summary` turns ``stages`` into medians per stage.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import platform
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -37,27 +52,41 @@ import parsl
 import psutil
 from parsl import python_app
 from parsl.config import Config
-from parsl.executors import HighThroughputExecutor
+from parsl.executors import HighThroughputExecutor, ThreadPoolExecutor
 from parsl.providers import LocalProvider
 
 import scalpel_executor
+from scalpel_executor.experiments.tables import format_table
+from scalpel_executor.host.sysfs import detect_topology
 from scalpel_executor.runtime.executor import DEFAULT_LAUNCH_CMD, ScalpelExecutor
 
 WARM_UP = 50  # tasks before the timed phases: workers started, imports done
+#: Warm-up batches at most while waiting for every worker to have run a task (HTEX's workers
+#: start after its block does; 128 of them on 2 CPUs take tens of seconds).
+WARM_UP_BATCHES = 40
+#: Seconds between samples of the tasks in flight (:attr:`Contender.stages`).
+QUEUE_EVERY = 0.005
+#: Seconds a sample waits for any one result before it fails (a lost task fails the sample, not the run's clock).
+RESULT_TIMEOUT = 120.0
+#: Threads listed per process in a sample (most CPU first).
+TOP_THREADS = 8
 
 
 @dataclass(frozen=True)
 class Contender:
     """One executor of the rounds, as its child process builds it.
 
-    ``executor``: ``"htex"`` (Parsl's HighThroughputExecutor) or ``"scalpel"`` (ScalpelExecutor),
-    labelled so; ``options``: its other constructor arguments (JSON); ``provider``: the
-    ``LocalProvider`` arguments of its blocks (None: no provider; HTEX always needs one);
-    ``launch_suffix``: appended to ScalpelExecutor's default ``launch_cmd`` in provider mode;
-    ``config``: ``parsl.config.Config`` arguments besides the executor and run directory;
-    ``managers``: node managers to wait for before the warm-up (provider mode);
-    ``measure_cpu``: record the driver's CPU per task; ``manager_cpu``: and the node manager
-    process's (``executor.pool.pid``, local mode's node manager).
+    ``executor``: ``"htex"`` (Parsl's HighThroughputExecutor), ``"scalpel"`` (ScalpelExecutor)
+    or ``"threads"`` (Parsl's ThreadPoolExecutor), labelled so; ``options``: its other constructor
+    arguments (JSON); ``provider``: the ``LocalProvider`` arguments of its blocks (None: no
+    provider; HTEX always needs one); ``launch_suffix``: appended to ScalpelExecutor's default
+    ``launch_cmd`` in provider mode; ``config``: ``parsl.config.Config`` arguments besides the
+    executor and run directory; ``managers``: node managers to wait for before the warm-up
+    (provider mode); ``workers``: distinct workers (threads, for ``threads``) the warm-up waits to
+    have run a task (0: only the warm-up's 50 tasks); ``measure_cpu``: record the CPU per task of
+    every process of the run and per thread of the driver and the manager; ``manager_cpu``: look
+    for the manager (kept for the scripts that name it; ``measure_cpu`` does); ``stages``: record
+    each task's time stamps (ScalpelExecutor in local mode).
     """
 
     executor: str
@@ -68,6 +97,8 @@ class Contender:
     managers: int = 0
     measure_cpu: bool = False
     manager_cpu: bool = False
+    workers: int = 0
+    stages: bool = False
 
 
 def run_sample(contender: Contender, tasks: int, pings: int, folder: str, timeout: float = 900) -> dict:
@@ -115,8 +146,222 @@ def write_samples(path: str | None, arguments, samples: Mapping[str, list[dict]]
             json.dump({"args": vars(arguments), "samples": samples, "medians": medians_}, handle, indent=1)
 
 
+# --- one width: HTEX, ScalpelExecutor and the ThreadPool ceiling -------------------------------------
+
+#: The contenders of a width, in the order each round runs them.
+WIDTH_CONTENDERS = ("htex", "scalpel", "threads")
+
+
+def machine_cores() -> tuple[int, ...]:
+    """The CPUs ScalpelExecutor runs its workers on by default here (one per physical core)."""
+    return detect_topology().cpus
+
+
+def scalpel_topology(workers: int, cores: Sequence[int] | None = None):
+    """ScalpelExecutor's ``topology`` for ``workers`` workers: None (the machine) at its core count;
+    fewer: the first ``workers`` cores, in their LLC domains; more: ``"1xN"``, one LLC domain of
+    ``workers`` cores, which the pool lays over the real CPUs round-robin (an emulated node)."""
+    topology = detect_topology()
+    cores = tuple(topology.cpus if cores is None else cores)
+    if workers == len(cores):
+        return None
+    if workers > len(cores):
+        return f"1x{workers}"
+    kept = set(cores[:workers])
+    return [[cpu for cpu in domain.cpus if cpu in kept] for domain in topology.domains
+            if any(cpu in kept for cpu in domain.cpus)]
+
+
+def width_contenders(workers: int, *, stages: bool = False) -> dict[str, Contender]:
+    """HTEX (``max_workers_per_node=workers``, ``cpu_affinity="block"`` up to the CPU count, else
+    none; one ``LocalProvider`` block), ScalpelExecutor (the default node manager,
+    :func:`scalpel_topology`) and Parsl's ``ThreadPoolExecutor(max_threads=workers)``, each
+    measuring its CPU per process and thread; ``stages``: ScalpelExecutor's samples carry time stamps."""
+    cpus = len(os.sched_getaffinity(0))
+    return {
+        "htex": Contender("htex", {"max_workers_per_node": workers,
+                                   "cpu_affinity": "block" if workers <= cpus else "none"},
+                          provider={"init_blocks": 1, "max_blocks": 1}, measure_cpu=True, workers=workers),
+        "scalpel": Contender("scalpel", {"topology": scalpel_topology(workers)}, measure_cpu=True, workers=workers,
+                             stages=stages),
+        "threads": Contender("threads", {"max_threads": workers}, measure_cpu=True, workers=workers),
+    }
+
+
+#: What a width's table shows per contender: sample key, heading, scale, digits.
+WIDTH_FIGURES = (
+    ("throughput", "tasks/s", 1.0, 0),
+    ("round_trip_median", "round trip ms", 1e3, 2),
+    ("round_trip_p90", "p90 ms", 1e3, 2),
+    ("driver_cpu_per_task_us", "driver µs/task", 1.0, 0),
+    ("manager_cpu_per_task_us", "manager µs/task", 1.0, 0),
+    ("interchange_cpu_per_task_us", "interchange µs/task", 1.0, 0),
+    ("workers_cpu_per_task_us", "workers µs/task", 1.0, 0),
+)
+
+
+def _spread(values: Sequence[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def thread_medians(samples: Sequence[dict], which: str) -> list[dict]:
+    """The median µs per task of each thread name of ``which`` (``driver`` or ``manager``) over
+    ``samples`` (0 in a sample that lacked it), most first."""
+    per_sample = []
+    for sample in samples:
+        named: dict[str, float] = {}
+        for thread in sample.get(f"{which}_threads") or ():
+            name = re.sub(r"\d{3,}", "N", thread["name"])  # a pid or thread id in a name differs per sample
+            named[name] = named.get(name, 0.0) + thread["cpu_per_task_us"]
+        per_sample.append(named)
+    names = {name for named in per_sample for name in named}
+    rows = [{"name": name, "cpu_per_task_us": statistics.median(named.get(name, 0.0) for named in per_sample)}
+            for name in names]
+    return sorted(rows, key=lambda row: -row["cpu_per_task_us"])
+
+
+def width_summary(samples: Mapping[str, list[dict]]) -> dict:
+    """One width's samples (by contender) as figures: per contender each of :data:`WIDTH_FIGURES`'
+    median, min and max (those its samples have), its threads' medians (:func:`thread_medians`);
+    and ``ratios``: ScalpelExecutor's medians over HTEX's and over the ThreadPool's."""
+    summary: dict = {"contenders": {}, "ratios": {}}
+    for name, values in samples.items():
+        if not values:
+            continue
+        figures = {key: _spread([s[key] for s in values]) for key, *_ in WIDTH_FIGURES
+                   if all(s.get(key) is not None for s in values)}
+        summary["contenders"][name] = {"samples": len(values), "figures": figures,
+                                       "driver_threads": thread_medians(values, "driver")[:TOP_THREADS],
+                                       "manager_threads": thread_medians(values, "manager")[:TOP_THREADS]}
+    ours = summary["contenders"].get("scalpel")
+    for other in ("htex", "threads"):
+        theirs = summary["contenders"].get(other)
+        if ours is None or theirs is None:
+            continue
+        summary["ratios"][f"scalpel/{other}"] = {
+            key: ours["figures"][key]["median"] / theirs["figures"][key]["median"]
+            for key in ("throughput", "round_trip_median", "round_trip_p90", "driver_cpu_per_task_us")
+            if key in ours["figures"] and key in theirs["figures"] and theirs["figures"][key]["median"]}
+    return summary
+
+
+def width_lines(workers: int, summary: Mapping, *, markdown: bool = False) -> list[str]:
+    """The table of one width's :func:`width_summary`: medians (min–max) per contender, the ratios,
+    and each process's busiest threads."""
+    contenders = summary["contenders"]
+    shown = [(key, heading, scale, digits) for key, heading, scale, digits in WIDTH_FIGURES
+             if any(key in c["figures"] for c in contenders.values())]
+    rows = []
+    for name, contender in contenders.items():
+        row = [name, str(contender["samples"])]
+        for key, _, scale, digits in shown:
+            figure = contender["figures"].get(key)
+            row.append("-" if figure is None else
+                       f"{figure['median'] * scale:,.{digits}f} ({figure['min'] * scale:,.{digits}f}–"
+                       f"{figure['max'] * scale:,.{digits}f})")
+        rows.append(row)
+    lines = [f"{workers} workers (medians, min–max over samples)"]
+    lines += format_table(["executor", "samples", *(heading for _, heading, *_ in shown)], rows,
+                          right=range(1, 2 + len(shown)), markdown=markdown)
+    for pair, ratios in summary["ratios"].items():
+        lines.append(f"{pair}: " + ", ".join(f"{key} {value:.2f}x" for key, value in ratios.items()))
+    for name, contender in contenders.items():
+        for which in ("driver", "manager"):
+            threads = contender[f"{which}_threads"][:5]
+            if threads:
+                lines.append(f"{name} {which} threads, µs/task: "
+                             + ", ".join(f"{t['name']} {t['cpu_per_task_us']:.0f}" for t in threads))
+    return lines
+
+
+def machine_facts() -> dict:
+    """The machine a figure was measured on: CPU model, CPUs, cores and LLC domains as the package
+    detects them (``host.sysfs``), memory, load average, Python and Parsl versions."""
+    topology = detect_topology()
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as stream:
+            model = next((line.split(":", 1)[1].strip() for line in stream if line.startswith("model name")), model)
+    except OSError:
+        pass
+    return {"cpu_model": model, "cpus": os.cpu_count(), "allowed_cpus": len(os.sched_getaffinity(0)),
+            "cores": len(topology.cpus), "topology": topology.describe(),
+            "llc_domains": [{"cpus": list(domain.cpus), "llc_bytes": domain.llc_size} for domain in topology.domains],
+            "memory_bytes": psutil.virtual_memory().total, "load_average": list(os.getloadavg()),
+            "python": platform.python_version(), "parsl": parsl.__version__, "platform": platform.platform()}
+
+
+# --- the stage breakdown -----------------------------------------------------------------------------
+
+#: The stages of a task's time, from the stamps :func:`task_stages` records, in order:
+#: (name, what it covers, from stamp, to stamp). ``ran`` is the worker's own wall time.
+STAGES = (
+    ("launch", "app call → executor.submit (Parsl's DFK)", "called", "submitted"),
+    ("to_worker", "executor.submit → sent to its worker (channel, batching, scheduler)", "submitted", "started"),
+    ("handoff_and_return", "sent to worker → result in the driver, less the run (hand-off to the worker, "
+                           "worker end → driver receive)", None, None),
+    ("run", "the task's run in the worker (its wall time)", None, None),
+    ("to_future", "driver receive → AppFuture done (result set, Parsl's callbacks)", "finished", "done"),
+    ("total", "app call → AppFuture done", "called", "done"),
+)
+
+
+def stage_seconds(stamp: Mapping) -> dict[str, float]:
+    """Seconds of each of :data:`STAGES` for one task's stamps (a missing stamp leaves its stages out)."""
+    seconds = {}
+    for name, _, begin, end in STAGES:
+        if begin is not None and stamp.get(begin) is not None and stamp.get(end) is not None:
+            seconds[name] = stamp[end] - stamp[begin]
+    wall = stamp.get("wall")
+    if wall is not None:
+        seconds["run"] = wall
+        if stamp.get("started") is not None and stamp.get("finished") is not None:
+            seconds["handoff_and_return"] = stamp["finished"] - stamp["started"] - wall
+    return seconds
+
+
+def _quantile(values: Sequence[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * share))]
+
+
+def stage_summary(stamps: Sequence[Mapping]) -> dict[str, dict]:
+    """Median and 90th percentile, in seconds, of each of :data:`STAGES` over ``stamps``
+    (one task's stamps each, as :func:`task_stages` gives), with how many tasks had it."""
+    by_stage: dict[str, list[float]] = {}
+    for stamp in stamps:
+        for name, value in stage_seconds(stamp).items():
+            by_stage.setdefault(name, []).append(value)
+    return {name: {"median": statistics.median(by_stage[name]), "p90": _quantile(by_stage[name], 0.9),
+                   "tasks": len(by_stage[name])} for name, *_ in STAGES if by_stage.get(name)}
+
+
+def stage_lines(summary: Mapping[str, Mapping[str, dict]], *, markdown: bool = False) -> list[str]:
+    """The stage table: per phase (``burst``: tasks submitted at once; ``lone``: one at a time), each
+    stage's median and 90th percentile in µs."""
+    rows = []
+    for name, words, *_ in STAGES:
+        cells = [name]
+        for phase in summary.values():
+            figure = phase.get(name)
+            cells += ["-", "-"] if figure is None else [f"{figure['median'] * 1e6:,.0f}", f"{figure['p90'] * 1e6:,.0f}"]
+        rows.append([*cells, words])
+    headers = ["stage", *(f"{phase} {what} µs" for phase in summary for what in ("median", "p90")), "covers"]
+    return format_table(headers, rows, right=range(1, 1 + 2 * len(summary)), markdown=markdown)
+
+
+# --- the child process ---------------------------------------------------------------------------------
+
 def noop():
     return 0
+
+
+def whoami():
+    """The worker a task ran on: its process and thread (imports its own: a worker may have run
+    nothing else yet)."""
+    import os
+    import threading
+    return os.getpid(), threading.get_ident()
 
 
 def _executor(spec: dict):
@@ -124,6 +369,8 @@ def _executor(spec: dict):
     provider = LocalProvider(**spec["provider"]) if spec["provider"] is not None else None
     if spec["executor"] == "htex":
         return HighThroughputExecutor(label="htex", provider=provider, **spec["options"])
+    if spec["executor"] == "threads":
+        return ThreadPoolExecutor(label="threads", **spec["options"])
     options = dict(spec["options"])
     if provider is not None:
         options.update(provider=provider, launch_cmd=DEFAULT_LAUNCH_CMD + spec["launch_suffix"])
@@ -141,34 +388,230 @@ def _wait_for_managers(executor, count: int, timeout: float = 120) -> None:
         time.sleep(0.1)
 
 
+def _warm_up(workers: int) -> None:
+    """:data:`WARM_UP` tasks, then batches until ``workers`` distinct workers ran one (HTEX's start
+    after its block; a thread pool's threads start as tasks arrive)."""
+    app = python_app(whoami)
+    for _ in range(WARM_UP):
+        app().result(timeout=RESULT_TIMEOUT)
+    seen: set = set()
+    for _ in range(WARM_UP_BATCHES if workers else 0):
+        seen |= {future.result(timeout=RESULT_TIMEOUT) for future in [app() for _ in range(2 * workers)]}
+        if len(seen) >= workers:
+            break
+
+
+class ProcessTree:
+    """The run's processes below this one, told apart: the node manager (ScalpelExecutor's, or
+    HTEX's ``process_worker_pool``), HTEX's interchange, and the workers (the rest)."""
+
+    def __init__(self, manager_pid: int | None, log_dir: str | None = None) -> None:
+        descendants = psutil.Process().children(recursive=True)
+        self.interchange = next((p for p in descendants if "interchange" in _cmdline(p)), None)
+        if manager_pid is None and log_dir:
+            # HTEX's block starts its process_worker_pool in the background of a shell that exits, so
+            # it is no descendant: it is the one whose --logdir is this run's (its workers below it).
+            pools = [p for p in psutil.process_iter() if "process_worker_pool" in _cmdline(p)
+                     and f"--logdir={log_dir}" in _cmdline(p)]
+            pool_pids = {p.pid for p in pools}
+            manager_pid = next((p.pid for p in pools if p.ppid() not in pool_pids), None)
+        self.manager = _process(manager_pid) if manager_pid is not None and manager_pid > 0 else None
+        if self.manager is not None:
+            self.workers = self.manager.children(recursive=True)
+        else:
+            self.workers = [p for p in descendants if p is not self.interchange]
+
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds so far: ``manager``, ``interchange``, ``workers`` (those found)."""
+        seconds = {}
+        for name, processes in (("manager", [self.manager]), ("interchange", [self.interchange]),
+                                ("workers", self.workers)):
+            processes = [p for p in processes if p is not None]
+            if processes:
+                seconds[name] = sum(_cpu_seconds(p) for p in processes)
+        return seconds
+
+
+def _cmdline(process: psutil.Process) -> str:
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:
+        return ""
+
+
+def _process(pid: int) -> psutil.Process | None:
+    try:
+        return psutil.Process(pid)
+    except psutil.Error:
+        return None
+
+
+def _cpu_seconds(process: psutil.Process) -> float:
+    try:
+        times = process.cpu_times()
+        return times.user + times.system
+    except psutil.Error:
+        return 0.0
+
+
+def thread_cpu(process: psutil.Process) -> dict[int, float]:
+    """CPU seconds of each thread of ``process`` by its native id ({} once it is gone)."""
+    try:
+        return {thread.id: thread.user_time + thread.system_time for thread in process.threads()}
+    except psutil.Error:
+        return {}
+
+
+#: The name :func:`thread_names` gives the threads that named themselves nothing (summed per sample).
+UNNAMED = "unnamed"
+
+
+def thread_names(pid: int) -> dict[int, str]:
+    """A name for each thread of ``pid``: in this process Python's own (``threading``: native id →
+    name); else the OS name (``/proc/<pid>/task/<tid>/comm``) where the thread set one: ``main``
+    for the process's first thread, :data:`UNNAMED` for the others that kept the process's name."""
+    names = {}
+    try:
+        with open(f"/proc/{pid}/comm") as stream:
+            own = stream.read().strip()
+        for tid in map(int, os.listdir(f"/proc/{pid}/task")):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/comm") as stream:
+                    comm = stream.read().strip()
+            except OSError:
+                continue
+            names[tid] = "main" if tid == pid else UNNAMED if comm == own else comm
+    except OSError:
+        pass
+    if pid == os.getpid():
+        names.update({thread.native_id: thread.name for thread in threading.enumerate() if thread.native_id})
+    return names
+
+
+def per_thread(before: Mapping[int, float], after: Mapping[int, float], names: Mapping[int, str],
+               tasks: int) -> list[dict]:
+    """Each thread's µs per task between two :func:`thread_cpu` readings (a thread born between
+    them counts from 0; one that ended is missed), named by ``names`` else by its id, most first."""
+    rows = [{"name": names.get(tid) or UNNAMED, "tid": tid,
+             "cpu_per_task_us": (seconds - before.get(tid, 0.0)) / tasks * 1e6} for tid, seconds in after.items()]
+    rows = [row for row in rows if row["cpu_per_task_us"] > 0]
+    return sorted(rows, key=lambda row: -row["cpu_per_task_us"])[:TOP_THREADS * 2]
+
+
+def task_stages(executor: ScalpelExecutor, futures: Sequence, called: Sequence[float], done: Sequence) -> list[dict]:
+    """Each task's time stamps (``time.monotonic()``, one clock for every process of this host):
+    ``called`` (the app call), ``submitted`` (executor.submit), ``started`` (sent to its worker, the
+    manager's stamp), ``wall`` (its run, the worker's wall time: the worker keeps no stamps of its
+    begin and end), ``finished`` (the result in the driver) and ``done`` (the AppFuture set)."""
+    records = {record.task_id: record for record in executor.records}
+    stamps = []
+    for future, call, finished in zip(futures, called, done):
+        exec_future = future.task_record.get("exec_fu")
+        record = records.get(getattr(exec_future, "parsl_executor_task_id", None))
+        if record is None:
+            continue
+        wall = record.stats.get("wall")
+        stamps.append({"called": call, "submitted": record.submitted, "started": record.started,
+                       "finished": record.finished, "wall": wall if isinstance(wall, (int, float)) else None,
+                       "done": finished})
+    return stamps
+
+
+def _timed(app, count: int, queue: list | None = None) -> tuple[list, list[float], list]:
+    """``count`` calls of ``app`` at once: the futures, each call's and each done time; with ``queue``,
+    a thread appends (seconds since the first call, tasks in flight) every :data:`QUEUE_EVERY` s."""
+    called, done = [], [None] * count
+    futures = []
+    stop = threading.Event()
+
+    def mark(index: int):
+        return lambda _: done.__setitem__(index, time.monotonic())
+
+    def sample_queue(origin: float) -> None:
+        while not stop.wait(QUEUE_EVERY):
+            finished = sum(moment is not None for moment in done)
+            queue.append((round(time.monotonic() - origin, 4), len(called) - finished))
+
+    sampler = None
+    if queue is not None:
+        sampler = threading.Thread(target=sample_queue, args=(time.monotonic(),), name="queue-sampler", daemon=True)
+        sampler.start()
+    for index in range(count):
+        called.append(time.monotonic())
+        future = app()
+        future.add_done_callback(mark(index))
+        futures.append(future)
+    try:
+        for future in futures:
+            future.result(timeout=RESULT_TIMEOUT)
+    finally:
+        stop.set()
+    if sampler is not None:
+        sampler.join()
+    return futures, called, done
+
+
+def _manager_pid(executor, spec: dict) -> int | None:
+    """Local mode's node manager process (None: HTEX's is found by its command line, a thread pool
+    and an in-process pool have none, provider mode's runs on its blocks)."""
+    if not isinstance(executor, ScalpelExecutor) or spec["provider"] is not None:
+        return None
+    pid = getattr(executor.pool, "pid", None)
+    return pid if pid != os.getpid() else -1
+
+
 def _sample(spec: dict) -> dict:
     """The child's whole run: one executor, one DataFlowKernel, the timed phases."""
     executor = _executor(spec)
     app = python_app(noop)  # defined in __main__: Parsl ships it by value, as a user's script function
     tasks, pings = spec["tasks"], spec["pings"]
+    stages = spec.get("stages", False) and isinstance(executor, ScalpelExecutor)
+    measure = spec["measure_cpu"] or spec["manager_cpu"]
+    sample: dict = {}
+    loading = time.perf_counter()
     with parsl.load(Config(executors=[executor], run_dir=spec["run_dir"], **spec["config"])):
         _wait_for_managers(executor, spec["managers"])
-        for _ in range(WARM_UP):
-            app().result()
-        manager = psutil.Process(executor.pool.pid) if spec["manager_cpu"] else None
-        manager_cpu = sum(manager.cpu_times()[:2]) if manager else 0.0
+        _warm_up(spec.get("workers", 0))
+        sample["start_seconds"] = time.perf_counter() - loading
+        log_dir = os.path.join(executor.run_dir, executor.label) if spec["executor"] == "htex" else None
+        tree = ProcessTree(_manager_pid(executor, spec), log_dir) if measure else None
+        processes_before = tree.cpu() if tree else {}
+        driver_threads = thread_cpu(psutil.Process()) if measure else {}
+        manager_threads = thread_cpu(tree.manager) if tree and tree.manager else {}
+        queue: list | None = [] if stages else None
         cpu, start = os.times(), time.perf_counter()
-        futures = [app() for _ in range(tasks)]
-        for future in futures:
-            future.result()
+        futures, called, done = _timed(app, tasks, queue)
         elapsed, after = time.perf_counter() - start, os.times()
-        manager_cpu = sum(manager.cpu_times()[:2]) - manager_cpu if manager else None
-        trips = []
+        if tree:
+            processes_after = tree.cpu()
+            sample["driver_threads"] = per_thread(driver_threads, thread_cpu(psutil.Process()),
+                                                  thread_names(os.getpid()), tasks)
+            sample["manager_threads"] = per_thread(manager_threads, thread_cpu(tree.manager),
+                                                   thread_names(tree.manager.pid), tasks) if tree.manager else []
+        if stages:
+            sample["stages"] = {"burst": task_stages(executor, futures, called, done)}
+            sample["queue"] = queue
+        trips, ping_futures, ping_called, ping_done = [], [], [], []
         for _ in range(pings):
             began = time.perf_counter()
-            app().result()
+            ping_done.append(None)
+            ping_called.append(time.monotonic())
+            future = app()
+            future.add_done_callback(lambda _, index=len(ping_done) - 1: ping_done.__setitem__(index, time.monotonic()))
+            future.result(timeout=RESULT_TIMEOUT)
             trips.append(time.perf_counter() - began)
+            ping_futures.append(future)
+        if stages:
+            sample["stages"]["lone"] = task_stages(executor, ping_futures, ping_called, ping_done)
     trips.sort()
-    sample = {"throughput": tasks / elapsed, "round_trip_median": trips[len(trips) // 2],
-              "round_trip_p90": trips[int(len(trips) * 0.9)]}
-    if spec["measure_cpu"]:
+    sample.update({"throughput": tasks / elapsed, "round_trip_median": trips[len(trips) // 2],
+                   "round_trip_p90": trips[int(len(trips) * 0.9)]})
+    if measure:
         sample["driver_cpu_per_task_us"] = (after.user + after.system - cpu.user - cpu.system) / tasks * 1e6
-        sample["manager_cpu_per_task_us"] = None if manager_cpu is None else manager_cpu / tasks * 1e6
+        for name in ("manager", "interchange", "workers"):
+            used = processes_after.get(name)
+            sample[f"{name}_cpu_per_task_us"] = None if used is None else \
+                (used - processes_before.get(name, 0.0)) / tasks * 1e6
     return sample
 
 

@@ -1,6 +1,7 @@
 """The scripts in benchmarks/ run as their docs' commands do: each answers --help. The finished
 studies in benchmarks/archive/ are kept as measured, not run."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -24,3 +25,18 @@ def test_every_benchmark_script_answers_help(script):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "usage:" in done.stdout
 
+
+
+def test_node_check_prints_an_earlier_records_tables(tmp_path):
+    record = {"format": "scalpel-node-check/1", "seconds": 400.0,
+              "plan": {"budget": 420.0, "tasks": 3000, "pings": 200},
+              "machine": {"cpu_model": "Example CPU", "cpus": 16, "cores": 16, "memory_bytes": 64 * 2**30,
+                          "llc_domains": [{"cpus": list(range(16)), "llc_bytes": 32 * 2**20}], "python": "3.12.1",
+                          "parsl": "2026.10.26", "platform": "Linux", "load_average": [0.5, 0.5, 0.5]}}
+    path = tmp_path / "node-check.json"
+    path.write_text(json.dumps(record))
+    done = run(SOURCE_ROOT / "benchmarks" / "node_check.py", "--report", path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Example CPU, 16 CPUs, 16 cores" in done.stdout and "CPUs 0-15: 32.0 MiB" in done.stdout
+    bad = run(SOURCE_ROOT / "benchmarks" / "throughput.py", "--workers", "0")
+    assert bad.returncode != 0 and "--workers takes positive widths" in bad.stderr

@@ -1,0 +1,229 @@
+"""The node check: what only a real node shows, measured in one command within a time budget.
+
+``python benchmarks/node_check.py`` is its command line; this module is the logic::
+
+    run_node_check(plan, out)
+      machine_facts()                     CPU model, cores, LLC domains (host.sysfs), Python, Parsl
+      throughput   (share THROUGHPUT_SHARE of the budget)
+        round 1, 2, ... while the next round fits its share (each width: htex, scalpel, threads,
+        each sample a fresh interpreter: experiments.interleaved.width_contenders)
+      bench        (the rest of the budget)
+        repeats = what fits, from the mixes' estimated seconds (estimate_bench_seconds)
+        experiments.bench.run.run_bench: the contention mix and the kernel suite (suite-2x) under
+        htex-block, scalpel:longest_first and scalpel, interleaved, at this machine's full width
+      <out>/node-check.json (everything), <out>/node-check.md (the tables), <out>/bench/ (bench's own)
+
+Widths default to 4 and 16 workers, capped at the machine's cores (a 2-core machine measures 2):
+the no-op figures of a wider node are what a 2-core development machine cannot give, since its
+workers, driver and manager compete for two CPUs. The budget is kept by choosing how many rounds
+and repetitions to run, not by cutting a run short: a round that has started finishes, so a
+slow machine may overrun it by one throughput round or by the bench estimate's error.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from scalpel_executor.experiments.bench.report import summary_table
+from scalpel_executor.experiments.bench.run import run_bench
+from scalpel_executor.experiments.interleaved import (
+    machine_cores,
+    machine_facts,
+    run_sample,
+    width_contenders,
+    width_lines,
+    width_summary,
+)
+from scalpel_executor.experiments.mix_sizing import machine_llc
+from scalpel_executor.experiments.plans import BENCH, with_given
+from scalpel_executor.experiments.records import write_record
+from scalpel_executor.host.sysfs import detect_topology
+from scalpel_executor.workloads.kernels import contention_mix, suite
+
+#: The record's format name.
+FORMAT = "scalpel-node-check/1"
+#: Share of the budget the no-op rounds may take; the bench takes the rest.
+THROUGHPUT_SHARE = 0.4
+#: Bench repetitions at most (its bootstrap intervals need a few; more cost minutes).
+MAX_REPEATS = 5
+#: Seconds a peer takes to start and warm up, before any sample says (a 16-core node: about 2 s).
+PEER_START_GUESS = 5.0
+
+
+@dataclass(frozen=True)
+class NodeCheckPlan:
+    """One node check: the widths and sizes of the no-op rounds, the bench's mixes and peers, the budget."""
+
+    widths: tuple[int, ...]
+    budget: float = 420.0  # seconds for the whole check
+    tasks: int = 3000  # no-op tasks per throughput sample
+    pings: int = 200  # lone tasks per round-trip sample
+    max_rounds: int = 5  # no-op rounds at most
+    mixes: tuple[str, ...] = ("contention", "suite-2x")
+    peers: tuple[str, ...] = ("htex-block", "scalpel:longest_first", "scalpel:scalpel")
+    scale: str = "bench"  # run times of the bench's kernel cases (plans.SCALES)
+    min_repeats: int = 1
+
+    def __post_init__(self) -> None:
+        if not self.widths or any(not isinstance(w, int) or w < 1 for w in self.widths):
+            raise ValueError(f"widths must be positive worker counts, got {self.widths!r}")
+        if not self.budget > 0:
+            raise ValueError(f"budget must be a positive number of seconds, got {self.budget!r}")
+        for name in ("tasks", "pings", "max_rounds", "min_repeats"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)!r}")
+
+
+def default_widths(cores: int) -> tuple[int, ...]:
+    """4 and 16 workers, each capped at ``cores``: (4, 16) on 16 cores or more, (2,) on 2.
+
+    >>> default_widths(16), default_widths(8), default_widths(2)
+    ((4, 16), (4, 8), (2,))
+    """
+    return tuple(sorted({min(width, cores) for width in (4, 16)}))
+
+
+def default_plan(cores: int | None = None, *, quick: bool = False, budget: float | None = None) -> NodeCheckPlan:
+    """The check for a machine of ``cores`` cores (None: this one's, one per physical core);
+    ``quick``: about a minute on two cores, a smoke test of every piece whose figures mean little
+    (one width, small samples, quick kernels)."""
+    cores = len(machine_cores()) if cores is None else cores
+    if quick:
+        return NodeCheckPlan(widths=(min(2, cores),), budget=budget or 60.0, tasks=300, pings=30, max_rounds=1,
+                             scale="quick")
+    return NodeCheckPlan(widths=default_widths(cores), budget=budget or NodeCheckPlan.budget)
+
+
+def estimate_bench_seconds(plan: NodeCheckPlan, llc: int, cores: int, peer_start: float) -> tuple[float, float]:
+    """Seconds of the bench's set-up (timing the contention cases here, the oracle) and of one of
+    its repetitions (the solo pass, then every peer's start and mixes), from the cases' estimated
+    solo times: a mix is taken to last its work over the cores, 1.3 times for contention, plus a
+    second. Coarse: the cases are sized from a rate table, not from this machine."""
+    seconds: dict[str, list[float]] = {}
+    for name in plan.mixes:
+        if name == "contention":
+            cases = contention_mix(llc, cores, 4 * cores, scale=plan.scale, seed=BENCH.seed)
+            seconds[name] = [case.estimated_seconds() for case in cases]
+        elif name.startswith("suite-"):
+            pool = suite(llc, cores, plan.scale, seed=BENCH.seed)
+            factor = int(name.split("-")[1].rstrip("x"))
+            mean = sum(case.estimated_seconds() for case in pool) / len(pool)
+            seconds[name] = [mean] * min(factor * cores, len(pool))
+    solo = sum(sum(values) for values in seconds.values())
+    mixes = sum(1.3 * sum(values) / cores + 1.0 for values in seconds.values())
+    setup = sum(seconds.get("contention", ())) / 4 + 10.0
+    return setup, solo + len(plan.peers) * (peer_start + mixes)
+
+
+def run_node_check(plan: NodeCheckPlan, out: Path, *, printer: Callable[[str], None] = print) -> dict:
+    """Run ``plan`` (see the module docstring), write ``<out>/node-check.json`` and
+    ``<out>/node-check.md``; returns the record."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    machine = machine_facts()
+    printer(f"machine: {machine['cpu_model']}; {machine['cpus']} CPUs, {machine['cores']} cores; "
+            f"{len(machine['llc_domains'])} LLC domain(s); Python {machine['python']}, Parsl {machine['parsl']}; "
+            f"budget {plan.budget:.0f} s")
+    record: dict = {"format": FORMAT, "machine": machine, "plan": asdict(plan)}
+    record["throughput"] = throughput_rounds(plan, plan.budget * THROUGHPUT_SHARE, printer)
+    _save(record, out, started)
+
+    topology = detect_topology()
+    cores = len(topology.cpus)
+    llc, llc_note = machine_llc(topology, None)
+    starts = [s["start_seconds"] for width in record["throughput"]["widths"].values()
+              for name, samples in width["samples"].items() if name != "threads" for s in samples]
+    peer_start = max(starts) if starts else PEER_START_GUESS
+    setup, per_repeat = estimate_bench_seconds(plan, llc, cores, peer_start)
+    left = plan.budget - (time.monotonic() - started)
+    repeats = max(plan.min_repeats, min(MAX_REPEATS, math.floor((left - setup) / per_repeat)))
+    printer(f"bench: {', '.join(plan.mixes)} under {', '.join(plan.peers)} on {cores} cores, {repeats} "
+            f"repetition(s) (estimated {setup:.0f} s set-up and {per_repeat:.0f} s each; {max(left, 0):.0f} s left)")
+    bench_plan = with_given(BENCH, mixes=plan.mixes, peers=plan.peers, repeats=repeats, scale=plan.scale,
+                            resamples=2000)
+    bench_started = time.monotonic()
+    bench = run_bench(bench_plan, out=out / "bench", printer=printer)
+    record["bench"] = {"repeats": repeats, "estimated_seconds": setup + repeats * per_repeat,
+                       "seconds": time.monotonic() - bench_started, "llc": llc, "llc_note": llc_note,
+                       "summary": bench["summary"], "files": bench["files"]}
+    _save(record, out, started)
+    return record
+
+
+def throughput_rounds(plan: NodeCheckPlan, share: float, printer: Callable[[str], None] = print) -> dict:
+    """Interleaved no-op rounds over every width (each round: every width's HTEX, Scalpel and
+    ThreadPool samples), as many as fit ``share`` seconds (at least one, at most ``max_rounds``):
+    ``{"rounds": n, "seconds": s, "widths": {width: {"samples": ..., "summary": ...}}}``."""
+    contenders = {width: width_contenders(width) for width in plan.widths}
+    samples: dict[int, dict[str, list[dict]]] = {width: {name: [] for name in c} for width, c in contenders.items()}
+    started = time.monotonic()
+    rounds = 0
+    with tempfile.TemporaryDirectory(prefix="scalpel-node-check-") as folder:
+        while rounds < plan.max_rounds:
+            round_started = time.monotonic()
+            for width, by_name in contenders.items():
+                for name, contender in by_name.items():
+                    sample = run_sample(contender, plan.tasks, plan.pings, os.path.join(folder, str(width)))
+                    samples[width][name].append(sample)
+                    printer(f"  round {rounds + 1} {width:4d} workers {name:8s} {sample['throughput']:7.0f} tasks/s  "
+                            f"round trip {sample['round_trip_median'] * 1e3:6.2f} ms")
+            rounds += 1
+            spent, last = time.monotonic() - started, time.monotonic() - round_started
+            if spent + last > share:
+                break
+    widths = {str(width): {"samples": by_name, "summary": width_summary(by_name)} for width, by_name in samples.items()}
+    return {"rounds": rounds, "seconds": time.monotonic() - started, "widths": widths}
+
+
+def markdown_lines(record: dict) -> list[str]:
+    """The check as Markdown: the machine, each width's no-op table, the bench's table."""
+    machine = record["machine"]
+    domains = "; ".join(f"CPUs {_cpus(d['cpus'])}: {_mib(d['llc_bytes'])}" for d in machine["llc_domains"])
+    lines = ["# Node check", "",
+             f"- machine: {machine['cpu_model']}, {machine['cpus']} CPUs, {machine['cores']} cores, "
+             f"{machine['memory_bytes'] / 2**30:.0f} GiB",
+             f"- LLC domains (as the executor detects them): {domains}",
+             f"- Python {machine['python']}, Parsl {machine['parsl']}, {machine['platform']}",
+             f"- load average at start: {machine['load_average'][0]:.1f}",
+             f"- total time: {record.get('seconds', 0):.0f} s of a {record['plan']['budget']:.0f} s budget", ""]
+    throughput = record.get("throughput")
+    if throughput:
+        lines += [f"## No-op throughput and round trip ({throughput['rounds']} interleaved round(s), "
+                  f"{record['plan']['tasks']} tasks and {record['plan']['pings']} lone tasks a sample)", ""]
+        for width, entry in throughput["widths"].items():
+            lines += [*width_lines(int(width), entry["summary"], markdown=True), ""]
+    bench = record.get("bench")
+    if bench:
+        lines += [f"## Kernel mixes (`scalpel bench`, {bench['repeats']} repetition(s), LLC {_mib(bench['llc'])}: "
+                  f"{bench['llc_note']})", "", *summary_table(bench["summary"], markdown=True), ""]
+    return lines
+
+
+def _save(record: dict, out: Path, started: float) -> None:
+    record["seconds"] = time.monotonic() - started
+    write_record(record, out / "node-check.json")
+    (out / "node-check.md").write_text("\n".join(markdown_lines(record)) + "\n")
+
+
+def _mib(size: float | None) -> str:
+    return "size unknown" if not size else f"{size / 2**20:.1f} MiB"
+
+
+def _cpus(cpus: Sequence[int]) -> str:
+    return f"{cpus[0]}-{cpus[-1]}" if list(cpus) == list(range(cpus[0], cpus[-1] + 1)) else ",".join(map(str, cpus))
+
+
+def load_record(path: str | os.PathLike) -> dict:
+    """A node check's JSON record, read back (``--report``)."""
+    record = json.loads(Path(path).read_text())
+    if record.get("format") != FORMAT:
+        raise ValueError(f"{path} is not a node check record: it needs \"format\": \"{FORMAT}\"")
+    return record

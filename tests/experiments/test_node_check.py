@@ -1,0 +1,160 @@
+"""The node check and the width harness of benchmarks/throughput.py: their pieces at tiny sizes.
+
+What is checked is that every piece runs and says what it should (a sample's fields, the record's,
+the tables' rows), never a figure: figures come from real runs on real nodes.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scalpel_executor.experiments import interleaved, node_check
+from scalpel_executor.experiments.interleaved import (
+    STAGES,
+    Contender,
+    run_sample,
+    scalpel_topology,
+    stage_lines,
+    stage_seconds,
+    stage_summary,
+    thread_medians,
+    width_contenders,
+    width_lines,
+    width_summary,
+)
+from scalpel_executor.experiments.node_check import (
+    FORMAT,
+    NodeCheckPlan,
+    default_plan,
+    default_widths,
+    estimate_bench_seconds,
+    load_record,
+    markdown_lines,
+    run_node_check,
+)
+
+
+def _sample(throughput: float, manager: float | None = 300.0, threads=(("MainThread", 400.0),)) -> dict:
+    return {"throughput": throughput, "round_trip_median": 0.002, "round_trip_p90": 0.003, "start_seconds": 1.0,
+            "driver_cpu_per_task_us": 900.0, "manager_cpu_per_task_us": manager,
+            "interchange_cpu_per_task_us": None, "workers_cpu_per_task_us": None,
+            "driver_threads": [{"name": name, "tid": 1, "cpu_per_task_us": us} for name, us in threads],
+            "manager_threads": []}
+
+
+SAMPLES = {"htex": [_sample(500.0), _sample(520.0)],
+           "scalpel": [_sample(600.0, threads=(("scalpel-submit-12345", 50.0),)),
+                       _sample(640.0, threads=(("scalpel-submit-23456", 70.0),))],
+           "threads": [_sample(1000.0, None), _sample(1200.0, None)]}
+
+
+def test_the_widths_are_4_and_16_capped_at_the_cores():
+    assert default_widths(64) == (4, 16)
+    assert default_widths(2) == (2,)
+    assert default_plan(2, quick=True).widths == (2,)
+    with pytest.raises(ValueError, match="widths must be positive"):
+        NodeCheckPlan(widths=())
+
+
+def test_a_width_has_three_contenders_and_a_wider_node_is_emulated():
+    cores = interleaved.machine_cores()
+    contenders = width_contenders(len(cores) + 3, stages=True)
+    assert list(contenders) == ["htex", "scalpel", "threads"]
+    assert contenders["scalpel"].options["topology"] == f"1x{len(cores) + 3}"
+    assert contenders["scalpel"].stages and not contenders["htex"].stages
+    assert contenders["htex"].options == {"max_workers_per_node": len(cores) + 3, "cpu_affinity": "none"}
+    assert contenders["threads"].options == {"max_threads": len(cores) + 3}
+    assert scalpel_topology(len(cores)) is None
+    assert scalpel_topology(1) == [[cores[0]]]
+
+
+def test_a_width_summary_has_medians_ranges_ratios_and_threads():
+    summary = width_summary(SAMPLES)
+    scalpel = summary["contenders"]["scalpel"]
+    assert scalpel["figures"]["throughput"] == {"median": 620.0, "min": 600.0, "max": 640.0}
+    assert "manager_cpu_per_task_us" not in summary["contenders"]["threads"]["figures"]
+    assert summary["ratios"]["scalpel/htex"]["throughput"] == pytest.approx(620 / 510)
+    assert summary["ratios"]["scalpel/threads"]["throughput"] == pytest.approx(620 / 1100)
+    # a pid in a thread's name differs per sample: the samples' threads are one thread
+    assert thread_medians(SAMPLES["scalpel"], "driver") == [{"name": "scalpel-submit-N", "cpu_per_task_us": 60.0}]
+    lines = width_lines(4, summary, markdown=True)
+    assert any(line.startswith("| scalpel") and "620 (600–640)" in line for line in lines)
+    assert any(line.startswith("scalpel/threads: throughput 0.56x") for line in lines)
+
+
+def test_stages_follow_a_task_from_the_app_call_to_its_future():
+    stamp = {"called": 10.0, "submitted": 10.001, "started": 10.004, "wall": 0.0002, "finished": 10.0052,
+             "done": 10.0055}
+    seconds = stage_seconds(stamp)
+    assert seconds["launch"] == pytest.approx(0.001)
+    assert seconds["to_worker"] == pytest.approx(0.003)
+    assert seconds["handoff_and_return"] == pytest.approx(0.001)
+    assert seconds["to_future"] == pytest.approx(0.0003)
+    assert seconds["total"] == pytest.approx(0.0055)
+    assert stage_seconds({**stamp, "wall": None}).keys() == {"launch", "to_worker", "to_future", "total"}
+    summary = stage_summary([stamp, {**stamp, "done": 10.0065}])
+    assert summary["to_future"]["tasks"] == 2 and summary["to_future"]["median"] == pytest.approx(0.0008)
+    lines = stage_lines({"burst": summary, "lone": summary})
+    assert [line.split()[0] for line in lines[2:]] == [name for name, *_ in STAGES]
+
+
+def test_the_thread_pool_contender_gives_a_sample_with_its_driver_threads(tmp_path):
+    sample = run_sample(width_contenders(2)["threads"], 20, 5, str(tmp_path), timeout=300)
+    assert sample["throughput"] > 0 and sample["round_trip_p90"] >= sample["round_trip_median"] > 0
+    assert sample["manager_cpu_per_task_us"] is None and sample["interchange_cpu_per_task_us"] is None
+    assert any(thread["name"] == "MainThread" for thread in sample["driver_threads"])
+
+
+def test_an_emulated_node_gives_a_sample_with_the_manager_and_every_task_stamped(tmp_path):
+    workers = len(interleaved.machine_cores()) + 1
+    contender = Contender("scalpel", {"topology": f"1x{workers}"}, measure_cpu=True, workers=workers, stages=True)
+    sample = run_sample(contender, 20, 5, str(tmp_path), timeout=300)
+    assert sample["manager_cpu_per_task_us"] is not None and sample["workers_cpu_per_task_us"] is not None
+    assert len(sample["stages"]["burst"]) == 20 and len(sample["stages"]["lone"]) == 5
+    assert all(stamp["called"] <= stamp["submitted"] <= stamp["started"] <= stamp["finished"] <= stamp["done"]
+               for phase in sample["stages"].values() for stamp in phase)
+    assert isinstance(sample["queue"], list)
+
+
+def test_the_record_and_the_markdown_of_a_check(tmp_path, monkeypatch):
+    threads_only = lambda width: {"threads": Contender("threads", {"max_threads": width}, measure_cpu=True)}  # noqa: E731
+    monkeypatch.setattr(node_check, "width_contenders", threads_only)
+    bench_calls = []
+
+    def fake_bench(plan, *, out, printer):
+        bench_calls.append(plan)
+        return {"summary": [{"mix": "contention", "peer": "htex-block", "runs": 1, "failed": 0, "errors": [],
+                             "makespans": [2.0], "median": 2.0, "vs_reference": 1.0, "ci_low": 1.0, "ci_high": 1.0}],
+                "files": {"json": str(out / "bench.json")}}
+
+    monkeypatch.setattr(node_check, "run_bench", fake_bench)
+    plan = NodeCheckPlan(widths=(1, 2), budget=30.0, tasks=10, pings=3, max_rounds=1, scale="quick")
+    record = run_node_check(plan, tmp_path, printer=lambda line: None)
+    assert bench_calls[0].mixes == ("contention", "suite-2x") and bench_calls[0].repeats >= 1
+    assert bench_calls[0].peers == ("htex-block", "scalpel:longest_first", "scalpel:scalpel")
+    written = load_record(tmp_path / "node-check.json")
+    assert written["format"] == FORMAT == record["format"]
+    assert {"cpu_model", "cores", "llc_domains", "python", "parsl"} <= written["machine"].keys()
+    assert written["throughput"]["rounds"] == 1 and set(written["throughput"]["widths"]) == {"1", "2"}
+    assert written["bench"]["summary"][0]["peer"] == "htex-block"
+    markdown = (tmp_path / "node-check.md").read_text()
+    assert markdown == "\n".join(markdown_lines(written)) + "\n"
+    assert "Parsl" in markdown and "| threads" in markdown and "| contention" in markdown
+    assert any(line.startswith("1 workers") for line in markdown.splitlines())
+
+
+def test_a_record_of_another_kind_is_refused(tmp_path):
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"format": "scalpel-bench/1"}))
+    with pytest.raises(ValueError, match="not a node check record"):
+        load_record(path)
+
+
+def test_the_bench_estimate_grows_with_the_cores_and_the_peers():
+    plan = default_plan(4)
+    setup, per_repeat = estimate_bench_seconds(plan, 32 * 2**20, 4, 2.0)
+    assert setup > 0 and per_repeat > 0
+    fewer = estimate_bench_seconds(NodeCheckPlan(widths=(4,), peers=("htex-block",)), 32 * 2**20, 4, 2.0)[1]
+    assert fewer < per_repeat
