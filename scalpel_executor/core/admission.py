@@ -99,7 +99,7 @@ from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.interference import Terms, corun_slowdowns
 from scalpel_executor.core.tasks import Task
 
-__all__ = ["unmeasured_risk", "overflows", "guessed_runtimes", "GUESSED_SPREAD", "TOLERANCE", "OVERDUE_FRACTION", "FITS", "FORESEEN", "KEPT_APART", "CORUN_WAIT_COSTS_MORE", "CORUN_NOTHING_FITS",
+__all__ = ["signature", "unmeasured_risk", "overflows", "guessed_runtimes", "GUESSED_SPREAD", "TOLERANCE", "OVERDUE_FRACTION", "FITS", "FORESEEN", "KEPT_APART", "CORUN_WAIT_COSTS_MORE", "CORUN_NOTHING_FITS",
            "CORUN_LEAST_HARM", "CORUN_LESS_HARM", "CORUN_NO_BETTER_LATER", "CORUN_AFTER_MEASURE_WAIT", "LEAST_HARM_LOOKAHEAD", "MEASURE_WAIT", "BACKFILLED", "PLANNED", "REASONS", "ACCEPTED_CORUNS", "REASONS_EXPLAINED", "Running", "Decision", "decide"]
 
 TOLERANCE = 0.05  # a co-run "overflows" when the model slows some task by more than 5% beyond R alone
@@ -186,6 +186,13 @@ def unmeasured_risk(task: Task, running: Sequence[Running], model: ContentionMod
     return False
 
 
+def signature(task: Task) -> Hashable:
+    """What :func:`decide` tells waiting tasks apart by: a task harms, and is harmed, beside what runs
+    as any task of its signature does (its footprint, its profile key while that footprint is the
+    prior, its interference terms), so only the first waiting task of each signature is weighed."""
+    return task.footprint, task.key if not task.footprint_known else None, task.interference
+
+
 def guessed_runtimes(task: Task, running: Sequence[Running]) -> bool:
     """Whether ``task``'s run time, or that of a task running beside it, is still a guess (spread at
     least :data:`GUESSED_SPREAD`): how long they would overlap is then unknown to the model."""
@@ -251,10 +258,10 @@ def decide(head: Task, others: Iterable[Task], running: Sequence[Running], *,
     fitting = unmeasured = lighter = company = None
     lightest = harm  # the least harm of a measured waiting task, looked for on guessed run times only
     for seen, task in enumerate(others):
-        signature = (task.footprint, task.key if not task.footprint_known else None, task.interference)
-        if signature in tried:
+        task_signature = signature(task)
+        if task_signature in tried:
             continue
-        tried.add(signature)
+        tried.add(task_signature)
         task_harm = _harm(model, llc, running, task)
         if guessed and task.footprint_known and (company is None or task.footprint < company.footprint):
             company = task
