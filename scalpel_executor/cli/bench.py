@@ -51,6 +51,10 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                         "and the scalpel policy's plans (default: the contention model's defaults)")
     parser.add_argument("--out", default="scalpel-bench", help="output folder (default ./%(default)s)")
     parser.add_argument("--seed", type=int, help=f"seeds the mixes (default {BENCH.seed})")
+    parser.add_argument("--fresh-solo", action="store_true",
+                        help="run every distinct kernel case alone again (and time the steps again) instead of "
+                        "reusing the solo times an earlier bench or demo measured on this machine, kept in the "
+                        "profile store's file ($SCALPEL_PROFILE_STORE)")
     parser.add_argument("--smoke", action="store_true", help="a one-minute check that the harness works: "
                         f"{len(BENCH_SMOKE.mixes)} small mixes, {len(BENCH_SMOKE.peers)} peers, "
                         f"{BENCH_SMOKE.repeats} repetitions; its figures mean nothing")
@@ -82,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         record = run_bench(plan, out=Path(args.out), llc_override=args.llc, model=model,
-                           printer=status_printer(args.json))
+                           printer=status_printer(args.json), fresh_solo=args.fresh_solo)
     except MontageUnavailable as error:
         raise ValueError(f"--mixes montage: {error}") from None
     if args.json:

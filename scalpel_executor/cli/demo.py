@@ -4,7 +4,8 @@ compared
 Runs a contention-heavy mix of the kernel suite on this machine (large kernels that fit the
 last-level cache alone but not together, submitted before the small ones) under Parsl's
 HighThroughputExecutor, under ScalpelExecutor with the fifo policy (its mechanics, no reordering)
-and with each other policy, on the same cores, repeated and interleaved, after one solo pass. Prints
+and with each other policy, on the same cores, repeated and interleaved, after one solo pass over the
+distinct cases this machine has not run alone before. Says how long it will take before it starts; prints
 the makespans and their split: mechanics (HTEX / scalpel:fifo), policy (scalpel:fifo / scalpel) and
 total, each with a paired bootstrap interval; writes a Gantt chart (PNG) and a JSON record. For a
 simulated comparison on machines you do not have, see `scalpel simulate`.
@@ -39,6 +40,10 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                         "host cache)")
     parser.add_argument("--out", default="scalpel-demo",
                         help="folder for the PNG, JSON, run logs and profile store (default ./%(default)s)")
+    parser.add_argument("--fresh-solo", action="store_true",
+                        help="run every distinct case alone again (and time the steps again) instead of reusing "
+                        "the solo times an earlier demo or bench measured on this machine, kept in the profile "
+                        "store's file ($SCALPEL_PROFILE_STORE)")
     parser.add_argument("--seed", type=int, help=f"seeds the batch and the bootstrap (default {DEMO.seed})")
     parser.add_argument("--json", action="store_true", help="print the JSON record instead of the table")
 
@@ -51,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
     # Parsl, numpy and matplotlib load only once a demo runs, not for `scalpel --help`.
     from scalpel_executor.experiments.demo import print_summary, run_demo
 
-    record = run_demo(plan, llc_override=args.llc, out=Path(args.out), printer=status_printer(args.json))
+    record = run_demo(plan, llc_override=args.llc, out=Path(args.out), printer=status_printer(args.json),
+                      fresh_solo=args.fresh_solo)
     if args.json:
         print(json.dumps(record, indent=1))
     else:

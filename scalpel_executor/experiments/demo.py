@@ -5,9 +5,12 @@
     topology (sysfs) ─ LLC size (--llc overrides) ─> contention_mix: large kernels (~60% of the LLC,
                                                      fit alone, not together) then small ones,
                                                      each distinct case timed here so all last alike
-    solo pass, once: every case alone on one pinned core, through a ScalpelExecutor with the demo's
-           own profile store: solo times (slowdowns, the solo-time bound) and the footprints the
-           probe measured, stored under each task's profile key
+    estimate: the time the demo will take, from the plan, said before anything runs
+    solo pass, once: each distinct case (one per profile key) alone on one pinned core, through a
+           ScalpelExecutor with the demo's own profile store: solo times (slowdowns, the solo-time
+           bound) and the footprints the probe measured, stored under each task's profile key;
+           a case this machine ran alone before is not run again: its kept solo time is used and
+           what it taught the store is recorded into the demo's store again (solo_times)
     for repeat in 1..R:                                   (interleaved; the order rotates per repeat)
            for executor in (HTEX block, Scalpel with fifo, Scalpel per policy ...):
            parsl.load(config) ─ warm-up (one task per worker) ─ submit the whole batch at once
@@ -29,15 +32,20 @@ Each task reports its own start, end and CPU (``/proc/self/stat``), so every exe
 the same way. HTEX gets one worker per core with ``cpu_affinity="block"`` and the same
 single-threaded BLAS as Scalpel's workers (:mod:`~scalpel_executor.experiments.harness`).
 The solo pass runs once: its times only scale the slowdowns and the bound, which no ratio of the
-split depends on, and a second pass per repeat would cost as much as another executor's run.
+split depends on, and a second pass per repeat would cost as much as another executor's run. It
+runs distinct cases, not tasks (4 to 5 of 64 on 16 cores), and only those this machine has not
+run alone before (``--fresh-solo`` runs them all again): on 16 cores the pass over every task took
+193 s of a 6 to 7 minute demo, and grew with the cores.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -52,9 +60,11 @@ from scalpel_executor.experiments.bench.stats import bootstrap_ratio
 from scalpel_executor.experiments.charts import gantt
 from scalpel_executor.experiments.harness import Progress, fresh_store, run_kernels, solo_pass, start_peer
 from scalpel_executor.experiments.plans import DemoPlan
-from scalpel_executor.experiments.mix_sizing import machine_llc, steps_timed_here
+from scalpel_executor.experiments.mix_sizing import machine_fingerprint, machine_llc, steps_timed_here
+from scalpel_executor.experiments.solo_times import SoloTimes, kept_step_seconds, plan_solo, run_solo, step_rates
 from scalpel_executor.experiments.tables import format_table
 from scalpel_executor.host.sysfs import detect_topology
+from scalpel_executor.learning.store import default_path
 from scalpel_executor.workloads.kernels import contention_mix
 
 #: The demo's name for Parsl's HTEX, and the harness peer it is (one pinned worker per core).
@@ -76,11 +86,13 @@ class RunResult:
     makespan: float
     tasks: list[dict] = field(default_factory=list)
     report_sources: dict | None = None
+    wall: float | None = None  # seconds from the executor's start to its shutdown, batch included
 
 
 def run_batch(name: str, cases, run_dir: str, cores: int, store: str, topology, repeat: int, label: str,
               stream: TextIO) -> RunResult:
     """Start one executor, warm it up, run the batch with a progress bar, stop it."""
+    began = time.monotonic()
     submitter = start_peer(_PEER.get(name, name), cores, topology, run_dir, store)
     try:
         with Progress(label, len(cases), stream) as progress:
@@ -93,7 +105,7 @@ def run_batch(name: str, cases, run_dir: str, cores: int, store: str, topology, 
                        "runtime": dict(Counter(t["runtime_source"] for t in kernel_rows))}
     finally:
         submitter.close()
-    return RunResult(name, repeat, makespan, rows, sources)
+    return RunResult(name, repeat, makespan, rows, sources, time.monotonic() - began)
 
 
 def executor_names(plan: DemoPlan) -> list[str]:
@@ -160,17 +172,62 @@ def summarise(results: Sequence[RunResult], solo: dict[str, float], cores: int, 
                       "runs_below": sum(r.makespan < bound for r in results)}}
 
 
+#: Seconds one executor's run costs beside its batch (Parsl's start, a warm-up task per worker, the
+#: shutdown), and the makespan over the solo-time bound allowed for contention and dispatch: on a
+#: 16-core node the demo's nine runs of 64 tasks (a bound of 12.6 s) took about 21 s each.
+EXECUTOR_SECONDS, CONTENTION_ALLOWANCE = 5.0, 1.3
+#: The solo pass's fixed cost (its executor's start and stop) and each case's beside its kernel
+#: (allocation, the kernel's check, the round trip).
+SOLO_SECONDS, SOLO_CASE_SECONDS = 5.0, 0.5
+
+
+def expected_seconds(solo_kernel_seconds: float, solo_cases: int, task_seconds: Sequence[float], cores: int,
+                     runs: int) -> float:
+    """The demo's wall time from its plan: the solo pass (``solo_cases`` cases to run alone whose
+    kernels take ``solo_kernel_seconds``; none: no pass) and ``runs`` executor runs of the batch
+    (tasks lasting ``task_seconds`` alone on ``cores`` cores). Pure.
+
+    >>> round(expected_seconds(15.0, 5, [3.16] * 64, 16, 9))  # the default demo on 16 cores
+    215
+    >>> round(expected_seconds(0.0, 0, [3.16] * 64, 16, 9))  # again, every solo time kept
+    193
+    """
+    solo = SOLO_SECONDS + solo_cases * SOLO_CASE_SECONDS + solo_kernel_seconds if solo_cases else 0.0
+    return solo + runs * (lower_bound(task_seconds, cores) * CONTENTION_ALLOWANCE + EXECUTOR_SECONDS)
+
+
+def say_duration(seconds: float) -> str:
+    """``seconds`` as a person reads an estimate: "about 40 seconds", "about 3 minutes".
+
+    >>> say_duration(44), say_duration(170), say_duration(3700)
+    ('about 40 seconds', 'about 3 minutes', 'about 62 minutes')
+    """
+    if seconds < 90:
+        return f"about {max(10, round(seconds, -1)):.0f} seconds"
+    return f"about {round(seconds / 60)} minutes"
+
+
 def run_demo(plan: DemoPlan, *, llc_override, out: Path, stream: TextIO = sys.stderr,
-             printer: Callable[[str], None] = print) -> dict:
-    """The whole demo (see the module docstring); returns the JSON record."""
+             printer: Callable[[str], None] = print, solo_store: str | Path | None = None,
+             fresh_solo: bool = False) -> dict:
+    """The whole demo (see the module docstring); returns the JSON record.
+
+    ``solo_store``: the file whose tables keep this machine's solo times (default: the profile
+    store's, :func:`~scalpel_executor.learning.store.default_path`); ``fresh_solo``: run every
+    distinct case alone again, and time the steps again, instead of reusing what is kept."""
+    began = time.monotonic()
     detected = detect_topology()
     cores = len(detected.cpus)
     llc, llc_note = machine_llc(detected, llc_override)
+    machine = machine_fingerprint(detected)
+    kept = SoloTimes(solo_store if solo_store is not None else default_path())
     # Scalpel plans with the LLC the batch is sized for; inside a VM sysfs may report the host's
     # whole package, and a policy told 480 MiB sees no contention to avoid.
     topology = Topology.from_cpu_lists([d.cpus for d in detected.domains], llc_size=llc)
     tasks = plan.tasks if plan.tasks is not None else plan.tasks_per_core * cores
-    cases, _ = steps_timed_here(contention_mix(llc, cores, tasks, scale=plan.scale, seed=plan.seed))
+    mix = contention_mix(llc, cores, tasks, scale=plan.scale, seed=plan.seed)
+    cases, planned = steps_timed_here(mix, kept_step_seconds(kept, machine, fresh_solo)(mix))
+    sized = time.monotonic() - began
     store = fresh_store(out)
     run_dir = str(out / "runinfo")
     one_blas_thread()
@@ -182,7 +239,23 @@ def run_demo(plan: DemoPlan, *, llc_override, out: Path, stream: TextIO = sys.st
     if MECHANICS not in names:
         printer(f"note: without the fifo policy the table cannot split mechanics from policy; "
                 f"add fifo to --policies (e.g. --policies {','.join(plan.policies)},fifo)")
-    solo = solo_pass(cases, run_dir, store, topology.cpus[0], stream, "solo, 1 core (once)")
+    solo_plan = plan_solo(cases, kept, machine, fresh=fresh_solo)
+    planned_by_case = dict(zip(cases, planned))
+    rates = step_rates(solo_plan.known.values())
+    task_seconds = [rates[(c.kernel, c.size)] * c.steps if (c.kernel, c.size) in rates else planned_by_case[c]
+                    for c in cases]
+    estimate = expected_seconds(solo_plan.expected_seconds(planned_by_case), len(solo_plan.todo), task_seconds,
+                                cores, plan.repeats * len(names))
+    load = os.getloadavg()[0]
+    busy = f", longer while other work loads it ({load:.1f} on {cores} cores now)" if load > cores / 2 else ""
+    printer(f"this will take {say_duration(estimate)} on an idle machine{busy}: solo times for "
+            f"{len(solo_plan.known)} of {len(solo_plan.cases)} distinct cases already measured on this machine"
+            f"{' (--fresh-solo: measured again)' if fresh_solo else ''}, then {plan.repeats} repeat(s) of "
+            f"{len(names)} executors")
+    solo = run_solo(solo_plan, kept, store, lambda todo: solo_pass(
+        todo, run_dir, store, topology.cpus[0], stream, f"solo, 1 core ({len(todo)} cases)"))
+    kept.close()
+    solo_seconds = {c.name: solo.seconds_of(c) for c in cases}
     results = []
     for repeat in range(plan.repeats):
         turn = repeat % len(names)  # rotated, so no executor always runs first or after the same one
@@ -192,17 +265,20 @@ def run_demo(plan: DemoPlan, *, llc_override, out: Path, stream: TextIO = sys.st
     record = {
         "plan": asdict(plan),
         "machine": {"cores": cores, "domains": [list(d.cpus) for d in topology.domains], "llc": llc,
-                    "llc_note": llc_note},
+                    "llc_note": llc_note, "fingerprint": machine},
         "batch": [{"case": c.name, "kernel": c.kernel, "size": c.size, "steps": c.steps, "footprint": c.footprint_bytes,
-                   "solo_seconds": solo[c.name]} for c in cases],
+                   "solo_seconds": solo_seconds[c.name]} for c in cases],
         "solo_passes": 1,
-        "summary": summarise(results, solo, cores, names),
+        "solo": solo.to_dict(),
+        "summary": summarise(results, solo_seconds, cores, names),
         "split": split(results, resamples=plan.resamples, seed=plan.seed),
         "runs": [asdict(r) for r in results],
     }
     by_name = sorted(results, key=lambda r: (names.index(r.executor), r.repeat))
     png = gantt(by_name, llc, [list(d.cpus) for d in topology.domains], out / "scalpel-demo.png")
     json_path = out / "scalpel-demo.json"
+    record["seconds"] = {"estimated": estimate, "took": time.monotonic() - began, "sizing": sized,
+                         "solo": solo.seconds, "runs": sum(r.wall for r in results)}
     json_path.write_text(json.dumps(record, indent=1))
     record["files"] = {"png": str(png), "json": str(json_path)}
     return record
@@ -243,6 +319,11 @@ def print_summary(record: dict, printer: Callable[[str], None] = print) -> None:
         printer(f"Scalpel's estimates in its last run came from: footprint {sources[-1]['footprint']}, run time "
                 f"{sources[-1]['runtime']} (store: learned by the solo pass and the runs before)")
     printer(f"Gantt chart: {record['files']['png']}\nrecord:      {record['files']['json']}")
+    if "seconds" in record:
+        solo = record["solo"]
+        printer(f"took {record['seconds']['took']:.0f} s (estimated {record['seconds']['estimated']:.0f} s); solo "
+                f"pass {solo['seconds']:.0f} s: {solo['measured']} case(s) run alone, {solo['reused']} kept from "
+                f"earlier runs on this machine")
     if any(row["runs"] < 3 for row in summary["executors"]):
         printer("note: fewer than 3 runs per executor; single timings on a shared machine vary by +-30%")
     if not all(math.isfinite(row["median_makespan"]) for row in summary["executors"]):

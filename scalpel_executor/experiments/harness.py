@@ -8,8 +8,9 @@
                        last result, and a row per task (where and when it ran)
     run_workflow       the same for a DAG: every step submitted at once, each taking its upstream
                        futures as arguments (Parsl's DFK holds a step until they are done)
-    solo_pass          every distinct case alone on one pinned core, through ScalpelExecutor, so the
-                       profile store learns the footprints and the caller gets solo times
+    solo_pass          every distinct case alone on one pinned core, one at a time, through
+                       ScalpelExecutor, so the profile store learns the footprints and the caller
+                       gets solo times (which cases: experiments.solo_times, kept per machine)
     fresh_store        an empty profile store for one run
 
 Every peer runs the task bodies of :mod:`~scalpel_executor.experiments.apps` with one BLAS thread.

@@ -55,3 +55,21 @@ def test_report_against_a_peer_prints_the_paired_table_and_names_mistakes(scalpe
     assert code == 2 and "no finished run of peer 'htex-block'" in err and path in err
     code, _, err = scalpel("bench", "--against", "lf")
     assert code == 2 and "--against compares the peers of an earlier run" in err
+
+
+def test_fresh_solo_reaches_the_benchmark_and_the_demo(scalpel, tmp_path, monkeypatch):
+    from scalpel_executor.experiments import demo
+    from scalpel_executor.experiments.bench import run
+
+    given = []
+
+    def fake(plan, **options):
+        given.append(options["fresh_solo"])
+        raise ValueError("stopped before anything ran")
+
+    monkeypatch.setattr(run, "run_bench", fake)
+    monkeypatch.setattr(demo, "run_demo", fake)
+    for argv in (["bench"], ["bench", "--fresh-solo"], ["demo"], ["demo", "--fresh-solo"]):
+        code, _, err = scalpel(*argv, "--out", str(tmp_path / "out"))
+        assert code == 2 and "stopped before anything ran" in err
+    assert given == [False, True, False, True]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -158,7 +159,8 @@ def test_calibrate_on_a_json_array_is_one_line_and_no_traceback(tmp_path):
 def smoke(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
     done = subprocess.run([sys.executable, "-m", "scalpel_executor.cli", "bench", "--smoke", "--llc", "8MiB",
-                           "--out", str(out)], capture_output=True, text=True, timeout=900)
+                           "--out", str(out)], capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "SCALPEL_PROFILE_STORE": str(out / "kept" / "profiles.sqlite")})
     assert done.returncode == 0, done.stderr[-3000:]
     return out, done
 
@@ -181,7 +183,12 @@ def test_the_smoke_run_runs_every_peer_on_every_mix_and_pyperf_reads_it(smoke):
     assert {row["peer"] for row in record["summary"] if row["mix"] == "workflow"} == peers - {"oracle", "processpool"}
     kernel_rows = [r for r in record["summary"] if r["mix"] in ("contention", "suite-2x", "light")]
     assert all(r["lower_bound"] > 0 and "ci_low" in r for r in kernel_rows)
-    assert all(len(times) == 2 for times in record["solo"].values())  # a solo pass per repeat
+    assert all(len(times) == 1 for times in record["solo"].values())  # one solo pass for both repetitions
+    solo_reports = list((out / "runinfo").glob("*/scalpel-solo-report.json"))
+    assert len(solo_reports) == 1
+    ran = [t for t in json.loads(solo_reports[0].read_text())["tasks"] if ".timed_kernel(" in t["profile_key"]]
+    assert len(ran) == record["solo_pass"]["measured"] == record["solo_pass"]["cases"] <= len(record["solo"])
+    assert record["solo_pass"]["reused"] == 0
     latency = next(r for r in record["summary"] if r["mix"] == "noop-latency" and r["peer"] == "htex-block")
     assert latency["median_latency_ms"] > 0
     suites = {p: pyperf.BenchmarkSuite.load(path) for p, path in record["files"]["pyperf"].items()}

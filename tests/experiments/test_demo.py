@@ -3,6 +3,7 @@ tiny plan run end to end under real Parsl."""
 
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -90,14 +91,28 @@ def test_the_solo_time_bound_is_an_estimate_and_runs_below_it_are_counted():
     assert summary["executors"][1]["makespan_over_bound"] == pytest.approx(0.95)
 
 
+def demo(out, *options, store):
+    """``scalpel demo --quick`` into ``out``, keeping solo times in ``store``: the finished process."""
+    return subprocess.run(
+        [sys.executable, "-m", "scalpel_executor.cli", "demo", "--quick", *options, "--out", str(out), "--json"],
+        capture_output=True, text=True, timeout=600, check=False,
+        env={**os.environ, "SCALPEL_PROFILE_STORE": str(store)},
+    )
+
+
+def solo_tasks(out):
+    """The kernel tasks the demo in ``out`` ran alone (its solo executor's report), or None: no solo pass."""
+    reports = list((out / "runinfo").glob("*/scalpel-solo-report.json"))
+    assert len(reports) <= 1
+    if not reports:
+        return None
+    return [t for t in json.loads(reports[0].read_text())["tasks"] if ".timed_kernel(" in t["profile_key"]]
+
+
 def test_a_tiny_plan_runs_end_to_end_with_the_split(tmp_path):
     out = tmp_path / "demo"
     repeats = 2
-    completed = subprocess.run(
-        [sys.executable, "-m", "scalpel_executor.cli", "demo", "--quick", "--repeats", str(repeats),
-         "--out", str(out), "--json"],
-        capture_output=True, text=True, timeout=600, check=False,
-    )
+    completed = demo(out, "--repeats", str(repeats), store=tmp_path / "profiles.sqlite")
     assert completed.returncode == 0, completed.stderr[-3000:]
     record = json.loads(completed.stdout)
     assert (out / "scalpel-demo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -119,8 +134,12 @@ def test_a_tiny_plan_runs_end_to_end_with_the_split(tmp_path):
     # the solo pass ran once, before the repeats: one Parsl run directory for it, one per executor run
     run_dirs = [d for d in (out / "runinfo").iterdir() if d.is_dir()]
     assert len(run_dirs) == 1 + len(names) * repeats
-    assert len(list((out / "runinfo").glob("*/scalpel-solo-report.json"))) == 1
     assert record["solo_passes"] == 1
+    # ... over the distinct cases, each once (tasks of one profile key share their case)
+    distinct = {task["profile_key"] for task in solo_tasks(out)}
+    assert len(solo_tasks(out)) == len(distinct) == record["solo"]["measured"] == record["solo"]["cases"]
+    assert record["solo"]["reused"] == 0 and record["machine"]["fingerprint"]
+    assert "this will take about" in completed.stderr and "0 of" in completed.stderr
     # the solo pass taught the store, so Scalpel's runs used stored estimates, not the prior (a task
     # shorter than the probe's first window teaches its run time but no footprint: its app's, or the prior)
     for run in record["runs"]:
@@ -139,6 +158,29 @@ def test_a_tiny_plan_runs_end_to_end_with_the_split(tmp_path):
                  "scalpel:fifo / scalpel:scalpel", "solo-time bound, an estimate: measured solo times can be beaten"):
         assert word in text
     assert "vs HTEX" not in text and "lower bound" not in text
+
+
+def test_a_second_demo_reuses_the_solo_times_and_fresh_solo_measures_them_again(tmp_path):
+    store = tmp_path / "profiles.sqlite"
+    first = demo(tmp_path / "first", "--repeats", "1", "--no-htex", "--policies", "scalpel", store=store)
+    assert first.returncode == 0, first.stderr[-3000:]
+    cases = json.loads(first.stdout)["solo"]["cases"]
+    assert len(solo_tasks(tmp_path / "first")) == cases
+    second = demo(tmp_path / "second", "--repeats", "1", "--no-htex", "--policies", "scalpel", store=store)
+    assert second.returncode == 0, second.stderr[-3000:]
+    record = json.loads(second.stdout)
+    assert solo_tasks(tmp_path / "second") is None  # nothing ran alone: no solo executor at all
+    assert (record["solo"]["measured"], record["solo"]["reused"]) == (0, cases)
+    assert f"solo times for {cases} of {cases} distinct cases already measured" in second.stderr
+    # the reused cases taught the fresh store what the first run's pass did: the same batch, from the store
+    assert [c["case"] for c in record["batch"]] == [c["case"] for c in json.loads(first.stdout)["batch"]]
+    (run,) = record["runs"]
+    assert run["report_sources"]["runtime"] == {"store": 4}
+    assert set(run["report_sources"]["footprint"]) <= {"store", "app", "prior"}
+    fresh = demo(tmp_path / "fresh", "--repeats", "1", "--no-htex", "--policies", "scalpel", "--fresh-solo",
+                 store=store)
+    assert fresh.returncode == 0, fresh.stderr[-3000:]
+    assert len(solo_tasks(tmp_path / "fresh")) == cases == json.loads(fresh.stdout)["solo"]["measured"]
 
 
 def test_demo_rejects_bad_arguments_with_a_message(tmp_path):

@@ -15,9 +15,10 @@
                                                                        exhaustive search in the contention
                                                                        model finds best (Scalpel's pinned
                                                                        workers, fifo)
+    solo pass, once: each distinct kernel case (one per profile key) alone on one pinned core
+               (lower bounds, and the footprints Scalpel's profile store learns); a case this
+               machine ran alone before is reused, not run (experiments.solo_times, --fresh-solo)
     for repeat in 1..R:
-        solo pass: every distinct kernel case alone on one pinned core (lower bounds, and the
-                   footprints Scalpel's profile store learns)
         for peer in PEERS rotated by repeat (A B C, B C A, ...):      interleaved
             start the peer ─ warm up every worker ─ for mix: submit all, wait for all ─ stop
     summarise: per (mix, peer) median makespan, ratio to htex-block with a paired bootstrap 95%

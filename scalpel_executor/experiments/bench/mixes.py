@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scalpel_executor.core.units import format_size
 from scalpel_executor.experiments.bench.oracle import oracle_search
 from scalpel_executor.experiments.plans import MIXES, BenchPlan
-from scalpel_executor.experiments.mix_sizing import steps_timed_here
+from scalpel_executor.experiments.mix_sizing import step_seconds_here, steps_timed_here
 from scalpel_executor.workloads.kernels import contention_mix, suite
 
 
@@ -76,13 +77,15 @@ def mixed_core_cases(llc: int, cores: int, scale: str, seed: int) -> tuple[tuple
     return tuple(cases), tuple(widths)
 
 
-def build_mixes(plan: BenchPlan, llc: int, cores: int, *, time_here: bool = True, model=None) -> list[Mix]:
+def build_mixes(plan: BenchPlan, llc: int, cores: int, *, time_here: bool = True, model=None,
+                step_seconds: Callable = step_seconds_here) -> list[Mix]:
     """The mixes ``plan`` names for a machine of ``cores`` cores sharing ``llc`` bytes.
 
-    ``time_here`` times each distinct contention case on this machine
-    (:func:`~scalpel_executor.experiments.mix_sizing.steps_timed_here`) so large and small ones really
-    last alike. ``model`` (a ``ContentionModel``) is what the contention mix's oracle order is
-    searched with."""
+    ``time_here`` sizes the contention cases' steps by their seconds per step on this machine,
+    which ``step_seconds`` gives (:func:`~scalpel_executor.experiments.mix_sizing.step_seconds_here`
+    times them; the benchmark reads them kept when this machine timed them before), so large and
+    small ones really last alike. ``model`` (a ``ContentionModel``) is what the contention mix's
+    oracle order is searched with."""
     unknown = [n for n in plan.mixes if n not in MIXES]
     if unknown:
         raise ValueError(f"unknown mix {unknown[0]!r}; choose from {', '.join(MIXES)}")
@@ -94,7 +97,7 @@ def build_mixes(plan: BenchPlan, llc: int, cores: int, *, time_here: bool = True
         if name == "contention":
             cases = contention_mix(llc, cores, 4 * cores, scale=scale, seed=seed)
             if time_here:
-                cases, seconds = steps_timed_here(cases)
+                cases, seconds = steps_timed_here(cases, step_seconds(cases))
             else:
                 seconds = [c.estimated_seconds() for c in cases]
             large = [c for c in cases if c.footprint_bytes > llc / cores]

@@ -22,8 +22,10 @@ from scalpel_executor.experiments.bench.stats import summarise
 from scalpel_executor.experiments.charts import bench_chart
 from scalpel_executor.experiments.harness import fresh_store, run_kernels, run_workflow, solo_pass, start_peer
 from scalpel_executor.experiments.plans import REFERENCE, BenchPlan
-from scalpel_executor.experiments.mix_sizing import machine_llc
+from scalpel_executor.experiments.mix_sizing import machine_fingerprint, machine_llc
+from scalpel_executor.experiments.solo_times import SoloTimes, kept_step_seconds, plan_solo, run_solo
 from scalpel_executor.host.sysfs import detect_topology
+from scalpel_executor.learning.store import default_path
 from scalpel_executor.workloads.montage import SkyPlan, mosaic_pipeline, require_montage
 
 logger = logging.getLogger(__name__)
@@ -81,34 +83,46 @@ def run_mix(submitter, peer: str, mix: Mix, repeat: int, out: Path, timeout: flo
 
 
 def run_bench(plan: BenchPlan, *, out: Path, llc_override=None, model=None, timeout: float = MIX_TIMEOUT,
-              stream: TextIO = sys.stderr, printer: Callable[[str], None] = print) -> dict:
+              stream: TextIO = sys.stderr, printer: Callable[[str], None] = print,
+              solo_store: str | Path | None = None, fresh_solo: bool = False) -> dict:
     """Run the benchmark ``plan`` describes (see :mod:`scalpel_executor.experiments.bench`);
     returns the JSON record, also written to ``<out>/bench.json`` after every repetition, so an
     interrupted run keeps what it measured. ``model`` is the contention model the oracle order is
-    searched with and the ``scalpel`` policy plans with. Raises ``MontageUnavailable`` before anything runs when a montage mix cannot."""
+    searched with and the ``scalpel`` policy plans with. ``solo_store``: the file whose tables keep
+    this machine's solo times (default: the profile store's); ``fresh_solo``: run every distinct
+    case alone again, and time the steps again, instead of reusing them. Raises
+    ``MontageUnavailable`` before anything runs when a montage mix cannot."""
     if "montage" in plan.mixes:
         require_montage()
     topology = detect_topology()
     cores = len(topology.cpus)
     llc, llc_note = machine_llc(topology, llc_override)
+    machine = machine_fingerprint(topology)
+    kept = SoloTimes(solo_store if solo_store is not None else default_path())
     one_blas_thread()
     store = fresh_store(out)
     run_dir = str(out / "runinfo")
     printer(f"machine: {cores} cores in {len(topology.domains)} LLC domain(s), LLC {format_size(llc)} ({llc_note})")
-    built = build_mixes(plan, llc, cores, model=model)
+    built = build_mixes(plan, llc, cores, model=model, step_seconds=kept_step_seconds(kept, machine, fresh_solo))
     for mix in built:
         printer(f"mix {mix.name:<16} {mix.tasks:>5} {'tiles' if mix.kind == 'montage' else 'tasks'}  {mix.note}")
     kernel_cases = list(dict.fromkeys(c for mix in built if mix.kind == "kernels" for c in mix.cases))
     peers, repeats = plan.peers, plan.repeats
+    solo_record: dict | None = None
     solo: dict[str, list[float]] = {}
+    if kernel_cases:  # once for every repetition: solo times say nothing of the peers
+        solo_plan = plan_solo(kernel_cases, kept, machine, fresh=fresh_solo)
+        printer(f"solo pass: {len(solo_plan.todo)} of {len(solo_plan.cases)} distinct kernel cases to run alone "
+                f"({len(solo_plan.known)} already measured on this machine)")
+        done = run_solo(solo_plan, kept, store, lambda todo: solo_pass(
+            todo, run_dir, store, topology.cpus[0], stream, f"solo, 1 core ({len(todo)} cases)"))
+        solo = {case.name: [done.seconds_of(case)] for case in kernel_cases}
+        solo_record = done.to_dict()
+    kept.close()
     runs: list[MixRun] = []
     record: dict = {}
     started = time.monotonic()
     for repeat in range(repeats):
-        if kernel_cases:
-            label = f"[{repeat + 1}/{repeats}] solo, 1 core"
-            for name, seconds in solo_pass(kernel_cases, run_dir, store, topology.cpus[0], stream, label).items():
-                solo.setdefault(name, []).append(seconds)
         order = list(peers[repeat % len(peers):]) + list(peers[:repeat % len(peers)])
         for peer in order:
             todo = [mix for mix in built if runs_mix(peer, mix)]
@@ -132,6 +146,7 @@ def run_bench(plan: BenchPlan, *, out: Path, llc_override=None, model=None, time
             finally:
                 submitter.close()
         record = _record(plan, built, runs, solo, cores, llc, llc_note, topology)
+        record["machine"]["fingerprint"], record["solo_pass"] = machine, solo_record
         (out / "bench.json").write_text(json.dumps(record, indent=1))
     record["files"] = {"json": str(out / "bench.json")}
     pyperf_paths = write_pyperf(runs, out / "pyperf", {"machine_cores": cores, "llc_bytes": llc})
