@@ -36,7 +36,6 @@ import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TextIO
 
 from scalpel_executor.experiments.apps import timed_kernel
 from scalpel_executor.experiments.mix_sizing import step_seconds_here
@@ -85,8 +84,8 @@ class SoloRow:
     def observation(self) -> Observation:
         """What the solo run taught the profile store, as its executor recorded it (an unsplit
         shape key: the shape key, with the exact key beside it when they differ)."""
-        return Observation(self.shape, app_name(timed_kernel), self.wall, self.footprint, self.peak_rss, self.llc_miss_rate,
-                           self.shape, self.key)
+        return Observation(self.shape, app_name(timed_kernel), self.wall, self.footprint, self.peak_rss,
+                           self.llc_miss_rate, self.shape, self.key)
 
 
 class SoloTimes(SideTables):
@@ -110,9 +109,9 @@ class SoloTimes(SideTables):
 
     def save(self, machine: str, rows: Iterable[SoloRow]) -> None:
         values = [(machine, *(getattr(row, name) for name in _COLUMNS)) for row in rows]
+        slots = ", ".join("?" * (1 + len(_COLUMNS)))
         self._run(lambda c: c.executemany(
-            f"INSERT OR REPLACE INTO solo_times (machine, {', '.join(_COLUMNS)}) VALUES ({', '.join('?' * (1 + len(_COLUMNS)))})",
-            values))
+            f"INSERT OR REPLACE INTO solo_times (machine, {', '.join(_COLUMNS)}) VALUES ({slots})", values))
 
     def step_times(self, machine: str) -> dict[tuple[str, int], float]:
         """Seconds per step of each (kernel, size) that sizing timed on ``machine``."""
