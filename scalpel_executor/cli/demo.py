@@ -41,9 +41,9 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", default="scalpel-demo",
                         help="folder for the PNG, JSON, run logs and profile store (default ./%(default)s)")
     parser.add_argument("--fresh-solo", action="store_true",
-                        help="run every distinct case alone again (and time the steps again) instead of reusing "
-                        "the solo times an earlier demo or bench measured on this machine, kept in the profile "
-                        "store's file ($SCALPEL_PROFILE_STORE)")
+                        help="run every distinct case alone again, and time its steps again, instead of reusing "
+                        "what earlier runs measured on this machine (kept in the profile store's file, "
+                        "$SCALPEL_PROFILE_STORE or the default one)")
     parser.add_argument("--seed", type=int, help=f"seeds the batch and the bootstrap (default {DEMO.seed})")
     parser.add_argument("--json", action="store_true", help="print the JSON record instead of the table")
 
