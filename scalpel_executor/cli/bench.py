@@ -53,8 +53,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, help=f"seeds the mixes (default {BENCH.seed})")
     parser.add_argument("--fresh-solo", action="store_true",
                         help="run every distinct kernel case alone again, and time its steps again, instead of "
-                        "reusing "
-                        "what earlier runs measured on this machine (kept in the profile store's file, "
+                        "reusing what earlier runs measured on this machine (kept in the profile store's file, "
                         "$SCALPEL_PROFILE_STORE or the default one)")
     parser.add_argument("--smoke", action="store_true", help="a one-minute check that the harness works: "
                         f"{len(BENCH_SMOKE.mixes)} small mixes, {len(BENCH_SMOKE.peers)} peers, "
