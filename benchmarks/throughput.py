@@ -52,6 +52,26 @@ from scalpel_executor.experiments.interleaved import (
 )
 
 
+def stage_breakdown(workers: int, args: argparse.Namespace) -> dict:
+    """One more ScalpelExecutor sample with every task's stamps: its stages printed, and returned as
+    ``stages`` (medians and 90th percentiles per phase) and ``stage_sample`` (the sample)."""
+    staged = run_rounds({"scalpel": width_contenders(workers, stages=True)["scalpel"]}, 1, args.tasks, args.pings,
+                        prefix="scalpel-throughput-stages-", keep_going=True)["scalpel"][0]
+    if "error" in staged:
+        print(f"\nthe stage sample failed: {staged['error'].strip().splitlines()[-1]}")
+        return {"stage_sample": staged}
+    stages = {phase: stage_summary(stamps) for phase, stamps in staged.pop("stages").items()}
+    queue = [inflight for _, inflight in staged["queue"]]
+    print(f"\nwhere a task's time goes, {workers} workers (one ScalpelExecutor sample: {args.tasks} tasks at "
+          f"once = burst, {args.pings} lone tasks = lone; {staged['throughput']:.0f} tasks/s)")
+    for line in stage_lines(stages, markdown=args.markdown):
+        print(line)
+    if queue:
+        print(f"tasks in flight during the burst (every 5 ms, {len(queue)} samples): median "
+              f"{statistics.median(queue):.0f}, max {max(queue)}")
+    return {"stages": stages, "stage_sample": staged}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -76,6 +96,10 @@ def main() -> int:
     record = {"args": vars(args), "machine": machine, "widths": {}}
     for workers in args.workers:
         def report(round_: int, which: str, sample: dict, workers=workers) -> None:
+            if "error" in sample:
+                print(f"{workers:4d} workers round {round_ + 1}/{args.rounds} {which:8s} FAILED: "
+                      f"{sample['error'].strip().splitlines()[-1]}", flush=True)
+                return
             manager = sample.get("manager_cpu_per_task_us")
             print(f"{workers:4d} workers round {round_ + 1}/{args.rounds} {which:8s} {sample['throughput']:7.0f} tasks/s"
                   f"  round trip {sample['round_trip_median'] * 1e3:6.2f} ms (p90 "
@@ -83,25 +107,14 @@ def main() -> int:
                   + (f"  manager {manager:5.0f} us/task" if manager is not None else ""), flush=True)
 
         samples = run_rounds(width_contenders(workers), args.rounds, args.tasks, args.pings,
-                             prefix="scalpel-throughput-bench-", on_sample=report)
+                             prefix="scalpel-throughput-bench-", on_sample=report, keep_going=True)
         summary = width_summary(samples)
         entry = {"samples": samples, "summary": summary, "load_average": list(os.getloadavg())}
         print()
         for line in width_lines(workers, summary, markdown=args.markdown):
             print(line)
         if args.stages:
-            staged = run_rounds({"scalpel": width_contenders(workers, stages=True)["scalpel"]}, 1, args.tasks,
-                                args.pings, prefix="scalpel-throughput-stages-")["scalpel"][0]
-            entry["stages"] = {phase: stage_summary(stamps) for phase, stamps in staged.pop("stages").items()}
-            entry["stage_sample"] = staged
-            queue = [inflight for _, inflight in staged["queue"]]
-            print(f"\nwhere a task's time goes, {workers} workers (one ScalpelExecutor sample: {args.tasks} tasks at "
-                  f"once = burst, {args.pings} lone tasks = lone; {staged['throughput']:.0f} tasks/s)")
-            for line in stage_lines(entry["stages"], markdown=args.markdown):
-                print(line)
-            if queue:
-                print(f"tasks in flight during the burst (every 5 ms, {len(queue)} samples): median "
-                      f"{statistics.median(queue):.0f}, max {max(queue)}")
+            entry.update(stage_breakdown(workers, args))
         print()
         record["widths"][str(workers)] = entry
         if args.json:  # after every width: a long run interrupted keeps what it measured

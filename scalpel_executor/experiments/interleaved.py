@@ -67,7 +67,7 @@ WARM_UP_BATCHES = 40
 #: Seconds between samples of the tasks in flight (:attr:`Contender.stages`).
 QUEUE_EVERY = 0.005
 #: Seconds a sample waits for any one result before it fails (a lost task fails the sample, not the run's clock).
-RESULT_TIMEOUT = 120.0
+RESULT_TIMEOUT = 60.0
 #: Threads listed per process in a sample (most CPU first).
 TOP_THREADS = 8
 
@@ -117,20 +117,31 @@ def run_sample(contender: Contender, tasks: int, pings: int, folder: str, timeou
 
 def run_rounds(contenders: Mapping[str, Contender], rounds: int, tasks: int, pings: int, *, prefix: str,
                on_sample: Callable[[int, str, dict], None] = lambda round_, name, sample: None,
-               ) -> dict[str, list[dict]]:
+               keep_going: bool = False) -> dict[str, list[dict]]:
     """``rounds`` samples of every contender, interleaved; ``on_sample(round, name, sample)`` after each.
 
     Returns each contender's samples in round order. ``prefix`` names the temporary folder of the
-    rounds' profile store and run directories.
+    rounds' profile store and run directories. A sample that fails raises RuntimeError, or with
+    ``keep_going`` is kept as ``{"error": its stderr's end}`` (:func:`good_samples` leaves it out).
     """
     samples: dict[str, list[dict]] = {name: [] for name in contenders}
     with tempfile.TemporaryDirectory(prefix=prefix) as folder:
         for round_ in range(rounds):
             for name, contender in contenders.items():
-                sample = run_sample(contender, tasks, pings, folder)
+                try:
+                    sample = run_sample(contender, tasks, pings, folder)
+                except (RuntimeError, subprocess.TimeoutExpired) as error:
+                    if not keep_going:
+                        raise
+                    sample = {"error": str(error)[-3000:]}
                 samples[name].append(sample)
                 on_sample(round_, name, sample)
     return samples
+
+
+def good_samples(samples: Iterable[dict]) -> list[dict]:
+    """The samples that did not fail (:func:`run_rounds` with ``keep_going``)."""
+    return [sample for sample in samples if "error" not in sample]
 
 
 def medians(samples: Mapping[str, list[dict]], keys: Iterable[str]) -> dict[str, dict[str, float]]:
@@ -221,16 +232,17 @@ def thread_medians(samples: Sequence[dict], which: str) -> list[dict]:
 
 
 def width_summary(samples: Mapping[str, list[dict]]) -> dict:
-    """One width's samples (by contender) as figures: per contender each of :data:`WIDTH_FIGURES`'
-    median, min and max (those its samples have), its threads' medians (:func:`thread_medians`);
+    """One width's samples (by contender) as figures: per contender its good samples and failed ones,
+    each of :data:`WIDTH_FIGURES`' median, min and max (those its samples have), its threads' medians (:func:`thread_medians`);
     and ``ratios``: ScalpelExecutor's medians over HTEX's and over the ThreadPool's."""
     summary: dict = {"contenders": {}, "ratios": {}}
-    for name, values in samples.items():
+    for name, every in samples.items():
+        values = good_samples(every)
         if not values:
             continue
         figures = {key: _spread([s[key] for s in values]) for key, *_ in WIDTH_FIGURES
                    if all(s.get(key) is not None for s in values)}
-        summary["contenders"][name] = {"samples": len(values), "figures": figures,
+        summary["contenders"][name] = {"samples": len(values), "failed": len(every) - len(values), "figures": figures,
                                        "driver_threads": thread_medians(values, "driver")[:TOP_THREADS],
                                        "manager_threads": thread_medians(values, "manager")[:TOP_THREADS]}
     ours = summary["contenders"].get("scalpel")
@@ -253,7 +265,7 @@ def width_lines(workers: int, summary: Mapping, *, markdown: bool = False) -> li
              if any(key in c["figures"] for c in contenders.values())]
     rows = []
     for name, contender in contenders.items():
-        row = [name, str(contender["samples"])]
+        row = [name, str(contender["samples"]) + (f" ({contender['failed']} failed)" if contender.get("failed") else "")]
         for key, _, scale, digits in shown:
             figure = contender["figures"].get(key)
             row.append("-" if figure is None else

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -35,6 +36,7 @@ from scalpel_executor.experiments.bench.report import summary_table
 from scalpel_executor.experiments.bench.run import run_bench
 from scalpel_executor.experiments.interleaved import (
     machine_cores,
+    good_samples,
     machine_facts,
     run_sample,
     width_contenders,
@@ -102,10 +104,11 @@ def default_plan(cores: int | None = None, *, quick: bool = False, budget: float
 
 
 def estimate_bench_seconds(plan: NodeCheckPlan, llc: int, cores: int, peer_start: float) -> tuple[float, float]:
-    """Seconds of the bench's set-up (timing the contention cases here, the oracle) and of one of
-    its repetitions (the solo pass, then every peer's start and mixes), from the cases' estimated
-    solo times: a mix is taken to last its work over the cores, 1.3 times for contention, plus a
-    second. Coarse: the cases are sized from a rate table, not from this machine."""
+    """Seconds of the bench's set-up (timing the contention cases here, the oracle, the solo pass:
+    bench runs it once per invocation, and less where this machine kept earlier solo times) and of
+    one of its repetitions (every peer's start and mixes), from the cases' estimated solo times: a
+    mix is taken to last its work over the cores, 1.3 times for contention, plus a second. Coarse:
+    the cases are sized from a rate table, not from this machine."""
     seconds: dict[str, list[float]] = {}
     for name in plan.mixes:
         if name == "contention":
@@ -118,8 +121,8 @@ def estimate_bench_seconds(plan: NodeCheckPlan, llc: int, cores: int, peer_start
             seconds[name] = [mean] * min(factor * cores, len(pool))
     solo = sum(sum(values) for values in seconds.values())
     mixes = sum(1.3 * sum(values) / cores + 1.0 for values in seconds.values())
-    setup = sum(seconds.get("contention", ())) / 4 + 10.0
-    return setup, solo + len(plan.peers) * (peer_start + mixes)
+    setup = sum(seconds.get("contention", ())) / 4 + 10.0 + solo
+    return setup, len(plan.peers) * (peer_start + mixes)
 
 
 def run_node_check(plan: NodeCheckPlan, out: Path, *, printer: Callable[[str], None] = print) -> dict:
@@ -140,7 +143,7 @@ def run_node_check(plan: NodeCheckPlan, out: Path, *, printer: Callable[[str], N
     cores = len(topology.cpus)
     llc, llc_note = machine_llc(topology, None)
     starts = [s["start_seconds"] for width in record["throughput"]["widths"].values()
-              for name, samples in width["samples"].items() if name != "threads" for s in samples]
+              for name, samples in width["samples"].items() if name != "threads" for s in good_samples(samples)]
     peer_start = max(starts) if starts else PEER_START_GUESS
     setup, per_repeat = estimate_bench_seconds(plan, llc, cores, peer_start)
     left = plan.budget - (time.monotonic() - started)
@@ -171,10 +174,16 @@ def throughput_rounds(plan: NodeCheckPlan, share: float, printer: Callable[[str]
             round_started = time.monotonic()
             for width, by_name in contenders.items():
                 for name, contender in by_name.items():
-                    sample = run_sample(contender, plan.tasks, plan.pings, os.path.join(folder, str(width)))
+                    try:
+                        sample = run_sample(contender, plan.tasks, plan.pings, os.path.join(folder, str(width)))
+                    except (RuntimeError, subprocess.TimeoutExpired) as error:  # kept, reported, the rest go on
+                        sample = {"error": str(error)[-3000:]}
+                        printer(f"  round {rounds + 1} {width:4d} workers {name:8s} FAILED: "
+                                f"{sample['error'].strip().splitlines()[-1]}")
+                    else:
+                        printer(f"  round {rounds + 1} {width:4d} workers {name:8s} {sample['throughput']:7.0f} "
+                                f"tasks/s  round trip {sample['round_trip_median'] * 1e3:6.2f} ms")
                     samples[width][name].append(sample)
-                    printer(f"  round {rounds + 1} {width:4d} workers {name:8s} {sample['throughput']:7.0f} tasks/s  "
-                            f"round trip {sample['round_trip_median'] * 1e3:6.2f} ms")
             rounds += 1
             spent, last = time.monotonic() - started, time.monotonic() - round_started
             if spent + last > share:

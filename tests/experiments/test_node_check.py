@@ -158,3 +158,10 @@ def test_the_bench_estimate_grows_with_the_cores_and_the_peers():
     assert setup > 0 and per_repeat > 0
     fewer = estimate_bench_seconds(NodeCheckPlan(widths=(4,), peers=("htex-block",)), 32 * 2**20, 4, 2.0)[1]
     assert fewer < per_repeat
+
+
+def test_a_failed_sample_is_counted_and_left_out_of_the_figures():
+    summary = width_summary({**SAMPLES, "scalpel": [*SAMPLES["scalpel"], {"error": "TimeoutError"}]})
+    assert summary["contenders"]["scalpel"]["samples"] == 2 and summary["contenders"]["scalpel"]["failed"] == 1
+    assert summary["contenders"]["scalpel"]["figures"]["throughput"]["median"] == 620.0
+    assert any("2 (1 failed)" in line for line in width_lines(4, summary))
