@@ -54,13 +54,16 @@ count against the node's ``memory`` and ``gpus``. Whatever the policy would star
 not fit yet is reserved, and a later task starts only where it cannot delay it (EASY
 backfilling); with one-core tasks and no memory or accelerators asked this changes nothing.
 
-Cost: what an arrival and a start cost does not grow with the tasks waiting, under ``scalpel``,
-``fifo`` and ``longest_first`` (``benchmarks/scheduler_cost.py``): the default policy's plan is
-indexed by place, rank and admission signature (:mod:`~scalpel_executor.core.plan_index`), so a
-merge and an admission check read a few tasks of each distinct rank or signature rather than every
-waiting task, and a dispatch with nothing waiting asks no core. Planning again (a batch into a
-short plan, a footprint learned, any arrival under a grouping policy) still costs what the policy's
-plan costs.
+Cost: an arrival and a start cost about as much with 10,000 tasks waiting as with 100, under
+``scalpel``, ``fifo`` and ``longest_first`` (``benchmarks/scheduler_cost.py``, 16 cores: under
+``scalpel`` 3.3 ms per arrival and 15 ms per overflowing start at 10,000 before, about 0.07 ms and
+0.3 ms now). The default policy's plan is indexed by place, rank and admission signature
+(:mod:`~scalpel_executor.core.plan_index`), so a merge reads a few tasks of each distinct rank below
+the arrival's and an admission check the look-ahead and the first task of each signature, not every
+waiting task; what still walks: a merge past overdue tasks of a lower rank, and an admission check
+while a task of several cores, memory or accelerators waits. A dispatch with nothing waiting asks no
+core. Planning again (a batch into a short plan, a footprint learned, any arrival under a grouping
+policy) costs what the policy's plan costs.
 
 Priorities (``Task.priority``, higher first): the policy plans each priority level separately, and
 the levels are dispatched highest first. A free core whose buffer head has a lower priority than

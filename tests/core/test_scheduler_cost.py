@@ -250,3 +250,35 @@ def test_decide_reads_the_indexed_candidates_as_every_waiting_task(specs, arriva
             if running:
                 s.release(running.pop(0))
             running += [a.slot.index for a in s.dispatch(now)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.floats(0, 1), st.sampled_from([0.5, 1.0, 2.0]),
+                          st.sampled_from([0.0, 1.0]), st.sampled_from([1, 3])), max_size=400),
+       st.sampled_from([0.0, 0.5, 1.0]))
+def test_the_plan_index_answers_as_the_list_does(operations, crowd):
+    """Inserts (many at one place, so windows are labelled again) and removals anywhere: places,
+    the first task below a rank and the first of each signature are what a walk of the list finds."""
+    plan: list[Task] = []
+    index = plan_index.PlanIndex(plan)
+    for number, (insert, where, runtime, priority, footprint) in enumerate(operations):
+        if insert or not plan:
+            at = min(len(plan), 1) if where < crowd else int(where * len(plan))  # crowd: one place, again and again
+            task = Task(number, footprint * MiB, runtime, priority, seq=number, key="k")
+            plan.insert(at, task)
+            index.insert(at, task, plan.__getitem__)
+        else:
+            at = min(len(plan) - 1, int(where * len(plan)))
+            index.remove(at, plan.pop(at))
+        assert list(index.labels) == sorted(set(index.labels)) and len(index) == len(plan)
+        assert all(index.position(task) == at for at, task in enumerate(plan))
+        for level in (0.0, 1.0):
+            for below in (0.75, 1.5, 3.0):
+                walked = max((i for i, t in enumerate(plan) if t.priority == level and rank(t) < below), default=None)
+                assert index.first_below(level, below) == walked
+            for before in {0, len(plan) // 2, len(plan)}:
+                firsts: dict = {}
+                for i in range(before - 1, -1, -1):
+                    if plan[i].priority == level:
+                        firsts.setdefault(admission.signature(plan[i]), i)
+                assert index.first_of_signatures(level, before, lambda s: False) == sorted(firsts.values(), reverse=True)
