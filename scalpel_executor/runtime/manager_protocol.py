@@ -330,7 +330,11 @@ def _header(data: bytes) -> tuple[Any, int]:
 
 def decode(data: bytes) -> Message:
     """The message in ``data``; ValueError for anything that is not one, naming what is wrong."""
-    envelope, start = _header(data)
+    return _lone(data, *_header(data))
+
+
+def _lone(data: bytes, envelope: Any, start: int) -> Message:
+    """The one message of ``data``, whose header :func:`_header` read."""
     if not isinstance(envelope, list) or not envelope or envelope[0] not in _SCHEMA:
         raise ValueError(f"not a node manager message: {_short(envelope)}")
     tag, fields = envelope[0], envelope[1:]
@@ -352,9 +356,7 @@ def decode_frame(data: bytes) -> list[Message]:
     """
     envelope, start = _header(data)
     if not (isinstance(envelope, list) and envelope and envelope[0] == "frame"):
-        if not isinstance(envelope, list) or not envelope or envelope[0] not in _SCHEMA:
-            raise ValueError(f"not a node manager message: {_short(envelope)}")
-        return [decode(data)]
+        return [_lone(data, envelope, start)]
     messages, end = [], len(data)
     for row, fields in enumerate(envelope[1:]):
         try:
