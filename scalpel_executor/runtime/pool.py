@@ -440,8 +440,8 @@ class WorkerPool:
     # -- the dispatch thread ----------------------------------------------------------------
 
     def _wake(self) -> None:
-        # Called under _accepting. The loop clears _woken before it reads the pipe and takes the inbox
-        # after, so a task put while _woken is still set is taken by that pass.
+        # Called under _accepting, after the task is in the inbox. The loop reads the pipe, then clears
+        # _woken, then takes the inbox: a task put while _woken was still set is taken by that pass.
         if self._wake_w < 0 or self._woken:
             return  # closed at shutdown, or a wake-up waits unread
         self._woken = True
@@ -457,9 +457,9 @@ class WorkerPool:
                 timeout = self._timeout()  # may kill and replace workers: before the wait
                 for key, _ in self._selector.select(timeout):
                     worker = key.data
-                    if worker is None:
+                    if worker is None:  # read, then clear: a byte read with the flag left set would strand
+                        os.read(self._wake_r, 4096)  # the next submit, which sees the flag and writes none
                         self._woken = False
-                        os.read(self._wake_r, 4096)
                     elif worker.connection.closed is False and self._workers.get(worker.slot) is worker:
                         self._handle_message(worker)  # unless an earlier message of this pass lost it
                 self._take_arrivals()

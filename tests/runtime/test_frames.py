@@ -252,3 +252,24 @@ def test_a_manager_killed_during_a_burst_loses_nothing_and_runs_no_task_twice(cl
         replaced += int(runs[0]) not in workers
     assert replaced >= 150  # at least those sent after the kill ran on the replacement, unspent
     assert client.managers_lost == 1
+
+
+# -- the pool's wake-ups ------------------------------------------------------------------------
+
+
+def test_tasks_submitted_from_several_threads_at_once_all_complete(client):
+    """A submit writes a wake byte only when none waits unread: none may be stranded unread-but-flagged."""
+    client, outcomes = client
+    ids = list(range(2000, 2600))
+
+    def submit(share):
+        for i in share:
+            client.submit(call(i, run_once_marked, os.devnull, 0))
+
+    threads = [threading.Thread(target=submit, args=(ids[first::3],)) for first in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    ended = outcomes.wait(ids)
+    assert all(outcome.error is None for outcome in ended.values())
