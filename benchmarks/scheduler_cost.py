@@ -17,7 +17,8 @@ Two kinds of task: ``noop`` (64 KiB, 1 ms, exact estimates: every start fits) an
 (3 MiB, 1 s, run times known to ±20%: on a 16 MiB LLC the next start always overflows and no
 waiting task fits, so the admission rule looks for one every time). Each figure is the median
 over ``--repeats`` runs; the last column is the cost with the most tasks waiting over the cost
-with the fewest.
+with the fewest. ``--calls`` counts the Python function calls instead (cProfile), a measure of
+work that a loaded machine does not blur.
 
 Run it with PYTHONPATH pointing at another checkout to compare two versions of the scheduler.
 """
@@ -25,6 +26,8 @@ Run it with PYTHONPATH pointing at another checkout to compare two versions of t
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import statistics
 import time
 
@@ -47,8 +50,24 @@ def make_task(number: int, kind: str) -> Task:
     return Task(number, footprint, runtime, runtime_spread=spread, key=kind)
 
 
-def measure(policy: str, kind: str, waiting: int, rounds: int, direct: bool, max_batch: int) -> tuple[float, float]:
-    """µs of scheduler CPU per arrival and per start, with ``waiting`` tasks waiting."""
+class CallCounter:
+    """process_time's stand-in for --calls: each read returns the function calls profiled so far."""
+
+    def __init__(self):
+        self.profile = cProfile.Profile()
+        self.profile.enable()
+
+    def __call__(self) -> float:
+        self.profile.disable()
+        calls = sum(entry[1] for entry in pstats.Stats(self.profile).stats.values())
+        self.profile.enable()
+        return calls / 1e6  # measure() reports millionths of what this returns
+
+
+def measure(policy: str, kind: str, waiting: int, rounds: int, direct: bool, max_batch: int,
+            clock=time.process_time) -> tuple[float, float]:
+    """µs of scheduler CPU per arrival and per start, with ``waiting`` tasks waiting (or what
+    ``clock`` counts, in millionths)."""
     scheduler = Scheduler([list(range(CORES))], policy, llc=LLC)
     batcher: Batcher[Task] = Batcher(Batching(max_batch=max_batch), CORES, runtime_of=lambda task: task.runtime,
                                      hold_while_busy=policy not in CHECKED_AT_DISPATCH)
@@ -73,25 +92,29 @@ def measure(policy: str, kind: str, waiting: int, rounds: int, direct: bool, max
         scheduler.add(burst[at:at + max_batch])
     take_arrivals([])
     assert scheduler.waiting == waiting and len(running) == CORES, (scheduler.waiting, len(running))
+    if clock is CallCounter:
+        clock = CallCounter()
     arrival_cpu = start_cpu = 0.0
     starts = 0
     for _ in range(rounds):
         now += TICK
         task = make_task(number, kind)
         number += 1
-        began = time.process_time()
+        began = clock()
         take_arrivals([task])
         now += TICK / 2  # the batch's deadline (a lone arrival waits at most the window)
         take_arrivals([])
-        arrival_cpu += time.process_time() - began
+        arrival_cpu += clock() - began
         now += TICK / 2
         slot = running.pop(0)
-        began = time.process_time()
+        began = clock()
         scheduler.release(slot)
         before = len(running)
         take_arrivals([])
-        start_cpu += time.process_time() - began
+        start_cpu += clock() - began
         starts += len(running) - before
+    if isinstance(clock, CallCounter):
+        clock.profile.disable()
     return arrival_cpu / rounds * 1e6, start_cpu / max(1, starts) * 1e6
 
 
@@ -109,18 +132,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="runs per figure, median taken (default: %(default)s)")
     parser.add_argument("--max-batch", type=int, default=Batching.max_batch,
                         help="the batch rule's max_batch (default: %(default)s)")
+    parser.add_argument("--calls", action="store_true",
+                        help="count Python function calls per arrival and per start instead of µs of CPU")
     parser.add_argument("--direct", action="store_true",
                         help="add each arrival at once, without the batch rule (the simulator without a window)")
     args = parser.parse_args(argv)
-    header = f"{'policy':<14} {'kind':<6} {'waiting':>8} {'µs/arrival':>11} {'µs/start':>10}"
-    print(f"scheduler CPU per arrival and per start, {CORES} cores, one {LLC // MiB} MiB LLC domain, "
+    unit = "calls" if args.calls else "µs"
+    header = f"{'policy':<14} {'kind':<6} {'waiting':>8} {unit + '/arrival':>11} {unit + '/start':>10}"
+    print(f"scheduler {'function calls' if args.calls else 'CPU'} per arrival and per start, {CORES} cores, one {LLC // MiB} MiB LLC domain, "
           f"{args.rounds} rounds, median of {args.repeats}{', arrivals added directly' if args.direct else ''}")
     print(header)
     for policy in args.policies:
         for kind in args.kinds:
             rows = []
             for waiting in args.waiting:
-                runs = [measure(policy, kind, waiting, args.rounds, args.direct, args.max_batch)
+                runs = [measure(policy, kind, waiting, args.rounds, args.direct, args.max_batch,
+                                clock=CallCounter if args.calls else time.process_time)
                         for _ in range(args.repeats)]
                 arrival = statistics.median(r[0] for r in runs)
                 start = statistics.median(r[1] for r in runs)
