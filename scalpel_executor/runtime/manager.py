@@ -232,7 +232,7 @@ class NodeManager:
             self.send(Started(os.getpid(), pool.worker_pids, [list(cpus) for cpus in pool.slot_cpus_map],
                               pool.topology.to_dict(), float(pool.memory_budget), len(pool.options.accelerators)))
             early, self._early = self._early, None
-            for message in early:
+            for message in early or ():  # None: the manager is ending, and _end failed them
                 self._submit(message)
 
     def _serve(self, messages: list[Message]) -> int:
