@@ -66,8 +66,10 @@ WARM_UP = 50  # tasks before the timed phases: workers started, imports done
 WARM_UP_BATCHES = 40
 #: Seconds between samples of the tasks in flight (:attr:`Contender.stages`).
 QUEUE_EVERY = 0.005
-#: Seconds a sample waits for any one result before it fails (a lost task fails the sample, not the run's clock).
+#: Seconds a sample waits for any one timed result before it fails (a lost task fails the sample, not the run's clock).
 RESULT_TIMEOUT = 60.0
+#: ... and for a warm-up result: the fresh workers of a wide emulated node on a loaded machine may take minutes.
+WARM_UP_TIMEOUT = 300.0
 #: Threads listed per process in a sample (most CPU first).
 TOP_THREADS = 8
 
@@ -405,10 +407,10 @@ def _warm_up(workers: int) -> None:
     after its block; a thread pool's threads start as tasks arrive)."""
     app = python_app(whoami)
     for _ in range(WARM_UP):
-        app().result(timeout=RESULT_TIMEOUT)
+        app().result(timeout=WARM_UP_TIMEOUT)
     seen: set = set()
     for _ in range(WARM_UP_BATCHES if workers else 0):
-        seen |= {future.result(timeout=RESULT_TIMEOUT) for future in [app() for _ in range(2 * workers)]}
+        seen |= {future.result(timeout=WARM_UP_TIMEOUT) for future in [app() for _ in range(2 * workers)]}
         if len(seen) >= workers:
             break
 
