@@ -5,13 +5,15 @@ Both ends of the node manager's channel send through an :class:`Outbox`: the dri
 Faileds (:class:`~scalpel_executor.runtime.manager.NodeManager`)::
 
     put(message) (any thread) ──> queue ──> sender thread ("scalpel-send"): everything queued, as one
-                                            frame (manager_protocol.encode_frame), one write
+                    │                       frame (manager_protocol.encode_frame), one write
+                    └─ idle (nothing queued, no put's frame for LINGER): written at once by the caller
     send(message) (any thread) ──> everything queued, then the message, as one frame, written before
                                    send returns
 
-A lone message goes at once (one thread hand-off later). Under a burst the sender lingers: when its
-previous frame went less than :data:`LINGER` seconds before, it writes the next one that long after
-it, with everything that came meanwhile. A burst so costs a frame per ``LINGER`` instead of a write,
+A lone message goes at once, written by the thread that puts it (no hand-off: on a loaded machine a
+waking thread can wait milliseconds for a core). Under a burst the sender lingers: a message put
+less than :data:`LINGER` seconds after the previous put's frame is queued, and the sender writes
+the next frame that long after it, with everything that came meanwhile. A burst so costs a frame per ``LINGER`` instead of a write,
 a read and a JSON document per message, and a lone task's round trip nothing: its messages find
 the sender's last frame older than that. (Without lingering the sender found its peer's messages
 one at a time: 2,000 no-op tasks went in 1,970 frames; the driver's thread that submits them lets
@@ -70,15 +72,25 @@ class Outbox:
         # is logged while it is held, and a node manager sends its log records (Log) through here too.
         self._writing = threading.RLock()
         self._closed = False
+        self._written = -LINGER  # when the latest frame of put messages went (send's do not count)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def put(self, message: Message) -> None:
-        """Queue ``message``; the sender writes it soon, after everything queued before it."""
+        """Write ``message`` now if the outbox is idle, else queue it: the sender writes it soon, after
+        everything queued before it."""
         with self._ready:
+            idle = not self._queue and time.monotonic() - self._written >= LINGER
             self._queue.append(message)
-            if len(self._queue) == 1:  # otherwise the sender was told and has not taken the queue yet
-                self._ready.notify()
+            if not idle:
+                if len(self._queue) == 1:  # otherwise the sender was told and has not taken the queue yet
+                    self._ready.notify()
+                return
+        with self._writing:
+            with self._ready:
+                batch = self._take()
+                self._written = time.monotonic()
+            self._send(batch)
 
     def send(self, message: Message) -> None:
         """Write everything queued, then ``message``, before returning (on the caller's thread)."""
@@ -134,19 +146,18 @@ class Outbox:
 
     def _run(self) -> None:
         name_this_thread(self._role)
-        written = -LINGER  # when the sender's previous frame went
         while True:
             with self._ready:
                 while not self._queue and not self._closed:
                     self._ready.wait()
                 if not self._queue:
                     return
-                if not self._closed and (linger := written + LINGER - time.monotonic()) > 0:
+                if not self._closed and (linger := self._written + LINGER - time.monotonic()) > 0:
                     self._ready.wait(linger)  # a burst: more comes meanwhile (close() ends the wait)
-            written = time.monotonic()
             with self._writing:
                 with self._ready:
                     batch = self._take()
+                    self._written = time.monotonic()
                 self._send(batch)
 
 
