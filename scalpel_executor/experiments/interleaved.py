@@ -603,7 +603,6 @@ def _sample(spec: dict) -> dict:
             sample["manager_threads"] = per_thread(manager_threads, thread_cpu(tree.manager),
                                                    thread_names(tree.manager.pid), tasks) if tree.manager else []
         if stages:
-            sample["stages"] = {"burst": task_stages(executor, futures, called, done)}
             sample["queue"] = queue
         trips, ping_futures, ping_called, ping_done = [], [], [], []
         for _ in range(pings):
@@ -615,8 +614,10 @@ def _sample(spec: dict) -> dict:
             future.result(timeout=RESULT_TIMEOUT)
             trips.append(time.perf_counter() - began)
             ping_futures.append(future)
-        if stages:
-            sample["stages"]["lone"] = task_stages(executor, ping_futures, ping_called, ping_done)
+    if stages:  # after the DataFlowKernel's cleanup: Parsl records a task's executor future after its
+        # callback is added, so the last lone task's may be missing while its AppFuture is already done
+        sample["stages"] = {"burst": task_stages(executor, futures, called, done),
+                            "lone": task_stages(executor, ping_futures, ping_called, ping_done)}
     trips.sort()
     sample.update({"throughput": tasks / elapsed, "round_trip_median": trips[len(trips) // 2],
                    "round_trip_p90": trips[int(len(trips) * 0.9)]})
