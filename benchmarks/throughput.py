@@ -52,11 +52,17 @@ from scalpel_executor.experiments.interleaved import (
 )
 
 
+def scalpel_options(args: argparse.Namespace) -> dict:
+    """ScalpelExecutor's options the command line gave."""
+    return {} if args.batch_window is None else {"batch_window": args.batch_window}
+
+
 def stage_breakdown(workers: int, args: argparse.Namespace) -> dict:
     """One more ScalpelExecutor sample with every task's stamps: its stages printed, and returned as
     ``stages`` (medians and 90th percentiles per phase) and ``stage_sample`` (the sample)."""
-    staged = run_rounds({"scalpel": width_contenders(workers, stages=True)["scalpel"]}, 1, args.tasks, args.pings,
-                        prefix="scalpel-throughput-stages-", keep_going=True)["scalpel"][0]
+    contender = width_contenders(workers, stages=True, scalpel_options=scalpel_options(args))["scalpel"]
+    staged = run_rounds({"scalpel": contender}, 1, args.tasks, args.pings, prefix="scalpel-throughput-stages-",
+                        keep_going=True)["scalpel"][0]
     if "error" in staged:
         print(f"\nthe stage sample failed: {staged['error'].strip().splitlines()[-1]}")
         return {"stage_sample": staged}
@@ -82,6 +88,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per width (default %(default)s)")
     parser.add_argument("--tasks", type=int, default=3000, help="no-op tasks per throughput sample")
     parser.add_argument("--pings", type=int, default=200, help="sequential lone tasks per latency sample")
+    parser.add_argument("--batch-window", type=float, help="ScalpelExecutor's batch_window in seconds (default: "
+                        "the executor's own)")
     parser.add_argument("--stages", action="store_true", help="per width, one more ScalpelExecutor sample: "
                         "where a task's time goes")
     parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
@@ -106,7 +114,8 @@ def main() -> int:
                   f"{sample['round_trip_p90'] * 1e3:6.2f})  driver {sample['driver_cpu_per_task_us']:5.0f} us/task"
                   + (f"  manager {manager:5.0f} us/task" if manager is not None else ""), flush=True)
 
-        samples = run_rounds(width_contenders(workers), args.rounds, args.tasks, args.pings,
+        samples = run_rounds(width_contenders(workers, scalpel_options=scalpel_options(args)), args.rounds,
+                             args.tasks, args.pings,
                              prefix="scalpel-throughput-bench-", on_sample=report, keep_going=True)
         summary = width_summary(samples)
         entry = {"samples": samples, "summary": summary, "load_average": list(os.getloadavg())}

@@ -185,18 +185,20 @@ def scalpel_topology(workers: int, cores: Sequence[int] | None = None):
             if any(cpu in kept for cpu in domain.cpus)]
 
 
-def width_contenders(workers: int, *, stages: bool = False) -> dict[str, Contender]:
+def width_contenders(workers: int, *, stages: bool = False, scalpel_options: Mapping | None = None,
+                     ) -> dict[str, Contender]:
     """HTEX (``max_workers_per_node=workers``, ``cpu_affinity="block"`` up to the CPU count, else
     none; one ``LocalProvider`` block), ScalpelExecutor (the default node manager,
-    :func:`scalpel_topology`) and Parsl's ``ThreadPoolExecutor(max_threads=workers)``, each
-    measuring its CPU per process and thread; ``stages``: ScalpelExecutor's samples carry time stamps."""
+    :func:`scalpel_topology`, and ``scalpel_options``) and Parsl's
+    ``ThreadPoolExecutor(max_threads=workers)``, each measuring its CPU per process and thread;
+    ``stages``: ScalpelExecutor's samples carry time stamps."""
     cpus = len(os.sched_getaffinity(0))
     return {
         "htex": Contender("htex", {"max_workers_per_node": workers,
                                    "cpu_affinity": "block" if workers <= cpus else "none"},
                           provider={"init_blocks": 1, "max_blocks": 1}, measure_cpu=True, workers=workers),
-        "scalpel": Contender("scalpel", {"topology": scalpel_topology(workers)}, measure_cpu=True, workers=workers,
-                             stages=stages),
+        "scalpel": Contender("scalpel", {"topology": scalpel_topology(workers), **(scalpel_options or {})},
+                             measure_cpu=True, workers=workers, stages=stages),
         "threads": Contender("threads", {"max_threads": workers}, measure_cpu=True, workers=workers),
     }
 
@@ -235,7 +237,8 @@ def thread_medians(samples: Sequence[dict], which: str) -> list[dict]:
 
 def width_summary(samples: Mapping[str, list[dict]]) -> dict:
     """One width's samples (by contender) as figures: per contender its good samples and failed ones,
-    each of :data:`WIDTH_FIGURES`' median, min and max (those its samples have), its threads' medians (:func:`thread_medians`);
+    each of :data:`WIDTH_FIGURES`' median, min and max (those its samples have), its threads'
+    medians (:func:`thread_medians`);
     and ``ratios``: ScalpelExecutor's medians over HTEX's and over the ThreadPool's."""
     summary: dict = {"contenders": {}, "ratios": {}}
     for name, every in samples.items():
