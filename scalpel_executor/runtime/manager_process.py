@@ -64,7 +64,9 @@ class LocalManager:
     outbox: Outbox = field(init=False)
 
     def __post_init__(self) -> None:
-        self.outbox = Outbox(self._write, name=f"scalpel-submit-{self.process.pid}", role="submit")
+        # No lingering: a burst's first Submit would reach the manager's batcher alone, ahead of the
+        # rest, and start before tasks the scheduler would have put first (a critical path's head).
+        self.outbox = Outbox(self._write, name=f"scalpel-submit-{self.process.pid}", role="submit", linger=0.0)
 
     @property
     def pid(self) -> int:

@@ -61,18 +61,23 @@ class Outbox:
         The sender thread's Python name.
     role : str
         Its name in the kernel, one of :data:`~scalpel_executor.runtime.threads.NAMES`.
+    linger : float
+        Seconds the sender waits after a frame, under a burst (:data:`LINGER`); 0: it writes whatever
+        accumulated as soon as it runs.
     """
 
-    def __init__(self, write: Callable[[bytes], None], name: str = "scalpel-send", role: str = "send"):
+    def __init__(self, write: Callable[[bytes], None], name: str = "scalpel-send", role: str = "send",
+                 linger: float = LINGER):
         self._write = write
         self._role = role
+        self._linger = linger
         self._queue: deque[Message] = deque()
         self._ready = threading.Condition(threading.Lock())  # guards _queue and _closed
         # Held from taking the queue to the end of its write; re-entrant: a message that cannot be encoded
         # is logged while it is held, and a node manager sends its log records (Log) through here too.
         self._writing = threading.RLock()
         self._closed = False
-        self._written = -LINGER  # when the latest frame of put messages went (send's do not count)
+        self._written = -linger  # when the latest frame of put messages went (send's do not count)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -80,7 +85,7 @@ class Outbox:
         """Write ``message`` now if the outbox is idle, else queue it: the sender writes it soon, after
         everything queued before it."""
         with self._ready:
-            idle = not self._queue and time.monotonic() - self._written >= LINGER
+            idle = not self._queue and time.monotonic() - self._written >= self._linger
             self._queue.append(message)
             if not idle:
                 if len(self._queue) == 1:  # otherwise the sender was told and has not taken the queue yet
@@ -152,7 +157,7 @@ class Outbox:
                     self._ready.wait()
                 if not self._queue:
                     return
-                if not self._closed and (linger := self._written + LINGER - time.monotonic()) > 0:
+                if not self._closed and (linger := self._written + self._linger - time.monotonic()) > 0:
                     self._ready.wait(linger)  # a burst: more comes meanwhile (close() ends the wait)
             with self._writing:
                 with self._ready:
