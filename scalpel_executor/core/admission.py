@@ -75,7 +75,7 @@ wait above): under the contention
 model no co-run is slower than running the pair one after the other. Every start carries its
 reason, so drivers can report how often each branch was taken.
 
-A head told per-key interference terms (``Task.interference``) is not ceded to a less harmful
+A head told per-key interference terms (``Task.interference``, not all zero: :func:`told_terms`) is not ceded to a less harmful
 task when none fits: with residuals nearly every co-run passes the tolerance, so "none fits" is
 the usual case, and ranking the waiting tasks' harm then rests on residuals learned to within
 their noise, which the plan, made with the same terms, has already weighed. In simulation
@@ -169,6 +169,13 @@ class Decision:
     task: Task | None
     reason: str
     deferred: Task | None = None  # the plan's head when another task was started instead
+
+
+def told_terms(task: Task) -> bool:
+    """Whether ``task`` was told per-key interference terms that say anything: residuals of zero
+    are the footprint model's own prediction, and a task told them is scheduled as one told none
+    (hypothesis found a head told zeros kept from a less harmful start that a head told none took)."""
+    return task.interference is not None and any(task.interference)
 
 
 def unmeasured_risk(task: Task, running: Sequence[Running], model: ContentionModel, llc: float | None) -> bool:
@@ -286,7 +293,7 @@ def decide(head: Task, others: Iterable[Task], running: Sequence[Running], *,
                 Decision(lighter, CORUN_LEAST_HARM, head)
     elif fitting is not None and deferral_pays(head, fitting):
         return Decision(fitting, KEPT_APART, head)
-    elif fitting is None and lighter is not None and head.interference is None and deferral_pays(head, lighter):
+    elif fitting is None and lighter is not None and not told_terms(head) and deferral_pays(head, lighter):
         return Decision(lighter, CORUN_LESS_HARM, head)
     return Decision(head, CORUN_WAIT_COSTS_MORE if fitting is not None and not guessed else CORUN_NOTHING_FITS)
 
