@@ -27,7 +27,7 @@ from scalpel_executor.runtime.manager_protocol import (Began, Failed, FrameError
 from scalpel_executor.runtime.options import PoolOptions
 from scalpel_executor.runtime.outbox import Outbox
 from scalpel_executor.core.interference import Terms
-from tests.runtime.helpers import Outcomes, call, run_once_marked, wait_until
+from tests.runtime.helpers import GENEROUS, Outcomes, call, run_once_marked, wait_until
 
 ROWS = [
     Submit(1, footprint=2.5e7, runtime=0.25, key="mod.app(~64)", interference=Terms(0.25, -0.5), walltime=60.0,
@@ -238,7 +238,7 @@ def test_a_manager_killed_during_a_burst_loses_nothing_and_runs_no_task_twice(cl
     os.kill(lost_pid, signal.SIGKILL)  # frames of Submits, Results and Began in flight both ways
     for i in ids[150:]:
         client.submit(call(i, run_once_marked, str(tmp_path / f"ran-{i}"), 0.01))
-    ended = outcomes.wait(ids)
+    ended = outcomes.wait(ids, timeout=4 * GENEROUS)  # a replacement's start and 300 tasks, on a busy machine
     replaced = 0
     for i in ids:
         assert len(outcomes.by_task[i]) == 1, outcomes.by_task[i]
