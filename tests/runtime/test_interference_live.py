@@ -13,7 +13,7 @@ from scalpel_executor.learning import host_model
 from scalpel_executor.learning.host_model import HostModelStore, host_id
 from scalpel_executor.runtime import manager_client
 from scalpel_executor.runtime.executor import ScalpelExecutor
-from scalpel_executor.runtime.manager_protocol import decode, task_of
+from scalpel_executor.runtime.manager_protocol import decode_frame, encode_frame, task_of
 from tests.learning.test_host_model import planted_spans
 from tests.runtime.helpers import GENEROUS
 
@@ -44,14 +44,14 @@ def told_terms(executor, monkeypatch, node_manager):
     the node manager rebuilds it from the Submit message on the wire."""
     told = []
     if node_manager:
-        encode = manager_client.submit_of
+        row = manager_client.submit_row
 
-        def submit_of(task):
-            data = encode(task)
-            told.append((task.key, task_of(decode(data)).interference))
-            return data
+        def submit_row(task):
+            message = row(task)
+            told.append((task.key, task_of(decode_frame(encode_frame([message]))[0]).interference))
+            return message
 
-        monkeypatch.setattr(manager_client, "submit_of", submit_of)
+        monkeypatch.setattr(manager_client, "submit_row", submit_row)
     else:
         submit = executor.pool.submit
 
