@@ -95,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
     print()
     for line in summary_table(record["summary"]):
         print(line)
+    print()
+    for sentence in record.get("verdicts", []):
+        print(sentence)
     files = record["files"]
     print(f"\nrecord: {files['json']}" + (f"\nplot:   {files['png']}" if "png" in files else ""))
     if files.get("pyperf"):
@@ -123,20 +126,40 @@ def report_lines(path: str, *, markdown: bool = False, against: str | None = Non
     if against is not None:
         from scalpel_executor.experiments.bench.report import paired_table
         from scalpel_executor.experiments.bench.stats import paired_against
+        from scalpel_executor.experiments.bench.verdict import bench_verdicts
 
         runs = record.get("runs")
         if not isinstance(runs, list) or not all(isinstance(r, dict) and {"mix", "peer", "repeat"} <= r.keys()
                                                  for r in runs):
             raise ValueError(f"{path}: \"runs\" must be a list of runs with mix, peer, repeat and makespan")
         try:
-            return paired_table(paired_against(runs, against), against, markdown=markdown)
+            paired = paired_against(runs, against)
         except ValueError as error:
             raise ValueError(f"{path}: {error}") from None
+        rows = [{**row, "vs_reference": row["ratio"], "paired_runs": row["runs"]} for row in paired]
+        return paired_table(paired, against, markdown=markdown) + [""] + bench_verdicts(
+            rows, _machine_words(record), runs, against)
     rows = record.get("summary")
     if not isinstance(rows, list):
         raise ValueError(f"{path}: \"summary\" must be a list of rows, one per mix and peer, got "
                          + ("nothing" if rows is None else repr(rows)[:80]))
     try:
-        return summary_table(rows, markdown=markdown)
+        table = summary_table(rows, markdown=markdown)
     except ValueError as error:
         raise ValueError(f"{path}: {error}") from None
+    verdicts = record.get("verdicts")
+    return table + ([""] + [str(v) for v in verdicts] if isinstance(verdicts, list) and verdicts else [])
+
+
+def _machine_words(record: dict) -> str:
+    """The machine a bench record was measured on, as a verdict names it (older records: from its
+    cores, domains and LLC)."""
+    machine = record.get("machine") if isinstance(record.get("machine"), dict) else {}
+    if isinstance(machine.get("words"), str):
+        return machine["words"]
+    from scalpel_executor.experiments.bench.verdict import machine_words  # numpy loads only when a report asks
+
+    try:
+        return machine_words(int(machine["cores"]), len(machine["domains"]), float(machine["llc"]), None)
+    except (KeyError, TypeError, ValueError):
+        return "machine not recorded"

@@ -58,7 +58,8 @@ from scalpel_executor.core.units import format_size
 from scalpel_executor.experiments.apps import one_blas_thread
 from scalpel_executor.experiments.bench.stats import bootstrap_ratio
 from scalpel_executor.experiments.charts import gantt
-from scalpel_executor.experiments.harness import Progress, fresh_store, run_kernels, solo_pass, start_peer
+from scalpel_executor.experiments.bench.verdict import demo_verdict, machine_words, running_in_vm
+from scalpel_executor.experiments.harness import OtherWork, Progress, fresh_store, run_kernels, solo_pass, start_peer
 from scalpel_executor.experiments.plans import DemoPlan
 from scalpel_executor.experiments.mix_sizing import machine_fingerprint, machine_llc, steps_timed_here
 from scalpel_executor.experiments.solo_times import SoloTimes, kept_step_seconds, plan_solo, run_solo, step_rates
@@ -87,6 +88,9 @@ class RunResult:
     tasks: list[dict] = field(default_factory=list)
     report_sources: dict | None = None
     wall: float | None = None  # seconds from the executor's start to its shutdown, batch included
+    #: CPU seconds per second per core that processes outside the executor used during the batch
+    #: (harness.OtherWork); None where unmeasured
+    other_work_per_core: float | None = None
 
 
 def run_batch(name: str, cases, run_dir: str, cores: int, store: str, topology, repeat: int, label: str,
@@ -95,8 +99,11 @@ def run_batch(name: str, cases, run_dir: str, cores: int, store: str, topology, 
     began = time.monotonic()
     submitter = start_peer(_PEER.get(name, name), cores, topology, run_dir, store)
     try:
+        other = OtherWork(submitter, cores)
         with Progress(label, len(cases), stream) as progress:
+            other.start()
             makespan, rows = run_kernels(submitter, cases, timeout=BATCH_TIMEOUT, progress=progress)
+            others = other.stop()
         sources = None
         if hasattr(submitter.executor, "run_report"):  # Scalpel says where each estimate came from
             kernel_rows = [t for t in submitter.executor.run_report()["tasks"]
@@ -105,7 +112,7 @@ def run_batch(name: str, cases, run_dir: str, cores: int, store: str, topology, 
                        "runtime": dict(Counter(t["runtime_source"] for t in kernel_rows))}
     finally:
         submitter.close()
-    return RunResult(name, repeat, makespan, rows, sources, time.monotonic() - began)
+    return RunResult(name, repeat, makespan, rows, sources, time.monotonic() - began, others)
 
 
 def executor_names(plan: DemoPlan) -> list[str]:
@@ -274,6 +281,9 @@ def run_demo(plan: DemoPlan, *, llc_override, out: Path, stream: TextIO = sys.st
         "split": split(results, resamples=plan.resamples, seed=plan.seed),
         "runs": [asdict(r) for r in results],
     }
+    record["machine"]["in_vm"] = running_in_vm()
+    record["machine"]["words"] = machine_words(cores, len(topology.domains), llc, record["machine"]["in_vm"])
+    record["verdict"] = demo_verdict(record["split"], record["machine"]["words"], record["runs"])
     by_name = sorted(results, key=lambda r: (names.index(r.executor), r.repeat))
     png = gantt(by_name, llc, [list(d.cpus) for d in topology.domains], out / "scalpel-demo.png")
     json_path = out / "scalpel-demo.json"
@@ -311,7 +321,12 @@ def print_summary(record: dict, printer: Callable[[str], None] = print) -> None:
                                  cells, right=[2]):
             printer(line)
         printer("above 1: the second executor was faster; mechanics x policy = total; intervals: paired "
-                "bootstrap over the interleaved repeats (coarse with few repeats)")
+                "bootstrap over the interleaved repeats (coarse with few repeats); an interval that contains "
+                "1 is inside noise")
+    if record.get("verdict"):
+        printer("")
+        printer(record["verdict"])
+        printer("")
     printer(f"{bound['name']} ({bound['runs_below']} of {bound['runs']} runs ended below it): "
             f"{bound['seconds']:.2f} s, the longest solo task or the total solo work / cores")
     sources = [r["report_sources"] for r in record["runs"] if r.get("report_sources")]

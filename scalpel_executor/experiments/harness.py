@@ -12,6 +12,11 @@
                        ScalpelExecutor, so the profile store learns the footprints and the caller
                        gets solo times (which cases: experiments.solo_times, kept per machine)
     fresh_store        an empty profile store for one run
+    OtherWork          around one timed run: the host's CPU time less the executor under test's
+                       (this process and its descendants, and the processes a Parsl provider
+                       launched, which are not: LocalProvider's worker pools are reparented), as
+                       CPU seconds per second per core, the figure the executor itself judges a
+                       host busy by (learning.host_model.BUSY_OTHERS)
 
 Every peer runs the task bodies of :mod:`~scalpel_executor.experiments.apps` with one BLAS thread.
 """
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
+import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -31,9 +37,11 @@ from parsl.config import Config
 from parsl.data_provider.files import File
 from parsl.executors import HighThroughputExecutor, ThreadPoolExecutor
 from parsl.providers import LocalProvider
+import psutil
 from tqdm import tqdm
 
 from scalpel_executor.core.domains import Topology
+from scalpel_executor.host.cpu_time import CpuSample, other_work_per_core, sample_cpu
 from scalpel_executor.experiments.apps import (
     ONE_THREAD_ENV,
     one_blas_thread,
@@ -160,6 +168,58 @@ def start_peer(peer: str, cores: int, topology: Topology, run_dir: str, store: s
         submitter.close()
         raise
     return submitter
+
+
+def executor_roots(submitter) -> list[int]:
+    """The processes whose trees hold the executor under test's work: this one (the driver, and
+    through its descendants HTEX's interchange and Scalpel's node manager and workers) and each
+    process a Parsl provider launched (LocalProvider's worker pool leaves this tree: it is started
+    in the background by a shell that exits)."""
+    provider = getattr(getattr(submitter, "executor", None), "provider", None)
+    launched = [job.get("remote_pid") for job in getattr(provider, "resources", {}).values()]
+    return [os.getpid()] + [pid for pid in launched if isinstance(pid, int)]
+
+
+def tree_cpu_seconds(roots: Sequence[int]) -> dict[tuple[int, float], float]:
+    """CPU seconds per process (keyed by pid and start time) in the trees of ``roots``, each with
+    the children it has reaped, so a task's finished subprocess counts once, in its parent."""
+    seen: dict[tuple[int, float], float] = {}
+    for root in roots:
+        try:
+            top = psutil.Process(root)
+            tree = [top] + top.children(recursive=True)
+        except psutil.Error:
+            continue
+        for process in tree:
+            try:
+                with process.oneshot():
+                    times = process.cpu_times()
+                    key = (process.pid, process.create_time())
+            except psutil.Error:
+                continue
+            seen[key] = times.user + times.system + times.children_user + times.children_system
+    return seen
+
+
+class OtherWork:
+    """Other work per core during one timed run of the executor ``submitter`` holds: ``start()``
+    before it, ``stop()`` after it, which returns the figure (None where the host's CPU time is
+    unreadable). A process of the executor that ends between the two samples and is not reaped
+    by another takes its CPU time with it, which counts as other work: the error leans to busy."""
+
+    def __init__(self, submitter, cores: int) -> None:
+        self.roots, self.cores = executor_roots(submitter), cores
+        self.first: CpuSample | None = None
+        self.first_tree: dict[tuple[int, float], float] = {}
+
+    def start(self) -> None:
+        self.first_tree, self.first = tree_cpu_seconds(self.roots), sample_cpu()
+
+    def stop(self) -> float | None:
+        last, last_tree = sample_cpu(), tree_cpu_seconds(self.roots)
+        own = sum(seconds - self.first_tree.get(key, 0.0) for key, seconds in last_tree.items())
+        return other_work_per_core(CpuSample(self.first.at, self.first.busy, 0.0),
+                                   CpuSample(last.at, last.busy, own), self.cores)
 
 
 def warm_every_worker(submitter, workers: int) -> None:

@@ -205,9 +205,17 @@ def test_the_smoke_run_runs_every_peer_on_every_mix_and_pyperf_reads_it(smoke):
     report = subprocess.run([sys.executable, "-m", "scalpel_executor.cli", "bench", "--report", str(out / "bench.json"),
                              "--markdown"], capture_output=True, text=True, timeout=120)
     assert report.returncode == 0, report.stderr
-    table = report.stdout.splitlines()
+    lines = report.stdout.splitlines()
+    table = lines[:lines.index("")]
     assert [cell.strip() for cell in table[0].split("|")[1:3]] == ["mix", "peer"]
     assert len(table) == 2 + len(record["summary"]) and all(line.startswith("|") for line in table)
+    # after the table, one verdict per mix compared and one on the runs other work disturbed
+    assert lines[len(table) + 1:] == record["verdicts"]
+    assert len(record["verdicts"]) == len(mixes) + 1
+    assert all(v.startswith(f"{mix}, on this machine ({record['machine']['words']}): ")
+               for v, mix in zip(record["verdicts"], mixes))
+    assert all(run["other_work_per_core"] is None or run["other_work_per_core"] >= 0 for run in record["runs"])
+    assert record["verdicts"][0] in done.stdout
 
 
 def test_the_workflow_mix_runs_its_dag_in_order_under_every_parsl_peer(smoke):

@@ -158,6 +158,13 @@ def test_a_tiny_plan_runs_end_to_end_with_the_split(tmp_path):
                  "scalpel:fifo / scalpel:scalpel", "solo-time bound, an estimate: measured solo times can be beaten"):
         assert word in text
     assert "vs HTEX" not in text and "lower bound" not in text
+    # one verdict on the split, naming the machine and how many runs other work disturbed
+    assert record["verdict"].startswith(f"On this machine ({record['machine']['words']}): ")
+    assert record["verdict"] in text and "inside noise" in text
+    for run in record["runs"]:
+        assert run["other_work_per_core"] is None or run["other_work_per_core"] >= 0
+    if any(run["other_work_per_core"] is not None for run in record["runs"]):
+        assert "runs ran while other work used more than" in record["verdict"] or "None of the" in record["verdict"]
 
 
 def test_a_second_demo_reuses_the_solo_times_and_fresh_solo_measures_them_again(tmp_path):

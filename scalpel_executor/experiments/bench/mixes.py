@@ -148,3 +148,6 @@ class MixRun:
     tasks: list[dict] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
     error: str | None = None
+    #: CPU seconds per second per core that processes outside the peer used during the run
+    #: (harness.OtherWork); None where unmeasured
+    other_work_per_core: float | None = None

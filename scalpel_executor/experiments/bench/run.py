@@ -20,7 +20,9 @@ from scalpel_executor.experiments.bench.mixes import Mix, MixRun, build_mixes
 from scalpel_executor.experiments.bench.pyperf_suites import write_pyperf
 from scalpel_executor.experiments.bench.stats import summarise
 from scalpel_executor.experiments.charts import bench_chart
-from scalpel_executor.experiments.harness import fresh_store, run_kernels, run_workflow, solo_pass, start_peer
+from scalpel_executor.experiments.bench.verdict import bench_verdicts, machine_words, running_in_vm
+from scalpel_executor.experiments.harness import (OtherWork, fresh_store, run_kernels, run_workflow, solo_pass,
+                                                  start_peer)
 from scalpel_executor.experiments.plans import REFERENCE, BenchPlan
 from scalpel_executor.experiments.mix_sizing import machine_fingerprint, machine_llc
 from scalpel_executor.experiments.solo_times import SoloTimes, kept_step_seconds, plan_solo, run_solo
@@ -45,9 +47,14 @@ def runs_mix(peer: str, mix: Mix) -> bool:
 MIX_TIMEOUT = 1800.0
 
 
-def run_mix(submitter, peer: str, mix: Mix, repeat: int, out: Path, timeout: float = MIX_TIMEOUT) -> MixRun:
-    """Run one mix on a started peer; a failure is recorded, not raised, so the other runs survive."""
+def run_mix(submitter, peer: str, mix: Mix, repeat: int, out: Path, timeout: float = MIX_TIMEOUT,
+            cores: int | None = None) -> MixRun:
+    """Run one mix on a started peer; a failure is recorded, not raised, so the other runs survive.
+    The run keeps the other work per core on the host during it (``cores``: this machine's, by
+    default ``os.cpu_count()``)."""
     run = MixRun(peer, mix.name, repeat, None)
+    other = OtherWork(submitter, cores or os.cpu_count() or 1)
+    other.start()
     try:
         if mix.kind == "kernels":
             cases = mix.oracle if peer == "oracle" else mix.cases
@@ -79,6 +86,7 @@ def run_mix(submitter, peer: str, mix: Mix, repeat: int, out: Path, timeout: flo
         run.error = f"{type(error).__name__}: {error}"
         run.makespan = None
         logger.warning("%s on %s, repeat %d failed: %s", mix.name, peer, repeat + 1, run.error)
+    run.other_work_per_core = other.stop()
     return run
 
 
@@ -137,7 +145,7 @@ def run_bench(plan: BenchPlan, *, out: Path, llc_override=None, model=None, time
                 continue
             try:
                 for mix in todo:
-                    run = run_mix(submitter, peer, mix, repeat, out, timeout)
+                    run = run_mix(submitter, peer, mix, repeat, out, timeout, cores)
                     runs.append(run)
                     shown = "failed" if run.makespan is None else f"{run.makespan:8.3f} s"
                     stream.write(f"  [{repeat + 1}/{repeats}] {peer:<22} {mix.name:<16} {shown}   "
@@ -158,10 +166,13 @@ def run_bench(plan: BenchPlan, *, out: Path, llc_override=None, model=None, time
 
 
 def _record(plan: BenchPlan, built, runs, solo, cores, llc, llc_note, topology) -> dict:
+    in_vm = running_in_vm()
+    words = machine_words(cores, len(topology.domains), llc, in_vm)
+    summary = summarise(runs, built, solo, cores, resamples=plan.resamples)
     return {
         "format": "scalpel-bench/1",
         "machine": {"cores": cores, "domains": [d.cpus for d in topology.domains], "llc": llc, "llc_note": llc_note,
-                    "load_average": os.getloadavg()},
+                    "load_average": os.getloadavg(), "in_vm": in_vm, "words": words},
         "config": {"repeats": plan.repeats, "seed": plan.seed, "scale": plan.scale, "reference": REFERENCE},
         "mixes": [{"name": m.name, "kind": m.kind, "tasks": m.tasks, "note": m.note,
                    "cases": [{"case": c.name, "kernel": c.kernel, "size": c.size, "steps": c.steps,
@@ -169,6 +180,7 @@ def _record(plan: BenchPlan, built, runs, solo, cores, llc, llc_note, topology) 
                    "oracle": [c.name for c in m.oracle] if m.oracle else None,
                    "oracle_method": m.oracle_method or None} for m in built],
         "solo": solo,
-        "summary": summarise(runs, built, solo, cores, resamples=plan.resamples),
+        "summary": summary,
+        "verdicts": bench_verdicts(summary, words, [vars(r) for r in runs], REFERENCE),
         "runs": [vars(r) for r in runs],
     }
