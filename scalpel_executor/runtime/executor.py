@@ -70,6 +70,7 @@ from scalpel_executor.core.contention_fit import load_model
 from scalpel_executor.learning.critical_path import CriticalPathStore, Tails
 from scalpel_executor.learning.estimates import Estimator
 from scalpel_executor.learning.hints import HintAudit, parse_hints, parse_walltime, scheduling_priority
+from scalpel_executor.learning.keys import declared as app_declared
 from scalpel_executor.learning.sampling import MEASURE_EVERY, MEASURE_FIRST, REMEASURE_DRIFT, Sampling
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, TaskExit,
                                              WalltimeExceeded, WorkerDied)
@@ -103,6 +104,29 @@ RECORDS_KEPT = 100_000  # finished tasks remembered in ``records`` (a campaign m
 # What a provider block runs on each node (formatted with python, url, cert_dir, block_id, driver_threshold, log_dir).
 DEFAULT_LAUNCH_CMD = ("{python} -m scalpel_executor.runtime.manager --connect {url} --cert-dir {cert_dir} "
                       "--block-id {block_id} --driver-threshold {driver_threshold} --log-dir {log_dir}")
+
+
+#: HighThroughputExecutor's arguments that ScalpelExecutor does not take, each with what does its work here:
+#: a user moving a configuration over is told the equivalent, not handed a bare TypeError.
+HTEX_ONLY = {
+    "cpu_affinity": "workers are always pinned here, one to each core (pin='core', the default) or to every core "
+                    "of its LLC domain (pin='domain'); topology= chooses the cores",
+    "cores_per_worker": "a worker here is one core; give a task several with cores_per_task= or its "
+                        "parsl_resource_specification={'cores': k}",
+    "mem_per_worker": "give mem_per_task= (a task's memory without a hint), memory_budget= (the node's) or "
+                      "parsl_resource_specification={'memory': MiB}",
+    "max_workers": "one worker runs per core of topology= (local mode) or max_workers_per_node= (with provider=)",
+    "worker_debug": "node managers and workers log at the driver's level for scalpel_executor, under "
+                    "runinfo/<run>/<label>/block-N/",
+    "worker_port_range": "give port_range= (provider mode: the ports the driver binds)",
+    "worker_ports": "give port_range= (provider mode: the ports the driver binds)",
+    "interchange_port_range": "there is no interchange: the driver deals tasks to node managers itself (port_range=)",
+    "interchange_launch_cmd": "there is no interchange: the driver deals tasks to node managers itself",
+    "loopback_address": "give address= (provider mode: where node managers reach the driver)",
+    "encrypted": "provider mode's channel is always CurveZMQ-encrypted, with keys made per run",
+    "manager_selector": "the executor places tasks on node managers by footprint itself (runtime.placement)",
+    "poll_period": "give heartbeat_period= (seconds between a node manager's heartbeats)",
+}
 
 
 class ScalpelExecutor(ParslExecutor, RepresentationMixin):
@@ -284,6 +308,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
     enforce_memory = PoolOption()
 
     def __new__(cls, *args: Any, **kwargs: Any):
+        htex_only = [name for name in kwargs if name in HTEX_ONLY]
+        if htex_only:
+            raise TypeError("; ".join(f"{name}= is HighThroughputExecutor's: {HTEX_ONLY[name]}" for name in htex_only))
         if cls is ScalpelExecutor and kwargs.get("provider") is not None:
             cls = ScalpelProviderExecutor  # __init__ then runs on it, with the same arguments
         return super().__new__(cls)
@@ -649,7 +676,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         if pool is None:
             raise ExecutorShutdown(
                 f"executor {self.label!r} has not been started: call start() or use it through parsl.load()")
-        hints = parse_hints(resource_specification)
+        hints = parse_hints(resource_specification, app_declared(func).get("specification"))
         walltime = parse_walltime(kwargs)
         estimate = self._estimator.estimate(func, args, kwargs, hints)
         tail, tail_source, parsl_id = self._tail_of(func, args, estimate.key)
