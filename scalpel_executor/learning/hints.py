@@ -52,7 +52,7 @@ from typing import Any
 from parsl.executors.errors import InvalidResourceSpecification
 
 from scalpel_executor.core.units import format_size, parse_mebibytes, parse_size, show
-from scalpel_executor.learning.keys import APP_HINTS, declared
+from scalpel_executor.learning.keys import APP_HINTS, declared, forget_declared
 from scalpel_executor.learning.sampling import DRIFT_FLOOR, REMEASURE_DRIFT, drifted
 
 logger = logging.getLogger(__name__)
@@ -350,6 +350,7 @@ def app_hints(*, size_free: tuple[str, ...] | list[str] = (), **specification: A
         target = getattr(func, "func", None) if hasattr(func, "executors") else func  # above @python_app: its function
         setattr(target if callable(target) else func, APP_HINTS,
                 {"specification": dict(specification), "size_free": names})
+        forget_declared()
         return func
 
     return mark

@@ -379,7 +379,25 @@ def _limited(key: str) -> str:
 
 def declared(func: Callable) -> Mapping[str, Any]:
     """What :func:`~scalpel_executor.learning.hints.app_hints` declared for the app behind ``func``
-    (through Parsl's wrappers), or an empty mapping."""
+    (through Parsl's wrappers), or an empty mapping. Read twice per task at submit (its hints, its
+    key), so the walk through the wrappers is made once per function."""
+    try:
+        return _declared_once(func)
+    except TypeError:  # a callable object that cannot be a dict key
+        return _declared(func)
+
+
+@functools.lru_cache(maxsize=1024)
+def _declared_once(func: Callable) -> Mapping[str, Any]:
+    return _declared(func)
+
+
+def forget_declared() -> None:
+    """Read every function's declaration again (``app_hints`` calls it when it marks one)."""
+    _declared_once.cache_clear()
+
+
+def _declared(func: Callable) -> Mapping[str, Any]:
     for _ in range(32):
         found = getattr(func, APP_HINTS, None)
         if isinstance(found, Mapping):
