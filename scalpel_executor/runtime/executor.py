@@ -792,6 +792,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         if self._shut_down:
             return
         self._shut_down = True
+        self._shut_down_by = _ending_with()
         atexit.unregister(self.shutdown)
         if self._node_monitor is not None:  # before the pool goes: its managers' last rows say inactive
             self._node_monitor.stop()
@@ -815,7 +816,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         records = list(self.records)
         return build_report(self.label, self.policy, self._topology, self._estimator, self._hint_audit.counts, records,
                             self._host.report(records, self._shut_down), self._critical_path_report(),
-                            cut_short=self._cut_short)
+                            cut_short=self._cut_short, shut_down_by=getattr(self, "_shut_down_by", None))
 
     def _write_report(self) -> None:
         """Write the run report next to Parsl's logs (``<run_dir>/scalpel-<label>-report.json``, mode 0600)."""
@@ -826,6 +827,16 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
 
     def monitor_resources(self) -> bool:
         return True
+
+
+def _ending_with() -> str | None:
+    """What the script is ending with when the executor shuts down: ``"a Ctrl-C"`` or ``"an error
+    (ValueError)"`` while an exception leaves ``with parsl.load()`` (its ``__exit__`` runs
+    ``dfk.cleanup()`` with the exception in flight), else None."""
+    error = sys.exc_info()[1]
+    if error is None:
+        return None
+    return "a Ctrl-C" if isinstance(error, KeyboardInterrupt) else f"an error ({type(error).__name__})"
 
 
 class ScalpelProviderExecutor(ScalpelExecutor, BlockProviderExecutor):

@@ -177,26 +177,28 @@ def task_spans(records: Iterable[TaskRecord]) -> list[TaskSpan]:
     return spans
 
 
-def write_report(path: str, report: dict) -> bool:
-    """Write ``report`` as JSON to ``path`` (mode 0600); a failure is one warning (False)."""
+def write_report(path: str, report: dict) -> str | None:
+    """Write ``report`` as JSON to ``path`` (mode 0600); None, or why it could not be (one warning)."""
     try:
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(descriptor, "w") as stream:
             json.dump(report, stream, indent=1)
     except OSError as error:
         logger.warning("could not write the run report %s: %s", path, error)
-        return False
-    return True
+        return f"{type(error).__name__}: {error.strerror or error}"
+    return None
 
 
 def build_report(label: str, policy: str, topology: Topology, estimator: Estimator | None, hints_off: Mapping,
-                 records: Sequence[TaskRecord], contention_model: dict, critical_path: dict, cut_short: int = 0) -> dict:
+                 records: Sequence[TaskRecord], contention_model: dict, critical_path: dict, cut_short: int = 0,
+                 shut_down_by: str | None = None) -> dict:
     """The run report of ``records``: where every finished task ran and where its estimates came from (JSON-ready).
 
     ``contention_model`` and ``critical_path`` are passed in as their sections, made by the
     executor's host learning and tails; ``estimator`` is None before the executor starts.
     ``tasks_cut_short`` counts the failed tasks that were still running or waiting when the
-    executor shut down (``cut_short``: failed with ExecutorShutdown).
+    executor shut down (``cut_short``: failed with ExecutorShutdown); ``shut_down_by`` names the
+    exception the script was ending with when it shut the executor down (a Ctrl-C, an error), or None.
 
     ``sources`` counts tasks per source of each estimate (``hint``, ``learned`` earlier in
     this run, ``store`` from earlier runs, ``shape`` and ``app`` for a key new but its shape
@@ -238,6 +240,7 @@ def build_report(label: str, policy: str, topology: Topology, estimator: Estimat
         "tasks_finished": len(records),
         "tasks_failed": sum(not record.ok for record in records),
         "tasks_cut_short": cut_short,
+        "shut_down_by": shut_down_by,
         "tasks_measured": sum(record.measured for record in records),
         "drifts": estimator.drifts if estimator is not None else 0,
         "hints_off": hints_off,
@@ -263,9 +266,9 @@ def save_report(report: dict, run_dir: str, label: str) -> None:
                        "pass the size as an argument of its own, or give these tasks a profile_key hint",
                        entry["profile_key"], describe_mixed(entry))
     path = os.path.join(run_dir, f"scalpel-{label}-report.json")
-    if write_report(path, report):
-        shown = os.path.relpath(path)
-        summary_logger().info("%s", run_summary(report, path if shown.startswith("..") else shown))
+    problem = write_report(path, report)
+    shown = os.path.relpath(path)
+    summary_logger().info("%s", run_summary(report, path if shown.startswith("..") else shown, unwritten=problem))
 
 
 def corun_footprint(row: Mapping) -> float:
@@ -371,7 +374,7 @@ SOURCE_WORDS = {"hint": "from hints", "learned": "learned in this run", "store":
                 "shape": "from the call's shape key", "app": "from the app's other calls", "prior": "guessed"}
 
 
-def run_summary(report: Mapping, path: str | None) -> str:
+def run_summary(report: Mapping, path: str | None, *, unwritten: str | None = None) -> str:
     """``report``'s run in one sentence, for a terminal and the log: the tasks and the machine, how
     long tasks overflowing their LLC ran together and how much of that the admission rule accepted
     knowingly (:data:`~scalpel_executor.core.admission.ACCEPTED_CORUNS`: the co-run's last start
@@ -395,16 +398,21 @@ def run_summary(report: Mapping, path: str | None) -> str:
     topology = report["topology"]
     domains = len(topology["domains"])
     tasks, failed, cut_short = report["tasks_finished"], report["tasks_failed"], report.get("tasks_cut_short", 0)
-    failures = f"{failed} failed" + (f", {cut_short} of them unfinished when the executor shut down: wait for "
-                                     f"results before dfk.cleanup() or the end of `with parsl.load()`"
-                                     if cut_short else "")
+    ended_by = report.get("shut_down_by")  # an exception the script was ending with: no advice applies
+    failures = f"{failed} failed" + (
+        "" if not cut_short else
+        f", {cut_short} of them unfinished when {ended_by} ended the script" if ended_by else
+        f", {cut_short} of them unfinished when the executor shut down: wait for results before dfk.cleanup() or "
+        f"the end of `with parsl.load()`")
     parts = [f"{report['executor']}: {tasks} task{'s' if tasks != 1 else ''} ({failures}) on "
              f"{topology['total_cores']} cores in {domains} LLC domain{'s' if domains != 1 else ''}",
              _corun_words(report), _source_words(report["sources"])]
     not_learned = (report.get("contention_model") or {}).get("not_learned")
     if not_learned:
         parts.append(f"this run taught the host's contention fit nothing: {not_learned}")
-    if path is not None:
+    if path is not None and unwritten is not None:
+        parts.append(f"the run report could not be written to {path} ({unwritten})")
+    elif path is not None:
         parts.append(f"report: {path} (scalpel report {os.path.dirname(path) or path})")
     return "; ".join(parts)
 

@@ -237,6 +237,58 @@ def test_the_closing_sentence_counts_one_task_as_one_and_says_what_shutdown_cut_
     cut = run_summary({**one, "tasks_finished": 4, "tasks_failed": 3, "tasks_cut_short": 2}, None)
     assert cut.startswith("scalpel: 4 tasks (3 failed, 2 of them unfinished when the executor shut down: wait for "
                           "results before dfk.cleanup() or the end of `with parsl.load()`) on "), cut
+    interrupted = run_summary({**one, "tasks_finished": 4, "tasks_failed": 3, "tasks_cut_short": 2,
+                               "shut_down_by": "a Ctrl-C"}, None)
+    assert interrupted.startswith("scalpel: 4 tasks (3 failed, 2 of them unfinished when a Ctrl-C ended the script) on ")
+    assert "wait for results" not in interrupted  # the advice is for a script that left too early, not for a Ctrl-C
+
+
+def test_a_report_that_cannot_be_written_is_said_in_the_closing_line(tmp_path, caplog):
+    from scalpel_executor.runtime.report import save_report
+
+    rows = [{"task_id": 1, "domain": 0, "measured_footprint": 1e6, "started": 0.0, "finished": 1.0,
+             "admission": "fits"}]
+    missing = tmp_path / "gone"  # the run directory removed (or unwritable) after parsl.load()
+    with caplog.at_level("INFO", logger="scalpel_executor.summary"):
+        save_report({**report(rows), "tasks_finished": 1, "tasks_failed": 0, "mixed_keys": []}, str(missing), "scalpel")
+    closing = [record.getMessage() for record in caplog.records if record.name == "scalpel_executor.summary"]
+    assert len(closing) == 1 and "the run report could not be written to" in closing[0]
+    assert "scalpel-scalpel-report.json (FileNotFoundError" in closing[0]
+
+
+CTRL_C = """
+import sys, time, parsl
+from parsl import python_app
+from parsl.config import Config
+from scalpel_executor import ScalpelExecutor
+
+@python_app
+def wait(seconds):
+    import time
+    time.sleep(seconds)
+    return seconds
+
+with parsl.load(Config(executors=[ScalpelExecutor(label="scalpel", profiles=False)], run_dir=sys.argv[1])):
+    futures = [wait(0.2), wait(60), wait(60)]
+    futures[0].result(timeout=60)
+    raise KeyboardInterrupt  # as a Ctrl-C in the middle of the workflow
+"""
+
+
+def test_after_a_ctrl_c_the_closing_line_names_it_and_gives_no_advice(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "ctrl_c.py"
+    script.write_text(CTRL_C)
+    run = subprocess.run([sys.executable, str(script), str(tmp_path / "runinfo")], capture_output=True, text=True,
+                         timeout=300, cwd=tmp_path)
+    assert run.returncode != 0 and "KeyboardInterrupt" in run.stderr
+    closing = [line for line in run.stderr.splitlines() if line.startswith("scalpel: 3 tasks")]
+    assert closing and "2 of them unfinished when a Ctrl-C ended the script" in closing[0], run.stderr[-2000:]
+    assert "wait for results" not in closing[0]
+    report_file = json.loads(next((tmp_path / "runinfo").glob("*/scalpel-scalpel-report.json")).read_text())
+    assert report_file["shut_down_by"] == "a Ctrl-C"
 
 
 def test_gantt_bars_name_their_task_where_the_name_fits_and_colours_read_in_mib():
