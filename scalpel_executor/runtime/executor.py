@@ -736,8 +736,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         future, estimate, hints, tail_source, parsl_id, submitted = job.context
         succeeded = outcome.ok and outcome.error is None
         finished = time.monotonic()
-        if isinstance(outcome.error, ExecutorShutdown):
-            self._cut_short += 1
+        if isinstance(outcome.error, ExecutorShutdown) and not future.done():  # done: Parsl failed it already
+            self._cut_short += 1  # (a provider's BadStateException), not this shutdown
         self.records.append(
             TaskRecord(task.id, job.slot, job.domain, job.cpu, job.started, finished,
                        task.footprint, task.runtime, succeeded, outcome.stats,
@@ -936,8 +936,11 @@ class ScalpelProviderExecutor(ScalpelExecutor, BlockProviderExecutor):
         if self.bad_state_is_set:
             raise self.executor_exception
         future = ScalpelExecutor.submit(self, func, resource_specification, *args, **kwargs)
-        # BlockProviderExecutor fails these if its blocks cannot start (set_bad_state_and_fail_all)
-        self._tasks[future.parsl_executor_task_id] = future
+        # BlockProviderExecutor fails these if its blocks cannot start (set_bad_state_and_fail_all);
+        # a task handed over after shutdown is already failed and has no id
+        task_id = getattr(future, "parsl_executor_task_id", None)
+        if task_id is not None:
+            self._tasks[task_id] = future
         return future
 
     def _complete(self, task: Task, outcome: Outcome) -> None:

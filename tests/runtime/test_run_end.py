@@ -162,3 +162,16 @@ def test_tasks_parsl_hands_over_after_shutdown_fail_at_once_said_once(tmp_path):
     logged = (tmp_path / "runinfo" / "000" / "parsl.log").read_text()
     assert logged.count("the tasks Parsl still hands it fail with ExecutorShutdown") == 1
     assert "Got an exception launching task" not in logged  # no launch traceback per task
+
+
+def test_provider_mode_refuses_a_task_handed_over_after_shutdown_with_one_failed_future():
+    """Parsl hands over tasks still in its launch queue after ``cleanup()``: in provider mode each
+    failed with ``AttributeError: 'Future' object has no attribute 'parsl_executor_task_id'`` (two
+    tracebacks a task) where local mode's fail with ExecutorShutdown."""
+    from parsl.providers import LocalProvider
+
+    executor = ScalpelExecutor(label="provider", provider=LocalProvider(init_blocks=0), profiles=False)
+    executor._shut_down = True  # as after shutdown(), which never ran a block here
+    future = executor.submit(lambda: 0, {})
+    assert isinstance(future.exception(timeout=1), ExecutorShutdown)
+    assert executor.outstanding() == 0
