@@ -22,6 +22,10 @@
                                                 its dispatch, no reordering)
            policy     scalpel:fifo / scalpel:P  what the policy adds on the same mechanics
            total      HTEX / scalpel:P          = mechanics x policy
+    verdict: one sentence (bench.verdict): each ratio inside or outside noise (its interval holds 1
+           or not), the machine (cores, LLC domains and size, VM), and which runs other work
+           disturbed: around each batch the harness samples the host's CPU time less the
+           executor's processes' (harness.OtherWork), busy above host_model.BUSY_OTHERS per core
     table: per executor, the makespan of every repeat and their median, mean slowdown vs solo,
            and the median over the solo-time bound (an estimate: measured solo times can be beaten)
        <out>/scalpel-demo.png  Gantt chart per executor: which task ran on which core when, coloured

@@ -63,7 +63,7 @@ def test_a_total_outside_noise_is_named_a_gain_with_the_part_that_carries_it():
     sentence = demo_verdict(rows, MACHINE, [])
     assert "Scalpel (scalpel:scalpel) ended the batch 1.12x faster than HTEX [1.05, 1.20]: a measurable gain" \
         in sentence
-    assert "measurable: mechanics" in sentence
+    assert "of its parts only mechanics is outside noise" in sentence
     assert "mechanics 1.11x [1.04, 1.19], outside noise" in sentence
     assert "policy 1.01x [0.97, 1.04], inside noise" in sentence
 
@@ -71,7 +71,8 @@ def test_a_total_outside_noise_is_named_a_gain_with_the_part_that_carries_it():
 def test_a_total_inside_noise_beside_a_part_outside_says_both():
     rows = [mechanics(0.90, 0.85, 0.95), share("policy", 1.15, 1.05, 1.25), total(1.03, 0.95, 1.10)]
     sentence = demo_verdict(rows, MACHINE, [])
-    assert "no measurable difference from HTEX" in sentence
+    assert "1.03x HTEX's speed [0.95, 1.10]: no measurable difference" in sentence
+    assert "both parts are outside noise" in sentence
     assert "mechanics 0.90x [0.85, 0.95], outside noise" in sentence
     assert "policy 1.15x [1.05, 1.25], outside noise" in sentence
 
@@ -79,6 +80,12 @@ def test_a_total_inside_noise_beside_a_part_outside_says_both():
 def test_a_measurable_loss_is_called_slower():
     sentence = demo_verdict([mechanics(0.8, 0.7, 0.9)], MACHINE, [])
     assert "Scalpel's mechanics ended the batch 0.80x slower than HTEX [0.70, 0.90]: a measurable loss" in sentence
+
+
+def test_without_htex_the_policy_is_judged_against_the_mechanics():
+    sentence = demo_verdict([share("policy", 1.2, 1.1, 1.3)], MACHINE, [])
+    assert "Scalpel (scalpel:scalpel) ended the batch 1.20x faster than scalpel:fifo [1.10, 1.30]" in sentence
+    assert "no measurable difference from scalpel:fifo" in demo_verdict([share("policy", 1.0, 0.9, 1.1)], MACHINE, [])
 
 
 def test_busy_runs_are_those_above_the_executors_own_threshold_and_are_named():

@@ -23,6 +23,10 @@
             start the peer ─ warm up every worker ─ for mix: submit all, wait for all ─ stop
     summarise: per (mix, peer) median makespan, ratio to htex-block with a paired bootstrap 95%
                confidence interval, ratio to the lower bound, share of the HTEX-to-oracle gap
+    verdicts:  per mix, one sentence: which peers differ from htex-block outside noise (an interval
+               that leaves out 1) and which are inside it, on which machine; then which runs other
+               work disturbed (each run's other work per core, harness.OtherWork, above the
+               executor's own BUSY_OTHERS)
     write: <out>/bench.json (everything), <out>/pyperf/<peer>.json (pyperf suites: one benchmark
            per mix, one run per repeat, so ``python -m pyperf compare_to`` works), <out>/bench.png
 
@@ -34,6 +38,7 @@ Instead each repetition becomes a ``pyperf.Run`` and pyperf's statistics and for
 
 Modules: :mod:`.mixes` (the workloads), :mod:`.oracle` (the best submission order, searched in the
 contention model), :mod:`.run` (the run loop and the record), :mod:`.stats` (paired bootstrap,
-summary rows), :mod:`.report` (the table), :mod:`.pyperf_suites` (pyperf's format). The plans
-and names (mixes, peers, defaults) are in :mod:`scalpel_executor.experiments.plans`.
+summary rows), :mod:`.verdict` (the sentences), :mod:`.report` (the table), :mod:`.pyperf_suites`
+(pyperf's format). The plans and names (mixes, peers, defaults) are in
+:mod:`scalpel_executor.experiments.plans`.
 """

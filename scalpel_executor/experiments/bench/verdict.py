@@ -111,34 +111,44 @@ def demo_verdict(split: Sequence[dict], machine: str, runs: Sequence[dict], htex
     if not split:
         return head + "no comparison was run." + _busy_tail(runs, htex)
     mechanics = next((row for row in split if row["share"] == "mechanics"), None)
-    totals = [row for row in split if row["share"] == "total"] or ([mechanics] if mechanics else [])
     policies = {row["executor"]: row for row in split if row["share"] == "policy"}
+    # the comparisons the verdict leads with: each policy against HTEX; without the policies, the
+    # mechanics; without HTEX (--no-htex), each policy against the mechanics
+    totals = [row for row in split if row["share"] == "total"] or ([mechanics] if mechanics else []) \
+        or list(policies.values())
+    against = "HTEX" if totals[0]["reference"] == htex else totals[0]["reference"]
     if not any(_measured(row) for row in split):
         listed = ", ".join(f"{row['share']} {_ratio(row)}" for row in split)
-        return head + f"no measurable difference from HTEX: every interval contains 1 ({listed})." + \
+        return head + f"no measurable difference from {against}: every interval contains 1 ({listed})." + \
             _busy_tail(runs, htex)
     sentences = []
     for total in totals:
         name = "Scalpel's mechanics" if total is mechanics else f"Scalpel ({total['executor']})"
-        if total["reference"] != htex:
-            sentences.append(f"{name}: {_ratio(total)}, {_noise_word(total)}")
-            continue
+        other = "HTEX" if total["reference"] == htex else total["reference"]
+        interval = f"[{total['ci_low']:.2f}, {total['ci_high']:.2f}]"
         if _measured(total):
             faster = total["ratio"] > 1
-            words = (f"{name} ended the batch {total['ratio']:.2f}x {'faster than' if faster else 'slower than'} "
-                     f"HTEX [{total['ci_low']:.2f}, {total['ci_high']:.2f}]: a measurable "
-                     f"{'gain' if faster else 'loss'}")
+            words = (f"{name} ended the batch {total['ratio']:.2f}x {'faster' if faster else 'slower'} than {other} "
+                     f"{interval}: a measurable {'gain' if faster else 'loss'}")
         else:
-            words = (f"{name} ended the batch {total['ratio']:.2f}x HTEX's speed [{total['ci_low']:.2f}, "
-                     f"{total['ci_high']:.2f}]: no measurable difference from HTEX")
-        parts = [row for row in (mechanics, policies.get(total["executor"])) if row is not None and row is not total]
+            words = f"{name} ended the batch {total['ratio']:.2f}x {other}'s speed {interval}: no measurable difference"
+        parts = [row for row in (mechanics, policies.get(total["executor"]))
+                 if row is not None and row is not total and total["share"] == "total"]
         if parts:
-            measured = [row["share"] for row in parts if _measured(row)]
-            carried = (f"measurable: {' and '.join(measured)}" if measured else "neither part alone is measurable")
-            shown = ", ".join(f"{row['share']} {_ratio(row)}, {_noise_word(row)}" for row in parts)
-            words += f"; {carried} ({shown})"
+            shown = "; ".join(f"{row['share']} {_ratio(row)}, {_noise_word(row)}" for row in parts)
+            words += f"; {_parts_lead(parts)} ({shown})"
         sentences.append(words)
-    return head + "; ".join(sentences) + "." + _busy_tail(runs, htex)
+    return head + ". ".join(sentences) + "." + _busy_tail(runs, htex)
+
+
+def _parts_lead(parts: Sequence[dict]) -> str:
+    """Which of a total's parts (mechanics, policy) the repeats can tell from 1."""
+    measured = [row["share"] for row in parts if _measured(row)]
+    if not measured:
+        return "neither part alone is outside noise"
+    if len(measured) == len(parts) and len(parts) > 1:
+        return "both parts are outside noise"
+    return f"of its parts only {measured[0]} is outside noise"
 
 
 def _busy_tail(runs: Sequence[dict], htex: str) -> str:
