@@ -282,9 +282,12 @@ class Estimator:
             footprint = None if known is not None and known.footprint else 0.0
         references, misses = stats.get("llc_references"), stats.get("llc_misses")
         miss_rate = misses / references if references and misses is not None else None
+        # A cold call (a fresh worker's first of its app, paying for its imports) counts for its key but
+        # not as its small integer's variant: one per worker, each a different tile number or seed,
+        # read high and split a Montage key into 16 by tile (learning.refine's guard leaves out one).
         observation = Observation(
             estimate.key, estimate.app, runtime, footprint, stats.get("peak_rss") or stats.get("max_rss"), miss_rate,
-            estimate.shape, estimate.exact,
+            estimate.shape, None if stats.get("cold") else estimate.exact,
         )
         levels = [estimate.key] + ([estimate.shape] if estimate.shape not in (None, estimate.key) else [])
         for level in levels[1:]:

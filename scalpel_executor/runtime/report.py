@@ -128,11 +128,12 @@ def mixed_keys(records: Iterable[TaskRecord]) -> list[dict]:
     footprint or run time: calls the key cannot tell apart (a size inside a dict argument, a file's
     contents) that differ in what they hold or how long they run. One entry per key, largest spread
     first, with the figures a user needs to split it (``profile_key=``, or the size as an argument).
+    Cold calls (``stats["cold"]``: modules imported while they ran) are left out.
     """
     seen: dict[str, tuple[list[float], list[float]]] = {}
     for record in records:
-        if not record.ok or not record.profile_key:
-            continue
+        if not record.ok or not record.profile_key or record.stats.get("cold"):
+            continue  # a worker's first call of an app also paid for its imports: not a size the key hides
         footprints, walls = seen.setdefault(record.profile_key, ([], []))
         footprint, wall = record.stats.get("footprint"), record.stats.get("wall")
         if isinstance(footprint, (int, float)) and footprint > 0:

@@ -33,7 +33,8 @@ Only one task is ever in flight per worker: the scheduler sends a task only to a
 the socket needs no queue of its own; a measured task may answer twice (Measured, then WorkerResult). The payload is Parsl's own serialization
 (``parsl.serialize``); the envelope only ever crosses this private socket pair.
 
-``stats`` always holds ``wall``, ``cpu``, ``max_rss`` and ``children_cpu``; for a task sent with
+``stats`` always holds ``wall``, ``cpu``, ``max_rss``, ``children_cpu`` and ``cold`` (modules were
+imported while it ran: a worker's first call of an app, which pays for its imports); for a task sent with
 ``measure`` set to a worker with the probe on (``--probe on``, the default, or ``SCALPEL_PROBE=on``
 in the environment) it also holds the fields of :class:`~scalpel_executor.host.probe.ProbeReport`
 (``footprint``, ``footprint_source``, ``peak_rss``, ``peak_uss``, ``llc_references``,
@@ -265,6 +266,7 @@ def _serve_tasks(connection: Connection, meter, cgroup: MemoryCgroup | None = No
             threading.Thread(target=_report_early, args=(connection, send_lock, meter, task_id, done), daemon=True,
                              name="early-report").start()
 
+        modules = len(sys.modules)
         wall_start, cpu_start = time.perf_counter(), time.process_time()
         if memory and not checked:
             cgroup, checked = holds_this_worker(cgroup), True
@@ -286,6 +288,8 @@ def _serve_tasks(connection: Connection, meter, cgroup: MemoryCgroup | None = No
             "cpu": cpu,
             "max_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             "children_cpu": children.ru_utime + children.ru_stime,
+            # modules imported on the way: the worker's first call of an app pays for its imports
+            "cold": len(sys.modules) > modules,
         })
         try:
             connection.send_bytes(encode(WorkerResult(task_id, ok, payload, stats)))

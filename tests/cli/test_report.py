@@ -304,3 +304,15 @@ def test_gantt_bars_name_their_task_where_the_name_fits_and_colours_read_in_mib(
     assert (by_cache.vmin, by_cache.vmax) == (0.5, 64.0)
     close = footprint_scale([9.2 * 2**20, 9.9 * 2**20], None)  # 1 MiB of noise is not the whole palette
     assert close(9.9) - close(9.2) < 0.05
+
+
+def test_a_workers_cold_first_call_makes_no_key_mixed():
+    from scalpel_executor.runtime.report import TaskRecord, mixed_keys
+
+    def record(task_id, wall, cold):
+        return TaskRecord(task_id, 0, 0, 0, 0.0, wall, 0.0, 1.0, True, {"wall": wall, "cold": cold},
+                          profile_key="montage.make_tile(n<16)")
+
+    warm = [record(i, 0.3, False) for i in range(6)]
+    assert mixed_keys(warm + [record(9, 1.6, True)]) == []  # the first call paid 1.3 s of imports: no advice
+    assert [entry["profile_key"] for entry in mixed_keys(warm + [record(9, 1.6, False)])] == ["montage.make_tile(n<16)"]

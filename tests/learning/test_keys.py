@@ -689,3 +689,21 @@ def test_size_free_arguments_reach_through_parsl_wrappers_and_bash_apps():
     assert profile_key(monitored, ("bin/convert a.png", "tile-17")) == profile_key(monitored, ("bin/convert b.png", "x"))
     key = profile_key(bash, ("bin/convert a.png", "tile-17"))
     assert "[convert]" in key and key.endswith("(str,*)")
+
+
+@pytest.mark.parametrize("flagged", [True, False])
+def test_a_workers_cold_first_calls_do_not_split_a_key_by_their_small_integers(tmp_path, flagged):
+    """Each worker's first call of an app pays for its imports; in an unchanged workflow those are
+    the same tile numbers run after run. Flagged ``cold`` by the worker, they count for the key but
+    not as variants; unflagged (as before the flag), they split it."""
+    store = ProfileStore(tmp_path / "p.sqlite")
+    shape = profile_keys(simulate, (1,)).shape
+    for _ in range(3):
+        estimator = Estimator(store, default_footprint=0, default_runtime=1.0)
+        for tile in range(8):
+            estimate = estimator.estimate(simulate, (tile,), {}, Hints())
+            cold = tile < 4  # the first tile each of four workers took
+            estimator.observe(estimate, {"wall": 1.2 if cold else 0.2, "footprint": MiB, "cold": cold and flagged})
+        estimator.flush()
+    assert store.get(shape).split is not flagged
+    assert store.get(shape).runs == 24  # every call counts for the key either way

@@ -97,3 +97,22 @@ def test_probe_false_measures_nothing_whatever_the_sampling():
 def test_bad_sampling_options_fail_at_construction(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ScalpelExecutor(profiles=False, topology=ONE_CPU, **kwargs)
+
+
+def importing(name):
+    import importlib
+
+    importlib.import_module(name)
+    return name
+
+
+def test_a_worker_says_which_of_its_calls_paid_for_imports():
+    from parsl.serialize import pack_apply_message
+
+    with WorkerClient() as worker:
+        answers = []
+        for task_id, module in enumerate(("colorsys", "colorsys", "sched")):
+            worker.connection.send_bytes(encode(Run(task_id, pack_apply_message(importing, (module,), {}), False)))
+            answers.append(worker.receive())
+    assert all(a.ok for a in answers)
+    assert [a.stats["cold"] for a in answers] == [True, False, True]  # the first call of each import is cold
