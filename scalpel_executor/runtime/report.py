@@ -408,6 +408,8 @@ def run_summary(report: Mapping, path: str | None, *, unwritten: str | None = No
     parts = [f"{report['executor']}: {tasks} task{'s' if tasks != 1 else ''} ({failures}) on "
              f"{topology['total_cores']} cores in {domains} LLC domain{'s' if domains != 1 else ''}",
              _corun_words(report), _source_words(report["sources"])]
+    if "profile_store" in report:  # a report from before the clause has no store section
+        parts.append(_learned_words(report))
     not_learned = (report.get("contention_model") or {}).get("not_learned")
     if not_learned:
         parts.append(f"this run taught the host's contention fit nothing: {not_learned}")
@@ -429,6 +431,29 @@ def _corun_words(report: Mapping) -> str:
         return f"{together} (policy {report['policy']} does not check starts against what runs)"
     accepted = seconds_covered(stretch for stretch in stretches if stretch.reason in ACCEPTED_CORUNS)
     return f"{together}, {accepted:.2f} s of it accepted at admission"
+
+
+def _learned_words(report: Mapping) -> str:
+    """What the run taught: the keys whose run times it measured (how many new to the store), the
+    footprints the probe read, and whether any of it is kept (the profile store's section)."""
+    timed, new, measured = set(), set(), set()
+    for row in report["tasks"]:
+        if row.get("ok") and row.get("profile_key") and row.get("measured_runtime") is not None:
+            timed.add(row["profile_key"])
+            if row.get("runtime_source") == "prior":
+                new.add(row["profile_key"])
+            if row.get("measured_footprint"):
+                measured.add(row["profile_key"])
+    store = report.get("profile_store")
+    if not timed:
+        return "learned nothing (no task finished)"
+    learned = (f"learned the run times of {len(timed)} key{'s' if len(timed) != 1 else ''} ({len(new)} new to it) and "
+               f"the footprints of {len(measured)}")
+    if store is None:
+        return learned + ", kept for this run only (profiles=False)"
+    if not store.get("persistent"):
+        return learned + f", kept for this run only ({store.get('problem') or 'an in-memory store'})"
+    return learned + ", kept in the profile store"
 
 
 def _source_words(sources: Mapping) -> str:
