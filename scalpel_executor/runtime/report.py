@@ -447,8 +447,8 @@ def _learned_words(report: Mapping) -> str:
     store = report.get("profile_store")
     if not timed:
         return "learned nothing (no task finished)"
-    learned = (f"learned the run times of {len(timed)} key{'s' if len(timed) != 1 else ''} ({len(new)} new to it) and "
-               f"the footprints of {len(measured)}")
+    learned = (f"learned the run times of {len(timed)} key{'s' if len(timed) != 1 else ''}, {len(new)} of them new, "
+               f"and the footprints of {len(measured)}")
     if store is None:
         return learned + ", kept for this run only (profiles=False)"
     if not store.get("persistent"):
