@@ -316,3 +316,15 @@ def test_a_workers_cold_first_call_makes_no_key_mixed():
     warm = [record(i, 0.3, False) for i in range(6)]
     assert mixed_keys(warm + [record(9, 1.6, True)]) == []  # the first call paid 1.3 s of imports: no advice
     assert [entry["profile_key"] for entry in mixed_keys(warm + [record(9, 1.6, False)])] == ["montage.make_tile(n<16)"]
+
+
+def test_the_closing_line_says_what_the_run_learned_and_whether_it_is_kept():
+    rows = [{"task_id": i, "domain": 0, "started": 0.0, "finished": 1.0, "admission": "fits", "ok": True,
+             "profile_key": key, "measured_runtime": 0.5, "runtime_source": source, "measured_footprint": footprint}
+            for i, (key, source, footprint) in enumerate([("a(~64)", "prior", 2e6), ("a(~64)", "learned", None),
+                                                          ("b(~8)", "store", None)])]
+    base = {**report(rows), "tasks_finished": 3, "tasks_failed": 0}
+    kept = run_summary({**base, "profile_store": {"path": "p.sqlite", "persistent": True, "problem": None}}, None)
+    assert "learned the run times of 2 keys, 1 of them new, and the footprints of 1, kept in the profile store" in kept
+    assert "kept for this run only (profiles=False)" in run_summary({**base, "profile_store": None}, None)
+    assert "learned" not in run_summary(base, None)  # a report from before the clause: nothing claimed
