@@ -59,6 +59,7 @@ class Job:
     cpu: int | None = field(default=None, init=False)
     started: float | None = field(default=None, init=False)  # monotonic time it was sent to its worker
     admission: str | None = field(default=None, init=False)  # why it started there (core.admission)
+    admitted_footprint: float | None = field(default=None, init=False)  # the footprint that start was decided on
     measure_wait: float = field(default=0.0, init=False)  # seconds a core idled for a measurement before it started
     cpus: tuple[int, ...] = field(default=(), init=False)  # every CPU it ran on (several for a k-core task)
     devices: tuple[str, ...] = field(default=(), init=False)  # accelerator ids it was given

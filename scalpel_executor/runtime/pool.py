@@ -101,10 +101,12 @@ def new_pool_id() -> str:
 
 def _placement(task: Task) -> dict:
     """How the scheduler placed a started task, for its outcome's stats (and so the run report):
-    why it started there, the footprint it last knew, the seconds a core waited for a measurement
+    why it started there, the footprint its start was decided on (the scheduler may learn another
+    while it runs, from its own measurement), the seconds a core waited for a measurement
     before it, and the CPUs and accelerators of a task that held several or any."""
     job: Job = task.payload
-    placed = {"admission": job.admission, "scheduled_footprint": task.footprint}
+    placed = {"admission": job.admission, "scheduled_footprint": task.footprint if job.admitted_footprint is None
+              else job.admitted_footprint}
     if job.measure_wait:
         placed["measure_wait"] = round(job.measure_wait, 6)
     if task.cores > 1 or job.devices:  # a one-core task's CPU is its WorkerResult's cpu
@@ -524,6 +526,7 @@ class WorkerPool:
             job.slot, job.domain = assignment.slot.index, assignment.slot.domain
             job.cpu, job.started = worker.cpus[0], time.monotonic()
             job.admission, job.measure_wait = assignment.reason, assignment.waited
+            job.admitted_footprint = assignment.task.footprint  # later learning may change the task's own
             job.cpus = self._slot_cpus[assignment.slot.index] if not assignment.slots else \
                 tuple(sorted({cpu for slot in assignment.booked for cpu in self._slot_cpus[slot.index]}))
             env: tuple[tuple[str, str], ...] = ()

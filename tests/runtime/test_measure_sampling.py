@@ -116,3 +116,25 @@ def test_a_worker_says_which_of_its_calls_paid_for_imports():
             answers.append(worker.receive())
     assert all(a.ok for a in answers)
     assert [a.stats["cold"] for a in answers] == [True, False, True]  # the first call of each import is cold
+
+
+def touch_mib(mib, seconds):
+    import time
+
+    data = bytearray(mib * 2**20)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        data[::4096] = bytes(len(range(0, len(data), 4096)))
+    return len(data)
+
+
+def test_admitted_as_is_the_footprint_the_start_was_decided_on_not_one_learned_later():
+    executor = ScalpelExecutor(profiles=False, topology=ONE_CPU, batch_window=0.0)
+    executor.start()
+    try:
+        assert executor.submit(touch_mib, {}, 24, 1.0).result(timeout=120) == 24 * 2**20
+    finally:
+        executor.shutdown()
+    (row,) = executor.run_report()["tasks"]
+    assert row["measured_footprint"] and row["measured_footprint"] > 8 * 2**20  # the probe read it while it ran
+    assert row["scheduled_footprint"] == row["estimated_footprint"] == 0.0  # started on the prior's 0 B
