@@ -281,9 +281,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         one sees none.
     worker_init : str, optional
         Shell commands run before local mode's node manager, and so every worker, starts (as
-        HTEX's ``worker_init``, e.g. ``"module load gcc; source env/bin/activate"``); a failing
-        command fails ``start()`` with its error output. With ``provider=``, give it to the
-        provider instead.
+        HTEX's ``worker_init``, e.g. ``"module load gcc; source env/bin/activate"``), however long
+        they take; a failing command fails every task with ``ExecutorFailed`` and its error output.
+        With ``provider=``, give it to the provider instead.
     enforce_memory : bool
         Stop a task that holds more than its declared ``memory``: it fails alone with
         ``MemoryExceeded`` naming the task, its declaration, the limit and what enforced it

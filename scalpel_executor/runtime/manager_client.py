@@ -85,6 +85,7 @@ __all__ = ["ManagerClient"]
 logger = logging.getLogger(__name__)
 
 START_TIMEOUT = READY_TIMEOUT + 30.0  # seconds: the manager's imports plus its workers' start
+INIT_POLL = 1.0  # seconds between looks at whether worker_init is still running (its time has no limit)
 MAX_REPLACEMENT_STARTS = 5  # replacements in a row lost before Started, after which the client gives up
 REPLACEMENT_BACKOFF = 0.5  # seconds before starting the second of them, doubling for each later one
 
@@ -175,6 +176,19 @@ class ManagerClient:
             raise RuntimeError(failure)
         return True
 
+    def _initialising(self, manager: LocalManager) -> bool:
+        """Whether ``manager`` still runs ``worker_init``: its shell has not yet become the manager.
+        HTEX waits for its worker_init however long it takes, and so does the start here: the
+        START_TIMEOUT for the manager's own start counts from then (a 100 s ``module load`` was
+        killed at 90 s and tried again five times)."""
+        if not self._worker_init or manager.process.poll() is not None:
+            return False
+        try:
+            with open(f"/proc/{manager.pid}/cmdline", "rb") as cmdline:
+                return cmdline.read().split(b"\0", 1)[0] == b"/bin/bash"
+        except OSError:  # no /proc (macOS): the deadline holds as it is
+            return False
+
     def _launch(self) -> LocalManager:
         """Start a manager process and send it its configuration; it reports Started later."""
         ours, theirs = socket.socketpair()
@@ -191,8 +205,9 @@ class ManagerClient:
             raise
         finally:
             theirs.close()
-        manager = LocalManager(process, Connection(ours.detach()), self._ledger,
-                               started_by=time.monotonic() + START_TIMEOUT)
+        initialising = bool(self._worker_init)
+        manager = LocalManager(process, Connection(ours.detach()), self._ledger, initialising=initialising,
+                               started_by=time.monotonic() + (INIT_POLL if initialising else START_TIMEOUT))
         manager.start_forwarding()
         manager.send_encoded(self._configure)
         logger.debug("started node manager pid %d", process.pid)
@@ -267,6 +282,11 @@ class ManagerClient:
                     else max(0.0, manager.started_by - time.monotonic())
                 try:
                     if not manager.connection.poll(timeout):
+                        if not manager.started and manager.initialising:  # worker_init runs: no deadline yet
+                            manager.initialising = self._initialising(manager)
+                            manager.started_by = time.monotonic() + (INIT_POLL if manager.initialising
+                                                                     else START_TIMEOUT)  # its own start, from now
+                            continue
                         if not self._lost(manager, f"was silent for {timeout:.0f} s and was killed" if manager.started
                                           else f"did not start within {START_TIMEOUT:.0f} s and was killed"):
                             return

@@ -60,6 +60,7 @@ class LocalManager:
     send_lock: threading.Lock = field(default_factory=threading.Lock)
     started: bool = False
     started_by: float = 0.0  # monotonic deadline for Started
+    initialising: bool = False  # its worker_init may still run: Started's deadline counts from its end
     fatal: str | None = None  # what its Fatal message said
     outbox: Outbox = field(init=False)
 
@@ -95,10 +96,13 @@ class LocalManager:
     def kill(self) -> int:
         """SIGKILL it (if it still runs), reap it, close our end; its exit status."""
         if self.process.poll() is None:
-            try:
-                os.kill(self.process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            try:  # its process group (its own session's): a worker_init's commands end with it
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                try:
+                    os.kill(self.process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
         code = self.process.wait()
         with self.send_lock:
             self.connection.close()

@@ -194,6 +194,36 @@ def test_worker_init_runs_before_the_node_manager_and_its_workers(tmp_path):
         parsl.clear()
 
 
+def test_a_worker_init_slower_than_the_start_timeout_starts_once(monkeypatch):
+    from scalpel_executor.runtime import manager_client
+
+    monkeypatch.setattr(manager_client, "START_TIMEOUT", 5.0)  # the manager's own start, once worker_init is done
+    launches = []
+    launch = ManagerClient._launch
+    monkeypatch.setattr(ManagerClient, "_launch", lambda self: launches.append(1) or launch(self))
+    executor = ScalpelExecutor(label="scalpel", profiles=False, worker_init="sleep 8")
+    executor.start()
+    try:
+        assert executor.submit(len, {}, "abc").result(timeout=120) == 3  # as HTEX, it waits for the init
+    finally:
+        executor.shutdown()
+    assert len(launches) == 1  # never killed and tried again meanwhile
+
+
+def _sleeping(seconds: str) -> list:
+    return [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [])[:2] == ["sleep", seconds]]
+
+
+def test_a_shutdown_during_worker_init_leaves_none_of_its_commands_running():
+    executor = ScalpelExecutor(label="scalpel", profiles=False, worker_init="sleep 297.25")
+    executor.start()
+    future = executor.submit(len, {}, "abc")
+    assert wait_until(lambda: _sleeping("297.25"), timeout=GENEROUS)
+    executor.shutdown()
+    assert isinstance(future.exception(timeout=GENEROUS), ExecutorShutdown)
+    assert wait_until(lambda: not _sleeping("297.25"), timeout=10)  # its process group ended with the manager's shell
+
+
 def test_a_failing_worker_init_fails_the_tasks_with_its_output_and_it_is_local_mode_only():
     executor = ScalpelExecutor(label="scalpel", profiles=False, worker_init="echo 'no module gcc' >&2; exit 3")
     executor.start()  # returns before the manager starts, as HTEX's: its tasks say what went wrong
