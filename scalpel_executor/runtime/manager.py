@@ -223,9 +223,10 @@ class NodeManager:
         try:
             pool.start()
         except Exception as error:  # noqa: BLE001 - the driver's start() reports it
+            cause = f"the node manager could not start its workers: {error}"
             if not self._ending.is_set():
-                self.send(Fatal(f"the node manager could not start its workers: {error}"))
-            self._end(1)
+                self.send(Fatal(cause))
+            self._end(1, cause)
             return
         with self._early_lock:
             self._started.set()
@@ -272,15 +273,17 @@ class NodeManager:
             kind, detail = describe_error(error)
             self._outbox.put(Failed(message.task_id, kind, str(error), detail, None, None, None, None))
 
-    def _end(self, status: int) -> int:
-        """Fail unfinished tasks (sent back as ExecutorShutdown), end every worker and exit."""
+    def _end(self, status: int, cause: str | None = None) -> int:
+        """Fail unfinished tasks (sent back as ExecutorShutdown, or as ExecutorFailed naming ``cause``
+        when the manager could not start), end every worker and exit."""
         self._ending.set()
         logger.info("node manager pid %d ending (exit status %d)", os.getpid(), status)
         with self._early_lock:
             early, self._early = self._early or [], None
         for message in early:
-            self._outbox.put(Failed(message.task_id, "ExecutorShutdown", f"task {message.task_id} had not started "
-                                    f"when the node manager shut down", {}, None, None, None, None))
+            kind, text = ("ExecutorShutdown", f"task {message.task_id} had not started when the node manager shut down") \
+                if cause is None else ("ExecutorFailed", f"task {message.task_id} cannot run: {cause}")
+            self._outbox.put(Failed(message.task_id, kind, text, {}, None, None, None, None))
         if self._pool is not None:
             self._pool.shutdown(SHUTDOWN_TIMEOUT)
         self._outbox.flush()  # every outcome the pool delivered, before the connection closes

@@ -321,6 +321,15 @@ def test_workers_that_cannot_start_fail_the_managers_start_naming_their_cpus(mak
     assert not alive([client.pid])
 
 
+def test_tasks_sent_before_workers_fail_to_start_fail_with_the_cause(make_client):
+    client, outcomes = make_client(worker_env={"PYTHONHOME": "/nonexistent-python-home"})
+    client.start(wait=False)
+    client.submit(call(1, where, 1))  # sent before Started: it waits in the manager
+    (outcome,) = outcomes.wait([1]).values()
+    assert isinstance(outcome.error, ExecutorFailed), outcome.error  # not ExecutorShutdown: nobody shut it down
+    assert "could not start its workers: the worker for CPUs" in str(outcome.error)
+
+
 def test_shutdown_fails_running_and_queued_tasks_once_and_leaves_no_process(make_client, tmp_path):
     client, outcomes = make_client()
     client.start()
