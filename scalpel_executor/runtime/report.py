@@ -29,6 +29,7 @@ from scalpel_executor.learning.critical_path import describe as describe_tail
 from scalpel_executor.core.units import format_size
 from scalpel_executor.learning.host_model import TaskSpan
 from scalpel_executor.runtime.logs import summary_logger
+from scalpel_executor.runtime.model_point import model_point, model_words
 
 if TYPE_CHECKING:  # annotations only: `scalpel report` reads reports without the estimator's imports
     from scalpel_executor.core.domains import Topology
@@ -226,10 +227,12 @@ def build_report(label: str, policy: str, topology: Topology, estimator: Estimat
     and how many keys and apps this run's tails were stored for (``tails_stored``;
     :mod:`~scalpel_executor.learning.critical_path`); ``mixed_keys`` names the profile keys whose tasks measured four or more
     times apart (:func:`~scalpel_executor.runtime.report.mixed_keys`); ``tasks`` has one row
-    per task, its ``priority`` the user's hint.
+    per task, its ``priority`` the user's hint; ``model`` the point of comparison, these tasks
+    replayed through the simulator in submission order and under ``policy``
+    (:func:`~scalpel_executor.runtime.model_point.model_point`, model figures).
     """
     store = estimator.store if estimator is not None else None
-    return {
+    report = {
         "executor": label,
         "policy": policy,
         "topology": topology.to_dict(),
@@ -257,6 +260,13 @@ def build_report(label: str, policy: str, topology: Topology, estimator: Estimat
         "mixed_keys": mixed_keys(records),
         "tasks": task_rows(records),
     }
+    try:
+        report["model"] = model_point(report)
+    except Exception as error:  # noqa: BLE001 - a point of comparison never costs the report
+        logger.warning("the run's tasks could not be replayed through the model: %s", error)
+        report["model"] = {"tasks": len(records), "submission_order": None, "policy": None, "achieved": None,
+                           "skipped": f"{type(error).__name__}: {error}"}
+    return report
 
 
 def save_report(report: dict, run_dir: str, label: str) -> None:
@@ -410,6 +420,9 @@ def run_summary(report: Mapping, path: str | None, *, unwritten: str | None = No
              _corun_words(report), _source_words(report["sources"])]
     if "profile_store" in report:  # a report from before the clause has no store section
         parts.append(_learned_words(report))
+    replayed = model_words(report.get("model"), report["policy"])
+    if replayed:
+        parts.append(replayed)
     not_learned = (report.get("contention_model") or {}).get("not_learned")
     if not_learned:
         parts.append(f"this run taught the host's contention fit nothing: {not_learned}")
