@@ -1,0 +1,173 @@
+"""Widths of malleable tasks (core.widths): the speed-up model and the width choice."""
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scalpel_executor.core import widths
+from scalpel_executor.core.widths import (Outlook, SpeedupModel, Widths, amdahl, choose_width, equipartition,
+                                          serial_fraction_from, shaped_sizes)
+
+serial_fractions = st.floats(0.0, 1.0)
+domain_sizes = st.sampled_from([1, 2, 4, 6, 8, 12, 16])
+
+
+@st.composite
+def situations(draw):
+    """A malleable task's range, estimate, tail and key fit, and the node it starts on."""
+    domain = draw(domain_sizes)
+    domains = draw(st.integers(1, 16))
+    low = draw(st.integers(1, domain))
+    high = draw(st.integers(low, 2 * domain))
+    free = draw(st.integers(low, domain))
+    outlook = Outlook(cores=domain * domains, domain_cores=domain, free=free,
+                      backlog=draw(st.floats(0, 1e6)), longest_running=draw(st.floats(0, 1e4)),
+                      malleable=draw(st.integers(1, 500)))
+    return dict(low=low, high=high, runtime=draw(st.floats(1e-3, 1e4)), tail=draw(st.floats(0, 1e4)),
+                serial=draw(serial_fractions), readings=draw(st.integers(0, 5)), outlook=outlook,
+                previous=draw(st.none() | st.integers(1, domain)), shaped=draw(st.booleans()))
+
+
+@given(situations())
+def test_a_width_is_within_the_task_range_and_the_domain_free_cores(case):
+    outlook = case["outlook"]
+    choice = choose_width(case["low"], case["high"], case["runtime"], case["tail"],
+                          case["serial"], case["readings"], outlook, previous=case["previous"], shaped=case["shaped"])
+    assert case["low"] <= choice.width <= max(case["low"], min(case["high"], outlook.free))
+    assert choice.reason in widths.REASONS
+    for shaped in (False, True):
+        plain = equipartition(case["low"], case["high"], outlook, shaped=shaped)
+        assert case["low"] <= plain.width <= max(case["low"], min(case["high"], outlook.free))
+
+
+@given(situations())
+def test_a_shaped_width_divides_the_domain_or_is_the_task_narrowest(case):
+    outlook = case["outlook"]
+    choice = choose_width(case["low"], case["high"], case["runtime"], case["tail"], case["serial"], case["readings"],
+                          outlook, previous=case["previous"], shaped=True)
+    assert outlook.domain_cores % choice.width == 0 or choice.width == case["low"]
+
+
+@given(situations())
+def test_a_key_that_does_not_speed_up_runs_narrow_once_it_is_sure(case):
+    outlook = case["outlook"]
+    choice = choose_width(case["low"], case["high"], case["runtime"], case["tail"], 1.0, widths.SURE_AFTER, outlook,
+                          shaped=case["shaped"])
+    assert choice.width == case["low"]
+
+
+@given(situations())
+def test_the_chosen_width_ends_within_the_tie_and_hysteresis_of_the_soonest_end(case):
+    outlook = case["outlook"]
+    sure = widths.SURE_AFTER
+    choice = choose_width(case["low"], case["high"], case["runtime"], case["tail"], case["serial"], sure, outlook,
+                          previous=case["previous"], shaped=case["shaped"])
+    cap = max(case["low"], min(case["high"], outlook.free))
+    ends = [widths._end(w, case["low"], case["runtime"], case["tail"], case["serial"], outlook)
+            for w in range(case["low"], cap + 1)
+            if not case["shaped"] or w == case["low"] or outlook.domain_cores % w == 0]
+    if len(ends) > 1:
+        assert choice.ends <= min(ends) * (1 + widths.HYSTERESIS) + 1e-9
+
+
+def test_many_waiting_keeps_a_parallel_task_narrow_and_the_tail_makes_it_wide():
+    crowded = Outlook(cores=16, domain_cores=8, free=8, backlog=16 * 100.0)
+    assert choose_width(1, 8, 10.0, 0.0, 0.1, 3, crowded) == widths.WidthChoice(1, widths.MANY_WAITING,
+                                                                                 pytest.approx(100.0 + 10 / 16))
+    tail = Outlook(cores=16, domain_cores=8, free=8, backlog=0.0)
+    choice = choose_width(1, 8, 10.0, 0.0, 0.1, 3, tail)
+    assert (choice.width, choice.reason) == (8, widths.TAIL)
+    assert choice.ends == pytest.approx(10.0 * amdahl(0.1, 8))
+
+
+def test_a_task_with_a_long_chain_after_it_starts_wide_on_the_critical_path():
+    outlook = Outlook(cores=16, domain_cores=8, free=8, backlog=16 * 30.0)
+    assert choose_width(1, 8, 10.0, 0.0, 0.1, 3, outlook).width == 1  # the backlog decides: narrow
+    choice = choose_width(1, 8, 10.0, 100.0, 0.1, 3, outlook)
+    assert (choice.width, choice.reason) == (8, widths.CRITICAL_PATH)
+
+
+def test_a_running_task_that_ends_later_anyway_keeps_the_task_narrow():
+    outlook = Outlook(cores=16, domain_cores=8, free=8, backlog=0.0, longest_running=50.0)
+    assert choose_width(1, 8, 10.0, 0.0, 0.1, 3, outlook) == widths.WidthChoice(1, widths.OTHERS_LONGER, 50.0)
+
+
+def test_an_unsure_key_explores_only_where_no_gain_would_cost_little():
+    idle = Outlook(cores=16, domain_cores=8, free=8, backlog=0.0)
+    assert choose_width(1, 8, 10.0, 0.0, 1.0, 0, idle).reason == widths.EXPLORING
+    assert choose_width(1, 8, 10.0, 0.0, 1.0, 0, idle, may_explore=False) == widths.WidthChoice(1, widths.NO_SPEEDUP,
+                                                                                                  10.0)
+    # the node nearly full of work: eight cores of no gain would end it 10 x 7 / 16 s later
+    busy = Outlook(cores=16, domain_cores=8, free=8, backlog=16 * 10.0 - 10.0)
+    assert choose_width(1, 8, 10.0, 0.0, 1.0, 0, busy).width == 1
+    assert choose_width(1, 8, 10.0, 0.0, 1.0, widths.SURE_AFTER, idle).reason == widths.NO_GAIN
+
+
+def test_the_previous_width_is_kept_within_the_hysteresis_and_left_beyond_it():
+    # a perfectly parallel key with a backlog of 3 s per core: widths 4 and 8 end together, 2 later
+    outlook = Outlook(cores=8, domain_cores=8, free=8, backlog=24.0)
+    assert choose_width(1, 8, 10.0, 0.0, 0.0, 3, outlook) == widths.WidthChoice(4, widths.TAIL, 4.25)
+    assert choose_width(1, 8, 10.0, 0.0, 0.0, 3, outlook, previous=8) == widths.WidthChoice(8, widths.KEPT, 4.25)
+    assert choose_width(1, 8, 10.0, 0.0, 0.0, 3, outlook, previous=2).width == 4  # 5 s against 4.25 s
+    # a previous wide width that ends nearly as soon but wastes cores is left (many waiting)
+    crowded = Outlook(cores=8, domain_cores=8, free=8, backlog=8 * 100.0)
+    far = choose_width(1, 8, 10.0, 0.0, 0.05, 3, crowded, previous=8)
+    assert far.ends * (1 + widths.HYSTERESIS) > widths._end(8, 1, 10.0, 0.0, 0.05, crowded)
+    assert (far.width, far.reason) == (1, widths.MANY_WAITING)
+
+
+@given(st.floats(0.0, 1.0), st.integers(1, 8), st.integers(1, 64))
+def test_a_reading_recovers_the_serial_fraction_that_made_it(serial, narrowest, width):
+    ratio = amdahl(serial, width) / amdahl(serial, narrowest)
+    reading = serial_fraction_from(ratio, narrowest, width)
+    if width == narrowest:
+        assert reading is None
+    else:
+        assert reading == pytest.approx(serial, abs=1e-6)
+
+
+@given(st.lists(st.tuples(st.integers(2, 16), serial_fractions), min_size=1, max_size=20), serial_fractions)
+def test_the_fit_is_shrunk_toward_no_gain_and_moves_toward_the_readings(readings, _):
+    model = SpeedupModel()
+    assert model.serial_fraction("k") == 1.0  # never seen wider: no gain
+    for width, serial in readings:
+        model.observe("k", 1, width, amdahl(serial, width))
+    mean = sum(s for _, s in readings) / len(readings)
+    fitted = model.serial_fraction("k")
+    assert min(mean, 1.0) - 1e-9 <= fitted <= 1.0
+    assert fitted == pytest.approx((mean * len(readings) + widths.SHRINK) / (len(readings) + widths.SHRINK))
+    assert model.serial_fraction("other") == 1.0
+
+
+def test_runs_at_the_narrowest_width_teach_nothing_about_the_speed_up():
+    model = SpeedupModel()
+    model.observe("k", 2, 2, 0.9)
+    assert model.readings("k") == 0 and model.serial_fraction("k") == 1.0
+
+
+@pytest.mark.parametrize("domain, sizes", [(1, [1]), (4, [1, 2, 4]), (6, [1, 2, 3, 6]), (8, [1, 2, 4, 8]),
+                                           (12, [1, 2, 3, 4, 6, 12]), (7, [1, 7])])
+def test_shaped_sizes_are_the_divisors_of_the_domain(domain, sizes):
+    assert shaped_sizes(domain) == sizes
+
+
+def test_plain_equipartitioning_splits_the_node_evenly_and_the_shaped_one_rounds_to_a_divisor():
+    outlook = Outlook(cores=16, domain_cores=8, free=8, backlog=0.0, malleable=3)
+    assert equipartition(1, 8, outlook).width == 5
+    assert equipartition(1, 8, outlook, shaped=True).width == 4
+    assert equipartition(1, 8, Outlook(cores=16, domain_cores=8, free=2, backlog=0.0, malleable=1)).width == 2
+
+
+def test_the_rule_learns_from_runs_and_names_unknown_rules():
+    rule = Widths()
+    idle = Outlook(cores=8, domain_cores=8, free=8, backlog=0.0)
+    for _ in range(3):
+        rule.observe("blas", 1, 4, 10.0 * amdahl(0.1, 4), 10.0)
+    assert rule.model.serial_fraction("blas") == pytest.approx((0.3 + widths.SHRINK) / (3 + widths.SHRINK))
+    assert rule.choose("blas", 1, 8, 10.0, 0.0, idle).width == 8
+    assert rule.choose("io", 1, 8, 10.0, 0.0, Outlook(cores=8, domain_cores=8, free=8, backlog=70.0)).width == 1
+    with pytest.raises(ValueError, match="unknown width rule 'widest'; choose from scalpel, "):
+        Widths("widest")
+    assert math.isnan(widths.WidthChoice(1, widths.TAIL).ends)
