@@ -210,7 +210,7 @@ class Estimator:
         with self._lock:
             if key in self._known:
                 return self._known[key]
-        profile = self.store.get(key) if self.store is not None else None
+        profile = None if self.store is None else self.store.get(key) or self.store.adoptable(key)
         found = _Known.of(profile) if profile is not None and (profile.runs or profile.footprint_runs) else None
         with self._lock:
             return self._known.setdefault(key, found)

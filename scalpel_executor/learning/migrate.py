@@ -30,10 +30,10 @@ import re
 from collections.abc import Iterable
 
 from scalpel_executor.core.units import parse_size
-from scalpel_executor.learning.keys import LONG_STRING, SMALL, _limited, _weight, bucket, representative, size_bucket
+from scalpel_executor.learning.keys import LONG_STRING, SIZE_FREE, SMALL, _limited, _weight, bucket, representative, size_bucket
 from scalpel_executor.learning.refine import merge_rows
 
-__all__ = ["rekey", "rekey_rows"]
+__all__ = ["rekey", "rekey_rows", "size_free_prefix", "size_free_match"]
 
 _NUMBER = re.compile(r"^-?(~[0-9.e+\-]+|\d+|nan|inf)$")
 _SMALL_INT = re.compile(r"^-?\d+$")
@@ -189,3 +189,60 @@ def rekey_rows(rows: Iterable[tuple]) -> tuple[list[tuple], list[tuple[str, tupl
     merged = [rows[0] if len(rows) == 1 and rows[0][0] == key else merge_rows(key, rows)
               for key, rows in profiles.items()]
     return merged, [(shape, merge_rows(exact, rows)) for exact, (shape, rows) in variants.items()], changed
+
+
+def size_free_prefix(key: str) -> str | None:
+    """The text every key ``key`` adopts starts with (its app and opening parenthesis), or None when
+    ``key`` has no size-free argument (:data:`~scalpel_executor.learning.keys.SIZE_FREE`) to adopt by.
+
+    >>> size_free_prefix("lab.fft_peak(~512,*)"), size_free_prefix("lab.fft_peak(~512,~108)")
+    ('lab.fft_peak(', None)
+    """
+    try:
+        parts = _parts(key)
+    except _Unknown:
+        return None
+    if parts is None or not any(_free(part) for part in parts[1]):
+        return None
+    return parts[0] + "("
+
+
+def size_free_match(key: str, old: str) -> bool:
+    """Whether ``old``, a key written before its app declared size-free arguments, is one of the keys
+    ``key`` (written since) stands for: the same app and arguments, but anything where ``key`` has
+    ``*``. A store adopts such keys' history into ``key`` (docs/profiles.md, "Size-free arguments").
+
+    >>> size_free_match("lab.fft_peak(~512,*)", "lab.fft_peak(~512,~108)")
+    True
+    >>> size_free_match("lab.fft_peak(~512,*)", "lab.fft_peak(~1024,~108)")
+    False
+    >>> size_free_match("lab.run(~64,seed=*)", "lab.run(~64,seed=n<16)"), size_free_match("lab.run(*)", "lab.run(*)")
+    (True, False)
+    """
+    try:
+        new, was = _parts(key), _parts(old)
+    except _Unknown:
+        return False
+    if new is None or was is None or new[0] != was[0] or len(new[1]) != len(was[1]) or key == old:
+        return False
+    free = False
+    for part, old_part in zip(*(new[1], was[1])):
+        if _free(part):
+            name = part[:-len(SIZE_FREE)]  # "" or "seed="
+            if not old_part.startswith(name) or old_part[len(name):].startswith(SIZE_FREE):
+                return False
+            free = True
+        elif part != old_part:
+            return False
+    return free
+
+
+def _parts(key: str) -> tuple[str, list[str]] | None:
+    app, parenthesis, rest = key.partition("(")
+    if not parenthesis or not rest.endswith(")") or "…#" in key or not app:
+        return None
+    return app, _split(rest[:-1])
+
+
+def _free(part: str) -> bool:
+    return part == SIZE_FREE or (part.endswith("=" + SIZE_FREE) and "=" not in part[:-len(SIZE_FREE) - 1])

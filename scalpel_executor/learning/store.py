@@ -58,7 +58,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from scalpel_executor.learning.exchange import document_rows, finite, store_document
-from scalpel_executor.learning.migrate import rekey_rows
+from scalpel_executor.learning.migrate import rekey_rows, size_free_match, size_free_prefix
 from scalpel_executor.learning.refine import Moments, merge_rows, should_split
 
 logger = logging.getLogger(__name__)
@@ -152,6 +152,13 @@ def _profile(row: tuple) -> Profile:
     refines, split = row[14:] or (None, 0)
     return Profile(key, app, runs, rt_mean, _std(runs, rt_m2), rt_ewma, fp_runs, fp_mean, _std(fp_runs, fp_m2),
                    fp_ewma, rss, miss, origin, updated, refines, bool(split))
+
+
+_STARTS_WITH = "LIKE ? ESCAPE '\\'"  # with _starting(prefix): keys that start with ``prefix``
+
+
+def _starting(prefix: str) -> str:
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
 def _welford(count: int, mean: float | None, m2: float | None, ewma: float | None, value: float, alpha: float):
@@ -408,9 +415,38 @@ class ProfileStore:
 
     def profiles(self, prefix: str = "") -> list[Profile]:
         """Every profile whose key starts with ``prefix``, sorted by key."""
-        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        rows = self._read(f"SELECT {_ALL} FROM profiles WHERE key LIKE ? ESCAPE '\\' ORDER BY key", (escaped + "%",))
+        rows = self._read(f"SELECT {_ALL} FROM profiles WHERE key {_STARTS_WITH} ORDER BY key", (_starting(prefix),))
         return [_profile(row) for row in rows]
+
+    def adoptable(self, key: str) -> Profile | None:
+        """The history a key with size-free arguments (``f(~512,*)``) adopts from the keys its app's
+        calls had before it declared them (``f(~512,~108)``, ``f(~512,~128)``): their rows merged,
+        read without a lock; None when there are none or ``key`` has no size-free argument. The
+        first :meth:`record` of ``key`` writes it as ``key``'s row (docs/profiles.md)."""
+        rows = self._adoptable(key, self._read)
+        return _profile(merge_rows(key, rows)) if rows else None
+
+    @staticmethod
+    def _adoptable(key: str, read) -> list[tuple]:
+        prefix = size_free_prefix(key)
+        if prefix is None:
+            return []
+        rows = read(f"SELECT {_COLUMNS} FROM profiles WHERE key {_STARTS_WITH} AND refines IS NULL",
+                    (_starting(prefix),))
+        return [row for row in rows if size_free_match(key, row[0])]
+
+    def _adopt(self, connection: sqlite3.Connection, key: str) -> None:
+        """Inside ``record``'s transaction: give ``key``, new, the history of the keys it stands for
+        (:meth:`adoptable`), which then refine it, so the app's pooled profile counts their runs once."""
+        if connection.execute("SELECT 1 FROM profiles WHERE key = ?", (key,)).fetchone() is not None:
+            return
+        rows = self._adoptable(key, lambda query, parameters: connection.execute(query, parameters).fetchall())
+        if not rows:
+            return
+        connection.execute(f"INSERT INTO profiles ({_COLUMNS}) VALUES ({_ROW})", merge_rows(key, rows))
+        connection.executemany("UPDATE profiles SET refines = ? WHERE key = ?", [(key, row[0]) for row in rows])
+        logger.info("profile %s: its size-free arguments join the history of %d keys that split on them: %s",
+                    key, len(rows), ", ".join(sorted(row[0] for row in rows)[:4]) + (", …" if len(rows) > 4 else ""))
 
     def app_profile(self, app: str) -> Profile | None:
         """Every key of ``app`` pooled into one profile (keys split from a shape key count in that key
@@ -438,6 +474,8 @@ class ProfileStore:
         def work(connection: sqlite3.Connection) -> None:
             now = time.time()
             shapes = set()
+            for key in dict.fromkeys(item.key for item in batch):
+                self._adopt(connection, key)
             for item in batch:
                 refines = item.shape if item.shape not in (None, item.key) else None
                 self._fold(connection, "profiles", item.key, item, now, refines)
@@ -508,8 +546,7 @@ class ProfileStore:
             if exact:
                 removed = connection.execute("DELETE FROM profiles WHERE key = ?", (prefix,)).rowcount
             else:
-                escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-                removed = connection.execute("DELETE FROM profiles WHERE key LIKE ? ESCAPE '\\'", (escaped + "%",)).rowcount
+                removed = connection.execute(f"DELETE FROM profiles WHERE key {_STARTS_WITH}", (_starting(prefix),)).rowcount
             connection.execute("DELETE FROM variants WHERE shape NOT IN (SELECT key FROM profiles)")
 
         self._write(work)
