@@ -65,6 +65,13 @@ while a task of several cores, memory or accelerators waits. A dispatch with not
 core. Planning again (a batch into a short plan, a footprint learned, any arrival under a grouping
 policy) costs what the policy's plan costs.
 
+Widths (:mod:`scalpel_executor.core.widths`): a malleable task (``Task.max_cores`` above its
+``cores``) is planned and admitted at its narrowest width; when a core starts it, the scheduler's
+:class:`~scalpel_executor.core.widths.Widths` chooses how many of the domain's free cores it books
+(``Task.cores``, ``Task.runtime`` and ``Task.width_reason`` are set to the choice), and the run
+time a driver reports at :meth:`Scheduler.release` teaches the key's speed-up. A task not marked
+malleable is scheduled exactly as before.
+
 Priorities (``Task.priority``, higher first): the policy plans each priority level separately, and
 the levels are dispatched highest first. A free core whose buffer head has a lower priority than
 the best waiting group takes from that group instead (its rest goes to the front of the buffer).
@@ -90,6 +97,8 @@ from scalpel_executor.core.resources import (Capacity, Holding, Reservation, may
 from scalpel_executor.core.multicore_orders import BACKFILL_LOOKAHEAD, MulticoreEvaluator, supports
 from scalpel_executor.core.orders import FcfsEvaluator, RunningTask
 from scalpel_executor.core.tasks import Assignment, Group, Slot, Task, rank
+from scalpel_executor.core import widths
+from scalpel_executor.core.widths import EXPLORING, Outlook, Peer, Widths, amdahl
 
 __all__ = ["Scheduler", "Task", "Assignment", "Slot", "Group", "POLICIES", "resolve_policy", "CHECKED_AT_DISPATCH"]
 
@@ -109,6 +118,33 @@ SORTED_PLANS = {
     plan_fifo: lambda task: (task.priority, -task.seq),
     plan_longest_first: lambda task: (task.priority, task.runtime * task.cores, -task.seq),
 }
+
+
+def _work(task: Task) -> float:
+    """Core-seconds a task not started holds the node for at its narrowest width (0 if not finite)."""
+    work = task.runtime * task.cores
+    return work if math.isfinite(work) else 0.0
+
+
+def _malleable_by_rank(plan: list[Group]) -> list[Group]:
+    """``plan`` (dispatch order) with the places of its malleable one-task groups refilled by those
+    tasks in order of rank, highest first (stable); the rest stay where the policy put them.
+
+    A malleable task's width is chosen from the cores free when it starts, and the first tasks of a
+    round find the most: a plan that ties orders at one-core run times (any order ends a batch with
+    the longest task) put the longest last, on one core, ending the batch there (a 11.5 s task of
+    32 on 16 cores, every other task ending by 5.5 s). Moved tasks lose what the plan foresaw of
+    their co-runs (``Task.foreseen_harm``). Without malleable tasks the plan is returned unchanged."""
+    places = [at for at, group in enumerate(plan) if len(group.tasks) == 1 and group.tasks[0].malleable]
+    if len(places) < 2:
+        return plan
+    ordered = sorted((plan[at] for at in places), key=lambda group: -rank(group.tasks[0]))
+    plan = list(plan)
+    for at, group in zip(places, ordered):
+        if plan[at] is not group:
+            group.tasks[0].foreseen_harm = None
+            plan[at] = group
+    return plan
 
 
 class Scheduler:
@@ -141,6 +177,9 @@ class Scheduler:
         For each accelerator, the domains (indices into ``domains``) near it; a task asking for
         accelerators starts where its devices are near when such a domain has the cores free now,
         and :class:`Assignment` ``.devices`` names the ones it is given, near ones first.
+    width_rule : Widths, optional
+        The width rule for malleable tasks and the speed-up it learns (default: ``Widths()``, the
+        soonest predicted end on topology-shaped widths; :mod:`scalpel_executor.core.widths`).
 
     Examples
     --------
@@ -153,7 +192,7 @@ class Scheduler:
     def __init__(self, domains: Sequence[Sequence[int]], policy: str = DEFAULT_POLICY, *, seed: int = 0,
                  llc: float | None = None, model: ContentionModel | None = None, plan_budget: int = DEFAULT_BUDGET,
                  plan_rate: float = STARTS_PER_SECOND, memory: float | None = None, gpus: int = 0,
-                 device_domains: Sequence[Iterable[int]] = ()):
+                 device_domains: Sequence[Iterable[int]] = (), width_rule: Widths | None = None):
         self._plan_function = resolve_policy(policy)
         self.policy = policy
         self._admits = policy in CHECKED_AT_DISPATCH
@@ -213,6 +252,12 @@ class Scheduler:
         self._longest = 0.0  # the longest run time estimate added so far (_overdue)
         self._device_free = [True] * gpus  # by accelerator index: no running task holds it
         self._devices: dict[int, tuple[int, ...]] = {}  # slot index -> accelerators its running task holds
+        self.widths = width_rule if width_rule is not None else Widths()
+        self.width_reasons: Counter[str] = Counter()  # malleable starts by the reason for their width
+        self._waiting_work = 0.0  # core-seconds of the tasks not started, at their narrowest widths (finite ones)
+        self._malleable_waiting = 0  # malleable tasks not started
+        self._widened: dict[int, tuple[int, float]] = {}  # slot index of a running malleable task -> its
+        #                                                   narrowest cores and run time estimate there
 
     # -- driver API -------------------------------------------------------------------------
 
@@ -240,6 +285,8 @@ class Scheduler:
             self._unstamped.append(task.seq)
             self._longest = max(self._longest, task.runtime)
             self._wide_waiting += task.cores > 1 or needs_resources(task)
+            self._waiting_work += _work(task)
+            self._malleable_waiting += task.malleable
             if merge:
                 self._merge(task)
             elif place and math.isfinite(task.runtime) and not math.isnan(task.priority):
@@ -353,6 +400,10 @@ class Scheduler:
         task, reason = self._admit(slot) if self._admits else (self._choose(slot.domain), admission.PLANNED)
         if task is not None:
             self.reasons[reason] += 1
+            self._waiting_work = max(0.0, self._waiting_work - _work(task))
+            self._malleable_waiting -= task.malleable
+            if task.malleable:
+                self._widen(slot, task)
             self._book(slot, task)
             self._running[slot.index] = task
             self._started[slot.index] = 0.0 if now is None else now
@@ -361,12 +412,19 @@ class Scheduler:
                 self._waited[slot.index] = self._clock - began
         return task
 
-    def release(self, slot: Slot | int) -> Task:
-        """The task on ``slot`` ended (done, failed or its worker died); the core is idle."""
+    def release(self, slot: Slot | int, now: float | None = None) -> Task:
+        """The task on ``slot`` ended (done, failed or its worker died); the core is idle. ``now``
+        (the driver's clock) times a malleable task's run, which teaches its key's speed-up."""
         index = slot if isinstance(slot, int) else slot.index
         if self._idle[index] or index in self._holder:
             raise ValueError(f"slot {index} has no running task to release")
-        self._started.pop(index, None)
+        began = self._started.pop(index, None)
+        if (narrowest := self._widened.pop(index, None)) is not None and now is not None and began is not None:
+            task = self._running[index]
+            self.widths.observe(task.key, narrowest[0], task.cores, now - began, narrowest[1],
+                                task.width_reason == EXPLORING)
+        elif narrowest is not None and self._running[index].width_reason == EXPLORING:
+            self.widths.model.explore(self._running[index].key, -1)
         self._waited.pop(index, None)
         self._learned_tasks.discard(id(self._running[index]))
         self._unbook(index)
@@ -397,6 +455,44 @@ class Scheduler:
             for device in devices:
                 self._device_free[device] = False
             self._devices[slot.index] = devices
+
+    def _widen(self, slot: Slot, task: Task) -> None:
+        """Set malleable ``task``'s width for its start on ``slot`` (:mod:`~scalpel_executor.core.widths`):
+        its ``cores``, the run time estimated there and the reason."""
+        running = [(self._remaining(index, self._clock), len(self._booked.get(index, (index,))))
+                   for index in self._running]
+        peers = self._peers() if self.widths.rule in widths.ALLOTTING else ()
+        outlook = Outlook(
+            cores=len(self.slots) - len(self._disabled),
+            domain_cores=self.cores_per_domain[slot.domain],
+            free=sum(1 for i in self._domain_slots[slot.domain] if self._idle[i] and i not in self._disabled),
+            backlog=max(0.0, self._waiting_work - sum(p.low * p.runtime for p in peers))
+                    + sum(left * cores for left, cores in running),
+            longest_running=max((left for left, _ in running), default=0.0),
+            malleable=self._malleable_waiting + len(self._widened) + 1,
+            peers=peers,
+        )
+        choice = self.widths.choose(task.key, task.cores, task.max_cores, task.runtime, task.tail, outlook)
+        self._widened[slot.index] = (task.cores, task.runtime)
+        if choice.width != task.cores:
+            # An explored width's run time is taken at its hope (perfectly parallel): at its key's
+            # fit, no gain, every later start saw it running past their ends and stayed narrow.
+            serial = 0.0 if choice.reason == EXPLORING else self.widths.model.serial_fraction(task.key)
+            task.runtime *= amdahl(serial, choice.width) / amdahl(serial, task.cores)
+            task.cores = choice.width
+        task.width_reason = choice.reason
+        self.width_reasons[choice.reason] += 1
+
+    def _peers(self) -> tuple[Peer, ...]:
+        """The malleable tasks not started, as the width choice weighs them (finite estimates only)."""
+        widest, serial = max(self.cores_per_domain), {}
+        peers = []
+        for task in itertools.chain(self._waiting.values(), *self._buffers):
+            if task.malleable and math.isfinite(task.runtime) and math.isfinite(task.tail):
+                if task.key not in serial:
+                    serial[task.key] = self.widths.model.serial_fraction(task.key)
+                peers.append(Peer(task.runtime, task.tail, serial[task.key], task.cores, min(task.max_cores, widest)))
+        return tuple(peers)
 
     def _unbook(self, index: int) -> None:
         task = self._running[index]
@@ -431,6 +527,11 @@ class Scheduler:
         self._disabled.add(index)
         if self._idle[index] or index in self._holder:  # a core a wider task holds: free when it ends
             return None
+        if (narrowest := self._widened.pop(index, None)) is not None:  # handed back as it came
+            task = self._running[index]
+            if task.width_reason == EXPLORING:
+                self.widths.model.explore(task.key, -1)
+            task.cores, task.runtime, task.width_reason = narrowest[0], narrowest[1], None
         self._started.pop(index, None)
         self._waited.pop(index, None)
         self._learned_tasks.discard(id(self._running[index]))
@@ -450,6 +551,7 @@ class Scheduler:
         self._arrived.clear()
         self._unstamped.clear()
         self._wide_waiting = 0
+        self._waiting_work, self._malleable_waiting = 0.0, 0
         self._plan = deque()
         self._index = PlanIndex([]) if self._admits else None
         self._dirty = False
@@ -512,7 +614,7 @@ class Scheduler:
                 (overdue if self._admits and not chains and self._overdue(task) else rest).append(task)
             for part in (overdue, rest):
                 if part:
-                    plan += self._plan_function(part, self._context)
+                    plan += _malleable_by_rank(self._plan_function(part, self._context))
         # Pinned groups (di) go straight to their domain's buffer; the rest wait in order.
         self._plan = deque()
         for group in plan:

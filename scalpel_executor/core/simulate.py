@@ -18,6 +18,9 @@ footprint model can be planned for with no residuals, learned ones or the truth.
 A task that names parents (``SimTask.parents``, indices into the task list) arrives when the last
 of them ends, or at its own ``arrival`` if that is later, through the same batch rule: a workflow's
 DAG as Parsl releases it, an app submitted when the futures it takes are done.
+A malleable task (``SimTask.max_cores`` above its ``cores``) runs on the width the scheduler gives
+it at its start (:mod:`scalpel_executor.core.widths`), in the time its speed-up curve says
+(Amdahl's law with ``SimTask.serial_fraction``), and the scheduler is told how long it ran.
 
 Cost: O(C) per start or end of a task on a domain of C cores, plus a heap operation; a million
 tasks on 64 domains simulate in seconds to tens of seconds.
@@ -35,6 +38,7 @@ from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.interference import Terms, corun_slowdowns
 from scalpel_executor.core.policies import DEFAULT_POLICY
 from scalpel_executor.core.scheduler import CHECKED_AT_DISPATCH, Scheduler, Task
+from scalpel_executor.core.widths import amdahl
 
 __all__ = ["SimTask", "SimResult", "SimRecord", "ContentionModel", "Batching", "simulate", "lower_bound",
            "graph_tails"]
@@ -60,6 +64,20 @@ class SimTask:
     tail: float = 0.0  # what the scheduler is told waits for its result (Task.tail; graph_tails computes it)
     interference: Terms | None = None  # its true residuals in log slowdown (core.interference.Terms); None: none
     told_interference: Terms | None = None  # what the scheduler is told of them (Task.interference); None: nothing
+    max_cores: int | None = None  # malleable up to this many cores (Task.max_cores); None: fixed ``cores``
+    serial_fraction: float = 1.0  # Amdahl's serial fraction: on w cores it takes solo_time·amdahl(s, w)/amdahl(s, cores)
+    key: str | None = None  # its profile key (Task.key): tasks of one key share a learned speed-up
+
+    def solo_at(self, width: int) -> float:
+        """Seconds alone on ``width`` cores (``solo_time`` at its own ``cores``)."""
+        if width == self.cores:
+            return self.solo_time
+        return self.solo_time * amdahl(self.serial_fraction, width) / amdahl(self.serial_fraction, self.cores)
+
+    @property
+    def fastest(self) -> float:
+        """Seconds alone at its widest (``solo_time`` unless malleable)."""
+        return self.solo_at(max(self.cores, self.max_cores or self.cores))
 
     def __post_init__(self) -> None:
         for name in ("solo_time", "footprint", "arrival", "tail"):
@@ -71,6 +89,14 @@ class SimTask:
             if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "cores" else 0):
                 raise ValueError(f"task {self.name!r}: {name} must be an integer ≥ {1 if name == 'cores' else 0}, "
                                  f"got {value!r}")
+        if self.max_cores is not None and (isinstance(self.max_cores, bool) or not isinstance(self.max_cores, int)
+                                           or self.max_cores < self.cores):
+            raise ValueError(f"task {self.name!r}: max_cores must be None or an integer ≥ cores ({self.cores}), "
+                             f"got {self.max_cores!r}")
+        if isinstance(self.serial_fraction, bool) or not isinstance(self.serial_fraction, (int, float)) \
+                or not 0 <= self.serial_fraction <= 1:
+            raise ValueError(f"task {self.name!r}: serial_fraction must be a number in [0, 1] (Amdahl's), "
+                             f"got {self.serial_fraction!r}")
         if not isinstance(self.memory, (int, float)) or not 0 <= self.memory < math.inf:
             raise ValueError(f"task {self.name!r}: memory must be a finite number of bytes ≥ 0, got {self.memory!r}")
         spread = self.runtime_spread
@@ -103,8 +129,9 @@ class SimRecord:
     domain: int
     start: float
     end: float
-    solo_time: float
+    solo_time: float  # alone, at its width
     footprint: float
+    cores: int = 1  # its width
 
     @property
     def slowdown(self) -> float:
@@ -162,7 +189,7 @@ def _dag(tasks: Sequence[SimTask]) -> tuple[list[list[int]], list[float]]:
     chain = [0.0] * len(tasks)
     ready = [index for index, count in enumerate(unfinished) if count == 0]
     for index in ready:  # the list grows as tasks become ready
-        chain[index] += tasks[index].solo_time
+        chain[index] += tasks[index].fastest
         for child in children[index]:
             chain[child] = max(chain[child], chain[index])
             unfinished[child] -= 1
@@ -268,6 +295,7 @@ def simulate(
     updated_at = [0.0] * n_domains
     version = [0] * n_domains
     starts: dict[int, float] = {}
+    widths: dict[int, int] = {}  # slot index -> cores its running task was given
     dispatched: list[int] = []
     records: list[SimRecord] = []
     events: list[tuple[float, int, int, int]] = []  # (time, order, domain or -1 for arrival, version)
@@ -308,7 +336,8 @@ def simulate(
                 advance(slot.domain, now)
                 touched.add(slot.domain)
             sim_task = assignment.task.payload
-            running[slot.domain][slot.index] = [sim_task, sim_task.solo_time, 1.0]
+            widths[slot.index] = width = assignment.task.cores
+            running[slot.domain][slot.index] = [sim_task, sim_task.solo_at(width), 1.0]
             starts[slot.index] = now
             dispatched.append(assignment.task.id)
         for domain in touched:
@@ -320,7 +349,8 @@ def simulate(
     def to_task(i: int, t: SimTask) -> Task:
         estimate = t.solo_time if t.runtime_estimate is None else t.runtime_estimate
         return Task(i, t.footprint, estimate, t.priority, t.intensity, payload=t, runtime_spread=t.runtime_spread,
-                    cores=t.cores, memory=t.memory, gpus=t.gpus, tail=t.tail, interference=t.told_interference)
+                    cores=t.cores, memory=t.memory, gpus=t.gpus, tail=t.tail, interference=t.told_interference,
+                    key=t.key, max_cores=t.max_cores)
 
     batcher: Batcher[Task] | None = (None if batching is None
                                      else Batcher(batching, len(slots), runtime_of=lambda task: task.runtime,
@@ -375,15 +405,17 @@ def simulate(
         if stamp != version[domain]:
             continue  # superseded by a later start or end on this domain
         advance(domain, now)
-        done = [s for s, e in running[domain].items() if e[1] <= 1e-9 * max(1.0, e[0].solo_time)]
+        done = [s for s, e in running[domain].items() if e[1] <= 1e-9 * max(1.0, e[0].solo_at(widths[s]))]
         released = []
         for slot_index in done:
             sim_task = running[domain].pop(slot_index)[0]
             began = starts.pop(slot_index)
-            busy += (now - began) * sim_task.cores
+            width = widths.pop(slot_index)
+            busy += (now - began) * width
             slot = slots[slot_index]
-            records.append(SimRecord(sim_task.name, slot.cpu, domain, began, now, sim_task.solo_time, sim_task.footprint))
-            for child in children[scheduler.release(slot_index).id]:
+            records.append(SimRecord(sim_task.name, slot.cpu, domain, began, now, sim_task.solo_at(width),
+                                     sim_task.footprint, width))
+            for child in children[scheduler.release(slot_index, now).id]:
                 unfinished_parents[child] -= 1
                 if unfinished_parents[child]:
                     continue
@@ -405,7 +437,7 @@ def simulate(
     return SimResult(
         policy=policy,
         makespan=makespan,
-        lower_bound=max(lower_bound([t.solo_time for t in tasks], cores, [t.cores for t in tasks]),
+        lower_bound=max(lower_bound([t.fastest for t in tasks], cores, [t.cores for t in tasks]),
                         max(chain, default=0.0)),
         utilisation=busy / (cores * makespan) if makespan > 0 else 0.0,
         records=records,

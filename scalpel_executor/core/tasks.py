@@ -38,6 +38,15 @@ class Task:
     interference: tuple[float, ...] | None = None  # its profile key's core.interference.Terms: sensitivity,
     #                    pressure and bandwidth intensity, residuals in log slowdown beside co-runners;
     #                    None: the footprint model alone
+    max_cores: int | None = None  # malleable: it may start on up to this many cores of its domain, ``cores``
+    #                    its narrowest width and ``runtime`` its estimate there; the scheduler sets ``cores``
+    #                    and ``runtime`` to the width it chooses at the start (core.widths). None: fixed ``cores``
+    width_reason: str | None = None  # why a malleable task started on its width (core.widths' reasons)
+
+    @property
+    def malleable(self) -> bool:
+        """It may start on more cores than ``cores`` (``max_cores`` above it)."""
+        return self.max_cores is not None and self.max_cores > self.cores
 
 
 def rank(task: Task) -> float:

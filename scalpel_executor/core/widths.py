@@ -40,8 +40,9 @@ core-seconds more (reason ``kept``), so widths do not flap as tasks come and go.
 no guard while many wait: one wide task moves the backlog's end by its waste over the node's
 cores, a fraction of a percent on 128, however many tasks then start as wide.) *Exploration*: a task of a key whose fit rests on fewer than :data:`SURE_AFTER`
 readings starts (``exploring``) at the width that would be best were its key perfectly
-parallel, when even no gain at all would end the work at most :data:`EXPLORE_COST` later (idle
-cores at the tail make that guess free; a full node makes it dear).
+parallel, or, while many wait, one task of the key at a time at the next size up, when even no
+gain at all would end the work at most :data:`EXPLORE_COST` later (idle cores at the tail make
+that guess free; a full node makes it dear, unless the backlog is long beside the task).
 
 Plain equipartitioning, the paper's baseline (``EQ``), is :func:`equipartition`: the node's cores
 divided evenly among the malleable tasks waiting and running, any width. It is a rule a study
@@ -52,17 +53,18 @@ Cost: O(candidate widths) per start, at most the domain's core count.
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["amdahl", "serial_fraction_from", "shaped_sizes", "SpeedupModel", "Outlook", "WidthChoice",
-           "choose_width", "equipartition", "Widths", "RULES", "REASONS",
+__all__ = ["amdahl", "serial_fraction_from", "shaped_sizes", "SpeedupModel", "Peer", "Outlook", "WidthChoice",
+           "allot", "choose_width", "equipartition", "Widths", "RULES", "REASONS",
            "TAIL", "CRITICAL_PATH", "MANY_WAITING", "NO_SPEEDUP", "NO_GAIN", "OTHERS_LONGER", "EXPLORING", "KEPT",
            "EQUAL_SHARE", "SHRINK", "SURE_AFTER", "EXPLORE_COST", "HYSTERESIS", "TIE"]
 
 #: Pseudo-readings of "no gain" (s = 1) each key's serial fraction starts from.
-SHRINK = 0.5
+SHRINK = 0.25
 #: Readings at a width above the narrowest past which a key's fit is no longer explored.
 SURE_AFTER = 2
 #: An unmeasured width is tried only when, with no gain at all, the work would end at most this much later.
@@ -89,6 +91,8 @@ REASONS = (TAIL, CRITICAL_PATH, MANY_WAITING, NO_SPEEDUP, NO_GAIN, OTHERS_LONGER
 #: (the same on any width), ``equipartition`` (plain, any width) and ``equipartition-shaped``
 #: (the paper's TA: the largest shaped size within the equal share).
 RULES = ("scalpel", "scalpel-any", "equipartition", "equipartition-shaped")
+#: The rules that allot widths among the malleable tasks waiting (:func:`allot`).
+ALLOTTING = ("scalpel", "scalpel-any")
 
 
 def amdahl(serial_fraction: float, width: int) -> float:
@@ -118,6 +122,7 @@ def serial_fraction_from(ratio: float, narrowest: int, width: int) -> float | No
 class _KeyFit:
     readings: int = 0
     total: float = 0.0  # sum of the readings' serial fractions
+    exploring: int = 0  # tasks of the key running at an explored width
 
 
 class SpeedupModel:
@@ -158,6 +163,15 @@ class SpeedupModel:
         fit = self._fits.get(key)
         return fit.readings if fit else 0
 
+    def exploring(self, key: Hashable) -> int:
+        """Tasks of ``key`` running at an explored width."""
+        fit = self._fits.get(key)
+        return fit.exploring if fit else 0
+
+    def explore(self, key: Hashable, change: int) -> None:
+        fit = self._fits.setdefault(key, _KeyFit())
+        fit.exploring = max(0, fit.exploring + change)
+
 
 def shaped_sizes(domain_cores: int) -> list[int]:
     """Topology-shaped widths on a domain of ``domain_cores`` cores: 1, 2, the fractions that divide
@@ -171,15 +185,27 @@ def shaped_sizes(domain_cores: int) -> list[int]:
 
 
 @dataclass(frozen=True, slots=True)
+class Peer:
+    """A malleable task waiting beside the one that starts, as the width choice weighs it."""
+
+    runtime: float  # estimated seconds at its narrowest width
+    tail: float = 0.0  # seconds of the chain that waits for it
+    serial: float = 1.0  # its key's serial fraction
+    low: int = 1  # its narrowest width
+    high: int = 1  # its widest (within a domain)
+
+
+@dataclass(frozen=True, slots=True)
 class Outlook:
     """What the scheduler knows of the node when a malleable task starts."""
 
     cores: int  # cores of the node that can run tasks
     domain_cores: int  # cores of the task's LLC domain
     free: int  # free cores of that domain now, the starting core included
-    backlog: float  # core-seconds waiting (at the tasks' narrowest widths) and left to running tasks, this task excluded
+    backlog: float  # core-seconds left to running tasks and waiting in tasks not malleable, this task excluded
     longest_running: float = 0.0  # seconds the running task that ends last has left
     malleable: int = 1  # malleable tasks waiting and running, this one included (equipartitioning's share)
+    peers: tuple[Peer, ...] = ()  # the malleable tasks waiting, this one excluded
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,15 +215,50 @@ class WidthChoice:
     ends: float = math.nan  # the predicted end of the work (seconds from now) at this width
 
 
-def _candidates(low: int, high: int, outlook: Outlook, shaped: bool) -> list[int]:
-    cap = max(low, min(high, outlook.free))
-    sizes = shaped_sizes(outlook.domain_cores) if shaped else range(1, outlook.domain_cores + 1)
-    return sorted({low, *(size for size in sizes if low <= size <= cap)})
+def _sizes(low: int, cap: int, domain_cores: int, shaped: bool) -> list[int]:
+    sizes = shaped_sizes(domain_cores) if shaped else range(1, domain_cores + 1)
+    return sorted({low, *(size for size in sizes if low <= size <= max(low, cap))})
 
 
-def _end(width: int, low: int, runtime: float, tail: float, serial: float, outlook: Outlook) -> float:
-    own = runtime * amdahl(serial, width) / amdahl(serial, low)
-    return max(own + tail, (outlook.backlog + width * own) / outlook.cores, outlook.longest_running)
+def _own(runtime: float, serial: float, low: int, width: int) -> float:
+    return runtime if width == low else runtime * amdahl(serial, width) / amdahl(serial, low)
+
+
+def allot(peers: Sequence[Peer], cores: int, domain_cores: int, backlog: float, floor: float = 0.0,
+          *, shaped: bool = True) -> tuple[list[int], float, float]:
+    """Widths for ``peers`` that end them soonest together, greedily: the predicted end is the latest
+    of each one's own end (run time at its width + tail), the core-seconds of all of them and
+    ``backlog`` over ``cores``, and ``floor``; the task that ends last is widened to its next size
+    while that brings the end closer (Turek, Wolf and Yu's allotment for malleable tasks: widen the
+    longest until the work's area binds). Returns the widths, the latest own end and the area.
+
+    Cost: O(n·k·log n) for n peers and k sizes.
+    """
+    widths = [peer.low for peer in peers]
+    ends = [peer.runtime + peer.tail for peer in peers]
+    area = backlog + sum(peer.low * peer.runtime for peer in peers)
+    heap = [(-end, i) for i, end in enumerate(ends)]
+    heapq.heapify(heap)
+    sizes: dict[tuple[int, int], list[int]] = {}
+    while heap:
+        top, i = heap[0]
+        top = -top
+        peer = peers[i]
+        if top <= max(area / cores, floor):
+            break
+        options = sizes.setdefault((peer.low, peer.high), _sizes(peer.low, min(peer.high, domain_cores),
+                                                                   domain_cores, shaped))
+        wider = next((w for w in options if w > widths[i]), None)
+        if wider is None:
+            break
+        own, new_own = _own(peer.runtime, peer.serial, peer.low, widths[i]), _own(peer.runtime, peer.serial,
+                                                                                   peer.low, wider)
+        new_area = area - widths[i] * own + wider * new_own
+        if new_area / cores >= top or new_own + peer.tail >= top:
+            break
+        widths[i], ends[i], area = wider, new_own + peer.tail, new_area
+        heapq.heapreplace(heap, (-ends[i], i))
+    return widths, max(ends, default=0.0), area
 
 
 def _area(width: int, serial: float) -> float:
@@ -206,7 +267,8 @@ def _area(width: int, serial: float) -> float:
 
 
 def choose_width(low: int, high: int, runtime: float, tail: float, serial: float, readings: int, outlook: Outlook,
-                 *, previous: int | None = None, may_explore: bool = True, shaped: bool = True) -> WidthChoice:
+                 *, previous: int | None = None, may_explore: bool = True, exploring: int = 0,
+                 shaped: bool = True) -> WidthChoice:
     """The width a malleable task starts on (module docstring).
 
     Parameters
@@ -220,11 +282,15 @@ def choose_width(low: int, high: int, runtime: float, tail: float, serial: float
     serial, readings : float, int
         Its key's serial fraction and the readings it rests on (:class:`SpeedupModel`).
     outlook : Outlook
-        The node as the scheduler sees it now.
+        The node as the scheduler sees it now, the malleable tasks waiting beside it included
+        (``outlook.peers``: their widths are allotted with this task's, :func:`allot`).
     previous : int, optional
         The width the key's previous task started on (hysteresis).
     may_explore : bool
         Whether an unsure key may try a width it has not been seen at (default True).
+    exploring : int
+        Tasks of its key running at an explored width: while one does, only a width that would be
+        best were the key perfectly parallel is explored (the tail's), not merely the next size up.
     shaped : bool
         Topology-shaped sizes (default) or any width.
 
@@ -233,38 +299,52 @@ def choose_width(low: int, high: int, runtime: float, tail: float, serial: float
     WidthChoice
         Always ``low`` <= width <= max(``low``, min(``high``, ``outlook.free``)).
     """
-    candidates = _candidates(low, high, outlook, shaped)
+    candidates = _sizes(low, min(high, outlook.free), outlook.domain_cores, shaped)
     if not (math.isfinite(runtime) and math.isfinite(tail) and math.isfinite(outlook.backlog)) or len(candidates) == 1:
         return WidthChoice(low, NO_SPEEDUP if readings == 0 else NO_GAIN)
-    ends = {w: _end(w, low, runtime, tail, serial, outlook) for w in candidates}
+    me = Peer(runtime, tail, serial, low, high)
+    allotted, _, area = allot((me, *outlook.peers), outlook.cores, outlook.domain_cores, outlook.backlog,
+                              outlook.longest_running, shaped=shaped)
+    others_end = max((_own(p.runtime, p.serial, p.low, w) + p.tail for p, w in zip(outlook.peers, allotted[1:])),
+                     default=0.0)
+    rest = area - allotted[0] * _own(runtime, serial, low, allotted[0])  # backlog and the peers, as allotted
+    floor = max(others_end, outlook.longest_running)
+
+    def end(width: int, s: float = serial) -> float:
+        own = _own(runtime, s, low, width)
+        return max(own + tail, (rest + width * own) / outlook.cores, floor)
+
+    ends = {w: end(w) for w in candidates}
     soonest = min(ends.values())
     best = next(w for w in candidates if ends[w] <= soonest * (1 + TIE))
     if readings < SURE_AFTER and may_explore:
-        # What would be best were the key perfectly parallel, if no gain at all would cost little.
-        hoped = {w: _end(w, low, runtime, tail, 0.0, outlook) for w in candidates}
+        # What would be best were the key perfectly parallel (else the next size up, one task of the
+        # key at a time), if no gain at all would cost little.
+        hoped = {w: end(w, 0.0) for w in candidates}
         hope = next(w for w in candidates if hoped[w] <= min(hoped.values()) * (1 + TIE))
-        flat = _end(best, low, runtime, tail, 1.0, outlook)
-        if hope > best and _end(hope, low, runtime, tail, 1.0, outlook) <= flat * (1 + EXPLORE_COST):
+        if hope <= best and not exploring:
+            hope = next((w for w in candidates if w > best), best)
+        if hope > best and end(hope, 1.0) <= end(best, 1.0) * (1 + EXPLORE_COST):
             return WidthChoice(hope, EXPLORING, ends[hope])
     if (previous is not None and previous != best and previous in ends and ends[previous] <= soonest * (1 + HYSTERESIS)
             and _area(previous, serial) <= _area(best, serial) * (1 + HYSTERESIS)):
         return WidthChoice(previous, KEPT, ends[previous])
-    return WidthChoice(best, _reason(best, low, runtime, tail, serial, readings, outlook, ends), ends[best])
+    return WidthChoice(best, _reason(best, candidates[-1], low, runtime, tail, serial, readings, rest, floor,
+                                     outlook.cores), ends[best])
 
 
-def _reason(width: int, low: int, runtime: float, tail: float, serial: float, readings: int, outlook: Outlook,
-            ends: dict[int, float]) -> str:
+def _reason(width: int, widest: int, low: int, runtime: float, tail: float, serial: float, readings: int,
+            rest: float, floor: float, cores: int) -> str:
     if width > low:
-        return CRITICAL_PATH if tail > runtime * amdahl(serial, width) / amdahl(serial, low) else TAIL
+        return CRITICAL_PATH if tail > _own(runtime, serial, low, width) else TAIL
     if readings == 0:
         return NO_SPEEDUP
-    wider = max(ends)
-    if outlook.longest_running >= ends[low] * (1 - 1e-12) and ends[wider] >= ends[low] * (1 - TIE):
-        own = runtime * amdahl(serial, wider) / amdahl(serial, low)
-        if (outlook.backlog + wider * own) / outlook.cores < outlook.longest_running:
-            return OTHERS_LONGER
-    if (outlook.backlog + low * runtime) / outlook.cores >= runtime + tail:
+    own = _own(runtime, serial, low, widest)
+    area = (rest + widest * own) / cores
+    if area >= max(own + tail, floor) and (rest + low * runtime) / cores >= runtime + tail:
         return MANY_WAITING
+    if floor >= max(own + tail, area) and floor > 0:
+        return OTHERS_LONGER
     return NO_GAIN
 
 
@@ -274,7 +354,7 @@ def equipartition(low: int, high: int, outlook: Outlook, *, shaped: bool = False
     cores; ``shaped``: the largest topology-shaped size within that share (the paper's TA without
     coscheduling)."""
     share = max(1, outlook.cores // max(1, outlook.malleable))
-    candidates = [w for w in _candidates(low, high, outlook, shaped) if w <= share]
+    candidates = [w for w in _sizes(low, min(high, outlook.free), outlook.domain_cores, shaped) if w <= share]
     return WidthChoice(max(candidates, default=low), EQUAL_SHARE)
 
 
@@ -297,13 +377,19 @@ class Widths:
         if self.rule.startswith("equipartition"):
             return equipartition(low, high, outlook, shaped=self.rule == "equipartition-shaped")
         choice = choose_width(low, high, runtime, tail, self.model.serial_fraction(key), self.model.readings(key),
-                              outlook, previous=self._previous.get(key), shaped=self.rule == "scalpel")
-        if choice.reason != EXPLORING:
+                              outlook, previous=self._previous.get(key), exploring=self.model.exploring(key),
+                              shaped=self.rule == "scalpel")
+        if choice.reason == EXPLORING:
+            self.model.explore(key, +1)
+        else:
             self._previous[key] = choice.width
         return choice
 
-    def observe(self, key: Hashable, narrowest: int, width: int, seconds: float, estimate: float) -> None:
+    def observe(self, key: Hashable, narrowest: int, width: int, seconds: float, estimate: float,
+                explored: bool = False) -> None:
         """A task of ``key`` estimated at ``estimate`` seconds on ``narrowest`` cores ran ``seconds``
-        on ``width``."""
+        on ``width``; ``explored``: it started so (:data:`EXPLORING`)."""
+        if explored:
+            self.model.explore(key, -1)
         if estimate > 0 and seconds > 0:
             self.model.observe(key, narrowest, width, seconds / estimate)

@@ -105,10 +105,11 @@ TASK_FIELDS: tuple[tuple[str, Any], ...] = (
     ("footprint", _NUMBER), ("runtime", _NUMBER), ("priority", _NUMBER), ("intensity", _OPTIONAL_NUMBER),
     ("runtime_spread", _NUMBER), ("key", _OPTIONAL_STR), ("footprint_known", bool), ("cores", int),
     ("memory", _NUMBER), ("gpus", int), ("tail", _NUMBER), ("interference", _OPTIONAL_TERMS),
+    ("max_cores", _OPTIONAL_INT),
 )
 #: The Task fields that stay in the driver: the id travels as ``task_id``, the payload as the Job's
-#: fields, and the manager's own scheduler sets ``seq`` and ``foreseen_harm``.
-TASK_KEPT = ("id", "payload", "seq", "foreseen_harm")
+#: fields, and the manager's own scheduler sets ``seq``, ``foreseen_harm`` and ``width_reason``.
+TASK_KEPT = ("id", "payload", "seq", "foreseen_harm", "width_reason")
 #: The :class:`~scalpel_executor.runtime.contract.Job` fields a ``Submit`` carries after the task's;
 #: the call itself, ``buffer``, travels last, as raw bytes.
 JOB_FIELDS: tuple[tuple[str, Any], ...] = (("walltime", _OPTIONAL_NUMBER), ("measure", bool), ("memory_limit", _NUMBER))
@@ -279,7 +280,7 @@ def _optional(convert):
 
 #: How a value goes on the wire, by wire type: the driver's numbers may be numpy's or integers.
 _TO_WIRE = {_NUMBER: float, _OPTIONAL_NUMBER: _optional(float), int: int, bool: bool, _OPTIONAL_STR: _optional(str),
-            _OPTIONAL_TERMS: _optional(lambda terms: tuple(map(float, terms)))}
+            _OPTIONAL_INT: _optional(int), _OPTIONAL_TERMS: _optional(lambda terms: tuple(map(float, terms)))}
 _TASK_VALUES, _JOB_VALUES = operator.attrgetter(*_TASK_NAMES), operator.attrgetter(*_JOB_NAMES)  # each a tuple: several names
 _TASK_WIRE = tuple(_TO_WIRE[kind] for _, kind in TASK_FIELDS)
 _JOB_WIRE = tuple(_TO_WIRE[kind] for _, kind in JOB_FIELDS)

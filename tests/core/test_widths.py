@@ -7,10 +7,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scalpel_executor.core import widths
-from scalpel_executor.core.widths import (Outlook, SpeedupModel, Widths, amdahl, choose_width, equipartition,
-                                          serial_fraction_from, shaped_sizes)
+from scalpel_executor.core.widths import (Outlook, Peer, SpeedupModel, Widths, allot, amdahl, choose_width,
+                                          equipartition, serial_fraction_from, shaped_sizes)
 
 serial_fractions = st.floats(0.0, 1.0)
+
+
+def _end(width, low, runtime, tail, serial, outlook):
+    """The predicted end of a task started alone at ``width`` (no malleable peers waiting)."""
+    own = runtime * amdahl(serial, width) / amdahl(serial, low)
+    return max(own + tail, (outlook.backlog + width * own) / outlook.cores, outlook.longest_running)
 domain_sizes = st.sampled_from([1, 2, 4, 6, 8, 12, 16])
 
 
@@ -65,7 +71,7 @@ def test_the_chosen_width_ends_within_the_tie_and_hysteresis_of_the_soonest_end(
     choice = choose_width(case["low"], case["high"], case["runtime"], case["tail"], case["serial"], sure, outlook,
                           previous=case["previous"], shaped=case["shaped"])
     cap = max(case["low"], min(case["high"], outlook.free))
-    ends = [widths._end(w, case["low"], case["runtime"], case["tail"], case["serial"], outlook)
+    ends = [_end(w, case["low"], case["runtime"], case["tail"], case["serial"], outlook)
             for w in range(case["low"], cap + 1)
             if not case["shaped"] or w == case["low"] or outlook.domain_cores % w == 0]
     if len(ends) > 1:
@@ -114,7 +120,7 @@ def test_the_previous_width_is_kept_within_the_hysteresis_and_left_beyond_it():
     # a previous wide width that ends nearly as soon but wastes cores is left (many waiting)
     crowded = Outlook(cores=8, domain_cores=8, free=8, backlog=8 * 100.0)
     far = choose_width(1, 8, 10.0, 0.0, 0.05, 3, crowded, previous=8)
-    assert far.ends * (1 + widths.HYSTERESIS) > widths._end(8, 1, 10.0, 0.0, 0.05, crowded)
+    assert far.ends * (1 + widths.HYSTERESIS) > _end(8, 1, 10.0, 0.0, 0.05, crowded)
     assert (far.width, far.reason) == (1, widths.MANY_WAITING)
 
 
@@ -171,3 +177,48 @@ def test_the_rule_learns_from_runs_and_names_unknown_rules():
     with pytest.raises(ValueError, match="unknown width rule 'widest'; choose from scalpel, "):
         Widths("widest")
     assert math.isnan(widths.WidthChoice(1, widths.TAIL).ends)
+
+
+@st.composite
+def peer_sets(draw):
+    domain = draw(domain_sizes)
+    peers = []
+    for _ in range(draw(st.integers(1, 30))):
+        low = draw(st.integers(1, domain))
+        peers.append(Peer(draw(st.floats(1e-3, 1e3)), draw(st.floats(0, 1e3)), draw(serial_fractions), low,
+                          draw(st.integers(low, 2 * domain))))
+    return peers, domain, domain * draw(st.integers(1, 8)), draw(st.floats(0, 1e4)), draw(st.booleans())
+
+
+def _allotted_end(peers, allotted, cores, backlog):
+    owns = [p.runtime * amdahl(p.serial, w) / amdahl(p.serial, p.low) for p, w in zip(peers, allotted)]
+    return max(max(o + p.tail for o, p in zip(owns, peers)), (backlog + sum(w * o for w, o in zip(allotted, owns))) / cores)
+
+
+@given(peer_sets())
+def test_an_allotment_stays_in_each_range_and_ends_no_later_than_every_task_at_its_narrowest(case):
+    peers, domain, cores, backlog, shaped = case
+    allotted, latest, area = allot(peers, cores, domain, backlog, shaped=shaped)
+    for peer, width in zip(peers, allotted):
+        assert peer.low <= width <= max(peer.low, min(peer.high, domain))
+        assert width == peer.low or not shaped or domain % width == 0
+    narrow = _allotted_end(peers, [p.low for p in peers], cores, backlog)
+    assert _allotted_end(peers, allotted, cores, backlog) <= narrow * (1 + 1e-9)
+    assert max(latest, area / cores) == pytest.approx(_allotted_end(peers, allotted, cores, backlog))
+
+
+def test_the_allotment_widens_the_longest_task_until_the_area_binds():
+    peers = [Peer(40.0, serial=0.0, high=8), *[Peer(5.0, serial=0.0, high=8)] * 8]
+    allotted, latest, area = allot(peers, 16, 8, 0.0)
+    assert allotted == [8, 1, 1, 1, 1, 1, 1, 1, 1]  # 40 s on 8 cores: 5 s, the area's 80 / 16
+    assert latest == 5.0 and area == 80.0
+    # with a serial fraction the longest stops where the next size would cost more area than it saves
+    allotted, latest, area = allot([Peer(40.0, serial=0.5, high=8), *[Peer(5.0, serial=0.5, high=8)] * 8], 16, 8, 0.0)
+    assert allotted[0] == 8 and latest == pytest.approx(40.0 * amdahl(0.5, 8))
+
+
+def test_peers_waiting_for_cores_keep_a_task_narrow_that_alone_would_start_wide():
+    alone = Outlook(cores=8, domain_cores=8, free=8, backlog=0.0)
+    assert choose_width(1, 8, 10.0, 0.0, 0.05, 3, alone).width == 8
+    crowd = Outlook(cores=8, domain_cores=8, free=8, backlog=0.0, peers=(Peer(10.0, 0.0, 0.05, 1, 8),) * 15)
+    assert choose_width(1, 8, 10.0, 0.0, 0.05, 3, crowd) == widths.WidthChoice(1, widths.MANY_WAITING, 20.0)

@@ -1,0 +1,133 @@
+"""Malleable tasks in the scheduler and the simulator: widths chosen at the start (core.widths)."""
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scalpel_executor.core import widths
+from scalpel_executor.core.contention import ContentionModel
+from scalpel_executor.core.scheduler import Scheduler, Task
+from scalpel_executor.core.simulate import SimTask, simulate
+from scalpel_executor.core.widths import Widths, amdahl
+
+MiB = 2**20
+
+
+def test_a_malleable_task_on_an_idle_domain_books_cores_of_that_domain_and_frees_them_together():
+    s = Scheduler([[0, 1, 2, 3], [4, 5, 6, 7]], "scalpel", llc=12 * MiB)
+    s.add([Task("blas", runtime=10.0, key="blas", max_cores=4)])
+    [start] = s.dispatch(0.0)
+    assert start.task.cores == 4 and start.task.width_reason == widths.EXPLORING
+    assert {slot.domain for slot in start.booked} == {start.slot.domain} and len(start.booked) == 4
+    assert start.task.runtime == 2.5  # explored: its estimate there is what it hopes (perfectly parallel)
+    s.release(start.slot, 10.0 * amdahl(0.1, 4))
+    assert len(s.idle_slots) == 8
+    assert s.widths.model.readings("blas") == 1
+    assert s.widths.model.serial_fraction("blas") == pytest.approx((0.1 + widths.SHRINK) / (1 + widths.SHRINK))
+    assert s.width_reasons == {widths.EXPLORING: 1}
+
+
+def test_a_task_not_marked_malleable_keeps_its_cores_and_gets_no_width_reason():
+    s = Scheduler([[0, 1, 2, 3]], "scalpel")
+    s.add([Task("fixed", runtime=10.0, cores=2), Task("same", runtime=10.0, cores=2, max_cores=2)])
+    starts = s.dispatch(0.0)
+    assert sorted(a.task.cores for a in starts) == [2, 2]
+    assert all(a.task.width_reason is None for a in starts) and not s.width_reasons
+
+
+def test_a_malleable_task_handed_back_by_disable_is_as_it_came():
+    s = Scheduler([[0, 1, 2, 3]], "scalpel")
+    task = Task("blas", runtime=10.0, key="blas", max_cores=4)
+    s.widths.model.seed("blas", 0.1, 5)
+    s.add([task])
+    [start] = s.dispatch(0.0)
+    assert task.cores == 4 and task.runtime == pytest.approx(10.0 * amdahl(s.widths.model.serial_fraction("blas"), 4))
+    assert s.disable(start.slot) is task
+    assert (task.cores, task.runtime, task.width_reason) == (1, 10.0, None)
+    s.enable(start.slot)
+    assert len(s.idle_slots) == 4
+
+
+def test_many_waiting_keep_a_learned_parallel_key_narrow_and_its_last_tasks_go_wide():
+    """Twelve tasks of a key known to scale (s = 0.05) on 4 cores: the first four start on one
+    core each (the backlog decides), and once nothing waits the rest take the idle cores."""
+    tasks = [SimTask(f"t{i}", 4.0, key="fft", max_cores=4, serial_fraction=0.05) for i in range(10)]
+    scheduler = Scheduler([[0, 1, 2, 3]], "scalpel", llc=12 * MiB)
+    scheduler.widths.model.seed("fft", 0.05, 10)
+    result = simulate(tasks, [[0, 1, 2, 3]], 12 * MiB, scheduler=scheduler)
+    first = sorted(result.records, key=lambda r: r.start)[:4]
+    assert [r.cores for r in first] == [1, 1, 1, 1]
+    assert scheduler.width_reasons[widths.MANY_WAITING] >= 4 and max(r.cores for r in result.records) > 1
+    fixed = simulate([dataclasses.replace(t, max_cores=None) for t in tasks], [[0, 1, 2, 3]], 12 * MiB)
+    assert result.makespan < fixed.makespan  # 10 tasks on 4 cores: 3 rounds at width 1, the last half idle
+
+
+def test_a_wide_task_footprint_counts_once_on_its_domain():
+    """A 3-core task of 10 MiB beside a one-core task of 10 MiB on a 12 MiB LLC is slowed as two
+    10 MiB tasks are, not as four."""
+    model = ContentionModel()
+    llc = 12 * MiB
+    tasks = [SimTask("wide", 10.0, 10 * MiB, max_cores=3, serial_fraction=0.0, key="w"),
+             SimTask("one", 10.0, 10 * MiB)]
+    result = simulate(tasks, [[0, 1, 2, 3]], llc, model=model, scheduler=Scheduler(
+        [[0, 1, 2, 3]], "fifo", llc=llc, model=model, width_rule=Widths("equipartition")))
+    wide = next(r for r in result.records if r.name == "wide")
+    assert wide.cores == 3 and wide.solo_time == pytest.approx(10.0 / 3)
+    pair = model.slowdowns([10 * MiB, 10 * MiB], [1.0, 1.0], llc)[0]
+    assert wide.slowdown == pytest.approx(pair)
+    assert wide.slowdown < model.slowdowns([10 * MiB] * 4, [1.0] * 4, llc)[0]
+
+
+@st.composite
+def batches(draw):
+    domain = draw(st.sampled_from([1, 2, 4, 6]))
+    domains = [list(range(d * domain, (d + 1) * domain)) for d in range(draw(st.integers(1, 3)))]
+    tasks = []
+    for i in range(draw(st.integers(1, 14))):
+        cores = draw(st.integers(1, domain))
+        tasks.append(SimTask(f"t{i}", draw(st.floats(0.1, 10.0)), draw(st.sampled_from([0, 2, 8, 20])) * MiB,
+                             cores=cores, max_cores=draw(st.none() | st.integers(cores, 2 * domain)),
+                             serial_fraction=draw(st.floats(0.0, 1.0)), key=draw(st.sampled_from(["a", "b"])),
+                             parents=(draw(st.integers(0, i - 1)),) if i and draw(st.booleans()) else ()))
+    return domains, tasks
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches(), st.sampled_from(widths.RULES), st.sampled_from(["scalpel", "longest_first", "scalpel-paper"]))
+def test_every_width_is_within_the_task_range_and_its_domain_and_no_core_is_booked_twice(batch, rule, policy):
+    domains, tasks = batch
+    scheduler = Scheduler(domains, policy, llc=12 * MiB, width_rule=Widths(rule))
+    result = simulate(tasks, domains, 12 * MiB, policy, scheduler=scheduler)
+    by_name = {t.name: t for t in tasks}
+    for record in result.records:
+        task = by_name[record.name]
+        top = task.cores if task.max_cores is None else max(task.cores, min(task.max_cores, len(domains[0])))
+        assert task.cores <= record.cores <= top
+        assert record.solo_time == pytest.approx(task.solo_at(record.cores))
+    busy = sorted((r.start, +r.cores) for r in result.records) + sorted((r.end, -r.cores) for r in result.records)
+    level = 0
+    for _, change in sorted(busy, key=lambda e: (e[0], e[1])):
+        level += change
+        assert level <= sum(map(len, domains))
+
+
+@settings(max_examples=40, deadline=None)
+@given(batches())
+def test_tasks_not_marked_malleable_are_scheduled_exactly_as_before(batch):
+    """max_cores equal to cores (or None) is no malleable task: the same schedule, bit for bit."""
+    domains, tasks = batch
+    fixed = [dataclasses.replace(t, max_cores=None, key=None) for t in tasks]
+    marked = [dataclasses.replace(t, max_cores=t.cores) for t in fixed]
+    a = simulate(fixed, domains, 12 * MiB)
+    b = simulate(marked, domains, 12 * MiB)
+    assert [(r.name, r.cpu, r.start, r.end) for r in a.records] == [(r.name, r.cpu, r.start, r.end) for r in b.records]
+    assert a.makespan == b.makespan
+
+
+def test_a_malleable_sim_task_is_checked():
+    with pytest.raises(ValueError, match=r"max_cores must be None or an integer ≥ cores \(2\), got 1"):
+        SimTask("t", 1.0, cores=2, max_cores=1)
+    with pytest.raises(ValueError, match=r"serial_fraction must be a number in \[0, 1\] \(Amdahl's\), got 1.5"):
+        SimTask("t", 1.0, max_cores=4, serial_fraction=1.5)
