@@ -208,7 +208,7 @@ def command_program(command: str) -> str | None:
     'blastall'
     >>> command_program("env OMP_NUM_THREADS=4 time nice -n 10 timeout 60 ./bin/split_fasta --in x")
     'split_fasta'
-    >>> command_program("cd work && python3 -u scripts/align.py q.fa"), command_program("python -m pkg.tool")
+    >>> command_program("cd work && python3 -u bin/align.py q.fa"), command_program("python -m pkg.tool")
     ('align.py', 'pkg.tool')
     >>> command_program('bash -c "stdbuf -oL mProject in.fits"'), command_program("echo 'unbalanced")
     ('mProject', 'echo')

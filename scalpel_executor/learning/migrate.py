@@ -210,7 +210,7 @@ def size_free_prefix(key: str) -> str | None:
 def size_free_match(key: str, old: str) -> bool:
     """Whether ``old``, a key written before its app declared size-free arguments, is one of the keys
     ``key`` (written since) stands for: the same app and arguments, but anything where ``key`` has
-    ``*``. A store adopts such keys' history into ``key`` (docs/profiles.md, "Size-free arguments").
+    ``*``. A store adopts such keys' history into ``key`` (docs/profiles.md, "Arguments that do not change a task's size").
 
     >>> size_free_match("lab.fft_peak(~512,*)", "lab.fft_peak(~512,~108)")
     True

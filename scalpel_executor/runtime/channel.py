@@ -1,6 +1,6 @@
 """The network channel of provider mode: CurveZMQ keys, the driver's socket, a manager's link.
 
-Provider mode (:mod:`scalpel_executor.runtime.provider`) runs one node manager per node of each
+Provider mode (:mod:`scalpel_executor.runtime.hub`) runs one node manager per node of each
 provider block; the managers connect to the driver over TCP. This module holds everything about
 that channel that is not the managers' bookkeeping (:mod:`scalpel_executor.runtime.hub`)::
 
