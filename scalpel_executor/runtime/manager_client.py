@@ -78,13 +78,13 @@ from scalpel_executor.runtime.manager_protocol import (Configure, Heartbeat, Man
                                                        decode_frame, encode, submit_row)
 from scalpel_executor.runtime.threads import name_this_thread
 from scalpel_executor.runtime.options import PoolOptions
-from scalpel_executor.runtime.pool import NO_WORKERS_LEFT, READY_TIMEOUT, RESPAWNS_KEPT
+from scalpel_executor.runtime.pool import NO_WORKERS_LEFT, READY_TIMEOUT, RESPAWNS_KEPT, start_timeout
 
 __all__ = ["ManagerClient"]
 
 logger = logging.getLogger(__name__)
 
-START_TIMEOUT = READY_TIMEOUT + 30.0  # seconds: the manager's imports plus its workers' start
+START_TIMEOUT = READY_TIMEOUT + 30.0  # seconds: the manager's imports plus its workers' start (no more workers than CPUs)
 INIT_POLL = 1.0  # seconds between looks at whether worker_init is still running (its time has no limit)
 MAX_REPLACEMENT_STARTS = 5  # replacements in a row lost before Started, after which the client gives up
 REPLACEMENT_BACKOFF = 0.5  # seconds before starting the second of them, doubling for each later one
@@ -117,6 +117,8 @@ class ManagerClient:
         self.options = options
         self._configure = encode(Configure(ManagerConfig.of_driver(topology).to_dict(), options.to_dict()))
         self._env = dict(os.environ if env is None else env)
+        # the manager's own start, longer where its workers outnumber the CPUs (pool.start_timeout)
+        self._start_timeout = START_TIMEOUT - READY_TIMEOUT + start_timeout(len(topology.cpus))
         self._worker_init = worker_init  # shell commands run before the manager (and so its workers) starts
         self._log_dir = log_dir
         self._on_complete = on_complete
@@ -207,7 +209,7 @@ class ManagerClient:
             theirs.close()
         initialising = bool(self._worker_init)
         manager = LocalManager(process, Connection(ours.detach()), self._ledger, initialising=initialising,
-                               started_by=time.monotonic() + (INIT_POLL if initialising else START_TIMEOUT))
+                               started_by=time.monotonic() + (INIT_POLL if initialising else self._start_timeout))
         manager.start_forwarding()
         manager.send_encoded(self._configure)
         logger.debug("started node manager pid %d", process.pid)
@@ -285,10 +287,10 @@ class ManagerClient:
                         if not manager.started and manager.initialising:  # worker_init runs: no deadline yet
                             manager.initialising = self._initialising(manager)
                             manager.started_by = time.monotonic() + (INIT_POLL if manager.initialising
-                                                                     else START_TIMEOUT)  # its own start, from now
+                                                                     else self._start_timeout)  # its own start, from now
                             continue
                         if not self._lost(manager, f"was silent for {timeout:.0f} s and was killed" if manager.started
-                                          else f"did not start within {START_TIMEOUT:.0f} s and was killed"):
+                                          else f"did not start within {self._start_timeout:.0f} s and was killed"):
                             return
                         continue
                     messages = decode_frame(manager.connection.recv_bytes())

@@ -89,6 +89,19 @@ NO_WORKERS_LEFT = "no worker could be started on any core (see the log); no new 
 LOCAL_BLOCK_ID = "0"  # local mode's one block, as HTEX's first LocalProvider block (PARSL_WORKER_BLOCK_ID)
 RESPAWNS_KEPT = 1024  # the latest respawn times remembered (respawn_seconds)
 READY_TIMEOUT = 60.0  # seconds a new worker may take to import and report ready
+
+
+def start_timeout(workers: int) -> float:
+    """Seconds ``workers`` workers started at once may take to report warm: :data:`READY_TIMEOUT`,
+    stretched by the workers per CPU this process may use where more start than there are CPUs (an
+    emulated node: each worker imports Parsl, about 2 s of CPU here as in HTEX's workers, and 64 of
+    them on 2 CPUs took more than 60 s).
+
+    >>> start_timeout(1) == READY_TIMEOUT
+    True
+    """
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return READY_TIMEOUT * max(1.0, workers / cpus)
 MAX_FAILED_STARTS = 3  # replacements in a row that die before "ready" before a slot is retired
 CGROUP_REMOVAL_WAIT = 5.0  # seconds shutdown waits for killed workers' last processes to leave their cgroups
 OOM_KILLED = ("the kernel's OOM killer ended its worker (pid {pid}) at the limit; the worker was replaced")
@@ -217,7 +230,7 @@ class WorkerPool:
         """Start one worker per slot and wait until each reports ready.
 
         A worker that dies before it is ready is replaced, as later in the run; a slot whose
-        starts fail MAX_FAILED_STARTS times in a row, or a worker silent past READY_TIMEOUT, fails
+        starts fail MAX_FAILED_STARTS times in a row, or a worker silent past :func:`start_timeout`, fails
         ``start`` with the reason, leaving no process behind. Under ``enforce_memory`` it says
         once, in the log, what enforces declared memory (:meth:`_open_memory_cgroup`).
         """
@@ -225,7 +238,8 @@ class WorkerPool:
             self._open_memory_cgroup()
         for slot in range(len(self._slot_cpus)):
             self._spawn(slot)
-        deadline = time.monotonic() + READY_TIMEOUT
+        timeout = start_timeout(len(self._slot_cpus))
+        deadline = time.monotonic() + timeout
         # Wait for "warm" too: once start() returns, no core's first task waits for imports.
         while starting := {w.connection: w for w in self._workers.values() if not w.warm}:
             for connection in wait(list(starting), max(0.0, deadline - time.monotonic())):
@@ -256,7 +270,7 @@ class WorkerPool:
                 self._spawn(worker.slot)
             if time.monotonic() >= deadline and any(not w.warm for w in self._workers.values()):
                 late = next(w for w in self._workers.values() if not w.warm)
-                self._abort_start(f"the worker for CPUs {late.cpus} did not start within {READY_TIMEOUT:.0f} s "
+                self._abort_start(f"the worker for CPUs {late.cpus} did not start within {timeout:.0f} s "
                                   f"(exit code {late.process.poll()}); its error output is above")
         self._failed_starts.clear()
         self._completer = threading.Thread(target=self._completion_loop, name="scalpel-complete", daemon=True)
