@@ -126,8 +126,8 @@ def _work(task: Task) -> float:
     return work if math.isfinite(work) else 0.0
 
 
-def _malleable_by_rank(plan: list[Group]) -> list[Group]:
-    """``plan`` (dispatch order) with the places of its malleable one-task groups refilled by those
+def _malleable_by_rank(plan: list[Group], malleable: dict[int, object]) -> list[Group]:
+    """``plan`` (dispatch order) with the places of its malleable one-task groups (ids in ``malleable``) refilled by those
     tasks in order of rank, highest first (stable); the rest stay where the policy put them.
 
     A malleable task's width is chosen from the cores free when it starts, and the first tasks of a
@@ -135,7 +135,7 @@ def _malleable_by_rank(plan: list[Group]) -> list[Group]:
     the longest task) put the longest last, on one core, ending the batch there (a 11.5 s task of
     32 on 16 cores, every other task ending by 5.5 s). Moved tasks lose what the plan foresaw of
     their co-runs (``Task.foreseen_harm``). Without malleable tasks the plan is returned unchanged."""
-    places = [at for at, group in enumerate(plan) if len(group.tasks) == 1 and group.tasks[0].malleable]
+    places = [at for at, group in enumerate(plan) if len(group.tasks) == 1 and id(group.tasks[0]) in malleable]
     if len(places) < 2:
         return plan
     ordered = sorted((plan[at] for at in places), key=lambda group: -rank(group.tasks[0]))
@@ -256,6 +256,8 @@ class Scheduler:
         self.width_reasons: Counter[str] = Counter()  # malleable starts by the reason for their width
         self._waiting_work = 0.0  # core-seconds of the tasks not started, at their narrowest widths (finite ones)
         self._malleable_waiting = 0  # malleable tasks not started
+        self._narrow: dict[int, tuple[int, float]] = {}  # id() of a malleable task not started -> its narrowest
+        #                                                   cores and run time estimate there
         self._widened: dict[int, tuple[int, float]] = {}  # slot index of a running malleable task -> its
         #                                                   narrowest cores and run time estimate there
 
@@ -286,7 +288,9 @@ class Scheduler:
             self._longest = max(self._longest, task.runtime)
             self._wide_waiting += task.cores > 1 or needs_resources(task)
             self._waiting_work += _work(task)
-            self._malleable_waiting += task.malleable
+            if task.malleable:
+                self._malleable_waiting += 1
+                self._narrow[id(task)] = (task.cores, task.runtime)
             if merge:
                 self._merge(task)
             elif place and math.isfinite(task.runtime) and not math.isnan(task.priority):
@@ -401,9 +405,9 @@ class Scheduler:
         if task is not None:
             self.reasons[reason] += 1
             self._waiting_work = max(0.0, self._waiting_work - _work(task))
-            self._malleable_waiting -= task.malleable
-            if task.malleable:
-                self._widen(slot, task)
+            if (narrow := self._narrow.pop(id(task), None)) is not None:
+                self._malleable_waiting -= 1
+                self._widen(slot, task, narrow)
             self._book(slot, task)
             self._running[slot.index] = task
             self._started[slot.index] = 0.0 if now is None else now
@@ -456,43 +460,79 @@ class Scheduler:
                 self._device_free[device] = False
             self._devices[slot.index] = devices
 
-    def _widen(self, slot: Slot, task: Task) -> None:
+    def _widen(self, slot: Slot, task: Task, narrow: tuple[int, float]) -> None:
         """Set malleable ``task``'s width for its start on ``slot`` (:mod:`~scalpel_executor.core.widths`):
-        its ``cores``, the run time estimated there and the reason."""
+        its ``cores`` (at least the width it was allotted and admitted at, :meth:`_retarget`), the run
+        time estimated there and the reason. ``narrow``: its narrowest cores and estimate there."""
         running = [(self._remaining(index, self._clock), len(self._booked.get(index, (index,))))
                    for index in self._running]
-        peers = self._peers() if self.widths.rule in widths.ALLOTTING else ()
+        peers, peer_work = self._peers() if self.widths.rule in widths.ALLOTTING else ((), 0.0)
         outlook = Outlook(
             cores=len(self.slots) - len(self._disabled),
             domain_cores=self.cores_per_domain[slot.domain],
             free=sum(1 for i in self._domain_slots[slot.domain] if self._idle[i] and i not in self._disabled),
-            backlog=max(0.0, self._waiting_work - sum(p.low * p.runtime for p in peers))
-                    + sum(left * cores for left, cores in running),
-            longest_running=max((left for left, _ in running), default=0.0),
+            backlog=max(0.0, self._waiting_work - peer_work) + sum(left * cores for left, cores in running),
+            longest_running=self._longest_running(),
             malleable=self._malleable_waiting + len(self._widened) + 1,
             peers=peers,
         )
         choice = self.widths.choose(task.key, task.cores, task.max_cores, task.runtime, task.tail, outlook)
-        self._widened[slot.index] = (task.cores, task.runtime)
+        self._widened[slot.index] = narrow
         if choice.width != task.cores:
             # An explored width's run time is taken at its hope (perfectly parallel): at its key's
             # fit, no gain, every later start saw it running past their ends and stayed narrow.
             serial = 0.0 if choice.reason == EXPLORING else self.widths.model.serial_fraction(task.key)
-            task.runtime *= amdahl(serial, choice.width) / amdahl(serial, task.cores)
+            task.runtime = narrow[1] * amdahl(serial, choice.width) / amdahl(serial, narrow[0])
             task.cores = choice.width
         task.width_reason = choice.reason
         self.width_reasons[choice.reason] += 1
 
-    def _peers(self) -> tuple[Peer, ...]:
-        """The malleable tasks not started, as the width choice weighs them (finite estimates only)."""
+    def _peers(self, tasks: Iterable[Task] | None = None) -> tuple[tuple[Peer, ...], float]:
+        """The malleable tasks not started (or those of ``tasks``), as the width choice weighs them
+        (finite estimates only), and the core-seconds they are counted for now."""
         widest, serial = max(self.cores_per_domain), {}
-        peers = []
-        for task in itertools.chain(self._waiting.values(), *self._buffers):
-            if task.malleable and math.isfinite(task.runtime) and math.isfinite(task.tail):
+        peers, work = [], 0.0
+        for task in itertools.chain(self._waiting.values(), *self._buffers) if tasks is None else tasks:
+            narrow = self._narrow.get(id(task))
+            if narrow is not None and math.isfinite(narrow[1]) and math.isfinite(task.tail):
                 if task.key not in serial:
                     serial[task.key] = self.widths.model.serial_fraction(task.key)
-                peers.append(Peer(task.runtime, task.tail, serial[task.key], task.cores, min(task.max_cores, widest)))
-        return tuple(peers)
+                peers.append(Peer(narrow[1], task.tail, serial[task.key], narrow[0], min(task.max_cores, widest),
+                                  self.widths.model.readings(task.key) >= widths.SURE_AFTER))
+                work += _work(task)
+        return tuple(peers), work
+
+    def _longest_running(self) -> float:
+        """The latest a running task and the chain that waits for it are expected to end (seconds from now)."""
+        return max((self._remaining(index, self._clock) + task.tail for index, task in self._running.items()),
+                   default=0.0)
+
+    def _retarget(self) -> None:
+        """Allot widths to the malleable tasks waiting (:func:`~scalpel_executor.core.widths.allot`)
+        and plan them at those widths: each waits, reserved and backfilled around, for the cores
+        allotted (``Task.cores``), and may start wider when more are free (:meth:`_widen`).
+
+        Cores free one at a time as tasks end at staggered times: chosen only at the start, a width
+        was one core (a Montage run's 48 reprojections ended 1,100 s later at one core each than at
+        two, the last ones started alone)."""
+        tasks = [task for task in self._waiting.values() if id(task) in self._narrow
+                 and math.isfinite(self._narrow[id(task)][1]) and math.isfinite(task.tail)]
+        if not tasks or self.widths.rule not in widths.ALLOTTING:
+            return
+        peers, work = self._peers(tasks)
+        backlog = max(0.0, self._waiting_work - work) + sum(
+            self._remaining(index, self._clock) * len(self._booked.get(index, (index,))) for index in self._running)
+        allotted, _, _ = widths.allot(peers, len(self.slots) - len(self._disabled), max(self.cores_per_domain),
+                                      backlog, self._longest_running(), shaped=self.widths.rule == "scalpel")
+        for task, peer, width in zip(tasks, peers, allotted):
+            if width == task.cores:
+                continue
+            self._waiting_work -= _work(task)
+            self._wide_waiting -= task.cores > 1 or needs_resources(task)
+            task.cores = width
+            task.runtime = peer.runtime * amdahl(peer.serial, width) / amdahl(peer.serial, peer.low)
+            self._waiting_work += _work(task)
+            self._wide_waiting += task.cores > 1 or needs_resources(task)
 
     def _unbook(self, index: int) -> None:
         task = self._running[index]
@@ -527,7 +567,7 @@ class Scheduler:
         self._disabled.add(index)
         if self._idle[index] or index in self._holder:  # a core a wider task holds: free when it ends
             return None
-        if (narrowest := self._widened.pop(index, None)) is not None:  # handed back as it came
+        if (narrowest := self._widened.pop(index, None)) is not None:  # handed back as it came (narrowest)
             task = self._running[index]
             if task.width_reason == EXPLORING:
                 self.widths.model.explore(task.key, -1)
@@ -545,6 +585,9 @@ class Scheduler:
     def drain(self) -> list[Task]:
         """Remove and return every task that has not started (for shutdown); running ones stay."""
         left = [t for buffer in self._buffers for t in buffer] + list(self._waiting.values())
+        for task in left:  # a malleable task goes back at its narrowest width
+            if (narrow := self._narrow.pop(id(task), None)) is not None:
+                task.cores, task.runtime = narrow
         for buffer in self._buffers:
             buffer.clear()
         self._waiting.clear()
@@ -601,6 +644,8 @@ class Scheduler:
     # -- the decision -----------------------------------------------------------------------
 
     def _replan(self) -> None:
+        if self._narrow:
+            self._retarget()
         self._context.running = self._running_now(self._clock)
         levels: dict[float, list[Task]] = {}
         for task in self._waiting.values():
@@ -614,7 +659,7 @@ class Scheduler:
                 (overdue if self._admits and not chains and self._overdue(task) else rest).append(task)
             for part in (overdue, rest):
                 if part:
-                    plan += _malleable_by_rank(self._plan_function(part, self._context))
+                    plan += _malleable_by_rank(self._plan_function(part, self._context), self._narrow)
         # Pinned groups (di) go straight to their domain's buffer; the rest wait in order.
         self._plan = deque()
         for group in plan:

@@ -53,6 +53,7 @@ Cost: O(candidate widths) per start, at most the domain's core count.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from collections.abc import Hashable, Sequence
@@ -193,6 +194,7 @@ class Peer:
     serial: float = 1.0  # its key's serial fraction
     low: int = 1  # its narrowest width
     high: int = 1  # its widest (within a domain)
+    sure: bool = True  # its key's fit rests on SURE_AFTER readings or more (else exploration hopes for it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,10 +320,12 @@ def choose_width(low: int, high: int, runtime: float, tail: float, serial: float
     soonest = min(ends.values())
     best = next(w for w in candidates if ends[w] <= soonest * (1 + TIE))
     if readings < SURE_AFTER and may_explore:
-        # What would be best were the key perfectly parallel (else the next size up, one task of the
-        # key at a time), if no gain at all would cost little.
-        hoped = {w: end(w, 0.0) for w in candidates}
-        hope = next(w for w in candidates if hoped[w] <= min(hoped.values()) * (1 + TIE))
+        # What would be best were the key perfectly parallel, and every unsure key waiting beside it
+        # (else the next size up, one task of the key at a time), if no gain at all would cost little.
+        hopeful = tuple(p if p.sure else dataclasses.replace(p, serial=0.0) for p in outlook.peers)
+        hoped_widths, _, _ = allot((dataclasses.replace(me, serial=0.0), *hopeful), outlook.cores,
+                                   outlook.domain_cores, outlook.backlog, outlook.longest_running, shaped=shaped)
+        hope = max((w for w in candidates if w <= hoped_widths[0]), default=low)
         if hope <= best and not exploring:
             hope = next((w for w in candidates if w > best), best)
         if hope > best and end(hope, 1.0) <= end(best, 1.0) * (1 + EXPLORE_COST):
@@ -341,7 +345,7 @@ def _reason(width: int, widest: int, low: int, runtime: float, tail: float, seri
         return NO_SPEEDUP
     own = _own(runtime, serial, low, widest)
     area = (rest + widest * own) / cores
-    if area >= max(own + tail, floor) and (rest + low * runtime) / cores >= runtime + tail:
+    if area >= max(own + tail, floor) * (1 - TIE) and (rest + low * runtime) / cores >= (runtime + tail) * (1 - TIE):
         return MANY_WAITING
     if floor >= max(own + tail, area) and floor > 0:
         return OTHERS_LONGER

@@ -131,3 +131,28 @@ def test_a_malleable_sim_task_is_checked():
         SimTask("t", 1.0, cores=2, max_cores=1)
     with pytest.raises(ValueError, match=r"serial_fraction must be a number in \[0, 1\] \(Amdahl's\), got 1.5"):
         SimTask("t", 1.0, max_cores=4, serial_fraction=1.5)
+
+
+def test_an_allotted_width_is_waited_for_when_cores_free_one_at_a_time():
+    """Four one-core tasks end at 1, 2, 3 and 4 s; a 40 s task of a perfectly parallel key waits for
+    the four cores it was allotted (10 s there: ends at 14 s) rather than start on the first free core
+    (41 s)."""
+    domains = [[0, 1, 2, 3]]
+    tasks = [SimTask(f"short{i}", float(i), priority=1.0) for i in (1, 2, 3, 4)]
+    tasks.append(SimTask("long", 40.0, key="fft", max_cores=4, serial_fraction=0.0))
+    scheduler = Scheduler(domains, "scalpel", llc=12 * MiB)
+    scheduler.widths.model.seed("fft", 0.0, 10)
+    result = simulate(tasks, domains, 12 * MiB, scheduler=scheduler)
+    long = next(r for r in result.records if r.name == "long")
+    assert (long.cores, long.start, long.end) == (4, pytest.approx(4.0), pytest.approx(14.0))
+
+
+def test_drain_hands_back_an_allotted_task_at_its_narrowest_width():
+    scheduler = Scheduler([[0, 1, 2, 3]], "scalpel")
+    scheduler.widths.model.seed("fft", 0.0, 10)
+    task = Task("long", runtime=40.0, key="fft", max_cores=4)
+    scheduler.add([Task("first", runtime=5.0, cores=4, priority=1.0), task])
+    scheduler.dispatch(0.0)
+    serial = scheduler.widths.model.serial_fraction("fft")
+    assert task.cores == 4 and task.runtime == pytest.approx(40.0 * amdahl(serial, 4))  # allotted, waiting
+    assert scheduler.drain() == [task] and (task.cores, task.runtime) == (1, 40.0)

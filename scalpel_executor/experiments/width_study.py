@@ -1,0 +1,240 @@
+"""Malleable tasks' widths in simulation: the default width rule against fixed widths, the best
+fixed width chosen in hindsight, and equipartitioning (``benchmarks/width_study.py``).
+
+::
+
+    python benchmarks/width_study.py --seeds 0,1                 # the seeds the rule was tuned on
+    python benchmarks/width_study.py --seeds 100,101,102 --jobs 2  # seeds never looked at while tuning
+    python benchmarks/width_study.py --report docs/data/width-study.json
+
+An instance is a workload on a machine of :data:`scalpel_executor.core.machines.MACHINES` (``paper``,
+``wide``, ``epyc``, ``xeon16``), every task malleable from one core to its whole LLC domain:
+
+* a WfChef workflow (:data:`~scalpel_executor.experiments.workflows.STUDY_SHAPES`, drawn with the
+  seed), each task type one profile key with its own serial fraction, released as its parents
+  end through the live pool's batch rule, each task told its tail on the DAG
+  (:func:`~scalpel_executor.core.simulate.graph_tails`);
+* a batch of malleable kernels arriving at once, :data:`BATCH_PER_CORE` tasks per core of the
+  machine, :data:`KERNELS` kernel types (keys) each with a serial fraction, solo times on one core
+  2·exp(N(0, 0.8)) s, footprints of Table II's range.
+
+Serial fractions are drawn per key, log-uniform on :data:`SERIAL_RANGE` (0.02 to 0.5: BLAS
+products to stencils with much memory traffic). Contenders, all under the default policy
+``scalpel``: every task fixed at 1 core, at 2, at its whole domain (each a plain task of that
+many cores, its solo time Amdahl's there); the best of those three per instance (chosen in
+hindsight); the width rules of :data:`~scalpel_executor.core.widths.RULES`: ``scalpel`` (the
+default), ``scalpel-any`` (the same on any width, not topology-shaped), ``equipartition`` (plain)
+and ``equipartition-shaped``, each on a *first run* (nothing learned); and ``scalpel`` *learned*,
+starting from what it learned on the same workload drawn with seed + 1000 (other tasks of the
+same keys: what an earlier run of the workflow leaves in the profile store).
+
+Printed, per condition: the geometric mean over instances of each fixed width's makespan over the
+rule's (> 1: the rule ends first), the geometric mean and the minimum of the hindsight-best fixed
+width's over the rule's, and the topology-shaped against the any-width rules; with the goals:
+≥ 1.10 against every fixed width, never below 0.98 against the hindsight best, shaped no worse
+than plain. Written: one JSON record (``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import random
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from scalpel_executor.core.batching import Batching
+from scalpel_executor.core.machines import MACHINES
+from scalpel_executor.core.scheduler import Scheduler
+from scalpel_executor.core.simulate import SimTask, graph_tails, simulate
+from scalpel_executor.core.widths import Widths
+from scalpel_executor.experiments.records import write_and_report
+from scalpel_executor.experiments.simulated_policies import gmean
+from scalpel_executor.experiments.tables import format_table
+from scalpel_executor.experiments.workflow_studies import run_instances
+from scalpel_executor.experiments.workflows import STUDY_SHAPES, task_type, workflow
+
+MiB = 2**20
+SERIAL_RANGE = (0.02, 0.5)
+KERNELS = 6
+BATCH_PER_CORE = (0.5, 2, 6)
+FOOTPRINTS_MIB = (0.5, 2, 6, 12, 20, 28, 40)
+LEARN_SEED = 1000  # the learned condition learns on the workload drawn with seed + this
+FIXED = ("fixed-1", "fixed-2", "fixed-domain")
+CONTENDERS = (*FIXED, "scalpel/first", "scalpel/learned", "scalpel-any/first", "equipartition", "equipartition-shaped")
+GOAL_FIXED, GOAL_HINDSIGHT = 1.10, 0.98
+WORKLOADS = (*STUDY_SHAPES, *(f"batch-{f:g}" for f in BATCH_PER_CORE))
+
+
+def serial_fraction(seed: int, workload: str, key: str) -> float:
+    """Key ``key``'s serial fraction in ``workload`` drawn with ``seed``: log-uniform on SERIAL_RANGE."""
+    low, high = map(math.log, SERIAL_RANGE)
+    return math.exp(random.Random(f"{workload}/{seed}/{key}").uniform(low, high))
+
+
+def workload_tasks(workload: str, seed: int, cores: int, domain: int, keys_seed: int | None = None) -> list[SimTask]:
+    """The malleable tasks of ``workload`` drawn with ``seed`` for a machine of ``cores`` cores in
+    domains of ``domain``; every task from 1 core to ``domain``, tails told on the DAG. Its keys'
+    serial fractions (and a batch's kernels) are drawn with ``keys_seed`` (default ``seed``): an
+    earlier run of the same workflow draws other tasks of the same keys."""
+    keys_seed = seed if keys_seed is None else keys_seed
+    if workload.startswith("batch-"):
+        kinds_rng, rng = random.Random(f"{workload}/{keys_seed}"), random.Random(f"{workload}/{seed}/tasks")
+        kinds = [(f"kernel{k}", kinds_rng.choice(FOOTPRINTS_MIB) * MiB) for k in range(KERNELS)]
+        tasks = []
+        for i in range(max(1, round(float(workload.split("-", 1)[1]) * cores))):
+            key, footprint = rng.choice(kinds)
+            tasks.append(SimTask(f"{key}_{i}", 2.0 * rng.lognormvariate(0, 0.8), footprint, key=key))
+    else:
+        tasks = [dataclasses.replace(t, key=task_type(t)) for t in workflow(workload, seed=seed)]
+    tasks = [dataclasses.replace(t, max_cores=domain, serial_fraction=serial_fraction(keys_seed, workload, t.key))
+             for t in tasks]
+    return _with_tails(tasks)
+
+
+def fixed_width(tasks: Sequence[SimTask], width: int) -> list[SimTask]:
+    """Every task as a plain task of ``width`` cores (its solo time Amdahl's there)."""
+    return _with_tails([dataclasses.replace(t, solo_time=t.solo_at(width), cores=width, max_cores=None)
+                        for t in tasks])
+
+
+def _with_tails(tasks: list[SimTask]) -> list[SimTask]:
+    if not any(t.parents for t in tasks):
+        return tasks
+    return [dataclasses.replace(t, tail=tail) for t, tail in zip(tasks, graph_tails(tasks))]
+
+
+def run_instance(workload: str, seed: int, machines: Sequence[str]) -> list[dict]:
+    """Every contender on ``workload`` drawn with ``seed``, on each machine."""
+    rows = []
+    for name in machines:
+        machine = MACHINES[name]
+        topology = machine.topology()
+        domains = [list(d.cpus) for d in topology.domains]
+        llc, domain = float(topology.llc_size), len(domains[0])
+        batching = None if workload.startswith("batch-") else Batching()
+
+        def run(tasks: list[SimTask], rule: Widths | None = None) -> float:
+            scheduler = Scheduler(domains, "scalpel", llc=llc, model=machine.model, width_rule=rule)
+            return simulate(tasks, domains, llc, model=machine.model, batching=batching,
+                            scheduler=scheduler).makespan
+
+        tasks = workload_tasks(workload, seed, topology.total_cores, domain)
+        makespans = {f"fixed-{label}": run(fixed_width(tasks, width))
+                     for label, width in (("1", 1), ("2", min(2, domain)), ("domain", domain))}
+        earlier = workload_tasks(workload, seed + LEARN_SEED, topology.total_cores, domain, keys_seed=seed)
+        for rule in ("scalpel", "scalpel-any", "equipartition", "equipartition-shaped"):
+            makespans[f"{rule}/first" if rule.startswith("scalpel") else rule] = run(tasks, Widths(rule))
+        learned = Widths("scalpel")
+        run(earlier, learned)
+        makespans["scalpel/learned"] = run(tasks, learned)
+        rows.append({"workload": workload, "machine": name, "seed": seed, "tasks": len(tasks),
+                     "makespans": makespans})
+    return rows
+
+
+def summarise(rows: list[dict]) -> dict:
+    """Per condition (first run, learned): the goals' figures over every instance."""
+    out = {}
+    for condition in ("first", "learned"):
+        rule = f"scalpel/{condition}"
+
+        def over(row: dict, other: str) -> float:
+            return row["makespans"][other] / row["makespans"][rule]
+
+        hindsight = [min(r["makespans"][f] for f in FIXED) / r["makespans"][rule] for r in rows]
+        worst = min(range(len(rows)), key=hindsight.__getitem__)
+        per_workload = {}
+        for workload in dict.fromkeys(r["workload"] for r in rows):
+            here = [r for r in rows if r["workload"] == workload]
+            per_workload[workload] = {
+                **{f: gmean(over(r, f) for r in here) for f in FIXED},
+                "hindsight": gmean(min(r["makespans"][f] for f in FIXED) / r["makespans"][rule] for r in here),
+                "hindsight_min": min(min(r["makespans"][f] for f in FIXED) / r["makespans"][rule] for r in here),
+                "equipartition": gmean(over(r, "equipartition") for r in here),
+            }
+        fixed = {f: gmean(over(r, f) for r in rows) for f in FIXED}
+        shaped = {"scalpel": gmean(r["makespans"]["scalpel-any/first"] / r["makespans"]["scalpel/first"] for r in rows),
+                  "equipartition": gmean(r["makespans"]["equipartition"] / r["makespans"]["equipartition-shaped"]
+                                         for r in rows)}
+        out[condition] = {
+            "fixed": fixed, "hindsight": gmean(hindsight), "hindsight_min": hindsight[worst],
+            "worst": f"{rows[worst]['workload']}/{rows[worst]['machine']}/seed {rows[worst]['seed']}",
+            "below_hindsight_goal": sum(h < GOAL_HINDSIGHT for h in hindsight),
+            "equipartition": gmean(over(r, "equipartition") for r in rows),
+            "shaped_over_any": shaped, "workloads": per_workload, "instances": len(rows),
+            "goals": {"fixed": all(v >= GOAL_FIXED for v in fixed.values()),
+                      "hindsight": hindsight[worst] >= GOAL_HINDSIGHT,
+                      "shaped": all(v >= 1.0 for v in shaped.values())},
+        }
+    return out
+
+
+def print_report(record: dict, markdown: bool = True) -> None:
+    for condition, summary in record["summary"].items():
+        print(f"\n**scalpel widths, {'first run' if condition == 'first' else 'learned'}** "
+              f"(seeds {', '.join(map(str, record['seeds']))}; {summary['instances']} instances): "
+              f"other contender's makespan / the rule's (> 1: the rule ends first), geometric mean "
+              f"over the four machines and seeds\n")
+        rows = [[workload, *(f"{cell[f]:.3f}" for f in FIXED), f"{cell['hindsight']:.3f} ({cell['hindsight_min']:.3f})",
+                 f"{cell['equipartition']:.3f}"] for workload, cell in summary["workloads"].items()]
+        rows.append(["**all**", *(f"**{summary['fixed'][f]:.3f}**" for f in FIXED),
+                     f"**{summary['hindsight']:.3f}** ({summary['hindsight_min']:.3f})",
+                     f"**{summary['equipartition']:.3f}**"])
+        print("\n".join(format_table(["workload", *FIXED, "hindsight best (min)", "equipartition"], rows,
+                                     right=range(1, 6), markdown=markdown)))
+        goals, shaped = summary["goals"], summary["shaped_over_any"]
+        print(f"\nGoals: >= {GOAL_FIXED:.2f}x every fixed width on the geometric mean: "
+              f"{'met' if goals['fixed'] else 'MISSED'}; never more than 2% behind the hindsight-best fixed width: "
+              f"{'met' if goals['hindsight'] else 'MISSED'} (worst {summary['hindsight_min']:.3f}, {summary['worst']}; "
+              f"{summary['below_hindsight_goal']} of {summary['instances']} instances below {GOAL_HINDSIGHT}); "
+              f"topology-shaped no worse than any width: {'met' if goals['shaped'] else 'MISSED'} "
+              f"(scalpel-any / scalpel {shaped['scalpel']:.4f}, equipartition / equipartition-shaped "
+              f"{shaped['equipartition']:.4f})")
+    print(f"\n{len(record['rows'])} instances in {record['seconds']:.0f} s ({record['jobs']} process"
+          f"{'es' if record['jobs'] > 1 else ''}).")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", default="0,1", help="comma-separated seeds (default 0,1: the tuning seeds)")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS), help=f"of {', '.join(WORKLOADS)}")
+    parser.add_argument("--machines", default=",".join(MACHINES), help=f"of {', '.join(MACHINES)}")
+    parser.add_argument("--jobs", type=int, default=1, help="processes simulating at once (default 1)")
+    parser.add_argument("--out", default="width-study.json", help="the JSON record (default width-study.json)")
+    parser.add_argument("--report", help="print the tables of a record written before, run nothing")
+    args = parser.parse_args(argv)
+    if args.report:
+        print_report(json.loads(Path(args.report).read_text()))
+        return 0
+    try:
+        seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        parser.error(f"--seeds must be integers separated by commas, got {args.seeds!r}")
+    workloads, machines = args.workloads.split(","), tuple(args.machines.split(","))
+    unknown = [w for w in workloads if w not in WORKLOADS] + [m for m in machines if m not in MACHINES]
+    if unknown:
+        parser.error(f"unknown workload or machine {unknown[0]!r}; workloads: {', '.join(WORKLOADS)}; "
+                     f"machines: {', '.join(MACHINES)}")
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
+    started = time.perf_counter()
+    units = [(workload, seed, 0.0) for workload in workloads for seed in seeds]
+    rows = run_instances(_unit, units, (machines,), args.jobs)
+    rows.sort(key=lambda r: (workloads.index(r["workload"]), machines.index(r["machine"]), r["seed"]))
+    record = {"format": "scalpel-width-study/1", "command": " ".join(["python", *sys.argv]),
+              "seeds": seeds, "workloads": workloads, "machines": list(machines),
+              "serial_range": list(SERIAL_RANGE), "contenders": list(CONTENDERS), "jobs": args.jobs,
+              "seconds": time.perf_counter() - started, "rows": rows}
+    record["summary"] = summarise(rows)
+    write_and_report(record, args.out, print_report)
+    return 0
+
+
+def _unit(workload: str, seed: int, _noise: float, machines: Sequence[str]) -> list[dict]:
+    """:func:`run_instance` as :func:`~scalpel_executor.experiments.workflow_studies.run_instances` calls it."""
+    return run_instance(workload, seed, machines)
