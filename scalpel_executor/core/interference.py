@@ -97,7 +97,7 @@ from typing import NamedTuple
 from scalpel_executor.core.contention import ContentionModel
 
 __all__ = ["InterferenceChoice", "InterferenceModel", "KeyedCoRun", "Terms", "choose_interference", "corun_slowdowns",
-           "coruns_from_history", "fit_interference", "noise_level", "planted_coruns"]
+           "coruns_from_history", "exploration", "fit_interference", "noise_level", "planted_coruns"]
 
 #: Prior standard deviation of a key's residual, in log slowdown: the footprint model's misses on
 #: measured pairs are of this order (two 28 MiB spmv: 1.08× measured, 1.29× modelled, −0.18).
@@ -623,6 +623,57 @@ def _signed_rank_test(gains: Sequence[float]) -> float:
             grown[total + r] = grown.get(total + r, 0) + n
         counts = grown
     return sum(n for total, n in counts.items() if total >= observed) / 2 ** len(told)
+
+
+#: The bandwidth intensity told, to explore, to every other key caught in the coverage trap
+#: (:func:`exploration`): two such tasks together are planned as 1.28x (e^(0.5²)), beside any other
+#: key as 1x, so the plan pairs unlike keys where the footprint model is indifferent.
+EXPLORE_INTENSITY = 0.5
+#: A key never seen alone is caught when at least this share of its co-run seconds ran beside its
+#: own key only.
+TRAPPED_SHARE = 0.9
+
+
+def exploration(coruns: Iterable, solo: Mapping[str, float]) -> tuple[dict[Hashable, Terms], str | None]:
+    """Terms that make the next plan pair unlike keys, and why, where the host's stored co-runs
+    (as :func:`coruns_from_history` takes them, with the keys' solo times ``solo``) cannot tell
+    what the keys cost each other; else no terms and None.
+
+    **The coverage trap.** A key never seen alone (a host whose cores are always busy) is fitted
+    with a free baseline; when its co-runs all ran beside its own key (a workflow lists its streams
+    first, and a footprint-only plan runs them in that order), whatever that pair costs is in the
+    baseline: the per-key model predicts what footprint-only predicts, to the last record ("on the 0
+    of the newer 10 where the two differ"), footprint-only is kept, the next plan is the same, and
+    no later run can tell more. SLITS calls it the coverage problem: a pairing the policy never
+    makes is never observed. So where two or more keys are caught (never alone, at least
+    :data:`TRAPPED_SHARE` of their co-run seconds beside their own key only), every other one of
+    them (by key) is told a bandwidth intensity :data:`EXPLORE_INTENSITY`: the next plan keeps
+    those apart from each other and pairs them with the rest, and its co-runs tell the fit what
+    the self pairs cost. Once they have, no key is caught and this gives nothing.
+
+    >>> from types import SimpleNamespace
+    >>> alike = [SimpleNamespace(key=k, wall=1.0, segments=((1.0, (2e6,)),), corunner_keys=((k,),)) for k in "abc"]
+    >>> terms, reason = exploration(alike, {})
+    >>> sorted((k, t.bandwidth) for k, t in terms.items()), reason.split(":")[0]
+    ([('a', 0.5), ('b', 0.0), ('c', 0.5)], 'exploring')
+    """
+    beside: dict[Hashable, float] = defaultdict(float)
+    own: dict[Hashable, float] = defaultdict(float)
+    for corun in coruns:
+        if solo.get(corun.key, 0) > 0:
+            continue
+        for seconds, others in _keyed_segments(corun):
+            if others:
+                beside[corun.key] += seconds
+                if all(k == corun.key for k, _ in others):
+                    own[corun.key] += seconds
+    caught = sorted((k for k, total in beside.items() if total > 0 and own[k] >= TRAPPED_SHARE * total), key=repr)
+    if len(caught) < 2:
+        return {}, None
+    return ({key: Terms(0.0, 0.0, EXPLORE_INTENSITY if i % 2 == 0 else 0.0) for i, key in enumerate(caught)},
+            f"exploring: {len(caught)} keys never seen alone ran only beside their own key, so no co-run tells "
+            f"what they cost each other or the rest; this run pairs them with unlike keys (every other one "
+            f"told a bandwidth intensity of {EXPLORE_INTENSITY:g})")
 
 
 def coruns_from_history(coruns: Iterable, solo: Mapping[str, float]) -> list[KeyedCoRun]:

@@ -87,7 +87,7 @@ from dataclasses import dataclass
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import CoRun, co_runner_segments, fit_contention, model_error, observations
 from scalpel_executor.core.domains import Topology
-from scalpel_executor.core.interference import Terms, choose_interference, coruns_from_history
+from scalpel_executor.core.interference import Terms, choose_interference, coruns_from_history, exploration
 from scalpel_executor.core.units import format_size
 from scalpel_executor.learning.tables import SideTables
 
@@ -291,16 +291,22 @@ def interference_of(coruns: Sequence[RawCoRun], solo: Mapping[str, float], fit: 
     """The per-key choice on a host's kept co-runs: :func:`~scalpel_executor.core.interference.
     choose_interference` around the footprint model the executor plans with (the host's fit where
     :meth:`HostFit.planned`, else the default), on the co-runs whose key has a solo time; None
-    when the LLC size is unknown. About 1 s for 400 co-runs (the detached refit's share)."""
+    when the LLC size is unknown. Where it keeps footprint-only and the co-runs are caught in the
+    coverage trap (:func:`~scalpel_executor.core.interference.exploration`), the next run is told
+    exploration terms instead, and the reason says so. About 1 s for 400 co-runs (the detached
+    refit's share)."""
     if not llc:
         return None
     footprint_model = fit.model if fit is not None and fit.planned(llc) else ContentionModel()
     choice = choose_interference(coruns_from_history(coruns, solo), footprint_model, llc)
-    terms = {}
     if choice.per_key:
         model = choice.model
-        terms = {key: model.terms(key) for key in model.keys}
-    return HostInterference(choice.per_key, choice.reason, footprint_model, float(llc), terms)
+        return HostInterference(True, choice.reason, footprint_model, float(llc),
+                                {key: model.terms(key) for key in model.keys})
+    explore, why = exploration(coruns, solo)
+    if explore:  # the records cannot tell the keys' pairs apart: the next run makes pairs that can
+        return HostInterference(True, f"{why} ({choice.reason})", footprint_model, float(llc), explore)
+    return HostInterference(False, choice.reason, footprint_model, float(llc), {})
 
 
 def busy_reason(loads: Iterable[float], cores: int, others: float | None = None) -> str | None:
@@ -448,18 +454,17 @@ class HostModelStore(SideTables):
                                    (host, fit.llc, fit.model.capacity_fraction, fit.model.sensitivity,
                                     fit.observations, fit.rms_error, now, fit.default_error))
             if interference is not None:
-                connection.execute("DELETE FROM host_interference WHERE host = ?", (host,))
-                connection.executemany("INSERT INTO host_interference VALUES (?, ?, ?, ?, ?, ?)",
-                                       [(host, key, s, p, now, w) for key, (s, p, w) in interference.terms.items()])
-                model = interference.footprint_model
-                connection.execute("INSERT OR REPLACE INTO host_interference_choice VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                   (host, "per-key" if interference.per_key else "footprint", interference.reason,
-                                    model.capacity_fraction, model.sensitivity, interference.llc, now))
+                _store_choice(connection, host, interference, now)
             if as_of is not None:
                 connection.execute("INSERT OR REPLACE INTO host_refits VALUES (?, ?)", (host, as_of))
 
         self._run(store)
         return fit
+
+    def tell(self, host: str, interference: HostInterference) -> None:
+        """Store ``interference`` as ``host``'s per-key choice, as a refit does: what the next run
+        plans with (an experiment's oracle, told the terms it planted)."""
+        self._run(lambda connection: _store_choice(connection, host, interference, time.time()))
 
     def interference(self, host: str) -> HostInterference | None:
         """The host's stored per-key choice and terms (:meth:`refit`), or None (never refitted since
@@ -492,6 +497,16 @@ class HostModelStore(SideTables):
         Returns the host's fit after it (None while no co-run counts: :func:`fit_host`)."""
         self.record(host, spans)
         return self.refit(host, llc)
+
+
+def _store_choice(connection: sqlite3.Connection, host: str, interference: HostInterference, now: float) -> None:
+    connection.execute("DELETE FROM host_interference WHERE host = ?", (host,))
+    connection.executemany("INSERT INTO host_interference VALUES (?, ?, ?, ?, ?, ?)",
+                           [(host, key, s, p, now, w) for key, (s, p, w) in interference.terms.items()])
+    model = interference.footprint_model
+    connection.execute("INSERT OR REPLACE INTO host_interference_choice VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (host, "per-key" if interference.per_key else "footprint", interference.reason,
+                        model.capacity_fraction, model.sensitivity, interference.llc, now))
 
 
 def _read_history(connection: sqlite3.Connection,

@@ -3,8 +3,9 @@ loop can be watched live on any machine, a noisy 2-core VM included.
 
 ::
 
-    Board.create(run folder / "board", domains)    a small file: the CPU -> LLC domain map, then
-        │                                           one slot per running task (pid, CPU, kind)
+    Board.create(run folder / "board",            a small file: the CPU -> LLC domain map, the
+                 domains, matrix)                   planted matrix (JSON), then one slot per
+        │                                           running task (pid, CPU, kind)
         │  every task, in whatever worker process:
         │    claim a slot (its pid, its CPU, its kind) ─ under an exclusive flock, a few µs
         │    each step: read the kinds on its domain now ─ shared flock, one 1.6 KiB pread
@@ -39,6 +40,7 @@ the model's form allows, told to the executor as any learned terms are.
 from __future__ import annotations
 
 import fcntl
+import json
 import math
 import os
 import struct
@@ -53,7 +55,7 @@ from scalpel_executor.workloads.lookups import _stamp
 __all__ = ["Board", "PLANTED", "RETUNED", "PlantedMatrix", "gather", "oracle_terms", "planted", "stretch"]
 
 _MAGIC = b"SCPB0001"
-_HEADER = struct.Struct("<8sII")  # magic, slots, CPUs in the domain map
+_HEADER = struct.Struct("<8sIII")  # magic, slots, CPUs in the domain map, bytes of the matrix (JSON)
 _SLOT = struct.Struct("<ii16s")  # pid (0: free), CPU, kind (ASCII, NUL-padded)
 #: Slots on a board: running tasks at once on a machine the board serves (a 64-core node fits).
 SLOTS = 64
@@ -84,18 +86,22 @@ class Board:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self._fd = os.open(self.path, os.O_RDWR)
-        magic, self.slots, cpus = _HEADER.unpack(os.pread(self._fd, _HEADER.size, 0))
-        if magic != _MAGIC:
+        head = os.pread(self._fd, _HEADER.size, 0)
+        if len(head) < _HEADER.size or head[:len(_MAGIC)] != _MAGIC:
             os.close(self._fd)
-            raise ValueError(f"{self.path} is not a planted-contention board (it starts {magic!r}, not {_MAGIC!r}); "
-                             f"make one with Board.create(path, domains)")
+            raise ValueError(f"{self.path} is not a planted-contention board (it starts {head[:8]!r}, not "
+                             f"{_MAGIC!r}); make one with Board.create(path, domains, matrix)")
+        _, self.slots, cpus, size = _HEADER.unpack(head)
         self._domain_of = struct.unpack(f"<{cpus}h", os.pread(self._fd, 2 * cpus, _HEADER.size))
-        self._slots_at = _HEADER.size + 2 * cpus
+        self.matrix = PlantedMatrix(json.loads(os.pread(self._fd, size, _HEADER.size + 2 * cpus)))
+        self._slots_at = _HEADER.size + 2 * cpus + size
 
     @classmethod
-    def create(cls, path: str | os.PathLike, domains: Sequence[Iterable[int]], slots: int = SLOTS) -> "Board":
+    def create(cls, path: str | os.PathLike, domains: Sequence[Iterable[int]], matrix: "PlantedMatrix",
+               slots: int = SLOTS) -> "Board":
         """A new board at ``path`` (replacing any file there) for the LLC ``domains`` (lists of
-        CPUs, e.g. ``[[0, 1]]``), with ``slots`` free slots. The creator :meth:`close`\\ s it."""
+        CPUs, e.g. ``[[0, 1]]``) and the planted ``matrix`` its tasks stretch by, with ``slots``
+        free slots. The creator closes it with ``remove=True`` (or uses it in a ``with``)."""
         domains = [sorted(set(cpus)) for cpus in domains]
         if not domains or not all(domains) or any(c < 0 for cpus in domains for c in cpus):
             raise ValueError(f"domains must be non-empty lists of CPU numbers >= 0, such as [[0, 1]], got {domains!r}")
@@ -106,8 +112,9 @@ class Board:
                 table[cpu] = index
         path = Path(path)
         temporary = path.with_name(path.name + ".new")
-        temporary.write_bytes(_HEADER.pack(_MAGIC, slots, cpus) + struct.pack(f"<{cpus}h", *table)
-                              + bytes(_SLOT.size * slots))
+        text = json.dumps(matrix.to_dict(), sort_keys=True).encode()
+        temporary.write_bytes(_HEADER.pack(_MAGIC, slots, cpus, len(text)) + struct.pack(f"<{cpus}h", *table)
+                              + text + bytes(_SLOT.size * slots))
         os.replace(temporary, path)  # a task never opens a half-written board
         return cls(path)
 
@@ -264,21 +271,19 @@ def stretch(seconds: float, factor_now: Callable[[], float], *, sleep: Callable[
     return clock() - start
 
 
-def planted(board: str, kind: str, seconds: float, factors: Mapping[str, Mapping[str, float]],
-            parsl_resource_specification=None) -> dict:
+def planted(board: str, kind: str, seconds: float, parsl_resource_specification=None) -> dict:
     """A task of ``kind`` doing ``seconds`` of work alone, stretched step by step (:func:`stretch`)
-    by the planted ``factors`` (:class:`PlantedMatrix`'s) for the kinds beside it on the ``board``
-    (a path), where it publishes its own kind while it runs.
+    by the board's planted matrix for the kinds beside it on the ``board`` (a path), where it
+    publishes its own kind while it runs. Its profile key is ``planted(str,<kind>,~<seconds>)``.
 
     Returns its stamp (``name`` ``"<kind>-<start>"``, ``t0``, ``t1``, ``cpu``) with ``slowdown``:
     its wall time over ``seconds``."""
-    matrix = PlantedMatrix(factors)
     t0 = time.time()
     affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else {0}
     with _Opened(board) as shared:
         slot = shared.claim(kind, min(affinity))
         try:
-            wall = stretch(seconds, lambda: matrix.factor(kind, shared.partners(slot)))
+            wall = stretch(seconds, lambda: shared.matrix.factor(kind, shared.partners(slot)))
         finally:
             shared.release(slot)
     return _stamp(f"{kind}-{t0:.6f}", t0, kind=kind, slowdown=wall / seconds if seconds > 0 else 1.0)

@@ -12,7 +12,7 @@ from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import CoRun, predicted_slowdown
 from scalpel_executor.core.interference import (DEFAULT_NOISE, InterferenceModel, KeyedCoRun, Terms,
                                                 choose_interference, corun_slowdowns, coruns_from_history,
-                                                fit_interference, noise_level, planted_coruns)
+                                                exploration, fit_interference, noise_level, planted_coruns)
 from scalpel_executor.learning.host_model import RawCoRun
 
 MiB = 2**20
@@ -286,3 +286,40 @@ def test_a_key_never_seen_alone_beside_one_kind_of_co_runner_only_is_left_out():
     stored += [RawCoRun("lonely", 2 * MiB, 3.0, ((3.0, (MiB,)),), corunner_keys=(("fft",),)) for _ in range(5)]
     coruns = coruns_from_history(stored, {"fft": 1.0})
     assert len(coruns) == 30 and all(c.key == "fft" for c in coruns)
+
+
+def trapped_history(runs, kinds=("compute", "stream", "sensitive"), seed=0):
+    """A 2-core host that is always busy, each run pairing every kind with its own kind only (a
+    footprint-only plan of a workflow listed kind by kind): a stream beside a stream 2.2x, the rest
+    1.0x, timer scatter 1%. Never alone: no key has a solo time."""
+    rng, raw = random.Random(seed), []
+    for _ in range(runs):
+        for kind in kinds:
+            for _ in range(6):
+                wall = (2.2 if kind == "stream" else 1.0) * rng.lognormvariate(0, 0.01)
+                raw.append(RawCoRun(kind, MiB * rng.uniform(1, 1.1), wall, ((wall, (MiB * rng.uniform(1, 1.1),)),),
+                                    ((kind,),)))
+    return raw
+
+
+def test_keys_only_ever_beside_their_own_kind_teach_nothing_and_are_explored():
+    # The coverage trap: a stream slows a stream 2.2x, but every key's baseline absorbs what its
+    # own pair costs, so the per-key model predicts what footprint-only does on every record.
+    raw = trapped_history(3)
+    choice = choose_interference(coruns_from_history(raw, {}), ContentionModel(), 56 * MiB)
+    assert not choice.per_key and choice.compared == 0 and "on the 0 of the newer" in choice.reason
+    terms, reason = exploration(raw, {})
+    assert reason.startswith("exploring: 3 keys never seen alone ran only beside their own key")
+    assert {k: t.bandwidth for k, t in terms.items()} == {"compute": 0.5, "sensitive": 0.0, "stream": 0.5}
+    # Told that, a plan keeps compute and stream apart from their own kind (1.28x) and beside the rest 1x.
+    pair = [corun_slowdowns(ContentionModel(), [MiB, MiB], [1.0, 1.0], 56 * MiB, [terms[a], terms[b]])[0]
+            for a, b in (("stream", "stream"), ("stream", "sensitive"), ("compute", "compute"))]
+    assert pair == pytest.approx([math.exp(0.25), 1.0, math.exp(0.25)])
+
+
+def test_no_exploration_once_keys_were_seen_beside_others_or_alone():
+    raw = trapped_history(2)
+    met = [RawCoRun(a, MiB, 1.1, ((1.1, (MiB,)),), ((b,),)) for a, b in (("stream", "compute"), ("compute", "stream"))]
+    assert exploration(raw + met * 20, {}) == ({}, None)  # one key left caught: nothing to pair it with
+    assert exploration(raw, {"stream": 1.0, "compute": 1.0}) == ({}, None)  # one key left caught
+    assert exploration(trapped_history(1, kinds=("stream",)), {}) == ({}, None)  # one key: nothing to pair it with

@@ -413,3 +413,23 @@ def test_a_refit_that_cannot_open_its_lock_file_refits_and_says_so_in_its_log(tm
                           "--log", str(log)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert "cannot open the refit lock file" in log.read_text() and "refitting without it" in log.read_text()
+
+
+def test_a_refit_of_keys_only_ever_beside_their_own_kind_stores_exploration_terms(tmp_path):
+    # Two cores always busy, each kind paired with its own kind only: no key was ever alone, so
+    # the hold-out cannot tell any pair, and the next run is told to pair unlike keys instead.
+    spans, start = [], 0.0
+    for _ in range(3):
+        for kind, wall in (("stream", 2.2), ("compute", 1.0), ("sensitive", 1.0)):
+            for _ in range(3):
+                spans += [TaskSpan(kind, 0, start, start + wall, wall, MiB), TaskSpan(kind, 0, start, start + wall, wall,
+                                                                                      MiB)]
+                start += wall
+    store = HostModelStore(tmp_path / "profiles.sqlite")
+    store.record("h", spans)
+    store.refit("h", 64 * MiB)
+    stored = store.interference("h")
+    store.close()
+    assert stored.per_key and stored.reason.startswith("exploring: 3 keys never seen alone")
+    assert "footprint-only: " in stored.reason  # the hold-out's own sentence, in brackets
+    assert {k: t.bandwidth for k, t in stored.terms.items()} == {"compute": 0.5, "sensitive": 0.0, "stream": 0.5}

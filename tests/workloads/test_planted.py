@@ -35,7 +35,7 @@ def context():
 
 def test_a_task_sees_the_kinds_on_its_own_domain_in_other_processes(tmp_path, context):
     path = tmp_path / "board"
-    with Board.create(path, [[0, 1], [2, 3]]) as board:
+    with Board.create(path, [[0, 1], [2, 3]], PLANTED) as board:
         claimed, done = [context.Event() for _ in range(3)], context.Event()
         others = [context.Process(target=hold, args=(str(path), kind, cpu, event, done))
                   for (kind, cpu), event in zip((("stream", 1), ("compute", 2), ("sensitive", 0)), claimed)]
@@ -57,7 +57,7 @@ def test_a_task_sees_the_kinds_on_its_own_domain_in_other_processes(tmp_path, co
 
 def test_a_dead_tasks_slot_counts_as_free_and_is_reused(tmp_path, context):
     path = tmp_path / "board"
-    with Board.create(path, [[0, 1]], slots=2) as board:
+    with Board.create(path, [[0, 1]], PLANTED, slots=2) as board:
         for cpu in (0, 1):
             process = context.Process(target=die_holding, args=(str(path), "stream", cpu))
             process.start()
@@ -69,7 +69,7 @@ def test_a_dead_tasks_slot_counts_as_free_and_is_reused(tmp_path, context):
 
 
 def test_a_process_claiming_again_clears_the_slot_it_left_and_a_full_board_says_how_to_grow(tmp_path):
-    with Board.create(tmp_path / "board", [[0, 1]], slots=2) as board:
+    with Board.create(tmp_path / "board", [[0, 1]], PLANTED, slots=2) as board:
         board.claim("stream", 0)
         board.claim("stream", 0)  # the same process: its earlier slot is cleared, not doubled
         assert len(board.running()) == 1
@@ -83,8 +83,8 @@ def test_bad_boards_and_kinds_are_refused_with_the_fix(tmp_path):
     with pytest.raises(ValueError, match="Board.create"):
         Board(tmp_path / "junk")
     with pytest.raises(ValueError, match=r"\[\[0, 1\]\]"):
-        Board.create(tmp_path / "board", [[]])
-    with Board.create(tmp_path / "board", [[0]]) as board:
+        Board.create(tmp_path / "board", [[]], PLANTED)
+    with Board.create(tmp_path / "board", [[0]], RETUNED) as board:
         with pytest.raises(ValueError, match="1 to 16 ASCII"):
             board.claim("a-kind-name-longer-than-sixteen", 0)
 
@@ -112,8 +112,9 @@ def test_work_is_stretched_step_by_step_as_partners_come_and_go():
 
 def test_a_planted_task_alone_publishes_its_kind_only_while_it_runs(tmp_path):
     path = tmp_path / "board"
-    with Board.create(path, [[cpu] for cpu in range(os.cpu_count() or 1)]) as board:
-        result = planted(str(path), "sensitive", 0.05, PLANTED.to_dict())
+    with Board.create(path, [[cpu] for cpu in range(os.cpu_count() or 1)], PLANTED) as board:
+        assert board.matrix.to_dict() == PLANTED.to_dict()  # the tasks read the matrix from the board
+        result = planted(str(path), "sensitive", 0.05)
         assert result["kind"] == "sensitive" and result["name"].startswith("sensitive-")
         assert result["slowdown"] >= 1.0 and result["t1"] >= result["t0"]
         assert board.running() == []

@@ -1,0 +1,79 @@
+"""The learning loop under planted contention: the figures from the tasks' stamps and their summary
+(pure), and a small live loop through the real executor, store, detached refit and run report.
+
+The live test asserts on what was learned and on co-run seconds counted from the tasks' own stamps:
+a planted task's wall time is its planted slowdown (it sleeps), so neither depends on the load of
+the machine running the test."""
+
+import os
+
+import pytest
+
+from scalpel_executor.core.domains import Topology
+from scalpel_executor.experiments.planted_loop import FIRST, gap_closed, hurting_corun_seconds, learning_runs, \
+    summarise, task_key, tell_oracle
+from scalpel_executor.learning.host_model import HostModelStore, host_id
+
+MiB = 2**20
+
+
+def task(kind, t0, t1):
+    return {"kind": kind, "t0": t0, "t1": t1}
+
+
+def test_hurting_pairs_are_the_planted_pairs_of_1_5x_or_more_either_way():
+    assert FIRST.hurting() == {frozenset({"stream"}), frozenset({"stream", "sensitive"})}
+    run = [task("stream", 0, 2), task("stream", 1, 3), task("sensitive", 2.5, 4), task("compute", 0, 4)]
+    # the streams' 1 s and the sensitive task's 0.5 s beside the second stream; the compute task
+    # beside anything (1.3x at most) does not count
+    assert hurting_corun_seconds(run, FIRST) == pytest.approx(1.5)
+
+
+def test_the_summary_takes_medians_over_repetitions_and_the_gap_on_them():
+    def rep(first, learned, oracle, per_key_after):
+        runs = [{"run": 1, "makespan": first[0], "hurting_corun_seconds": first[1], "refit_choice": {"per_key": False}},
+                {"run": 2, "makespan": learned[0], "hurting_corun_seconds": learned[1],
+                 "refit_choice": {"per_key": per_key_after == 2}, "planned_with": "per-key interference"}]
+        return {"runs": runs, "oracle": {"makespan": oracle[0], "hurting_corun_seconds": oracle[1]}, "load": [1.0, 2.0]}
+
+    reps = [rep((12, 4), (10, 1), (9, 0), 2), rep((12, 4), (10.5, 1), (9, 0), 2), rep((11, 2), (10, 0.5), (9, 0), None)]
+    summary = summarise(reps, resamples=200)
+    assert summary["makespan"] == {"first": 12, "learned": 10, "oracle": 9}
+    assert summary["learned_hurting_share"] == pytest.approx(0.25) and summary["gap_closed"] == pytest.approx(2 / 3)
+    low, high = summary["gap_closed_interval"]
+    assert low <= 2 / 3 <= high
+    assert summary["per_key_first_chosen_after_run"] == [2, 2, None] and summary["load"] == [1.0, 2.0]
+    assert gap_closed(10, 12, 9) < 0 and gap_closed(9, 9, 9) is None
+
+
+def test_the_oracle_is_told_through_the_table_the_refit_writes(tmp_path):
+    topology = Topology.from_cpu_lists([[0, 1]], llc_size=32 * MiB)
+    store = str(tmp_path / "profiles.sqlite")
+    tell_oracle(store, topology, FIRST, 0.5)
+    models = HostModelStore(store)
+    told = models.interference(host_id(topology))
+    assert not models.stale(host_id(topology))  # a run's start spawns no refit that would overwrite it
+    models.close()
+    assert told.per_key and told.reason.startswith("per-key: told the planted matrix")
+    stream = told.terms[task_key("stream", 0.5)]
+    assert stream.bandwidth > 0.5 and task_key("stream", 0.5).endswith("planted(str,stream,~0.5)")
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the loop runs on two cores")
+def test_the_loop_learns_the_planted_pairs_and_keeps_them_apart(tmp_path):
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    topology = Topology.from_cpu_lists([cpus], llc_size=32 * MiB)
+    rows = learning_runs(FIRST, 0.5, topology, 3, tmp_path)
+    first = rows[0]
+    assert first["planned_with"] == "footprint" and first["hurting_corun_seconds"] > 0
+    # Within three runs the hold-out chose per-key terms, learned from the runs' own co-runs.
+    learned = [r for r in rows if r["refit_choice"]["reason"].startswith("per-key model")]
+    assert learned, [r["refit_choice"]["reason"] for r in rows]
+    terms = learned[-1]["refit_choice"]["terms"]
+    stream, compute = terms[task_key("stream", 0.5)], terms[task_key("compute", 0.5)]
+    # A stream is learned to hurt more than a compute task does (pressure plus bandwidth).
+    assert stream[1] + stream[2] ** 2 > compute[1] + compute[2] * stream[2]
+    # A run that planned with learned terms co-ran the hurting pairs less than the first run did.
+    planned = [r for r in rows if (r["plan_reason"] or "").startswith("per-key model")]
+    if planned:
+        assert min(r["hurting_corun_seconds"] for r in planned) < 0.5 * first["hurting_corun_seconds"]
