@@ -12,18 +12,17 @@ Every task sleeps through ``s`` seconds of work stretched, step by step, by a pl
 for the kinds on its LLC domain now (:mod:`scalpel_executor.workloads.planted`): the contention is
 planted, the executor never knows, and the host's own noise does not enter. Each repetition:
 
-1. the learning runs on an emptied store: a first run, ``--train`` more, then the learned run,
-   each after the detached refit of the one before (``refit_choice``: what it stored);
-2. the oracle's run on another emptied store told the planted matrix as per-key terms;
-
-in alternating order. Printed (and with ``--out`` written): per run the makespan, the hurting
+1. the learning runs on an emptied store: a first run and ``--train`` more, each after the
+   detached refit of the one before (``refit_choice``: what it stored);
+2. the learned run on that store, and the oracle's run on a copy of it told the planted matrix
+   as per-key terms (the same run times known, only the terms differ), in alternating order. Printed (and with ``--out`` written): per run the makespan, the hurting
 co-run seconds (summed overlaps of tasks whose planted pair slows one of them 1.5x or more, from
 the tasks' own stamps), what it planned with and what its refit chose; then the medians, the
 learned run's share of the first run's hurting co-run seconds and the gap to the oracle it
 closed, with 95% bootstrap intervals over repetitions, and the host's load.
 
-    python benchmarks/planted_loop.py --repeats 5 --out docs/data/planted
-    python benchmarks/planted_loop.py --workflow retuned --repeats 5 --out docs/data/planted
+    python benchmarks/planted_loop.py --repeats 4 --out docs/data/planted
+    python benchmarks/planted_loop.py --workflow retuned --repeats 4 --out docs/data/planted
 """
 
 from __future__ import annotations
@@ -53,7 +52,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--workflow", choices=sorted(WORKFLOWS), default="planted")
     parser.add_argument("--seconds", type=float, default=1.0, help="each task's work alone, seconds")
-    parser.add_argument("--train", type=int, default=1, help="runs between the first and the learned one")
+    parser.add_argument("--train", type=int, default=2, help="runs between the first and the learned one")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--llc", help="LLC per domain the executor plans with (default: sysfs, or 56 MiB in a VM)")
     parser.add_argument("--out", help="write the record (JSON) into this folder")

@@ -12,10 +12,12 @@ small version in ``tests/experiments/test_planted_loop.py``).
     learning_runs       a first run on an emptied store, then more on it: what each planned with,
                         what its refit chose, its hurting co-run seconds and makespan
     tell_oracle         a store told the planted matrix as per-key terms (oracle_terms) through
-                        the table the refit writes: the run planned with the truth
+                        the table the refit writes: the run planned with the truth, knowing the
+                        same run times as the learned run
     hurting_corun_seconds   the summed overlaps of tasks whose planted pair hurts (either way at
                         least HURTING), from the tasks' own stamps
-    repetition          the learning runs and the oracle's, interleaved (which goes first alternates)
+    repetition          the learning runs, then the learned run and the oracle's (on a copy of the
+                        trained store told the planted matrix) in alternating order
     summarise           medians over repetitions, the learned run's share of the first's hurting
                         co-run seconds and the gap to the oracle it closed, with bootstrap intervals
 
@@ -32,6 +34,7 @@ import itertools
 import math
 import os
 import random
+import sqlite3
 import statistics
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -53,10 +56,11 @@ HURTING = 1.5
 SCALPEL, HTEX = "scalpel", "htex-block"
 #: Seconds the executor holds a burst of arrivals for company (``batch_window``; it holds a burst
 #: still arriving up to four windows). Parsl's DataFlowKernel took longer than the default's
-#: 4 x 5 ms to submit this workflow's 17 tasks on the 2-core development VM, so the default
-#: released the first streams alone, before any other kind had arrived, and the first two
-#: started together in every run, the oracle's too: no term learned could keep them apart.
-BATCH_WINDOW = 0.05
+#: 4 x 5 ms to submit this workflow's 17 tasks on the 2-core development VM (under load, longer
+#: than 4 x 50 ms), so the default released the first streams alone, before any other kind had
+#: arrived, and the first two started together in every run, the oracle's too: no term learned
+#: could keep them apart.
+BATCH_WINDOW = 0.1
 ORACLE_REASON = "per-key: told the planted matrix (the oracle's terms, oracle_terms)"
 
 
@@ -200,15 +204,6 @@ def learning_runs(workflow: PlantedWorkflow, seconds: float, topology: Topology,
     return rows
 
 
-def oracle_run(workflow: PlantedWorkflow, seconds: float, topology: Topology, folder: Path, *,
-               batch_window: float = BATCH_WINDOW) -> dict:
-    """One Scalpel run of ``workflow`` on an emptied store told the planted matrix (:func:`tell_oracle`)."""
-    store = fresh_store(folder / "store")
-    tell_oracle(store, topology, workflow, seconds)
-    with planted_host():
-        return planted_run(SCALPEL, workflow, seconds, topology, store, folder / "run", batch_window=batch_window)
-
-
 def scratch() -> tempfile.TemporaryDirectory:
     """A temporary folder for a loop's stores, boards and run directories."""
     return tempfile.TemporaryDirectory(prefix="scalpel-planted-")
@@ -216,21 +211,40 @@ def scratch() -> tempfile.TemporaryDirectory:
 
 def repetition(workflow: PlantedWorkflow, seconds: float, topology: Topology, train: int, folder: Path,
                number: int) -> dict:
-    """One repetition: the learning runs (a first run, ``train`` more, the learned run) on an emptied
-    store and the oracle's run on another, the oracle before them in odd repetitions and after in
-    even ones; the host's load averages before and after."""
-    def chain() -> list[dict]:
-        return learning_runs(workflow, seconds, topology, train + 2, folder / "learning")
-
-    def oracle() -> dict:
-        return oracle_run(workflow, seconds, topology, folder / "oracle")
-
+    """One repetition: on an emptied store a first run and ``train`` more, each after the refit of
+    the one before; then the learned run on that store and the oracle's on a copy of it told the
+    planted matrix (:func:`tell_oracle`), so the two differ only in the terms they plan with (both
+    know the same run times); the oracle first in odd repetitions. The host's load averages
+    before and after."""
+    store = fresh_store(folder / "store")
     load_before = os.getloadavg()[0]
-    if number % 2:
-        told, runs = oracle(), chain()
-    else:
-        runs, told = chain(), oracle()
+    with planted_host():
+        runs = [{"run": n, **planted_run(SCALPEL, workflow, seconds, topology, store, folder / f"run-{n}")}
+                for n in range(1, train + 2)]
+        told_store = fresh_store(folder / "oracle-store")
+        copy_store(store, told_store)
+        tell_oracle(told_store, topology, workflow, seconds)
+
+        def learned() -> dict:
+            return {"run": train + 2, **planted_run(SCALPEL, workflow, seconds, topology, store,
+                                                    folder / f"run-{train + 2}")}
+
+        def oracle() -> dict:
+            return planted_run(SCALPEL, workflow, seconds, topology, told_store, folder / "oracle")
+
+        if number % 2:
+            told = oracle()
+            runs.append(learned())
+        else:
+            runs.append(learned())
+            told = oracle()
     return {"repeat": number, "runs": runs, "oracle": told, "load": [load_before, os.getloadavg()[0]]}
+
+
+def copy_store(source: str, target: str) -> None:
+    """A consistent copy of the profile store ``source`` (profiles, host co-runs, fits) at ``target``."""
+    with contextlib.closing(sqlite3.connect(source)) as src, contextlib.closing(sqlite3.connect(target)) as dst:
+        src.backup(dst)
 
 
 def gap_closed(first: float, learned: float, oracle: float) -> float | None:
