@@ -179,13 +179,17 @@ def task_key(workflow_kind: str, seconds: float) -> str:
 
 
 def tell_oracle(store: str, topology: Topology, workflow: PlantedWorkflow, seconds: float) -> None:
-    """Tell ``store`` the planted matrix as each kind's per-key terms, around the default
-    footprint model (what a run on an emptied store plans with): the next run plans with the truth."""
-    terms = oracle_terms(workflow.matrix, topology.llc_size)
+    """Tell ``store`` the planted matrix as each kind's per-key terms, residuals of the footprint
+    model the next run plans with (the host's fit where it is planned with, else the default;
+    terms of another model are not told): the next run plans with the truth."""
+    host, llc = host_id(topology), topology.llc_size
     models = HostModelStore(store)
     try:
-        models.tell(host_id(topology), HostInterference(True, ORACLE_REASON, ContentionModel(), float(topology.llc_size),
-                                                        {task_key(kind, seconds): t for kind, t in terms.items()}))
+        fit = models.fitted(host)
+        model = fit.model if fit is not None and fit.planned(llc) else ContentionModel()
+        terms = oracle_terms(workflow.matrix, llc, model)
+        models.tell(host, HostInterference(True, ORACLE_REASON, model, float(llc),
+                                           {task_key(kind, seconds): t for kind, t in terms.items()}))
     finally:
         models.close()
 

@@ -309,13 +309,15 @@ def gather(*results: dict, parsl_resource_specification=None) -> dict:
     return {**_stamp("gather", t0), "kind": "gather", "kinds": kinds}
 
 
-def oracle_terms(matrix: PlantedMatrix, llc: float, footprint: float = 1 << 20) -> dict[str, Terms]:
+def oracle_terms(matrix: PlantedMatrix, llc: float, model: ContentionModel = ContentionModel(),
+                 footprint: float = 1 << 19) -> dict[str, Terms]:
     """The per-kind :class:`~scalpel_executor.core.interference.Terms` nearest the matrix's pairs
-    (every ordered pair once, each kind's solo time known, footprints small so the footprint model
-    says 1x): a fit with next to no shrinkage, bandwidth intensities included. What a run told the
-    planted matrix is told, through the same ``Task.interference`` as learned terms."""
+    (every ordered pair once, each kind's solo time known, every task of ``footprint``, 512 KiB
+    as the probe reads a planted task): residuals of the footprint ``model`` the run plans with,
+    fitted with next to no shrinkage, bandwidth intensities included. What a run told the planted
+    matrix is told, through the same ``Task.interference`` as learned terms."""
     kinds = matrix.kinds
     coruns = [KeyedCoRun(a, footprint, ((1.0, ((b, footprint),)),), matrix.factor(a, [b]), at=float(i))
               for i, (a, b) in enumerate((a, b) for a in kinds for b in kinds)]
-    model = fit_interference(coruns, ContentionModel(), llc, noise=1e-3, bandwidth=True)
-    return {kind: model.terms(kind) for kind in kinds}
+    fitted = fit_interference(coruns, model, llc, noise=1e-3, bandwidth=True)
+    return {kind: fitted.terms(kind) for kind in kinds}
