@@ -484,8 +484,12 @@ class Scheduler:
             serial = 0.0 if choice.reason == EXPLORING else self.widths.model.serial_fraction(task.key)
             task.runtime = narrow[1] * amdahl(serial, choice.width) / amdahl(serial, narrow[0])
             task.cores = choice.width
-        task.width_reason = choice.reason
-        self.width_reasons[choice.reason] += 1
+        reason = choice.reason
+        if choice.width == task.cores > narrow[0] and reason not in (EXPLORING, widths.KEPT):
+            # the width it was allotted when planned: widened there because its own end came last
+            reason = widths.CRITICAL_PATH if task.tail > task.runtime else widths.TAIL
+        task.width_reason = reason
+        self.width_reasons[reason] += 1
 
     def _peers(self, tasks: Iterable[Task] | None = None) -> tuple[tuple[Peer, ...], float]:
         """The malleable tasks not started (or those of ``tasks``), as the width choice weighs them
