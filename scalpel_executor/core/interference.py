@@ -625,6 +625,9 @@ def _signed_rank_test(gains: Sequence[float]) -> float:
     return sum(n for total, n in counts.items() if total >= observed) / 2 ** len(told)
 
 
+#: How an exploring choice's reason begins (a refit explores once in a row: the run after it shows
+#: whether the keys could be paired with others at all).
+EXPLORING = "exploring"
 #: The bandwidth intensity told, to explore, to every other key caught in the coverage trap
 #: (:func:`exploration`): two such tasks together are planned as 1.28x (e^(0.5²)), beside any other
 #: key as 1x, so the plan pairs unlike keys where the footprint model is indifferent.
@@ -649,7 +652,9 @@ def exploration(coruns: Iterable, solo: Mapping[str, float]) -> tuple[dict[Hasha
     :data:`TRAPPED_SHARE` of their co-run seconds beside their own key only), every other one of
     them (by key) is told a bandwidth intensity :data:`EXPLORE_INTENSITY`: the next plan keeps
     those apart from each other and pairs them with the rest, and its co-runs tell the fit what
-    the self pairs cost. Once they have, no key is caught and this gives nothing.
+    the self pairs cost. Once they have, no key is caught and this gives nothing. A key whose tasks
+    cannot be paired with others (they run by themselves, before anything else is submitted) stays
+    caught, so the refit explores once in a row (``host_model.interference_of``).
 
     >>> from types import SimpleNamespace
     >>> alike = [SimpleNamespace(key=k, wall=1.0, segments=((1.0, (2e6,)),), corunner_keys=((k,),)) for k in "abc"]
@@ -671,7 +676,7 @@ def exploration(coruns: Iterable, solo: Mapping[str, float]) -> tuple[dict[Hasha
     if len(caught) < 2:
         return {}, None
     return ({key: Terms(0.0, 0.0, EXPLORE_INTENSITY if i % 2 == 0 else 0.0) for i, key in enumerate(caught)},
-            f"exploring: {len(caught)} keys never seen alone ran only beside their own key, so no co-run tells "
+            f"{EXPLORING}: {len(caught)} keys never seen alone ran only beside their own key, so no co-run tells "
             f"what they cost each other or the rest; this run pairs them with unlike keys (every other one "
             f"told a bandwidth intensity of {EXPLORE_INTENSITY:g})")
 

@@ -87,7 +87,8 @@ from dataclasses import dataclass
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import CoRun, co_runner_segments, fit_contention, model_error, observations
 from scalpel_executor.core.domains import Topology
-from scalpel_executor.core.interference import Terms, choose_interference, coruns_from_history, exploration
+from scalpel_executor.core.interference import (EXPLORING, Terms, choose_interference, coruns_from_history,
+                                                exploration)
 from scalpel_executor.core.units import format_size
 from scalpel_executor.learning.tables import SideTables
 
@@ -287,14 +288,14 @@ def fit_host(coruns: Iterable[RawCoRun], solo: Mapping[str, float], llc: float |
 
 
 def interference_of(coruns: Sequence[RawCoRun], solo: Mapping[str, float], fit: HostFit | None,
-                    llc: float | None) -> HostInterference | None:
+                    llc: float | None, *, explore: bool = True) -> HostInterference | None:
     """The per-key choice on a host's kept co-runs: :func:`~scalpel_executor.core.interference.
     choose_interference` around the footprint model the executor plans with (the host's fit where
     :meth:`HostFit.planned`, else the default), on the co-runs whose key has a solo time; None
     when the LLC size is unknown. Where it keeps footprint-only and the co-runs are caught in the
     coverage trap (:func:`~scalpel_executor.core.interference.exploration`), the next run is told
-    exploration terms instead, and the reason says so. About 1 s for 400 co-runs (the detached
-    refit's share)."""
+    exploration terms instead (``explore``: not when the choice it replaces was exploring already),
+    and the reason says so. About 1 s for 400 co-runs (the detached refit's share)."""
     if not llc:
         return None
     footprint_model = fit.model if fit is not None and fit.planned(llc) else ContentionModel()
@@ -303,9 +304,9 @@ def interference_of(coruns: Sequence[RawCoRun], solo: Mapping[str, float], fit: 
         model = choice.model
         return HostInterference(True, choice.reason, footprint_model, float(llc),
                                 {key: model.terms(key) for key in model.keys})
-    explore, why = exploration(coruns, solo)
-    if explore:  # the records cannot tell the keys' pairs apart: the next run makes pairs that can
-        return HostInterference(True, f"{why} ({choice.reason})", footprint_model, float(llc), explore)
+    terms, why = exploration(coruns, solo) if explore else ({}, None)
+    if terms:  # the records cannot tell the keys' pairs apart: the next run makes pairs that can
+        return HostInterference(True, f"{why} ({choice.reason})", footprint_model, float(llc), terms)
     return HostInterference(False, choice.reason, footprint_model, float(llc), {})
 
 
@@ -445,7 +446,9 @@ class HostModelStore(SideTables):
                                                     _read_history(c, host)))
         means = _solo_means(solo)
         fit = fit_host(kept, means, llc)
-        interference = interference_of(kept, means, fit, llc)
+        previous = self.interference(host)
+        interference = interference_of(kept, means, fit, llc,
+                                       explore=previous is None or not previous.reason.startswith(EXPLORING))
         now = time.time()
 
         def store(connection: sqlite3.Connection) -> None:

@@ -429,7 +429,13 @@ def test_a_refit_of_keys_only_ever_beside_their_own_kind_stores_exploration_term
     store.record("h", spans)
     store.refit("h", 64 * MiB)
     stored = store.interference("h")
-    store.close()
     assert stored.per_key and stored.reason.startswith("exploring: 3 keys never seen alone")
     assert "footprint-only: " in stored.reason  # the hold-out's own sentence, in brackets
     assert {k: t.bandwidth for k, t in stored.terms.items()} == {"compute": 0.5, "sensitive": 0.0, "stream": 0.5}
+    # A run that still paired each kind with its own only (it could not do otherwise): no second
+    # exploration in a row; the hold-out's verdict stands.
+    store.record("h", [TaskSpan(s.key, s.domain, s.start + start, s.end + start, s.wall, s.footprint) for s in spans])
+    store.refit("h", 64 * MiB)
+    again = store.interference("h")
+    store.close()
+    assert not again.per_key and again.reason.startswith("footprint-only: ") and not again.terms
