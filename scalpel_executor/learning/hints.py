@@ -11,6 +11,10 @@ Recognised keys:
 - ``profile_key``: a string naming the task's profile;
 - ``cores``: CPUs of one LLC domain the task runs on (an integer >= 1; its affinity and BLAS/OpenMP
   thread count follow), as TaskVine and Work Queue read it;
+- ``max_cores``: the task is *malleable* (numpy, BLAS, OpenMP code that runs on as many threads as
+  it is given): it may run on up to this many cores of one LLC domain (an integer >= ``cores``),
+  ``cores`` (default 1) its narrowest width; the scheduler chooses the width when it starts
+  (:mod:`scalpel_executor.core.widths`). Without it a task runs on exactly ``cores``;
 - ``memory``: memory the task holds, in MiB as TaskVine and Work Queue read it (or a size such as
   ``"4GiB"``); running tasks never declare more than the node's budget together;
 - ``gpus``: accelerators the task needs (an integer >= 0); it is given that many distinct ids.
@@ -57,7 +61,7 @@ from scalpel_executor.learning.sampling import DRIFT_FLOOR, REMEASURE_DRIFT, dri
 
 logger = logging.getLogger(__name__)
 
-KNOWN_KEYS = ("footprint", "runtime", "priority", "profile_key", "cores", "memory", "gpus")
+KNOWN_KEYS = ("footprint", "runtime", "priority", "profile_key", "cores", "memory", "gpus", "max_cores")
 # Read per task by Parsl's TaskVine executor (executors/taskvine/executor.py: the loop over the
 # specification's keys, and exec_mode) and Work Queue's (executors/workqueue/executor.py,
 # acceptable_fields); cores, memory, gpus and priority are ours too, the rest change nothing here.
@@ -81,6 +85,7 @@ class Hints:
     cores: int | None = None  # None: the executor's cores_per_task
     memory: float | None = None  # bytes; None: the executor's mem_per_task, else what its key learned
     gpus: int | None = None
+    max_cores: int | None = None  # malleable up to this many cores; None: it runs on ``cores`` exactly
 
 
 class InvalidHint(InvalidResourceSpecification, ValueError):
@@ -180,7 +185,7 @@ def parse_hints(specification: dict[str, Any] | None, declared: Mapping[str, Any
     Examples
     --------
     >>> parse_hints({"footprint": "24MiB", "priority": 2, "cores": 2})
-    Hints(footprint=25165824.0, runtime=None, priority=2.0, profile_key=None, cores=2, memory=None, gpus=None)
+    Hints(footprint=25165824.0, runtime=None, priority=2.0, profile_key=None, cores=2, memory=None, gpus=None, max_cores=None)
     >>> parse_hints({"Footprint": "24MiB"})  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
@@ -222,7 +227,12 @@ def parse_hints(specification: dict[str, Any] | None, declared: Mapping[str, Any
     cores = _count("cores", specification["cores"], 1) if specification.get("cores") is not None else None
     memory = _memory(specification["memory"]) if specification.get("memory") is not None else None
     gpus = _count("gpus", specification["gpus"], 0) if specification.get("gpus") is not None else None
-    return Hints(footprint, runtime, priority, profile_key, cores, memory, gpus)
+    max_cores = _count("max_cores", specification["max_cores"], 1) if specification.get("max_cores") is not None \
+        else None
+    if max_cores is not None and max_cores < (cores or 1):
+        raise _invalid("max_cores", f"must be at least 'cores' ({cores or 1}), got {max_cores}: a malleable task runs "
+                                    f"on 'cores' to 'max_cores' cores; raise max_cores or lower cores")
+    return Hints(footprint, runtime, priority, profile_key, cores, memory, gpus, max_cores)
 
 
 def scheduling_priority(priority: float | None) -> float:

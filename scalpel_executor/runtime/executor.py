@@ -69,7 +69,7 @@ from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import load_model
 from scalpel_executor.learning.critical_path import CriticalPathStore, Tails
 from scalpel_executor.learning.estimates import Estimator
-from scalpel_executor.learning.hints import HintAudit, parse_hints, parse_walltime, scheduling_priority
+from scalpel_executor.learning.hints import HintAudit, InvalidHint, parse_hints, parse_walltime, scheduling_priority
 from scalpel_executor.learning.keys import declared as app_declared
 from scalpel_executor.learning.sampling import MEASURE_EVERY, MEASURE_FIRST, REMEASURE_DRIFT, Sampling
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, TaskExit,
@@ -652,6 +652,16 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         """Refuse at submit a task this node could never start (local mode); say once per width
         that a task wider than any LLC domain spans several."""
         capacity = self._capacity
+        if task.max_cores is not None:
+            if task.max_cores < task.cores:
+                raise InvalidHint({"max_cores"}, f"resource specification key 'max_cores': must be at least the task's "
+                                                 f"cores ({task.cores}, cores_per_task={self.cores_per_task} without a "
+                                                 f"'cores' key), got {task.max_cores}; raise max_cores or lower cores")
+            widest = None if capacity is None else max(capacity.cores_per_domain)  # provider mode: each node's own
+            if widest is not None and task.max_cores > widest:
+                raise InvalidHint({"max_cores"}, f"resource specification key 'max_cores': a malleable task runs on "
+                                                 f"cores of one LLC domain, and this node's widest has {widest}; got "
+                                                 f"{task.max_cores}: give at most {widest}")
         if capacity is not None and needs_resources(task) and (problem := unfit_reason(task, capacity)) is not None:
             if task.cores > sum(capacity.cores_per_domain):
                 fix = "ask for fewer cores, or run it with a provider whose nodes have more"
@@ -705,7 +715,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                     footprint_known=estimate.footprint_source != "prior",
                     cores=hints.cores or self.cores_per_task,
                     memory=declared if declared is not None else self._learned_memory(estimate), gpus=hints.gpus or 0,
-                    tail=tail, interference=self._host.terms(estimate.key))
+                    tail=tail, interference=self._host.terms(estimate.key), max_cores=hints.max_cores)
         if task.interference is not None:
             self._host.told()
         self._resources(task)

@@ -124,6 +124,8 @@ def _placement(task: Task) -> dict:
         placed["measure_wait"] = round(job.measure_wait, 6)
     if task.cores > 1 or job.devices:  # a one-core task's CPU is its WorkerResult's cpu
         placed["cpus"], placed["devices"] = list(job.cpus), list(job.devices)
+    if task.width_reason is not None:  # a malleable task: the width it was given and why (core.widths)
+        placed["width"], placed["width_reason"] = task.cores, task.width_reason
     return placed
 
 
@@ -596,7 +598,7 @@ class WorkerPool:
             worker.task = task
             self._worker_lost(worker)
             return
-        self._scheduler.release(worker.slot)
+        self._scheduler.release(worker.slot, time.monotonic())  # the clock times a malleable task's width
         self._learn(task, stats.get("footprint") if isinstance(stats, dict) else None)
         if isinstance(stats, dict):
             stats.update(_placement(task))

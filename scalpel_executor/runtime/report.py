@@ -105,6 +105,7 @@ def task_rows(records: Iterable[TaskRecord]) -> list[dict]:
             "cpus": record.stats.get("cpus") or (None if record.cpu is None else [record.cpu]),
             "devices": record.stats.get("devices") or [],
             "scheduled_footprint": record.stats.get("scheduled_footprint"),
+            "width": record.stats.get("width"), "width_reason": record.stats.get("width_reason"),  # malleable tasks
         }
         for record in sorted(records, key=lambda record: record.task_id)
     ]

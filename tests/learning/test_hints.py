@@ -100,7 +100,7 @@ def test_a_key_like_none_is_refused_with_the_keys_there_are():
     message = str(error.value)
     assert error.value.invalid_keys == {"banana", 7}
     assert "key 'banana', 7;" in message and "did you mean" not in message
-    assert "reads footprint, runtime, priority, profile_key, cores, memory, gpus, and accepts disk, " in message
+    assert "reads footprint, runtime, priority, profile_key, cores, memory, gpus, max_cores, and accepts disk, " in message
 
 
 @pytest.fixture
@@ -204,6 +204,11 @@ def test_resources_are_read_in_taskvine_units():
     ({"gpus": -1}, "'gpus': must be a whole number >= 0, got -1"),
     ({"memory": -5}, "'memory': must be a number of MiB >= 0"),
     ({"memory": "lots"}, "'memory'"),
+    ({"cores": 4, "max_cores": 2}, "'max_cores': must be at least 'cores' (4), got 2: a malleable task runs on "
+                                   "'cores' to 'max_cores' cores; raise max_cores or lower cores"),
+    ({"max_cores": 0}, "'max_cores': must be a whole number >= 1, got 0"),
+    ({"max_cores": 2.5}, "'max_cores': must be a whole number >= 1, got 2.5"),
+    ({"max_cores": "8"}, "'max_cores': must be a whole number >= 1, got '8'"),
 ])
 def test_bad_resources_name_the_key_and_the_value(spec, words):
     with pytest.raises(InvalidHint) as error:
@@ -215,6 +220,28 @@ def test_bad_resources_name_the_key_and_the_value(spec, words):
 def test_a_bad_memory_hint_says_a_number_is_mebibytes(value):
     with pytest.raises(InvalidResourceSpecification, match=r"key 'memory'.*must be a number of MiB >= 0 or a size such as '4GiB'"):
         parse_hints({"memory": value})
+
+
+def test_a_malleable_task_is_a_range_of_cores_and_a_fixed_cores_keeps_its_meaning():
+    assert parse_hints({"cores": 1, "max_cores": 8}) == Hints(cores=1, max_cores=8)
+    assert parse_hints({"max_cores": 4}) == Hints(max_cores=4)  # cores then defaults (1, or cores_per_task)
+    assert parse_hints({"cores": 2}).max_cores is None  # exactly two cores, as before
+    assert parse_hints({"max_cores": 8.0}).max_cores == 8
+
+
+def test_an_app_marks_itself_malleable_once_and_a_call_may_narrow_it():
+    from scalpel_executor.learning.hints import app_hints
+    from scalpel_executor.learning.keys import declared
+
+    @app_hints(max_cores=8)
+    def product(n):
+        return n
+
+    specification = declared(product)["specification"]
+    assert parse_hints(None, specification).max_cores == 8
+    assert parse_hints({"max_cores": 2}, specification).max_cores == 2
+    with pytest.raises(InvalidHint, match="'max_cores': must be at least 'cores' \\(4\\), got 2"):
+        app_hints(cores=4, max_cores=2)
 
 
 def test_app_hints_are_checked_at_decoration_and_a_call_s_own_specification_wins():
