@@ -286,8 +286,8 @@ def summarise(repetitions: Sequence[Mapping], *, resamples: int = 10_000, seed: 
             return None
         return [values[int(0.025 * (len(values) - 1))], values[math.ceil(0.975 * (len(values) - 1))]]
 
-    accepted = [next((r["run"] for r in rep["runs"] if (r.get("refit_choice") or {}).get("per_key")), None)
-                for rep in repetitions]
+    accepted = [next((r["run"] for r in rep["runs"] if ((r.get("refit_choice") or {}).get("reason") or "")
+                      .startswith("per-key model")), None) for rep in repetitions]  # exploring is not learning
     return {
         "repeats": n,
         "makespan": {side: statistics.median(v["makespan"]) for side, v in

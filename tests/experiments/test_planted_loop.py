@@ -31,9 +31,12 @@ def test_hurting_pairs_are_the_planted_pairs_of_1_5x_or_more_either_way():
 
 def test_the_summary_takes_medians_over_repetitions_and_the_gap_on_them():
     def rep(first, learned, oracle, per_key_after):
-        runs = [{"run": 1, "makespan": first[0], "hurting_corun_seconds": first[1], "refit_choice": {"per_key": False}},
+        runs = [{"run": 1, "makespan": first[0], "hurting_corun_seconds": first[1],
+                 "refit_choice": {"per_key": True, "reason": "exploring: 3 keys never seen alone ..."}},
                 {"run": 2, "makespan": learned[0], "hurting_corun_seconds": learned[1],
-                 "refit_choice": {"per_key": per_key_after == 2}, "planned_with": "per-key interference"}]
+                 "refit_choice": {"per_key": per_key_after == 2,
+                                  "reason": "per-key model (...)" if per_key_after == 2 else "footprint-only: ..."},
+                 "planned_with": "per-key interference"}]
         return {"runs": runs, "oracle": {"makespan": oracle[0], "hurting_corun_seconds": oracle[1]}, "load": [1.0, 2.0]}
 
     reps = [rep((12, 4), (10, 1), (9, 0), 2), rep((12, 4), (10.5, 1), (9, 0), 2), rep((11, 2), (10, 0.5), (9, 0), None)]
