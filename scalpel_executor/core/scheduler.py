@@ -830,7 +830,7 @@ class Scheduler:
         domain stood idle. Only while no task waiting or running asks for several cores, memory or
         accelerators (counted in ``_wide_waiting``): a core idle beside a wider task's
         reservation is not free to take, and with wide tasks waiting moving a one-core task cost
-        more than it saved (docs/benchmarks.md, "A co-run placed where it fits")."""
+        more than it saved (docs/notebook.md, "A co-run placed where it fits")."""
         model, llc = self._context.model, self._context.llc
         if (self._serving_next is None or slot.index in self._passed or self._wide_waiting
                 or not admission.overflows(model, llc, running, task)
@@ -950,7 +950,7 @@ class Scheduler:
         :data:`ROLLOUT_LIMIT` waiting tasks the end is far off and deferring one start costs nothing.
 
         With wide tasks about, the head starts (no rollout) where the multicore rollout misjudged
-        deferrals or cannot replay them (docs/benchmarks.md, "Mixed core counts, in simulation"):
+        deferrals or cannot replay them (docs/notebook.md, "Mixed core counts, in simulation"):
 
         * the latest tasks joined work under way (a DAG's children, a later wave): the waiting
           tasks are then not the rest of the work, and deferring a head delayed its children
