@@ -162,8 +162,14 @@ def start_peer(peer: str, cores: int, topology: Topology, run_dir: str, store: s
         submitter = PoolSubmitter(cores)
     else:
         submitter = ParslSubmitter(parsl_executor(peer, cores, topology, store, model), run_dir)
+    return warmed(submitter, cores)
+
+
+def warmed(submitter, workers: int):
+    """``submitter`` once ``workers`` of its workers have run a warm-up task; closed, and the error
+    raised, if that fails."""
     try:
-        warm_every_worker(submitter, cores)
+        warm_every_worker(submitter, workers)
     except BaseException:
         submitter.close()
         raise

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.domains import Topology
-from scalpel_executor.experiments.harness import ParslSubmitter, fresh_store, parsl_executor, warm_every_worker
+from scalpel_executor.experiments.harness import ParslSubmitter, fresh_store, parsl_executor, warmed
 from scalpel_executor.experiments.live_workflows import wait_for_refit
 from scalpel_executor.learning import host_model
 from scalpel_executor.learning.host_model import HostInterference, HostModelStore, host_id
@@ -132,13 +132,7 @@ def start_executor(peer: str, topology: Topology, store: str, run_dir: str, batc
     cores = len(topology.cpus)
     executor = (ScalpelExecutor(label="scalpel", profiles=store, topology=topology, batch_window=batch_window)
                 if peer == SCALPEL else parsl_executor(peer, cores, topology, store))
-    submitter = ParslSubmitter(executor, run_dir)
-    try:
-        warm_every_worker(submitter, cores)
-    except BaseException:
-        submitter.close()
-        raise
-    return submitter
+    return warmed(ParslSubmitter(executor, run_dir), cores)
 
 
 def planted_run(peer: str, workflow: PlantedWorkflow, seconds: float, topology: Topology, store: str,
