@@ -201,6 +201,9 @@ class WorkerPool:
         os.set_blocking(self._wake_w, False)
         self._woken = False  # a wake byte is in the pipe, unread: a submit need not write another
         self._workers: dict[int, _Worker] = {}  # slot -> worker; owned by the dispatch thread after start
+        # Slots whose worker may have a deadline (not ready yet, or running a task with a walltime):
+        # _enforce_deadlines reads these, not every worker, and drops those that have none.
+        self._timed: set[int] = set()
         # The dispatch thread's wait: every live worker's socket (its data the worker) and the wake pipe.
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
@@ -383,6 +386,7 @@ class WorkerPool:
             self._spawned.append(process)
         worker = _Worker(slot, cpus, process, connection, cgroup=self._worker_cgroup(slot, process.pid))
         self._workers[slot] = worker
+        self._timed.add(slot)  # until it is ready
         self._selector.register(connection, selectors.EVENT_READ, worker)
         logger.debug("started worker pid %d for slot %d on CPUs %s", process.pid, slot, cpus)
         return worker
@@ -550,6 +554,8 @@ class WorkerPool:
                 job.devices = tuple(self.options.accelerators[i] for i in assignment.devices)
                 env = device_env(job.devices)
             worker.task = task
+            if job.walltime is not None:
+                self._timed.add(worker.slot)
             cpus = job.cpus if len(assignment.booked) > 1 else ()
             if worker.cgroup is not None and self.options.enforce_memory and job.memory_limit:
                 worker.oom_kills = _oom_kills(worker.cgroup)
@@ -610,14 +616,16 @@ class WorkerPool:
         Returns the monotonic time of the next such deadline, or None if nothing is timed.
         """
         now, next_at = time.monotonic(), None
-        for worker in list(self._workers.values()):
-            task = worker.task
+        for slot in list(self._timed):
+            worker = self._workers.get(slot)
+            task = worker.task if worker is not None else None
             job: Job | None = task.payload if task is not None else None
             if job is not None and job.walltime is not None and job.started is not None:
                 at = job.started + job.walltime + self.walltime_grace
-            elif not worker.ready:
+            elif worker is not None and not worker.ready:
                 at = worker.spawned + READY_TIMEOUT
             else:
+                self._timed.discard(slot)  # no deadline now; a spawn or a timed task adds it again
                 continue
             if now < at:
                 next_at = at if next_at is None else min(next_at, at)

@@ -22,3 +22,30 @@ def test_the_driver_waits_for_an_emulated_nodes_manager_as_long_as_its_workers_m
     assert wide._start_timeout == START_TIMEOUT - READY_TIMEOUT + 64 * READY_TIMEOUT
     narrow = ManagerClient(Topology.from_spec(f"1x{cpus}:32MiB"), PoolOptions(), lambda task, outcome: None)
     assert narrow._start_timeout == START_TIMEOUT
+
+
+def test_the_deadline_scan_reads_only_workers_with_a_deadline_and_still_kills_past_a_walltime():
+    """The dispatch thread's scan for deadlines (a worker not ready yet, a task past its walltime)
+    read every worker at every pass of its loop: work proportional to the node per task. It reads
+    the slots that may have one, drops those that have none, and a walltime is still enforced."""
+    import time
+
+    from scalpel_executor.host.sysfs import resolve_topology
+    from scalpel_executor.runtime.errors import WalltimeExceeded
+    from scalpel_executor.runtime.pool import WorkerPool
+    from tests.runtime.helpers import Outcomes, call, wait_until, where
+
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    outcomes = Outcomes()
+    pool = WorkerPool(resolve_topology([[cpu]]), PoolOptions(batch_window=0), outcomes)
+    pool.start()
+    try:
+        pool.submit(call(1, where, "x"))
+        assert outcomes.wait([1])[1].ok
+        assert wait_until(lambda: not pool._timed)  # every worker ready, no task timed: nothing to scan
+        pool.walltime_grace = 0.5
+        pool.submit(call(2, time.sleep, 30, walltime=0.2))  # stuck in C, past Parsl's own walltime
+        outcome = outcomes.wait([2])[2]
+        assert isinstance(outcome.error, WalltimeExceeded), outcome.error
+    finally:
+        pool.shutdown()
