@@ -65,7 +65,7 @@ def model_point(report: Mapping) -> dict:
                      footprint=float(row.get("measured_footprint") or row.get("estimated_footprint") or 0.0),
                      arrival=max(0.0, arrival - origin),
                      runtime_estimate=row.get("estimated_runtime"),
-                     cores=int(row.get("cores") or 1))
+                     cores=int(row.get("width") or row.get("cores") or 1))  # a malleable task: the width it ran at
              for i, (row, arrival) in enumerate(zip(rows, arrivals))]
     planned = (report.get("contention_model") or {}).get("planned_with") or {}
     model = ContentionModel(**{name: planned[name] for name in ("capacity_fraction", "sensitivity") if name in planned})

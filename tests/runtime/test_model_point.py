@@ -60,6 +60,12 @@ def test_nothing_is_replayed_without_an_llc_size_a_start_or_under_the_cap(monkey
     assert model_words(skipped, "scalpel") is None
 
 
+def test_a_malleable_task_is_replayed_at_the_width_it_ran_at():
+    wide = {**row(1, MiB, 0.0, 2.0), "cores": 1, "width": 2}  # asked 1 to 2 cores, ran on 2 for 2 s
+    point = model_point(report_of("fifo", [wide, row(2, MiB, 0.0, 2.0, waited=0.0)]))
+    assert point["submission_order"] == pytest.approx(4.0)  # it holds both cores: the other waits for it
+
+
 def test_the_closing_line_says_the_model_figures_as_model_figures():
     report = report_of("scalpel", SUBMITTED_BADLY)
     report["model"] = model_point(report)
