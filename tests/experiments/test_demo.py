@@ -13,6 +13,8 @@ import pytest
 from scalpel_executor.experiments.demo import (HTEX, MECHANICS, RunResult, executor_names, print_summary, split,
                                                summarise)
 from scalpel_executor.experiments.plans import DEMO, DEMO_QUICK, with_given
+from scalpel_executor.experiments.solo_times import distinct_cases
+from scalpel_executor.workloads.kernels.cases import KernelCase
 
 POLICY = "scalpel:scalpel"
 # A newcomer's run of the full demo: the quietest repeat tied, and HTEX / scalpel alone read 1.5x.
@@ -135,8 +137,9 @@ def test_a_tiny_plan_runs_end_to_end_with_the_split(tmp_path):
     run_dirs = [d for d in (out / "runinfo").iterdir() if d.is_dir()]
     assert len(run_dirs) == 1 + len(names) * repeats
     assert record["solo_passes"] == 1
-    # ... over the distinct cases, each once (tasks of one profile key share their case)
-    distinct = {task["profile_key"] for task in solo_tasks(out)}
+    # ... over the distinct cases, each once (tasks of one exact profile key share their case: steps
+    # under 16, which a busy machine's step times give, make exact keys apart within one shape key)
+    distinct = distinct_cases([KernelCase(c["kernel"], c["size"], c["steps"]) for c in record["batch"]])
     assert len(solo_tasks(out)) == len(distinct) == record["solo"]["measured"] == record["solo"]["cases"]
     assert record["solo"]["reused"] == 0 and record["machine"]["fingerprint"]
     assert "this will take about" in completed.stderr and "0 of" in completed.stderr
