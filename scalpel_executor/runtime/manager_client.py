@@ -118,7 +118,7 @@ class ManagerClient:
         self._configure = encode(Configure(ManagerConfig.of_driver(topology).to_dict(), options.to_dict()))
         self._env = dict(os.environ if env is None else env)
         # the manager's own start, longer where its workers outnumber the CPUs (pool.start_timeout)
-        self._start_timeout = START_TIMEOUT - READY_TIMEOUT + start_timeout(len(topology.cpus))
+        self._start_timeout = START_TIMEOUT + start_timeout(len(topology.cpus)) - start_timeout(1)
         self._worker_init = worker_init  # shell commands run before the manager (and so its workers) starts
         self._log_dir = log_dir
         self._on_complete = on_complete

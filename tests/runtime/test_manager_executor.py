@@ -197,13 +197,11 @@ def test_worker_init_runs_before_the_node_manager_and_its_workers(tmp_path):
 def test_a_worker_init_slower_than_the_start_timeout_starts_once(monkeypatch):
     from scalpel_executor.runtime import manager_client
 
-    # The manager's own start, once worker_init is done: shorter than the init, long enough for the
-    # manager and its workers to start on a loaded 2-core machine (5 s was not, once, in CI).
-    monkeypatch.setattr(manager_client, "START_TIMEOUT", 15.0)
+    monkeypatch.setattr(manager_client, "START_TIMEOUT", 5.0)  # the manager's own start, once worker_init is done
     launches = []
     launch = ManagerClient._launch
     monkeypatch.setattr(ManagerClient, "_launch", lambda self: launches.append(1) or launch(self))
-    executor = ScalpelExecutor(label="scalpel", profiles=False, worker_init="sleep 18")
+    executor = ScalpelExecutor(label="scalpel", profiles=False, worker_init="sleep 8")
     executor.start()
     try:
         assert executor.submit(len, {}, "abc").result(timeout=120) == 3  # as HTEX, it waits for the init
