@@ -75,7 +75,7 @@ from tabulate import tabulate
 
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import CoRun, fit_contention
-from scalpel_executor.core.interference import (
+from scalpel_executor.core.interference_fit import (
     InterferenceModel,
     KeyedCoRun,
     fit_interference,

@@ -4,7 +4,7 @@
 
 Two parts, each printing a table (and both written to ``--out``):
 
-(a) synthetic: co-runs planted by ``core.interference.planted_coruns`` (8 keys of 1-48 MiB on a
+(a) synthetic: co-runs planted by ``core.interference_fit.planted_coruns`` (8 keys of 1-48 MiB on a
     32 MiB LLC, 300 co-runs each, noise exp(N(0, 0.2))), in three worlds: keys with sensitivities
     and pressures drawn from U(-0.5, 0.8) on a 4-core domain (1-3 co-runners) and on a 2-core one
     (pairs only), and the footprint model itself (all residuals 0). Split by time: fitted on the
@@ -44,8 +44,8 @@ from tabulate import tabulate
 
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import CoRun, fit_contention
-from scalpel_executor.core.interference import (InterferenceModel, KeyedCoRun, choose_interference, fit_interference,
-                                                planted_coruns)
+from scalpel_executor.core.interference_fit import (InterferenceModel, KeyedCoRun, choose_interference,
+                                                    fit_interference, planted_coruns)
 from scalpel_executor.core.units import format_size
 from scalpel_executor.experiments.coruns import (STREAM, footprint_bytes, measure_together, pinned_to, process_context,
                                                  stepper)

@@ -40,13 +40,14 @@ from __future__ import annotations
 import math
 import numbers
 from collections import defaultdict
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from scalpel_executor.core.contention import ContentionModel
 
-__all__ = ["CoRun", "co_runner_segments", "fit_contention", "load_model", "model_error", "observations",
-           "predicted_slowdown", "rho_grid"]
+__all__ = ["CoRun", "check_coruns", "co_runner_segments", "fit_contention", "load_model", "model_error",
+           "observations", "predicted_slowdown", "rho_grid"]
 
 #: What σ is when no observation can tell it (every one fits the cache at that ρ): the default's.
 UNTOLD_SENSITIVITY = ContentionModel().sensitivity
@@ -172,12 +173,8 @@ def fit_contention(coruns: Sequence[CoRun], llc: float, *, log: bool = True, rho
     """
     if not coruns:
         raise ValueError("need at least one measured co-run to fit the contention model")
-    if not (llc > 0):
-        raise ValueError(f"llc must be a positive number of bytes, got {llc!r}")
+    check_coruns(coruns, llc)
     for corun in coruns:
-        if not (math.isfinite(corun.slowdown) and corun.slowdown > 0):
-            raise ValueError(f"a co-run's slowdown must be a finite number > 0 (wall over solo time), got "
-                             f"{corun.slowdown!r} for a {corun.footprint:.0f}-byte task")
         if corun.baseline is not None and not log:
             raise ValueError(f"a co-run with an unmeasured solo time (baseline {corun.baseline!r}) can only be "
                              f"fitted on log slowdowns: pass log=True, or give it its measured solo time")
@@ -191,6 +188,19 @@ def fit_contention(coruns: Sequence[CoRun], llc: float, *, log: bool = True, rho
         best = min([best, *(_best_sigma(rho, coruns, target, llc, log, max_sensitivity) for rho in grid)],
                    key=lambda b: b[0])
     return best[1], best[0]
+
+
+def check_coruns(coruns: Iterable, llc: float, *,
+                 task: Callable[[Any], str] = lambda corun: f"a {corun.footprint:.0f}-byte task") -> None:
+    """Raise ValueError unless ``llc`` is a positive number of bytes and every co-run's slowdown a
+    finite number > 0: what any fit over co-runs needs (this module's :class:`CoRun`s, or
+    ``core.interference_fit``'s keyed ones). ``task`` names a co-run's task in the message."""
+    if not (llc > 0):
+        raise ValueError(f"llc must be a positive number of bytes, got {llc!r}")
+    for corun in coruns:
+        if not (math.isfinite(corun.slowdown) and corun.slowdown > 0):
+            raise ValueError(f"a co-run's slowdown must be a finite number > 0 (wall over solo time), got "
+                             f"{corun.slowdown!r} for {task(corun)}")
 
 
 def _best_sigma(rho: float, coruns: Sequence[CoRun], target: Sequence[float], llc: float, log: bool,

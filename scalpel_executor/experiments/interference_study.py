@@ -6,7 +6,7 @@
         │                                                           (streams, sensitive, asymmetric)
         ├─ earlier runs: other batches (or the workflow at other seeds), planned footprint-only,
         │     simulated with the truth ──> co-run records (segments, co-runner keys), noise exp(N(0, 0.2))
-        │     ──> core.interference.choose_interference (time-ordered hold-out) ──> learned terms or none
+        │     ──> core.interference_fit.choose_interference (time-ordered hold-out) ──> learned terms or none
         └─ the scored batch, three times, the simulator always running the truth:
               footprint      told nothing (today's policy)
               learned        told what the acceptance test kept (nothing where it refused)
@@ -39,7 +39,8 @@ from collections.abc import Callable, Hashable, Sequence
 
 from scalpel_executor.core.batching import Batching
 from scalpel_executor.core.contention_fit import co_runner_segments
-from scalpel_executor.core.interference import InterferenceChoice, KeyedCoRun, Terms, choose_interference
+from scalpel_executor.core.interference import Terms
+from scalpel_executor.core.interference_fit import InterferenceChoice, KeyedCoRun, choose_interference
 from scalpel_executor.core.machines import MACHINES
 from scalpel_executor.core.simulate import SimResult, SimTask, simulate
 from scalpel_executor.experiments.simulated_policies import batch_for, gmean

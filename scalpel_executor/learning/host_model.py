@@ -19,7 +19,7 @@
                                        wall / the key's solo mean, or, for a key never seen alone, its
                                        solo time a latent baseline; the prior;
                                        core.contention_fit.fit_contention (log error) ──> HostFit, stored;
-                                       then core.interference.choose_interference around the model
+                                       then core.interference_fit.choose_interference around the model
                                        planned with (interference_of) ──> HostInterference, stored:
                                        per-key terms (sensitivity, pressure, bandwidth), or footprint-only, and why
 
@@ -87,8 +87,8 @@ from dataclasses import dataclass
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import CoRun, co_runner_segments, fit_contention, model_error, observations
 from scalpel_executor.core.domains import Topology
-from scalpel_executor.core.interference import (EXPLORING, Terms, choose_interference, coruns_from_history,
-                                                exploration)
+from scalpel_executor.core.interference import Terms
+from scalpel_executor.core.interference_fit import EXPLORING, choose_interference, coruns_from_history, exploration
 from scalpel_executor.core.units import format_size
 from scalpel_executor.learning.tables import SideTables
 
@@ -220,7 +220,7 @@ class HostFit:
 
 @dataclass(frozen=True)
 class HostInterference:
-    """A host's stored per-key choice (:func:`~scalpel_executor.core.interference.choose_interference`
+    """A host's stored per-key choice (:func:`~scalpel_executor.core.interference_fit.choose_interference`
     at its last refit): whether it plans with per-key residuals, why, the footprint model and LLC
     they are residuals of, and each key's Terms; no terms when footprint-only."""
 
@@ -293,7 +293,7 @@ def interference_of(coruns: Sequence[RawCoRun], solo: Mapping[str, float], fit: 
     choose_interference` around the footprint model the executor plans with (the host's fit where
     :meth:`HostFit.planned`, else the default), on the co-runs whose key has a solo time; None
     when the LLC size is unknown. Where it keeps footprint-only and the co-runs are caught in the
-    coverage trap (:func:`~scalpel_executor.core.interference.exploration`), the next run is told
+    coverage trap (:func:`~scalpel_executor.core.interference_fit.exploration`), the next run is told
     exploration terms instead (``explore``: not when the choice it replaces was exploring already),
     and the reason says so. About 1 s for 400 co-runs (the detached refit's share)."""
     if not llc:

@@ -49,7 +49,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from scalpel_executor.core.contention import ContentionModel
-from scalpel_executor.core.interference import KeyedCoRun, Terms, fit_interference
+from scalpel_executor.core.interference import Terms
+from scalpel_executor.core.interference_fit import KeyedCoRun, fit_interference
 from scalpel_executor.workloads.lookups import _stamp
 
 __all__ = ["Board", "PLANTED", "RETUNED", "PlantedMatrix", "gather", "oracle_terms", "planted", "stretch"]

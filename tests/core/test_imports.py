@@ -205,13 +205,27 @@ def test_no_module_of_the_package_is_part_of_an_import_cycle():
     assert not cycles, f"import cycles: {cycles}"
 
 
-def test_opening_the_profile_store_loads_neither_the_scheduler_nor_the_simulator():
-    """The store (learning.store, learning.exchange) alone, with the package root kept out: its root
-    loads the core's public names for every import of the package, which is the root's choice."""
+def _core_modules_loaded_by(modules: str) -> list[str]:
+    """The core modules a fresh interpreter has loaded after ``import <modules>``, with the package
+    root kept out: its root loads the core's public names for every import of the package, which is
+    the root's choice."""
     code = ("import sys, types; root = types.ModuleType('scalpel_executor'); "
             f"root.__path__ = [{str(PACKAGE)!r}]; sys.modules['scalpel_executor'] = root; "
-            "import scalpel_executor.learning.store; "
-            "loaded = sorted(m for m in sys.modules if m.startswith('scalpel_executor.core.') "
-            "and m.rsplit('.', 1)[1] in ('scheduler', 'simulate', 'planning', 'policies')); assert not loaded, loaded")
+            f"import {modules}; "
+            "print(' '.join(m.rsplit('.', 1)[1] for m in sorted(sys.modules) if m.startswith('scalpel_executor.core.')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_opening_the_profile_store_loads_neither_the_scheduler_nor_the_simulator():
+    """The store (learning.store, learning.exchange) alone."""
+    loaded = _core_modules_loaded_by("scalpel_executor.learning.store")
+    assert not {"scheduler", "simulate", "planning", "policies"} & set(loaded), loaded
+
+
+def test_the_scheduler_and_the_simulator_load_no_fit():
+    """The hot path reads the models' formulas (core.contention, core.interference), never their fits
+    (core.contention_fit, core.interference_fit), which serve the learning side."""
+    loaded = _core_modules_loaded_by("scalpel_executor.core.scheduler, scalpel_executor.core.simulate")
+    assert "interference" in loaded and not [m for m in loaded if m.endswith("_fit")], loaded

@@ -10,9 +10,10 @@ from hypothesis import strategies as st
 
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import CoRun, predicted_slowdown
-from scalpel_executor.core.interference import (DEFAULT_NOISE, InterferenceModel, KeyedCoRun, Terms,
-                                                choose_interference, corun_slowdowns, coruns_from_history,
-                                                exploration, fit_interference, noise_level, planted_coruns)
+from scalpel_executor.core.interference import Terms, corun_slowdowns
+from scalpel_executor.core.interference_fit import (DEFAULT_NOISE, InterferenceModel, KeyedCoRun, choose_interference,
+                                                    coruns_from_history, exploration, fit_interference, noise_level,
+                                                    planted_coruns)
 from scalpel_executor.learning.host_model import RawCoRun
 
 MiB = 2**20

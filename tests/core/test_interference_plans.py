@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from scalpel_executor.core import admission
 from scalpel_executor.core.contention import ContentionModel
-from scalpel_executor.core.interference import InterferenceModel, corun_slowdowns
+from scalpel_executor.core.interference import corun_slowdowns
+from scalpel_executor.core.interference_fit import InterferenceModel
 from scalpel_executor.core.orders import FcfsEvaluator, RunningTask
 from scalpel_executor.core.planning import PlanContext, plan_scalpel, scalpel_order
 from scalpel_executor.core.scheduler import Scheduler
