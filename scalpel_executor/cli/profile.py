@@ -29,6 +29,7 @@ import os
 import sys
 import traceback
 from collections.abc import Iterator
+from dataclasses import asdict
 from typing import Any
 
 from scalpel_executor.cli.common import CommandFailed, at_least
@@ -150,9 +151,10 @@ def cmd_show(args: argparse.Namespace) -> int:
         if profile is None:
             raise ValueError(f"no profile with key {args.key!r} in {store.path}; `scalpel profile list` shows the keys")
         learned = _learned_tail(store, args.key)
+        speedup = store.speedup(args.key)
         if args.json:
-            print(json.dumps({**profile.to_dict(), "critical_path": None if learned is None else learned.to_dict()},
-                             indent=1))
+            print(json.dumps({**profile.to_dict(), "critical_path": None if learned is None else learned.to_dict(),
+                              "speedup": None if speedup is None else asdict(speedup)}, indent=1))
             return 0
         for name, value in profile.to_dict().items():
             if name.startswith("footprint") and name != "footprint_runs" or name == "peak_rss":
@@ -165,6 +167,12 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(f"{'critical path':>15}: {learned.tail:.3g} s of work waited for its tasks' results on average "
                   f"(over {learned.runs} run{'s' if learned.runs != 1 else ''}, {learned.tasks} tasks; "
                   f"children: {children})")
+        if speedup is None:
+            print(f"{'speed-up':>15}: none learned (no malleable run of this key at more cores than its narrowest)")
+        else:
+            at = ", ".join(f"{speedup.speedup(w):.2f}x on {w}" for w in (2, 4, 8, 16))
+            print(f"{'speed-up':>15}: serial fraction {speedup.serial_fraction:.3f} over {speedup.readings} "
+                  f"reading{'s' if speedup.readings != 1 else ''} (Amdahl: {at} cores)")
     return 0
 
 

@@ -94,6 +94,7 @@ from scalpel_executor.core.policies import (DEFAULT_POLICY, POLICIES, plan_fifo,
                                             resolve_policy)
 from scalpel_executor.core.resources import (Capacity, Holding, Reservation, may_backfill, needs_resources,
                                              unfit_reason)
+from scalpel_executor.core.interference import corun_slowdowns
 from scalpel_executor.core.multicore_orders import BACKFILL_LOOKAHEAD, MulticoreEvaluator, supports
 from scalpel_executor.core.orders import FcfsEvaluator, RunningTask
 from scalpel_executor.core.tasks import Assignment, Group, Slot, Task, rank
@@ -261,6 +262,9 @@ class Scheduler:
         #                                                   cores and run time estimate there
         self._widened: dict[int, tuple[int, float]] = {}  # slot index of a running malleable task -> its
         #                                                   narrowest cores and run time estimate there
+        self._seeded: set = set()  # keys whose speed-up earlier runs' readings started (Task.serial_fraction)
+        self._slowed: dict[int, list[float]] = {}  # slot index of a running malleable task -> [its predicted
+        #                         slowdown integrated over its run so far (s), the clock then, the slowdown since]
 
     # -- driver API -------------------------------------------------------------------------
 
@@ -292,6 +296,9 @@ class Scheduler:
             if task.malleable:
                 self._malleable_waiting += 1
                 self._narrow[id(task)] = (task.cores, task.runtime)
+                if task.serial_fraction is not None and task.key not in self._seeded:
+                    self._seeded.add(task.key)  # what earlier runs learned, once per key, before this run's readings
+                    self.widths.model.seed(task.key, min(1.0, max(0.0, task.serial_fraction)), max(0, task.serial_readings))
             if merge:
                 self._merge(task)
             elif place and math.isfinite(task.runtime) and not math.isnan(task.priority):
@@ -413,6 +420,10 @@ class Scheduler:
             self._book(slot, task)
             self._running[slot.index] = task
             self._started[slot.index] = 0.0 if now is None else now
+            if now is not None and self._widened:
+                if slot.index in self._widened:
+                    self._slowed[slot.index] = [0.0, now, 1.0]
+                self._restamp(slot.domain, now)
             self._reason[slot.index] = reason
             if (began := self._wait_began.pop(slot.domain, None)) is not None:  # the start that ends the wait
                 self._waited[slot.index] = self._clock - began
@@ -425,16 +436,52 @@ class Scheduler:
         if self._idle[index] or index in self._holder:
             raise ValueError(f"slot {index} has no running task to release")
         began = self._started.pop(index, None)
+        domain = self.slots[index].domain
         if (narrowest := self._widened.pop(index, None)) is not None and now is not None and began is not None:
             task = self._running[index]
-            self.widths.observe(task.key, narrowest[0], task.cores, now - began, narrowest[1],
-                                task.width_reason == EXPLORING)
+            self._restamp(domain, now)
+            slowed, _, since = self._slowed.pop(index, (0.0, now, 1.0))
+            slowdown = slowed / (now - began) if now > began and slowed > 0 else since
+            task.width_reading = self.widths.observe(task.key, narrowest[0], task.cores, (now - began) / max(slowdown, 1e-9),
+                                                     narrowest[1], task.width_reason == EXPLORING)
         elif narrowest is not None and self._running[index].width_reason == EXPLORING:
             self.widths.model.explore(self._running[index].key, -1)
+        self._slowed.pop(index, None)
         self._waited.pop(index, None)
         self._learned_tasks.discard(id(self._running[index]))
         self._unbook(index)
-        return self._running.pop(index)
+        released = self._running.pop(index)
+        if now is not None and self._slowed:
+            self._restamp(domain, now)
+        return released
+
+    def _restamp(self, domain: int, now: float) -> None:
+        """The tasks running on ``domain`` changed at ``now``: add the seconds since the last change,
+        times the slowdown the contention model predicted for them, to each malleable task's running
+        integral there, and predict its slowdown beside what runs now. A malleable task's width
+        reading is its run time over that mean slowdown (:meth:`release`): a task widened beside
+        co-runners that overflow the cache runs slower than its width alone explains, and read raw
+        it taught its key a serial fraction near 1 (no gain).
+
+        Cost: O(tasks running on the domain), only while a malleable task runs there."""
+        tracked = [i for i in self._domain_slots[domain] if i in self._slowed]
+        if not tracked:
+            return
+        for i in tracked:
+            entry = self._slowed[i]
+            entry[0] += max(0.0, now - entry[1]) * entry[2]
+            entry[1] = now
+        llc, model = self._context.llc, self._context.model
+        here = [i for i in self._domain_slots[domain] if i in self._running]
+        if llc is None or len(here) < 2:
+            factors = dict.fromkeys(here, 1.0)
+        else:
+            tasks = [self._running[i] for i in here]
+            footprints = [t.footprint if math.isfinite(t.footprint) else 0.0 for t in tasks]
+            factors = dict(zip(here, corun_slowdowns(model, footprints, [model.sensitivity] * len(tasks), llc,
+                                                     [t.interference for t in tasks])))
+        for i in tracked:
+            self._slowed[i][2] = factors.get(i, 1.0)
 
     def _book(self, slot: Slot, task: Task) -> None:
         """Mark ``slot`` and the other cores ``task`` needs busy (nearest ones of its domain first,
@@ -580,6 +627,7 @@ class Scheduler:
             if task.width_reason == EXPLORING:
                 self.widths.model.explore(task.key, -1)
             task.cores, task.runtime, task.width_reason = narrowest[0], narrowest[1], None
+        self._slowed.pop(index, None)
         self._started.pop(index, None)
         self._waited.pop(index, None)
         self._learned_tasks.discard(id(self._running[index]))

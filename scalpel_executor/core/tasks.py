@@ -42,6 +42,10 @@ class Task:
     #                    its narrowest width and ``runtime`` its estimate there; the scheduler sets ``cores``
     #                    and ``runtime`` to the width it chooses at the start (core.widths). None: fixed ``cores``
     width_reason: str | None = None  # why a malleable task started on its width (core.widths' reasons)
+    serial_fraction: float | None = None  # a malleable task's key's Amdahl serial fraction as earlier runs
+    #                    learned it (the profile store), resting on ``serial_readings`` readings; None: none
+    serial_readings: int = 0
+    width_reading: float | None = None  # the serial fraction its run at a width read, set when it ends (core.widths)
 
     @property
     def malleable(self) -> bool:

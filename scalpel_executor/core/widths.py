@@ -136,14 +136,16 @@ class SpeedupModel:
         self.shrink = float(shrink)
         self._fits: dict[Hashable, _KeyFit] = {}
 
-    def observe(self, key: Hashable, narrowest: int, width: int, ratio: float) -> None:
-        """A task of ``key`` ran on ``width`` cores in ``ratio`` times its estimate on ``narrowest``."""
+    def observe(self, key: Hashable, narrowest: int, width: int, ratio: float) -> float | None:
+        """A task of ``key`` ran on ``width`` cores in ``ratio`` times its estimate on ``narrowest``;
+        returns the serial fraction that reads (None: no reading, the widths being equal)."""
         reading = serial_fraction_from(ratio, narrowest, width)
         if reading is None:
-            return
+            return None
         fit = self._fits.setdefault(key, _KeyFit())
         fit.readings += 1
         fit.total += reading
+        return reading
 
     def seed(self, key: Hashable, serial_fraction: float, readings: int) -> None:
         """Start ``key`` from ``readings`` readings of ``serial_fraction`` (a profile store's)."""
@@ -390,10 +392,12 @@ class Widths:
         return choice
 
     def observe(self, key: Hashable, narrowest: int, width: int, seconds: float, estimate: float,
-                explored: bool = False) -> None:
+                explored: bool = False) -> float | None:
         """A task of ``key`` estimated at ``estimate`` seconds on ``narrowest`` cores ran ``seconds``
-        on ``width``; ``explored``: it started so (:data:`EXPLORING`)."""
+        on ``width``; ``explored``: it started so (:data:`EXPLORING`). Returns the serial fraction
+        that reads, if any (the profile store keeps it for later runs)."""
         if explored:
             self.model.explore(key, -1)
         if estimate > 0 and seconds > 0:
-            self.model.observe(key, narrowest, width, seconds / estimate)
+            return self.model.observe(key, narrowest, width, seconds / estimate)
+        return None

@@ -53,7 +53,9 @@ from scalpel_executor.learning.hints import Hints
 from scalpel_executor.learning.keys import app_name, profile_keys
 from scalpel_executor.learning.refine import ONE_RUN_SPREAD, Moments
 from scalpel_executor.learning.sampling import MeasurePlan, Sampling
+from scalpel_executor.learning.exchange import finite
 from scalpel_executor.learning.store import Observation, Profile, ProfileStore
+from scalpel_executor.core.widths import SHRINK, amdahl
 from scalpel_executor.core.units import format_size
 
 logger = logging.getLogger(__name__)
@@ -81,6 +83,8 @@ class Estimate:
     shape: str | None = None  # the call's shape key (None: a named key); ``key`` is it or refines it
     exact: str | None = None  # the call's exact key (its integers below 16 as given)
     memory: float | None = None  # the largest peak RSS measured for its key or shape key (bytes); None: none
+    speedup: tuple[float, int] | None = None  # a malleable task's key's serial fraction and the readings it
+    #                                           rests on (earlier runs' and this run's); None: none, or not malleable
 
 
 @dataclass
@@ -176,6 +180,7 @@ class Estimator:
         self.priors: set[str] = set()  # keys that started this run with the prior
         self._plan = MeasurePlan(sampling) if sampling is not None else None  # under _lock
         self.drifts = 0  # unmeasured tasks whose wall time made their key due for a measurement
+        self._speedups: dict[str, list] = {}  # key -> [serial fractions read, summed; readings]: the store's and this run's
 
     def key(self, func: Callable, args: tuple, kwargs: Mapping[str, Any], hints: Hints) -> str:
         """The key a call's measurements are recorded under (see :meth:`keys`)."""
@@ -229,9 +234,10 @@ class Estimator:
         name = app_name(func)
         key, shape, exact = self.keys(func, args, kwargs, hints)
         measure = self._decide(key)
+        speedup = self._speedup(key) if hints.max_cores is not None else None
         if hints.footprint is not None and hints.runtime is not None:
             return Estimate(key, name, hints.footprint, hints.runtime, "hint", "hint", measure=measure,
-                            shape=shape, exact=exact)
+                            shape=shape, exact=exact, speedup=speedup)
         levels = [(self._lookup(key), None)]
         if shape is not None and shape != key:
             levels.append((self._lookup(shape), "shape"))
@@ -248,7 +254,19 @@ class Estimator:
             logger.info("no profile for %s yet: assuming a footprint of %s and a run time of %.3g s until it is measured",
                         key, format_size(self.default_footprint), self.default_runtime)
         return Estimate(key, name, footprint, runtime, footprint_source, runtime_source, intensity, measure, spread,
-                        shape, exact, memory)
+                        shape, exact, memory, speedup)
+
+    def _speedup(self, key: str) -> tuple[float, int] | None:
+        """A malleable key's serial fraction and readings: the store's, read once, plus this run's."""
+        with self._lock:
+            known = self._speedups.get(key)
+        if known is None:
+            stored = self.store.speedup(key) if self.store is not None else None
+            with self._lock:
+                known = self._speedups.setdefault(
+                    key, [stored.serial_fraction * stored.readings, stored.readings] if stored else [0.0, 0])
+        total, readings = known
+        return (total / readings, readings) if readings else None
 
     def _decide(self, key: str) -> bool:
         if self._plan is None:
@@ -268,9 +286,27 @@ class Estimator:
                 return value, source or known.source, known
         return prior, "prior", None
 
-    def observe(self, estimate: Estimate, stats: Mapping[str, Any]) -> None:
-        """Learn from one successful task's measurements (``wall`` seconds, ``footprint`` bytes)."""
+    def observe(self, estimate: Estimate, stats: Mapping[str, Any], narrowest: int = 1) -> None:
+        """Learn from one successful task's measurements (``wall`` seconds, ``footprint`` bytes).
+
+        A malleable task that ran on ``stats["width"]`` cores, more than its ``narrowest``, teaches
+        its key the run time at ``narrowest`` its wall time stands for by Amdahl's law with the key's
+        serial fraction (the run-time estimate is the narrowest width's), and the serial fraction
+        its run read (``stats["serial_reading"]``, the scheduler's) joins the key's speed-up."""
         runtime = stats.get("wall")
+        reading, width = finite(stats.get("serial_reading")), stats.get("width")
+        if reading is not None:
+            self._speedup(estimate.key)
+            with self._lock:
+                known = self._speedups[estimate.key]
+                known[0] += min(1.0, max(0.0, reading))
+                known[1] += 1
+        if isinstance(width, int) and width > narrowest and isinstance(runtime, (int, float)) and runtime > 0:
+            self._speedup(estimate.key)
+            with self._lock:
+                total, readings = self._speedups[estimate.key]
+            serial = (total + SHRINK) / (readings + SHRINK)  # as the scheduler's SpeedupModel shrinks it
+            runtime = runtime * amdahl(serial, narrowest) / amdahl(serial, width)
         footprint = stats.get("footprint")
         if footprint is None and str(stats.get("footprint_source", "")).startswith(ENDED_BEFORE_FIRST_WINDOW):
             # Over before the probe's first window: too short to hold the cache. While its key has
@@ -287,7 +323,7 @@ class Estimator:
         # read high and split a Montage key into 16 by tile (learning.refine's guard leaves out one).
         observation = Observation(
             estimate.key, estimate.app, runtime, footprint, stats.get("peak_rss") or stats.get("max_rss"), miss_rate,
-            estimate.shape, None if stats.get("cold") else estimate.exact,
+            estimate.shape, None if stats.get("cold") else estimate.exact, reading,
         )
         levels = [estimate.key] + ([estimate.shape] if estimate.shape not in (None, estimate.key) else [])
         for level in levels[1:]:

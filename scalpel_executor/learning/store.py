@@ -84,9 +84,14 @@ CREATE TABLE IF NOT EXISTS variants ({_STATISTICS}, shape TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS variants_by_shape ON variants (shape);
 CREATE INDEX IF NOT EXISTS profiles_by_app ON profiles (app);
 """
-_SCHEMA = f"CREATE TABLE IF NOT EXISTS profiles ({_STATISTICS}, refines TEXT, split INTEGER NOT NULL DEFAULT 0);" + _VERSION_2
+# A malleable app's speed-up: Amdahl serial fractions its runs at a width read (core.widths), summed.
+# A table of its own, created by IF NOT EXISTS in a store of either version (no version change).
+_SPEEDUPS = ("CREATE TABLE IF NOT EXISTS speedups (key TEXT PRIMARY KEY, readings INTEGER NOT NULL, "
+             "serial_sum REAL NOT NULL, updated REAL NOT NULL);")
+_SCHEMA = (f"CREATE TABLE IF NOT EXISTS profiles ({_STATISTICS}, refines TEXT, split INTEGER NOT NULL DEFAULT 0);"
+           + _VERSION_2 + _SPEEDUPS)
 _UPGRADE_FROM_1 = ("ALTER TABLE profiles ADD COLUMN refines TEXT;"
-                   "ALTER TABLE profiles ADD COLUMN split INTEGER NOT NULL DEFAULT 0;" + _VERSION_2)
+                   "ALTER TABLE profiles ADD COLUMN split INTEGER NOT NULL DEFAULT 0;" + _VERSION_2 + _SPEEDUPS)
 _COLUMNS = (
     "key, app, runs, runtime_mean, runtime_m2, runtime_ewma, footprint_runs, footprint_mean, footprint_m2, "
     "footprint_ewma, peak_rss, llc_miss_rate, origin, updated"
@@ -116,6 +121,7 @@ class Observation:
     llc_miss_rate: float | None = None  # misses / references, where counters exist
     shape: str | None = None  # the shape key that ``key`` refines, when it is not ``key`` itself
     exact: str | None = None  # the call's exact key, when ``key`` is its (unsplit) shape key
+    serial: float | None = None  # the serial fraction a malleable task's run at a width read (core.widths)
 
 
 @dataclass(frozen=True)
@@ -141,6 +147,21 @@ class Profile:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """A malleable key's speed-up as its runs at several widths read it: Amdahl's serial fraction
+    (the readings' plain mean; the scheduler shrinks it toward no gain, core.widths.SpeedupModel)."""
+
+    key: str
+    serial_fraction: float
+    readings: int
+    updated: float  # Unix time
+
+    def speedup(self, width: int) -> float:
+        """Run time on one core over run time on ``width``, by Amdahl's law."""
+        return 1.0 / (self.serial_fraction + (1.0 - self.serial_fraction) / width)
 
 
 def _std(runs: int, m2: float | None) -> float | None:
@@ -448,6 +469,19 @@ class ProfileStore:
         logger.info("profile %s: its size-free arguments join the history of %d keys that split on them: %s",
                     key, len(rows), ", ".join(sorted(row[0] for row in rows)[:4]) + (", …" if len(rows) > 4 else ""))
 
+    def speedup(self, key: str) -> Speedup | None:
+        """The speed-up ``key``'s malleable runs read, or None when none ran at a width."""
+        found = self.speedups(key, exact=True)
+        return found[0] if found else None
+
+    def speedups(self, prefix: str = "", *, exact: bool = False) -> list[Speedup]:
+        """The speed-ups of every key starting with ``prefix`` (``exact``: of ``prefix`` alone), by key."""
+        where = "key = ?" if exact else f"key {_STARTS_WITH}"
+        rows = self._read(f"SELECT key, readings, serial_sum, updated FROM speedups WHERE {where} AND readings > 0 "
+                          "ORDER BY key", (prefix if exact else _starting(prefix),))
+        return [Speedup(key, min(1.0, max(0.0, total / readings)), readings, updated)
+                for key, readings, total, updated in rows]
+
     def app_profile(self, app: str) -> Profile | None:
         """Every key of ``app`` pooled into one profile (keys split from a shape key count in that key
         only), or None when none has a run. Its ``runtime`` and ``footprint`` are plain means over
@@ -491,6 +525,11 @@ class ProfileStore:
                     shapes.add(item.key)
             for shape in sorted(shapes):
                 self._split_if_different(connection, shape)
+            connection.executemany(
+                "INSERT INTO speedups VALUES (?, 1, ?, ?) ON CONFLICT (key) DO UPDATE SET readings = readings + 1, "
+                "serial_sum = serial_sum + excluded.serial_sum, updated = excluded.updated",
+                [(item.key, serial, now) for item in batch
+                 if (serial := finite(item.serial)) is not None and 0 <= serial <= 1])
 
         self._write(work)
         return len(batch)
@@ -547,6 +586,7 @@ class ProfileStore:
                 removed = connection.execute("DELETE FROM profiles WHERE key = ?", (prefix,)).rowcount
             else:
                 removed = connection.execute(f"DELETE FROM profiles WHERE key {_STARTS_WITH}", (_starting(prefix),)).rowcount
+            connection.execute("DELETE FROM speedups WHERE key NOT IN (SELECT key FROM profiles)")
             connection.execute("DELETE FROM variants WHERE shape NOT IN (SELECT key FROM profiles)")
 
         self._write(work)

@@ -715,7 +715,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                     footprint_known=estimate.footprint_source != "prior",
                     cores=hints.cores or self.cores_per_task,
                     memory=declared if declared is not None else self._learned_memory(estimate), gpus=hints.gpus or 0,
-                    tail=tail, interference=self._host.terms(estimate.key), max_cores=hints.max_cores)
+                    tail=tail, interference=self._host.terms(estimate.key), max_cores=hints.max_cores,
+                    serial_fraction=estimate.speedup[0] if estimate.speedup else None,
+                    serial_readings=estimate.speedup[1] if estimate.speedup else 0)
         if task.interference is not None:
             self._host.told()
         self._resources(task)
@@ -761,7 +763,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                                   finished - (job.started if job.started is not None else finished), succeeded)
         try:
             if succeeded and self._estimator is not None:
-                self._estimator.observe(estimate, outcome.stats)
+                self._estimator.observe(estimate, outcome.stats, hints.cores or self.cores_per_task)
             if succeeded:
                 self._hint_audit.observe(estimate.key, hints, outcome.stats)
         except Exception:  # noqa: BLE001 - odd measurements cost what they would teach, never the future

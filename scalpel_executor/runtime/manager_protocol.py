@@ -105,11 +105,12 @@ TASK_FIELDS: tuple[tuple[str, Any], ...] = (
     ("footprint", _NUMBER), ("runtime", _NUMBER), ("priority", _NUMBER), ("intensity", _OPTIONAL_NUMBER),
     ("runtime_spread", _NUMBER), ("key", _OPTIONAL_STR), ("footprint_known", bool), ("cores", int),
     ("memory", _NUMBER), ("gpus", int), ("tail", _NUMBER), ("interference", _OPTIONAL_TERMS),
-    ("max_cores", _OPTIONAL_INT),
+    ("max_cores", _OPTIONAL_INT), ("serial_fraction", _OPTIONAL_NUMBER), ("serial_readings", int),
 )
 #: The Task fields that stay in the driver: the id travels as ``task_id``, the payload as the Job's
-#: fields, and the manager's own scheduler sets ``seq``, ``foreseen_harm`` and ``width_reason``.
-TASK_KEPT = ("id", "payload", "seq", "foreseen_harm", "width_reason")
+#: fields, and the manager's own scheduler sets ``seq``, ``foreseen_harm``, ``width_reason`` and
+#: ``width_reading`` (the last two travel back in the Result's stats: runtime.pool._placement).
+TASK_KEPT = ("id", "payload", "seq", "foreseen_harm", "width_reason", "width_reading")
 #: The :class:`~scalpel_executor.runtime.contract.Job` fields a ``Submit`` carries after the task's;
 #: the call itself, ``buffer``, travels last, as raw bytes.
 JOB_FIELDS: tuple[tuple[str, Any], ...] = (("walltime", _OPTIONAL_NUMBER), ("measure", bool), ("memory_limit", _NUMBER))

@@ -126,6 +126,8 @@ def _placement(task: Task) -> dict:
         placed["cpus"], placed["devices"] = list(job.cpus), list(job.devices)
     if task.width_reason is not None:  # a malleable task: the width it was given and why (core.widths)
         placed["width"], placed["width_reason"] = task.cores, task.width_reason
+        if task.width_reading is not None:  # the serial fraction its run read: the profile store keeps it
+            placed["serial_reading"] = round(task.width_reading, 6)
     return placed
 
 

@@ -156,3 +156,46 @@ def test_drain_hands_back_an_allotted_task_at_its_narrowest_width():
     serial = scheduler.widths.model.serial_fraction("fft")
     assert task.cores == 4 and task.runtime == pytest.approx(40.0 * amdahl(serial, 4))  # allotted, waiting
     assert scheduler.drain() == [task] and (task.cores, task.runtime) == (1, 40.0)
+
+
+def _mean_reading(model: widths.SpeedupModel, key: str) -> float:
+    """The plain mean of ``key``'s readings, undoing the shrink toward no gain."""
+    n = model.readings(key)
+    return (model.serial_fraction(key) * (n + widths.SHRINK) - widths.SHRINK) / n
+
+
+def test_a_width_reading_beside_a_co_runner_that_overflows_the_cache_reads_the_key_not_its_neighbour():
+    """A 10 MiB hog holds half of a 12 MiB domain the whole run; tasks of a key with serial
+    fraction 0.2 widen beside it and run slowed by the overflow. Their readings divide that
+    slowdown out: each reads 0.2, where the raw wall time read a key that barely speeds up."""
+    hog = SimTask("hog", 200.0, footprint=10 * MiB, cores=2)
+    tasks = [hog] + [SimTask(f"b{i}", 4.0, footprint=10 * MiB, key="blas", max_cores=2, serial_fraction=0.2)
+                     for i in range(6)]
+    scheduler = Scheduler([[0, 1, 2, 3]], "scalpel", llc=12 * MiB)
+    result = simulate(tasks, [[0, 1, 2, 3]], 12 * MiB, scheduler=scheduler)
+    wide = [r for r in result.records if r.name != "hog" and r.cores == 2]
+    assert wide and all(r.slowdown > 1.05 for r in wide)  # they did run slowed
+    assert scheduler.widths.model.readings("blas") == len(wide)
+    assert _mean_reading(scheduler.widths.model, "blas") == pytest.approx(0.2, abs=1e-6)
+    raw = widths.serial_fraction_from(wide[0].slowdown * amdahl(0.2, 2), 1, 2)
+    assert raw > 0.2 + 0.1  # what the raw wall time would have read
+
+
+def test_earlier_runs_speed_up_seeds_its_key_once_and_this_runs_readings_add_to_it():
+    s = Scheduler([[0, 1, 2, 3]], "scalpel", llc=12 * MiB)
+    first = Task("a", runtime=10.0, key="fft", max_cores=4, serial_fraction=0.1, serial_readings=4)
+    again = Task("b", runtime=10.0, key="fft", max_cores=4, serial_fraction=0.9, serial_readings=40)
+    s.add([first, again])
+    assert s.widths.model.readings("fft") == 4
+    assert s.widths.model.serial_fraction("fft") == pytest.approx((0.4 + widths.SHRINK) / (4 + widths.SHRINK))
+    for start in s.dispatch(0.0):
+        s.release(start.slot, 1.0)
+    assert s.widths.model.readings("fft") >= 4
+    assert all(t.width_reading is None or 0 <= t.width_reading <= 1 for t in (first, again))
+    assert Scheduler([[0, 1]], "scalpel").widths.model.readings("fft") == 0  # nothing is shared between schedulers
+
+
+def test_a_seed_out_of_range_is_clipped_not_raised():
+    s = Scheduler([[0, 1]], "scalpel")
+    s.add([Task("a", runtime=1.0, key="k", max_cores=2, serial_fraction=1.5, serial_readings=-3)])
+    assert s.widths.model.readings("k") == 0 and s.widths.model.serial_fraction("k") == 1.0

@@ -2,7 +2,7 @@
 
 from scalpel_executor.core.scheduler import Scheduler
 from scalpel_executor.core.tasks import Task
-from scalpel_executor.core.widths import TAIL
+from scalpel_executor.core.widths import EXPLORING, TAIL
 from scalpel_executor.runtime.contract import Job
 from scalpel_executor.runtime.pool import _placement
 
@@ -18,3 +18,39 @@ def test_a_malleable_task_reports_the_width_it_was_given_and_why_a_fixed_one_doe
     assert (placed["width"], placed["width_reason"], placed["cpus"]) == (4, TAIL, [0, 1, 2, 3])
     fixed = Task(2, cores=2, payload=Job(b"call"))
     assert "width" not in _placement(fixed) and "width_reason" not in _placement(fixed)
+
+
+def test_a_real_run_keeps_a_malleable_keys_reading_and_the_next_run_starts_from_it(tmp_path):
+    """A lone malleable task on an idle node explores a width; its reading lands in the profile
+    store, and the next run's tasks of the key carry it to the node manager's scheduler."""
+    import parsl
+    from parsl.app.app import python_app
+    from parsl.config import Config
+
+    from scalpel_executor import ScalpelExecutor
+    from scalpel_executor.learning.store import ProfileStore
+
+    @python_app
+    def spin(n, parsl_resource_specification=None):
+        return sum(i * i for i in range(n))
+
+    path = str(tmp_path / "profiles.sqlite")
+    hints = {"max_cores": 2, "profile_key": "spin"}
+    rows = []
+    for run in range(2):
+        executor = ScalpelExecutor(label="scalpel", topology="1x2:32MiB", profiles=path)
+        dfk = parsl.load(Config(executors=[executor], run_dir=str(tmp_path / f"runinfo{run}"), strategy="none"))
+        try:
+            assert spin(200_000, parsl_resource_specification=hints).result() == sum(i * i for i in range(200_000))
+            rows.append(executor.run_report()["tasks"])
+        finally:
+            dfk.cleanup()
+            parsl.clear()
+        if run == 0:
+            [first] = rows[0]
+            assert (first["width"], first["width_reason"]) == (2, EXPLORING)
+            with ProfileStore(path) as store:
+                kept = store.speedup("spin")
+            assert kept is not None and kept.readings == 1 and 0 <= kept.serial_fraction <= 1
+    [second] = rows[1]
+    assert second["width"] in (1, 2) and second["width_reason"] is not None

@@ -1,0 +1,86 @@
+"""A malleable key's speed-up kept across runs: the serial fractions its runs at a width read go
+into the profile store's ``speedups`` table, the next run's estimate carries them to the
+scheduler, and a wide run teaches the key's run time at its narrowest width, not its wall time."""
+
+import math
+import sqlite3
+
+import pytest
+
+from scalpel_executor.core.widths import SHRINK, amdahl
+from scalpel_executor.learning.estimates import Estimator
+from scalpel_executor.learning.hints import Hints
+from scalpel_executor.learning.store import Observation, ProfileStore
+
+
+def _fft(n):
+    return n
+
+
+def test_readings_are_kept_per_key_and_odd_ones_are_not(tmp_path):
+    path = tmp_path / "profiles.sqlite"
+    with ProfileStore(path) as store:
+        store.record([Observation("fft", "fft", runtime=2.0, serial=0.1), Observation("fft", "fft", serial=0.3),
+                      Observation("fft", "fft", serial=math.nan), Observation("fft", "fft", serial=1.5),
+                      Observation("gemm", "gemm", runtime=1.0)])
+    with ProfileStore(path) as store:  # a later run
+        [fft] = store.speedups()
+        assert (fft.key, fft.readings) == ("fft", 2) and fft.serial_fraction == pytest.approx(0.2)
+        assert fft.speedup(4) == pytest.approx(1 / amdahl(0.2, 4))
+        assert store.speedup("gemm") is None and store.speedups("ff")[0].key == "fft"
+        assert store.delete("fft", exact=True) == 1
+        assert store.speedups() == []
+
+
+def test_a_store_written_before_speedups_were_kept_gets_the_table_when_opened(tmp_path):
+    path = tmp_path / "profiles.sqlite"
+    with ProfileStore(path) as store:
+        store.record([Observation("fft", "fft", runtime=2.0)])
+    with sqlite3.connect(path) as connection:
+        connection.execute("DROP TABLE speedups")
+    with ProfileStore(path) as store:
+        assert store.persistent and store.get("fft").runs == 1
+        store.record([Observation("fft", "fft", serial=0.25)])
+        assert store.speedup("fft").readings == 1
+
+
+def test_the_estimate_of_a_malleable_call_carries_its_keys_speed_up_and_a_fixed_ones_does_not(tmp_path):
+    with ProfileStore(tmp_path / "profiles.sqlite") as store:
+        store.record([Observation("fft", "fft", runtime=8.0, serial=0.1), Observation("fft", "fft", serial=0.3)])
+        estimator = Estimator(store, default_footprint=1.0, default_runtime=1.0)
+        malleable = estimator.estimate(_fft, (1,), {}, Hints(profile_key="fft", max_cores=4))
+        assert malleable.speedup == pytest.approx((0.2, 2))
+        assert estimator.estimate(_fft, (1,), {}, Hints(profile_key="fft")).speedup is None
+        assert estimator.estimate(_fft, (1,), {}, Hints(profile_key="new", max_cores=4)).speedup is None
+
+
+def test_a_wide_run_teaches_the_run_time_at_the_narrowest_width_and_its_reading(tmp_path):
+    with ProfileStore(tmp_path / "profiles.sqlite") as store:
+        estimator = Estimator(store, default_footprint=1.0, default_runtime=1.0)
+        estimate = estimator.estimate(_fft, (1,), {}, Hints(profile_key="fft", max_cores=4))
+        estimator.observe(estimate, {"wall": 3.0, "width": 4, "serial_reading": 0.1}, narrowest=1)
+        serial = (0.1 + SHRINK) / (1 + SHRINK)
+        narrow = 3.0 * amdahl(serial, 1) / amdahl(serial, 4)
+        assert estimator.estimate(_fft, (1,), {}, Hints(profile_key="fft", max_cores=4)).runtime == pytest.approx(narrow)
+        estimator.observe(estimate, {"wall": 5.0}, narrowest=1)  # a run at its narrowest width: as it is
+        estimator.flush()
+        assert store.get("fft").runtime_mean == pytest.approx((narrow + 5.0) / 2)
+        assert store.speedup("fft").readings == 1 and store.speedup("fft").serial_fraction == pytest.approx(0.1)
+
+
+def test_profile_show_says_a_keys_learned_speed_up(tmp_path, capsys):
+    import json
+
+    from scalpel_executor.cli import main
+    path = str(tmp_path / "p.sqlite")
+    with ProfileStore(path) as store:
+        store.record([Observation("fft", "fft", runtime=2.0)])
+    assert main(["profile", "show", "fft", "--store", path]) == 0
+    assert "speed-up: none learned" in capsys.readouterr().out
+    with ProfileStore(path) as store:
+        store.record([Observation("fft", "fft", serial=0.1), Observation("fft", "fft", serial=0.1)])
+    assert main(["profile", "show", "fft", "--store", path]) == 0
+    out = capsys.readouterr().out
+    assert "serial fraction 0.100 over 2 readings" in out and f"{1 / amdahl(0.1, 4):.2f}x on 4" in out
+    assert main(["profile", "show", "fft", "--store", path, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["speedup"]["readings"] == 2
