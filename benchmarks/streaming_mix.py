@@ -20,7 +20,7 @@ model's prediction from the nominal size). Each repetition:
 1. **The pairs, measured here**, in plain pinned processes: a stream alone on CPU 0 and a score
    alone; two streams on CPUs 0 and 1; a stream beside a score; two scores. Their slowdowns:
    stream beside stream, stream beside score, score beside stream, and score beside score, what
-   two busy cores cost each other whatever they run (on the 2-core VM of docs/interference.md,
+   two busy cores cost each other whatever they run (on the 2-core VM of docs/results/interference.md,
    quiet: two 8 MiB streams 0.99-1.53x, the other pairs 0.95-1.17x; with other work on it, every
    pair 1.1-2.1x).
 2. The runs, on one worker per core, HTEX's before Scalpel's in even repetitions and after them

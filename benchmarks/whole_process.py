@@ -69,7 +69,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 WORKFLOWS = ("short", "quickstart", "dag", "chain", "pipelines")
-DEFAULT_WORKFLOWS = ("short", "quickstart", "dag")  # chain and pipelines: docs/benchmarks.md, the critical path
+DEFAULT_WORKFLOWS = ("short", "quickstart", "dag")  # chain and pipelines: docs/results/critical-path.md
 STORES = ("empty", "full")
 PHASES = ("wall", "import", "load", "work", "cleanup", "other")
 LEARNING_RUNS = 2  # runs of a workflow on Scalpel that write the full store's profiles

@@ -8,9 +8,10 @@ docs/ and every Python file of the package, the benchmarks, the examples and the
   ``scalpel_executor/runtime/pool.py``) or a package path as design.md writes them
   (``runtime/pool.py``, ``core/scheduler.py``): the file or folder exists, or, for an output
   prefix (``--out docs/figures/scale``), files that start with it;
-- a cited section, ``docs/profiles.md, "The profile store"`` or ``docs/design.md ("Import rules")``:
-  the page has a heading, or a paragraph or list item opening in bold, that starts with those words (a row of a
-  page's table of moved sections does not count: cite the page the section moved to);
+- a cited section, ``docs/profiles.md, "The profile store"``, ```docs/profiles.md`, "The profile store"`` or
+  ``docs/design.md ("Import rules")``: the page has a heading, or a paragraph or list item (numbered too)
+  opening in bold, that starts with those words; a row of a page's table of moved sections does not count,
+  nor a section left holding only where it moved ("*Moved to ...*"): cite the page the section moved to;
 - a dotted name, ``scalpel_executor.runtime.report.run_summary``: a module of the package, or a
   name defined or imported in one;
 - a Markdown link between pages, ``[text](results/throughput.md#provider-mode)``: the page exists
@@ -28,9 +29,9 @@ PACKAGE_FLOORS = ("core", "runtime", "learning", "host", "experiments", "cli", "
 
 _PATH = re.compile(r"(?<![\w./-])((?:docs|benchmarks|scalpel_executor|examples|scripts|tests)/[\w./-]*[\w/])")
 _PACKAGE_PATH = re.compile(rf"(?<![\w./-])((?:{'|'.join(PACKAGE_FLOORS)})/[\w/-]+\.py)\b")
-_SECTION = re.compile(r"((?:docs/)?[\w/-]+\.md),? \(?\"([^\"]{3,})\"")
+_SECTION = re.compile(r"((?:docs/)?[\w/-]+\.md)`?,? \(?\"([^\"]{3,})\"")
 _DOTTED = re.compile(r"(?<![\w.])(scalpel_executor(?:\.\w+)+)")
-_BOLD = re.compile(r"^\s*(?:[-*]\s+)?\*\*(.+?)\*\*")
+_BOLD = re.compile(r"^\s*(?:(?:[-*]|\d+\.)\s+)?\*\*(.+?)\*\*")
 _LINK = re.compile(r"\]\(([^)\s#]+\.md)(?:#([^)\s]+))?\)")
 
 
@@ -58,6 +59,21 @@ def _titles(page: Path) -> list[str]:
         elif _BOLD.match(line):
             titles.append(_BOLD.match(line).group(1))
     return [" ".join(title.replace("`", "").split()).lower() for title in titles]
+
+
+def _moved(page: Path) -> list[str]:
+    """The page's headings whose section holds nothing but a date and a "Moved to ..." line, lower-cased:
+    a stub left where a section was, which a citation should not stop at."""
+    stubs, heading, body = [], None, []
+    for line in [*page.read_text().splitlines(), "# end"]:
+        if line.startswith("#"):
+            if heading is not None and body and all(re.match(r"^\*(Written|Moved to)\b", b) for b in body) \
+                    and any(b.startswith("*Moved to") for b in body):
+                stubs.append(heading)
+            heading, body = " ".join(line.lstrip("#").replace("`", "").split()).lower(), []
+        elif line.strip():
+            body.append(line.strip())
+    return stubs
 
 
 def _anchor(heading: str) -> str:
@@ -107,6 +123,8 @@ def _problems(source: Path, text: str) -> list[str]:
         cited = " ".join(section.replace("`", "").split()).lower().rstrip(".")
         if page.is_file() and not any(title.startswith(cited) for title in _titles(page)):
             problems.append(f"{where}: {name} has no section \"{section}\"")
+        elif page.is_file() and any(title.startswith(cited) for title in _moved(page)):
+            problems.append(f"{where}: {name}'s section \"{section}\" only says where it moved: cite that page")
     for dotted in set(_DOTTED.findall(text)):
         if not _resolves(dotted):
             problems.append(f"{where}: {dotted} names no module of the package, nor anything in one")
@@ -136,6 +154,8 @@ def test_every_cited_file_section_and_link_exists():
     ("[the figures](profiles.md#no-such-heading)", "profiles.md has no heading for #no-such-heading"),
     ("``scalpel_executor.runtime.gone.Thing``", "scalpel_executor.runtime.gone.Thing names no module"),
     ("``scalpel_executor.runtime.report.no_such_function``", "report.no_such_function names no module"),
+    ('(`docs/profiles.md`, "A section nobody wrote")', 'has no section "A section nobody wrote"'),
+    ('docs/notebook.md, "The machine\'s cache, measured first"', "only says where it moved: cite that page"),
 ])
 def test_a_broken_reference_is_named(text, found):
     problems = _problems(ROOT / "docs" / "a-page.md", text + "\n")

@@ -5,7 +5,7 @@
     python benchmarks/archive/policy_study.py check --machine paper         # the fast evaluator agrees with simulate()
     python benchmarks/archive/policy_study.py fit-xeon16                     # the 16-core machine's contention model
     python benchmarks/archive/policy_study.py run --machine paper --model default --out study/paper-default.json
-    python benchmarks/archive/policy_study.py report study/*.json            # the tables of docs/policy-study.md
+    python benchmarks/archive/policy_study.py report study/*.json            # the tables of docs/results/policy-study.md
 
 ``run`` simulates every candidate policy on the same seeded batches as ``benchmarks/scale.py``
 (same pools, same batch seeds), plus a search for the best first-come-first-served dispatch order in

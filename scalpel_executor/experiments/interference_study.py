@@ -12,7 +12,7 @@
               learned        told what the acceptance test kept (nothing where it refused)
               truth          told the true residuals
 
-``benchmarks/interference_study.py`` is the command line; docs/interference.md has its figures.
+``benchmarks/interference_study.py`` is the command line; docs/results/interference.md has its figures.
 
 **The planted machines.** Every key of the pool (a kernel of the policy study's pool, or a
 workflow's task type) is, with the shares of :data:`SHARES`, one of: a *stream* (its footprint

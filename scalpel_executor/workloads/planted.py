@@ -17,7 +17,7 @@ loop can be watched live on any machine, a noisy 2-core VM included.
 
 **Why sleeping, not computing.** A task's work is seconds of wall time stretched by its planted
 factor, not cycles: on a host whose two vCPUs slow each other 0.6-2.2x from minute to minute
-(docs/interference.md, "Live: a streaming mix") a computing task's time measures the host as
+(docs/results/interference.md, "Live: a streaming mix") a computing task's time measures the host as
 much as its partners, and the loop could not be seen. A sleeping task's time is its planted
 slowdown to within a step's timer slack, whatever else the host runs. The executor never knows:
 it sees tasks of small footprints whose run times depend on who runs beside them, and learns that
