@@ -68,8 +68,8 @@ from parsl.utils import RepresentationMixin
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import load_model
 from scalpel_executor.learning.critical_path import CriticalPathStore, Tails
-from scalpel_executor.learning.estimates import Estimator
-from scalpel_executor.learning.hints import HintAudit, InvalidHint, parse_hints, parse_walltime, scheduling_priority
+from scalpel_executor.learning.estimates import Estimate, Estimator
+from scalpel_executor.learning.hints import HintAudit, Hints, InvalidHint, parse_hints, parse_walltime, scheduling_priority
 from scalpel_executor.learning.keys import declared as app_declared
 from scalpel_executor.learning.sampling import MEASURE_EVERY, MEASURE_FIRST, REMEASURE_DRIFT, Sampling
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, TaskExit,
@@ -99,6 +99,19 @@ logger = logging.getLogger(__name__)
 __all__ = ["DEFAULT_LAUNCH_CMD", "ExecutorFailed", "ExecutorShutdown", "ScalpelExecutor", "ScalpelProviderExecutor",
            "ResourcesUnavailable", "TaskExit", "TaskRecord", "WalltimeExceeded",
            "WorkerDied", "scalpel_config"]
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Submission:
+    """What the driver keeps of a task from its submit to its completion: the ``context`` of its
+    :class:`~scalpel_executor.runtime.contract.Job` (no pool reads it)."""
+
+    future: Future  # Parsl's, set on completion
+    estimate: Estimate  # what the scheduler was told, and what the outcome teaches (Estimator.observe)
+    hints: Hints  # the task's resource specification, read
+    tail_source: str | None  # where its critical-path tail came from (learning.critical_path); None: none
+    parsl_id: int | None  # its task id in Parsl's graph, when the graph showed it
+    submitted: float  # time.monotonic() when Parsl handed it over
+
 
 RECORDS_KEPT = 100_000  # finished tasks remembered in ``records`` (a campaign may run millions)
 # What a provider block runs on each node (formatted with python, url, cert_dir, block_id, driver_threshold, log_dir).
@@ -708,9 +721,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             else None
         task = Task(task_id, estimate.footprint, estimate.runtime, scheduling_priority(hints.priority),  # lower first
                     estimate.intensity,
-                    payload=Job(buffer, context=(future, estimate, hints, tail_source, parsl_id, submitted), walltime=walltime,
-                                measure=estimate.measure,
-                                memory_limit=declared or 0.0),
+                    payload=Job(buffer, walltime=walltime, measure=estimate.measure, memory_limit=declared or 0.0,
+                                context=Submission(future=future, estimate=estimate, hints=hints,
+                                                   tail_source=tail_source, parsl_id=parsl_id, submitted=submitted)),
                     runtime_spread=estimate.runtime_spread, key=estimate.key,
                     footprint_known=estimate.footprint_source != "prior",
                     cores=hints.cores or self.cores_per_task,
@@ -745,21 +758,24 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
 
     def _complete(self, task: Task, outcome: Outcome) -> None:
         job: Job = task.payload
-        future, estimate, hints, tail_source, parsl_id, submitted = job.context
+        submission: Submission = job.context
+        future, estimate, hints = submission.future, submission.estimate, submission.hints
         succeeded = outcome.ok and outcome.error is None
         finished = time.monotonic()
         if isinstance(outcome.error, ExecutorShutdown) and not future.done():  # done: Parsl failed it already
             self._cut_short += 1  # (a provider's BadStateException), not this shutdown
         self.records.append(
-            TaskRecord(task.id, job.slot, job.domain, job.cpu, job.started, finished,
-                       task.footprint, task.runtime, succeeded, outcome.stats,
-                       estimate.key, estimate.footprint_source, estimate.runtime_source, task.intensity,
-                       estimate.measure, task.runtime_spread, hints.priority, task.cores, task.memory, task.gpus,
-                       task.tail, tail_source, submitted)
+            TaskRecord(task_id=task.id, slot=job.slot, domain=job.domain, cpu=job.cpu, started=job.started,
+                       finished=finished, footprint=task.footprint, runtime=task.runtime, ok=succeeded,
+                       stats=outcome.stats, profile_key=estimate.key, footprint_source=estimate.footprint_source,
+                       runtime_source=estimate.runtime_source, intensity=task.intensity, measured=estimate.measure,
+                       runtime_spread=task.runtime_spread, priority=hints.priority, cores=task.cores,
+                       memory=task.memory, gpus=task.gpus, tail=task.tail, tail_source=submission.tail_source,
+                       submitted=submission.submitted)
         )
-        if parsl_id is not None and self._tails is not None:
+        if submission.parsl_id is not None and self._tails is not None:
             wall = outcome.stats.get("wall")
-            self._tails.run.ended(parsl_id, wall if isinstance(wall, (int, float)) else
+            self._tails.run.ended(submission.parsl_id, wall if isinstance(wall, (int, float)) else
                                   finished - (job.started if job.started is not None else finished), succeeded)
         try:
             if succeeded and self._estimator is not None:

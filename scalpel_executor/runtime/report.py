@@ -42,9 +42,12 @@ __all__ = ["TaskRecord", "task_rows", "task_spans", "measure_waits", "mixed_keys
            "OverCache", "corun_footprint", "row_span", "over_cache_coruns", "seconds_covered", "run_summary"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TaskRecord:
-    """What happened to one task: where it ran (slot, LLC domain, CPU), when, and its estimates."""
+    """What happened to one task: where it ran (slot, LLC domain, CPU), when, and its estimates.
+
+    Built by keyword only, so a new field is its declaration here and one keyword where the
+    executor completes a task."""
 
     task_id: int
     slot: int | None  # None: it never started (shutdown)

@@ -310,7 +310,8 @@ def test_a_workers_cold_first_call_makes_no_key_mixed():
     from scalpel_executor.runtime.report import TaskRecord, mixed_keys
 
     def record(task_id, wall, cold):
-        return TaskRecord(task_id, 0, 0, 0, 0.0, wall, 0.0, 1.0, True, {"wall": wall, "cold": cold},
+        return TaskRecord(task_id=task_id, slot=0, domain=0, cpu=0, started=0.0, finished=wall, footprint=0.0,
+                          runtime=1.0, ok=True, stats={"wall": wall, "cold": cold},
                           profile_key="montage.make_tile(n<16)")
 
     warm = [record(i, 0.3, False) for i in range(6)]

@@ -9,8 +9,14 @@ MiB = 2**20
 
 
 def record(task_id, key, footprint, wall, ok=True, started=10.0):
-    return TaskRecord(task_id, 0, 0, 0, started, started + wall, 0.0, 1.0, ok,
-                      {"footprint": footprint, "wall": wall}, key, memory=512 * MiB)
+    return TaskRecord(task_id=task_id, slot=0, domain=0, cpu=0, started=started, finished=started + wall,
+                      footprint=0.0, runtime=1.0, ok=ok, stats={"footprint": footprint, "wall": wall},
+                      profile_key=key, memory=512 * MiB)
+
+
+def never_started(task_id):
+    return TaskRecord(task_id=task_id, slot=None, domain=None, cpu=None, started=None, finished=20.0, footprint=0.0,
+                      runtime=1.0, ok=False, stats={})
 
 
 def test_a_key_whose_tasks_measured_four_times_apart_is_named_with_its_range():
@@ -26,7 +32,7 @@ def test_a_key_whose_tasks_measured_four_times_apart_is_named_with_its_range():
 
 def test_rows_give_times_since_the_first_start_and_memory_in_mib():
     rows = task_rows([record(2, "k", MiB, 1.5, started=12.0), record(1, "k", MiB, 1.0, started=10.0),
-                      TaskRecord(3, None, None, None, None, 20.0, 0.0, 1.0, False, {})])
+                      never_started(3)])
     assert [(r["task_id"], r["started"], r["finished"]) for r in rows] == [(1, 0.0, 1.0), (2, 2.0, 3.5), (3, None, 10.0)]
     assert rows[0]["memory_mib"] == 512.0
 
@@ -34,7 +40,7 @@ def test_rows_give_times_since_the_first_start_and_memory_in_mib():
 def test_a_row_says_how_long_its_task_waited_from_submit_to_start():
     waited = dataclasses.replace(record(1, "k", MiB, 1.0, started=12.5), submitted=10.0)
     unsubmitted = record(2, "k", MiB, 1.0, started=13.0)
-    never = TaskRecord(3, None, None, None, None, 20.0, 0.0, 1.0, False, {}, submitted=11.0)
+    never = dataclasses.replace(never_started(3), submitted=11.0)
     assert [row["waited"] for row in task_rows([waited, unsubmitted, never])] == [2.5, None, None]
 
 
