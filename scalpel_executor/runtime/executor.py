@@ -3,7 +3,7 @@
 One module past ~500 lines because it holds both Parsl-facing classes (``ScalpelExecutor.__new__``
 must name ``ScalpelProviderExecutor``, and a module of its own would be an import cycle) and their
 documented, checked constructor arguments, its largest part; the machinery below them lives in
-``pool.py``, ``hub.py``, ``host_learning.py`` and ``report.py``.
+``pool.py``, ``hub.py``, ``host_learning.py``, ``path_learning.py`` and ``report.py``.
 
 Parsl's DataFlowKernel calls ``submit(func, resource_specification, *args, **kwargs)`` from its
 own thread; this class validates the hints, serializes the call with Parsl's serializer, and hands
@@ -67,7 +67,6 @@ from parsl.utils import RepresentationMixin
 
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import load_model
-from scalpel_executor.learning.critical_path import CriticalPathStore, Tails
 from scalpel_executor.learning.estimates import Estimate, Estimator
 from scalpel_executor.learning.hints import HintAudit, Hints, InvalidHint, parse_hints, parse_walltime, scheduling_priority
 from scalpel_executor.learning.keys import declared as app_declared
@@ -78,8 +77,9 @@ from scalpel_executor.core.resources import Capacity, counted_memory, needs_reso
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.runtime.channel import PORT_RANGE, make_keys, remove_keys
 from scalpel_executor.runtime.contract import Job, Outcome, Pool
-from scalpel_executor.runtime.graph import GraphMemoizer, install as see_graph, take_sighting
+from scalpel_executor.runtime.graph import GraphMemoizer
 from scalpel_executor.runtime.host_learning import HostLearning
+from scalpel_executor.runtime.path_learning import PathLearning
 from scalpel_executor.runtime.hub import ManagerHub
 from scalpel_executor.runtime.logs import share_parsl_handlers
 from scalpel_executor.runtime.manager_client import ManagerClient
@@ -430,10 +430,6 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self._mem_per_task = 0.0 if mem_per_task is None else parse_mebibytes(mem_per_task, what="mem_per_task")
         self._wide_warned: set[int] = set()
         self.label = label
-        self._tails: Tails | None = None  # the chains waiting for each task (learning.critical_path), from start()
-        self._graph_checked = False  # the DFK's memoizer was looked at (runtime.graph.install), once
-        self._graph_seen = False  # a task came with its place in Parsl's graph
-        self._tails_learned = 0  # keys and apps whose tails this run stored
         self._refused = 0  # tasks handed over after shutdown (_refused_after_shutdown)
         self._cut_short = 0  # tasks still running or waiting at shutdown (the run report's tasks_cut_short)
         self.topology = topology
@@ -457,6 +453,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         if provider is None:  # local mode's node: as many workers as HTEX would run here
             self._topology = self._topology.first(max_workers_per_node)
         # What start() plans with (the given model, else this host's fit) and what the run adds to the fit.
+        self._paths = PathLearning(self, self.default_runtime)  # the tails told to tasks and learned from the run
         self._host = HostLearning(label, self._topology, self.contention_model, given=contention_model is not None,
                                   local=provider is None)
         self._store_path = self._check_store_path(profiles)  # a directory fails here; faults warn at start()
@@ -509,7 +506,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         if self._pool is not None:
             return False
         self._estimator = self._make_estimator()
-        self._tails = self._make_tails()
+        self._paths.start(self._estimator.store)
         if self._host.model_source == "default" and self.provider is None:  # provider mode's nodes are other hosts
             self._host.start(self._estimator.store if self._estimator is not None else None, self._log_dir())
         if self.run_dir != self._unset_run_dir:  # run by a DataFlowKernel: our warnings into its parsl.log
@@ -561,74 +558,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         ``--logdir``; :mod:`~scalpel_executor.runtime.logs`); None when no DataFlowKernel set a run directory."""
         return None if self.run_dir == self._unset_run_dir else os.path.join(self.run_dir, self.label)
 
-    def _learn_tails(self) -> None:
-        """Store the tails this run's graph taught (one transaction); a fault is one warning."""
-        tails = self._tails
-        if tails is None or tails.store is None:
-            return
-        try:
-            self._tails_learned = len(tails.learn())
-        except Exception as error:  # noqa: BLE001 - never fail a shutdown for what it could learn
-            logger.warning("executor %r could not store this run's critical paths: %s", self.label, error)
-        finally:
-            tails.store.close()
-
-    def _critical_path_report(self) -> dict:
-        tails = self._tails
-        told = {} if tails is None else {k: v for k, v in tails.sources.items() if k != "failed"}
-        report = {"graph_seen": self._graph_seen, "tails_told": told, "tails_stored": self._tails_learned}
-        if not self._graph_seen:
-            report["not_learned"] = ("Parsl's task graph was not visible to the executor (a memoizer it could not "
-                                     "wrap, or tasks submitted without a DataFlowKernel), so this run taught no "
-                                     "critical path; learned ones were still used")
-        return report
-
     def _make_estimator(self) -> Estimator:
         return Estimator(self._open_store(), self._default_footprint_bytes, self.default_runtime,
                          key_function=self.profile_key, sampling=self._sampling if self.probe else None)
-
-    def _make_tails(self) -> Tails:
-        """What tells each task its tail: the learned tails live beside the profiles (none without a store)."""
-        store = self._estimator.store if self._estimator is not None else None
-        paths = None
-        if store is not None:
-            try:
-                paths = CriticalPathStore(store.path if store.persistent else None)
-            except Exception as error:  # noqa: BLE001 - never fail a run for what it could learn
-                logger.warning("executor %r learns no critical paths: %s", self.label, error)
-        return Tails(paths, self.default_runtime)
-
-    def _tail_of(self, func, args: tuple, key: str) -> tuple[float, str | None, int | None]:
-        """The chain waiting for this call's result (seconds), where that came from, and its Parsl task
-        id when the graph showed it (learning.critical_path); (0, None, None) when nothing is known."""
-        tails = self._tails
-        if tails is None:
-            return 0.0, None, None
-        try:
-            sighting = take_sighting(self.label, args)
-            if sighting is None and not self._graph_checked:
-                self._graph_checked = True
-                self._install_graph()
-            self._graph_seen |= sighting is not None
-            app = sighting.func_name if sighting is not None else getattr(func, "__name__", "")
-            seconds, source = tails.tail(sighting, key, app)
-            return seconds, source, None if sighting is None else sighting.task_id
-        except Exception as error:  # noqa: BLE001 - a task is never refused for what orders it
-            if not tails.sources["failed"]:  # said once
-                logger.warning("executor %r orders tasks without their critical path: %s", self.label, error)
-            tails.sources["failed"] += 1
-            return 0.0, None, None
-
-    def _install_graph(self) -> None:
-        """Show later tasks' places in the graph: wrap the memoizer of the DataFlowKernel running this
-        executor, once (``scalpel_config()`` installs it from the start; runtime.graph.install)."""
-        try:
-            import parsl
-            dfk = parsl.dfk()
-        except Exception:  # noqa: BLE001 - used without a DataFlowKernel: no graph to see
-            return
-        if any(executor is self for executor in getattr(dfk, "executors", {}).values()):
-            see_graph(dfk)
 
     def _pool_options(self) -> PoolOptions:
         """The options every pool of this executor runs with, planning with the model start() chose;
@@ -702,7 +634,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         hints = parse_hints(resource_specification, app_declared(func).get("specification"))
         walltime = parse_walltime(kwargs)
         estimate = self._estimator.estimate(func, args, kwargs, hints)
-        tail, tail_source, parsl_id = self._tail_of(func, args, estimate.key)
+        tail, tail_source, parsl_id = self._paths.tail_of(func, args, estimate.key)
         task_id = next(self._ids)
         submitted = time.monotonic()
         future: Future = Future()
@@ -773,10 +705,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                        memory=task.memory, gpus=task.gpus, tail=task.tail, tail_source=submission.tail_source,
                        submitted=submission.submitted)
         )
-        if submission.parsl_id is not None and self._tails is not None:
-            wall = outcome.stats.get("wall")
-            self._tails.run.ended(submission.parsl_id, wall if isinstance(wall, (int, float)) else
-                                  finished - (job.started if job.started is not None else finished), succeeded)
+        wall = outcome.stats.get("wall")
+        self._paths.ended(submission.parsl_id, wall if isinstance(wall, (int, float)) else
+                          finished - (job.started if job.started is not None else finished), succeeded)
         try:
             if succeeded and self._estimator is not None:
                 self._estimator.observe(estimate, outcome.stats, hints.cores or self.cores_per_task)
@@ -832,7 +763,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             if self._estimator.store is not None and not isinstance(self.profiles, ProfileStore):
                 self._estimator.store.close()
             self._host.learn(self.records, self._log_dir())
-            self._learn_tails()
+            self._paths.learn()
             self._write_report()
         if self._take_back_log_handlers is not None:
             self._take_back_log_handlers()
@@ -843,7 +774,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         are :func:`~scalpel_executor.runtime.report.build_report`'s (docs/executor.md)."""
         records = list(self.records)
         return build_report(self.label, self.policy, self._topology, self._estimator, self._hint_audit.counts, records,
-                            self._host.report(records, self._shut_down), self._critical_path_report(),
+                            self._host.report(records, self._shut_down), self._paths.report(),
                             cut_short=self._cut_short, shut_down_by=getattr(self, "_shut_down_by", None))
 
     def _write_report(self) -> None:

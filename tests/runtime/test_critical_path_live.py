@@ -15,7 +15,7 @@ from parsl.config import Config
 from parsl.dataflow.errors import DependencyError
 
 from scalpel_executor import ScalpelExecutor, scalpel_config
-import scalpel_executor.runtime.executor as executor_module
+import scalpel_executor.runtime.path_learning as path_learning
 
 SIMULATIONS, CHAIN, SECONDS = 6, 3, 0.4
 
@@ -92,7 +92,7 @@ def test_the_graph_starts_the_chain_first_and_a_later_run_without_it_uses_what_w
     assert sum(sim["started"] < prep["started"] for sim in sims) <= 2
 
     # A plain Config whose memoizer cannot be wrapped: the graph is not seen, the learned tail is used.
-    monkeypatch.setattr(executor_module, "see_graph", lambda dfk: False)
+    monkeypatch.setattr(path_learning, "see_graph", lambda dfk: False)
     result, report = _run(Config(executors=[ScalpelExecutor(profiles=str(store))], run_dir=str(tmp_path / "run2")))
     assert result == 1 + CHAIN
     assert not report["critical_path"]["graph_seen"] and "not_learned" in report["critical_path"]

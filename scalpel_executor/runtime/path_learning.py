@@ -1,0 +1,119 @@
+"""What an executor tells each task of the critical path behind it, and what its run adds to the learned tails.
+
+:class:`PathLearning` is held by :class:`~scalpel_executor.runtime.executor.ScalpelExecutor`, which
+calls it at five moments; the tails themselves are :class:`~scalpel_executor.learning.critical_path.Tails`::
+
+    executor.start ───── start(profile store) ──> Tails (learned tails beside the profiles; none without a store)
+    executor.submit ──── tail_of(func, args, key) ── take_sighting ──> (seconds, source, Parsl id) ──> Task.tail
+                          (no sighting yet: install the graph's memoizer once, runtime.graph.install)
+    executor._complete ─ ended(Parsl id, wall, ok) ──> the run's graph learns the task's run time
+    executor.shutdown ── learn() ──> the store's key_tails (one transaction)
+    run_report ───────── report() ──> the report's ``critical_path``
+
+A fault reading the graph or storing the tails is one warning; a task is never refused, nor a run
+failed, for what orders it or what it could learn.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from scalpel_executor.learning.critical_path import CriticalPathStore, Tails
+from scalpel_executor.learning.store import ProfileStore
+from scalpel_executor.runtime.graph import install as see_graph, take_sighting
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["PathLearning"]
+
+
+class PathLearning:
+    """One executor's critical paths: the tails it tells its tasks, and what its run teaches.
+
+    Parameters
+    ----------
+    executor : ParslExecutor
+        The executor whose tasks it orders (its ``label`` names Parsl's sightings of them, and the
+        DataFlowKernel running it is the one whose graph is read).
+    default_runtime : float
+        The prior run time (seconds) of a task in the graph with no estimate yet.
+    """
+
+    def __init__(self, executor, default_runtime: float):
+        self.executor = executor
+        self.default_runtime = default_runtime
+        self.tails: Tails | None = None  # the chains waiting for each task (learning.critical_path), from start()
+        self.graph_checked = False  # the DFK's memoizer was looked at (runtime.graph.install), once
+        self.graph_seen = False  # a task came with its place in Parsl's graph
+        self.learned = 0  # keys and apps whose tails this run stored
+
+    def start(self, store: ProfileStore | None) -> None:
+        """Read the learned tails beside the profiles (none without a store)."""
+        paths = None
+        if store is not None:
+            try:
+                paths = CriticalPathStore(store.path if store.persistent else None)
+            except Exception as error:  # noqa: BLE001 - never fail a run for what it could learn
+                logger.warning("executor %r learns no critical paths: %s", self.executor.label, error)
+        self.tails = Tails(paths, self.default_runtime)
+
+    def tail_of(self, func, args: tuple, key: str) -> tuple[float, str | None, int | None]:
+        """The chain waiting for this call's result (seconds), where that came from, and its Parsl task
+        id when the graph showed it (learning.critical_path); (0, None, None) when nothing is known."""
+        tails = self.tails
+        if tails is None:
+            return 0.0, None, None
+        try:
+            sighting = take_sighting(self.executor.label, args)
+            if sighting is None and not self.graph_checked:
+                self.graph_checked = True
+                self._install_graph()
+            self.graph_seen |= sighting is not None
+            app = sighting.func_name if sighting is not None else getattr(func, "__name__", "")
+            seconds, source = tails.tail(sighting, key, app)
+            return seconds, source, None if sighting is None else sighting.task_id
+        except Exception as error:  # noqa: BLE001 - a task is never refused for what orders it
+            if not tails.sources["failed"]:  # said once
+                logger.warning("executor %r orders tasks without their critical path: %s", self.executor.label, error)
+            tails.sources["failed"] += 1
+            return 0.0, None, None
+
+    def _install_graph(self) -> None:
+        """Show later tasks' places in the graph: wrap the memoizer of the DataFlowKernel running the
+        executor, once (``scalpel_config()`` installs it from the start; runtime.graph.install)."""
+        try:
+            import parsl
+            dfk = parsl.dfk()
+        except Exception:  # noqa: BLE001 - used without a DataFlowKernel: no graph to see
+            return
+        if any(executor is self.executor for executor in getattr(dfk, "executors", {}).values()):
+            see_graph(dfk)
+
+    def ended(self, parsl_id: int | None, wall: float, succeeded: bool) -> None:
+        """A task the graph showed (``parsl_id``) ran ``wall`` seconds: the run's graph learns it."""
+        if parsl_id is not None and self.tails is not None:
+            self.tails.run.ended(parsl_id, wall, succeeded)
+
+    def learn(self) -> None:
+        """Store the tails this run's graph taught (one transaction); a fault is one warning."""
+        tails = self.tails
+        if tails is None or tails.store is None:
+            return
+        try:
+            self.learned = len(tails.learn())
+        except Exception as error:  # noqa: BLE001 - never fail a shutdown for what it could learn
+            logger.warning("executor %r could not store this run's critical paths: %s", self.executor.label, error)
+        finally:
+            tails.store.close()
+
+    def report(self) -> dict:
+        """The run report's ``critical_path``: whether the graph was seen, where tasks' tails came
+        from, and how many keys and apps this run stored."""
+        tails = self.tails
+        told = {} if tails is None else {k: v for k, v in tails.sources.items() if k != "failed"}
+        report = {"graph_seen": self.graph_seen, "tails_told": told, "tails_stored": self.learned}
+        if not self.graph_seen:
+            report["not_learned"] = ("Parsl's task graph was not visible to the executor (a memoizer it could not "
+                                     "wrap, or tasks submitted without a DataFlowKernel), so this run taught no "
+                                     "critical path; learned ones were still used")
+        return report
