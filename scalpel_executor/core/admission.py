@@ -13,6 +13,9 @@ LLC domain at that moment (footprints measured or estimated)::
       h's plan foresaw at least this much harm at its start, and chose it (h.foreseen_harm),
       and the run times it foresaw it from are estimates, not the prior's guess (guessed_runtimes)
         └─> start h                                                         (FORESEEN)
+      the plan weighed h's co-runs with per-key terms, and the terms of h and of what runs beside
+      it have predicted this run's co-runs so far no worse than footprints alone (TermsLedger)
+        └─> start h                                                         (KEPT_TO_PLAN)
       else the first waiting task w of h's priority level, in plan order, that fits
         ├─ run times guessed, and h beside the lightest waiting task seen (in place of d's
         │  heaviest) would be slowed no less, within TOLERANCE: waiting buys h nothing
@@ -92,6 +95,7 @@ cores, memory or accelerators).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -100,7 +104,8 @@ from scalpel_executor.core.interference import Terms, corun_slowdowns
 from scalpel_executor.core.tasks import Task
 
 __all__ = ["signature", "unmeasured_risk", "overflows", "guessed_runtimes", "GUESSED_SPREAD", "TOLERANCE", "OVERDUE_FRACTION", "FITS", "FORESEEN", "KEPT_APART", "CORUN_WAIT_COSTS_MORE", "CORUN_NOTHING_FITS",
-           "CORUN_LEAST_HARM", "CORUN_LESS_HARM", "CORUN_NO_BETTER_LATER", "CORUN_AFTER_MEASURE_WAIT", "LEAST_HARM_LOOKAHEAD", "MEASURE_WAIT", "BACKFILLED", "PLANNED", "REASONS", "ACCEPTED_CORUNS", "REASONS_EXPLAINED", "Running", "Decision", "decide"]
+           "CORUN_LEAST_HARM", "CORUN_LESS_HARM", "CORUN_NO_BETTER_LATER", "CORUN_AFTER_MEASURE_WAIT", "KEPT_TO_PLAN", "LEAST_HARM_LOOKAHEAD", "MEASURE_WAIT", "BACKFILLED", "PLANNED", "REASONS", "ACCEPTED_CORUNS", "REASONS_EXPLAINED", "Running", "Decision", "decide",
+           "TermsLedger", "TERMS_EVIDENCE", "told_terms"]
 
 TOLERANCE = 0.05  # a co-run "overflows" when the model slows some task by more than 5% beyond R alone
 OVERDUE_FRACTION = 0.1  # a task past its estimate is assumed to have this fraction of it left
@@ -120,15 +125,16 @@ CORUN_LEAST_HARM = "co-run: least harm, run times guessed"  # nothing fits; the 
 CORUN_LESS_HARM = "co-run: less harm"  # nothing fits; a measured task that harms less, the rollout ending no later
 CORUN_NO_BETTER_LATER = "co-run: none lighter later, run times guessed"  # waiting cannot buy the head lighter company
 CORUN_AFTER_MEASURE_WAIT = "co-run: nothing fits, after waiting to measure"  # MEASURE_WAIT passed unmeasured
+KEPT_TO_PLAN = "co-run: planned with terms that held"  # a plan made with per-key terms, right so far in this run
 BACKFILLED = "backfilled"  # the plan's next task waits for cores, memory or accelerators (core.resources)
 REASONS = (PLANNED, FITS, FORESEEN, KEPT_APART, CORUN_WAIT_COSTS_MORE, CORUN_NOTHING_FITS,
-           CORUN_LEAST_HARM, CORUN_LESS_HARM, CORUN_NO_BETTER_LATER, CORUN_AFTER_MEASURE_WAIT,
+           CORUN_LEAST_HARM, CORUN_LESS_HARM, CORUN_NO_BETTER_LATER, CORUN_AFTER_MEASURE_WAIT, KEPT_TO_PLAN,
            BACKFILLED)  # reasons a task started
 #: The starts the rule made knowing they co-run past TOLERANCE on their domain, or bet an unmeasured
 #: footprint beside its twin or a large task: every ``co-run: ...`` reason. The others start a task
 #: that fits (FITS, KEPT_APART, BACKFILLED) or one nobody checked (PLANNED).
 ACCEPTED_CORUNS = (FORESEEN, CORUN_WAIT_COSTS_MORE, CORUN_NOTHING_FITS, CORUN_LEAST_HARM, CORUN_LESS_HARM,
-                   CORUN_NO_BETTER_LATER, CORUN_AFTER_MEASURE_WAIT)
+                   CORUN_NO_BETTER_LATER, CORUN_AFTER_MEASURE_WAIT, KEPT_TO_PLAN)
 #: Each reason in one line, for people (``scalpel report``'s legend; README.md's table of them).
 REASONS_EXPLAINED = {
     PLANNED: "the policy's plan chose it; this policy does not check a start against what runs (only scalpel does)",
@@ -149,6 +155,8 @@ REASONS_EXPLAINED = {
                            "waiting would buy no lighter company: beside the lightest waiting task, as slow",
     CORUN_AFTER_MEASURE_WAIT: f"only tasks of its profile key waited: its core idled up to {MEASURE_WAIT} s for a "
                               "running one to be measured, then it started beside it",
+    KEPT_TO_PLAN: f"a slowdown past {TOLERANCE:.0%} with it there; the plan, made with per-key interference terms "
+                  "that have not predicted this run's co-runs worse than footprints alone, started it here",
     BACKFILLED: "it fits, and started ahead of the plan's next task, which waits for cores, memory or "
                 "accelerators and which it cannot delay",
 }
@@ -176,6 +184,115 @@ def told_terms(task: Task) -> bool:
     are the footprint model's own prediction, and a task told them is scheduled as one told none
     (hypothesis found a head told zeros kept from a less harmful start that a head told none took)."""
     return task.interference is not None and any(task.interference)
+
+
+TERMS_EVIDENCE = 3  # co-runs of a key ended in this run before its told terms can be judged wrong
+TERMS_TIE = 0.01  # a co-run both models predicted within 1% of each other judges neither (as the hold-out)
+
+
+class TermsLedger:
+    """This run's own co-runs, per profile key: have the interference terms told to its tasks
+    predicted them better than the footprint model alone? What :func:`decide` reads to keep to a
+    plan made with those terms (``KEPT_TO_PLAN``) or to check its starts as ever. Pure: the
+    scheduler passes the driver's clock.
+
+    Every start and end on a domain closes a stretch in which the same tasks ran together; in it
+    each model says how much of its solo work a task did (the stretch's seconds over its slowdown
+    there: :func:`~scalpel_executor.core.interference.corun_slowdowns` with the told terms, and
+    with none). When a task ends, each model's error is log(the work it says was done / the task's
+    run-time estimate), and the task's key and the keys of the told tasks it ran beside are each
+    credited footprint-only's |error| less the terms' |error|: positive where the terms were
+    nearer (a co-run the two predicted within :data:`TERMS_TIE` of each other credits nothing). A key's terms are *wrong* once :data:`TERMS_EVIDENCE` or more co-runs have credited it
+    and their median credit is below 0; until then they hold (the plan was made with them, and
+    the study showed its own order beating the rule's departures from it, docs/interference.md).
+
+    Cost: O(C) per start or end on a domain of C cores, spent only in a run with told terms (the
+    scheduler makes a ledger at the first such task).
+
+    >>> from scalpel_executor.core.contention import ContentionModel
+    >>> MiB = 2**20
+    >>> ledger = TermsLedger(ContentionModel(), 32 * MiB)
+    >>> victim, stream = Task(0, MiB, 1.0, key="v"), Task(1, MiB, 1.0, key="s", interference=(0.0, 0.4))
+    >>> ledger.started(0, victim, 0.0); ledger.started(0, stream, 0.0)
+    >>> ledger.ended(0, victim, 1.1)  # 1.1x: the terms said 1.49x, footprints 1x
+    >>> [round(credit, 2) for credit in ledger.credits("s")]  # footprint-only was nearer
+    [-0.21]
+    """
+
+    def __init__(self, model: ContentionModel, llc: float | None):
+        self.model, self.llc = model, llc
+        self._tasks: dict[int, list[Task]] = {}  # domain -> the tasks running there
+        self._since: dict[int, float] = {}  # domain -> when its current stretch began
+        self._work: dict[int, list] = {}  # id(task) -> [solo work done by the terms, by footprints, keys told beside]
+        self._credits: dict[Hashable, list[float]] = {}
+
+    @staticmethod
+    def key(task: Task) -> Hashable:
+        """What the ledger counts a task under: its profile key, else its terms."""
+        return task.key if task.key is not None else task.interference
+
+    def started(self, domain: int, task: Task, now: float | None, *, whole: bool = True) -> None:
+        """``task`` started on ``domain`` at ``now``; ``whole`` False: it started earlier, before
+        the ledger was made, so its own co-run is not judged (it counts as a co-runner)."""
+        self._stretch(domain, now)
+        self._tasks.setdefault(domain, []).append(task)
+        self._work[id(task)] = [0.0, 0.0, set()] if whole and now is not None else None
+
+    def ended(self, domain: int, task: Task, now: float | None) -> None:
+        """``task`` left ``domain`` at ``now`` (None: not timed, or it did not end normally)."""
+        self._stretch(domain, now)
+        here = self._tasks.get(domain, [])
+        if any(t is task for t in here):
+            here.remove(task)
+        work = self._work.pop(id(task), None)
+        if work is None or now is None or not (task.runtime > 0 and math.isfinite(task.runtime)):
+            return
+        by_terms, by_footprint, beside = work
+        keys = beside | ({self.key(task)} if told_terms(task) else set())
+        if not keys or by_terms <= 0 or by_footprint <= 0 or abs(math.log(by_terms / by_footprint)) <= TERMS_TIE:
+            return  # the two predicted it alike: no evidence either way
+        credit = abs(math.log(by_footprint / task.runtime)) - abs(math.log(by_terms / task.runtime))
+        for key in keys:
+            self._credits.setdefault(key, []).append(credit)
+
+    def credits(self, key: Hashable) -> list[float]:
+        """The credits the co-runs so far gave ``key``'s terms (positive: nearer than footprints)."""
+        return list(self._credits.get(key, ()))
+
+    def wrong(self, task: Task) -> bool:
+        """Whether ``task``'s terms have predicted this run's co-runs worse than footprints alone."""
+        credits = self._credits.get(self.key(task))
+        return credits is not None and len(credits) >= TERMS_EVIDENCE and _median(credits) < 0
+
+    def held(self, task: Task) -> bool:
+        """Whether ``task`` is told terms and they are not (yet) wrong."""
+        return told_terms(task) and not self.wrong(task)
+
+    def _stretch(self, domain: int, now: float | None) -> None:
+        """Close ``domain``'s stretch at ``now``: credit each task there with the work each model says it did."""
+        since, self._since[domain] = self._since.get(domain), now
+        here = self._tasks.get(domain)
+        if since is None or now is None or not here or now <= since:
+            return
+        terms = [t.interference for t in here]
+        footprints, sigma = [t.footprint for t in here], [self.model.sensitivity] * len(here)
+        llc = self.llc if self.llc is not None else math.inf
+        with_terms = corun_slowdowns(self.model, footprints, sigma, llc, terms)
+        alone = corun_slowdowns(self.model, footprints, sigma, llc, [None] * len(here))
+        told = {self.key(t) for t in here if told_terms(t)}
+        for task, s_terms, s_alone in zip(here, with_terms, alone):
+            work = self._work.get(id(task))
+            if work is not None:
+                work[0] += (now - since) / s_terms
+                work[1] += (now - since) / s_alone
+                if len(here) > 1:
+                    work[2] |= told - {self.key(task)} if told_terms(task) else told
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def unmeasured_risk(task: Task, running: Sequence[Running], model: ContentionModel, llc: float | None) -> bool:
@@ -236,7 +353,8 @@ def _harm(model: ContentionModel, llc: float | None, running: Sequence[Running],
 
 
 def decide(head: Task, others: Iterable[Task], running: Sequence[Running], *,
-           deferral_pays: Callable[[Task, Task], bool], model: ContentionModel, llc: float | None) -> Decision:
+           deferral_pays: Callable[[Task, Task], bool], model: ContentionModel, llc: float | None,
+           held: Callable[[Task], bool] | None = None) -> Decision:
     """The admission rule (module docstring) for one free core.
 
     Parameters
@@ -252,6 +370,9 @@ def decide(head: Task, others: Iterable[Task], running: Sequence[Running], *,
         Whether the model predicts the schedule ends no later when ``fitting`` starts now and
         ``head`` waits than when ``head`` starts now (the driver's rollout of the rest of the plan).
     model, llc : the contention model and the domain's LLC bytes (None: unknown, no contention).
+    held : callable(task) -> bool, optional
+        Whether a task's told terms have held in this run so far (:meth:`TermsLedger.held`); None:
+        no plan is kept to on the strength of terms.
     """
     twin = unmeasured_risk(head, running, model, llc)
     harm = _harm(model, llc, running, head)
@@ -261,6 +382,8 @@ def decide(head: Task, others: Iterable[Task], running: Sequence[Running], *,
     guessed = overflow and guessed_runtimes(head, running)
     if not twin and not guessed and head.foreseen_harm is not None and harm <= head.foreseen_harm + TOLERANCE:
         return Decision(head, FORESEEN)
+    if not twin and not guessed and held is not None and keeps_plan(head, running, held):
+        return Decision(head, KEPT_TO_PLAN)
     tried: set[Hashable] = set()
     fitting = unmeasured = lighter = company = None
     lightest = harm  # the least harm of a measured waiting task, looked for on guessed run times only
@@ -296,6 +419,14 @@ def decide(head: Task, others: Iterable[Task], running: Sequence[Running], *,
     elif fitting is None and lighter is not None and not told_terms(head) and deferral_pays(head, lighter):
         return Decision(lighter, CORUN_LESS_HARM, head)
     return Decision(head, CORUN_WAIT_COSTS_MORE if fitting is not None and not guessed else CORUN_NOTHING_FITS)
+
+
+def keeps_plan(head: Task, running: Sequence[Running], held: Callable[[Task], bool]) -> bool:
+    """Whether ``head`` starts as the plan says, unchecked: the plan weighed its co-runs with
+    per-key terms (``foreseen_harm`` set, ``head`` told terms), and the terms of ``head`` and of
+    every told task running beside it have held in this run (``held``)."""
+    return (head.foreseen_harm is not None and held(head)
+            and all(held(r.task) for r in running if told_terms(r.task)))
 
 
 def company_harm(model: ContentionModel, llc: float | None, running: Sequence[Running], head: Task,

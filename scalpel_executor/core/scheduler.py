@@ -240,6 +240,7 @@ class Scheduler:
         self._reason: dict[int, str] = {}  # slot index -> why its running task started
         self.reasons: Counter[str] = Counter()  # starts by reason (core.admission)
         self._learned_tasks: set[int] = set()  # id() of tasks whose footprint was learned in the run (learn)
+        self._terms: admission.TermsLedger | None = None  # whether told terms held, from the first told task on
         self._domain_slots = [[s.index for s in self.slots if s.domain == d] for d in range(len(cpu_lists))]
         self._booked: dict[int, tuple[int, ...]] = {}  # slot index -> every core its running task holds
         self._holder: dict[int, int] = {}  # a core held by a wider task -> the slot index that task runs on
@@ -281,6 +282,10 @@ class Scheduler:
         for task in tasks:
             if (problem := unfit_reason(task, self.capacity)) is not None:
                 raise ValueError(problem)
+        if self._terms is None and self._admits and any(admission.told_terms(task) for task in tasks):
+            self._terms = admission.TermsLedger(self._context.model, self._context.llc)
+            for index, running in self._running.items():  # co-runners from now on, their own co-runs unjudged
+                self._terms.started(self.slots[index].domain, running, self._clock, whole=False)
         merge = self._admits and not self._dirty and len(self._plan) >= 2 * len(self.slots)
         place = self._sort_key is not None and not self._dirty
         if tasks:  # tasks joining work under way: what waits is not all the work (_deferral_pays)
@@ -425,6 +430,8 @@ class Scheduler:
                     self._slowed[slot.index] = [0.0, now, 1.0]
                 self._restamp(slot.domain, now)
             self._reason[slot.index] = reason
+            if self._terms is not None:
+                self._terms.started(slot.domain, task, now)
             if (began := self._wait_began.pop(slot.domain, None)) is not None:  # the start that ends the wait
                 self._waited[slot.index] = self._clock - began
         return task
@@ -449,6 +456,8 @@ class Scheduler:
         self._slowed.pop(index, None)
         self._waited.pop(index, None)
         self._learned_tasks.discard(id(self._running[index]))
+        if self._terms is not None:
+            self._terms.ended(self.slots[index].domain, self._running[index], now)
         self._unbook(index)
         released = self._running.pop(index)
         if now is not None and self._slowed:
@@ -631,6 +640,8 @@ class Scheduler:
         self._started.pop(index, None)
         self._waited.pop(index, None)
         self._learned_tasks.discard(id(self._running[index]))
+        if self._terms is not None:  # it did not end: its co-run tells nothing
+            self._terms.ended(self.slots[index].domain, self._running[index], None)
         self._unbook(index)
         return self._running.pop(index)
 
@@ -810,6 +821,7 @@ class Scheduler:
         indexed = self._index is not None and not backfill and not self._wide_waiting  # every waiting task eligible
         candidates = self._others_indexed(head, position, positions) if indexed else others()
         decision = admission.decide(head, candidates, running, model=self._context.model, llc=self._context.llc,
+                                    held=None if self._terms is None else self._terms.held,
                                     deferral_pays=lambda h, w: self._deferral_pays(position, positions[id(w)], clock, slot))
         at = position if decision.task is head else positions[id(decision.task)]
         if decision.reason != admission.FITS and self._joined_running and self._elsewhere(decision.task, slot, running):

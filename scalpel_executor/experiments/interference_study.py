@@ -84,7 +84,9 @@ def _with_truth(tasks: Sequence[SimTask], key_of: Callable[[str], Hashable],
     for task in tasks:
         kind, terms = planted.get(key_of(task.name), ("plain", None))
         footprint = min(task.footprint, STREAM_FOOTPRINT * llc) if kind == "stream" else task.footprint
-        out.append(dataclasses.replace(task, footprint=footprint, interference=terms, told_interference=None))
+        # its key, as a live task's profile key: the scheduler judges told terms by key (admission.TermsLedger)
+        out.append(dataclasses.replace(task, footprint=footprint, interference=terms, told_interference=None,
+                                       key=str(key_of(task.name))))
     return out
 
 

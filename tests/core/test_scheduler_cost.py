@@ -208,7 +208,7 @@ def test_decide_reads_the_indexed_candidates_as_every_waiting_task(specs, arriva
     decide = admission.decide
     checked = Counter()
 
-    def both(head, others, running, *, deferral_pays, model, llc):
+    def both(head, others, running, *, deferral_pays, model, llc, held=None):
         candidates = list(others)  # what the scheduler gave: read whole, decide reads no further
         plan = [group.tasks[0] for group in reversed(s._plan)]
         at = next(i for i, task in enumerate(plan) if task is head)
@@ -220,8 +220,8 @@ def test_decide_reads_the_indexed_candidates_as_every_waiting_task(specs, arriva
             asked.append(w)
             return deferral_pays(h, w) if id(w) in given else False
 
-        reference = decide(head, every, running, deferral_pays=pays, model=model, llc=llc)
-        decision = decide(head, candidates, running, deferral_pays=deferral_pays, model=model, llc=llc)
+        reference = decide(head, every, running, deferral_pays=pays, model=model, llc=llc, held=held)
+        decision = decide(head, candidates, running, deferral_pays=deferral_pays, model=model, llc=llc, held=held)
         assert all(id(w) in given for w in asked)
         assert (reference.task, reference.reason, reference.deferred) == \
             (decision.task, decision.reason, decision.deferred)
