@@ -1,0 +1,133 @@
+"""An ensemble of implicit solves: each member filters a forcing field by FFT and solves a dense
+linear system for it; the ensemble is reduced to its mean response. The numpy steps are marked
+malleable: the executor chooses how many cores each one starts on.
+
+    python examples/malleable/ensemble.py                        # widths chosen by the executor
+    python examples/malleable/ensemble.py --width 1              # every task on one core
+
+The workflow, as a scientist writes it::
+
+    forcings  = [forcing(member, n) for member in members]        FFT low-pass filter (one thread)
+    responses = [respond(forcing, n, member) for ...]             Cholesky solves (LAPACK threads)
+    mean      = ensemble_mean(*responses)                         the reduce: mean and spread
+    check     = bash: the mean's summary line into a file
+    result    = report(mean, inputs=[check's file])
+
+The options and the JSON of the last line are those of ``covariance.py`` beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+
+import parsl
+from parsl import bash_app, python_app
+from parsl.config import Config
+from parsl.data_provider.files import File
+
+from scalpel_executor import ScalpelExecutor, app_hints
+
+CORES = os.cpu_count() or 1
+
+
+@python_app
+@app_hints(max_cores=CORES, size_free=("member",))
+def forcing(member, n, parsl_resource_specification=None):
+    """A random forcing on an n x n grid, low-pass filtered in Fourier space."""
+    import numpy as np
+    field = np.random.default_rng(member).standard_normal((n, n))
+    spectrum = np.fft.rfft2(field)
+    ky = np.fft.fftfreq(n)[:, None]
+    kx = np.fft.rfftfreq(n)[None, :]
+    spectrum *= np.exp(-(kx ** 2 + ky ** 2) * 400.0)
+    return {"member": member, "field": np.fft.irfft2(spectrum, s=(n, n))}
+
+
+@python_app
+@app_hints(max_cores=CORES, size_free=("member",))
+def respond(force, n, member, parsl_resource_specification=None):
+    """The response A x = f of a dense, well-conditioned operator A, for every column of f."""
+    import numpy as np
+    rng = np.random.default_rng(10_000 + member)
+    coupling = rng.standard_normal((n, n)) / np.sqrt(n)
+    operator = coupling @ coupling.T + n * 0.05 * np.eye(n)
+    factor = np.linalg.cholesky(operator)
+    response = np.linalg.solve(factor.T, np.linalg.solve(factor, force["field"]))
+    return {"member": force["member"], "response": response}
+
+
+@python_app
+@app_hints(max_cores=CORES)
+def ensemble_mean(*responses, parsl_resource_specification=None):
+    """The reduce: the members' mean response, and their spread about it through a Gram product."""
+    import numpy as np
+    stack = np.stack([r["response"] for r in sorted(responses, key=lambda r: r["member"])])
+    mean = stack.mean(axis=0)
+    deviations = (stack - mean).reshape(len(responses), -1)
+    gram = deviations @ deviations.T
+    mixed = mean @ mean.T @ mean
+    return {"members": len(responses), "mean_norm": float(np.linalg.norm(mean)),
+            "spread": float(np.trace(gram)), "mixed": float(np.abs(mixed).sum())}
+
+
+@bash_app
+def check(summary, outputs=(), parsl_resource_specification=None):
+    return f"echo 'members={summary['members']} spread={summary['spread']:.6e}' > {outputs[0]}"
+
+
+@python_app
+def report(summary, inputs=(), parsl_resource_specification=None):
+    with open(inputs[0]) as handle:
+        return {"line": handle.read().strip(), "mean_norm": summary["mean_norm"], "mixed": summary["mixed"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--members", type=int, default=10, help="ensemble members (default 10)")
+    parser.add_argument("--size", type=int, default=1100, help="grid side n (default 1100)")
+    parser.add_argument("--seed", type=int, default=0, help="the first member's seed (default 0)")
+    parser.add_argument("--width", choices=("auto", "1", "2"), default="auto",
+                        help="auto: the executor chooses (default); 1 or 2: every task on that many cores")
+    parser.add_argument("--store", help="the profile store (default: the executor's own)")
+    parser.add_argument("--run-dir", help="Parsl's run directory (default: a temporary one)")
+    args = parser.parse_args(argv)
+    for name in ("members", "size"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
+    width = None if args.width == "auto" else int(args.width)
+    if width is not None and width > CORES:
+        parser.error(f"--width {width} is more than this machine's {CORES} cores")
+    spec = {} if width is None else {"cores": width, "max_cores": width}
+    run_dir = args.run_dir or tempfile.mkdtemp(prefix="ensemble-")
+    executor = ScalpelExecutor(label="scalpel", **({"profiles": args.store} if args.store else {}))
+    dfk = parsl.load(Config(executors=[executor], run_dir=os.path.join(run_dir, "runinfo"), strategy="none"))
+    try:
+        members = range(args.seed, args.seed + args.members)
+        forces = [forcing(m, args.size, parsl_resource_specification=spec) for m in members]
+        responses = [respond(f, args.size, m, parsl_resource_specification=spec) for f, m in zip(forces, members)]
+        mean = ensemble_mean(*responses, parsl_resource_specification=spec)
+        line = check(mean, outputs=[File(os.path.join(run_dir, "ensemble.txt"))])
+        result = report(mean, inputs=[line.outputs[0]]).result()
+        tasks = executor.run_report()["tasks"]
+    finally:
+        dfk.cleanup()
+        parsl.clear()
+    starts = [t["started"] for t in tasks if t.get("started") is not None]
+    ends = [t["finished"] for t in tasks if t.get("finished") is not None]
+    widths = Counter(f"{t.get('width') or t.get('cores')}: {t.get('width_reason') or 'fixed'}" for t in tasks
+                     if t["profile_key"].split("(")[0].rsplit(".", 1)[-1] in ("forcing", "respond", "ensemble_mean"))
+    print(result["line"], f"| mean norm {result['mean_norm']:.6g}", file=sys.stderr)
+    print(json.dumps({"checksum": round(result["mean_norm"], 9), "line": result["line"],
+                      "makespan": max(ends) - min(starts) if starts and ends else None,
+                      "widths": dict(sorted(widths.items())), "finished": time.time()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
