@@ -46,7 +46,8 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=3000, help="no-op tasks per throughput sample")
     parser.add_argument("--pings", type=int, default=200, help="sequential lone tasks per latency sample")
     parser.add_argument("--options", default="{}",
-                        help='ScalpelExecutor options as JSON, e.g. \'{"prefetch_capacity": 4, "batch_window": 0}\'')
+                        help='ScalpelExecutor options as JSON, e.g. \'{"prefetch_capacity": 4, "batching": {"window": 0}}\' '
+                             '(batching: the fields of a Batching)')
     parser.add_argument("--json", help="write all samples to this file")
     args = parser.parse_args()
 

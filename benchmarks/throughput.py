@@ -54,7 +54,7 @@ from scalpel_executor.experiments.interleaved import (
 
 def scalpel_options(args: argparse.Namespace) -> dict:
     """ScalpelExecutor's options the command line gave."""
-    return {} if args.batch_window is None else {"batch_window": args.batch_window}
+    return {} if args.batch_window is None else {"batching": {"window": args.batch_window}}
 
 
 def stage_breakdown(workers: int, args: argparse.Namespace) -> dict:
@@ -88,7 +88,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds per width (default %(default)s)")
     parser.add_argument("--tasks", type=int, default=3000, help="no-op tasks per throughput sample")
     parser.add_argument("--pings", type=int, default=200, help="sequential lone tasks per latency sample")
-    parser.add_argument("--batch-window", type=float, help="ScalpelExecutor's batch_window in seconds (default: "
+    parser.add_argument("--batch-window", type=float, help="ScalpelExecutor's batch window in seconds (default: "
                         "the executor's own)")
     parser.add_argument("--stages", action="store_true", help="per width, one more ScalpelExecutor sample: "
                         "where a task's time goes")

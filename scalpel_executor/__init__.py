@@ -15,6 +15,7 @@ Importing this package loads only the core; the names below that need Parsl or n
 module when first used.
 """
 
+from scalpel_executor.core.batching import Batching
 from scalpel_executor.core.grouping import group_for_domains, group_tasks
 from scalpel_executor.core.scheduler import POLICIES, Assignment, Scheduler, Task
 from scalpel_executor.core.simulate import ContentionModel, SimResult, SimTask, simulate
@@ -36,6 +37,7 @@ _LAZY = {
     "ExecutorFailed": "scalpel_executor.runtime.errors",
     "TaskExit": "scalpel_executor.runtime.errors",
     "WalltimeExceeded": "scalpel_executor.runtime.errors",
+    "Sampling": "scalpel_executor.learning.sampling",
     "app_hints": "scalpel_executor.learning.hints",
     "average_footprint": "scalpel_executor.learning.hotl",
     "footprint_curve": "scalpel_executor.learning.hotl",
@@ -55,6 +57,7 @@ def __getattr__(name: str):
 __all__ = [
     "POLICIES",
     "Assignment",
+    "Batching",
     "ContentionModel",
     "Domain",
     "Scheduler",

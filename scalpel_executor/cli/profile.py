@@ -266,6 +266,8 @@ def load_function(target: str):
 def cmd_run(args: argparse.Namespace) -> int:
     """The paper's pre-run, for users who want one: measure an app on sample inputs, store it."""
     # Parsl loads only for `profile run`, not for the commands that only read or write the store.
+    from scalpel_executor.core.batching import Batching
+    from scalpel_executor.learning.sampling import Sampling
     from scalpel_executor.runtime.executor import ScalpelExecutor
 
     function = load_function(args.target)
@@ -279,9 +281,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     with _writing(args, "store what the run measures"):
         pass  # refuse a store that cannot keep the measurement before running anything
     store = _store(args)
-    executor = ScalpelExecutor(label="profile-run", profiles=store, batch_window=0.0,
+    executor = ScalpelExecutor(label="profile-run", profiles=store, batching=Batching(window=0.0),
                                topology=[[min(os.sched_getaffinity(0))]],
-                               measure_every=1)  # profiling measures every repeat, not a sample
+                               sampling=Sampling(measure_every=1))  # profiling measures every repeat, not a sample
     executor.start()
     try:
         spec = {"profile_key": args.key} if args.key else {}  # else the key the executor computes for this call

@@ -78,11 +78,11 @@ class Batching:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) \
                     or math.isinf(value) or value < 0:
-                raise ValueError(f"batch_{name} must be a finite number of seconds ≥ 0, got {value!r}")
+                raise ValueError(f"Batching's {name} must be a finite number of seconds ≥ 0, got {value!r}")
         if isinstance(self.max_batch, bool) or not isinstance(self.max_batch, int):
-            raise TypeError(f"max_batch must be an int ≥ 1, got {self.max_batch!r}")
+            raise TypeError(f"Batching's max_batch must be an int ≥ 1, got {self.max_batch!r}")
         if self.max_batch < 1:
-            raise ValueError(f"max_batch must be ≥ 1, got {self.max_batch!r}")
+            raise ValueError(f"Batching's max_batch must be ≥ 1, got {self.max_batch!r}")
 
 
 class Batcher(Generic[T]):

@@ -262,7 +262,7 @@ def simulate(
     seed : int
         Seeds the ``random`` policy.
     batching : Batching, optional
-        Hold arrivals as the live pool does (its ``batch_window``, ``batch_quiet``, ``max_batch``);
+        Hold arrivals as the live pool does (the executor's ``batching``);
         None (default) hands each arrival to the scheduler at once.
     scheduler : Scheduler, optional
         Drive this scheduler (built for the same ``domains``; a subclass, say) instead of a new one

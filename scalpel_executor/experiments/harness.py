@@ -40,6 +40,7 @@ from parsl.providers import LocalProvider
 import psutil
 from tqdm import tqdm
 
+from scalpel_executor.core.batching import Batching
 from scalpel_executor.core.domains import Topology
 from scalpel_executor.host.cpu_time import CpuSample, other_work_per_core, sample_cpu
 from scalpel_executor.experiments.apps import (
@@ -295,7 +296,8 @@ def solo_pass(cases: Sequence[KernelCase], run_dir: str, store: str, cpu: int, s
               label: str) -> dict[str, float]:
     """Every distinct case alone on core ``cpu``, through Scalpel with the probe: solo seconds per
     case name; the footprints the probe measured go to ``store``."""
-    submitter = ParslSubmitter(ScalpelExecutor(label="solo", profiles=store, topology=[[cpu]], batch_window=0.0),
+    submitter = ParslSubmitter(ScalpelExecutor(label="solo", profiles=store, topology=[[cpu]],
+                                               batching=Batching(window=0.0)),
                                run_dir)
     solo: dict[str, float] = {}
     try:

@@ -56,6 +56,7 @@ from parsl.executors import HighThroughputExecutor, ThreadPoolExecutor
 from parsl.providers import LocalProvider
 
 import scalpel_executor
+from scalpel_executor.core.batching import Batching
 from scalpel_executor.experiments.tables import format_table
 from scalpel_executor.host.sysfs import detect_topology
 from scalpel_executor.runtime.executor import DEFAULT_LAUNCH_CMD, ScalpelExecutor
@@ -389,6 +390,8 @@ def _executor(spec: dict):
     if spec["executor"] == "threads":
         return ThreadPoolExecutor(label="threads", **spec["options"])
     options = dict(spec["options"])
+    if "batching" in options:  # its fields, as JSON carries them
+        options["batching"] = Batching(**options["batching"])
     if provider is not None:
         options.update(provider=provider, launch_cmd=DEFAULT_LAUNCH_CMD + spec["launch_suffix"])
     return ScalpelExecutor(label="scalpel", **options)

@@ -41,6 +41,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from scalpel_executor.core.batching import Batching
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.domains import Topology
 from scalpel_executor.experiments.harness import ParslSubmitter, fresh_store, parsl_executor, warmed
@@ -54,7 +55,7 @@ from scalpel_executor.workloads.planted import PLANTED, RETUNED, Board, PlantedM
 #: A planted pair hurts when either member runs at least this much slower beside the other.
 HURTING = 1.5
 SCALPEL, HTEX = "scalpel", "htex-block"
-#: Seconds the executor holds a burst of arrivals for company (``batch_window``; it holds a burst
+#: Seconds the executor holds a burst of arrivals for company (its ``Batching`` window; it holds a burst
 #: still arriving up to four windows). Parsl's DataFlowKernel took longer than the default's
 #: 4 x 5 ms to submit this workflow's 17 tasks on the 2-core development VM (under load, longer
 #: than 4 x 50 ms), so the default released the first streams alone, before any other kind had
@@ -130,7 +131,8 @@ def start_executor(peer: str, topology: Topology, store: str, run_dir: str, batc
     """The started, warmed-up submitter of ``peer`` (:data:`SCALPEL`, on a store, with ``batch_window``;
     or HTEX) on every core of ``topology``."""
     cores = len(topology.cpus)
-    executor = (ScalpelExecutor(label="scalpel", profiles=store, topology=topology, batch_window=batch_window)
+    executor = (ScalpelExecutor(label="scalpel", profiles=store, topology=topology,
+                                batching=Batching(window=batch_window))
                 if peer == SCALPEL else parsl_executor(peer, cores, topology, store))
     return warmed(ParslSubmitter(executor, run_dir), cores)
 

@@ -65,12 +65,13 @@ from parsl.monitoring.radios.filesystem import FilesystemRadio
 from parsl.serialize import deserialize, pack_apply_message
 from parsl.utils import RepresentationMixin
 
+from scalpel_executor.core.batching import Batching
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import load_model
 from scalpel_executor.learning.estimates import Estimate, Estimator
 from scalpel_executor.learning.hints import HintAudit, Hints, InvalidHint, parse_hints, parse_walltime, scheduling_priority
 from scalpel_executor.learning.keys import declared as app_declared
-from scalpel_executor.learning.sampling import MEASURE_EVERY, MEASURE_FIRST, REMEASURE_DRIFT, Sampling
+from scalpel_executor.learning.sampling import Sampling
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, TaskExit,
                                              WalltimeExceeded, WorkerDied)
 from scalpel_executor.core.resources import Capacity, counted_memory, needs_resources, unfit_reason
@@ -85,8 +86,8 @@ from scalpel_executor.runtime.logs import share_parsl_handlers
 from scalpel_executor.runtime.manager_client import ManagerClient
 from scalpel_executor.runtime.manager_protocol import ManagerConfig
 from scalpel_executor.runtime.monitoring import LOCAL_BLOCK, NodeMonitor
-from scalpel_executor.runtime.options import (HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, LOCAL_BATCH_WINDOW, memory_budget,
-                                              PROVIDER_BATCH_WINDOW, PoolOption, PoolOptions)
+from scalpel_executor.runtime.options import (HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, LOCAL_BATCHING, PROVIDER_BATCHING,
+                                              PoolOption, PoolOptions, memory_budget)
 from scalpel_executor.runtime.pool import WorkerPool
 from scalpel_executor.runtime.report import TaskRecord, build_report, save_report
 from scalpel_executor.learning.store import ProfileStore, default_path
@@ -168,20 +169,17 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         laid over the real cores (for tests and demonstrations). ``[[0, 1], [2, 3]]`` picks CPUs.
     pin : "core" or "domain"
         Pin each worker to its core (default), or to every core of its LLC domain.
-    batch_window : float, optional
-        Longest time (seconds) to collect arriving tasks before grouping them. Default (None):
-        0.005 in local mode; 0 in provider mode, where the driver deals each manager its share in
-        passes and a window at the manager would only delay it (docs/results/throughput.md,
-        "Provider mode"). 0: group whatever has arrived whenever a core frees, dispatching at once to idle
-        cores.
-    batch_quiet : float
-        How long a lone arriving task waits for a second one (default 0.001 s); a task estimated to
-        run long waits up to 1% of its estimated run time, at most ``batch_window``. If one comes,
-        the collection runs the whole ``batch_window`` from the first, and on while submits keep
-        coming less than ``batch_quiet`` apart (at most 4 windows), so a workflow's burst of
-        submits is grouped whole; if none does, a short lone task is dispatched after about 1 ms.
-    max_batch : int
-        Arrivals that start grouping before the window ends.
+    batching : Batching, optional
+        How arriving tasks are collected before they are grouped (:class:`~scalpel_executor.core.batching.Batching`):
+        ``window``, the longest time (seconds) to collect them; ``quiet``, how long a lone arrival
+        waits for a second one (default 0.001 s; a task estimated to run long waits up to 1% of its
+        estimated run time, at most the window), after which a burst is collected the whole window
+        from its first task and on while submits keep coming less than ``quiet`` apart (at most 4
+        windows); ``max_batch``, arrivals that start grouping before the window ends. Default
+        (None): ``Batching()`` (a 0.005 s window) in local mode; a window of 0 in provider mode,
+        where the driver deals each manager its share in passes and a window at the manager would
+        only delay it (docs/results/throughput.md, "Provider mode"). ``Batching(window=0)``: group
+        whatever has arrived whenever a core frees, dispatching at once to idle cores.
     default_footprint : int or str
         The prior: footprint assumed for a task with no hint and no profile yet (default 0 bytes).
     default_runtime : float
@@ -197,17 +195,14 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
     probe : bool
         Measure tasks' footprints in their workers (referenced-page sampling; default True). False:
         no task is measured and no sampler process runs; estimates learn run times only.
-    measure_first : int
-        With the probe on, measure the first this many tasks of each profile key in this run
-        (default 3).
-    measure_every : int
-        After those, measure one task of the key in this many (default 20; 1: every task; 0: only
-        the first ones and those after a drift). Unmeasured tasks still report wall and CPU time,
-        so run-time estimates learn from every task; footprints and LLC counts come from measured
-        ones. See :mod:`scalpel_executor.learning.sampling`.
-    remeasure_drift : float or None
-        Measure a key's next task when an unmeasured one ran more than this factor longer or
-        shorter than the key's learned run time (default 2.0; None: never).
+    sampling : Sampling
+        Which tasks the probe measures (:class:`~scalpel_executor.learning.sampling.Sampling`):
+        the first ``measure_first`` of each profile key in this run (default 3), then one in
+        ``measure_every`` (default 20; 1: every task; 0: only the first ones and those after a
+        drift), and a key's next task after an unmeasured one ran more than ``remeasure_drift``
+        times longer or shorter than the key's learned run time (default 2.0; None: never).
+        Unmeasured tasks still report wall and CPU time, so run-time estimates learn from every
+        task; footprints and LLC counts come from measured ones.
     worker_env : dict, optional
         Extra environment for workers; overrides the OMP/BLAS thread counts (set to the number
         of cores each worker owns).
@@ -307,7 +302,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         worker's size plus the declaration and 256 MiB) stands in, which also refuses a task that
         maps far more than it touches. Each node's pool logs at start which one it uses.
 
-    The arguments that are pool options (``policy``, ``pin``, ``seed``, the batching and heartbeat
+    The arguments that are pool options (``policy``, ``pin``, ``seed``, ``batching``, the heartbeat
     settings, ``drain_period``, ``enforce_memory``) are read-only attributes of the executor, read
     from the :class:`~scalpel_executor.runtime.options.PoolOptions` every pool is told.
     """
@@ -315,8 +310,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
     provider = None  # local mode; ScalpelProviderExecutor has its provider here
 
     # Arguments that are pool options, shown as attributes (Parsl's repr reads them) and stored once, in self._options.
-    policy, pin, seed = PoolOption(), PoolOption(), PoolOption()
-    batch_window, batch_quiet, max_batch = PoolOption(), PoolOption(), PoolOption()
+    policy, pin, seed, batching = PoolOption(), PoolOption(), PoolOption(), PoolOption()
     heartbeat_period, heartbeat_threshold, drain_period = PoolOption(), PoolOption(), PoolOption()
     enforce_memory = PoolOption()
 
@@ -335,17 +329,13 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         policy: str = PoolOptions.policy,
         topology: Union[Topology, str, Sequence[Sequence[int]], None] = None,
         pin: str = PoolOptions.pin,
-        batch_window: Union[int, float, None] = None,
-        batch_quiet: Union[int, float] = PoolOptions.batch_quiet,
-        max_batch: int = PoolOptions.max_batch,
+        batching: Optional[Batching] = None,
         default_footprint: Union[int, float, str] = 0,
         default_runtime: Union[int, float] = 1.0,
         profiles: Union[str, os.PathLike, ProfileStore, bool, None] = None,
         profile_key: Optional[Callable[..., Optional[str]]] = None,
         probe: bool = True,
-        measure_first: int = MEASURE_FIRST,
-        measure_every: int = MEASURE_EVERY,
-        remeasure_drift: Union[int, float, None] = REMEASURE_DRIFT,
+        sampling: Sampling = Sampling(),
         worker_env: Optional[Dict[str, str]] = None,
         smt: bool = False,
         storage_access: Optional[List[Any]] = None,
@@ -410,9 +400,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self.contention_model = _contention_model(contention_model)
         # Every pool option, checked once; start() swaps in the model it plans with.
         self._options = PoolOptions(
-            policy=policy, pin=pin, batch_quiet=batch_quiet, max_batch=max_batch, seed=seed,
-            batch_window=(LOCAL_BATCH_WINDOW if provider is None else PROVIDER_BATCH_WINDOW)
-            if batch_window is None else batch_window,
+            policy=policy, pin=pin, seed=seed,
+            batching=(LOCAL_BATCHING if provider is None else PROVIDER_BATCHING) if batching is None else batching,
             worker_env={**({} if probe else {"SCALPEL_PROBE": "off"}), **(worker_env or {})},
             contention_model=self.contention_model, heartbeat_period=heartbeat_period,
             heartbeat_threshold=heartbeat_threshold, accelerators=available_accelerators, enforce_memory=enforce_memory,
@@ -438,10 +427,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self.profiles = profiles
         self.profile_key = profile_key
         self.probe = probe
-        self.measure_first = measure_first
-        self.measure_every = measure_every
-        self.remeasure_drift = remeasure_drift
-        self._sampling = Sampling(measure_first, measure_every, remeasure_drift)  # bad values fail here
+        self.sampling = sampling
         self.worker_env = worker_env
         self.smt = smt
         self.storage_access = storage_access
@@ -560,7 +546,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
 
     def _make_estimator(self) -> Estimator:
         return Estimator(self._open_store(), self._default_footprint_bytes, self.default_runtime,
-                         key_function=self.profile_key, sampling=self._sampling if self.probe else None)
+                         key_function=self.profile_key, sampling=self.sampling if self.probe else None)
 
     def _pool_options(self) -> PoolOptions:
         """The options every pool of this executor runs with, planning with the model start() chose;

@@ -13,8 +13,8 @@ and a new one is a new field here, nothing else on the way::
                                    └── checked once (__post_init__)                      v
                                                     node manager: PoolOptions.from_dict ──> WorkerPool
 
-The batching defaults are :class:`~scalpel_executor.core.batching.Batching`'s, which the simulator
-uses too; the contention model travels as the document ``scalpel calibrate --out`` writes
+The batching option is a :class:`~scalpel_executor.core.batching.Batching`, which the simulator
+uses too (it travels as its three fields); the contention model travels as the document ``scalpel calibrate --out`` writes
 (``capacity_fraction``, ``sensitivity``), read back by the same
 :func:`~scalpel_executor.core.contention_fit.load_model`.
 """
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
 import psutil
@@ -36,12 +36,12 @@ from scalpel_executor.host.accelerators import resolve_accelerators
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HEARTBEAT_PERIOD", "HEARTBEAT_THRESHOLD", "LOCAL_BATCH_WINDOW", "PROVIDER_BATCH_WINDOW", "PINS",
+__all__ = ["HEARTBEAT_PERIOD", "HEARTBEAT_THRESHOLD", "LOCAL_BATCHING", "PROVIDER_BATCHING", "PINS",
            "WALLTIME_GRACE", "MEMORY_RESERVE", "PoolOption", "PoolOptions", "memory_budget"]
 
 PINS = ("core", "domain")  # a worker pinned to its core, or to every core of its LLC domain
-LOCAL_BATCH_WINDOW = Batching.window  # seconds: local mode's batch window
-PROVIDER_BATCH_WINDOW = 0.0  # provider mode's: the driver deals each manager its share in passes
+LOCAL_BATCHING = Batching()  # local mode's batch rule
+PROVIDER_BATCHING = Batching(window=0.0)  # provider mode's: the driver deals each manager its share in passes
 WALLTIME_GRACE = 3.0  # seconds past a task's walltime before its worker is killed
 HEARTBEAT_PERIOD = 2.0  # seconds between a node manager's heartbeats (and, in provider mode, the driver's pings)
 HEARTBEAT_THRESHOLD = 120.0  # seconds of silence after which a node manager is lost (HTEX's default)
@@ -59,6 +59,16 @@ def memory_budget(options: PoolOptions) -> float:
                            total / 2**20)
         return options.memory_budget
     return psutil.virtual_memory().available * (1 - MEMORY_RESERVE)
+
+
+def _batching(document: Any) -> Batching:
+    """The batch rule ``to_dict`` sent as its fields, checked as Batching checks them."""
+    if not isinstance(document, dict):
+        raise ValueError(f"must be a dict of Batching's fields, got {document!r:.200}")
+    try:
+        return Batching(**document)
+    except TypeError as error:  # an unknown field, or max_batch not an int
+        raise ValueError(str(error)) from None
 
 
 class PoolOption:
@@ -86,8 +96,8 @@ class PoolOptions:
     attributes read from here (:class:`PoolOption`). Where a field holds a resolved form of the
     argument:
 
-    batch_window : float
-        The argument, or the mode's default (:data:`LOCAL_BATCH_WINDOW`, :data:`PROVIDER_BATCH_WINDOW`).
+    batching : Batching
+        The argument, or the mode's default (:data:`LOCAL_BATCHING`, :data:`PROVIDER_BATCHING`).
     worker_env : dict
         The argument, with ``SCALPEL_PROBE=off`` first when the executor's ``probe`` is False.
     contention_model : ContentionModel
@@ -107,9 +117,7 @@ class PoolOptions:
 
     policy: str = DEFAULT_POLICY
     pin: str = "core"
-    batch_window: float = LOCAL_BATCH_WINDOW
-    batch_quiet: float = Batching.quiet
-    max_batch: int = Batching.max_batch
+    batching: Batching = LOCAL_BATCHING
     worker_env: dict = field(default_factory=dict, hash=False)
     seed: int = 0
     walltime_grace: float = WALLTIME_GRACE
@@ -123,13 +131,14 @@ class PoolOptions:
     drain_period: float | None = None
 
     # Fields that travel as a document of their own, and what reads that document back.
-    _DOCUMENTS: ClassVar[dict[str, Any]] = {"contention_model": load_model}
+    _DOCUMENTS: ClassVar[dict[str, Any]] = {"contention_model": load_model, "batching": _batching}
 
     def __post_init__(self) -> None:
         resolve_policy(self.policy)  # ValueError listing the policies
         if self.pin not in PINS:
             raise ValueError(f"pin must be 'core' or 'domain', got {self.pin!r}")
-        Batching(self.batch_window, self.batch_quiet, self.max_batch)  # its checks name batch_window, ...
+        if not isinstance(self.batching, Batching):
+            raise TypeError(f"batching must be a Batching (scalpel_executor.core.batching), got {self.batching!r:.200}")
         if not isinstance(self.worker_env, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in self.worker_env.items()):
             raise ValueError(f"worker_env must map names to strings, got {self.worker_env!r:.200}")
@@ -140,7 +149,7 @@ class PoolOptions:
         _seconds("walltime_grace", self.walltime_grace, zero=True)
         _seconds("heartbeat_period", self.heartbeat_period, zero=False)
         _seconds("heartbeat_threshold", self.heartbeat_threshold, zero=False)
-        for name in ("batch_window", "batch_quiet", "walltime_grace", "heartbeat_period", "heartbeat_threshold"):
+        for name in ("walltime_grace", "heartbeat_period", "heartbeat_threshold"):
             object.__setattr__(self, name, float(getattr(self, name)))
         object.__setattr__(self, "worker_env", dict(self.worker_env))
         if self.memory_budget is not None:
@@ -160,6 +169,7 @@ class PoolOptions:
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values["worker_env"] = dict(self.worker_env)
         values["accelerators"] = list(self.accelerators)
+        values["batching"] = asdict(self.batching)
         model = self.contention_model
         values["contention_model"] = {"capacity_fraction": model.capacity_fraction, "sensitivity": model.sensitivity}
         return values

@@ -67,7 +67,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 
-from scalpel_executor.core.batching import Batcher, Batching
+from scalpel_executor.core.batching import Batcher
 from scalpel_executor.core.resources import needs_resources, unfit_reason
 from scalpel_executor.core.scheduler import CHECKED_AT_DISPATCH, Scheduler, Task
 from scalpel_executor.core.domains import Topology
@@ -195,8 +195,8 @@ class WorkerPool:
                                     device_domains=device_domains(options.accelerators,
                                                                   [d.cpus for d in topology.domains]))
         self._slot_cpus = slot_cpus(topology, options.pin, sorted(allowed_cpus()))
-        self._batcher: Batcher[Task] = Batcher(Batching(options.batch_window, options.batch_quiet, options.max_batch),
-                                               len(self._slot_cpus), runtime_of=lambda task: task.runtime,
+        self._batcher: Batcher[Task] = Batcher(options.batching, len(self._slot_cpus),
+                                               runtime_of=lambda task: task.runtime,
                                                hold_while_busy=options.policy not in CHECKED_AT_DISPATCH)
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe()

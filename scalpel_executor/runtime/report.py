@@ -211,7 +211,7 @@ def build_report(label: str, policy: str, topology: Topology, estimator: Estimat
     key or app known, ``prior`` for keys never seen before); ``priors``
     lists the keys that started with the prior; ``tasks_measured`` counts the tasks the probe
     was asked to measure and ``drifts`` the unmeasured tasks whose run time made their key due
-    for one (``measure_first``, ``measure_every``, ``remeasure_drift``); ``hints_off`` counts, per
+    for one (the executor's ``sampling``); ``hints_off`` counts, per
     hint, the tasks whose ``footprint`` or ``runtime`` hint was more than twice or under half
     what they measured (:class:`~scalpel_executor.learning.hints.HintAudit`); ``admission``
     counts the tasks by why they started where they did (:mod:`scalpel_executor.core.admission`:

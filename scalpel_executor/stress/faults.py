@@ -217,7 +217,7 @@ class Round:
         from parsl.config import Config
 
         import scalpel_executor.runtime.pool as pool_module
-        from scalpel_executor import ScalpelExecutor
+        from scalpel_executor import Batching, ScalpelExecutor
 
         pool_module.READY_TIMEOUT = READY_TIMEOUT
         self.report = report
@@ -227,7 +227,8 @@ class Round:
         # The pool in this process (node_manager=False): the harness reads its workers' states to
         # time each fault. The same WorkerPool runs inside a node manager; the manager's own faults
         # are tests/runtime/test_manager.py's.
-        self.executor = ScalpelExecutor(label="faults", profiles=False, batch_window=0.001, node_manager=False)
+        self.executor = ScalpelExecutor(label="faults", profiles=False, batching=Batching(window=0.001),
+                                        node_manager=False)
         self.completions = count_completions(self.executor)  # task id -> times the executor completed it
         self.dfk = parsl.load(Config(executors=[self.executor], run_dir=run_dir, retries=0,
                                      initialize_logging=False))

@@ -84,6 +84,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from scalpel_executor.core.batching import Batching
 from scalpel_executor.runtime.channel import MAX_FRAME, PING
 from scalpel_executor.runtime.executor import DEFAULT_LAUNCH_CMD
 from scalpel_executor.runtime.manager_client import START_TIMEOUT
@@ -197,7 +198,7 @@ class Round:
         with open(os.path.join(self.site, "sitecustomize.py"), "w") as handle:
             handle.write(SITECUSTOMIZE)
         path = os.pathsep.join(filter(None, [self.site, os.environ.get("PYTHONPATH")]))
-        common = dict(label="manager_faults", batch_window=0.002, heartbeat_period=HEARTBEAT_PERIOD,
+        common = dict(label="manager_faults", batching=Batching(window=0.002), heartbeat_period=HEARTBEAT_PERIOD,
                       heartbeat_threshold=HEARTBEAT_THRESHOLD, worker_env={"PYTHONPATH": path})
         if mode == "provider":
             from parsl.launchers import SingleNodeLauncher

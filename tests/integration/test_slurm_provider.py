@@ -14,7 +14,7 @@ from parsl.config import Config
 from parsl.executors.errors import BadStateException
 from parsl.jobs.states import JobState
 
-from scalpel_executor import ScalpelExecutor
+from scalpel_executor import Batching, ScalpelExecutor
 from tests.integration.slurm_cluster import queued_jobs, slurm_provider, wait_for_jobs_to_leave
 
 pytestmark = pytest.mark.slurm
@@ -30,7 +30,7 @@ def square_where(number):
 
 
 def load(tmp_path, provider, **options):
-    executor = ScalpelExecutor(label="scalpel_slurm", provider=provider, profiles=False, batch_window=0.002,
+    executor = ScalpelExecutor(label="scalpel_slurm", provider=provider, profiles=False, batching=Batching(window=0.002),
                                heartbeat_period=1.0, **options)
     dfk = parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "runinfo"), strategy_period=0.5))
     return dfk, executor

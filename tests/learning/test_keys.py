@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scalpel_executor.core.batching import Batching
 from scalpel_executor.learning import commands as command_rule
 from scalpel_executor.learning import keys as key_rule
 from scalpel_executor.learning.estimates import APP_SPREAD, ONE_RUN_SPREAD, PRIOR_SPREAD, SOURCES, Estimator
@@ -622,7 +623,7 @@ def _run_workflow(tmp_path, store, run):
     from scalpel_executor import ScalpelExecutor
 
     lookup_app, normalise_app, seeded_app, reduce_app = _apps()
-    executor = ScalpelExecutor(label="scalpel", topology="1x2:32MiB", profiles=str(store), batch_window=0.0)
+    executor = ScalpelExecutor(label="scalpel", topology="1x2:32MiB", profiles=str(store), batching=Batching(window=0.0))
     dfk = parsl.load(Config(executors=[executor], run_dir=str(tmp_path / f"run-{run}")))
     try:
         normalised = [normalise_app(lookup_app(i), 64) for i in range(6)]

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scalpel_executor.cli import main
+from scalpel_executor.core.batching import Batching
 from scalpel_executor.learning.estimates import Estimator
 from scalpel_executor.learning.hints import Hints
 from scalpel_executor.learning.keys import app_name, bucket, profile_key, signature
@@ -351,7 +352,7 @@ def _touch(kib, seconds=1.2):
 def _run_batch(store_path, sizes):
     from scalpel_executor import ScalpelExecutor
 
-    executor = ScalpelExecutor(profiles=str(store_path), topology="2x2:8MiB", batch_window=0.0)
+    executor = ScalpelExecutor(profiles=str(store_path), topology="2x2:8MiB", batching=Batching(window=0.0))
     executor.start()
     try:
         for future in [executor.submit(_warm, {"profile_key": "warm-up"}) for _ in range(8)]:
@@ -389,7 +390,7 @@ def test_a_run_on_a_garbage_store_completes_and_says_so(tmp_path, caplog):
 
     store = tmp_path / "p.sqlite"
     store.write_bytes(b"\x00garbage" * 1000)
-    executor = ScalpelExecutor(profiles=str(store), batch_window=0.0)
+    executor = ScalpelExecutor(profiles=str(store), batching=Batching(window=0.0))
     with caplog.at_level(logging.WARNING, logger="scalpel_executor"):
         executor.start()
         try:

@@ -11,7 +11,7 @@ from parsl.app.errors import AppTimeout
 from parsl.config import Config
 from parsl.executors.errors import InvalidResourceSpecification
 
-from scalpel_executor import ExecutorShutdown, ScalpelExecutor, WorkerDied
+from scalpel_executor import Batching, ExecutorShutdown, ScalpelExecutor, WorkerDied
 from scalpel_executor.core.grouping import group_tasks
 from tests.runtime import helpers
 from tests.runtime.helpers import GENEROUS, sleep_after_marking, wait_until
@@ -20,7 +20,7 @@ from tests.runtime.helpers import GENEROUS, sleep_after_marking, wait_until
 @pytest.fixture(scope="module")
 def dfk(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("run")
-    executor = ScalpelExecutor(label="scalpel", batch_window=0.002)
+    executor = ScalpelExecutor(label="scalpel", batching=Batching(window=0.002))
     loaded = parsl.load(Config(executors=[executor], run_dir=str(run_dir), retries=1))
     yield loaded
     pids = executor.pool.worker_pids
@@ -194,7 +194,7 @@ def test_submit_before_start_is_a_clear_error():
 
 
 def test_shutdown_fails_running_and_queued_tasks_and_leaves_no_worker(tmp_path):
-    executor = ScalpelExecutor(batch_window=0)
+    executor = ScalpelExecutor(batching=Batching(window=0))
     executor.start()
     assert executor.pool.wait_started(GENEROUS)  # start() returns before the workers; this reads their pids
     pids = executor.pool.worker_pids
@@ -212,7 +212,7 @@ def test_shutdown_fails_running_and_queued_tasks_and_leaves_no_worker(tmp_path):
 
 
 def test_a_lone_task_waits_for_the_quiet_period_not_the_whole_window():
-    executor = ScalpelExecutor(batch_window=30, batch_quiet=0.01, profiles=False)
+    executor = ScalpelExecutor(batching=Batching(window=30, quiet=0.01), profiles=False)
     executor.start()
     try:
         started = time.monotonic()
@@ -232,9 +232,8 @@ def test_context_manager_shuts_down():
 
 @pytest.mark.parametrize(
     "kwargs, message",
-    [({"policy": "lpt"}, "unknown scheduling policy 'lpt'"), ({"pin": "socket"}, "pin"), ({"batch_window": -1}, "batch_window"),
-     ({"batch_quiet": float("inf")}, "batch_quiet"),
-     ({"max_batch": 0}, "max_batch"), ({"topology": [[0, 99999]]}, "99999"), ({"topology": "2x"}, "2x"),
+    [({"policy": "lpt"}, "unknown scheduling policy 'lpt'"), ({"pin": "socket"}, "pin"),
+     ({"topology": [[0, 99999]]}, "99999"), ({"topology": "2x"}, "2x"),
      ({"default_footprint": "huge"}, "default_footprint")],
 )
 def test_bad_construction_is_a_clear_error(kwargs, message):
@@ -244,7 +243,7 @@ def test_bad_construction_is_a_clear_error(kwargs, message):
 
 def test_fake_2x4_topology_dispatches_by_the_two_level_schedule():
     footprints = [13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1]
-    executor = ScalpelExecutor(topology="2x4:12MiB", policy="scalpel-paper", batch_window=0.3, batch_quiet=0.3)
+    executor = ScalpelExecutor(topology="2x4:12MiB", policy="scalpel-paper", batching=Batching(window=0.3, quiet=0.3))
     executor.start()
     try:
         futures = [

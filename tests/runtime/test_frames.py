@@ -15,6 +15,7 @@ from multiprocessing.connection import Connection
 
 import pytest
 
+from scalpel_executor.core.batching import Batching
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.host.sysfs import resolve_topology
 from scalpel_executor.runtime.contract import Job, Outcome
@@ -229,7 +230,7 @@ def test_the_node_managers_began_is_on_the_socket_before_it_returns_behind_the_r
 @pytest.fixture
 def client():
     outcomes = Outcomes()
-    made = ManagerClient(resolve_topology(None), PoolOptions(batch_window=0), outcomes)
+    made = ManagerClient(resolve_topology(None), PoolOptions(batching=Batching(window=0)), outcomes)
     made.start()
     yield made, outcomes
     made.shutdown()

@@ -11,7 +11,7 @@ from parsl import python_app
 from parsl.config import Config
 from parsl.executors.high_throughput.errors import ManagerLost
 
-from scalpel_executor import ExecutorShutdown, ScalpelExecutor, WorkerDied
+from scalpel_executor import Batching, ExecutorShutdown, ScalpelExecutor, WorkerDied
 from scalpel_executor.runtime.errors import ExecutorFailed, NodeManagerLost
 from scalpel_executor.runtime.manager_client import ManagerClient
 from tests.runtime.helpers import GENEROUS, alive, wait_until
@@ -19,7 +19,7 @@ from tests.runtime.helpers import GENEROUS, alive, wait_until
 
 @pytest.fixture
 def dfk(tmp_path):
-    executor = ScalpelExecutor(label="scalpel", node_manager=True, batch_window=0.002, profiles=False)
+    executor = ScalpelExecutor(label="scalpel", node_manager=True, batching=Batching(window=0.002), profiles=False)
     loaded = parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "run"), retries=1))
     assert executor.pool.wait_started(GENEROUS)  # load() returns before the workers; these tests read their pids
     yield loaded

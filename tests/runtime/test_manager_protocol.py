@@ -7,6 +7,7 @@ import pickle
 import pytest
 
 from scalpel_executor.runtime.errors import NodeManagerLost
+from scalpel_executor.core.batching import Batching
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.runtime.contract import Job
 from scalpel_executor.runtime.manager_protocol import (JOB_FIELDS, TASK_FIELDS, TASK_KEPT, Configure, Drain, Failed,
@@ -64,7 +65,7 @@ def test_a_task_travels_to_the_node_manager_and_is_rebuilt_with_every_declared_f
 
 def test_a_configuration_round_trips_and_rebuilds_the_topology_and_the_options():
     topology = Topology.from_spec("2x2:12MiB")
-    options = PoolOptions(policy="fifo", pin="domain", batch_window=0, worker_env={"A": "1"}, seed=7,
+    options = PoolOptions(policy="fifo", pin="domain", batching=Batching(window=0), worker_env={"A": "1"}, seed=7,
                           walltime_grace=0.5, contention_model=ContentionModel(0.9, 0.2), heartbeat_period=0.25,
                           heartbeat_threshold=3, drain_period=3000)
     message = decode(encode(Configure(ManagerConfig.of_driver(topology).to_dict(), options.to_dict())))

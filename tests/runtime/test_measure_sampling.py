@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from scalpel_executor import ScalpelExecutor
+from scalpel_executor import Batching, Sampling, ScalpelExecutor
 from scalpel_executor.runtime.processes import WorkerClient
 from scalpel_executor.runtime.protocol import WorkerResult, Run, encode
 
@@ -41,8 +41,8 @@ def test_a_worker_starts_its_probe_only_for_a_run_that_asks():
 
 
 def test_an_executor_measures_the_first_tasks_of_a_key_and_every_kth_after():
-    executor = ScalpelExecutor(profiles=False, topology=ONE_CPU, batch_window=0.0, measure_first=2, measure_every=3,
-                               remeasure_drift=None)
+    executor = ScalpelExecutor(profiles=False, topology=ONE_CPU, batching=Batching(window=0.0),
+                               sampling=Sampling(measure_first=2, measure_every=3, remeasure_drift=None))
     executor.start()
     try:
         for _ in range(8):
@@ -61,8 +61,8 @@ def test_an_executor_measures_the_first_tasks_of_a_key_and_every_kth_after():
 
 
 def test_a_task_that_drifts_from_its_key_makes_the_next_one_measured():
-    executor = ScalpelExecutor(profiles=False, topology=ONE_CPU, batch_window=0.0,
-                               measure_first=1, measure_every=0, remeasure_drift=5.0)
+    executor = ScalpelExecutor(profiles=False, topology=ONE_CPU, batching=Batching(window=0.0),
+                               sampling=Sampling(measure_first=1, measure_every=0, remeasure_drift=5.0))
     executor.start()
     try:
         # the worker's first call of nap imports this module: slow enough to read as a drift itself
@@ -79,7 +79,8 @@ def test_a_task_that_drifts_from_its_key_makes_the_next_one_measured():
 
 
 def test_probe_false_measures_nothing_whatever_the_sampling():
-    executor = ScalpelExecutor(profiles=False, topology=ONE_CPU, batch_window=0.0, probe=False, measure_every=1)
+    executor = ScalpelExecutor(profiles=False, topology=ONE_CPU, batching=Batching(window=0.0), probe=False,
+                               sampling=Sampling(measure_every=1))
     executor.start()
     try:
         assert [executor.submit(nap, {}, 0.001).result(timeout=60) for _ in range(3)] == [0.001] * 3
@@ -96,7 +97,7 @@ def test_probe_false_measures_nothing_whatever_the_sampling():
 ])
 def test_bad_sampling_options_fail_at_construction(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        ScalpelExecutor(profiles=False, topology=ONE_CPU, **kwargs)
+        ScalpelExecutor(profiles=False, topology=ONE_CPU, sampling=Sampling(**kwargs))
 
 
 def importing(name):
@@ -129,7 +130,7 @@ def touch_mib(mib, seconds):
 
 
 def test_admitted_as_is_the_footprint_the_start_was_decided_on_not_one_learned_later():
-    executor = ScalpelExecutor(profiles=False, topology=ONE_CPU, batch_window=0.0)
+    executor = ScalpelExecutor(profiles=False, topology=ONE_CPU, batching=Batching(window=0.0))
     executor.start()
     try:
         assert executor.submit(touch_mib, {}, 24, 1.0).result(timeout=120) == 24 * 2**20

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from scalpel_executor.core.batching import Batching
 from scalpel_executor.host.sysfs import resolve_topology
 from scalpel_executor.runtime.contract import Pool
 from scalpel_executor.runtime.errors import ExecutorShutdown
@@ -89,7 +90,7 @@ def test_the_signature_check_finds_what_breaks_the_contract():
 @pytest.fixture(params=POOLS, ids=lambda cls: cls.__name__)
 def started_pool(request):
     """Each kind of pool on one CPU, started, with the outcomes it delivers."""
-    options = PoolOptions(batch_window=0)
+    options = PoolOptions(batching=Batching(window=0))
     if request.param is ManagerHub:
         hub, outcomes, launch = request.getfixturevalue("hub_and_managers")()
         launch("0", CPU)
@@ -131,7 +132,7 @@ def test_the_executors_pool_options_are_stored_once_and_read_only():
     from scalpel_executor.runtime.executor import ScalpelExecutor
     from scalpel_executor.runtime.options import PoolOption
 
-    given = dict(policy="fifo", pin="domain", seed=7, batch_window=0.02, batch_quiet=0.004, max_batch=9,
+    given = dict(policy="fifo", pin="domain", seed=7, batching=Batching(window=0.02, quiet=0.004, max_batch=9),
                  heartbeat_period=1.5, heartbeat_threshold=30, enforce_memory=True)
     executor = ScalpelExecutor(profiles=False, node_manager=False, **given)
     shown = {name for name, value in vars(ScalpelExecutor).items() if isinstance(value, PoolOption)}

@@ -18,7 +18,7 @@ from parsl.jobs.states import JobState
 from parsl.launchers import SingleNodeLauncher
 from parsl.providers import LocalProvider
 
-from scalpel_executor import ScalpelExecutor
+from scalpel_executor import Batching, ScalpelExecutor
 from scalpel_executor.runtime.executor import DEFAULT_LAUNCH_CMD, ScalpelProviderExecutor
 from scalpel_executor.runtime.hub import ManagerHub
 from tests.runtime import helpers
@@ -44,7 +44,7 @@ def loaded(tmp_path, blocks=2, retries=0, max_idletime=120.0, nodes_per_block=1,
     provider = LocalProvider(init_blocks=blocks, min_blocks=0, max_blocks=max_blocks or max(blocks, 1),
                              nodes_per_block=nodes_per_block, launcher=SingleNodeLauncher())
     options.setdefault("launch_cmd", DEFAULT_LAUNCH_CMD + " --cpus {block_id}")
-    executor = ScalpelExecutor(label="scalpel_blocks", provider=provider, profiles=False, batch_window=0.002,
+    executor = ScalpelExecutor(label="scalpel_blocks", provider=provider, profiles=False, batching=Batching(window=0.002),
                                heartbeat_period=0.5, **options)
     dfk = parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "run"), strategy_period=0.5,
                             retries=retries, max_idletime=max_idletime, strategy=strategy))
@@ -347,8 +347,8 @@ def test_local_mode_is_unchanged_and_provider_options_are_checked():
     local = ScalpelExecutor(profiles=False)
     assert type(local) is ScalpelExecutor and local.provider is None
     # The driver's hub gathers each manager's share, so a manager's batch window only delays it
-    assert local.batch_window == 0.005 and ScalpelExecutor(provider=LocalProvider()).batch_window == 0.0
-    assert ScalpelExecutor(provider=LocalProvider(), batch_window=0.01).batch_window == 0.01
+    assert local.batching == Batching() and ScalpelExecutor(provider=LocalProvider()).batching == Batching(window=0)
+    assert ScalpelExecutor(provider=LocalProvider(), batching=Batching(window=0.01)).batching.window == 0.01
     with pytest.raises(ValueError, match="node_manager=True is a local-mode option"):
         ScalpelExecutor(provider=LocalProvider(), node_manager=True)
     with pytest.raises(ValueError, match="prefetch_capacity"):

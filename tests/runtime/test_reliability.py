@@ -24,7 +24,7 @@ from parsl.config import Config
 from parsl.executors.errors import InvalidResourceSpecification
 from parsl.executors.high_throughput.errors import WorkerLost
 
-from scalpel_executor import ExecutorShutdown, ScalpelExecutor, WorkerDied
+from scalpel_executor import Batching, ExecutorShutdown, ScalpelExecutor, WorkerDied
 from scalpel_executor.stress import soak
 from tests.runtime import helpers
 from tests.runtime.helpers import GENEROUS, gone, wait_until
@@ -41,7 +41,7 @@ def retry_only_transient(error, task_record):
 @pytest.fixture(scope="module")
 def dfk(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("run")
-    executor = ScalpelExecutor(label="scalpel", batch_window=0.002, profiles=False)
+    executor = ScalpelExecutor(label="scalpel", batching=Batching(window=0.002), profiles=False)
     loaded = parsl.load(Config(executors=[executor], run_dir=str(run_dir), retries=1,
                                retry_handler=retry_only_transient))
     assert executor.pool.wait_started(GENEROUS)  # load() returns before the workers; these tests count them
@@ -251,9 +251,7 @@ def test_bad_walltimes_fail_at_submit_naming_the_value(dfk, walltime):
     "kwargs, error, message",
     [({"policy": "lpt"}, ValueError, "unknown scheduling policy 'lpt'"), ({"policy": ""}, ValueError, "policy ''"),
      ({"pin": "socket"}, ValueError, "'socket'"), ({"label": " "}, ValueError, "label.*' '"),
-     ({"batch_window": -1}, ValueError, "batch_window.*-1"), ({"batch_window": float("nan")}, ValueError, "nan"),
-     ({"max_batch": 0}, ValueError, "max_batch.*0"), ({"max_batch": -5}, ValueError, "max_batch.*-5"),
-     ({"max_batch": True}, TypeError, "max_batch.*True"), ({"default_runtime": -1}, ValueError, "default_runtime.*-1"),
+     ({"default_runtime": -1}, ValueError, "default_runtime.*-1"),
      ({"default_footprint": "huge"}, ValueError, "default_footprint.*'huge'"),
      ({"topology": [[0, 99999]]}, ValueError, "CPU 99999"), ({"topology": [[]]}, ValueError, "domain 0.*empty"),
      ({"topology": []}, ValueError, "cpu_lists is empty"), ({"topology": [[0, 0]]}, ValueError, "CPU 0.*twice"),
@@ -264,6 +262,17 @@ def test_bad_walltimes_fail_at_submit_naming_the_value(dfk, walltime):
 def test_bad_construction_fails_naming_the_value(kwargs, error, message):
     with pytest.raises(error, match=message):
         ScalpelExecutor(profiles=False, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "fields, error, message",
+    [({"window": -1}, ValueError, "window.*-1"), ({"window": float("nan")}, ValueError, "nan"),
+     ({"quiet": float("inf")}, ValueError, "quiet.*inf"), ({"max_batch": 0}, ValueError, "max_batch.*0"),
+     ({"max_batch": -5}, ValueError, "max_batch.*-5"), ({"max_batch": True}, TypeError, "max_batch.*True")],
+)
+def test_a_bad_batch_rule_fails_naming_the_value(fields, error, message):
+    with pytest.raises(error, match=message):
+        ScalpelExecutor(profiles=False, batching=Batching(**fields))
 
 
 # -- shutdown ---------------------------------------------------------------------------------
@@ -285,11 +294,11 @@ DRIVER = textwrap.dedent("""
         time.sleep(seconds)
         return seconds
 
-    executor = ScalpelExecutor(batch_window=0, profiles=False)
+    executor = ScalpelExecutor(batching=Batching(window=0), profiles=False)
     dfk = parsl.load(Config(executors=[executor], run_dir=sys.argv[2], retries=0, initialize_logging=False))
     executor.pool.wait_started(60)
     futures.extend(nap(60) for _ in range(6))  # two run, four wait
-    time.sleep(1.5)  # batch_window=0: the first two are on their workers long before this
+    time.sleep(1.5)  # a batch window of 0: the first two are on their workers long before this
     print(json.dumps({"workers": executor.pool.worker_pids}), flush=True)
     if sys.argv[1] == "cleanup":
         dfk.cleanup()
@@ -408,7 +417,7 @@ def test_worker_died_pickles_and_keeps_its_fields():
 
 
 def test_shutdown_leaves_no_future_pending_with_a_thread_submitting_concurrently():
-    executor = ScalpelExecutor(batch_window=0, profiles=False)
+    executor = ScalpelExecutor(batching=Batching(window=0), profiles=False)
     executor.start()
     futures, refused = [], []
 
@@ -447,7 +456,7 @@ def test_a_core_whose_replacements_cannot_start_is_retired_and_the_rest_carry_on
     broken = tmp_path / "broken"  # once it exists, no new worker gets as far as "ready"
     (site / "sitecustomize.py").write_text(f"import os\nif os.path.exists({str(broken)!r}):\n    os._exit(7)\n")
     path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
-    executor = ScalpelExecutor(batch_window=0, profiles=False, probe=False, worker_env={"PYTHONPATH": path},
+    executor = ScalpelExecutor(batching=Batching(window=0), profiles=False, probe=False, worker_env={"PYTHONPATH": path},
                                node_manager=node_manager)
     executor.start()
     try:
@@ -533,7 +542,7 @@ def _result_that_exits_when_unpickled():
 def test_a_result_whose_unpickling_calls_sys_exit_fails_its_own_future_and_the_next_completes(node_manager):
     from scalpel_executor import TaskExit
 
-    executor = ScalpelExecutor(batch_window=0, profiles=False, probe=False, node_manager=node_manager)
+    executor = ScalpelExecutor(batching=Batching(window=0), profiles=False, probe=False, node_manager=node_manager)
     executor.start()
     try:
         future = executor.submit(_result_that_exits_when_unpickled, {})

@@ -3,6 +3,7 @@ each imports Parsl, about 2 s of CPU, and 64 of them on 2 CPUs took more than th
 
 import os
 
+from scalpel_executor.core.batching import Batching
 from scalpel_executor.core.domains import Topology
 from scalpel_executor.runtime.manager_client import START_TIMEOUT, ManagerClient
 from scalpel_executor.runtime.options import PoolOptions
@@ -40,7 +41,7 @@ def test_the_deadline_scan_reads_only_workers_with_a_deadline_and_still_kills_pa
 
     cpu = sorted(os.sched_getaffinity(0))[0]
     outcomes = Outcomes()
-    pool = WorkerPool(resolve_topology([[cpu]]), PoolOptions(batch_window=0), outcomes)
+    pool = WorkerPool(resolve_topology([[cpu]]), PoolOptions(batching=Batching(window=0)), outcomes)
     pool.start()
     try:
         pool.submit(call(1, where, "x"))
