@@ -682,18 +682,22 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         finished = time.monotonic()
         if isinstance(outcome.error, ExecutorShutdown) and not future.done():  # done: Parsl failed it already
             self._cut_short += 1  # (a provider's BadStateException), not this shutdown
-        self.records.append(
-            TaskRecord(task_id=task.id, slot=job.slot, domain=job.domain, cpu=job.cpu, started=job.started,
-                       finished=finished, footprint=task.footprint, runtime=task.runtime, ok=succeeded,
-                       stats=outcome.stats, profile_key=estimate.key, footprint_source=estimate.footprint_source,
-                       runtime_source=estimate.runtime_source, intensity=task.intensity, measured=estimate.measure,
-                       runtime_spread=task.runtime_spread, priority=hints.priority, cores=task.cores,
-                       memory=task.memory, gpus=task.gpus, tail=task.tail, tail_source=submission.tail_source,
-                       submitted=submission.submitted)
-        )
-        wall = outcome.stats.get("wall")
-        self._paths.ended(submission.parsl_id, wall if isinstance(wall, (int, float)) else
-                          finished - (job.started if job.started is not None else finished), succeeded)
+        try:  # the run's bookkeeping: a fault here costs the report a row, never the task its result
+            self.records.append(
+                TaskRecord(task_id=task.id, slot=job.slot, domain=job.domain, cpu=job.cpu, started=job.started,
+                           finished=finished, footprint=task.footprint, runtime=task.runtime, ok=succeeded,
+                           stats=outcome.stats, profile_key=estimate.key, footprint_source=estimate.footprint_source,
+                           runtime_source=estimate.runtime_source, intensity=task.intensity,
+                           measured=estimate.measure, runtime_spread=task.runtime_spread, priority=hints.priority,
+                           cores=task.cores, memory=task.memory, gpus=task.gpus, tail=task.tail,
+                           tail_source=submission.tail_source, submitted=submission.submitted)
+            )
+            wall = outcome.stats.get("wall")
+            self._paths.ended(submission.parsl_id, wall if isinstance(wall, (int, float)) else
+                              finished - (job.started if job.started is not None else finished), succeeded)
+        except Exception:  # noqa: BLE001
+            logger.exception("could not record task %s in the run report; its result is delivered all the same",
+                             task.id)
         try:
             if succeeded and self._estimator is not None:
                 self._estimator.observe(estimate, outcome.stats, hints.cores or self.cores_per_task)

@@ -83,6 +83,18 @@ def test_results_and_each_worker_pinned_to_its_core(dfk):
     assert all(len(r[1]) == 1 for r in results)
 
 
+def test_a_fault_in_the_run_reports_bookkeeping_costs_a_row_never_the_result(dfk, monkeypatch, caplog):
+    from scalpel_executor.runtime import executor as module
+
+    def broken(**fields):
+        raise TypeError("a record that cannot be built")
+
+    monkeypatch.setattr(module, "TaskRecord", broken)
+    with caplog.at_level("ERROR", logger=module.__name__):
+        assert where(21).result(timeout=GENEROUS)[0] == 42
+    assert "its result is delivered all the same" in caplog.text
+
+
 def test_bash_app_inherits_the_pinning(dfk, tmp_path):
     out = tmp_path / "affinity.txt"
     assert affinity_in_shell(stdout=str(out)).result() == 0
