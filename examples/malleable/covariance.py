@@ -15,7 +15,7 @@ The workflow, as a scientist writes it::
 
 ``smooth``, ``project`` and ``covariance`` are marked ``@app_hints(max_cores=...)`` (every core of
 the node): the executor starts each on one core up to that many, as it judges the work waiting and
-what it learned of each app's speed-up (docs/executor.md, "Malleable tasks"). ``--width 1`` or
+what it learned of each app's speed-up (docs/design.md, "Widths of malleable tasks"). ``--width 1`` or
 ``--width 2`` fixes every task's width instead (the resource specification's ``cores`` and
 ``max_cores``), the way another executor would run them. Results do not depend on the width.
 
@@ -91,9 +91,42 @@ def summarize(spectrum, inputs=(), parsl_resource_specification=None):
     return {"line": line, "top": spectrum["top"]}
 
 
-def fixed(width: int | None) -> dict:
-    """The resource specification of a fixed width (None: the apps' own hints: malleable)."""
-    return {} if width is None else {"cores": width, "max_cores": width}
+def width_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every run takes: the width, the profile store, Parsl's run directory."""
+    parser.add_argument("--width", choices=("auto", "1", "2"), default="auto",
+                        help="auto: the executor chooses (default); 1 or 2: every task on that many cores")
+    parser.add_argument("--store", help="the profile store (default: the executor's own)")
+    parser.add_argument("--run-dir", help="Parsl's run directory (default: a temporary one)")
+
+
+def specification(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict:
+    """The resource specification of ``--width``: {} (the apps' own hints: malleable) or a fixed width."""
+    if args.width == "auto":
+        return {}
+    width = int(args.width)
+    if width > CORES:
+        parser.error(f"--width {width} is more than this machine's {CORES} cores")
+    return {"cores": width, "max_cores": width}
+
+
+def run(args: argparse.Namespace, name: str, workflow, apps: tuple[str, ...]) -> dict:
+    """Load a ScalpelExecutor, run ``workflow(run_dir)`` (its result's dict), clean up, and add the
+    makespan from the tasks' own timestamps and the widths ``apps``' tasks ran at, and why."""
+    run_dir = args.run_dir or tempfile.mkdtemp(prefix=f"{name}-")
+    executor = ScalpelExecutor(label="scalpel", **({"profiles": args.store} if args.store else {}))
+    dfk = parsl.load(Config(executors=[executor], run_dir=os.path.join(run_dir, "runinfo"), strategy="none"))
+    try:
+        result = workflow(run_dir)
+        tasks = executor.run_report()["tasks"]
+    finally:
+        dfk.cleanup()
+        parsl.clear()
+    starts = [t["started"] for t in tasks if t.get("started") is not None]
+    ends = [t["finished"] for t in tasks if t.get("finished") is not None]
+    widths = Counter(f"{t.get('width') or t.get('cores')}: {t.get('width_reason') or 'fixed'}" for t in tasks
+                     if t["profile_key"].split("(")[0].rsplit(".", 1)[-1] in apps)
+    return {**result, "makespan": max(ends) - min(starts) if starts and ends else None,
+            "widths": dict(sorted(widths.items())), "finished": time.time()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,23 +135,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=900, help="tile side n (default 900: n x n doubles)")
     parser.add_argument("--sweeps", type=int, default=60, help="stencil sweeps per tile (default 60)")
     parser.add_argument("--seed", type=int, default=0, help="the first tile's seed (default 0)")
-    parser.add_argument("--width", choices=("auto", "1", "2"), default="auto",
-                        help="auto: the executor chooses (default); 1 or 2: every task on that many cores")
-    parser.add_argument("--store", help="the profile store (default: the executor's own)")
-    parser.add_argument("--run-dir", help="Parsl's run directory (default: a temporary one)")
+    width_arguments(parser)
     args = parser.parse_args(argv)
     for name in ("tiles", "size", "sweeps"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
-    width = None if args.width == "auto" else int(args.width)
-    if width is not None and width > CORES:
-        parser.error(f"--width {width} is more than this machine's {CORES} cores")
-    spec = fixed(width)
-    run_dir = args.run_dir or tempfile.mkdtemp(prefix="covariance-")
-    options = {"profiles": args.store} if args.store else {}
-    executor = ScalpelExecutor(label="scalpel", **options)
-    dfk = parsl.load(Config(executors=[executor], run_dir=os.path.join(run_dir, "runinfo"), strategy="none"))
-    try:
+    spec = specification(parser, args)
+
+    def workflow(run_dir: str) -> dict:
         seeds = range(args.seed, args.seed + args.tiles)
         fields = [smooth(seed, args.size, args.sweeps, parsl_resource_specification=spec) for seed in seeds]
         projects = [project(field, args.size, seed, parsl_resource_specification=spec)
@@ -126,18 +150,10 @@ def main(argv: list[str] | None = None) -> int:
         spectrum = covariance(*projects, parsl_resource_specification=spec)
         line = record(spectrum, outputs=[File(os.path.join(run_dir, "spectrum.txt"))])
         top = summarize(spectrum, inputs=[line.outputs[0]]).result()
-        tasks = executor.run_report()["tasks"]
-    finally:
-        dfk.cleanup()
-        parsl.clear()
-    starts = [t["started"] for t in tasks if t.get("started") is not None]
-    ends = [t["finished"] for t in tasks if t.get("finished") is not None]
-    widths = Counter(f"{t.get('width') or t.get('cores')}: {t.get('width_reason') or 'fixed'}" for t in tasks
-                     if t["profile_key"].split("(")[0].rsplit(".", 1)[-1] in ("smooth", "project", "covariance"))
-    print(top["line"], "| top eigenvalues:", ", ".join(f"{v:.4g}" for v in top["top"][:3]), file=sys.stderr)
-    print(json.dumps({"checksum": round(sum(top["top"]), 6), "line": top["line"],
-                      "makespan": max(ends) - min(starts) if starts and ends else None,
-                      "widths": dict(sorted(widths.items())), "finished": time.time()}))
+        print(top["line"], "| top eigenvalues:", ", ".join(f"{v:.4g}" for v in top["top"][:3]), file=sys.stderr)
+        return {"checksum": round(sum(top["top"]), 6), "line": top["line"]}
+
+    print(json.dumps(run(args, "covariance", workflow, ("smooth", "project", "covariance"))))
     return 0
 
 

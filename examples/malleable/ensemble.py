@@ -13,7 +13,7 @@ The workflow, as a scientist writes it::
     check     = bash: the mean's summary line into a file
     result    = report(mean, inputs=[check's file])
 
-The options and the JSON of the last line are those of ``covariance.py`` beside it.
+The options, the runner and the JSON of the last line are those of ``covariance.py`` beside it.
 """
 
 from __future__ import annotations
@@ -22,16 +22,12 @@ import argparse
 import json
 import os
 import sys
-import tempfile
-import time
-from collections import Counter
 
-import parsl
+from covariance import run, specification, width_arguments  # the runner beside it
 from parsl import bash_app, python_app
-from parsl.config import Config
 from parsl.data_provider.files import File
 
-from scalpel_executor import ScalpelExecutor, app_hints
+from scalpel_executor import app_hints
 
 CORES = os.cpu_count() or 1
 
@@ -92,40 +88,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--members", type=int, default=10, help="ensemble members (default 10)")
     parser.add_argument("--size", type=int, default=1100, help="grid side n (default 1100)")
     parser.add_argument("--seed", type=int, default=0, help="the first member's seed (default 0)")
-    parser.add_argument("--width", choices=("auto", "1", "2"), default="auto",
-                        help="auto: the executor chooses (default); 1 or 2: every task on that many cores")
-    parser.add_argument("--store", help="the profile store (default: the executor's own)")
-    parser.add_argument("--run-dir", help="Parsl's run directory (default: a temporary one)")
+    width_arguments(parser)
     args = parser.parse_args(argv)
     for name in ("members", "size"):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
-    width = None if args.width == "auto" else int(args.width)
-    if width is not None and width > CORES:
-        parser.error(f"--width {width} is more than this machine's {CORES} cores")
-    spec = {} if width is None else {"cores": width, "max_cores": width}
-    run_dir = args.run_dir or tempfile.mkdtemp(prefix="ensemble-")
-    executor = ScalpelExecutor(label="scalpel", **({"profiles": args.store} if args.store else {}))
-    dfk = parsl.load(Config(executors=[executor], run_dir=os.path.join(run_dir, "runinfo"), strategy="none"))
-    try:
+    spec = specification(parser, args)
+
+    def workflow(run_dir: str) -> dict:
         members = range(args.seed, args.seed + args.members)
         forces = [forcing(m, args.size, parsl_resource_specification=spec) for m in members]
         responses = [respond(f, args.size, m, parsl_resource_specification=spec) for f, m in zip(forces, members)]
         mean = ensemble_mean(*responses, parsl_resource_specification=spec)
         line = check(mean, outputs=[File(os.path.join(run_dir, "ensemble.txt"))])
         result = report(mean, inputs=[line.outputs[0]]).result()
-        tasks = executor.run_report()["tasks"]
-    finally:
-        dfk.cleanup()
-        parsl.clear()
-    starts = [t["started"] for t in tasks if t.get("started") is not None]
-    ends = [t["finished"] for t in tasks if t.get("finished") is not None]
-    widths = Counter(f"{t.get('width') or t.get('cores')}: {t.get('width_reason') or 'fixed'}" for t in tasks
-                     if t["profile_key"].split("(")[0].rsplit(".", 1)[-1] in ("forcing", "respond", "ensemble_mean"))
-    print(result["line"], f"| mean norm {result['mean_norm']:.6g}", file=sys.stderr)
-    print(json.dumps({"checksum": round(result["mean_norm"], 9), "line": result["line"],
-                      "makespan": max(ends) - min(starts) if starts and ends else None,
-                      "widths": dict(sorted(widths.items())), "finished": time.time()}))
+        print(result["line"], f"| mean norm {result['mean_norm']:.6g}", file=sys.stderr)
+        return {"checksum": round(result["mean_norm"], 9), "line": result["line"]}
+
+    print(json.dumps(run(args, "ensemble", workflow, ("forcing", "respond", "ensemble_mean"))))
     return 0
 
 

@@ -1,0 +1,28 @@
+"""The malleable example workflows run as a user runs them (whole processes), give the same
+result at every width, and say the widths the executor chose."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "malleable"
+
+
+def _run(script, tmp_path, width, *extra):
+    done = subprocess.run([sys.executable, str(EXAMPLES / script), "--width", width, "--store",
+                           str(tmp_path / f"{script}.sqlite"), "--run-dir", str(tmp_path / f"{script}-{width}"), *extra],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("script, extra", [("covariance.py", ("--tiles", "3", "--size", "64", "--sweeps", "2")),
+                                           ("ensemble.py", ("--members", "3", "--size", "64"))])
+def test_a_malleable_example_gives_one_result_at_every_width_and_says_its_widths(tmp_path, script, extra):
+    chosen, fixed = _run(script, tmp_path, "auto", *extra), _run(script, tmp_path, "1", *extra)
+    assert chosen["checksum"] == fixed["checksum"] and chosen["makespan"] > 0
+    assert sum(chosen["widths"].values()) == sum(fixed["widths"].values()) == 7  # 3 + 3 + the reduce
+    assert set(fixed["widths"]) == {"1: fixed"} and all(": fixed" not in kind for kind in chosen["widths"])
