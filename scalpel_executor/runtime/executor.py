@@ -39,7 +39,6 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import itertools
-import json
 import logging
 import math
 import os
@@ -67,7 +66,6 @@ from parsl.utils import RepresentationMixin
 
 from scalpel_executor.core.batching import Batching
 from scalpel_executor.core.contention import ContentionModel
-from scalpel_executor.core.contention_fit import load_model
 from scalpel_executor.learning.estimates import Estimate, Estimator
 from scalpel_executor.learning.hints import HintAudit, Hints, InvalidHint, parse_hints, parse_walltime, scheduling_priority
 from scalpel_executor.learning.keys import declared as app_declared
@@ -86,8 +84,9 @@ from scalpel_executor.runtime.logs import share_parsl_handlers
 from scalpel_executor.runtime.manager_client import ManagerClient
 from scalpel_executor.runtime.manager_protocol import ManagerConfig
 from scalpel_executor.runtime.monitoring import LOCAL_BLOCK, NodeMonitor
-from scalpel_executor.runtime.options import (HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, LOCAL_BATCHING, PROVIDER_BATCHING,
-                                              PoolOption, PoolOptions, memory_budget)
+from scalpel_executor.runtime.options import (HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, HTEX_ONLY, LOCAL_BATCHING,
+                                              PROVIDER_BATCHING, PoolOption, PoolOptions, memory_budget,
+                                              read_contention_model)
 from scalpel_executor.runtime.pool import WorkerPool
 from scalpel_executor.runtime.report import TaskRecord, build_report, save_report
 from scalpel_executor.learning.store import ProfileStore, default_path
@@ -118,29 +117,6 @@ RECORDS_KEPT = 100_000  # finished tasks remembered in ``records`` (a campaign m
 # What a provider block runs on each node (formatted with python, url, cert_dir, block_id, driver_threshold, log_dir).
 DEFAULT_LAUNCH_CMD = ("{python} -m scalpel_executor.runtime.manager --connect {url} --cert-dir {cert_dir} "
                       "--block-id {block_id} --driver-threshold {driver_threshold} --log-dir {log_dir}")
-
-
-#: HighThroughputExecutor's arguments that ScalpelExecutor does not take, each with what does its work here:
-#: a user moving a configuration over is told the equivalent, not handed a bare TypeError.
-HTEX_ONLY = {
-    "cpu_affinity": "workers are always pinned here, one to each core (pin='core', the default) or to every core "
-                    "of its LLC domain (pin='domain'); topology= chooses the cores",
-    "cores_per_worker": "a worker here is one core; give a task several with cores_per_task= or its "
-                        "parsl_resource_specification={'cores': k}",
-    "mem_per_worker": "give mem_per_task= (a task's memory without a hint), memory_budget= (the node's) or "
-                      "parsl_resource_specification={'memory': MiB}",
-    "max_workers": "one worker runs per core of topology= (local mode) or max_workers_per_node= (with provider=)",
-    "worker_debug": "node managers and workers log at the driver's level for scalpel_executor, under "
-                    "runinfo/<run>/<label>/block-N/",
-    "worker_port_range": "give port_range= (provider mode: the ports the driver binds)",
-    "worker_ports": "give port_range= (provider mode: the ports the driver binds)",
-    "interchange_port_range": "there is no interchange: the driver deals tasks to node managers itself (port_range=)",
-    "interchange_launch_cmd": "there is no interchange: the driver deals tasks to node managers itself",
-    "loopback_address": "give address= (provider mode: where node managers reach the driver)",
-    "encrypted": "provider mode's channel is always CurveZMQ-encrypted, with keys made per run",
-    "manager_selector": "the executor places tasks on node managers by footprint itself (runtime.placement)",
-    "poll_period": "give heartbeat_period= (seconds between a node manager's heartbeats)",
-}
 
 
 class ScalpelExecutor(ParslExecutor, RepresentationMixin):
@@ -397,7 +373,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             raise TypeError(f"default_runtime must be a number, got the boolean {default_runtime!r}")
         if math.isnan(default_runtime) or math.isinf(default_runtime) or default_runtime < 0:
             raise ValueError(f"default_runtime must be a finite number of seconds >= 0, got {default_runtime!r}")
-        self.contention_model = _contention_model(contention_model)
+        self.contention_model = read_contention_model(contention_model)
         # Every pool option, checked once; start() swaps in the model it plans with.
         self._options = PoolOptions(
             policy=policy, pin=pin, seed=seed,
@@ -974,25 +950,3 @@ def _nested_future(args: Sequence[Any], kwargs: Dict[str, Any]) -> Optional[str]
         if any(isinstance(item, Future) for item in items):
             return name
     return None
-
-
-def _contention_model(value) -> ContentionModel:
-    """The contention model the ``scalpel`` policy plans with: a ContentionModel, the path of a
-    calibration (``scalpel calibrate --out``), or None for the default (rho 0.5, sigma 1; start()
-    may plan with the host's fit instead)."""
-    if value is None:
-        return ContentionModel()
-    if isinstance(value, ContentionModel):
-        return value
-    try:
-        with open(value, encoding="utf-8") as handle:
-            document = json.load(handle)
-    except OSError as error:
-        raise ValueError(f"contention_model: cannot read {os.fspath(value)!r}: {error.strerror}") from None
-    except json.JSONDecodeError as error:
-        raise ValueError(f"contention_model: {os.fspath(value)!r} is not JSON ({error.msg} at line {error.lineno})") \
-            from None
-    try:
-        return load_model(document)
-    except ValueError as error:
-        raise ValueError(f"contention_model: {os.fspath(value)!r}: {error}") from None

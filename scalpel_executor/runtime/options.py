@@ -16,13 +16,17 @@ and a new one is a new field here, nothing else on the way::
 The batching option is a :class:`~scalpel_executor.core.batching.Batching`, which the simulator
 uses too (it travels as its three fields); the contention model travels as the document ``scalpel calibrate --out`` writes
 (``capacity_fraction``, ``sensitivity``), read back by the same
-:func:`~scalpel_executor.core.contention_fit.load_model`.
+:func:`~scalpel_executor.core.contention_fit.load_model`, which also reads the constructor's
+``contention_model=`` path (:func:`read_contention_model`). :data:`HTEX_ONLY` answers a
+HighThroughputExecutor argument the executor does not take with the option that does its work.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import os
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
@@ -36,8 +40,9 @@ from scalpel_executor.host.accelerators import resolve_accelerators
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HEARTBEAT_PERIOD", "HEARTBEAT_THRESHOLD", "LOCAL_BATCHING", "PROVIDER_BATCHING", "PINS",
-           "WALLTIME_GRACE", "MEMORY_RESERVE", "PoolOption", "PoolOptions", "memory_budget"]
+__all__ = ["HEARTBEAT_PERIOD", "HEARTBEAT_THRESHOLD", "HTEX_ONLY", "LOCAL_BATCHING", "PROVIDER_BATCHING", "PINS",
+           "WALLTIME_GRACE", "MEMORY_RESERVE", "PoolOption", "PoolOptions", "memory_budget",
+           "read_contention_model"]
 
 PINS = ("core", "domain")  # a worker pinned to its core, or to every core of its LLC domain
 LOCAL_BATCHING = Batching()  # local mode's batch rule
@@ -59,6 +64,51 @@ def memory_budget(options: PoolOptions) -> float:
                            total / 2**20)
         return options.memory_budget
     return psutil.virtual_memory().available * (1 - MEMORY_RESERVE)
+
+
+def read_contention_model(value: Any) -> ContentionModel:
+    """The contention model the ``scalpel`` policy plans with: a ContentionModel, the path of a
+    calibration (``scalpel calibrate --out``), or None for the default (rho 0.5, sigma 1; start()
+    may plan with the host's fit instead)."""
+    if value is None:
+        return ContentionModel()
+    if isinstance(value, ContentionModel):
+        return value
+    try:
+        with open(value, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except OSError as error:
+        raise ValueError(f"contention_model: cannot read {os.fspath(value)!r}: {error.strerror}") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"contention_model: {os.fspath(value)!r} is not JSON ({error.msg} at line {error.lineno})") \
+            from None
+    try:
+        return load_model(document)
+    except ValueError as error:
+        raise ValueError(f"contention_model: {os.fspath(value)!r}: {error}") from None
+
+
+#: HighThroughputExecutor's arguments that ScalpelExecutor does not take, each with what does its work here:
+#: a user moving a configuration over is told the equivalent, not handed a bare TypeError.
+HTEX_ONLY = {
+    "cpu_affinity": "workers are always pinned here, one to each core (pin='core', the default) or to every core "
+                    "of its LLC domain (pin='domain'); topology= chooses the cores",
+    "cores_per_worker": "a worker here is one core; give a task several with cores_per_task= or its "
+                        "parsl_resource_specification={'cores': k}",
+    "mem_per_worker": "give mem_per_task= (a task's memory without a hint), memory_budget= (the node's) or "
+                      "parsl_resource_specification={'memory': MiB}",
+    "max_workers": "one worker runs per core of topology= (local mode) or max_workers_per_node= (with provider=)",
+    "worker_debug": "node managers and workers log at the driver's level for scalpel_executor, under "
+                    "runinfo/<run>/<label>/block-N/",
+    "worker_port_range": "give port_range= (provider mode: the ports the driver binds)",
+    "worker_ports": "give port_range= (provider mode: the ports the driver binds)",
+    "interchange_port_range": "there is no interchange: the driver deals tasks to node managers itself (port_range=)",
+    "interchange_launch_cmd": "there is no interchange: the driver deals tasks to node managers itself",
+    "loopback_address": "give address= (provider mode: where node managers reach the driver)",
+    "encrypted": "provider mode's channel is always CurveZMQ-encrypted, with keys made per run",
+    "manager_selector": "the executor places tasks on node managers by footprint itself (runtime.placement)",
+    "poll_period": "give heartbeat_period= (seconds between a node manager's heartbeats)",
+}
 
 
 def _batching(document: Any) -> Batching:
