@@ -109,6 +109,29 @@ def default_path() -> Path:
     return Path(data_home) / "scalpel-executor" / "profiles.sqlite"
 
 
+def store_path(profiles: str | os.PathLike | ProfileStore | bool | None) -> str | None:
+    """The file an executor's ``profiles=`` argument names (None or True: :func:`default_path`);
+    None when it opens none (False) or gives one open. A directory is refused here, at once."""
+    if profiles is False or isinstance(profiles, ProfileStore):
+        return None
+    path = str(default_path()) if profiles is None or profiles is True else os.fspath(profiles)
+    if path != ":memory:" and os.path.isdir(os.path.expanduser(path)):
+        raise ValueError(
+            f"profiles={path!r} is a directory; give a file path such as "
+            f"{os.path.join(path, 'profiles.sqlite')!r}, or profiles=False to run without a profile store"
+        )
+    return path
+
+
+def open_store(profiles: str | os.PathLike | ProfileStore | bool | None, path: str | None) -> ProfileStore | None:
+    """The store a run uses: the one given open, else the file ``path`` (:func:`store_path`), else none."""
+    if profiles is False:
+        return None
+    if isinstance(profiles, ProfileStore):
+        return profiles
+    return ProfileStore(path)
+
+
 @dataclass(frozen=True)
 class Observation:
     """One finished task's measurements. ``None`` means "not measured"."""

@@ -51,7 +51,6 @@ from collections import deque
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-import psutil
 import typeguard
 from parsl.executors.base import ParslExecutor
 from parsl.executors.errors import InvalidResourceSpecification  # noqa: F401 - re-exported for users
@@ -76,20 +75,20 @@ from scalpel_executor.core.resources import Capacity, counted_memory, needs_reso
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.runtime.channel import PORT_RANGE, make_keys, remove_keys
 from scalpel_executor.runtime.contract import Job, Outcome, Pool
-from scalpel_executor.runtime.graph import GraphMemoizer
+from scalpel_executor.runtime.graph import GraphMemoizer, nested_future
 from scalpel_executor.runtime.host_learning import HostLearning
 from scalpel_executor.runtime.path_learning import PathLearning
 from scalpel_executor.runtime.hub import ManagerHub
 from scalpel_executor.runtime.logs import share_parsl_handlers
 from scalpel_executor.runtime.manager_client import ManagerClient
 from scalpel_executor.runtime.manager_protocol import ManagerConfig
-from scalpel_executor.runtime.monitoring import LOCAL_BLOCK, NodeMonitor
+from scalpel_executor.runtime.monitoring import NodeMonitor, local_node, start_monitor
 from scalpel_executor.runtime.options import (HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, HTEX_ONLY, LOCAL_BATCHING,
                                               PROVIDER_BATCHING, PoolOption, PoolOptions, memory_budget,
                                               read_contention_model)
 from scalpel_executor.runtime.pool import WorkerPool
 from scalpel_executor.runtime.report import TaskRecord, build_report, save_report
-from scalpel_executor.learning.store import ProfileStore, default_path
+from scalpel_executor.learning.store import ProfileStore, open_store, store_path
 from scalpel_executor.core.domains import Topology
 from scalpel_executor.host.sysfs import allowed_cpus, resolve_topology
 from scalpel_executor.core.units import parse_mebibytes, parse_size
@@ -418,7 +417,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self._paths = PathLearning(self, self.default_runtime)  # the tails told to tasks and learned from the run
         self._host = HostLearning(label, self._topology, self.contention_model, given=contention_model is not None,
                                   local=provider is None)
-        self._store_path = self._check_store_path(profiles)  # a directory fails here; faults warn at start()
+        self._store_path = store_path(profiles)  # a directory fails here; faults warn at start()
         self._estimator: Estimator | None = None
         self._capacity: Capacity | None = None  # local mode: what this node's tasks may hold, fixed at start()
         self._hint_audit = HintAudit()  # hints far off their tasks' measurements (run report: hints_off)
@@ -428,25 +427,6 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self._pool: Pool | None = None
         self._node_monitor: NodeMonitor | None = None  # with Parsl monitoring: node (and local block) rows
         self._shut_down = False
-
-    @staticmethod
-    def _check_store_path(profiles: Union[str, os.PathLike, ProfileStore, bool, None]) -> Optional[str]:
-        if profiles is False or isinstance(profiles, ProfileStore):
-            return None
-        path = str(default_path()) if profiles is None or profiles is True else os.fspath(profiles)
-        if path != ":memory:" and os.path.isdir(os.path.expanduser(path)):
-            raise ValueError(
-                f"profiles={path!r} is a directory; give a file path such as "
-                f"{os.path.join(path, 'profiles.sqlite')!r}, or profiles=False to run without a profile store"
-            )
-        return path
-
-    def _open_store(self) -> Optional[ProfileStore]:
-        if self.profiles is False:
-            return None
-        if isinstance(self.profiles, ProfileStore):
-            return self.profiles
-        return ProfileStore(self._store_path)
 
     @property
     def resolved_topology(self) -> Topology:
@@ -500,20 +480,11 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
 
     def _start_node_monitor(self) -> None:
         """With Parsl monitoring on, report node managers (and local mode's block) to its database."""
-        if self.monitoring_messages is not None:
-            self._node_monitor = NodeMonitor(self.monitoring_messages, self.run_id, self.label, self._node_managers,
-                                             local=self.provider is None)
-            self._node_monitor.start()
+        self._node_monitor = start_monitor(self.monitoring_messages, self.run_id, self.label, self._node_managers,
+                                           local=self.provider is None)
 
     def _node_managers(self) -> List[Dict[str, Any]]:
-        """Local mode's one node manager (or, without one, this process's pool) as ``connected_managers()``
-        describes a provider block's: block :data:`~scalpel_executor.runtime.monitoring.LOCAL_BLOCK`."""
-        pool = self._pool
-        if pool is None:
-            return []
-        return [{"block_id": LOCAL_BLOCK, "hostname": socket.gethostname(),
-                 "pid": getattr(pool, "pid", None) or os.getpid(), "cpus": list(self._topology.cpus),
-                 "worker_count": len(pool.worker_pids), "active": True, "memory": psutil.virtual_memory().total}]
+        return local_node(self._pool, self._topology.cpus)
 
     def _log_dir(self) -> Optional[str]:
         """``<run_dir>/<label>``, below which node managers and workers write their log files (as HTEX's
@@ -521,7 +492,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         return None if self.run_dir == self._unset_run_dir else os.path.join(self.run_dir, self.label)
 
     def _make_estimator(self) -> Estimator:
-        return Estimator(self._open_store(), self._default_footprint_bytes, self.default_runtime,
+        return Estimator(open_store(self.profiles, self._store_path), self._default_footprint_bytes, self.default_runtime,
                          key_function=self.profile_key, sampling=self.sampling if self.probe else None)
 
     def _pool_options(self) -> PoolOptions:
@@ -604,7 +575,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         try:
             buffer = pack_apply_message(func, args, kwargs)
         except Exception as error:
-            nested = _nested_future(args, kwargs)
+            nested = nested_future(args, kwargs)
             advice = (f"{nested} holds a Future: Parsl waits only for Futures passed as arguments themselves "
                       f"(or in inputs=), so pass them one by one (*futures) or as inputs=futures"
                       if nested is not None else
@@ -934,19 +905,3 @@ def scalpel_config(run_dir: str = "runinfo", **executor_options: Any):
     from parsl.config import Config
 
     return Config(executors=[ScalpelExecutor(**executor_options)], run_dir=run_dir, memoizer=GraphMemoizer())
-
-
-def _nested_future(args: Sequence[Any], kwargs: Dict[str, Any]) -> Optional[str]:
-    """Which argument holds a Future inside a list, tuple, set or dict (one level down), or None: Parsl
-    resolves only Futures that are arguments themselves, and a Future does not pickle.
-
-    >>> _nested_future((1, [Future()]), {}), _nested_future((), {"parts": {"a": Future()}}), _nested_future((1,), {})
-    ('argument 2', "argument 'parts'", None)
-    """
-    named = [(f"argument {position}", value) for position, value in enumerate(args, start=1)]
-    named += [(f"argument {name!r}", value) for name, value in kwargs.items() if name != "inputs"]
-    for name, value in named:
-        items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple, set)) else ()
-        if any(isinstance(item, Future) for item in items):
-            return name
-    return None

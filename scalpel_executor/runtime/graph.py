@@ -34,13 +34,17 @@ whole, one that submits as results arrive is seen as far as it got. It never wal
 
 This touches DFK internals (``dfk.tasks``, ``dfk.task_count``, ``dfk.memoizer``, task record
 keys): checked on the Parsl versions in :data:`PARSL_CHECKED`.
+
+A Future the DFK cannot see (inside a list or dict argument) is named by :func:`nested_future`,
+for the executor's error when such a call does not serialize.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,7 +52,7 @@ from parsl.app.futures import DataFuture
 from parsl.dataflow.futures import AppFuture
 from parsl.dataflow.memoization import BasicMemoizer, Memoizer
 
-__all__ = ["PARSL_CHECKED", "GraphMemoizer", "PendingGraph", "Sighting", "install", "take_sighting"]
+__all__ = ["PARSL_CHECKED", "GraphMemoizer", "PendingGraph", "Sighting", "install", "nested_future", "take_sighting"]
 
 logger = logging.getLogger(__name__)
 
@@ -469,3 +473,19 @@ def install(dfk: Any) -> bool:
         logger.info("Task graph not installed: %s: %s; tasks run in arrival order",
                     type(error).__name__, error)
         return False
+
+
+def nested_future(args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
+    """Which argument holds a Future inside a list, tuple, set or dict (one level down), or None: Parsl
+    resolves only Futures that are arguments themselves, and a Future does not pickle.
+
+    >>> nested_future((1, [Future()]), {}), nested_future((), {"parts": {"a": Future()}}), nested_future((1,), {})
+    ('argument 2', "argument 'parts'", None)
+    """
+    named = [(f"argument {position}", value) for position, value in enumerate(args, start=1)]
+    named += [(f"argument {name!r}", value) for name, value in kwargs.items() if name != "inputs"]
+    for name, value in named:
+        items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple, set)) else ()
+        if any(isinstance(item, Future) for item in items):
+            return name
+    return None

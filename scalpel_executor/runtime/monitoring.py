@@ -29,9 +29,13 @@ from __future__ import annotations
 
 import datetime
 import logging
+import os
 import platform
+import socket
 import threading
-from typing import Callable, Optional
+from typing import Any, Callable, Optional, Sequence
+
+import psutil
 
 from parsl.jobs.states import JobState
 from parsl.monitoring.message_type import MessageType
@@ -39,7 +43,7 @@ from parsl.monitoring.radios.multiprocessing import MultiprocessingQueueRadioSen
 
 from scalpel_executor.runtime.pool import LOCAL_BLOCK_ID as LOCAL_BLOCK  # local mode's one block: its node manager
 
-__all__ = ["LOCAL_BLOCK", "PERIOD", "NodeMonitor", "node_row", "block_row"]
+__all__ = ["LOCAL_BLOCK", "PERIOD", "NodeMonitor", "block_row", "local_node", "node_row", "start_monitor"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +68,26 @@ def block_row(run_id: str, label: str, block_id: str, job_id: Optional[str], sta
     """The ``block`` table's row, as ``BlockProviderExecutor.create_monitoring_info`` makes it."""
     return {"run_id": run_id, "status": state.name, "timestamp": now, "executor_label": label, "job_id": job_id,
             "block_id": block_id}
+
+
+def local_node(pool: Any, cpus: Sequence[int]) -> list[dict]:
+    """Local mode's one node manager (or, without one, this process's pool running on ``cpus``) as
+    ``connected_managers()`` describes a provider block's: block :data:`LOCAL_BLOCK`; none before it starts."""
+    if pool is None:
+        return []
+    return [{"block_id": LOCAL_BLOCK, "hostname": socket.gethostname(),
+             "pid": getattr(pool, "pid", None) or os.getpid(), "cpus": list(cpus),
+             "worker_count": len(pool.worker_pids), "active": True, "memory": psutil.virtual_memory().total}]
+
+
+def start_monitor(queue, run_id: str, label: str, managers: Callable[[], list[dict]], *,
+                  local: bool) -> Optional[NodeMonitor]:
+    """A started :class:`NodeMonitor` (its arguments), or None when Parsl monitoring is off (no queue)."""
+    if queue is None:
+        return None
+    monitor = NodeMonitor(queue, run_id, label, managers, local=local)
+    monitor.start()
+    return monitor
 
 
 class NodeMonitor:
