@@ -1,9 +1,10 @@
 """ScalpelExecutor: the Parsl-facing executor.
 
-One module past ~500 lines because it holds both Parsl-facing classes (``ScalpelExecutor.__new__``
-must name ``ScalpelProviderExecutor``, and a module of its own would be an import cycle) and their
-documented, checked constructor arguments, its largest part; the machinery below them lives in
-``pool.py``, ``hub.py``, ``host_learning.py``, ``path_learning.py`` and ``report.py``.
+One module past ~500 lines because it holds the documented, checked constructor arguments of the
+Parsl-facing class, its largest part, and both classes (``ScalpelExecutor.__new__`` names
+``ScalpelProviderExecutor``, whose provider-mode machinery is the mixin in ``provider_mode.py``, so
+no module imports this one back); the machinery below them lives in ``pool.py``, ``hub.py``,
+``node_fit.py``, ``host_learning.py``, ``path_learning.py`` and ``report.py``.
 
 Parsl's DataFlowKernel calls ``submit(func, resource_specification, *args, **kwargs)`` from its
 own thread; this class validates the hints, serializes the call with Parsl's serializer, and hands
@@ -42,10 +43,7 @@ import itertools
 import logging
 import math
 import os
-import shlex
-import socket
 import sys
-import tempfile
 import time
 from collections import deque
 from concurrent.futures import Future, InvalidStateError
@@ -56,7 +54,6 @@ from parsl.executors.base import ParslExecutor
 from parsl.executors.errors import InvalidResourceSpecification  # noqa: F401 - re-exported for users
 from parsl.executors.high_throughput.executor import HighThroughputExecutor
 from parsl.executors.status_handling import BlockProviderExecutor
-from parsl.jobs.states import TERMINAL_STATES, JobState, JobStatus
 from parsl.providers.base import ExecutionProvider
 from parsl.monitoring.radios.base import RadioConfig
 from parsl.monitoring.radios.filesystem import FilesystemRadio
@@ -66,22 +63,22 @@ from parsl.utils import RepresentationMixin
 from scalpel_executor.core.batching import Batching
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.learning.estimates import Estimate, Estimator
-from scalpel_executor.learning.hints import HintAudit, Hints, InvalidHint, parse_hints, parse_walltime, scheduling_priority
+from scalpel_executor.learning.hints import HintAudit, Hints, parse_hints, parse_walltime, scheduling_priority
 from scalpel_executor.learning.keys import declared as app_declared
 from scalpel_executor.learning.sampling import Sampling
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, TaskExit,
                                              WalltimeExceeded, WorkerDied)
-from scalpel_executor.core.resources import Capacity, counted_memory, needs_resources, unfit_reason
+from scalpel_executor.core.resources import Capacity
 from scalpel_executor.core.tasks import Task
-from scalpel_executor.runtime.channel import PORT_RANGE, make_keys, remove_keys
+from scalpel_executor.runtime.channel import PORT_RANGE
 from scalpel_executor.runtime.contract import Job, Outcome, Pool
 from scalpel_executor.runtime.graph import GraphMemoizer, nested_future
 from scalpel_executor.runtime.host_learning import HostLearning
 from scalpel_executor.runtime.path_learning import PathLearning
-from scalpel_executor.runtime.hub import ManagerHub
 from scalpel_executor.runtime.logs import share_parsl_handlers
 from scalpel_executor.runtime.manager_client import ManagerClient
-from scalpel_executor.runtime.manager_protocol import ManagerConfig
+from scalpel_executor.runtime.node_fit import NodeFit
+from scalpel_executor.runtime.provider_mode import ProviderMode
 from scalpel_executor.runtime.monitoring import NodeMonitor, local_node, start_monitor
 from scalpel_executor.runtime.options import (HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, HTEX_ONLY, LOCAL_BATCHING,
                                               PROVIDER_BATCHING, PoolOption, PoolOptions, memory_budget,
@@ -90,7 +87,7 @@ from scalpel_executor.runtime.pool import WorkerPool
 from scalpel_executor.runtime.report import TaskRecord, build_report, save_report
 from scalpel_executor.learning.store import ProfileStore, open_store, store_path
 from scalpel_executor.core.domains import Topology
-from scalpel_executor.host.sysfs import allowed_cpus, resolve_topology
+from scalpel_executor.host.sysfs import resolve_topology
 from scalpel_executor.core.units import parse_mebibytes, parse_size
 
 logger = logging.getLogger(__name__)
@@ -382,8 +379,6 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             heartbeat_threshold=heartbeat_threshold, accelerators=available_accelerators, enforce_memory=enforce_memory,
             drain_period=drain_period,
             memory_budget=None if memory_budget is None else parse_mebibytes(memory_budget, what="memory_budget"))
-        if isinstance(cores_per_task, bool) or cores_per_task < 1:
-            raise ValueError(f"cores_per_task must be a whole number >= 1, got {cores_per_task!r}")
         self.cores_per_task, self.mem_per_task = cores_per_task, mem_per_task
         self.memory_budget, self.available_accelerators = memory_budget, available_accelerators
         if worker_init is not None and (provider is not None or node_manager is False):
@@ -391,8 +386,6 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                              + ("with provider=, give it to the provider (its worker_init)" if provider is not None
                                 else "it needs node_manager=True (the default)"))
         self.worker_init = worker_init
-        self._mem_per_task = 0.0 if mem_per_task is None else parse_mebibytes(mem_per_task, what="mem_per_task")
-        self._wide_warned: set[int] = set()
         self.label = label
         self._refused = 0  # tasks handed over after shutdown (_refused_after_shutdown)
         self._cut_short = 0  # tasks still running or waiting at shutdown (the run report's tasks_cut_short)
@@ -413,13 +406,13 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self._topology = resolve_topology(topology, smt=smt)  # bad CPUs fail here, not at start()
         if provider is None:  # local mode's node: as many workers as HTEX would run here
             self._topology = self._topology.first(max_workers_per_node)
+        self._fit = NodeFit(cores_per_task, mem_per_task, self._topology)  # local mode: the node, fixed at start()
         # What start() plans with (the given model, else this host's fit) and what the run adds to the fit.
         self._paths = PathLearning(self, self.default_runtime)  # the tails told to tasks and learned from the run
         self._host = HostLearning(label, self._topology, self.contention_model, given=contention_model is not None,
                                   local=provider is None)
         self._store_path = store_path(profiles)  # a directory fails here; faults warn at start()
         self._estimator: Estimator | None = None
-        self._capacity: Capacity | None = None  # local mode: what this node's tasks may hold, fixed at start()
         self._hint_audit = HintAudit()  # hints far off their tasks' measurements (run report: hints_off)
         self._take_back_log_handlers: Callable[[], None] | None = None
         self._ids = itertools.count()
@@ -492,8 +485,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         return None if self.run_dir == self._unset_run_dir else os.path.join(self.run_dir, self.label)
 
     def _make_estimator(self) -> Estimator:
-        return Estimator(open_store(self.profiles, self._store_path), self._default_footprint_bytes, self.default_runtime,
-                         key_function=self.profile_key, sampling=self.sampling if self.probe else None)
+        return Estimator(open_store(self.profiles, self._store_path), self._default_footprint_bytes,
+                         self.default_runtime, key_function=self.profile_key,
+                         sampling=self.sampling if self.probe else None)
 
     def _pool_options(self) -> PoolOptions:
         """The options every pool of this executor runs with, planning with the model start() chose;
@@ -502,60 +496,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         options = dataclasses.replace(self._options, contention_model=self._host.planning_model)
         if self.provider is None:
             options = dataclasses.replace(options, memory_budget=memory_budget(options))
-            self._capacity = Capacity(tuple(len(d.cpus) for d in self._topology.domains), options.memory_budget,
-                                      len(options.accelerators))
-            self._check_task_defaults(self._capacity)
+            self._fit.fix(Capacity(tuple(len(d.cpus) for d in self._topology.domains), options.memory_budget,
+                                   len(options.accelerators)))
         return options
-
-    def _check_task_defaults(self, capacity: Capacity) -> None:
-        """Refuse at start executor-wide task defaults no task of this node could run with, naming
-        the option (else every unhinted task would fail at submit, blamed for asking)."""
-        cores = sum(capacity.cores_per_domain)
-        if self.cores_per_task is not None and self.cores_per_task > cores:
-            raise ValueError(f"cores_per_task={self.cores_per_task} is more than this node's {cores} cores: every task "
-                             f"without a cores hint would ask for them; give at most {cores}")
-        if self.mem_per_task is not None and capacity.memory is not None and self._mem_per_task > capacity.memory:
-            raise ValueError(f"mem_per_task={self.mem_per_task!r} ({self._mem_per_task / 2**20:.0f} MiB) is more than "
-                             f"this node's memory budget of {capacity.memory / 2**20:.0f} MiB: every task without a "
-                             f"memory hint would ask for it; give less, or raise memory_budget=")
-
-    def _learned_memory(self, estimate) -> float:
-        """An undeclared task's memory for admission: the largest peak RSS its key measured (0 before
-        any), at most the node's budget (:func:`~scalpel_executor.core.resources.counted_memory`); in
-        provider mode each node's manager, and the hub per node, cap it at that node's budget."""
-        capacity = self._capacity
-        return counted_memory(estimate.memory or 0.0, False, None if capacity is None else capacity.memory)
-
-    def _resources(self, task: Task) -> None:
-        """Refuse at submit a task this node could never start (local mode); say once per width
-        that a task wider than any LLC domain spans several."""
-        capacity = self._capacity
-        if task.max_cores is not None:
-            if task.max_cores < task.cores:
-                raise InvalidHint({"max_cores"}, f"resource specification key 'max_cores': must be at least the task's "
-                                                 f"cores ({task.cores}, cores_per_task={self.cores_per_task} without a "
-                                                 f"'cores' key), got {task.max_cores}; raise max_cores or lower cores")
-            widest = None if capacity is None else max(capacity.cores_per_domain)  # provider mode: each node's own
-            if widest is not None and task.max_cores > widest:
-                raise InvalidHint({"max_cores"}, f"resource specification key 'max_cores': a malleable task runs on "
-                                                 f"cores of one LLC domain, and this node's widest has {widest}; got "
-                                                 f"{task.max_cores}: give at most {widest}")
-        if capacity is not None and needs_resources(task) and (problem := unfit_reason(task, capacity)) is not None:
-            if task.cores > sum(capacity.cores_per_domain):
-                fix = "ask for fewer cores, or run it with a provider whose nodes have more"
-            elif capacity.memory is not None and task.memory > capacity.memory:
-                fix = ("ask for less memory, or raise memory_budget= (default: 90% of the memory available "
-                       "when the executor starts) if the node has it")
-            else:
-                fix = "ask for fewer, or name the node's devices in available_accelerators="
-            raise ResourcesUnavailable(f"{problem}; it could never start here: {fix}")
-        if task.cores == 1:
-            return
-        widest = max(len(d.cpus) for d in self._topology.domains)
-        if task.cores > widest and task.cores not in self._wide_warned:
-            self._wide_warned.add(task.cores)
-            logger.warning("tasks of %d cores are wider than any LLC domain here (%d cores): each runs on cores "
-                           "of several domains, and its threads share no last-level cache", task.cores, widest)
 
     def submit(self, func, resource_specification: Dict[str, Any], *args: Any, **kwargs: Any) -> Future:
         pool = self._pool  # read once: a concurrent shutdown() sets it to None
@@ -582,8 +525,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                       "pass only values that pickle (no open files, locks held by others, generators, sockets)")
             raise TypeError(f"the call of {getattr(func, '__name__', func)!r} cannot be serialized for a worker: "
                             f"{error}; {advice}") from error
-        declared = hints.memory if hints.memory is not None else self._mem_per_task if self.mem_per_task is not None \
-            else None
+        declared = hints.memory if hints.memory is not None else self._fit.default_memory
         task = Task(task_id, estimate.footprint, estimate.runtime, scheduling_priority(hints.priority),  # lower first
                     estimate.intensity,
                     payload=Job(buffer, walltime=walltime, measure=estimate.measure, memory_limit=declared or 0.0,
@@ -592,13 +534,14 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                     runtime_spread=estimate.runtime_spread, key=estimate.key,
                     footprint_known=estimate.footprint_source != "prior",
                     cores=hints.cores or self.cores_per_task,
-                    memory=declared if declared is not None else self._learned_memory(estimate), gpus=hints.gpus or 0,
+                    memory=declared if declared is not None else self._fit.learned_memory(estimate),
+                    gpus=hints.gpus or 0,
                     tail=tail, interference=self._host.terms(estimate.key), max_cores=hints.max_cores,
                     serial_fraction=estimate.speedup[0] if estimate.speedup else None,
                     serial_readings=estimate.speedup[1] if estimate.speedup else 0)
         if task.interference is not None:
             self._host.told()
-        self._resources(task)
+        self._fit.check(task)
         try:
             pool.submit(task)
         except ExecutorShutdown:
@@ -735,7 +678,7 @@ def _ending_with() -> str | None:
     return "a Ctrl-C" if isinstance(error, KeyboardInterrupt) else f"an error ({type(error).__name__})"
 
 
-class ScalpelProviderExecutor(ScalpelExecutor, BlockProviderExecutor):
+class ScalpelProviderExecutor(ProviderMode, ScalpelExecutor, BlockProviderExecutor):
     """ScalpelExecutor in provider mode: what ``ScalpelExecutor(provider=...)`` builds.
 
     A Parsl ``BlockProviderExecutor``: the DataFlowKernel's strategy submits blocks through the
@@ -743,151 +686,9 @@ class ScalpelProviderExecutor(ScalpelExecutor, BlockProviderExecutor):
     ``workers_per_node``, scales idle blocks in (``scale_in`` cancels idle blocks first) and
     cancels every block at cleanup. Each node of a block runs ``scalpel-manager --connect``,
     which registers with this executor's :class:`~scalpel_executor.runtime.hub.ManagerHub`.
-    The arguments are ScalpelExecutor's; see there.
+    The arguments are ScalpelExecutor's; see there. What provider mode adds is
+    :class:`~scalpel_executor.runtime.provider_mode.ProviderMode`.
     """
-
-    _key_dirs: tuple = ()  # the CurveZMQ key directory and any directory made for it alone, until shutdown
-
-    @property
-    def provider(self) -> Optional[ExecutionProvider]:  # BlockProviderExecutor's, not ScalpelExecutor's None
-        return self._provider
-
-    def start(self) -> None:
-        if not self._begin_start():
-            return
-        made: tuple[str, ...] = ()  # directories made for the keys alone, removed with them
-        if self.run_dir == self._unset_run_dir:  # not run by a DataFlowKernel: keep keys out of the working dir
-            made = (tempfile.mkdtemp(prefix=f"scalpel-{self.label}-"),)
-            self._cert_dir = make_keys(os.path.join(made[0], "certificates"))
-        else:
-            self._cert_dir = make_keys(os.path.join(self.run_dir, self.label, "certificates"))
-        self._key_dirs = (self._cert_dir, *made)
-        config = ManagerConfig.of_driver(None if self.topology is None else self._topology, smt=self.smt,
-                                         max_workers=self.max_workers_per_node)
-        hub = ManagerHub(config, self._pool_options(), self._complete, cert_dir=self._cert_dir,
-                         address=self.address, port_range=self.port_range, prefetch=self.prefetch_capacity)
-        hub.blocks_pending, hub.cancel_block = self._blocks_pending, self._cancel_block
-        try:
-            hub.start()
-        except BaseException:
-            self._remove_keys()
-            raise
-        self._pool = hub
-        BlockProviderExecutor.start(self)
-        self._start_node_monitor()
-        logger.info("executor %r listens for node managers on %s (provider %s)", self.label, hub.url,
-                    type(self.provider).__name__)
-
-    def _blocks_pending(self) -> bool:
-        """Whether a block that is not over has no connected manager yet (it may bring a node)."""
-        connected = {manager["block_id"] for manager in self.connected_managers()}
-        return any(status.state not in TERMINAL_STATES and block_id not in connected
-                   for block_id, status in list(self._status.items()))
-
-    def _cancel_block(self, block_id: str, cause: str) -> None:
-        """Cancel the block of a manager the hub lost that may still hold its node (silent, sending
-        malformed messages, no usable core), marked as scale_in_facade marks it: Parsl's strategy
-        then starts another as ``outstanding()`` asks, where the block would have held a node idle."""
-        job_id, status = self.blocks_to_job_id.get(block_id), self._status.get(block_id)
-        if job_id is None or status is not None and status.state in TERMINAL_STATES:
-            return
-        logger.warning("%s Cancelling block %s (job %s): %s", self._scale_prefix, block_id, job_id, cause)
-        if self._filter_scale_in_ids([job_id], self.provider.cancel([job_id])):
-            self._status[block_id] = self._simulated_status[block_id] = JobStatus(JobState.SCALED_IN)
-            self.send_monitoring_info({block_id: self._status[block_id]})
-
-    def shutdown(self) -> None:
-        """As ScalpelExecutor's; then, the hub stopped and its managers told to end, the run's
-        CurveZMQ keys are deleted. Idempotent."""
-        try:
-            super().shutdown()
-        finally:
-            self._remove_keys()
-
-    def _remove_keys(self) -> None:
-        """Delete the key files and the directories start() made for them, once each is empty."""
-        if not self._key_dirs:
-            return
-        (cert_dir, *made), self._key_dirs = self._key_dirs, ()
-        remove_keys(cert_dir)
-        for directory in made:
-            try:
-                os.rmdir(directory)
-            except OSError:
-                pass  # not empty: someone else's files
-
-    def _get_launch_command(self, block_id: str) -> str:
-        hub: ManagerHub = self._pool
-        return self.launch_cmd.format(python=shlex.quote(sys.executable), url=self._manager_url(hub),
-                                      cert_dir=shlex.quote(str(self._cert_dir)), block_id=block_id,
-                                      driver_threshold=self.heartbeat_threshold,
-                                      log_dir=shlex.quote(self._log_dir() or ""))
-
-    def _manager_url(self, hub: ManagerHub) -> str:
-        if self.address in ("*", "0.0.0.0"):
-            return f"tcp://{socket.gethostname()}:{hub.port}"
-        return hub.url
-
-    def submit(self, func, resource_specification: Dict[str, Any], *args: Any, **kwargs: Any) -> Future:
-        if self.bad_state_is_set:
-            raise self.executor_exception
-        future = ScalpelExecutor.submit(self, func, resource_specification, *args, **kwargs)
-        # BlockProviderExecutor fails these if its blocks cannot start (set_bad_state_and_fail_all);
-        # a task handed over after shutdown is already failed and has no id
-        task_id = getattr(future, "parsl_executor_task_id", None)
-        if task_id is not None:
-            self._tasks[task_id] = future
-        return future
-
-    def _complete(self, task: Task, outcome: Outcome) -> None:
-        self._tasks.pop(task.id, None)
-        ScalpelExecutor._complete(self, task, outcome)
-
-    def outstanding(self) -> int:
-        """Tasks submitted and not finished (waiting in the driver or held by a manager); a method, as HTEX's."""
-        hub = self._pool
-        return 0 if hub is None else hub.outstanding
-
-    @property
-    def workers_per_node(self) -> Union[int, float]:
-        """``max_workers_per_node``; else the most workers a connected manager runs; else this host's CPUs."""
-        if self.max_workers_per_node is not None:
-            return self.max_workers_per_node
-        hub = self._pool
-        counts = [m["worker_count"] for m in hub.connected_managers()] if hub is not None else []
-        return max(counts, default=0) or len(allowed_cpus())
-
-    def connected_managers(self) -> List[Dict[str, Any]]:
-        """One dict per connected node manager, as HTEX's (``block_id``, ``worker_count``, ``tasks``,
-        ``idle_duration``, ``active``, ...) plus ``hostname``, ``pid``, ``cpus``, ``slot_cpus``, ``memory``."""
-        hub = self._pool
-        return [] if hub is None else hub.connected_managers()
-
-    _node_managers = connected_managers  # what Parsl monitoring's node rows describe
-
-    def scale_in(self, blocks: int, max_idletime: Optional[float] = None) -> List[str]:
-        """Cancel up to ``blocks`` blocks, as HTEX's: those whose managers hold no task first, the
-        longest idle (a block with no manager yet: idle since ever) first among them. With
-        ``max_idletime`` (Parsl's ``htex_auto_scale`` strategy, while tasks run elsewhere) only
-        blocks that hold no task and have been idle longer than that, which may be fewer."""
-        hub = self._pool
-        activity = hub.block_activity() if hub is not None else {}
-        unconnected = (0, math.inf)  # (tasks held, seconds idle)
-        active = [block_id for block_id, status in self._status.items() if status.state not in TERMINAL_STATES]
-        chosen = sorted(active, key=lambda block_id: (activity.get(block_id, unconnected)[0],
-                                                      -activity.get(block_id, unconnected)[1]))  # stable: oldest first
-        if max_idletime is not None:
-            chosen = [block_id for block_id in chosen if activity.get(block_id, unconnected)[0] == 0
-                      and activity.get(block_id, unconnected)[1] > max_idletime]
-        chosen = chosen[:blocks]
-        if hub is not None and chosen:
-            chosen = hub.drain(chosen, idle_only=max_idletime is not None)  # a task dealt meanwhile keeps its block
-        if not chosen:
-            return []
-        job_ids = [self.blocks_to_job_id[block_id] for block_id in chosen]
-        logger.info("%s Scaling in blocks %s (jobs %s)", self._scale_prefix, chosen, job_ids)
-        cancelled = self._filter_scale_in_ids(job_ids, self.provider.cancel(job_ids))
-        return [self.job_ids_to_block[job_id] for job_id in cancelled]
 
 
 # Parsl's htex_auto_scale strategy scales in idle blocks while tasks run elsewhere only for executors that

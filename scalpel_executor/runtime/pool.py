@@ -68,7 +68,6 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 
 from scalpel_executor.core.batching import Batcher
-from scalpel_executor.core.resources import needs_resources, unfit_reason
 from scalpel_executor.core.scheduler import CHECKED_AT_DISPATCH, Scheduler, Task
 from scalpel_executor.core.domains import Topology
 from scalpel_executor.host.accelerators import device_domains, device_env
@@ -76,8 +75,9 @@ from scalpel_executor.host.cgroups import (CGROUP_ENV, TASK_MARGIN, MemoryCgroup
                                            worker_name)
 from scalpel_executor.host.sysfs import allowed_cpus
 from scalpel_executor.runtime.contract import Job, OnComplete, Outcome
-from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, MemoryExceeded, ResourcesUnavailable,
-                                             WalltimeExceeded, WorkerDied)
+from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, MemoryExceeded, WalltimeExceeded,
+                                             WorkerDied)
+from scalpel_executor.runtime.node_fit import never_fits
 from scalpel_executor.runtime.options import PoolOptions, memory_budget
 from scalpel_executor.runtime.processes import kill_group, slot_cpus, start_worker, worker_environment
 from scalpel_executor.runtime.protocol import Measured, Ready, WorkerResult, Run, Warm, decode, encode
@@ -322,7 +322,8 @@ class WorkerPool:
 
         Raises ExecutorShutdown after shutdown, ExecutorFailed after the dispatch thread broke. A
         task asking for more cores, memory or accelerators than the node has fails at once with
-        ResourcesUnavailable naming the figures.
+        ResourcesUnavailable naming the figures and the fix
+        (:func:`~scalpel_executor.runtime.node_fit.never_fits`).
         """
         with self._accepting:  # the wake pipe closes under this lock, so the write cannot miss it
             if self._stopping.is_set():
@@ -330,9 +331,8 @@ class WorkerPool:
                     raise ExecutorFailed(self._failure)
                 raise ExecutorShutdown(NO_WORKERS_LEFT if self._no_workers_left
                                        else "the executor is shut down; no new tasks are accepted")
-            if needs_resources(task) and (problem := unfit_reason(task, self._scheduler.capacity)) is not None:
-                self._complete(task, Outcome(False, error=ResourcesUnavailable(
-                    f"{problem}; it could never start here: ask for less, or run it on a larger node")))
+            if (refusal := never_fits(task, self._scheduler.capacity)) is not None:
+                self._complete(task, Outcome(False, error=refusal))
                 return
             self._inbox.put(task)
             self._wake()

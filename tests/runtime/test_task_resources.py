@@ -209,9 +209,9 @@ def test_an_undeclared_task_is_admitted_with_its_keys_learned_peak_rss_capped_at
     executor = ScalpelExecutor(topology="1x2:32MiB", profiles=False, memory_budget="4GiB")
     executor._pool_options()  # local mode fixes the node's budget here, as start() does
     learned = Estimate("k", "app", 0.0, 1.0, "prior", "prior", memory=3 * GiB)
-    assert executor._learned_memory(learned) == 3 * GiB
-    assert executor._learned_memory(Estimate("k", "app", 0.0, 1.0, "prior", "prior", memory=64 * GiB)) == 4 * GiB
-    assert executor._learned_memory(Estimate("k", "app", 0.0, 1.0, "prior", "prior")) == 0.0
+    assert executor._fit.learned_memory(learned) == 3 * GiB
+    assert executor._fit.learned_memory(Estimate("k", "app", 0.0, 1.0, "prior", "prior", memory=64 * GiB)) == 4 * GiB
+    assert executor._fit.learned_memory(Estimate("k", "app", 0.0, 1.0, "prior", "prior")) == 0.0
 
 
 def test_provider_mode_counts_learned_memory_at_most_each_nodes_budget_and_declared_memory_in_full():
