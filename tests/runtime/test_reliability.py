@@ -282,7 +282,7 @@ DRIVER = textwrap.dedent("""
     import parsl
     from parsl import python_app
     from parsl.config import Config
-    from scalpel_executor import ScalpelExecutor
+    from scalpel_executor import Batching, ScalpelExecutor
 
     futures = []
     # Registered before parsl.load, so it runs after the executor's own exit handler.
