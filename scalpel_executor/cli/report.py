@@ -43,12 +43,12 @@ WRITTEN_WHEN = "the report is written at dfk.cleanup(), by an executor that ran 
 #: A row without an admission reason: the run report counts it as ``none``.
 NEVER_STARTED = "none"
 NEVER_STARTED_EXPLAINED = "it never started: it failed at shutdown, or with its node manager, before a core took it"
-HEADERS = ["task", "profile key", "domain/cpu", "waited s", "start s", "end s", "wall s", "footprint", "admitted as",
-           "over LLC s", "ended", "admission"]
+HEADERS = ["task", "profile key", "domain/cpu", "width", "waited s", "start s", "end s", "wall s", "footprint",
+           "admitted as", "over LLC s", "ended", "admission"]
 #: Right-aligned columns: the numbers.
 NUMERIC = frozenset({"task", "waited s", "start s", "end s", "wall s", "footprint", "admitted as", "over LLC s"})
 #: Columns left out, in this order, until the table fits the terminal; ``--wide`` keeps every one.
-LEFT_OUT_FIRST = ("admitted as", "end s", "waited s", "wall s", "over LLC s", "domain/cpu", "ended")
+LEFT_OUT_FIRST = ("admitted as", "width", "end s", "waited s", "wall s", "over LLC s", "domain/cpu", "ended")
 #: The fewest characters of a profile key a fitted table shows (``cut_key`` keeps the app and program).
 KEY_ROOM = 24
 #: Characters past which a fitted table wraps an admission reason (the longest has 46) onto more lines.
@@ -58,7 +58,9 @@ COLUMNS_EXPLAINED = ("Times are seconds since the run's first task started; a ta
                      "time its worker measured; waited s: from its submit (its inputs ready) to its start. "
                      "footprint: what the probe measured (~: an estimate, the task was not "
                      "measured); admitted as: the footprint its start was decided on, the estimate at that moment; "
-                     "over LLC s: how long it ran beside tasks whose footprints together overflowed its LLC.")
+                     "over LLC s: how long it ran beside tasks whose footprints together overflowed its LLC; "
+                     "width (shown when a task was malleable): the cores a malleable task (max_cores) was given and "
+                     "why (docs/design.md, \"Widths of malleable tasks\"), - for a task of fixed cores.")
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:
@@ -141,10 +143,14 @@ def describe(report: Mapping, *, width: int | None = None) -> list[str]:
             over[task_id] += stretch.end - stretch.start
     rows = report["tasks"]
     cells = [task_cells(row, over.get(row["task_id"], 0.0)) for row in rows]
+    headers = HEADERS
+    if not any(row.get("width") for row in rows):  # no malleable task: no width column
+        column = HEADERS.index("width")
+        headers, cells = [h for h in HEADERS if h != "width"], [row[:column] + row[column + 1:] for row in cells]
     if width is None:
-        headers, left_out, wrap = HEADERS, [], None
+        left_out, wrap = [], None
     else:
-        headers, cells, left_out, reason_room = fit_table(HEADERS, cells, width)
+        headers, cells, left_out, reason_room = fit_table(headers, cells, width)
         wrap = None if reason_room is None else {headers.index("admission"): reason_room}
     note = textwrap.wrap(f"Left out to fit {width} columns: {', '.join(left_out)} (--wide shows every column and "
                          f"whole keys).", width) if left_out else []
@@ -206,7 +212,8 @@ def task_cells(row: Mapping, over_llc: float) -> list[str]:
     if admitted is None:
         admitted = row.get("estimated_footprint")
     waited = row.get("waited")
-    return [str(row["task_id"]), row["profile_key"] or "-", where,
+    width = f"{row['width']}: {row.get('width_reason') or '?'}" if row.get("width") else "-"
+    return [str(row["task_id"]), row["profile_key"] or "-", where, width,
             "-" if waited is None else f"{waited:.2f}",
             *(["-", "-"] if span is None else [f"{moment:.2f}" for moment in span]),
             "-" if wall is None else f"{wall:.2f}",

@@ -12,7 +12,7 @@ from parsl import python_app
 from parsl.config import Config
 
 from scalpel_executor import ScalpelExecutor
-from scalpel_executor.cli.report import HEADERS, legend, task_cells
+from scalpel_executor.cli.report import HEADERS, describe, legend, task_cells
 from scalpel_executor.core import admission
 from scalpel_executor.core.units import format_size
 from scalpel_executor.runtime.report import OverCache, over_cache_coruns, run_summary, seconds_covered
@@ -59,6 +59,7 @@ def test_a_run_directory_prints_the_sentence_the_tasks_and_the_legend(runinfo, s
                for row in report["tasks"])
     assert all(task_cells(row, 0.0)[HEADERS.index("admitted as")] == format_size(row["scheduled_footprint"])
                for row in report["tasks"])  # what its start weighed, beside what the probe measured
+    assert all(task_cells(row, 0.0)[HEADERS.index("width")] == "-" for row in report["tasks"])  # none malleable
     assert lines[header + 9].startswith("Times are seconds since the run's first task started")  # the columns, read
     assert "admitted as: the footprint its start was decided on" in lines[header + 9]
     assert lines[header + 11] == "admission: why each task started where and when it did"
@@ -106,7 +107,7 @@ def test_the_table_fits_the_terminal_keeping_what_tells_keys_apart_and_wide_give
     code, out, _ = scalpel("report", str(path), "--wide")
     lines = out.splitlines()
     header = next(index for index, line in enumerate(lines) if line.split()[:2] == ["task", "profile"])
-    assert all(name in lines[header] for name in HEADERS)
+    assert all(name in lines[header] for name in HEADERS if name != "width") and "width" not in lines[header]
     assert all(WFBENCH_KEY.replace("blastall", f"type{i}") in lines[header + 2 + i] for i in range(6))
     assert not any(line.startswith("Left out") for line in lines)
 
@@ -329,3 +330,17 @@ def test_the_closing_line_says_what_the_run_learned_and_whether_it_is_kept():
     assert "learned the run times of 2 keys, 1 of them new, and the footprints of 1, kept in the profile store" in kept
     assert "kept for this run only (profiles=False)" in run_summary({**base, "profile_store": None}, None)
     assert "learned" not in run_summary(base, None)  # a report from before the clause: nothing claimed
+
+
+def test_a_malleable_tasks_row_says_its_width_and_why(runinfo):
+    row = {"task_id": 3, "profile_key": "app.fft(~512)", "domain": 0, "cpu": 2, "cpus": [2, 3], "started": 1.0,
+           "finished": 2.0, "measured_runtime": 1.0, "measured_footprint": 2**20, "estimated_footprint": 2**20,
+           "scheduled_footprint": 2**20, "ok": True, "admission": "fits", "waited": 0.1, "width": 2,
+           "width_reason": "tail"}
+    cells = task_cells(row, 0.0)
+    assert cells[HEADERS.index("width")] == "2: tail" and cells[HEADERS.index("domain/cpu")] == "0/2-3"
+    report = json.loads((runinfo / "000" / "scalpel-scalpel-report.json").read_text())
+    report["tasks"][0].update(width=2, width_reason="tail")
+    lines = describe(report)
+    header = next(index for index, line in enumerate(lines) if line.split()[:2] == ["task", "profile"])
+    assert "width" in lines[header] and "2: tail" in lines[header + 2]
