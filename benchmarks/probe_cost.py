@@ -4,7 +4,7 @@ Two ways to pair the task, both interleaved (the order alternates from pair to p
 machine's drift hits both sides alike):
 
 * fresh workers (default): for every pair, two fresh workers (``python -m
-  scalpel_executor.runtime.worker``), one with ``--probe on`` and one with ``--probe off``, pinned
+  scalpel_executor.runtime.worker.main``), one with ``--probe on`` and one with ``--probe off``, pinned
   to the same CPU, run the task once each; which of the two is started first alternates too (the
   first-started worker ran 10 to 19 % faster here with both probes off, numpy's huge pages going
   to whichever asks first). ``--control`` starts both with the probe off: the noise floor.
@@ -38,8 +38,8 @@ import statistics
 import sys
 
 from scalpel_executor.core.units import parse_size
-from scalpel_executor.runtime.processes import WorkerClient
-from scalpel_executor.runtime.protocol import Run, encode
+from scalpel_executor.runtime.node.processes import WorkerClient
+from scalpel_executor.runtime.wire.worker_messages import Run, encode
 
 TICK = os.sysconf("SC_CLK_TCK")
 

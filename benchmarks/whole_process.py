@@ -489,7 +489,7 @@ def main(argv=None) -> int:
         print(json.dumps(child(json.loads(args.child))), flush=True)
         return 0
     from scalpel_executor.learning.host_model import host_id
-    from scalpel_executor.runtime.executor import ScalpelExecutor
+    from scalpel_executor.runtime.driver.executor import ScalpelExecutor
 
     import user_workflow
 

@@ -5,8 +5,8 @@ The package tree is the architecture (docs/design.md has the map):
 - :mod:`scalpel_executor.core` — pure decisions: topology model, grouping (Algorithm 1),
   policies and the scheduler (Algorithm 2), batching, the simulator. No I/O, no numpy, no Parsl.
 - :mod:`scalpel_executor.host` — reads this machine: sysfs topology, the footprint probe.
-- :mod:`scalpel_executor.runtime` — the live path: worker protocol, workers, the worker pool,
-  the Parsl executor.
+- :mod:`scalpel_executor.runtime` — the live path, a package per process: ``driver`` (the Parsl
+  executor), ``node`` (the node manager and its worker pool), ``worker``, and ``wire`` between them.
 - :mod:`scalpel_executor.learning` — hints, profile keys, the profile store, estimates.
 - :mod:`scalpel_executor.workloads`, :mod:`scalpel_executor.experiments`,
   :mod:`scalpel_executor.cli` — what runs on it, what measures it, and the ``scalpel`` command.
@@ -26,10 +26,10 @@ __version__ = "0.1.0"
 
 # name -> module that defines it, loaded on first use (Parsl and numpy stay out of `import scalpel_executor`)
 _LAZY = {
-    "ScalpelExecutor": "scalpel_executor.runtime.executor",
-    "ScalpelProviderExecutor": "scalpel_executor.runtime.executor",
-    "scalpel_config": "scalpel_executor.runtime.executor",
-    "GraphMemoizer": "scalpel_executor.runtime.graph",
+    "ScalpelExecutor": "scalpel_executor.runtime.driver.executor",
+    "ScalpelProviderExecutor": "scalpel_executor.runtime.driver.executor",
+    "scalpel_config": "scalpel_executor.runtime.driver.executor",
+    "GraphMemoizer": "scalpel_executor.runtime.driver.graph",
     "WorkerDied": "scalpel_executor.runtime.errors",
     "ExecutorShutdown": "scalpel_executor.runtime.errors",
     "ResourcesUnavailable": "scalpel_executor.runtime.errors",

@@ -5,14 +5,14 @@ that sent a reader there still reads well. Three kinds are checked, in the READM
 docs/ and every Python file of the package, the benchmarks, the examples and the scripts:
 
 - a repository path (``docs/results/throughput.md``, ``benchmarks/throughput.py``,
-  ``scalpel_executor/runtime/pool.py``) or a package path as design.md writes them
-  (``runtime/pool.py``, ``core/scheduler.py``): the file or folder exists, or, for an output
+  ``scalpel_executor/runtime/node/pool.py``) or a package path as design.md writes them
+  (``runtime/node/pool.py``, ``core/scheduler.py``): the file or folder exists, or, for an output
   prefix (``--out docs/figures/scale``), files that start with it;
 - a cited section, ``docs/profiles.md, "The profile store"``, ```docs/profiles.md`, "The profile store"`` or
   ``docs/design.md ("Import rules")``: the page has a heading, or a paragraph or list item (numbered too)
   opening in bold, that starts with those words; a row of a page's table of moved sections does not count,
   nor a section left holding only where it moved ("*Moved to ...*"): cite the page the section moved to;
-- a dotted name, ``scalpel_executor.runtime.report.run_summary``: a module of the package, or a
+- a dotted name, ``scalpel_executor.runtime.driver.report.run_summary``: a module of the package, or a
   name defined or imported in one;
 - a Markdown link between pages, ``[text](results/throughput.md#provider-mode)``: the page exists
   and, with an anchor, has a heading whose GitHub anchor that is.
@@ -153,7 +153,7 @@ def test_every_cited_file_section_and_link_exists():
     ("[the figures](results/no-such-page.md)", "the link to results/no-such-page.md leads nowhere"),
     ("[the figures](profiles.md#no-such-heading)", "profiles.md has no heading for #no-such-heading"),
     ("``scalpel_executor.runtime.gone.Thing``", "scalpel_executor.runtime.gone.Thing names no module"),
-    ("``scalpel_executor.runtime.report.no_such_function``", "report.no_such_function names no module"),
+    ("``scalpel_executor.runtime.driver.report.no_such_function``", "report.no_such_function names no module"),
     ('(`docs/profiles.md`, "A section nobody wrote")', 'has no section "A section nobody wrote"'),
     ('docs/notebook.md, "The machine\'s cache, measured first"', "only says where it moved: cite that page"),
 ])

@@ -1,5 +1,5 @@
 """Every module of the package and every benchmark script over 500 lines has its reason written in
-docs/design.md's "Module size" paragraph (named as design.md names modules: ``runtime/pool.py``,
+docs/design.md's "Module size" paragraph (named as design.md names modules: ``runtime/node/pool.py``,
 ``benchmarks/whole_process.py``). A module that grows past the line is either split or explained."""
 
 import re

@@ -268,7 +268,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Parsl loads only for `profile run`, not for the commands that only read or write the store.
     from scalpel_executor.core.batching import Batching
     from scalpel_executor.learning.sampling import Sampling
-    from scalpel_executor.runtime.executor import ScalpelExecutor
+    from scalpel_executor.runtime.driver.executor import ScalpelExecutor
 
     function = load_function(args.target)
     positional = [_literal(value) for value in args.args]

@@ -15,7 +15,7 @@ where it did) and what each admission reason in it means.
     scalpel report RUN --json                                the report itself
 
 Each report prints as the sentence the executor logs at cleanup
-(:func:`~scalpel_executor.runtime.report.run_summary`), a table of its tasks, and a legend of the
+(:func:`~scalpel_executor.runtime.driver.report.run_summary`), a table of its tasks, and a legend of the
 admission reasons that occur in it (:data:`~scalpel_executor.core.admission.REASONS_EXPLAINED`).
 """
 
@@ -36,7 +36,7 @@ from scalpel_executor.core.cpulist import format_cpu_list
 from scalpel_executor.core.units import format_size
 from scalpel_executor.experiments.tables import format_table
 from scalpel_executor.learning.exchange import read_json_object
-from scalpel_executor.runtime.report import corun_footprint, over_cache_coruns, row_span, run_summary
+from scalpel_executor.runtime.driver.report import corun_footprint, over_cache_coruns, row_span, run_summary
 
 REPORT_FILES = "scalpel-*-report.json"
 WRITTEN_WHEN = "the report is written at dfk.cleanup(), by an executor that ran tasks"

@@ -112,7 +112,7 @@ OVERDUE_FRACTION = 0.1  # a task past its estimate is assumed to have this fract
 GUESSED_SPREAD = 1.0  # a run time this uncertain is a guess (learning.estimates.PRIOR_SPREAD: never seen)
 LEAST_HARM_LOOKAHEAD = 64  # waiting tasks searched for the least harmful when nothing fits on guessed run times
 #: Seconds a free core may stay idle, from the start of a running unmeasured task, when only tasks
-#: of its profile key wait: its first reading comes about 0.15 s in (runtime.worker.EARLY_REPORT).
+#: of its profile key wait: its first reading comes about 0.15 s in (runtime.worker.main.EARLY_REPORT).
 MEASURE_WAIT = 0.25
 
 PLANNED = "planned"  # a policy without admission: the plan's choice, unchecked

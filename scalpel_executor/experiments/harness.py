@@ -53,7 +53,7 @@ from scalpel_executor.experiments.apps import (
     timed_kernel,
     warm_up,
 )
-from scalpel_executor.runtime.executor import ScalpelExecutor
+from scalpel_executor.runtime.driver.executor import ScalpelExecutor
 from scalpel_executor.workloads.kernels import KernelCase
 
 #: Seconds a warm-up task may take: a worker's first one imports numpy and the kernels.

@@ -59,7 +59,7 @@ import scalpel_executor
 from scalpel_executor.core.batching import Batching
 from scalpel_executor.experiments.tables import format_table
 from scalpel_executor.host.sysfs import detect_topology
-from scalpel_executor.runtime.executor import DEFAULT_LAUNCH_CMD, ScalpelExecutor
+from scalpel_executor.runtime.driver.executor import DEFAULT_LAUNCH_CMD, ScalpelExecutor
 
 WARM_UP = 50  # tasks before the timed phases: workers started, imports done
 #: Warm-up batches at most while waiting for every worker to have run a task (HTEX's workers

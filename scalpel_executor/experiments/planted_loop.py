@@ -49,7 +49,7 @@ from scalpel_executor.experiments.live_workflows import wait_for_refit
 from scalpel_executor.learning import host_model
 from scalpel_executor.learning.host_model import HostInterference, HostModelStore, host_id
 from scalpel_executor.learning.keys import profile_key
-from scalpel_executor.runtime.executor import ScalpelExecutor
+from scalpel_executor.runtime.driver.executor import ScalpelExecutor
 from scalpel_executor.workloads.planted import PLANTED, RETUNED, Board, PlantedMatrix, gather, oracle_terms, planted
 
 #: A planted pair hurts when either member runs at least this much slower beside the other.

@@ -28,7 +28,7 @@ __all__ = ["detect_topology", "resolve_topology", "allowed_cpus", "affinity_avai
 logger = logging.getLogger("scalpel_executor.core.domains")
 
 _CPU_DIR = re.compile(r"^cpu([0-9]+)$")
-#: What is said, once per process, where workers cannot be pinned (runtime.processes.slot_cpus).
+#: What is said, once per process, where workers cannot be pinned (runtime.node.processes.slot_cpus).
 AFFINITY_UNAVAILABLE = "CPU affinity is not available on this platform; workers run unpinned"
 
 

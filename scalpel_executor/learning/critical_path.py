@@ -5,7 +5,7 @@ run time). The default policy starts a task with a long tail early (``Task.tail`
 :mod:`scalpel_executor.core.planning`). The executor tells it one per task, at submit::
 
     Parsl launches a task ─ GraphMemoizer.check_memo ─> Sighting: its Parsl id, app, parents, the DFK's
-    (runtime.graph)                                      pending graph (children not yet launched)
+    (runtime.driver.graph)                                      pending graph (children not yet launched)
     executor.submit ────── Tails.tail(sighting, key, app) ─> seconds, and where they came from:
        "graph":   the pending children's longest chain, each child's run time estimated by its app
                   (learned in this run, else in the store, else the executor's default_runtime), and
@@ -19,7 +19,7 @@ run time). The default policy starts a task with a long tail early (``Task.tail`
 **The graph wins where it is seen.** A key whose learned tail is stale (the workflow changed
 shape) or contradicts the pending graph is told what the graph shows; its learned tail counts only
 where no child of the task is visible. A run's tails are learned only from the edges the graph
-showed (the executor's memoizer, :func:`scalpel_executor.runtime.graph.install`): without it a
+showed (the executor's memoizer, :func:`scalpel_executor.runtime.driver.graph.install`): without it a
 run teaches nothing here, and says so in the run report.
 
 **Counted right.** A retried task counts once (its last try's wall time); a failed task teaches
@@ -236,7 +236,7 @@ class Tails:
 
     def tail(self, sighting, key: str, app: str) -> tuple[float, str | None]:
         """Seconds of the chain waiting for this task, and where they came from (``graph``,
-        ``learned``, None). ``sighting``: :class:`scalpel_executor.runtime.graph.Sighting`, or None."""
+        ``learned``, None). ``sighting``: :class:`scalpel_executor.runtime.driver.graph.Sighting`, or None."""
         if sighting is not None:
             self.run.launched(sighting.task_id, key, app, sighting.parents)
             if sighting.graph.children(sighting.task_id):

@@ -2,16 +2,16 @@
 
 Three pools keep it, and the executor holds one of them as a :class:`Pool`:
 
-- :class:`~scalpel_executor.runtime.pool.WorkerPool` — pinned workers driven from this process
+- :class:`~scalpel_executor.runtime.node.pool.WorkerPool` — pinned workers driven from this process
   (``node_manager=False``);
-- :class:`~scalpel_executor.runtime.manager_client.ManagerClient` — a WorkerPool in a node manager
+- :class:`~scalpel_executor.runtime.driver.manager_client.ManagerClient` — a WorkerPool in a node manager
   child process (local mode's default);
-- :class:`~scalpel_executor.runtime.hub.ManagerHub` — the node managers of provider blocks, over
+- :class:`~scalpel_executor.runtime.driver.hub.ManagerHub` — the node managers of provider blocks, over
   CurveZMQ (provider mode).
 
 Each is built as ``Pool(where, options, on_complete, **its own keywords)``: ``where`` is the
 :class:`~scalpel_executor.core.domains.Topology` to schedule for (WorkerPool, ManagerClient) or the
-:class:`~scalpel_executor.runtime.manager_protocol.ManagerConfig` every node manager is told
+:class:`~scalpel_executor.runtime.wire.manager_messages.ManagerConfig` every node manager is told
 (ManagerHub); ``options`` the :class:`~scalpel_executor.runtime.options.PoolOptions`; ``on_complete``
 the completion callback (:data:`OnComplete`)::
 
@@ -45,7 +45,7 @@ __all__ = ["Job", "OnComplete", "Outcome", "Pool"]
 class Job:
     """What a pool needs to run a task: the ``payload`` of its :class:`~scalpel_executor.core.tasks.Task`.
 
-    ``context`` belongs to the caller (the executor's :class:`~scalpel_executor.runtime.executor.Submission`;
+    ``context`` belongs to the caller (the executor's :class:`~scalpel_executor.runtime.driver.executor.Submission`;
     no pool reads it); the placement fields are filled in when the task is sent
     (by the pool that ran it, or from the node manager's Result or Failed).
     """

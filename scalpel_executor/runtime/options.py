@@ -106,7 +106,7 @@ HTEX_ONLY = {
     "interchange_launch_cmd": "there is no interchange: the driver deals tasks to node managers itself",
     "loopback_address": "give address= (provider mode: where node managers reach the driver)",
     "encrypted": "provider mode's channel is always CurveZMQ-encrypted, with keys made per run",
-    "manager_selector": "the executor places tasks on node managers by footprint itself (runtime.placement)",
+    "manager_selector": "the executor places tasks on node managers by footprint itself (runtime.driver.placement)",
     "poll_period": "give heartbeat_period= (seconds between a node manager's heartbeats)",
 }
 
@@ -141,7 +141,7 @@ class PoolOption:
 class PoolOptions:
     """How a pool runs its tasks, whichever pool and wherever it runs.
 
-    Each field but ``walltime_grace`` is the :class:`~scalpel_executor.runtime.executor.ScalpelExecutor`
+    Each field but ``walltime_grace`` is the :class:`~scalpel_executor.runtime.driver.executor.ScalpelExecutor`
     argument of the same name, described there once; the executor shows them as read-only
     attributes read from here (:class:`PoolOption`). Where a field holds a resolved form of the
     argument:

@@ -1,6 +1,6 @@
 """The driver's dispatch capacity in provider mode: tasks/s through one ManagerHub, no DFK, no workers.
 
-A real :class:`~scalpel_executor.runtime.hub.ManagerHub`, made as ``ScalpelProviderExecutor.start()``
+A real :class:`~scalpel_executor.runtime.driver.hub.ManagerHub`, made as ``ScalpelProviderExecutor.start()``
 makes it, serves M fake node managers that answer every task at once, so the figure is what the
 driver's side of the channel can push (submit, deal and place, encode, CurveZMQ, decode, deliver),
 not what Parsl's DataFlowKernel or a worker adds::
@@ -62,9 +62,9 @@ import scalpel_executor
 from scalpel_executor import __version__
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.core.domains import Domain, Topology
-from scalpel_executor.runtime.channel import PING, load_keys, make_keys
-from scalpel_executor.runtime.hub import ManagerHub
-from scalpel_executor.runtime.manager_protocol import (Configure, Heartbeat, ManagerConfig, Register, Result, Shutdown,
+from scalpel_executor.runtime.wire.channel import PING, load_keys, make_keys
+from scalpel_executor.runtime.driver.hub import ManagerHub
+from scalpel_executor.runtime.wire.manager_messages import (Configure, Heartbeat, ManagerConfig, Register, Result, Shutdown,
                                                        Started, Submit, decode, encode)
 from scalpel_executor.runtime.options import HEARTBEAT_THRESHOLD, PoolOptions
 from scalpel_executor.runtime.contract import Job

@@ -216,7 +216,7 @@ class Round:
         import parsl
         from parsl.config import Config
 
-        import scalpel_executor.runtime.pool as pool_module
+        import scalpel_executor.runtime.node.pool as pool_module
         from scalpel_executor import Batching, ScalpelExecutor
 
         pool_module.READY_TIMEOUT = READY_TIMEOUT

@@ -85,10 +85,10 @@ from dataclasses import dataclass, field
 import psutil
 
 from scalpel_executor.core.batching import Batching
-from scalpel_executor.runtime.channel import MAX_FRAME, PING
-from scalpel_executor.runtime.executor import DEFAULT_LAUNCH_CMD
-from scalpel_executor.runtime.manager_client import START_TIMEOUT
-from scalpel_executor.runtime.manager_protocol import Drain, Heartbeat, Result, decode, encode
+from scalpel_executor.runtime.wire.channel import MAX_FRAME, PING
+from scalpel_executor.runtime.driver.executor import DEFAULT_LAUNCH_CMD
+from scalpel_executor.runtime.driver.manager_client import START_TIMEOUT
+from scalpel_executor.runtime.wire.manager_messages import Drain, Heartbeat, Result, decode, encode
 from scalpel_executor.stress import faults
 from scalpel_executor.stress.manager_peers import (DRAINS_ON_FILE, SITECUSTOMIZE, FakeManager, malformed_message,
                                                    stranger)
@@ -513,7 +513,7 @@ class Round:
         """A manager started by hand, as a block would, on one of this host's CPUs."""
         cpus = sorted(os.sched_getaffinity(0))
         command = [sys.executable, "-c", DRAINS_ON_FILE, self.drain_trigger(case)] if drains \
-            else [sys.executable, "-m", "scalpel_executor.runtime.manager"]
+            else [sys.executable, "-m", "scalpel_executor.runtime.node.manager"]
         command += ["--connect", self.pool.url, "--cert-dir", str(self.pool.cert_dir), "--block-id",
                     f"hand-{case.number}", "--cpus", str(cpus[case.number % len(cpus)]), "--driver-threshold",
                     f"{MANAGER_DRIVER_THRESHOLD:g}", "--connect-timeout", f"{WAIT:g}"]

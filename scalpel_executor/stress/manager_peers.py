@@ -19,8 +19,8 @@ import psutil
 import zmq
 
 from scalpel_executor import __version__
-from scalpel_executor.runtime.channel import PING, load_keys
-from scalpel_executor.runtime.manager_protocol import Configure, Heartbeat, Register, Started, Submit, decode, encode
+from scalpel_executor.runtime.wire.channel import PING, load_keys
+from scalpel_executor.runtime.wire.manager_messages import Configure, Heartbeat, Register, Started, Submit, decode, encode
 
 __all__ = ["DRAINS_ON_FILE", "SITECUSTOMIZE", "FakeManager", "malformed_message", "stranger"]
 
@@ -35,7 +35,7 @@ if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), "brea
 # A manager launched by hand that drains (sends Drain, as at its drain_period) once a file appears.
 DRAINS_ON_FILE = """\
 import os, sys, threading, time
-import scalpel_executor.runtime.manager as manager
+import scalpel_executor.runtime.node.manager as manager
 trigger, run = sys.argv.pop(1), manager.NodeManager.run
 def run_until_the_file(self):
     def watch():

@@ -15,7 +15,7 @@ from scalpel_executor import ScalpelExecutor
 from scalpel_executor.cli.report import HEADERS, describe, legend, task_cells
 from scalpel_executor.core import admission
 from scalpel_executor.core.units import format_size
-from scalpel_executor.runtime.report import OverCache, over_cache_coruns, run_summary, seconds_covered
+from scalpel_executor.runtime.driver.report import OverCache, over_cache_coruns, run_summary, seconds_covered
 
 MiB = 2**20
 
@@ -245,7 +245,7 @@ def test_the_closing_sentence_counts_one_task_as_one_and_says_what_shutdown_cut_
 
 
 def test_a_report_that_cannot_be_written_is_said_in_the_closing_line(tmp_path, caplog):
-    from scalpel_executor.runtime.report import save_report
+    from scalpel_executor.runtime.driver.report import save_report
 
     rows = [{"task_id": 1, "domain": 0, "measured_footprint": 1e6, "started": 0.0, "finished": 1.0,
              "admission": "fits"}]
@@ -308,7 +308,7 @@ def test_gantt_bars_name_their_task_where_the_name_fits_and_colours_read_in_mib(
 
 
 def test_a_workers_cold_first_call_makes_no_key_mixed():
-    from scalpel_executor.runtime.report import TaskRecord, mixed_keys
+    from scalpel_executor.runtime.driver.report import TaskRecord, mixed_keys
 
     def record(task_id, wall, cold):
         return TaskRecord(task_id=task_id, slot=0, domain=0, cpu=0, started=0.0, finished=wall, footprint=0.0,

@@ -151,8 +151,70 @@ def test_the_layer_check_sees_an_upward_import_wherever_it_is():
     imports = _imports_in(source, "scalpel_executor.core.upward", is_package=False)
     targets = {_imported_module(i, modules) for i in imports if i.startswith("scalpel_executor.")} - {None}
     assert targets == {"scalpel_executor.experiments", "scalpel_executor.experiments.plans",
-                       "scalpel_executor.runtime.executor"}, targets
+                       "scalpel_executor.runtime.driver.executor"}, targets
     assert all(_layer(t, layers) > layers["core"] for t in targets)
+
+
+def _processes_of_the_design() -> dict[str, int]:
+    """Each runtime package's rank in docs/design.md's "processes point down: `driver` → ... → `runtime`"
+    (`runtime`, the package's top, 0)."""
+    rule = re.search(r"processes point down:(.*?)\.\s", DESIGN.read_text(), re.S)
+    assert rule, f"{DESIGN} no longer states the runtime's process order as 'processes point down: `driver` → ...'"
+    levels = rule.group(1).split("→")
+    return {name: rank for rank, level in enumerate(reversed(levels)) for name in re.findall(r"`(\w+)`", level)}
+
+
+def _process(module: str) -> str | None:
+    """The runtime package ``module`` runs in ("runtime" for the top's shared modules); None outside the runtime."""
+    parts = module.split(".")
+    if parts[:2] != ["scalpel_executor", "runtime"]:
+        return None
+    return parts[2] if len(parts) > 3 or (len(parts) == 3 and (PACKAGE / "runtime" / parts[2]).is_dir()) else "runtime"
+
+
+def _process_crossings(name: str, imports: set[str], modules: dict, ranks: dict[str, int]) -> list[str]:
+    own = _process(name)
+    crossings = []
+    for imported in sorted(imports):
+        target = _imported_module(imported, modules) if imported.startswith("scalpel_executor.runtime.") else None
+        if own is not None and target is not None and ranks[_process(target)] > ranks[own]:
+            crossings.append(f"{name} ({own}) imports {imported} ({_process(target)})")
+    return crossings
+
+
+def test_the_design_names_every_runtime_package_in_its_process_order():
+    packages = {p.parent.name for p in (PACKAGE / "runtime").glob("*/__init__.py")}
+    ranks = _processes_of_the_design()
+    assert set(ranks) == packages | {"runtime"}, f"docs/design.md's processes {sorted(ranks)}, the runtime's {sorted(packages)}"
+    assert ranks["runtime"] == 0 and ranks["driver"] == max(ranks.values())
+
+
+def test_every_runtime_import_points_to_the_same_or_a_lower_process():
+    """Type-only imports included: a node manager that names a driver's type already depends on it."""
+    ranks = _processes_of_the_design()
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    runtime = [name for name in modules if _process(name) is not None]
+    assert len(runtime) > 20
+    crossings = [c for name in sorted(runtime)
+                 for c in _process_crossings(name, _imports(modules[name], type_only=True), modules, ranks)]
+    assert not crossings, "imports against docs/design.md's process order:\n" + "\n".join(crossings)
+
+
+def test_the_process_check_sees_a_node_loading_the_driver_and_a_worker_loading_the_node():
+    ranks = _processes_of_the_design()
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    node = _imports_in("def f():\n    from ..driver import report\n", "scalpel_executor.runtime.node.pool",
+                       is_package=False)
+    worker = _imports_in("from scalpel_executor.runtime.node.fit import never_fits\n",
+                         "scalpel_executor.runtime.worker.main", is_package=False)
+    shared = _imports_in("from scalpel_executor.runtime.wire import channel\n", "scalpel_executor.runtime.options",
+                         is_package=False)
+    assert _process_crossings("scalpel_executor.runtime.node.pool", node, modules, ranks)
+    assert _process_crossings("scalpel_executor.runtime.worker.main", worker, modules, ranks)
+    assert _process_crossings("scalpel_executor.runtime.options", shared, modules, ranks)
+    driver = _imports_in("from scalpel_executor.runtime.node.pool import WorkerPool\n",
+                         "scalpel_executor.runtime.driver.executor", is_package=False)
+    assert not _process_crossings("scalpel_executor.runtime.driver.executor", driver, modules, ranks)
 
 
 def _stress_crossings(name: str, imports: set[str], modules: dict) -> list[str]:
@@ -187,7 +249,7 @@ def test_the_stress_check_sees_both_directions():
                          is_package=False)
     assert _stress_crossings("scalpel_executor.cli.demo", into, modules)
     assert _stress_crossings("scalpel_executor.stress.soak", out_of, modules)
-    assert not _stress_crossings("scalpel_executor.stress.soak", {"scalpel_executor.runtime.executor"}, modules)
+    assert not _stress_crossings("scalpel_executor.stress.soak", {"scalpel_executor.runtime.driver.executor"}, modules)
 
 
 def test_no_module_of_the_package_is_part_of_an_import_cycle():

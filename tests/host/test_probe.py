@@ -1,7 +1,7 @@
 """The measurement probe, the worker's side: accuracy on real processes, degradation on fake /proc trees.
 
-Accuracy kernels run in real workers (``python -m scalpel_executor.runtime.worker``, driven through
-:class:`~scalpel_executor.runtime.processes.WorkerClient`) and keep each sweep inside one numpy call: a Python
+Accuracy kernels run in real workers (``python -m scalpel_executor.runtime.worker.main``, driven through
+:class:`~scalpel_executor.runtime.node.processes.WorkerClient`) and keep each sweep inside one numpy call: a Python
 loop around numpy calls touches about 0.2 MiB of interpreter data per window, which is part of
 such a task's footprint but not of the sizes asserted here.
 """
@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from scalpel_executor.host.probe import REFERENCED_PAGES, LLCCounters, Probe, detect_capabilities
-from scalpel_executor.runtime.processes import WorkerClient
+from scalpel_executor.runtime.node.processes import WorkerClient
 
 try:
     from proc_trees import FAKE_PID, write_fake_process

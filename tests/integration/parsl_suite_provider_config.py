@@ -19,7 +19,7 @@ from parsl.launchers import SingleNodeLauncher
 from parsl.providers import LocalProvider
 
 from scalpel_executor import ScalpelExecutor
-from scalpel_executor.runtime.executor import DEFAULT_LAUNCH_CMD
+from scalpel_executor.runtime.driver.executor import DEFAULT_LAUNCH_CMD
 
 BLOCKS = 2
 # As in parsl_suite_config.py: the suite's profiles go to a store of this run's own, not the user's.

@@ -95,7 +95,7 @@ def test_an_unusable_file_warns_once_and_keeps_the_run_in_memory(tmp_path, caplo
 
 
 class _Graph:
-    """A pending graph as runtime.graph shows it: children per task, the tail of the visible chain."""
+    """A pending graph as runtime.driver.graph shows it: children per task, the tail of the visible chain."""
 
     def __init__(self, children, seconds):
         self._children, self._seconds = children, seconds

@@ -12,7 +12,7 @@ from scalpel_executor import ContentionModel
 from scalpel_executor.core.domains import Topology
 from scalpel_executor.learning import host_model
 from scalpel_executor.learning.host_model import MIN_OBSERVATIONS, HostModelStore, TaskSpan, host_id
-from scalpel_executor.runtime.executor import ScalpelExecutor
+from scalpel_executor.runtime.driver.executor import ScalpelExecutor
 from scalpel_executor.runtime.options import PoolOptions
 
 MiB = 2**20

@@ -15,7 +15,7 @@ from parsl.config import Config
 from parsl.dataflow.errors import DependencyError
 
 from scalpel_executor import ScalpelExecutor, scalpel_config
-import scalpel_executor.runtime.path_learning as path_learning
+import scalpel_executor.runtime.driver.path_learning as path_learning
 
 SIMULATIONS, CHAIN, SECONDS = 6, 3, 0.4
 

@@ -84,7 +84,7 @@ def test_results_and_each_worker_pinned_to_its_core(dfk):
 
 
 def test_a_fault_in_the_run_reports_bookkeeping_costs_a_row_never_the_result(dfk, monkeypatch, caplog):
-    from scalpel_executor.runtime import executor as module
+    from scalpel_executor.runtime.driver import executor as module
 
     def broken(**fields):
         raise TypeError("a record that cannot be built")

@@ -1,6 +1,6 @@
 """Frames: many node manager messages in one write, each row checked as a lone message, in order.
 
-Both ends batch (runtime.outbox): the driver its Submits, the manager its Results, and a Began still
+Both ends batch (runtime.wire.outbox): the driver its Submits, the manager its Results, and a Began still
 reaches the driver's socket before its tasks reach their workers, so a lost manager's tasks that no
 Began named go to the replacement unspent however the messages were framed.
 """
@@ -20,13 +20,13 @@ from scalpel_executor.core.tasks import Task
 from scalpel_executor.host.sysfs import resolve_topology
 from scalpel_executor.runtime.contract import Job, Outcome
 from scalpel_executor.runtime.errors import NodeManagerLost
-from scalpel_executor.runtime.manager import NodeManager
-from scalpel_executor.runtime.manager_client import ManagerClient
-from scalpel_executor.runtime.manager_protocol import (Began, Failed, FrameError, Heartbeat, Log, Result, Shutdown,
+from scalpel_executor.runtime.node.manager import NodeManager
+from scalpel_executor.runtime.driver.manager_client import ManagerClient
+from scalpel_executor.runtime.wire.manager_messages import (Began, Failed, FrameError, Heartbeat, Log, Result, Shutdown,
                                                        Submit, decode, decode_frame, encode, encode_frame,
                                                        submit_row, task_of)
 from scalpel_executor.runtime.options import PoolOptions
-from scalpel_executor.runtime.outbox import Outbox
+from scalpel_executor.runtime.wire.outbox import Outbox
 from scalpel_executor.core.interference import Terms
 from tests.runtime.helpers import GENEROUS, Outcomes, call, run_once_marked, wait_until
 
@@ -39,7 +39,7 @@ ROWS = [
     Result(1, True, {"wall": 0.1, "cpus": [0, 1], "footprint": None}, 1, 0, 1, 123.5, b"result"),
     Failed(2, "WorkerDied", "task 2 was lost", {"pid": 42, "cpus": [0], "cause": "signal SIGKILL"}, 0, 0, 0, 2.0),
     Heartbeat([42, 44], 1, [0.25], [3]),
-    Log(30, "scalpel_executor.runtime.pool", "worker pid 42 died"),
+    Log(30, "scalpel_executor.runtime.node.pool", "worker pid 42 died"),
     Shutdown(),
 ]
 

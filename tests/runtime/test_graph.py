@@ -17,8 +17,8 @@ from parsl.dataflow.futures import AppFuture
 from parsl.dataflow.memoization import BasicMemoizer
 from parsl.executors.threads import ThreadPoolExecutor
 
-from scalpel_executor.runtime import graph as graph_module
-from scalpel_executor.runtime.graph import (
+from scalpel_executor.runtime.driver import graph as graph_module
+from scalpel_executor.runtime.driver.graph import (
     PARSL_CHECKED,
     GraphMemoizer,
     PendingGraph,
@@ -29,7 +29,7 @@ from scalpel_executor.runtime.graph import (
 from tests.runtime.helpers import GENEROUS, wait_until
 
 LABEL = "graphs"
-LOGGER = "scalpel_executor.runtime.graph"
+LOGGER = "scalpel_executor.runtime.driver.graph"
 
 
 class SightingExecutor(ThreadPoolExecutor):

@@ -11,9 +11,9 @@ from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.domains import Topology
 from scalpel_executor.learning import host_model
 from scalpel_executor.learning.host_model import HostModelStore, host_id
-from scalpel_executor.runtime import manager_client
-from scalpel_executor.runtime.executor import ScalpelExecutor
-from scalpel_executor.runtime.manager_protocol import decode_frame, encode_frame, task_of
+from scalpel_executor.runtime.driver import manager_client
+from scalpel_executor.runtime.driver.executor import ScalpelExecutor
+from scalpel_executor.runtime.wire.manager_messages import decode_frame, encode_frame, task_of
 from tests.learning.test_host_model import planted_spans
 from tests.runtime.helpers import GENEROUS
 

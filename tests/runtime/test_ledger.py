@@ -10,11 +10,11 @@ import pytest
 from parsl.executors.high_throughput.errors import ManagerLost
 
 from scalpel_executor.core.tasks import Task
-from scalpel_executor.runtime import ledger as ledger_module
+from scalpel_executor.runtime.driver import ledger as ledger_module
 from scalpel_executor.runtime.contract import Job
 from scalpel_executor.runtime.errors import NodeManagerLost, WorkerDied
-from scalpel_executor.runtime.ledger import Ledger, Settled, lost_outcome, receive
-from scalpel_executor.runtime.manager_protocol import Began, Drain, Failed, Fatal, Heartbeat, Log, Result, Started
+from scalpel_executor.runtime.driver.ledger import Ledger, Settled, lost_outcome, receive
+from scalpel_executor.runtime.wire.manager_messages import Began, Drain, Failed, Fatal, Heartbeat, Log, Result, Started
 
 
 @dataclass
@@ -141,11 +141,11 @@ def test_receive_hands_the_driver_the_messages_it_takes_and_ignores_one_it_does_
 def test_receive_relogs_a_managers_records_under_their_loggers_and_keeps_its_fatal(caplog):
     manager = Manager()
     with caplog.at_level(logging.INFO):
-        receive(manager, Log(logging.WARNING, "scalpel_executor.runtime.pool", "worker pid 42 died"), ())
+        receive(manager, Log(logging.WARNING, "scalpel_executor.runtime.node.pool", "worker pid 42 died"), ())
         receive(manager, Log(logging.INFO, "user.module", "hello"), ())
         receive(manager, Fatal("could not start its workers"), ())
     records = [(r.name, r.getMessage()) for r in caplog.records]
-    assert ("scalpel_executor.runtime.pool", "[node manager node3:812 (block 2)] worker pid 42 died") in records
+    assert ("scalpel_executor.runtime.node.pool", "[node manager node3:812 (block 2)] worker pid 42 died") in records
     assert ("scalpel_executor.manager", "[node manager node3:812 (block 2)] hello") in records
     assert manager.fatal == "could not start its workers"
-    assert ("scalpel_executor.runtime.ledger", "node manager node3:812 (block 2): could not start its workers") in records
+    assert ("scalpel_executor.runtime.driver.ledger", "node manager node3:812 (block 2): could not start its workers") in records

@@ -17,10 +17,10 @@ import pytest
 from parsl.executors.high_throughput.errors import ManagerLost
 
 from scalpel_executor.host.sysfs import resolve_topology
-from scalpel_executor.runtime import manager_client
+from scalpel_executor.runtime.driver import manager_client
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, NodeManagerLost
-from scalpel_executor.runtime.manager_client import ManagerClient
-from scalpel_executor.runtime.manager_protocol import Configure, ManagerConfig, Result, encode
+from scalpel_executor.runtime.driver.manager_client import ManagerClient
+from scalpel_executor.runtime.wire.manager_messages import Configure, ManagerConfig, Result, encode
 from scalpel_executor.runtime.options import PoolOptions
 from tests.runtime.helpers import Outcomes, alive, call, sleep_after_marking, wait_until, where
 
@@ -234,7 +234,7 @@ def test_the_manager_and_its_workers_exit_when_the_driver_is_killed(tmp_path):
         from parsl.serialize import pack_apply_message
         from scalpel_executor.core.tasks import Task
         from scalpel_executor.host.sysfs import resolve_topology
-        from scalpel_executor.runtime.manager_client import ManagerClient
+        from scalpel_executor.runtime.driver.manager_client import ManagerClient
         from scalpel_executor.runtime.options import PoolOptions
         from scalpel_executor.runtime.contract import Job
 
@@ -384,7 +384,7 @@ def test_a_huge_stderr_line_is_forwarded_in_chunks_and_kept_only_by_its_start(mo
     import sys
     from collections import deque
 
-    from scalpel_executor.runtime.manager_process import STDERR_CHUNK, forward_stderr
+    from scalpel_executor.runtime.driver.manager_process import STDERR_CHUNK, forward_stderr
 
     class Sink(io.StringIO):
         buffer = io.BytesIO()

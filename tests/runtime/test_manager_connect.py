@@ -24,11 +24,11 @@ from parsl.serialize import deserialize, serialize
 
 from scalpel_executor import __version__
 from scalpel_executor.core.tasks import Task
-from scalpel_executor.runtime import hub as hub_module, ledger as ledger_module
-from scalpel_executor.runtime.channel import MAX_FRAME, PING, load_keys, make_keys
+from scalpel_executor.runtime.driver import hub as hub_module, ledger as ledger_module
+from scalpel_executor.runtime.wire.channel import MAX_FRAME, PING, load_keys, make_keys
 from scalpel_executor.runtime.errors import NodeManagerLost, WorkerDied
-from scalpel_executor.runtime.hub import ManagerHub
-from scalpel_executor.runtime.manager_protocol import (Began, Configure, Drain, Failed, Heartbeat, ManagerConfig,
+from scalpel_executor.runtime.driver.hub import ManagerHub
+from scalpel_executor.runtime.wire.manager_messages import (Began, Configure, Drain, Failed, Heartbeat, ManagerConfig,
                                                        Register, Result, Shutdown, Started, Submit, decode, encode)
 from scalpel_executor.runtime.options import PoolOptions
 from tests.runtime.helpers import GENEROUS, Outcomes, alive, call, sleep_after_marking, wait_until, where
@@ -37,7 +37,7 @@ CPUS = sorted(os.sched_getaffinity(0))
 
 
 def manager_command(url, cert_dir, block_id, cpus=None, *extra):
-    command = [sys.executable, "-m", "scalpel_executor.runtime.manager", "--connect", url, "--cert-dir",
+    command = [sys.executable, "-m", "scalpel_executor.runtime.node.manager", "--connect", url, "--cert-dir",
                str(cert_dir), "--block-id", str(block_id), *extra]
     return command + (["--cpus", str(cpus)] if cpus is not None else [])
 
@@ -128,7 +128,7 @@ def test_a_manager_without_keys_exits_naming_the_directory(tmp_path):
 
 # A manager whose package reports another version, as a node with another install would.
 OTHER_VERSION = ("-c", "import sys, scalpel_executor; scalpel_executor.__version__ = '0.0.1-other'; "
-                       "from scalpel_executor.runtime.manager import main; sys.argv[0] = 'scalpel-manager'; "
+                       "from scalpel_executor.runtime.node.manager import main; sys.argv[0] = 'scalpel-manager'; "
                        "sys.exit(main(sys.argv[1:]))")
 
 
@@ -238,9 +238,9 @@ def test_a_silent_manager_is_lost_its_late_result_dropped_and_it_exits(hub_and_m
 def test_a_killed_driver_leaves_no_manager_or_worker_behind(tmp_path):
     driver_code = textwrap.dedent(f"""
         import sys, time
-        from scalpel_executor.runtime.channel import make_keys
-        from scalpel_executor.runtime.hub import ManagerHub
-        from scalpel_executor.runtime.manager_protocol import ManagerConfig
+        from scalpel_executor.runtime.wire.channel import make_keys
+        from scalpel_executor.runtime.driver.hub import ManagerHub
+        from scalpel_executor.runtime.wire.manager_messages import ManagerConfig
         from scalpel_executor.runtime.options import PoolOptions
         hub = ManagerHub(ManagerConfig(), PoolOptions(heartbeat_period=0.5), lambda task, outcome: None,
                          cert_dir=make_keys({str(tmp_path / 'certificates')!r}))
@@ -328,7 +328,7 @@ def test_a_burst_of_submits_faster_than_the_hub_thread_is_queued_whole(hub_and_m
 
 class FakeManager:
     """A node manager played by the test: a DEALER holding this run's client keys, speaking
-    manager_protocol by hand, so a test decides exactly what reaches the hub and when."""
+    manager_messages by hand, so a test decides exactly what reaches the hub and when."""
 
     def __init__(self, hub, block_id="fake", slots=1):
         public, secret, server_public = load_keys(hub.cert_dir, "client")

@@ -13,7 +13,7 @@ from parsl.executors.high_throughput.errors import ManagerLost
 
 from scalpel_executor import Batching, ExecutorShutdown, ScalpelExecutor, WorkerDied
 from scalpel_executor.runtime.errors import ExecutorFailed, NodeManagerLost
-from scalpel_executor.runtime.manager_client import ManagerClient
+from scalpel_executor.runtime.driver.manager_client import ManagerClient
 from tests.runtime.helpers import GENEROUS, alive, wait_until
 
 
@@ -102,7 +102,7 @@ def test_a_killed_manager_fails_the_tasks_it_began_once_and_the_replacement_runs
 def test_replacements_killed_while_they_start_cost_no_task_a_retry_does_not_cover(dfk, tmp_path, monkeypatch):
     # Issue 26, item 6: a replacement killed while it started ended the executor for good (2,438 of
     # 3,000 tasks failed with retries=3). Here the first two replacements are SIGKILLed at launch.
-    from scalpel_executor.runtime import manager_client
+    from scalpel_executor.runtime.driver import manager_client
 
     monkeypatch.setattr(manager_client, "REPLACEMENT_BACKOFF", 0.05)
     executor = dfk.executors["scalpel"]
@@ -195,7 +195,7 @@ def test_worker_init_runs_before_the_node_manager_and_its_workers(tmp_path):
 
 
 def test_a_worker_init_slower_than_the_start_timeout_starts_once(monkeypatch):
-    from scalpel_executor.runtime import manager_client
+    from scalpel_executor.runtime.driver import manager_client
 
     monkeypatch.setattr(manager_client, "START_TIMEOUT", 5.0)  # the manager's own start, once worker_init is done
     launches = []

@@ -5,8 +5,8 @@ import os
 import pytest
 
 from scalpel_executor import Batching, Sampling, ScalpelExecutor
-from scalpel_executor.runtime.processes import WorkerClient
-from scalpel_executor.runtime.protocol import WorkerResult, Run, encode
+from scalpel_executor.runtime.node.processes import WorkerClient
+from scalpel_executor.runtime.wire.worker_messages import WorkerResult, Run, encode
 
 NOT_MEASURED = "unavailable: not measured (sampling)"
 ONE_CPU = [[min(os.sched_getaffinity(0))]]

@@ -216,7 +216,7 @@ def test_a_task_that_maps_much_more_than_it_touches_runs_under_the_cgroup_limit(
 
 
 def test_under_rlimit_as_the_same_task_fails_which_is_why_a_cgroup_comes_first(tmp_path, monkeypatch, caplog):
-    from scalpel_executor.runtime import pool
+    from scalpel_executor.runtime.node import pool
 
     monkeypatch.setattr(pool, "find_memory_cgroup", lambda: (None, ["cgroup v2: not mounted", "cgroup v1: none here"]))
     with caplog.at_level("INFO", logger="scalpel_executor"):
@@ -300,7 +300,7 @@ def read_own_limit(pool_path, kill_as_oom=False, parsl_resource_specification={}
 def on_a_fake_v2_tree(tmp_path, monkeypatch):
     """Make the pool find a fake v2 tree whose new cgroups are filled as the kernel fills them; the
     directory the pool's cgroup goes into."""
-    from scalpel_executor.runtime import pool
+    from scalpel_executor.runtime.node import pool
 
     mounts, membership, here = v2_tree(tmp_path)
     made = MemoryCgroup.child

@@ -7,9 +7,9 @@ from parsl.app.app import python_app
 from parsl.config import Config
 
 from scalpel_executor import ScalpelExecutor
-from scalpel_executor.runtime import model_point as module
-from scalpel_executor.runtime.model_point import model_point, model_words
-from scalpel_executor.runtime.report import run_summary
+from scalpel_executor.runtime.driver import model_point as module
+from scalpel_executor.runtime.driver.model_point import model_point, model_words
+from scalpel_executor.runtime.driver.report import run_summary
 
 MiB = 2**20
 

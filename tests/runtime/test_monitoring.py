@@ -87,7 +87,7 @@ def test_monitoring_database_has_tasks_tries_and_resources(tmp_path, mode):
 def test_node_monitor_writes_a_row_per_change_and_marks_every_manager_inactive_at_the_end():
     from parsl.monitoring.message_type import MessageType
 
-    from scalpel_executor.runtime.monitoring import NodeMonitor
+    from scalpel_executor.runtime.driver.monitoring import NodeMonitor
 
     def manager(pid, workers, active=True):
         return {"block_id": "1", "hostname": "node7", "pid": pid, "cpus": [0, 1, 2, 3], "worker_count": workers,

@@ -1,4 +1,4 @@
-"""The driver's placement rule in provider mode (runtime.placement): pure, so tested on numbers."""
+"""The driver's placement rule in provider mode (runtime.driver.placement): pure, so tested on numbers."""
 
 import random
 from collections.abc import Hashable, Sequence
@@ -6,7 +6,7 @@ from collections.abc import Hashable, Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalpel_executor.runtime.placement import NodeRoom, place
+from scalpel_executor.runtime.driver.placement import NodeRoom, place
 
 
 def reference_place(footprints: Sequence[float], nodes: Sequence[NodeRoom]) -> list[Hashable | None]:

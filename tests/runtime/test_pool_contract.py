@@ -12,10 +12,10 @@ from scalpel_executor.core.batching import Batching
 from scalpel_executor.host.sysfs import resolve_topology
 from scalpel_executor.runtime.contract import Pool
 from scalpel_executor.runtime.errors import ExecutorShutdown
-from scalpel_executor.runtime.hub import ManagerHub
-from scalpel_executor.runtime.manager_client import ManagerClient
+from scalpel_executor.runtime.driver.hub import ManagerHub
+from scalpel_executor.runtime.driver.manager_client import ManagerClient
 from scalpel_executor.runtime.options import PoolOptions
-from scalpel_executor.runtime.pool import WorkerPool
+from scalpel_executor.runtime.node.pool import WorkerPool
 from tests.runtime.helpers import GENEROUS, Outcomes, alive, call, wait_until, where
 from tests.runtime.test_manager_connect import hub_and_managers  # noqa: F401 - a fixture used below
 
@@ -129,7 +129,7 @@ def test_each_pool_runs_a_task_calls_on_complete_once_and_shuts_down(started_poo
 def test_the_executors_pool_options_are_stored_once_and_read_only():
     from dataclasses import fields
 
-    from scalpel_executor.runtime.executor import ScalpelExecutor
+    from scalpel_executor.runtime.driver.executor import ScalpelExecutor
     from scalpel_executor.runtime.options import PoolOption
 
     given = dict(policy="fifo", pin="domain", seed=7, batching=Batching(window=0.02, quiet=0.004, max_batch=9),
@@ -149,7 +149,7 @@ def test_the_executors_pool_options_are_stored_once_and_read_only():
 def test_a_shutdown_while_the_workers_start_ends_the_start_quietly_and_leaves_no_worker(caplog):
     pool = WorkerPool(resolve_topology(None), PoolOptions(), lambda task, outcome: None)
     starting = threading.Thread(target=pool.start)
-    with caplog.at_level("DEBUG", logger="scalpel_executor.runtime.pool"):
+    with caplog.at_level("DEBUG", logger="scalpel_executor.runtime.node.pool"):
         starting.start()
         wait_until(lambda: pool.worker_pids, GENEROUS)  # spawned; their imports take a second or more
         pids = pool.worker_pids

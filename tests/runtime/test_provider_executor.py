@@ -19,8 +19,8 @@ from parsl.launchers import SingleNodeLauncher
 from parsl.providers import LocalProvider
 
 from scalpel_executor import Batching, ScalpelExecutor
-from scalpel_executor.runtime.executor import DEFAULT_LAUNCH_CMD, ScalpelProviderExecutor
-from scalpel_executor.runtime.hub import ManagerHub
+from scalpel_executor.runtime.driver.executor import DEFAULT_LAUNCH_CMD, ScalpelProviderExecutor
+from scalpel_executor.runtime.driver.hub import ManagerHub
 from tests.runtime import helpers
 from tests.runtime.helpers import GENEROUS, alive
 

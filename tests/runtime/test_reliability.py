@@ -28,7 +28,7 @@ from scalpel_executor import Batching, ExecutorShutdown, ScalpelExecutor, Worker
 from scalpel_executor.stress import soak
 from tests.runtime import helpers
 from tests.runtime.helpers import GENEROUS, gone, wait_until
-from scalpel_executor.runtime.pool import WalltimeExceeded
+from scalpel_executor.runtime.node.pool import WalltimeExceeded
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -404,7 +404,7 @@ def test_nothing_read_from_disk_is_unpickled():
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "pickle":
                 assert node.attr in unpicklers | {"dumps", "HIGHEST_PROTOCOL"}, (path, node.lineno)
                 if node.attr in unpicklers:
-                    assert node.attr == "loads" and path.name == "protocol.py", (path, node.lineno)
+                    assert node.attr == "loads" and path.name == "worker_messages.py", (path, node.lineno)
 
 
 def test_worker_died_pickles_and_keeps_its_fields():

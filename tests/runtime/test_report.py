@@ -3,7 +3,7 @@ hold tasks of different sizes."""
 
 import dataclasses
 
-from scalpel_executor.runtime.report import TaskRecord, describe_mixed, measure_waits, mixed_keys, task_rows
+from scalpel_executor.runtime.driver.report import TaskRecord, describe_mixed, measure_waits, mixed_keys, task_rows
 
 MiB = 2**20
 

@@ -12,7 +12,7 @@ from parsl.config import Config
 from parsl.dataflow.states import States
 
 from scalpel_executor.runtime.errors import ExecutorShutdown
-from scalpel_executor.runtime.executor import ScalpelExecutor
+from scalpel_executor.runtime.driver.executor import ScalpelExecutor
 from tests.runtime.helpers import GENEROUS
 
 
@@ -74,7 +74,7 @@ import parsl
 from parsl import python_app
 from parsl.config import Config
 from scalpel_executor.learning import host_model
-from scalpel_executor.runtime.executor import ScalpelExecutor
+from scalpel_executor.runtime.driver.executor import ScalpelExecutor
 
 host_model.BUSY_OTHERS = host_model.BUSY_LOAD = float("inf")  # the test machine's other work must not stop learning
 

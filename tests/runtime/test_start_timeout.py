@@ -5,13 +5,13 @@ import os
 
 from scalpel_executor.core.batching import Batching
 from scalpel_executor.core.domains import Topology
-from scalpel_executor.runtime.manager_client import START_TIMEOUT, ManagerClient
+from scalpel_executor.runtime.driver.manager_client import START_TIMEOUT, ManagerClient
 from scalpel_executor.runtime.options import PoolOptions
-from scalpel_executor.runtime.pool import READY_TIMEOUT, start_timeout
+from scalpel_executor.runtime.node.pool import READY_TIMEOUT, start_timeout
 
 
 def test_the_start_deadline_stretches_with_the_workers_per_cpu_and_never_shrinks(monkeypatch):
-    from scalpel_executor.runtime import pool
+    from scalpel_executor.runtime.node import pool
 
     monkeypatch.setattr(pool, "READY_TIMEOUT", READY_TIMEOUT)  # a harness may have shortened it for its rounds
     cpus = len(os.sched_getaffinity(0))
@@ -36,7 +36,7 @@ def test_the_deadline_scan_reads_only_workers_with_a_deadline_and_still_kills_pa
 
     from scalpel_executor.host.sysfs import resolve_topology
     from scalpel_executor.runtime.errors import WalltimeExceeded
-    from scalpel_executor.runtime.pool import WorkerPool
+    from scalpel_executor.runtime.node.pool import WorkerPool
     from tests.runtime.helpers import Outcomes, call, wait_until, where
 
     cpu = sorted(os.sched_getaffinity(0))[0]

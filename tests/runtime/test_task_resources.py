@@ -216,7 +216,7 @@ def test_an_undeclared_task_is_admitted_with_its_keys_learned_peak_rss_capped_at
 
 def test_provider_mode_counts_learned_memory_at_most_each_nodes_budget_and_declared_memory_in_full():
     from scalpel_executor.core.tasks import Task
-    from scalpel_executor.runtime.hub import RemoteManager
+    from scalpel_executor.runtime.driver.hub import RemoteManager
     from scalpel_executor.runtime.contract import Job
 
     node = RemoteManager(b"m", "0", "node", 1, [0, 1], 0.0, slots=2, slot_cpus=[[0], [1]], memory=4 * GiB)

@@ -19,7 +19,7 @@ import pytest
 from scalpel_executor.core.domains import Topology
 from scalpel_executor.core.cpulist import format_cpu_list
 from scalpel_executor.host.sysfs import AFFINITY_UNAVAILABLE, affinity_available, allowed_cpus, set_affinity
-from scalpel_executor.runtime import processes
+from scalpel_executor.runtime.node import processes
 
 PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 CPUS = sorted(os.sched_getaffinity(0))

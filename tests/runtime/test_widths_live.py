@@ -4,7 +4,7 @@ from scalpel_executor.core.scheduler import Scheduler
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.core.widths import EXPLORING, TAIL
 from scalpel_executor.runtime.contract import Job
-from scalpel_executor.runtime.pool import _placement
+from scalpel_executor.runtime.node.pool import _placement
 
 
 def test_a_malleable_task_reports_the_width_it_was_given_and_why_a_fixed_one_does_not():

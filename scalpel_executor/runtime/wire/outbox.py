@@ -1,11 +1,11 @@
 """Messages for one peer, written in order, many to a frame when they come faster than they are written.
 
 Both ends of the node manager's channel send through an :class:`Outbox`: the driver its Submits
-(:class:`~scalpel_executor.runtime.manager_process.LocalManager`), the node manager its Results and
-Faileds (:class:`~scalpel_executor.runtime.manager.NodeManager`)::
+(:class:`~scalpel_executor.runtime.driver.manager_process.LocalManager`), the node manager its Results and
+Faileds (:class:`~scalpel_executor.runtime.node.manager.NodeManager`)::
 
     put(message) (any thread) ──> queue ──> sender thread ("scalpel-send"): everything queued, as one
-                    │                       frame (manager_protocol.encode_frame), one write
+                    │                       frame (manager_messages.encode_frame), one write
                     └─ idle (nothing queued, no put's frame for LINGER): written at once by the caller
     send(message) (any thread) ──> everything queued, then the message, as one frame, written before
                                    send returns
@@ -37,7 +37,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from scalpel_executor.runtime.manager_protocol import Message, encode, encode_frame
+from scalpel_executor.runtime.wire.manager_messages import Message, encode, encode_frame
 from scalpel_executor.runtime.threads import name_this_thread
 
 __all__ = ["Outbox"]

@@ -1,10 +1,10 @@
 """One local node manager process, seen from the driver: its connection, and its error output.
 
-:class:`~scalpel_executor.runtime.manager_client.ManagerClient` starts the process and speaks the
+:class:`~scalpel_executor.runtime.driver.manager_client.ManagerClient` starts the process and speaks the
 protocol with it; a :class:`LocalManager` is what it keeps of each one it started: how to send to
 it, kill it and say how it ended, and the thread that copies its (and its workers') error output to
 the driver's, keeping the last lines for a start failure's message. What is sent to it goes through
-an :class:`~scalpel_executor.runtime.outbox.Outbox`: Submits are queued (``put``) and written by
+an :class:`~scalpel_executor.runtime.wire.outbox.Outbox`: Submits are queued (``put``) and written by
 its sender thread, many to a frame under a burst; ``send`` writes at once, after them.
 """
 
@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import IO
 
-from scalpel_executor.runtime.ledger import Ledger
-from scalpel_executor.runtime.manager_protocol import Message
-from scalpel_executor.runtime.outbox import Outbox
+from scalpel_executor.runtime.driver.ledger import Ledger
+from scalpel_executor.runtime.wire.manager_messages import Message
+from scalpel_executor.runtime.wire.outbox import Outbox
 
 __all__ = ["LocalManager", "STDERR_CHUNK", "STDERR_DRAIN", "STDERR_TAIL", "forward_stderr"]
 
-logger = logging.getLogger("scalpel_executor.runtime.manager_client")  # said as the client's
+logger = logging.getLogger("scalpel_executor.runtime.driver.manager_client")  # said as the client's
 
 STDERR_TAIL = 20  # lines of the manager's error output kept for a start failure's message
 STDERR_CHUNK = 64 * 1024  # bytes of the manager's error output read, forwarded and kept of a line at once

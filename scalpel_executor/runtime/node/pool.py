@@ -1,7 +1,7 @@
 """The worker pool: one pinned worker per core, one dispatch thread driving the core's Scheduler.
 
 This module never imports Parsl: it moves opaque task buffers to workers and results back. The
-Parsl-facing :class:`~scalpel_executor.runtime.executor.ScalpelExecutor` sits on top of it.
+Parsl-facing :class:`~scalpel_executor.runtime.driver.executor.ScalpelExecutor` sits on top of it.
 
 Data flow::
 
@@ -11,7 +11,7 @@ Data flow::
                            │                batch is due, adds them to the Scheduler, calls dispatch()
                            │   Run(id, buffer, measure)    ┌──────────────────────┐
                            ├──────────────────────────────>│ worker, core 0       │ ...one per slot
-                           │<──────────────────────────────│ (runtime.worker)     │
+                           │<──────────────────────────────│ (runtime.worker.main)     │
                            │   WorkerResult(id, ok, ...)         │                      │
                            │                               └──────────────────────┘
                            └──> completions (SimpleQueue) ──> completion thread: on_complete(task, outcome)
@@ -77,10 +77,10 @@ from scalpel_executor.host.sysfs import allowed_cpus
 from scalpel_executor.runtime.contract import Job, OnComplete, Outcome
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, MemoryExceeded, WalltimeExceeded,
                                              WorkerDied)
-from scalpel_executor.runtime.node_fit import never_fits
+from scalpel_executor.runtime.node.fit import never_fits
 from scalpel_executor.runtime.options import PoolOptions, memory_budget
-from scalpel_executor.runtime.processes import kill_group, slot_cpus, start_worker, worker_environment
-from scalpel_executor.runtime.protocol import Measured, Ready, WorkerResult, Run, Warm, decode, encode
+from scalpel_executor.runtime.node.processes import kill_group, slot_cpus, start_worker, worker_environment
+from scalpel_executor.runtime.wire.worker_messages import Measured, Ready, WorkerResult, Run, Warm, decode, encode
 from scalpel_executor.runtime.threads import name_this_thread
 
 logger = logging.getLogger(__name__)
@@ -323,7 +323,7 @@ class WorkerPool:
         Raises ExecutorShutdown after shutdown, ExecutorFailed after the dispatch thread broke. A
         task asking for more cores, memory or accelerators than the node has fails at once with
         ResourcesUnavailable naming the figures and the fix
-        (:func:`~scalpel_executor.runtime.node_fit.never_fits`).
+        (:func:`~scalpel_executor.runtime.node.fit.never_fits`).
         """
         with self._accepting:  # the wake pipe closes under this lock, so the write cannot miss it
             if self._stopping.is_set():

@@ -1,5 +1,5 @@
 """Provider mode: what ``ScalpelExecutor(provider=...)`` adds to the executor, as the mixin
-:class:`ProviderMode` that :class:`~scalpel_executor.runtime.executor.ScalpelProviderExecutor` puts
+:class:`ProviderMode` that :class:`~scalpel_executor.runtime.driver.executor.ScalpelProviderExecutor` puts
 first among its bases (``ProviderMode, ScalpelExecutor, BlockProviderExecutor``).
 
 A mixin, not the class itself, because ``ScalpelExecutor.__new__`` names the class it builds for
@@ -36,10 +36,10 @@ from parsl.providers.base import ExecutionProvider
 
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.host.sysfs import allowed_cpus
-from scalpel_executor.runtime.channel import make_keys, remove_keys
+from scalpel_executor.runtime.wire.channel import make_keys, remove_keys
 from scalpel_executor.runtime.contract import Outcome
-from scalpel_executor.runtime.hub import ManagerHub
-from scalpel_executor.runtime.manager_protocol import ManagerConfig
+from scalpel_executor.runtime.driver.hub import ManagerHub
+from scalpel_executor.runtime.wire.manager_messages import ManagerConfig
 
 __all__ = ["ProviderMode"]
 

@@ -17,9 +17,9 @@
       │  Shutdown() ──>                                     fail what is unfinished, end workers, exit
       │  (EOF) ──>                                          the driver is gone: end workers, exit
 
-In connect mode (provider blocks, :mod:`scalpel_executor.runtime.hub`) the manager speaks first
+In connect mode (provider blocks, :mod:`scalpel_executor.runtime.driver.hub`) the manager speaks first
 and the driver beats too; each message is one ZeroMQ message holding the same bytes, in frames
-of at most 16 MiB (:mod:`~scalpel_executor.runtime.channel`)::
+of at most 16 MiB (:mod:`~scalpel_executor.runtime.wire.channel`)::
 
       │                               <── Register(block_id, hostname, version, pid, cpus)
       │  Configure(config, options) ──>  ...as above...
@@ -109,7 +109,7 @@ TASK_FIELDS: tuple[tuple[str, Any], ...] = (
 )
 #: The Task fields that stay in the driver: the id travels as ``task_id``, the payload as the Job's
 #: fields, and the manager's own scheduler sets ``seq``, ``foreseen_harm``, ``width_reason`` and
-#: ``width_reading`` (the last two travel back in the Result's stats: runtime.pool._placement).
+#: ``width_reading`` (the last two travel back in the Result's stats: runtime.node.pool._placement).
 TASK_KEPT = ("id", "payload", "seq", "foreseen_harm", "width_reason", "width_reading")
 #: The :class:`~scalpel_executor.runtime.contract.Job` fields a ``Submit`` carries after the task's;
 #: the call itself, ``buffer``, travels last, as raw bytes.

@@ -1,11 +1,11 @@
 """The node manager: one process that owns everything of one node (``scalpel-manager``).
 
-It runs a :class:`~scalpel_executor.runtime.pool.WorkerPool` — topology, pinned workers, the
+It runs a :class:`~scalpel_executor.runtime.node.pool.WorkerPool` — topology, pinned workers, the
 scheduler, batching, the probe's workers, walltime kills, respawn, worker deaths — in a process of
 its own, so none of that shares the driver's interpreter (and its GIL) with Parsl's DataFlowKernel.
-The driver talks to it through :class:`~scalpel_executor.runtime.manager_client.ManagerClient`
+The driver talks to it through :class:`~scalpel_executor.runtime.driver.manager_client.ManagerClient`
 over one inherited socket end; the messages are defined in
-:mod:`scalpel_executor.runtime.manager_protocol`. Learning stays in the driver: the manager sends
+:mod:`scalpel_executor.runtime.wire.manager_messages`. Learning stays in the driver: the manager sends
 each task's measurements back with its result and never estimates anything.
 
 Data flow::
@@ -18,7 +18,7 @@ Data flow::
                         ├─ Shutdown ──> pool.shutdown(): unfinished tasks fail (ExecutorShutdown) ─┐
                         └─ EOF (driver gone) ──> pool.shutdown(), exit                             │
     pool's completion thread: on_complete(task, outcome) ──> Result / Failed ──> outbox ──> driver socket <──┘
-      (runtime.outbox: its sender thread writes what accumulated as one frame; a Began, written by the
+      (runtime.wire.outbox: its sender thread writes what accumulated as one frame; a Began, written by the
        dispatch thread before its tasks reach their workers, takes the results queued before it along)
     watch thread: every PARENT_CHECK_INTERVAL s the driver's pid; every heartbeat_period a Heartbeat
     logging (scalpel_executor.*) ──> Log messages ──> re-logged by the driver under the same names
@@ -27,11 +27,11 @@ The manager never opens a listening or network socket: its only channel is the s
 started with (``--fd``), and its workers' private socket pairs. It outlives nothing: EOF on that
 socket, a ``Shutdown``, or its parent's pid changing (the driver was killed while a process it
 forked still holds the socket) all end its workers and the process. Its own workers watch its pid
-in turn (:mod:`~scalpel_executor.runtime.worker`), so a SIGKILLed manager leaves no worker behind.
+in turn (:mod:`~scalpel_executor.runtime.worker.main`), so a SIGKILLed manager leaves no worker behind.
 
 **Connect mode** (``--connect tcp://HOST:PORT --cert-dir DIR --block-id ID``, started by a
 provider block in provider mode): the socket end is replaced by a
-:class:`~scalpel_executor.runtime.channel.ManagerLink` (a CurveZMQ DEALER with the client keys
+:class:`~scalpel_executor.runtime.wire.channel.ManagerLink` (a CurveZMQ DEALER with the client keys
 read from ``DIR``). The manager speaks first (``Register``: block, host, version, pid, CPUs),
 then everything is as above, with one difference in how it notices the driver is gone: there is
 no parent to watch, so the link reports EOF when the TCP connection drops after the handshake, or
@@ -62,22 +62,22 @@ from scalpel_executor.core.cpulist import cpu_set, format_cpu_list
 from scalpel_executor.core.resources import counted_memory
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.host.sysfs import AFFINITY_UNAVAILABLE, allowed_cpus, set_affinity
-from scalpel_executor.runtime.channel import ManagerLink
+from scalpel_executor.runtime.wire.channel import ManagerLink
 from scalpel_executor.runtime.contract import Job, Outcome
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown
 from scalpel_executor.runtime.logs import LOG_DIR_ENV, log_to_file, node_log_dir
-from scalpel_executor.runtime.manager_protocol import (Began, Configure, Drain, Failed, Fatal, Heartbeat, Log,
+from scalpel_executor.runtime.wire.manager_messages import (Began, Configure, Drain, Failed, Fatal, Heartbeat, Log,
                                                        ManagerConfig, Message, Register, Result, Shutdown, Started,
                                                        Submit, decode_frame, describe_error, task_of)
 from scalpel_executor.runtime.options import HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, PoolOptions
-from scalpel_executor.runtime.outbox import Outbox
-from scalpel_executor.runtime.pool import LOCAL_BLOCK_ID, WorkerPool, new_pool_id
-from scalpel_executor.runtime.protocol import PARENT_CHECK_INTERVAL
+from scalpel_executor.runtime.wire.outbox import Outbox
+from scalpel_executor.runtime.node.pool import LOCAL_BLOCK_ID, WorkerPool, new_pool_id
+from scalpel_executor.runtime.wire.worker_messages import PARENT_CHECK_INTERVAL
 from scalpel_executor.runtime.threads import name_this_thread
 
 __all__ = ["NodeManager", "main"]
 
-logger = logging.getLogger("scalpel_executor.runtime.manager")  # not __name__: run as __main__ (-m)
+logger = logging.getLogger("scalpel_executor.runtime.node.manager")  # not __name__: run as __main__ (-m)
 
 CONFIGURE_TIMEOUT = 60.0  # seconds the manager waits for its first message before giving up
 SHUTDOWN_TIMEOUT = 10.0  # seconds pool.shutdown may take to join its threads

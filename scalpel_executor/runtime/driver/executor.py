@@ -4,11 +4,11 @@ One module past ~500 lines because it holds the documented, checked constructor 
 Parsl-facing class, its largest part, and both classes (``ScalpelExecutor.__new__`` names
 ``ScalpelProviderExecutor``, whose provider-mode machinery is the mixin in ``provider_mode.py``, so
 no module imports this one back); the machinery below them lives in ``pool.py``, ``hub.py``,
-``node_fit.py``, ``host_learning.py``, ``path_learning.py`` and ``report.py``.
+``node/fit.py``, ``host_learning.py``, ``path_learning.py`` and ``report.py``.
 
 Parsl's DataFlowKernel calls ``submit(func, resource_specification, *args, **kwargs)`` from its
 own thread; this class validates the hints, serializes the call with Parsl's serializer, and hands
-an opaque buffer to the worker pool (:class:`~scalpel_executor.runtime.pool.WorkerPool`), which
+an opaque buffer to the worker pool (:class:`~scalpel_executor.runtime.node.pool.WorkerPool`), which
 batches, groups, dispatches to pinned workers and calls back with the outcome. The callback turns
 the outcome into the Future's result or exception — on the completion thread, holding no lock, so
 the DFK's callbacks (which may submit more tasks) run freely::
@@ -20,15 +20,15 @@ the DFK's callbacks (which may submit more tasks) run freely::
                                           └─> Estimator.observe: learn run time, and footprint if measured
 
 By default (``node_manager=True``) the pool runs in a node manager process
-(:mod:`scalpel_executor.runtime.manager`) and ``WorkerPool`` above is its client,
-:class:`~scalpel_executor.runtime.manager_client.ManagerClient`, whose reader thread plays the
+(:mod:`scalpel_executor.runtime.node.manager`) and ``WorkerPool`` above is its client,
+:class:`~scalpel_executor.runtime.driver.manager_client.ManagerClient`, whose reader thread plays the
 completion thread; estimates, learning and the profile store stay in this process.
 
 With ``provider=`` (any Parsl provider) the executor is a :class:`ScalpelProviderExecutor`, a
 Parsl ``BlockProviderExecutor``: Parsl's scaling strategy starts blocks through the provider, each
 node of a block runs a node manager that connects back over CurveZMQ, and ``WorkerPool`` above is
-:class:`~scalpel_executor.runtime.hub.ManagerHub`, which deals tasks to the managers
-(:mod:`~scalpel_executor.runtime.placement`); its hub thread plays the completion thread.
+:class:`~scalpel_executor.runtime.driver.hub.ManagerHub`, which deals tasks to the managers
+(:mod:`~scalpel_executor.runtime.driver.placement`); its hub thread plays the completion thread.
 
 The three keep one contract, :class:`~scalpel_executor.runtime.contract.Pool`, and are told one
 :class:`~scalpel_executor.runtime.options.PoolOptions`, built and checked in the constructor from
@@ -70,21 +70,21 @@ from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, R
                                              WalltimeExceeded, WorkerDied)
 from scalpel_executor.core.resources import Capacity
 from scalpel_executor.core.tasks import Task
-from scalpel_executor.runtime.channel import PORT_RANGE
+from scalpel_executor.runtime.wire.channel import PORT_RANGE
 from scalpel_executor.runtime.contract import Job, Outcome, Pool
-from scalpel_executor.runtime.graph import GraphMemoizer, nested_future
-from scalpel_executor.runtime.host_learning import HostLearning
-from scalpel_executor.runtime.path_learning import PathLearning
+from scalpel_executor.runtime.driver.graph import GraphMemoizer, nested_future
+from scalpel_executor.runtime.driver.host_learning import HostLearning
+from scalpel_executor.runtime.driver.path_learning import PathLearning
 from scalpel_executor.runtime.logs import share_parsl_handlers
-from scalpel_executor.runtime.manager_client import ManagerClient
-from scalpel_executor.runtime.node_fit import NodeFit
-from scalpel_executor.runtime.provider_mode import ProviderMode
-from scalpel_executor.runtime.monitoring import NodeMonitor, local_node, start_monitor
+from scalpel_executor.runtime.driver.manager_client import ManagerClient
+from scalpel_executor.runtime.node.fit import NodeFit
+from scalpel_executor.runtime.driver.provider_mode import ProviderMode
+from scalpel_executor.runtime.driver.monitoring import NodeMonitor, local_node, start_monitor
 from scalpel_executor.runtime.options import (HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, HTEX_ONLY, LOCAL_BATCHING,
                                               PROVIDER_BATCHING, PoolOption, PoolOptions, memory_budget,
                                               read_contention_model)
-from scalpel_executor.runtime.pool import WorkerPool
-from scalpel_executor.runtime.report import TaskRecord, build_report, save_report
+from scalpel_executor.runtime.node.pool import WorkerPool
+from scalpel_executor.runtime.driver.report import TaskRecord, build_report, save_report
 from scalpel_executor.learning.store import ProfileStore, open_store, store_path
 from scalpel_executor.core.domains import Topology
 from scalpel_executor.host.sysfs import resolve_topology
@@ -111,7 +111,7 @@ class Submission:
 
 RECORDS_KEPT = 100_000  # finished tasks remembered in ``records`` (a campaign may run millions)
 # What a provider block runs on each node (formatted with python, url, cert_dir, block_id, driver_threshold, log_dir).
-DEFAULT_LAUNCH_CMD = ("{python} -m scalpel_executor.runtime.manager --connect {url} --cert-dir {cert_dir} "
+DEFAULT_LAUNCH_CMD = ("{python} -m scalpel_executor.runtime.node.manager --connect {url} --cert-dir {cert_dir} "
                       "--block-id {block_id} --driver-threshold {driver_threshold} --log-dir {log_dir}")
 
 
@@ -191,7 +191,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         plan, so a plan is a function of its tasks).
     node_manager : bool, optional
         Local mode: run the worker pool (scheduler, batching, pinned workers, walltime kills,
-        respawn) in a node manager process of its own (:mod:`scalpel_executor.runtime.manager`), so
+        respawn) in a node manager process of its own (:mod:`scalpel_executor.runtime.node.manager`), so
         it does not share this interpreter with Parsl's DataFlowKernel (default, None: True).
         The manager is a child on a private socket pair; estimates and learning stay here. If it
         dies, each of its unfinished tasks fails once with Parsl's ``ManagerLost``
@@ -651,7 +651,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
 
     def run_report(self) -> dict:
         """Where every finished task ran and where its estimates came from (JSON-ready); its fields
-        are :func:`~scalpel_executor.runtime.report.build_report`'s (docs/executor.md)."""
+        are :func:`~scalpel_executor.runtime.driver.report.build_report`'s (docs/executor.md)."""
         records = list(self.records)
         return build_report(self.label, self.policy, self._topology, self._estimator, self._hint_audit.counts, records,
                             self._host.report(records, self._shut_down), self._paths.report(),
@@ -685,9 +685,9 @@ class ScalpelProviderExecutor(ProviderMode, ScalpelExecutor, BlockProviderExecut
     provider (``_get_launch_command``), scales out on ``outstanding`` against
     ``workers_per_node``, scales idle blocks in (``scale_in`` cancels idle blocks first) and
     cancels every block at cleanup. Each node of a block runs ``scalpel-manager --connect``,
-    which registers with this executor's :class:`~scalpel_executor.runtime.hub.ManagerHub`.
+    which registers with this executor's :class:`~scalpel_executor.runtime.driver.hub.ManagerHub`.
     The arguments are ScalpelExecutor's; see there. What provider mode adds is
-    :class:`~scalpel_executor.runtime.provider_mode.ProviderMode`.
+    :class:`~scalpel_executor.runtime.driver.provider_mode.ProviderMode`.
     """
 
 

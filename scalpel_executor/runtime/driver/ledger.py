@@ -1,8 +1,8 @@
 """What a node manager holds, as the driver sees it: the rules both drivers of node managers share.
 
-:class:`~scalpel_executor.runtime.manager_client.ManagerClient` (local mode: one manager process
+:class:`~scalpel_executor.runtime.driver.manager_client.ManagerClient` (local mode: one manager process
 at a time, a replacement taking over from a lost one) and
-:class:`~scalpel_executor.runtime.hub.ManagerHub` (provider mode: any number, over CurveZMQ) keep a
+:class:`~scalpel_executor.runtime.driver.hub.ManagerHub` (provider mode: any number, over CurveZMQ) keep a
 :class:`Ledger` for each manager they send tasks to (the client hands its one ledger on to each
 replacement) and read every message a manager sends through :func:`receive`::
 
@@ -15,7 +15,7 @@ replacement) and read every message a manager sends through :func:`receive`::
     manager lost ── lose() ──> (begun: each fails once with NodeManagerLost, :func:`lost_outcome`;
                                 never begun: another manager takes them, unspent)
 
-The split rests on the protocol's promise (:mod:`~scalpel_executor.runtime.manager_protocol`): a
+The split rests on the protocol's promise (:mod:`~scalpel_executor.runtime.wire.manager_messages`): a
 manager names a dispatch pass's tasks in ``Began`` before any of them reaches a worker, on the same
 ordered channel as their results, so a task it held that no ``Began`` named never ran on it.
 
@@ -33,7 +33,7 @@ from typing import NamedTuple, Protocol
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.runtime.contract import Job, Outcome
 from scalpel_executor.runtime.errors import NodeManagerLost
-from scalpel_executor.runtime.manager_protocol import Began, Failed, Fatal, Log, Message, Result, rebuild_error
+from scalpel_executor.runtime.wire.manager_messages import Began, Failed, Fatal, Log, Message, Result, rebuild_error
 
 __all__ = ["Ledger", "Settled", "Tracked", "lost_outcome", "receive", "relog"]
 

@@ -10,7 +10,7 @@ from scalpel_executor.runtime.errors import NodeManagerLost
 from scalpel_executor.core.batching import Batching
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.runtime.contract import Job
-from scalpel_executor.runtime.manager_protocol import (JOB_FIELDS, TASK_FIELDS, TASK_KEPT, Configure, Drain, Failed,
+from scalpel_executor.runtime.wire.manager_messages import (JOB_FIELDS, TASK_FIELDS, TASK_KEPT, Configure, Drain, Failed,
                                                        Fatal, Heartbeat, Log, ManagerConfig, Result, Shutdown, Started,
                                                        Submit, decode, encode, submit_of, task_of)
 from scalpel_executor.runtime.options import PoolOptions
@@ -31,7 +31,7 @@ MESSAGES = [
            {"admission": "fits", "scheduled_footprint": 8e6, "cpus": [0, 1], "devices": []}),
     Failed(6, "ExecutorShutdown", "had not started", {}, None, None, None, None),
     Heartbeat([42, 44], 1, [0.25], [3]),
-    Log(30, "scalpel_executor.runtime.pool", "worker pid 42 died"),
+    Log(30, "scalpel_executor.runtime.node.pool", "worker pid 42 died"),
     Fatal("could not start"),
     Drain(3600.5),
 ]
@@ -45,7 +45,7 @@ def test_every_message_round_trips(message):
 def test_every_task_field_either_travels_in_a_submit_or_is_declared_to_stay_in_the_driver():
     declared = [name for name, _ in TASK_FIELDS] + list(TASK_KEPT)
     assert sorted(declared) == sorted(f.name for f in dataclasses.fields(Task)), (
-        "a Task field was added: declare it in manager_protocol.TASK_FIELDS (with its wire type) or TASK_KEPT")
+        "a Task field was added: declare it in manager_messages.TASK_FIELDS (with its wire type) or TASK_KEPT")
 
 
 def test_a_task_travels_to_the_node_manager_and_is_rebuilt_with_every_declared_field():

@@ -1,6 +1,6 @@
 """What a task's run changes in its worker, and what is put back after it.
 
-A task runs in its worker's own process (:mod:`scalpel_executor.runtime.worker`), so whatever it is
+A task runs in its worker's own process (:mod:`scalpel_executor.runtime.worker.main`), so whatever it is
 given for its run is set there and undone after it: its CPUs and thread counts, its environment,
 its memory limit (:class:`TaskPlace`: in the worker's memory cgroup where it has one, else under
 RLIMIT_AS), and the standard descriptors and ``sys`` streams a task may close or replace
@@ -22,7 +22,7 @@ from scalpel_executor.host.sysfs import allowed_cpus, set_affinity
 __all__ = ["MEMORY_MARGIN", "OOM_KILLED_CHILD", "RLIMIT_AS", "STANDARD_STREAMS", "StandardStreams", "TaskPlace",
            "holds_this_worker", "limit_loaded_threads", "own_cgroup"]
 
-logger = logging.getLogger("scalpel_executor.runtime.worker")  # the worker's log, where these are said
+logger = logging.getLogger("scalpel_executor.runtime.worker.main")  # the worker's log, where these are said
 
 #: Address space a task may use beyond its declared memory under RLIMIT_AS: what a few threads'
 #: stacks and a BLAS's buffers reserve without touching (virtual size, not resident). A memory

@@ -1,8 +1,8 @@
 """The network channel of provider mode: CurveZMQ keys, the driver's socket, a manager's link.
 
-Provider mode (:mod:`scalpel_executor.runtime.hub`) runs one node manager per node of each
+Provider mode (:mod:`scalpel_executor.runtime.driver.hub`) runs one node manager per node of each
 provider block; the managers connect to the driver over TCP. This module holds everything about
-that channel that is not the managers' bookkeeping (:mod:`scalpel_executor.runtime.hub`)::
+that channel that is not the managers' bookkeeping (:mod:`scalpel_executor.runtime.driver.hub`)::
 
     driver                                               node manager (scalpel-manager --connect)
       ROUTER, bound to address:port (port from a range)    DEALER, connects to tcp://address:port
@@ -18,9 +18,9 @@ readable by the managers, which on a cluster means a shared file system.
 
 **Refusal.** A peer that does not present the client key fails the CURVE handshake inside
 libzmq: the ROUTER never delivers a byte of it to Python, so nothing of it is decoded, let alone
-unpickled. The ZAP handler logs each refusal (``scalpel_executor.runtime.channel``, WARNING) with
+unpickled. The ZAP handler logs each refusal (``scalpel_executor.runtime.wire.channel``, WARNING) with
 the peer's address and the key it offered. Messages themselves are
-:mod:`~scalpel_executor.runtime.manager_protocol` bytes (one ZeroMQ message each, in frames of at
+:mod:`~scalpel_executor.runtime.wire.manager_messages` bytes (one ZeroMQ message each, in frames of at
 most 16 MiB: below), and are never pickles.
 
 **Frames.** libzmq allocates a frame's announced size when its header arrives, before CURVE has
@@ -54,7 +54,7 @@ from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
 from zmq.utils.monitor import recv_monitor_message
 
-from scalpel_executor.runtime.manager_protocol import Ping, encode
+from scalpel_executor.runtime.wire.manager_messages import Ping, encode
 from scalpel_executor.runtime.threads import name_this_thread
 
 __all__ = ["ManagerLink", "DriverAuthenticator", "bind_router", "make_keys", "remove_keys", "load_keys",

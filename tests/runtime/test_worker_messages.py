@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scalpel_executor.runtime.protocol import Ready, WorkerResult, Run, Stop, Warm, decode, encode
+from scalpel_executor.runtime.wire.worker_messages import Ready, WorkerResult, Run, Stop, Warm, decode, encode
 
 stats = st.dictionaries(st.text(max_size=8), st.one_of(st.none(), st.floats(allow_nan=False), st.text(max_size=8)), max_size=4)
 messages = st.one_of(

@@ -1,11 +1,11 @@
 """What an executor tells each task of the critical path behind it, and what its run adds to the learned tails.
 
-:class:`PathLearning` is held by :class:`~scalpel_executor.runtime.executor.ScalpelExecutor`, which
+:class:`PathLearning` is held by :class:`~scalpel_executor.runtime.driver.executor.ScalpelExecutor`, which
 calls it at five moments; the tails themselves are :class:`~scalpel_executor.learning.critical_path.Tails`::
 
     executor.start ───── start(profile store) ──> Tails (learned tails beside the profiles; none without a store)
     executor.submit ──── tail_of(func, args, key) ── take_sighting ──> (seconds, source, Parsl id) ──> Task.tail
-                          (no sighting yet: install the graph's memoizer once, runtime.graph.install)
+                          (no sighting yet: install the graph's memoizer once, runtime.driver.graph.install)
     executor._complete ─ ended(Parsl id, wall, ok) ──> the run's graph learns the task's run time
     executor.shutdown ── learn() ──> the store's key_tails (one transaction)
     run_report ───────── report() ──> the report's ``critical_path``
@@ -20,7 +20,7 @@ import logging
 
 from scalpel_executor.learning.critical_path import CriticalPathStore, Tails
 from scalpel_executor.learning.store import ProfileStore
-from scalpel_executor.runtime.graph import install as see_graph, take_sighting
+from scalpel_executor.runtime.driver.graph import install as see_graph, take_sighting
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class PathLearning:
         self.executor = executor
         self.default_runtime = default_runtime
         self.tails: Tails | None = None  # the chains waiting for each task (learning.critical_path), from start()
-        self.graph_checked = False  # the DFK's memoizer was looked at (runtime.graph.install), once
+        self.graph_checked = False  # the DFK's memoizer was looked at (runtime.driver.graph.install), once
         self.graph_seen = False  # a task came with its place in Parsl's graph
         self.learned = 0  # keys and apps whose tails this run stored
 
@@ -80,7 +80,7 @@ class PathLearning:
 
     def _install_graph(self) -> None:
         """Show later tasks' places in the graph: wrap the memoizer of the DataFlowKernel running the
-        executor, once (``scalpel_config()`` installs it from the start; runtime.graph.install)."""
+        executor, once (``scalpel_config()`` installs it from the start; runtime.driver.graph.install)."""
         try:
             import parsl
             dfk = parsl.dfk()

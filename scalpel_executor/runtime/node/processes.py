@@ -1,6 +1,6 @@
 """Worker processes from the outside: which CPUs each gets, how one starts, how one ends.
 
-A worker is ``python -m scalpel_executor.runtime.worker FD --cpus C --parent PID`` with its end
+A worker is ``python -m scalpel_executor.runtime.worker.main FD --cpus C --parent PID`` with its end
 of a socket pair as FD, in a session of its own (so a Ctrl-C reaches the driver, which shuts
 workers down, and killing the process group takes a ``bash_app``'s children with it), with the
 BLAS/OpenMP thread caps of its CPU count. The pool and :class:`WorkerClient` (one worker driven
@@ -25,7 +25,7 @@ from multiprocessing.connection import Connection
 from scalpel_executor.core.domains import Topology
 from scalpel_executor.host.blas import THREAD_ENV_VARS
 from scalpel_executor.host.sysfs import AFFINITY_UNAVAILABLE, affinity_available, allowed_cpus
-from scalpel_executor.runtime.protocol import Measured, Ready, Run, Stop, Warm, decode, encode
+from scalpel_executor.runtime.wire.worker_messages import Measured, Ready, Run, Stop, Warm, decode, encode
 
 __all__ = ["slot_cpus", "worker_environment", "start_worker", "kill_group", "WorkerClient"]
 
@@ -81,7 +81,7 @@ def start_worker(cpus: Sequence[int], env: Mapping[str, str], *, probe: bool | N
     ``probe`` None leaves the choice to the worker's environment (``SCALPEL_PROBE``).
     """
     ours, theirs = socket.socketpair()
-    command = [sys.executable, "-m", "scalpel_executor.runtime.worker", str(theirs.fileno()),
+    command = [sys.executable, "-m", "scalpel_executor.runtime.worker.main", str(theirs.fileno()),
                "--cpus", ",".join(map(str, cpus)), "--parent", str(os.getpid())]
     if probe is not None:
         command += ["--probe", "on" if probe else "off"]

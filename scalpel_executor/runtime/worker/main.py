@@ -1,11 +1,11 @@
 """The worker process: one per core, pinned, running one task at a time.
 
 Data flow (one worker; the worker pool holds the other end of the socket pair; the messages are
-defined once, in :mod:`scalpel_executor.runtime.protocol`)::
+defined once, in :mod:`scalpel_executor.runtime.wire.worker_messages`)::
 
     pool's dispatch thread                        worker process (this module)
     ──────────────────────                        ────────────────────────────
-    spawn: python -m scalpel_executor.runtime.worker FD --cpus 0 --parent PID   (own session, env
+    spawn: python -m scalpel_executor.runtime.worker.main FD --cpus 0 --parent PID   (own session, env
            with OMP/BLAS thread counts, pinned to its core before it says anything)
                           <── Ready(pid)
                               imports Parsl while it waits (_preload), so no first task pays for it
@@ -70,9 +70,9 @@ from multiprocessing.connection import Connection
 from scalpel_executor.host.cgroups import MemoryCgroup
 from scalpel_executor.host.sysfs import set_affinity
 from scalpel_executor.runtime.logs import LOG_DIR_ENV, log_to_file
-from scalpel_executor.runtime.task_place import (OOM_KILLED_CHILD, RLIMIT_AS, StandardStreams, TaskPlace,
+from scalpel_executor.runtime.worker.task_place import (OOM_KILLED_CHILD, RLIMIT_AS, StandardStreams, TaskPlace,
                                                  holds_this_worker, own_cgroup)
-from scalpel_executor.runtime.protocol import (PARENT_CHECK_INTERVAL, Measured, Ready, WorkerResult, Run, Warm, decode,
+from scalpel_executor.runtime.wire.worker_messages import (PARENT_CHECK_INTERVAL, Measured, Ready, WorkerResult, Run, Warm, decode,
                                                encode)
 
 #: Seconds into a measured task at which its footprint so far is reported (Measured): just after
@@ -83,7 +83,7 @@ EARLY_REPORT = 0.15
 PROBE_OFF = {"footprint": None, "footprint_source": "unavailable: probe off"}
 NOT_MEASURED = {"footprint": None, "footprint_source": "unavailable: not measured (sampling)"}
 
-logger = logging.getLogger("scalpel_executor.runtime.worker")  # not __name__: run as __main__ (-m)
+logger = logging.getLogger("scalpel_executor.runtime.worker.main")  # not __name__: run as __main__ (-m)
 
 
 def _watch_parent(parent_pid: int) -> None:
@@ -299,7 +299,7 @@ def _serve_tasks(connection: Connection, meter, cgroup: MemoryCgroup | None = No
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scalpel_executor.runtime.worker", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m scalpel_executor.runtime.worker.main", description=__doc__.splitlines()[0])
     parser.add_argument("fd", type=int, help="file descriptor of this worker's end of the socket pair")
     parser.add_argument("--cpus", required=True, help="comma-separated CPUs to pin to")
     parser.add_argument("--parent", type=int, required=True, help="pid of the process that started this worker (the worker exits when it goes)")

@@ -1,20 +1,20 @@
 """The driver's side of a node manager: a pool (:mod:`scalpel_executor.runtime.contract`) in another process.
 
-:class:`ManagerClient` starts ``python -m scalpel_executor.runtime.manager`` (the ``scalpel-manager``
+:class:`ManagerClient` starts ``python -m scalpel_executor.runtime.node.manager`` (the ``scalpel-manager``
 console script) with one end of a private ``socketpair`` (no listening socket, no address, no file
 anyone else could open), configures it (``Configure``: the topology and the
 :class:`~scalpel_executor.runtime.options.PoolOptions`, heartbeats included), and from then on only
 sends tasks and reads what comes back. It keeps the pool contract
-(:mod:`scalpel_executor.runtime.contract`) as :class:`~scalpel_executor.runtime.pool.WorkerPool`
+(:mod:`scalpel_executor.runtime.contract`) as :class:`~scalpel_executor.runtime.node.pool.WorkerPool`
 does, with each task's placement (slot, domain, CPU, start time) filled into its ``Job``.
 
 Data flow::
 
     submit(Task) (any thread) ── ledger.hold(task) ── Submit ──> outbox ──> manager socket ──┐
-                                  (runtime.outbox: its sender thread writes what   │
+                                  (runtime.wire.outbox: its sender thread writes what   │
                                    accumulated as one frame)                       v
     on_complete(task, Outcome) <── reader thread <── frames of Began / Result / Failed / Heartbeat / Log / Fatal
-                                        │             (runtime.ledger.receive: the rules the hub shares)
+                                        │             (runtime.driver.ledger.receive: the rules the hub shares)
                                         │
                                         └── EOF, malformed message, or silent for heartbeat_threshold:
                                             the manager is lost: SIGKILL it, start a replacement and send
@@ -26,7 +26,7 @@ Data flow::
 
 The reader thread is the only reader; it calls ``on_complete`` itself, holding no lock (Parsl's
 callbacks may submit again, and a retry goes to the replacement). A task is in the client's one
-:class:`~scalpel_executor.runtime.ledger.Ledger` (outstanding) from the moment ``submit`` accepts
+:class:`~scalpel_executor.runtime.driver.ledger.Ledger` (outstanding) from the moment ``submit`` accepts
 it until exactly one outcome is delivered: from the manager, from the loss of the manager it was
 sent to, or from shutdown. A result for a task that is not outstanding (a duplicate, or one for a
 task already failed) is dropped and logged.
@@ -72,13 +72,13 @@ from scalpel_executor.core.tasks import Task
 from scalpel_executor.core.domains import Topology
 from scalpel_executor.runtime.contract import OnComplete, Outcome
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown
-from scalpel_executor.runtime.ledger import Ledger, Settled, lost_outcome, receive
-from scalpel_executor.runtime.manager_process import LocalManager
-from scalpel_executor.runtime.manager_protocol import (Configure, Heartbeat, ManagerConfig, Shutdown, Started,
+from scalpel_executor.runtime.driver.ledger import Ledger, Settled, lost_outcome, receive
+from scalpel_executor.runtime.driver.manager_process import LocalManager
+from scalpel_executor.runtime.wire.manager_messages import (Configure, Heartbeat, ManagerConfig, Shutdown, Started,
                                                        decode_frame, encode, submit_row)
 from scalpel_executor.runtime.threads import name_this_thread
 from scalpel_executor.runtime.options import PoolOptions
-from scalpel_executor.runtime.pool import NO_WORKERS_LEFT, READY_TIMEOUT, RESPAWNS_KEPT, start_timeout
+from scalpel_executor.runtime.node.pool import NO_WORKERS_LEFT, READY_TIMEOUT, RESPAWNS_KEPT, start_timeout
 
 __all__ = ["ManagerClient"]
 
@@ -91,7 +91,7 @@ REPLACEMENT_BACKOFF = 0.5  # seconds before starting the second of them, doublin
 
 
 class ManagerClient:
-    """A :class:`~scalpel_executor.runtime.pool.WorkerPool` run by a node manager process.
+    """A :class:`~scalpel_executor.runtime.node.pool.WorkerPool` run by a node manager process.
 
     Parameters
     ----------
@@ -194,7 +194,7 @@ class ManagerClient:
     def _launch(self) -> LocalManager:
         """Start a manager process and send it its configuration; it reports Started later."""
         ours, theirs = socket.socketpair()
-        command = [sys.executable, "-m", "scalpel_executor.runtime.manager", "--fd", str(theirs.fileno()),
+        command = [sys.executable, "-m", "scalpel_executor.runtime.node.manager", "--fd", str(theirs.fileno()),
                    "--parent", str(os.getpid())] + (["--log-dir", self._log_dir] if self._log_dir else [])
         if self._worker_init:  # as HTEX's: the commands run first, in the shell that then becomes the manager
             command = ["/bin/bash", "-c", f'{self._worker_init}\nexec "$0" "$@"', *command]

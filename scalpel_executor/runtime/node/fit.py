@@ -13,7 +13,7 @@
 :class:`~scalpel_executor.runtime.errors.ResourcesUnavailable`; the executor raises it at submit, a
 pool delivers it as the task's outcome. The scheduler's own check (``Scheduler.add``) stands behind
 both and never sees a task they passed. Provider mode's hub, which knows every connected node,
-refuses a task that fits none of them with a message of its own (``runtime/hub.py``).
+refuses a task that fits none of them with a message of its own (``runtime/driver/hub.py``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The driver's side of provider mode: every node manager, over one CurveZMQ ROUTER socket.
 
 :class:`ManagerHub` is the executor's :class:`~scalpel_executor.runtime.contract.Pool` in provider
-mode, and behind it any number of node managers (:mod:`scalpel_executor.runtime.manager` in
+mode, and behind it any number of node managers (:mod:`scalpel_executor.runtime.node.manager` in
 connect mode), each started by a provider block and connecting to the hub's port
-(:mod:`scalpel_executor.runtime.channel` has the keys and sockets). Every manager is configured
-with the same :class:`~scalpel_executor.runtime.manager_protocol.ManagerConfig` and
+(:mod:`scalpel_executor.runtime.wire.channel` has the keys and sockets). Every manager is configured
+with the same :class:`~scalpel_executor.runtime.wire.manager_messages.ManagerConfig` and
 :class:`~scalpel_executor.runtime.options.PoolOptions`.
 
 Data flow::
@@ -15,7 +15,7 @@ Data flow::
         ├─ Register ──> version check ──> Configure(config, options) ──> (Started: slots known, the manager takes work)
         ├─ Began ──> which of its held tasks may have run (its loss fails only those)
         ├─ Result / Failed ──> settled in its manager's ledger ──> completions (SimpleQueue) ────┐
-        │    (Began, Result, Failed, Log, Fatal, the loss split: runtime.ledger, as the client)  │
+        │    (Began, Result, Failed, Log, Fatal, the loss split: runtime.driver.ledger, as the client)  │
         ├─ Heartbeat / Log / Fatal ──> worker pids, retired slots / re-logged here / the loss's cause
         ├─ Drain (its drain_period is over) ──> dealt nothing more; holding nothing: Shutdown, released
         ├─ a message that does not decode, or cannot be handled ──> that manager is lost
@@ -24,7 +24,7 @@ Data flow::
         ├─ past heartbeat_threshold: read the socket for SILENCE_GRACE s, then the silent are lost
         ├─ every heartbeat_period: Ping to every manager (they exit when the driver goes silent)
         └─ deal: pending tasks, highest priority first, placed on managers with room
-                 (runtime.placement: heaviest first to the least footprint per slot) ──> Submit
+                 (runtime.driver.placement: heaviest first to the least footprint per slot) ──> Submit
                                                                                                  │
     completion thread: on_complete(task, outcome), holding no lock (Parsl's callbacks run here) <┘
 
@@ -77,15 +77,15 @@ from scalpel_executor import __version__
 from scalpel_executor.core.resources import counted_memory, needs_resources
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.core.units import format_size
-from scalpel_executor.runtime.channel import MAX_FRAME, PING, PORT_RANGE, bind_router, frames_of, joined
+from scalpel_executor.runtime.wire.channel import MAX_FRAME, PING, PORT_RANGE, bind_router, frames_of, joined
 from scalpel_executor.runtime.contract import OnComplete, Outcome
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, WorkerDied
-from scalpel_executor.runtime.ledger import Ledger, Settled, lost_outcome, receive, relog
-from scalpel_executor.runtime.manager_protocol import (Configure, Drain, Failed, Heartbeat, Log, ManagerConfig,
+from scalpel_executor.runtime.driver.ledger import Ledger, Settled, lost_outcome, receive, relog
+from scalpel_executor.runtime.wire.manager_messages import (Configure, Drain, Failed, Heartbeat, Log, ManagerConfig,
                                                        Register, Result, Shutdown, Started, decode_frame, encode,
                                                        FrameError, submit_of)
 from scalpel_executor.runtime.options import PoolOptions
-from scalpel_executor.runtime.placement import NodeRoom, place
+from scalpel_executor.runtime.driver.placement import NodeRoom, place
 
 __all__ = ["ManagerHub", "RemoteManager"]
 
@@ -178,7 +178,7 @@ class ManagerHub:
     on_complete : callable(Task, Outcome)
         Called once per task, on the hub's completion thread, holding no lock.
     cert_dir : path
-        The directory :func:`~scalpel_executor.runtime.channel.make_keys` wrote.
+        The directory :func:`~scalpel_executor.runtime.wire.channel.make_keys` wrote.
     address : str
         Where to bind (an address of this host; ``"*"`` for every interface).
     port_range : (int, int)

@@ -1,9 +1,9 @@
 """The run report: one record per finished task, and the per-task rows, spans and file made of them.
 
-:class:`~scalpel_executor.runtime.executor.ScalpelExecutor` appends a :class:`TaskRecord` for
+:class:`~scalpel_executor.runtime.driver.executor.ScalpelExecutor` appends a :class:`TaskRecord` for
 each task it completes (``records``); ``run_report()`` counts them and lists them with
 :func:`build_report`, ``shutdown()`` writes the report with :func:`save_report`, and its host
-learning (:mod:`~scalpel_executor.runtime.host_learning`) hands :func:`task_spans` to this host's
+learning (:mod:`~scalpel_executor.runtime.driver.host_learning`) hands :func:`task_spans` to this host's
 contention fit (:mod:`scalpel_executor.learning.host_model`).
 The fields are documented in docs/executor.md.
 
@@ -29,7 +29,7 @@ from scalpel_executor.learning.critical_path import describe as describe_tail
 from scalpel_executor.core.units import format_size
 from scalpel_executor.learning.host_model import TaskSpan
 from scalpel_executor.runtime.logs import summary_logger
-from scalpel_executor.runtime.model_point import model_point, model_words
+from scalpel_executor.runtime.driver.model_point import model_point, model_words
 
 if TYPE_CHECKING:  # annotations only: `scalpel report` reads reports without the estimator's imports
     from scalpel_executor.core.domains import Topology
@@ -230,10 +230,10 @@ def build_report(label: str, policy: str, topology: Topology, estimator: Estimat
     many tasks were told a tail from it or from earlier runs (``tails_told``: ``graph``, ``learned``)
     and how many keys and apps this run's tails were stored for (``tails_stored``;
     :mod:`~scalpel_executor.learning.critical_path`); ``mixed_keys`` names the profile keys whose tasks measured four or more
-    times apart (:func:`~scalpel_executor.runtime.report.mixed_keys`); ``tasks`` has one row
+    times apart (:func:`~scalpel_executor.runtime.driver.report.mixed_keys`); ``tasks`` has one row
     per task, its ``priority`` the user's hint; ``model`` the point of comparison, these tasks
     replayed through the simulator in submission order and under ``policy``
-    (:func:`~scalpel_executor.runtime.model_point.model_point`, model figures).
+    (:func:`~scalpel_executor.runtime.driver.model_point.model_point`, model figures).
     """
     store = estimator.store if estimator is not None else None
     report = {

@@ -41,7 +41,7 @@ from parsl.jobs.states import JobState
 from parsl.monitoring.message_type import MessageType
 from parsl.monitoring.radios.multiprocessing import MultiprocessingQueueRadioSender
 
-from scalpel_executor.runtime.pool import LOCAL_BLOCK_ID as LOCAL_BLOCK  # local mode's one block: its node manager
+from scalpel_executor.runtime.node.pool import LOCAL_BLOCK_ID as LOCAL_BLOCK  # local mode's one block: its node manager
 
 __all__ = ["LOCAL_BLOCK", "PERIOD", "NodeMonitor", "block_row", "local_node", "node_row", "start_monitor"]
 

@@ -1,6 +1,6 @@
 """What a local-mode executor plans with from this host's history, and what its run adds to it.
 
-:class:`HostLearning` is held by :class:`~scalpel_executor.runtime.executor.ScalpelExecutor`,
+:class:`HostLearning` is held by :class:`~scalpel_executor.runtime.driver.executor.ScalpelExecutor`,
 which calls it at four moments; the store is :class:`~scalpel_executor.learning.host_model.HostModelStore`::
 
     executor.start ───── start(profile store, log dir) ── fitted(host), interference(host) ──> planning_model,
@@ -26,7 +26,7 @@ from scalpel_executor.host.cpu_time import CpuSample, other_work_per_core, sampl
 from scalpel_executor.learning.host_model import (MIN_OBSERVATIONS, HostFit, HostInterference, HostModelStore,
                                                   busy_reason, host_id, model_report, spawn_refit)
 from scalpel_executor.learning.store import ProfileStore
-from scalpel_executor.runtime.report import TaskRecord, task_spans
+from scalpel_executor.runtime.driver.report import TaskRecord, task_spans
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +49,8 @@ class HostLearning:
     label : str
         The executor's name, in the log lines.
     topology : Topology
-        The LLC domains the executor schedules for: they name the host (``host_id``) and its LLC.
+        The LLC domains the executor schedules for: what is kept of them is the host's name
+        (``host_id``), its LLC size and its CPU count (the executor keeps the topology itself).
     contention_model : ContentionModel
         The model the executor was given, or the default.
     given : bool
@@ -61,7 +62,7 @@ class HostLearning:
     def __init__(self, label: str, topology: Topology, contention_model: ContentionModel, *, given: bool,
                  local: bool):
         self.label = label
-        self.topology = topology
+        self.host, self.llc, self.host_cpus = host_id(topology), topology.llc_size, len(topology.cpus)
         self.local = local
         # What start() plans with: the given model, else this host's fit once it rests on enough co-runs.
         self.model_source = "given" if given else "default"
@@ -87,7 +88,7 @@ class HostLearning:
         refit died, or still runs) is planned with as it is and refitted in the background
         (:func:`~scalpel_executor.learning.host_model.spawn_refit`)."""
         self.host_loads, self.cpu_at_start = _load_averages(), sample_cpu()
-        host = host_id(self.topology)
+        host = self.host
         try:
             self.models = HostModelStore(store.path if store is not None and store.persistent else None)
             fit = self.models.fitted(host)
@@ -105,13 +106,13 @@ class HostLearning:
     def use_fit(self, fit: HostFit | None) -> None:
         """Plan with the host's fit when it rests on :data:`MIN_OBSERVATIONS` co-runs and beats
         the default beyond chance (:attr:`HostFit.beats_default`); the log says which, and why."""
-        if fit is not None and fit.observations >= MIN_OBSERVATIONS and fit.llc == self.topology.llc_size \
+        if fit is not None and fit.observations >= MIN_OBSERVATIONS and fit.llc == self.llc \
                 and not fit.beats_default:
             logger.info("executor %r plans with the default contention model: the host's fit (rho %.3f, sigma %.3f "
                         "from %d co-runs, rms error %.3f) explains them about as well as the default (%s)",
                         self.label, fit.model.capacity_fraction, fit.model.sensitivity, fit.observations,
                         fit.rms_error, "not recorded" if fit.default_error is None else f"{fit.default_error:.3f}")
-        elif fit is not None and fit.observations >= MIN_OBSERVATIONS and fit.llc == self.topology.llc_size:
+        elif fit is not None and fit.observations >= MIN_OBSERVATIONS and fit.llc == self.llc:
             self.planning_model, self.model_source = fit.model, "fitted on this host"
             logger.info("executor %r plans with the contention model fitted on this host: rho %.3f, sigma %.3f "
                         "from %d co-runs", self.label, fit.model.capacity_fraction, fit.model.sensitivity,
@@ -124,7 +125,7 @@ class HostLearning:
         if stored is None:
             self.interference_reason = ("footprint-only: no per-key choice is stored for this host yet (the refit "
                                         "after a run that stored co-runs makes one)")
-        elif stored.footprint_model != self.planning_model or stored.llc != self.topology.llc_size:
+        elif stored.footprint_model != self.planning_model or stored.llc != self.llc:
             self.interference_reason = ("footprint-only: the stored per-key terms are residuals of another "
                                         "footprint model than this run plans with; the next refit fits them again")
         else:
@@ -148,7 +149,7 @@ class HostLearning:
         path = models.path if models.problem is None else None
         if path is None:
             return
-        spawn_refit(path, host, self.topology.llc_size,
+        spawn_refit(path, host, self.llc,
                     None if log_dir is None else os.path.join(log_dir, "host-refit.log"))
         self.refit_spawned = True
 
@@ -159,8 +160,8 @@ class HostLearning:
         store, self.models = self.models, None
         if store is None:
             return
-        host = host_id(self.topology)
-        host_cores = os.cpu_count() or len(self.topology.cpus)  # the host's time and load are all its cores'
+        host = self.host
+        host_cores = os.cpu_count() or self.host_cpus  # the host's time and load are all its cores'
         others = None if self.cpu_at_start is None else other_work_per_core(self.cpu_at_start, sample_cpu(),
                                                                             host_cores)
         self.not_learned = busy_reason(self.host_loads + _load_averages(), host_cores, others)
@@ -184,7 +185,7 @@ class HostLearning:
         if not shut_down and self.models is not None:
             if self.preview is None or self.preview[0] != len(records):
                 try:
-                    preview = self.models.preview(host_id(self.topology), self.topology.llc_size,
+                    preview = self.models.preview(self.host, self.llc,
                                                   task_spans(records))
                 except Exception as error:  # noqa: BLE001 - the report goes on without it
                     logger.warning("the host's contention fit could not be previewed: %s", error)
@@ -193,8 +194,8 @@ class HostLearning:
             fit = self.preview[1]
         footprints = [float(r.stats.get("footprint") or r.stats.get("scheduled_footprint") or r.footprint)
                       for r in records if r.started is not None]
-        report = model_report(self.planning_model, self.model_source, host_id(self.topology),
-                              self.topology.llc_size, fit, footprints, self.not_learned)
+        report = model_report(self.planning_model, self.model_source, self.host,
+                              self.llc, fit, footprints, self.not_learned)
         report.update(coruns_stored=self.coruns_stored, refit_in_background=self.refit_spawned,
                       interference=self.interference_report())
         return report
