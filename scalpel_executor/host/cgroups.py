@@ -301,20 +301,20 @@ def find_memory_cgroup(mounts: str = "/proc/self/mounts", membership: str = "/pr
         return None, [f"cannot read the cgroup mounts ({error})"]
     unified_root = unified_root or found_unified
     memory_root = memory_root or found_memory
+    # Each hierarchy in turn, v2 first: why it is not there, or where it is and how to try it.
+    tried = [
+        (f"{V2}: not mounted" if unified_root is None else
+         f"{V2}: this process is in no v2 cgroup ({membership} has no 0::/path line)" if in_unified is None else
+         None, _usable_v2, unified_root, in_unified),
+        (f"{V1}: no memory hierarchy is mounted" if memory_root is None or in_memory is None else None,
+         _usable_v1, memory_root, in_memory),
+    ]
     reasons = []
-    if unified_root is None:
-        reasons.append(f"{V2}: not mounted")
-    elif in_unified is None:
-        reasons.append(f"{V2}: this process is in no v2 cgroup ({membership} has no 0::/path line)")
-    else:
-        cgroup, reason = _usable_v2(unified_root, in_unified)
-        reasons.append(reason)
-        if cgroup is not None:
-            return cgroup, reasons
-    if memory_root is None or in_memory is None:
-        reasons.append(f"{V1}: no memory hierarchy is mounted")
-    else:
-        cgroup, reason = _usable_v1(memory_root, in_memory)
+    for absent, usable, root, relative in tried:
+        if absent is not None:
+            reasons.append(absent)
+            continue
+        cgroup, reason = usable(root, relative)
         reasons.append(reason)
         if cgroup is not None:
             return cgroup, reasons

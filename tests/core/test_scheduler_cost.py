@@ -87,26 +87,27 @@ def arrivals_and_starts(s: Scheduler, running: list[int], make, rounds: int, fir
         running += [a.slot.index for a in s.dispatch(now)]
 
 
-@pytest.mark.parametrize("make", [noop, heavy])
-def test_an_arrival_reads_as_many_ranks_whatever_waits(make, ranks_read):
-    counts = []
+def counted_per_event(make, counter) -> tuple[list[float], list]:
+    """``counter``'s count per arrival-and-start with 100 and with 5,000 tasks waiting, and the
+    scheduler's admission reasons after each."""
+    counts, reasons = [], []
     for waiting in (100, 5000):
         s, running = queued("scalpel", make, waiting)
-        ranks_read.count = 0
+        counter.count = 0
         arrivals_and_starts(s, running, make, 20, waiting + CORES)
-        counts.append(ranks_read.count / 20)
+        counts.append(counter.count / 20)
+        reasons.append(s.reasons)
+    return counts, reasons
+
+
+@pytest.mark.parametrize("make", [noop, heavy])
+def test_an_arrival_reads_as_many_ranks_whatever_waits(make, ranks_read):
+    counts, _ = counted_per_event(make, ranks_read)
     assert counts[1] <= counts[0] * 1.5 and counts[1] <= 10, counts  # the walk read 2 per waiting task
 
 
 def test_a_start_that_overflows_examines_as_many_tasks_whatever_waits(examined):
-    reasons = []
-    counts = []
-    for waiting in (100, 5000):
-        s, running = queued("scalpel", heavy, waiting)
-        examined.count = 0
-        arrivals_and_starts(s, running, heavy, 20, waiting + CORES)
-        counts.append(examined.count / 20)
-        reasons.append(s.reasons)
+    counts, reasons = counted_per_event(heavy, examined)
     assert all(r[admission.CORUN_NOTHING_FITS] >= 20 for r in reasons), reasons  # every start overflowed
     assert counts[1] <= counts[0] * 1.5 and counts[1] <= 2, counts  # the walk read every waiting task
 
