@@ -120,25 +120,40 @@ class _Known:
             spread = ONE_RUN_SPREAD if self.runtime is not None else PRIOR_SPREAD
         return max(spread, APP_SPREAD) if self.pooled else spread
 
-    def learn(self, runtime: Any, footprint: Any, miss_rate: float | None, blend: Callable,
-              peak_rss: Any = None) -> None:
-        if blend(None, peak_rss) is not None:
-            self.memory = max(self.memory or 0.0, float(peak_rss))
-        if isinstance(runtime, (int, float)) and not isinstance(runtime, bool) and math.isfinite(runtime) \
-                and runtime >= 0:
+    def learn(self, runtime: float | None, footprint: float | None, miss_rate: float | None, alpha: float,
+              peak_rss: float | None = None) -> None:
+        """One task's measurements, each a number >= 0 or None (:func:`measured`); the run time
+        also finite. ``alpha``: the weight of a new measurement in the blended estimates."""
+        if peak_rss is not None:
+            self.memory = max(self.memory or 0.0, peak_rss)
+        if runtime is not None:
             self.runs += 1
             delta = runtime - self.runtime_mean
             self.runtime_mean += delta / self.runs
             self.runtime_m2 += delta * (runtime - self.runtime_mean)
-        if blend(None, footprint) is not None:
-            self.footprints = self.footprints.add(float(footprint))
+        if footprint is not None:
+            self.footprints = self.footprints.add(footprint)
         if self.pooled:
             self.runtime = self.runtime_mean if self.runs else None
             self.footprint = self.footprints.mean if self.footprints.count else None
         else:
-            self.runtime = blend(self.runtime, runtime)
-            self.footprint = blend(self.footprint, footprint)
-        self.intensity = blend(self.intensity, miss_rate)
+            self.runtime = _blend(alpha, self.runtime, runtime)
+            self.footprint = _blend(alpha, self.footprint, footprint)
+        self.intensity = _blend(alpha, self.intensity, miss_rate)
+
+
+def measured(value: Any) -> float | None:
+    """A measurement as a float when it is a number >= 0 (not a bool, not NaN), else None."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value) or value < 0:
+        return None
+    return float(value)
+
+
+def _blend(alpha: float, old: float | None, new: float | None) -> float | None:
+    """``new`` (already :func:`measured`) blended into ``old`` with weight ``alpha``; old where new is None."""
+    if new is None:
+        return old
+    return new if old is None else alpha * new + (1 - alpha) * old
 
 
 class Estimator:
@@ -343,8 +358,11 @@ class Estimator:
                     self._known[level] = _Known(None, None, "learned")
             if self._apps.get(estimate.app) is None:
                 self._apps[estimate.app] = _Known(None, None, "learned", pooled=True)
+            wall = measured(runtime)
+            values = (wall if wall is not None and math.isfinite(wall) else None, measured(footprint),
+                      measured(miss_rate), self.alpha, measured(stats.get("peak_rss")))
             for profile in [self._known[level] for level in levels] + [self._apps[estimate.app]]:
-                profile.learn(runtime, footprint, miss_rate, self._blend, stats.get("peak_rss"))
+                profile.learn(*values)
             if self.store is None:
                 return
             self._pending.append(observation)
@@ -352,11 +370,6 @@ class Estimator:
             if due and (self._flusher is None or not self._flusher.is_alive()):
                 self._flusher = threading.Thread(target=self.flush, name="scalpel-profiles", daemon=True)
                 self._flusher.start()
-
-    def _blend(self, old: float | None, new: Any) -> float | None:
-        if not isinstance(new, (int, float)) or isinstance(new, bool) or math.isnan(new) or new < 0:
-            return old
-        return float(new) if old is None else self.alpha * float(new) + (1 - self.alpha) * old
 
     def flush(self) -> None:
         """Write pending observations to the store (one transaction), after any flush under way."""

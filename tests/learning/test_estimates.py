@@ -1,7 +1,11 @@
 """Intensity (the LLC miss rate) and the run-time spread travel from the store and from measurements to the
 scheduler."""
 
+import math
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scalpel_executor.learning.estimates import Estimator
 from scalpel_executor.learning.hints import Hints
@@ -143,3 +147,29 @@ def test_a_task_too_short_for_the_probe_does_not_average_down_a_measured_footpri
     assert (footprint("quick").footprint, footprint("quick").footprint_source) == (0.0, "learned")
     estimator.flush()
     assert store.get("touch").footprint_runs == 1 and store.get("quick").footprint_runs == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.text(max_size=3),
+                          st.none(), st.integers(-5, 5)), min_size=1, max_size=6))
+def test_a_measurement_that_is_not_a_number_at_least_0_teaches_nothing(odd_values):
+    """What a worker reports is taken only where it is a finite number >= 0 (a run time) or a
+    number >= 0 (a footprint, a peak RSS): every other value leaves the estimate as the good ones make it."""
+    def learned(values):
+        estimator = Estimator(None, default_footprint=1.0, default_runtime=1.0)
+        estimate = estimator.estimate(_double, (1,), {}, Hints(profile_key="k"))
+        for value in values:
+            estimator.observe(estimate, {"wall": value, "footprint": value, "peak_rss": value})
+        after = estimator.estimate(_double, (1,), {}, Hints(profile_key="k"))
+        return after.runtime, after.footprint, after.runtime_spread, after.memory
+
+    def good(value, finite):
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value) \
+            and value >= 0 and (math.isfinite(value) or not finite)
+
+    runs = [v for v in odd_values if good(v, finite=True)]
+    footprints = [v for v in odd_values if good(v, finite=False)]
+    if runs == footprints:  # the same good values, in order, as a clean run of them gives
+        assert learned(odd_values) == learned([float(v) for v in runs])
+    runtime, _, _, _ = learned(odd_values)
+    assert runtime == (1.0 if not runs else runtime) and (not runs or math.isfinite(runtime))

@@ -233,6 +233,9 @@ MAX_DEPTH = 32
 _SCALARS = (str, bool, int, float, type(None))
 _TAGS = {kind: tag for tag, (kind, _) in _SCHEMA.items()}
 _LENGTH = struct.Struct("!I")
+# One encoder for every header: json.dumps with separators= or default= builds a new one per call.
+# default=str: a worker's stats are numbers and strings, but nothing odd may fail a task's result.
+_JSON = json.JSONEncoder(separators=(",", ":"), default=str)
 
 
 def encode(message: Message) -> bytes:
@@ -248,8 +251,7 @@ def encode(message: Message) -> bytes:
     blob = b""
     if _SCHEMA[tag][1][-1:] == (bytes,):
         blob = bytes(fields.pop())
-    # default=str: a worker's stats are numbers and strings, but nothing odd may fail a task's result
-    header = json.dumps([tag, *fields], separators=(",", ":"), default=str).encode()
+    header = _JSON.encode([tag, *fields]).encode()
     return b"".join((_LENGTH.pack(len(header)), header, blob))
 
 
@@ -271,7 +273,7 @@ def encode_frame(messages) -> bytes:
             blobs.append(blob)
             row[-1] = len(blob)
         rows.append(row)
-    header = json.dumps(rows, separators=(",", ":"), default=str).encode()
+    header = _JSON.encode(rows).encode()
     return b"".join((_LENGTH.pack(len(header)), header, *blobs))
 
 
@@ -322,7 +324,7 @@ def _header(data: bytes) -> tuple[Any, int]:
     if _LENGTH.size + length > len(data):
         raise ValueError(f"not a node manager message: header of {length} bytes in a message of {len(data)}")
     try:
-        envelope = json.loads(data[_LENGTH.size:_LENGTH.size + length])
+        envelope = json.loads(data[_LENGTH.size:_LENGTH.size + length].decode())  # ASCII as written
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"not a node manager message: its header is not JSON ({error})") from None
     except RecursionError:
