@@ -2,6 +2,7 @@
 key's terms (in this process's pool, and in a Submit to the node manager) and the run report says
 which model planned and why, once. Real SQLite in a temporary folder, real workers."""
 
+import dataclasses
 import json
 import sqlite3
 
@@ -128,3 +129,36 @@ def test_a_host_with_no_stored_choice_plans_footprint_only(tmp_path, monkeypatch
     assert told == [("stream", None)]
     assert report["planned_with"] == "footprint" and report["reason"].startswith(
         "footprint-only: no per-key choice is stored for this host yet")
+
+
+def contradicting_spans():
+    """A streaming key hurting its co-runners by half in the host's older runs and not at all in its
+    newer ones: what one pair was seen to cost is contradicted by what it was seen to cost later."""
+    older = planted_spans({"stream": 0.5}, 0, rounds=40, llc=TOPOLOGY.llc_size)
+    after = max(span.end for span in older) + 10.0
+    newer = planted_spans({}, 1, rounds=40, llc=TOPOLOGY.llc_size)
+    return older + [dataclasses.replace(span, start=span.start + after, end=span.end + after) for span in newer]
+
+
+STORES = {  # co-runs a store may hold that must change no plan
+    "contradicting": contradicting_spans,
+    "footprint is the truth": lambda: planted_spans({}, 0, rounds=60, llc=TOPOLOGY.llc_size),
+}
+
+
+@pytest.mark.parametrize("node_manager", [False, True])
+@pytest.mark.parametrize("history", sorted(STORES))
+def test_co_runs_that_contradict_or_add_nothing_to_footprints_change_nothing_and_the_report_says_so_once(
+        tmp_path, monkeypatch, node_manager, history):
+    path = tmp_path / "profiles.sqlite"
+    store = HostModelStore(path)
+    store.record(host_id(TOPOLOGY), STORES[history]())
+    store.refit(host_id(TOPOLOGY), TOPOLOGY.llc_size)
+    stored = store.interference(host_id(TOPOLOGY))
+    store.close()
+    assert not stored.per_key and stored.reason.startswith("footprint-only: fitted on the older ")
+    executor = ScalpelExecutor(label="scalpel", topology=TOPOLOGY, profiles=str(path), node_manager=node_manager)
+    told, report = run(executor, monkeypatch, node_manager, ["stream", "lookup", "stream"])
+    assert told == [("stream", None), ("lookup", None), ("stream", None)]  # no task told a term
+    assert report == {"planned_with": "footprint", "reason": stored.reason, "keys": 0, "tasks": 0}
+    assert json.dumps(executor.run_report()).count(stored.reason) == 1  # said once, not per task
