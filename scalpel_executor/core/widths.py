@@ -35,8 +35,8 @@ cache and wide ones do not. Where the misses of a crowded domain cost more than 
 fraction wastes, a wider width spends fewer core-seconds: the allotment starts each task from its
 thriftiest width, not its narrowest (reason ``fewer co-runners``). Footprints that fit the cache
 slow nothing, and the choice is the one made without crowding. (Measured reason: on the tuning
-seeds' ``epyc`` Montage, 48 reprojections of 15 MiB at one core ran 1.47× their solo time eight
-to a 32 MiB domain, and the rule had no term that saw it.)
+seeds' ``epyc`` Montage, 48 reprojections of 15 MiB at one core each ran 1.47× their solo time
+beside each other on 32 MiB domains, and the rule had no term that saw it.)
 
 The narrowest width within :data:`TIE` of the soonest end is taken (a core given for nothing is a
 core a later arrival could use). At the tail of a batch, or on the critical path, the backlog is
