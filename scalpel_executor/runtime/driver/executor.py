@@ -389,7 +389,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self.label = label
         self._refused = 0  # tasks handed over after shutdown (_refused_after_shutdown)
         self._cut_short = 0  # tasks still running or waiting at shutdown (the run report's tasks_cut_short)
-        self.topology = topology
+        self.topology = topology  # as given: Parsl's RepresentationMixin reads each argument back; resolved: _topology
         self.default_footprint = default_footprint
         self.default_runtime = float(default_runtime)
         self.profiles = profiles
