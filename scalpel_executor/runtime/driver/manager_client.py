@@ -283,7 +283,7 @@ class ManagerClient:
                 timeout = self.options.heartbeat_threshold if manager.started \
                     else max(0.0, manager.started_by - time.monotonic())
                 try:
-                    if not manager.connection.poll(timeout):
+                    if not manager.readable(timeout):
                         if not manager.started and manager.initialising:  # worker_init runs: no deadline yet
                             manager.initialising = self._initialising(manager)
                             manager.started_by = time.monotonic() + (INIT_POLL if manager.initialising

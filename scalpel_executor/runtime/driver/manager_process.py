@@ -11,7 +11,9 @@ its sender thread, many to a frame under a burst; ``send`` writes at once, after
 from __future__ import annotations
 
 import logging
+import math
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -63,6 +65,7 @@ class LocalManager:
     initialising: bool = False  # its worker_init may still run: Started's deadline counts from its end
     fatal: str | None = None  # what its Fatal message said
     outbox: Outbox = field(init=False)
+    _poller: select.poll | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         # No lingering: a burst's first Submit would reach the manager's batcher alone, ahead of the
@@ -88,6 +91,18 @@ class LocalManager:
     def send_encoded(self, data: bytes) -> None:
         """Write what is queued, then ``data`` (an encoded message: its Configure), now."""
         self.outbox.send_encoded(data)
+
+    def readable(self, timeout: float) -> bool:
+        """Whether a frame, or the connection's end, can be read within ``timeout`` seconds (the
+        reader's wait): Connection.poll's answer from one ``select.poll`` kept for the connection,
+        where Connection.poll builds a selector per call (0.9 against 9 µs, once per frame read). A
+        closed connection is readable: its read raises, and the reader finds the manager lost."""
+        if self.connection.closed:
+            return True
+        if self._poller is None:
+            self._poller = select.poll()
+            self._poller.register(self.connection.fileno(), select.POLLIN)
+        return bool(self._poller.poll(min(math.ceil(max(0.0, timeout) * 1000), 2**31 - 1)))  # poll's int of ms
 
     def _write(self, data: bytes) -> None:
         with self.send_lock:  # never a write to a descriptor kill() closed, and maybe reused
