@@ -1,0 +1,146 @@
+"""The driver's CPU per no-op task, its garbage collector's share, and where it goes (sampled).
+
+One process per executor: a DataFlowKernel with ScalpelExecutor (default options, ``profiles=False``)
+or HTEX (``max_workers_per_node`` = the CPU count, one LocalProvider block), ``--warm`` no-op tasks
+to warm up, then ``--bursts`` bursts of ``--tasks`` no-op tasks submitted at once. Printed per
+executor: the driver process's CPU per task over the bursts (``getrusage``: every thread of the
+process, not the node manager's or HTEX's interchange, which are other processes) and the part of it
+spent in the garbage collector (``gc.callbacks``, the collecting thread's CPU time).
+
+``--spy FOLDER`` also samples the bursts with py-spy (``pip install py-spy``), only the thread
+holding the GIL (``--gil --threads``), and prints, per thread, the share of its samples in each
+function of the executor (inclusive); the raw samples go to FOLDER/<executor>.txt.
+
+    python benchmarks/driver_cpu.py                       # scalpel then htex, 3,000 tasks, one burst
+    python benchmarks/driver_cpu.py --executors scalpel --bursts 4 --spy /tmp/spy
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import gc
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def noop():
+    return 0
+
+
+def measure(kind: str, tasks: int, bursts: int, warm: int, spy: Path | None) -> dict:
+    """Run in a child process (a fresh interpreter per executor): the figures of one executor."""
+    import parsl
+    from parsl.config import Config
+
+    if kind == "htex":
+        from parsl.executors import HighThroughputExecutor
+        from parsl.providers import LocalProvider
+        executor = HighThroughputExecutor(label="x", max_workers_per_node=os.cpu_count(),
+                                          provider=LocalProvider(init_blocks=1, max_blocks=1))
+    else:
+        from scalpel_executor import ScalpelExecutor
+        executor = ScalpelExecutor(label="x", profiles=False)
+    app = parsl.python_app(noop)
+    collector = [0.0, 0.0]
+
+    def collecting(phase, _info):
+        if phase == "start":
+            collector[1] = time.thread_time()
+        else:
+            collector[0] += time.thread_time() - collector[1]
+
+    with tempfile.TemporaryDirectory(prefix="scalpel-driver-cpu-") as run_dir:
+        with parsl.load(Config(executors=[executor], run_dir=run_dir, initialize_logging=False)):
+            for _ in range(warm):
+                app().result()
+            sampler = None
+            if spy is not None:
+                sampler = subprocess.Popen(["py-spy", "record", "-p", str(os.getpid()), "-r", "500", "-f", "raw",
+                                            "--gil", "--threads", "--nonblocking", "-o", str(spy / f"{kind}.txt")],
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                time.sleep(1.5)  # py-spy attaches
+            gc.callbacks.append(collecting)
+            before, started = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+            for _ in range(bursts):
+                futures = [app() for _ in range(tasks)]
+                for future in futures:
+                    future.result()
+            seconds, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF)
+            gc.callbacks.remove(collecting)
+            if sampler is not None:
+                sampler.send_signal(2)  # SIGINT: py-spy writes what it sampled
+                sampler.wait(timeout=30)
+    count = tasks * bursts
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return {"executor": kind, "tasks": count, "tasks_per_second": count / seconds,
+            "driver_us_per_task": cpu / count * 1e6, "gc_us_per_task": collector[0] / count * 1e6}
+
+
+def shares(raw: Path, limit: float = 0.015) -> dict[str, list[tuple[float, str]]]:
+    """Per thread, the executor's functions by their share of the thread's samples (inclusive)."""
+    totals, inclusive = collections.Counter(), collections.defaultdict(collections.Counter)
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = stack.split(";")
+        thread = re.sub(r"\s*\(?0x[0-9a-f]+\)?|\(\d+\)|thread", "", frames[0]).strip(" :")
+        totals[thread] += int(count)
+        for name in {re.sub(r" \(.*$", "", frame) + " " + re.sub(r".*scalpel_executor/", "", frame.rsplit(":", 1)[0])
+                     .split(" (")[-1].rstrip(")") for frame in frames[1:] if "scalpel_executor/" in frame}:
+            inclusive[thread][name] += int(count)
+    return {thread: [(n / totals[thread], name) for name, n in inclusive[thread].most_common() if n / totals[thread] >= limit]
+            for thread, _ in totals.most_common(4)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="\n".join(__doc__.splitlines()[2:]),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--executors", default="scalpel,htex", help="comma-separated: scalpel, htex (default both)")
+    parser.add_argument("--tasks", type=int, default=3000, help="no-op tasks per burst (default %(default)s)")
+    parser.add_argument("--bursts", type=int, default=1, help="bursts measured (default %(default)s)")
+    parser.add_argument("--warm", type=int, default=50, help="lone no-op tasks first (default %(default)s)")
+    parser.add_argument("--spy", type=Path, metavar="FOLDER", help="sample the bursts with py-spy into FOLDER")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    for name in ("tasks", "bursts"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
+    if args.child:
+        print(json.dumps(measure(args.child, args.tasks, args.bursts, args.warm, args.spy)))
+        return 0
+    kinds = [kind.strip() for kind in args.executors.split(",") if kind.strip()]
+    if unknown := [kind for kind in kinds if kind not in ("scalpel", "htex")]:
+        parser.error(f"--executors takes scalpel and htex, got {', '.join(unknown)}")
+    if args.spy is not None:
+        if shutil.which("py-spy") is None:
+            parser.error("--spy needs py-spy on the PATH (pip install py-spy)")
+        args.spy.mkdir(parents=True, exist_ok=True)
+    for kind in kinds:
+        command = [sys.executable, __file__, "--child", kind, "--tasks", str(args.tasks), "--bursts",
+                   str(args.bursts), "--warm", str(args.warm)] + (["--spy", str(args.spy)] if args.spy else [])
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+        if done.returncode or not lines:
+            print(f"{kind}: failed (exit {done.returncode})\n{done.stderr[-2000:]}", file=sys.stderr)
+            return 1
+        row = json.loads(lines[-1])
+        print(f"{kind:8s} {row['tasks_per_second']:7.0f} tasks/s   driver {row['driver_us_per_task']:6.0f} us/task"
+              f"   of it in the garbage collector {row['gc_us_per_task']:4.0f}")
+        if args.spy is not None and (args.spy / f"{kind}.txt").exists():
+            for thread, functions in shares(args.spy / f"{kind}.txt").items():
+                print(f"  {thread}")
+                for share, name in functions[:14]:
+                    print(f"    {share:6.1%}  {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
