@@ -603,13 +603,11 @@ def exploration(coruns: Iterable, solo: Mapping[str, float]) -> tuple[dict[Hasha
     baseline: the per-key model predicts what footprint-only predicts, to the last record ("on the 0
     of the newer 10 where the two differ"), footprint-only is kept, the next plan is the same, and
     no later run can tell more. SLITS calls it the coverage problem: a pairing the policy never
-    makes is never observed. So where a key is caught (never alone, at least
-    :data:`TRAPPED_SHARE` of its co-run seconds beside its own key only) and the history holds
-    another key, every other caught key (by key) is told a bandwidth intensity
-    :data:`EXPLORE_INTENSITY`: the next plan keeps those apart from each other and pairs them with
-    the rest, and its co-runs tell the fit what the self pairs cost. One caught key is enough: a
-    first run that ran its six streams last, beside each other only, caught the streams alone,
-    and without exploring them no later run learned anything (1 loop in 11, planted contention). Once they have, no key is caught and this gives nothing. A key whose tasks
+    makes is never observed. So where two or more keys are caught (never alone, at least
+    :data:`TRAPPED_SHARE` of their co-run seconds beside their own key only), every other one of
+    them (by key) is told a bandwidth intensity :data:`EXPLORE_INTENSITY`: the next plan keeps
+    those apart from each other and pairs them with the rest, and its co-runs tell the fit what
+    the self pairs cost. Once they have, no key is caught and this gives nothing. A key whose tasks
     cannot be paired with others (they run by themselves, before anything else is submitted) stays
     caught, so the refit explores once in a row (``host_model.interference_of``).
 
@@ -621,9 +619,7 @@ def exploration(coruns: Iterable, solo: Mapping[str, float]) -> tuple[dict[Hasha
     """
     beside: dict[Hashable, float] = defaultdict(float)
     own: dict[Hashable, float] = defaultdict(float)
-    keys: set[Hashable] = set()
     for corun in coruns:
-        keys.add(corun.key)
         if solo.get(corun.key, 0) > 0:
             continue
         for seconds, others in _keyed_segments(corun):
@@ -632,16 +628,12 @@ def exploration(coruns: Iterable, solo: Mapping[str, float]) -> tuple[dict[Hasha
                 if all(k == corun.key for k, _ in others):
                     own[corun.key] += seconds
     caught = sorted((k for k, total in beside.items() if total > 0 and own[k] >= TRAPPED_SHARE * total), key=repr)
-    if not caught or len(keys) < 2:  # one key in all: nothing to pair it with
+    if len(caught) < 2:
         return {}, None
-    terms = {key: Terms(0.0, 0.0, EXPLORE_INTENSITY if i % 2 == 0 else 0.0) for i, key in enumerate(caught)}
-    if len(caught) == 1:
-        return terms, (f"{EXPLORING}: 1 key never seen alone ran only beside its own key, so no co-run tells "
-                       f"what it costs itself or the rest; this run pairs it with unlike keys (told a bandwidth "
-                       f"intensity of {EXPLORE_INTENSITY:g})")
-    return terms, (f"{EXPLORING}: {len(caught)} keys never seen alone ran only beside their own key, so no co-run "
-                   f"tells what they cost each other or the rest; this run pairs them with unlike keys (every other "
-                   f"one told a bandwidth intensity of {EXPLORE_INTENSITY:g})")
+    return ({key: Terms(0.0, 0.0, EXPLORE_INTENSITY if i % 2 == 0 else 0.0) for i, key in enumerate(caught)},
+            f"{EXPLORING}: {len(caught)} keys never seen alone ran only beside their own key, so no co-run tells "
+            f"what they cost each other or the rest; this run pairs them with unlike keys (every other one "
+            f"told a bandwidth intensity of {EXPLORE_INTENSITY:g})")
 
 
 def coruns_from_history(coruns: Iterable, solo: Mapping[str, float]) -> list[KeyedCoRun]:

@@ -68,10 +68,12 @@ def test_the_oracle_is_told_through_the_table_the_refit_writes(tmp_path):
 def test_the_loop_learns_the_planted_pairs_within_three_runs(tmp_path):
     cpus = sorted(os.sched_getaffinity(0))[:2]
     topology = Topology.from_cpu_lists([cpus], llc_size=32 * MiB)
-    # Within three runs the hold-out chose per-key terms, learned from the runs' own co-runs. A loop
-    # is a live process on a shared host: one in eleven failed so before exploration took on a lone
-    # caught key (docs/results/planted.md), none of five since. So up to three loops, each on a
-    # store of its own: learning that broke would fail all three.
+    # Within three runs the hold-out chose per-key terms, learned from the runs' own co-runs. Not in
+    # every loop: about one in ten (1 of 11 on the development VM) first runs its six streams last,
+    # beside each other only; with one key so caught exploration does not start (it needs two,
+    # core.interference_fit.exploration), the streams' run time absorbs what they cost each other,
+    # and no held-out record tells the two models apart (docs/results/planted.md). So up to three
+    # loops, each on a store of its own: learning that broke would fail all three.
     reasons = []
     for attempt in range(3):
         rows = learning_runs(FIRST, 0.5, topology, 3, tmp_path / f"loop-{attempt}")
