@@ -69,8 +69,8 @@ def test_the_loop_learns_the_planted_pairs_within_three_runs(tmp_path):
     cpus = sorted(os.sched_getaffinity(0))[:2]
     topology = Topology.from_cpu_lists([cpus], llc_size=32 * MiB)
     # Within three runs the hold-out chose per-key terms, learned from the runs' own co-runs. Not in
-    # every loop: about one in ten (1 of 11 on the development VM) first runs its six streams last,
-    # beside each other only; with one key so caught exploration does not start (it needs two,
+    # every loop: 2 of 15 on the development VM chose none. One read had first run its six streams
+    # last, beside each other only; with one key so caught exploration does not start (it needs two,
     # core.interference_fit.exploration), the streams' run time absorbs what they cost each other,
     # and no held-out record tells the two models apart (docs/results/planted.md). So up to three
     # loops, each on a store of its own: learning that broke would fail all three.
