@@ -7,7 +7,8 @@ interchange and the workers; then the contention mix and the kernel suite (`scal
 contention,suite-2x --peers htex-block,scalpel:longest_first,scalpel:scalpel`) at the machine's full
 width. The rounds and repetitions are chosen to fit --budget seconds. Writes <out>/node-check.json
 (every sample, the machine: CPU model, cores, LLC domains, Python and Parsl versions) and
-<out>/node-check.md (the tables), and bench's own files under <out>/bench/.
+<out>/node-check.md (the tables), and bench's own files under <out>/bench/. The bench's solo times
+go to <out>/solo-times.db, not to your profile store: a check run again with the same --out reuses them.
 (Logic: scalpel_executor.experiments.node_check.)
 
     python benchmarks/node_check.py                 # the check, --budget 420 s, into ./scalpel-node-check/

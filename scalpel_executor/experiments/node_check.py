@@ -12,6 +12,8 @@
         experiments.bench.run.run_bench: the contention mix and the kernel suite (suite-2x) under
         htex-block, scalpel:longest_first and scalpel, interleaved, at this machine's full width
       <out>/node-check.json (everything), <out>/node-check.md (the tables), <out>/bench/ (bench's own)
+      <out>/solo-times.db   the bench's solo times on this machine (SOLO_STORE): a check run again
+                            with the same <out> reuses them; the user's profile store is not written
 
 Widths default to 4 and 16 workers, capped at the machine's cores (a 2-core machine measures 2):
 the no-op figures of a wider node are what a 2-core development machine cannot give, since its
@@ -51,6 +53,9 @@ from scalpel_executor.workloads.kernels import contention_mix, suite
 
 #: The record's format name.
 FORMAT = "scalpel-node-check/1"
+#: The file under the output folder that keeps the bench's solo times (a benchmark never writes the
+#: user's profile store; a check run again into the same folder skips the cases it timed).
+SOLO_STORE = "solo-times.db"
 #: Share of the budget the no-op rounds may take; the bench takes the rest.
 THROUGHPUT_SHARE = 0.4
 #: Bench repetitions at most (its bootstrap intervals need a few; more cost minutes).
@@ -153,7 +158,7 @@ def run_node_check(plan: NodeCheckPlan, out: Path, *, printer: Callable[[str], N
     bench_plan = with_given(BENCH, mixes=plan.mixes, peers=plan.peers, repeats=repeats, scale=plan.scale,
                             resamples=2000)
     bench_started = time.monotonic()
-    bench = run_bench(bench_plan, out=out / "bench", printer=printer)
+    bench = run_bench(bench_plan, out=out / "bench", printer=printer, solo_store=out / SOLO_STORE)
     record["bench"] = {"repeats": repeats, "estimated_seconds": setup + repeats * per_repeat,
                        "seconds": time.monotonic() - bench_started, "llc": llc, "llc_note": llc_note,
                        "summary": bench["summary"], "files": bench["files"]}

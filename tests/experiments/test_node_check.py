@@ -28,6 +28,7 @@ from scalpel_executor.experiments.interleaved import (
 )
 from scalpel_executor.experiments.node_check import (
     FORMAT,
+    SOLO_STORE,
     NodeCheckPlan,
     default_plan,
     default_widths,
@@ -135,8 +136,11 @@ def test_the_record_and_the_markdown_of_a_check(tmp_path, monkeypatch):
     monkeypatch.setattr(node_check, "width_contenders", threads_only)
     bench_calls = []
 
-    def fake_bench(plan, *, out, printer):
+    solo_stores = []
+
+    def fake_bench(plan, *, out, printer, solo_store):
         bench_calls.append(plan)
+        solo_stores.append(solo_store)
         return {"summary": [{"mix": "contention", "peer": "htex-block", "runs": 1, "failed": 0, "errors": [],
                              "makespans": [2.0], "median": 2.0, "vs_reference": 1.0, "ci_low": 1.0, "ci_high": 1.0}],
                 "files": {"json": str(out / "bench.json")}}
@@ -146,6 +150,7 @@ def test_the_record_and_the_markdown_of_a_check(tmp_path, monkeypatch):
     record = run_node_check(plan, tmp_path, printer=lambda line: None)
     assert bench_calls[0].mixes == ("contention", "suite-2x") and bench_calls[0].repeats >= 1
     assert bench_calls[0].peers == ("htex-block", "scalpel:longest_first", "scalpel:scalpel")
+    assert solo_stores == [tmp_path / SOLO_STORE]  # its own, in the output folder: never the user's store
     written = load_record(tmp_path / "node-check.json")
     assert written["format"] == FORMAT == record["format"]
     assert {"cpu_model", "cores", "llc_domains", "python", "parsl"} <= written["machine"].keys()
