@@ -5,7 +5,11 @@ or HTEX (``max_workers_per_node`` = the CPU count, one LocalProvider block), ``-
 to warm up, then ``--bursts`` bursts of ``--tasks`` no-op tasks submitted at once. Printed per
 executor: the driver process's CPU per task over the bursts (``getrusage``: every thread of the
 process, not the node manager's or HTEX's interchange, which are other processes) and the part of it
-spent in the garbage collector (``gc.callbacks``, the collecting thread's CPU time).
+spent in the garbage collector (``gc.callbacks``, the collecting thread's CPU time), and for
+ScalpelExecutor the frames its driver read from the node manager per task (each a read and a JSON
+document). ``--workers N`` runs N workers (HTEX's ``max_workers_per_node``; ScalpelExecutor's
+topology by ``experiments.interleaved.scalpel_topology``: more than the cores emulates a wider node).
+With ``--warm`` above 50, the lone tasks after the first 50 also give the median round trip.
 
 ``--spy FOLDER`` also samples the bursts with py-spy (``pip install py-spy``), only the thread
 holding the GIL (``--gil --threads``), and prints, per thread, the share of its samples in each
@@ -13,6 +17,7 @@ function of the executor (inclusive); the raw samples go to FOLDER/<executor>.tx
 
     python benchmarks/driver_cpu.py                       # scalpel then htex, 3,000 tasks, one burst
     python benchmarks/driver_cpu.py --executors scalpel --bursts 4 --spy /tmp/spy
+    python benchmarks/driver_cpu.py --workers 16 --bursts 2      # an emulated 16-worker node
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import os
 import re
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,11 +38,15 @@ import time
 from pathlib import Path
 
 
+#: Lone tasks that warm up (fresh workers, first imports) before any round trip counts.
+WARMED = 50
+
+
 def noop():
     return 0
 
 
-def measure(kind: str, tasks: int, bursts: int, warm: int, spy: Path | None) -> dict:
+def measure(kind: str, tasks: int, bursts: int, warm: int, spy: Path | None, workers: int | None = None) -> dict:
     """Run in a child process (a fresh interpreter per executor): the figures of one executor."""
     import parsl
     from parsl.config import Config
@@ -44,11 +54,12 @@ def measure(kind: str, tasks: int, bursts: int, warm: int, spy: Path | None) -> 
     if kind == "htex":
         from parsl.executors import HighThroughputExecutor
         from parsl.providers import LocalProvider
-        executor = HighThroughputExecutor(label="x", max_workers_per_node=os.cpu_count(),
+        executor = HighThroughputExecutor(label="x", max_workers_per_node=workers or os.cpu_count(),
                                           provider=LocalProvider(init_blocks=1, max_blocks=1))
     else:
         from scalpel_executor import ScalpelExecutor
-        executor = ScalpelExecutor(label="x", profiles=False)
+        from scalpel_executor.experiments.interleaved import scalpel_topology
+        executor = ScalpelExecutor(label="x", profiles=False, topology=scalpel_topology(workers) if workers else None)
     app = parsl.python_app(noop)
     collector = [0.0, 0.0]
 
@@ -60,8 +71,11 @@ def measure(kind: str, tasks: int, bursts: int, warm: int, spy: Path | None) -> 
 
     with tempfile.TemporaryDirectory(prefix="scalpel-driver-cpu-") as run_dir:
         with parsl.load(Config(executors=[executor], run_dir=run_dir, initialize_logging=False)):
+            trips = []
             for _ in range(warm):
+                called = time.perf_counter()
                 app().result()
+                trips.append(time.perf_counter() - called)
             sampler = None
             if spy is not None:
                 sampler = subprocess.Popen(["py-spy", "record", "-p", str(os.getpid()), "-r", "500", "-f", "raw",
@@ -69,12 +83,15 @@ def measure(kind: str, tasks: int, bursts: int, warm: int, spy: Path | None) -> 
                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 time.sleep(1.5)  # py-spy attaches
             gc.callbacks.append(collecting)
+            channel = getattr(executor, "_pool", None)  # ScalpelExecutor's ManagerClient; HTEX has none
+            frames = getattr(channel, "frames_read", 0)
             before, started = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
             for _ in range(bursts):
                 futures = [app() for _ in range(tasks)]
                 for future in futures:
                     future.result()
             seconds, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF)
+            frames = getattr(channel, "frames_read", 0) - frames
             gc.callbacks.remove(collecting)
             if sampler is not None:
                 sampler.send_signal(2)  # SIGINT: py-spy writes what it sampled
@@ -82,7 +99,9 @@ def measure(kind: str, tasks: int, bursts: int, warm: int, spy: Path | None) -> 
     count = tasks * bursts
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     return {"executor": kind, "tasks": count, "tasks_per_second": count / seconds,
-            "driver_us_per_task": cpu / count * 1e6, "gc_us_per_task": collector[0] / count * 1e6}
+            "driver_us_per_task": cpu / count * 1e6, "gc_us_per_task": collector[0] / count * 1e6,
+            "frames_per_task": frames / count if kind == "scalpel" else None,
+            "round_trip_ms": statistics.median(trips[WARMED:]) * 1e3 if len(trips) > WARMED else None}
 
 
 def shares(raw: Path, limit: float = 0.015) -> dict[str, list[tuple[float, str]]]:
@@ -106,15 +125,17 @@ def main() -> int:
     parser.add_argument("--executors", default="scalpel,htex", help="comma-separated: scalpel, htex (default both)")
     parser.add_argument("--tasks", type=int, default=3000, help="no-op tasks per burst (default %(default)s)")
     parser.add_argument("--bursts", type=int, default=1, help="bursts measured (default %(default)s)")
+    parser.add_argument("--workers", type=int, help="workers per executor (default: the CPU count; more emulates a "
+                        "wider node)")
     parser.add_argument("--warm", type=int, default=50, help="lone no-op tasks first (default %(default)s)")
     parser.add_argument("--spy", type=Path, metavar="FOLDER", help="sample the bursts with py-spy into FOLDER")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    for name in ("tasks", "bursts"):
+    for name in ("tasks", "bursts") + (("workers",) if args.workers is not None else ()):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
     if args.child:
-        print(json.dumps(measure(args.child, args.tasks, args.bursts, args.warm, args.spy)))
+        print(json.dumps(measure(args.child, args.tasks, args.bursts, args.warm, args.spy, args.workers)))
         return 0
     kinds = [kind.strip() for kind in args.executors.split(",") if kind.strip()]
     if unknown := [kind for kind in kinds if kind not in ("scalpel", "htex")]:
@@ -125,7 +146,8 @@ def main() -> int:
         args.spy.mkdir(parents=True, exist_ok=True)
     for kind in kinds:
         command = [sys.executable, __file__, "--child", kind, "--tasks", str(args.tasks), "--bursts",
-                   str(args.bursts), "--warm", str(args.warm)] + (["--spy", str(args.spy)] if args.spy else [])
+                   str(args.bursts), "--warm", str(args.warm)] + (["--spy", str(args.spy)] if args.spy else []) \
+            + (["--workers", str(args.workers)] if args.workers else [])
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
         if done.returncode or not lines:
@@ -133,7 +155,9 @@ def main() -> int:
             return 1
         row = json.loads(lines[-1])
         print(f"{kind:8s} {row['tasks_per_second']:7.0f} tasks/s   driver {row['driver_us_per_task']:6.0f} us/task"
-              f"   of it in the garbage collector {row['gc_us_per_task']:4.0f}")
+              f"   of it in the garbage collector {row['gc_us_per_task']:4.0f}"
+              + (f"   frames read per task {row['frames_per_task']:.2f}" if row.get("frames_per_task") is not None else "")
+              + (f"   lone round trip {row['round_trip_ms']:.2f} ms" if row.get("round_trip_ms") is not None else ""))
         if args.spy is not None and (args.spy / f"{kind}.txt").exists():
             for thread, functions in shares(args.spy / f"{kind}.txt").items():
                 print(f"  {thread}")

@@ -18,7 +18,7 @@ __all__ = ["NAMES", "name_this_thread"]
 #: The executor's threads, each as the kernel names it (at most 15 bytes).
 NAMES = {
     "dispatch": "scalpel-disp",  # a pool's dispatch thread: the Scheduler and the workers' sockets
-    "complete": "scalpel-done",  # a pool's completion thread: on_complete (in a node manager, its Results)
+    "complete": "scalpel-done",  # an in-process pool's completion thread: on_complete (a node manager's has none)
     "send": "scalpel-send",  # a node manager's Outbox sender: its Results to the driver
     "submit": "scalpel-submit",  # the driver's Outbox sender: Submits to its node manager
     "receive": "scalpel-recv",  # a node manager's main thread: the driver's messages

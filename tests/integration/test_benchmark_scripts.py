@@ -40,3 +40,13 @@ def test_node_check_prints_an_earlier_records_tables(tmp_path):
     assert "Example CPU, 16 CPUs, 16 cores" in done.stdout and "CPUs 0-15: 32.0 MiB" in done.stdout
     bad = run(SOURCE_ROOT / "benchmarks" / "throughput.py", "--workers", "0")
     assert bad.returncode != 0 and "--workers takes positive widths" in bad.stderr
+
+
+def test_driver_cpu_reports_the_drivers_cost_frames_and_round_trip_and_refuses_no_workers():
+    done = run(SOURCE_ROOT / "benchmarks" / "driver_cpu.py", "--executors", "scalpel", "--tasks", "40",
+               "--warm", "55", "--workers", "3", timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    line = next(line for line in done.stdout.splitlines() if line.startswith("scalpel"))
+    assert "us/task" in line and "frames read per task" in line and "lone round trip" in line
+    bad = run(SOURCE_ROOT / "benchmarks" / "driver_cpu.py", "--workers", "0")
+    assert bad.returncode != 0 and "--workers must be at least 1, got 0" in bad.stderr

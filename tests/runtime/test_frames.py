@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from multiprocessing.connection import Connection
 
 import pytest
@@ -163,6 +164,52 @@ def test_what_is_put_is_written_in_order_and_send_writes_before_it_returns():
     outbox.close()
 
 
+def test_a_holder_s_puts_go_as_one_frame_when_it_lets_go_and_a_send_inside_takes_them_at_once():
+    written = Written()
+    outbox = Outbox(written, linger=0.0)  # no lingering: outside a hold, each put is written at once
+    results = [Result(i, True, {}, 0, 0, 0, 1.0, b"%d" % i) for i in range(6)]
+    with outbox.holding():
+        outbox.put(results[0])
+        outbox.put(results[1])
+        assert written.frames == []  # held: nothing written yet
+        with outbox.holding():  # nested: the outer one writes
+            outbox.put(results[2])
+        assert written.frames == []
+    assert written.frames == [results[:3]]  # one frame, in order, as the hold ended
+    with outbox.holding():
+        outbox.put(results[3])
+        outbox.send(Began([9]))  # a pass's Began takes the pass's Results with it, at once
+        assert written.frames[-1] == [results[3], Began([9])]
+        outbox.put(results[4])
+    assert written.frames[-1] == [results[4]]
+    with outbox.holding():
+        pass
+    assert len(written.frames) == 3  # an empty hold writes nothing
+    outbox.put(results[5])
+    assert written.frames[-1] == [results[5]]  # not held: written by the caller at once
+    outbox.close()
+
+
+def test_an_outbox_that_hands_off_never_writes_on_the_putting_thread():
+    writers, written = set(), Written()
+
+    def write(data):
+        writers.add(threading.get_ident())
+        written(data)
+
+    outbox = Outbox(write, linger=0.0, hand_off=True)  # the driver's: Parsl's launch thread puts
+    outbox.put(Began([1]))  # idle: an outbox that does not hand off writes this one on the caller's thread
+    assert wait_until(lambda: written.messages() == [Began([1])])
+    for i in range(2, 200):
+        outbox.put(Began([i]))
+    assert wait_until(lambda: len(written.messages()) == 199)
+    assert [message.task_ids[0] for message in written.messages()] == list(range(1, 200))
+    assert threading.get_ident() not in writers
+    outbox.send(Shutdown())  # send still writes before it returns, on the caller's thread
+    assert written.messages()[-1] == Shutdown() and threading.get_ident() in writers
+    outbox.close()
+
+
 def test_messages_put_from_many_threads_arrive_once_each_and_in_each_threads_order():
     written = Written()
     outbox = Outbox(written)
@@ -260,6 +307,21 @@ def test_a_manager_killed_during_a_burst_loses_nothing_and_runs_no_task_twice(cl
         replaced += int(runs[0]) not in workers
     assert replaced >= 150  # at least those sent after the kill ran on the replacement, unspent
     assert client.managers_lost == 1
+
+
+def test_a_burst_on_a_node_manager_costs_the_driver_about_one_frame_per_task_not_two(client):
+    """Each dispatch pass's Results go with its Began in one frame (the pass holds the manager's
+    outbox): before, a Result put alone was written at once and the Began that followed was a second
+    frame, so two workers' burst cost two reads and two JSON documents per task."""
+    client, outcomes = client
+    ids = list(range(5000, 5300))
+    before = client.frames_read
+    for i in ids:
+        client.submit(call(i, time.sleep, 0.002))
+    ended = outcomes.wait(ids, timeout=2 * GENEROUS)
+    assert all(ended[i].ok for i in ids)
+    frames = client.frames_read - before
+    assert frames <= 1.3 * len(ids), f"{frames} frames for {len(ids)} tasks"
 
 
 # -- the pool's wake-ups ------------------------------------------------------------------------

@@ -197,11 +197,13 @@ def test_worker_init_runs_before_the_node_manager_and_its_workers(tmp_path):
 def test_a_worker_init_slower_than_the_start_timeout_starts_once(monkeypatch):
     from scalpel_executor.runtime.driver import manager_client
 
-    monkeypatch.setattr(manager_client, "START_TIMEOUT", 5.0)  # the manager's own start, once worker_init is done
+    # The manager's own start, once worker_init is done: under a loaded CI machine its imports and its
+    # workers' start took over 5 s (it was killed and launched again), so 15, and an init longer still.
+    monkeypatch.setattr(manager_client, "START_TIMEOUT", 15.0)
     launches = []
     launch = ManagerClient._launch
     monkeypatch.setattr(ManagerClient, "_launch", lambda self: launches.append(1) or launch(self))
-    executor = ScalpelExecutor(label="scalpel", profiles=False, worker_init="sleep 8")
+    executor = ScalpelExecutor(label="scalpel", profiles=False, worker_init="sleep 17")
     executor.start()
     try:
         assert executor.submit(len, {}, "abc").result(timeout=120) == 3  # as HTEX, it waits for the init

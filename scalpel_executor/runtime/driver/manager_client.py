@@ -137,6 +137,7 @@ class ManagerClient:
         self.respawn_seconds: deque[float] = deque(maxlen=RESPAWNS_KEPT)  # death noticed -> replacement ready
         self.retired_slots: set[int] = set()  # slots whose replacements kept dying before "ready"
         self.managers_lost = 0
+        self.frames_read = 0  # frames (or lone messages) read from every manager: the channel's cost, which is per read
         self.manager_topology: dict | None = None  # what the manager said it schedules for
         self._first_start = threading.Event()  # the first manager started, or could not
         self._start_failure: str | None = None  # why the first manager could not start
@@ -294,6 +295,7 @@ class ManagerClient:
                             return
                         continue
                     messages = decode_frame(manager.connection.recv_bytes())
+                    self.frames_read += 1
                 except (EOFError, OSError):
                     if not self._lost(manager, None):
                         return

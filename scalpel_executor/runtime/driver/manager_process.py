@@ -70,7 +70,10 @@ class LocalManager:
     def __post_init__(self) -> None:
         # No lingering: a burst's first Submit would reach the manager's batcher alone, ahead of the
         # rest, and start before tasks the scheduler would have put first (a critical path's head).
-        self.outbox = Outbox(self._write, name=f"scalpel-submit-{self.process.pid}", role="submit", linger=0.0)
+        # Handed off: Parsl's launch thread never writes, so it never lets go of the interpreter for
+        # a syscall and waits to take it back (a write per task did; the sender takes what came meanwhile).
+        self.outbox = Outbox(self._write, name=f"scalpel-submit-{self.process.pid}", role="submit", linger=0.0,
+                             hand_off=True)
 
     @property
     def pid(self) -> int:

@@ -17,9 +17,11 @@ Data flow::
                         │      each dispatch pass sends Began(ids) before its Runs: the driver knows what started)
                         ├─ Shutdown ──> pool.shutdown(): unfinished tasks fail (ExecutorShutdown) ─┐
                         └─ EOF (driver gone) ──> pool.shutdown(), exit                             │
-    pool's completion thread: on_complete(task, outcome) ──> Result / Failed ──> outbox ──> driver socket <──┘
-      (runtime.wire.outbox: its sender thread writes what accumulated as one frame; a Began, written by the
-       dispatch thread before its tasks reach their workers, takes the results queued before it along)
+    pool's dispatch thread: on_complete(task, outcome) ──> Result / Failed ──> outbox ──> driver socket <──┘
+      (the pool calls it inline, with no completion thread, and holds the outbox for each pass
+       (runtime.wire.outbox.holding): the pass's Results go with the Began it sends before its
+       tasks reach their workers, or as one frame at the pass's end; the sender thread writes what
+       other threads put, many to a frame under a burst)
     watch thread: every PARENT_CHECK_INTERVAL s the driver's pid; every heartbeat_period a Heartbeat
     logging (scalpel_executor.*) ──> Log messages ──> re-logged by the driver under the same names
 
@@ -215,7 +217,8 @@ class NodeManager:
                            "its own", format_cpu_list(missing), len(topology.cpus),
                            format_cpu_list(sorted(allowed_cpus())))
         return WorkerPool(topology, options, self._send_outcome, on_state=self._report_state,
-                          on_start=self._report_began, pool_id=self.pool_id, block_id=self.block_id)
+                          on_start=self._report_began, pool_id=self.pool_id, block_id=self.block_id,
+                          inline=True, pass_scope=self._outbox.holding)
 
     def _start_pool(self) -> None:
         name_this_thread("start")

@@ -15,7 +15,8 @@ Data flow::
                            │   WorkerResult(id, ok, ...)         │                      │
                            │                               └──────────────────────┘
                            └──> completions (SimpleQueue) ──> completion thread: on_complete(task, outcome)
-                                                              (holding no lock; Parsl's callbacks run here)
+                                                              (holding no lock; Parsl's callbacks run here;
+                                                               inline=True: called on the dispatch thread)
 
 The dispatch thread owns the Scheduler and the worker table outright, so neither needs a lock;
 ``submit`` only appends to the inbox and writes one byte to wake the thread (none while a byte
@@ -64,6 +65,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 
@@ -179,12 +181,24 @@ class WorkerPool:
         Called (on the dispatch thread) with the tasks of each dispatch pass before any of them is
         sent to its worker: a node manager reports them (``Began``), so that if it is lost its
         driver knows which tasks never ran. One call per pass, not per task.
+    inline : bool
+        Call ``on_complete`` on the thread that has the outcome (the dispatch thread, mostly), with no
+        completion thread between: for a callback that only queues a message (a node manager's),
+        where the hand-off cost a thread wake per task. False (the in-process executor's): Parsl's
+        callbacks run on their own thread and never hold up a dispatch.
+    pass_scope : callable() -> context manager, optional
+        Entered by the dispatch thread around each pass (the workers' messages it read, the arrivals,
+        the dispatch), after its wait: a node manager holds its outbox there, so that a pass's
+        Results go with its Began, or together, as one frame.
     """
 
     def __init__(self, topology: Topology, options: PoolOptions, on_complete: OnComplete, *,
                  on_state: Callable[[], None] | None = None, on_start: Callable[[list[int]], None] | None = None,
-                 pool_id: str | None = None, block_id: str = LOCAL_BLOCK_ID):
+                 pool_id: str | None = None, block_id: str = LOCAL_BLOCK_ID, inline: bool = False,
+                 pass_scope: Callable[[], AbstractContextManager] = nullcontext):
         self.options = options
+        self._inline = inline
+        self._pass_scope = pass_scope
         self.walltime_grace = options.walltime_grace  # seconds past a task's walltime before its worker is killed
         self.topology = topology
         self._on_complete = on_complete
@@ -280,8 +294,9 @@ class WorkerPool:
                 self._abort_start(f"the worker for CPUs {late.cpus} did not start within {timeout:.0f} s "
                                   f"(exit code {late.process.poll()}); its error output is above")
         self._failed_starts.clear()
-        self._completer = threading.Thread(target=self._completion_loop, name="scalpel-complete", daemon=True)
-        self._completer.start()
+        if not self._inline:
+            self._completer = threading.Thread(target=self._completion_loop, name="scalpel-complete", daemon=True)
+            self._completer.start()
         self._thread = threading.Thread(target=self._loop, name="scalpel-dispatch", daemon=True)
         self._thread.start()
         # Parsl's DFK only warns at interpreter exit (Ctrl-C, an uncaught exception): shut down here,
@@ -479,15 +494,17 @@ class WorkerPool:
         try:
             while not self._stopping.is_set():
                 timeout = self._timeout()  # may kill and replace workers: before the wait
-                for key, _ in self._selector.select(timeout):
-                    worker = key.data
-                    if worker is None:  # read, then clear: a byte read with the flag left set would strand
-                        os.read(self._wake_r, 4096)  # the next submit, which sees the flag and writes none
-                        self._woken = False
-                    elif worker.connection.closed is False and self._workers.get(worker.slot) is worker:
-                        self._handle_message(worker)  # unless an earlier message of this pass lost it
-                self._take_arrivals()
-                self._dispatch()
+                ready = self._selector.select(timeout)
+                with self._pass_scope():
+                    for key, _ in ready:
+                        worker = key.data
+                        if worker is None:  # read, then clear: a byte read with the flag left set would
+                            os.read(self._wake_r, 4096)  # strand the next submit, which sees it and writes none
+                            self._woken = False
+                        elif worker.connection.closed is False and self._workers.get(worker.slot) is worker:
+                            self._handle_message(worker)  # unless an earlier message of this pass lost it
+                    self._take_arrivals()
+                    self._dispatch()
         except BaseException as error:  # a bug here must not leave futures pending forever
             logger.exception("dispatch thread failed; failing every unfinished task")
             with self._accepting:
@@ -709,7 +726,13 @@ class WorkerPool:
                 self._stopping.set()
 
     def _complete(self, task: Task, outcome: Outcome) -> None:
-        self._completions.put((task, outcome))
+        if not self._inline:
+            self._completions.put((task, outcome))
+            return
+        try:
+            self._on_complete(task, outcome)
+        except BaseException:  # noqa: BLE001 - as on the completion thread: one callback never stops the rest
+            logger.exception("completion callback failed for task %s", task.id)
 
     def _completion_loop(self) -> None:
         name_this_thread("complete")

@@ -11,13 +11,21 @@ Faileds (:class:`~scalpel_executor.runtime.node.manager.NodeManager`)::
                                    send returns
 
 A lone message goes at once, written by the thread that puts it (no hand-off: on a loaded machine a
-waking thread can wait milliseconds for a core). Under a burst the sender lingers: a message put
+waking thread can wait milliseconds for a core), unless the outbox hands off (``hand_off=True``, the
+driver's: there the writer was Parsl's launch thread, which let go of the interpreter at each write
+and then waited to take it back). Under a burst the sender lingers: a message put
 less than :data:`LINGER` seconds after the previous put's frame is queued, and the sender writes
 the next frame that long after it, with everything that came meanwhile. A burst so costs a frame per ``LINGER`` instead of a write,
 a read and a JSON document per message, and a lone task's round trip nothing: its messages find
 the sender's last frame older than that. (Without lingering the sender found its peer's messages
 one at a time: 2,000 no-op tasks went in 1,970 frames; the driver's thread that submits them lets
 go of the interpreter at every log line Parsl writes.)
+
+``holding()`` is for a thread that knows more is coming at once: while it holds, ``put`` only
+queues, and leaving it writes what is still queued as one frame. A node manager's dispatch thread
+holds for each pass: the pass's Results and its Began go as one frame, where each Result put alone
+was a frame of its own (a burst on two workers cost the driver two frames, two reads and two JSON
+documents per task).
 
 ``send`` is for what must be on its way before the caller goes on: a node manager's ``Began``
 (its tasks reach their workers only after it is written, so a manager killed at any moment has
@@ -35,7 +43,8 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from scalpel_executor.runtime.wire.manager_messages import Message, encode, encode_frame
 from scalpel_executor.runtime.threads import name_this_thread
@@ -64,19 +73,26 @@ class Outbox:
     linger : float
         Seconds the sender waits after a frame, under a burst (:data:`LINGER`); 0: it writes whatever
         accumulated as soon as it runs.
+    hand_off : bool
+        ``put`` never writes on the caller's thread, even when the outbox is idle: the sender does.
+        For a caller that should not let go of the interpreter for a syscall (the driver's: Parsl's
+        launch thread, which then waited to take the interpreter back once per task); a lone message
+        costs a thread wake-up instead.
     """
 
     def __init__(self, write: Callable[[bytes], None], name: str = "scalpel-send", role: str = "send",
-                 linger: float = LINGER):
+                 linger: float = LINGER, hand_off: bool = False):
         self._write = write
         self._role = role
         self._linger = linger
+        self._hand_off = hand_off
         self._queue: deque[Message] = deque()
         self._ready = threading.Condition(threading.Lock())  # guards _queue and _closed
         # Held from taking the queue to the end of its write; re-entrant: a message that cannot be encoded
         # is logged while it is held, and a node manager sends its log records (Log) through here too.
         self._writing = threading.RLock()
         self._closed = False
+        self._held = 0  # holding() calls under way: put only queues
         self._written = -linger  # when the latest frame of put messages went (send's do not count)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -85,8 +101,10 @@ class Outbox:
         """Write ``message`` now if the outbox is idle, else queue it: the sender writes it soon, after
         everything queued before it."""
         with self._ready:
-            idle = not self._queue and time.monotonic() - self._written >= self._linger
             self._queue.append(message)
+            if self._held:
+                return  # the holder writes it when it lets go, or a send() takes it first
+            idle = not self._hand_off and len(self._queue) == 1 and time.monotonic() - self._written >= self._linger
             if not idle:
                 if len(self._queue) == 1:  # otherwise the sender was told and has not taken the queue yet
                     self._ready.notify()
@@ -96,6 +114,21 @@ class Outbox:
                 batch = self._take()
                 self._written = time.monotonic()
             self._send(batch)
+
+    @contextmanager
+    def holding(self) -> Iterator[None]:
+        """While inside, ``put`` queues without writing; on leaving, what is still queued is written
+        (on the caller's thread) as one frame. ``send`` inside writes the queue at once, as ever."""
+        with self._ready:
+            self._held += 1
+        try:
+            yield
+        finally:
+            with self._ready:
+                self._held -= 1
+                due = not self._held and bool(self._queue)
+            if due:
+                self.flush()
 
     def send(self, message: Message) -> None:
         """Write everything queued, then ``message``, before returning (on the caller's thread)."""
