@@ -432,8 +432,8 @@ def choose_interference(coruns: Sequence[KeyedCoRun], footprint_model: Contentio
     """The per-key model where it predicts a host's newer co-runs better than footprint-only, else footprint-only.
 
     The records are ordered by ``at`` (ties by position); each key's newest :data:`HOLDOUT_FRACTION`
-    is held out (:func:`holdout_split`), the rest fit a per-key model, and the held-out records score it and footprint-only by the median absolute error of
-    log slowdown, over the held-out records where the two predict differently (by more than
+    is held out (:func:`holdout_split`), the rest fit a per-key model, and the held-out records
+    score it and footprint-only by the median absolute error of log slowdown, over the held-out records where the two predict differently (by more than
     :data:`AGREEMENT`: where both agree, a record tells neither apart, and a sparse effect, a
     quarter of the pairs, would drown in them). The per-key model is chosen when its error is at
     least :data:`MIN_GAIN` lower *and* it is nearer on more of those records than a fair coin

@@ -726,12 +726,15 @@ class WorkerPool:
                 self._stopping.set()
 
     def _complete(self, task: Task, outcome: Outcome) -> None:
-        if not self._inline:
+        if self._inline:
+            self._deliver(task, outcome)
+        else:
             self._completions.put((task, outcome))
-            return
+
+    def _deliver(self, task: Task, outcome: Outcome) -> None:
         try:
             self._on_complete(task, outcome)
-        except BaseException:  # noqa: BLE001 - as on the completion thread: one callback never stops the rest
+        except BaseException:  # noqa: BLE001 - not even SystemExit from a callback may stop the others
             logger.exception("completion callback failed for task %s", task.id)
 
     def _completion_loop(self) -> None:
@@ -739,10 +742,7 @@ class WorkerPool:
         # Completing a Future runs Parsl's callbacks (state updates, logging, launching dependent
         # tasks); on their own thread they do not hold up the next dispatch.
         while (item := self._completions.get()) is not None:
-            try:
-                self._on_complete(*item)
-            except BaseException:  # noqa: BLE001 - not even SystemExit from a callback may stop the others
-                logger.exception("completion callback failed for task %s", item[0].id)
+            self._deliver(*item)
 
     def _fail_unfinished(self, arrived: list[Task]) -> None:
         unfinished = list(arrived) + self._scheduler.drain()

@@ -99,7 +99,9 @@ class Outbox:
 
     def put(self, message: Message) -> None:
         """Write ``message`` now if the outbox is idle, else queue it: the sender writes it soon, after
-        everything queued before it."""
+        everything queued before it. Inside :meth:`holding` it is only queued (the holder writes it
+        when it lets go), and with ``hand_off`` always queued for the sender: ``put`` then never
+        writes on the caller's thread."""
         with self._ready:
             self._queue.append(message)
             if self._held:
