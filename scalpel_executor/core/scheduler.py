@@ -99,7 +99,7 @@ from scalpel_executor.core.multicore_orders import BACKFILL_LOOKAHEAD, Multicore
 from scalpel_executor.core.orders import FcfsEvaluator, RunningTask
 from scalpel_executor.core.tasks import Assignment, Group, Slot, Task, rank
 from scalpel_executor.core import widths
-from scalpel_executor.core.widths import EXPLORING, Outlook, Peer, Widths, amdahl
+from scalpel_executor.core.widths import EXPLORING, Crowding, Outlook, Peer, Widths, amdahl
 
 __all__ = ["Scheduler", "Task", "Assignment", "Slot", "Group", "POLICIES", "resolve_policy", "CHECKED_AT_DISPATCH"]
 
@@ -534,6 +534,8 @@ class Scheduler:
             longest_running=self._longest_running(),
             malleable=self._malleable_waiting + len(self._widened) + 1,
             peers=peers,
+            crowding=self._crowding(peers, self.cores_per_domain[slot.domain], task.footprint),
+            footprint=task.footprint,
         )
         choice = self.widths.choose(task.key, task.cores, task.max_cores, task.runtime, task.tail, outlook)
         self._widened[slot.index] = narrow
@@ -545,8 +547,10 @@ class Scheduler:
             task.cores = choice.width
         reason = choice.reason
         if choice.width == task.cores > narrow[0] and reason not in (EXPLORING, widths.KEPT):
-            # the width it was allotted when planned: widened there because its own end came last
-            reason = widths.CRITICAL_PATH if task.tail > task.runtime else widths.TAIL
+            # the width it was allotted when planned: thriftier there, or widened because its own end came last
+            reason = widths.wider_reason(Peer(narrow[1], task.tail, self.widths.model.serial_fraction(task.key),
+                                              narrow[0], sure=self.widths.model.readings(task.key) >= widths.SURE_AFTER,
+                                              footprint=task.footprint), task.cores, outlook.crowding)
         task.width_reason = reason
         self.width_reasons[reason] += 1
 
@@ -561,9 +565,18 @@ class Scheduler:
                 if task.key not in serial:
                     serial[task.key] = self.widths.model.serial_fraction(task.key)
                 peers.append(Peer(narrow[1], task.tail, serial[task.key], narrow[0], min(task.max_cores, widest),
-                                  self.widths.model.readings(task.key) >= widths.SURE_AFTER))
+                                  self.widths.model.readings(task.key) >= widths.SURE_AFTER, task.footprint))
                 work += _work(task)
         return tuple(peers), work
+
+    def _crowding(self, peers: Sequence[Peer], domain_cores: int, footprint: float = 0.0) -> Crowding | None:
+        """The cache a width leaves a malleable task (:class:`~scalpel_executor.core.widths.Crowding`):
+        co-runners of the mean footprint of the malleable tasks waiting (``footprint``, the starting
+        task's, when none waits); None without a last-level cache size."""
+        if self._context.llc is None or self.widths.rule not in widths.ALLOTTING:
+            return None
+        beside = sum(peer.footprint for peer in peers) / len(peers) if peers else footprint
+        return Crowding(self._context.model, float(self._context.llc), domain_cores, beside)
 
     def _longest_running(self) -> float:
         """The latest a running task and the chain that waits for it are expected to end (seconds from now)."""

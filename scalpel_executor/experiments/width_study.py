@@ -6,6 +6,11 @@ fixed width chosen in hindsight, and equipartitioning (``benchmarks/width_study.
     python benchmarks/width_study.py --seeds 0,1                 # the seeds the rule was tuned on
     python benchmarks/width_study.py --seeds 100,101,102 --jobs 2  # seeds never looked at while tuning
     python benchmarks/width_study.py --report docs/data/width-study.json
+    python benchmarks/width_study.py --seeds 0,1 --reuse docs/data/width-study-tuning.json  # after a rule change
+
+``--reuse`` copies the makespans of the contenders no width rule of ``scalpel`` reaches (every
+task fixed at 1, 2 or the domain's cores, and equipartitioning: :data:`UNTOUCHED`) from an
+earlier record of the same instances, and simulates the rest; each row names what it copied.
 
 An instance is a workload on a machine of :data:`scalpel_executor.core.machines.MACHINES` (``paper``,
 ``wide``, ``epyc``, ``xeon16``), every task malleable from one core to its whole LLC domain:
@@ -67,6 +72,9 @@ LEARN_SEED = 1000  # the learned condition learns on the workload drawn with see
 FIXED = ("fixed-1", "fixed-2", "fixed-domain")
 CONTENDERS = (*FIXED, "scalpel/first", "scalpel/learned", "scalpel-any/first", "equipartition", "equipartition-shaped")
 GOAL_FIXED, GOAL_HINDSIGHT = 1.10, 0.98
+#: Contenders the ``scalpel`` width rule does not reach (plain tasks of fixed cores, equipartitioning):
+#: ``--reuse`` copies their makespans from an earlier record of the same instances.
+UNTOUCHED = (*FIXED, "equipartition", "equipartition-shaped")
 WORKLOADS = (*STUDY_SHAPES, *(f"batch-{f:g}" for f in BATCH_PER_CORE))
 
 
@@ -108,8 +116,10 @@ def _with_tails(tasks: list[SimTask]) -> list[SimTask]:
     return [dataclasses.replace(t, tail=tail) for t, tail in zip(tasks, graph_tails(tasks))]
 
 
-def run_instance(workload: str, seed: int, machines: Sequence[str]) -> list[dict]:
-    """Every contender on ``workload`` drawn with ``seed``, on each machine."""
+def run_instance(workload: str, seed: int, machines: Sequence[str], reused: dict | None = None) -> list[dict]:
+    """Every contender on ``workload`` drawn with ``seed``, on each machine; those of :data:`UNTOUCHED`
+    found in ``reused`` (``(workload, machine, seed)`` -> makespans, from an earlier record) are
+    copied, not simulated again."""
     rows = []
     for name in machines:
         machine = MACHINES[name]
@@ -124,16 +134,18 @@ def run_instance(workload: str, seed: int, machines: Sequence[str]) -> list[dict
                             scheduler=scheduler).makespan
 
         tasks = workload_tasks(workload, seed, topology.total_cores, domain)
-        makespans = {f"fixed-{label}": run(fixed_width(tasks, width))
+        copied = {k: v for k, v in (reused or {}).get((workload, name, seed), {}).items() if k in UNTOUCHED}
+        makespans = {f"fixed-{label}": copied.get(f"fixed-{label}") or run(fixed_width(tasks, width))
                      for label, width in (("1", 1), ("2", min(2, domain)), ("domain", domain))}
         earlier = workload_tasks(workload, seed + LEARN_SEED, topology.total_cores, domain, keys_seed=seed)
         for rule in ("scalpel", "scalpel-any", "equipartition", "equipartition-shaped"):
-            makespans[f"{rule}/first" if rule.startswith("scalpel") else rule] = run(tasks, Widths(rule))
+            label = f"{rule}/first" if rule.startswith("scalpel") else rule
+            makespans[label] = copied.get(label) or run(tasks, Widths(rule))
         learned = Widths("scalpel")
         run(earlier, learned)
         makespans["scalpel/learned"] = run(tasks, learned)
         rows.append({"workload": workload, "machine": name, "seed": seed, "tasks": len(tasks),
-                     "makespans": makespans})
+                     "makespans": makespans, **({"copied": sorted(copied)} if copied else {})})
     return rows
 
 
@@ -207,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="processes simulating at once (default 1)")
     parser.add_argument("--out", default="width-study.json", help="the JSON record (default width-study.json)")
     parser.add_argument("--report", help="print the tables of a record written before, run nothing")
+    parser.add_argument("--reuse", help="an earlier record of these instances: copy the makespans of the contenders "
+                                        f"the width rule does not reach ({', '.join(UNTOUCHED)}) from it")
     args = parser.parse_args(argv)
     if args.report:
         print_report(json.loads(Path(args.report).read_text()))
@@ -222,12 +236,16 @@ def main(argv: list[str] | None = None) -> int:
                      f"machines: {', '.join(MACHINES)}")
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
+    reused = {}
+    if args.reuse:
+        reused = {(r["workload"], r["machine"], r["seed"]): r["makespans"]
+                  for r in json.loads(Path(args.reuse).read_text())["rows"]}
     started = time.perf_counter()
     units = [(workload, seed, 0.0) for workload in workloads for seed in seeds]
-    rows = run_instances(_unit, units, (machines,), args.jobs)
+    rows = run_instances(_unit, units, (machines, reused), args.jobs)
     rows.sort(key=lambda r: (workloads.index(r["workload"]), machines.index(r["machine"]), r["seed"]))
     record = {"format": "scalpel-width-study/1", "command": " ".join(["python", *sys.argv]),
-              "seeds": seeds, "workloads": workloads, "machines": list(machines),
+              "seeds": seeds, "workloads": workloads, "machines": list(machines), "reused": args.reuse,
               "serial_range": list(SERIAL_RANGE), "contenders": list(CONTENDERS), "jobs": args.jobs,
               "seconds": time.perf_counter() - started, "rows": rows}
     record["summary"] = summarise(rows)
@@ -235,6 +253,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _unit(workload: str, seed: int, _noise: float, machines: Sequence[str]) -> list[dict]:
+def _unit(workload: str, seed: int, _noise: float, machines: Sequence[str], reused: dict) -> list[dict]:
     """:func:`run_instance` as :func:`~scalpel_executor.experiments.workflow_studies.run_instances` calls it."""
-    return run_instance(workload, seed, machines)
+    return run_instance(workload, seed, machines, reused)

@@ -1,0 +1,138 @@
+"""Widths and the cache (core.widths.Crowding): a width's run time counts the co-runners a full
+domain of that width holds; footprints that fit the cache change nothing."""
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scalpel_executor.core import widths
+from scalpel_executor.core.contention import ContentionModel
+from scalpel_executor.core.scheduler import Scheduler
+from scalpel_executor.core.simulate import SimTask, simulate
+from scalpel_executor.core.widths import Crowding, Outlook, Peer, Widths, allot, choose_width
+
+MiB = 2**20
+MODEL = ContentionModel()
+PAPER = [[0, 1, 2, 3], [4, 5, 6, 7]]  # two domains of 4 cores, 12 MiB of LLC each
+
+
+@st.composite
+def peers(draw, domain):
+    return [Peer(draw(st.floats(0.01, 1e3)), draw(st.floats(0, 1e3)), draw(st.floats(0, 1)), 1,
+                 draw(st.integers(1, 2 * domain)), draw(st.booleans()), draw(st.floats(0, 64)) * MiB)
+            for _ in range(draw(st.integers(1, 12)))]
+
+
+@st.composite
+def crowded_nodes(draw):
+    domain = draw(st.sampled_from([1, 2, 4, 8, 16]))
+    return domain, draw(st.integers(1, 8)) * domain, draw(peers(domain)), draw(st.floats(1, 64)) * MiB
+
+
+@settings(deadline=None)  # a timed example is a flaky test on a shared machine
+@given(st.sampled_from([2, 4, 8, 16]), st.floats(0, 64), st.floats(0, 64), st.floats(1, 64))
+def test_a_wider_width_never_leaves_a_task_more_crowded(domain, footprint, beside, llc):
+    crowding = Crowding(MODEL, llc * MiB, domain, beside * MiB)
+    slowdowns = [crowding.slowdown(footprint * MiB, width) for width in widths.shaped_sizes(domain)]
+    assert all(s >= 1.0 for s in slowdowns)
+    assert slowdowns == sorted(slowdowns, reverse=True)
+    assert slowdowns[-1] == 1.0  # the whole domain: no co-runner
+
+
+@settings(deadline=None)  # a timed example is a flaky test on a shared machine
+@given(crowded_nodes(), st.floats(0, 1e5), st.booleans())
+def test_footprints_that_fit_the_cache_allot_as_without_crowding(node, backlog, shaped):
+    domain, cores, tasks, _ = node
+    roomy = Crowding(MODEL, 1e6 * MiB, domain, max(p.footprint for p in tasks))
+    assert (allot(tasks, cores, domain, backlog, shaped=shaped, crowding=roomy)
+            == allot(tasks, cores, domain, backlog, shaped=shaped))
+
+
+@settings(deadline=None)  # a timed example is a flaky test on a shared machine
+@given(crowded_nodes(), st.floats(0, 1e5), st.integers(0, 5), st.booleans())
+def test_a_crowded_width_is_within_the_task_range_and_the_domain_free_cores(node, backlog, readings, shaped):
+    domain, cores, tasks, llc = node
+    me, *others = tasks
+    crowding = Crowding(MODEL, llc, domain, sum(p.footprint for p in tasks) / len(tasks))
+    for free in range(1, domain + 1):
+        outlook = Outlook(cores, domain, free, backlog, peers=tuple(others), crowding=crowding,
+                          footprint=me.footprint)
+        choice = choose_width(1, me.high, me.runtime, me.tail, me.serial, readings, outlook, shaped=shaped)
+        assert 1 <= choice.width <= max(1, min(me.high, free))
+        assert choice.reason in widths.REASONS
+
+
+@settings(deadline=None)  # a timed example is a flaky test on a shared machine
+@given(crowded_nodes(), st.floats(0, 1e5))
+def test_crowding_never_allots_a_task_more_core_seconds_than_its_narrowest_width_spends_crowded(node, backlog):
+    """Started from its thriftiest width, a task is widened further only for its own end: the
+    core-seconds the allotment counts are never more than those of every task at its narrowest."""
+    domain, cores, tasks, llc = node
+    crowding = Crowding(MODEL, llc, domain, sum(p.footprint for p in tasks) / len(tasks))
+    narrowest = backlog + sum(p.runtime * p.low * crowding.slowdown(p.footprint, p.low) for p in tasks)
+    allotted, end, area = allot(tasks, cores, domain, backlog, crowding=crowding)
+    assert max(end, area / cores) <= max(max(p.runtime * crowding.slowdown(p.footprint, p.low) + p.tail
+                                             for p in tasks), narrowest / cores) * (1 + 1e-9)
+
+
+def test_many_waiting_tasks_of_a_parallel_key_that_crowd_the_cache_start_wider():
+    """Twenty 8 MiB tasks of serial fraction 0.05 on two 4-core domains of 12 MiB: four to a domain
+    each runs 1.56x its solo time, two to a domain 1.38x, alone 1x, so a task spends 1.56, 1.44 and
+    1.15 core-seconds per solo second on 1, 2 and 4 cores: wider ends the batch sooner."""
+    def batch():
+        return [SimTask(f"t{i}", 4.0, 8 * MiB, max_cores=4, serial_fraction=0.05, key="k") for i in range(20)]
+
+    def run(tasks, llc=12 * MiB):
+        rule = Widths()
+        rule.model.seed("k", 0.05, 4)
+        scheduler = Scheduler(PAPER, "scalpel", llc=llc, model=MODEL, width_rule=rule)
+        return simulate(tasks, PAPER, llc, model=MODEL, scheduler=scheduler), scheduler
+
+    crowded, scheduler = run(batch())
+    first = sorted(crowded.records, key=lambda r: r.start)[:4]
+    assert all(r.cores >= 2 for r in first)
+    assert scheduler.width_reasons[widths.FEWER_CORUNNERS] >= 4
+    one_core = simulate([dataclasses.replace(t, max_cores=None) for t in batch()], PAPER, 12 * MiB, model=MODEL)
+    assert crowded.makespan < one_core.makespan
+    # the same tasks with a cache they fit in: nothing to save, the first ones start narrow
+    roomy, scheduler = run(batch(), llc=1024 * MiB)
+    assert [r.cores for r in sorted(roomy.records, key=lambda r: r.start)[:4]] == [1, 1, 1, 1]
+    assert scheduler.width_reasons[widths.FEWER_CORUNNERS] == 0
+
+
+def test_a_scheduler_without_an_llc_size_allots_without_crowding():
+    scheduler = Scheduler(PAPER, "scalpel", width_rule=Widths())
+    assert scheduler._crowding((Peer(1.0, footprint=8 * MiB),), 4) is None
+
+
+@pytest.mark.parametrize("rule", ["equipartition", "equipartition-shaped"])
+def test_equipartitioning_is_not_crowded(rule):
+    scheduler = Scheduler(PAPER, "scalpel", llc=12 * MiB, width_rule=Widths(rule))
+    assert scheduler._crowding((Peer(1.0, footprint=8 * MiB),), 4) is None
+
+
+def test_the_cache_counts_only_for_a_key_whose_speed_up_was_measured():
+    """A 10 s task of 8 MiB on a node of two 4-core 12 MiB domains with 9 s of work per core behind
+    it: crowded four to a domain it would run 15.6 s, so a wider width ends sooner even at no gain.
+    A key seen wider SURE_AFTER times starts wider; a key seen wider less often (a first run) starts
+    as it would with the cache not counted: a first run bets nothing on the cache (a first SoyKB run
+    on ``epyc`` ended 2.6x after the best fixed width when it did)."""
+    outlook = Outlook(cores=8, domain_cores=4, free=4, backlog=8 * 9.0, footprint=8 * MiB,
+                      crowding=Crowding(MODEL, 12 * MiB, 4, 8 * MiB))
+    assert choose_width(1, 4, 10.0, 0.0, 1.0, widths.SURE_AFTER, outlook).width > 1
+    assert choose_width(1, 4, 10.0, 0.0, 1.0, widths.SURE_AFTER, dataclasses.replace(outlook, crowding=None)).width == 1
+    for readings in range(widths.SURE_AFTER):
+        crowded = choose_width(1, 4, 10.0, 0.0, 1.0, readings, outlook)
+        plain = choose_width(1, 4, 10.0, 0.0, 1.0, readings, dataclasses.replace(outlook, crowding=None))
+        assert (crowded.width, crowded.reason) == (plain.width, plain.reason)
+
+
+def test_unmeasured_peers_are_allotted_as_without_crowding():
+    """Peers whose keys' speed-ups rest on fewer than SURE_AFTER readings are not crowded."""
+    tasks = [Peer(10.0, 0.0, 0.05, 1, 4, False, 8 * MiB) for _ in range(8)]
+    crowding = Crowding(MODEL, 12 * MiB, 4, 8 * MiB)
+    assert allot(tasks, 8, 4, 0.0, crowding=crowding) == allot(tasks, 8, 4, 0.0)
+    sure = [dataclasses.replace(t, sure=True) for t in tasks]
+    assert allot(sure, 8, 4, 0.0, crowding=crowding) != allot(sure, 8, 4, 0.0)

@@ -1,0 +1,38 @@
+"""benchmarks/width_study.py's record: every contender per instance, and ``--reuse`` copying only
+the contenders no width rule reaches."""
+
+import json
+
+import pytest
+
+from scalpel_executor.experiments import width_study
+
+TINY = ["--seeds", "0", "--workloads", "batch-0.5", "--machines", "paper"]
+
+
+def test_a_record_holds_every_contender_and_reuse_copies_only_what_the_rule_does_not_reach(tmp_path, capsys):
+    first = tmp_path / "first.json"
+    assert width_study.main([*TINY, "--out", str(first)]) == 0
+    record = json.loads(first.read_text())
+    (row,) = record["rows"]
+    assert set(row["makespans"]) == set(width_study.CONTENDERS) and "copied" not in row
+    # an earlier record whose untouched contenders were different: those are copied, the rule's simulated again
+    for label in width_study.CONTENDERS:
+        row["makespans"][label] += 1000.0
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps(record))
+    again = tmp_path / "again.json"
+    assert width_study.main([*TINY, "--reuse", str(earlier), "--out", str(again)]) == 0
+    (reused,) = json.loads(again.read_text())["rows"]
+    assert reused["copied"] == sorted(width_study.UNTOUCHED)
+    fresh = json.loads(first.read_text())["rows"][0]["makespans"]
+    for label in width_study.CONTENDERS:
+        expected = fresh[label] + 1000.0 if label in width_study.UNTOUCHED else fresh[label]
+        assert reused["makespans"][label] == pytest.approx(expected)
+    assert "batch-0.5" in capsys.readouterr().out
+
+
+def test_a_bad_workload_is_named(tmp_path):
+    with pytest.raises(SystemExit) as ended:
+        width_study.main(["--workloads", "nosuch", "--out", str(tmp_path / "x.json")])
+    assert ended.value.code == 2
