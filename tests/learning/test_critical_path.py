@@ -142,3 +142,16 @@ def test_profile_show_says_a_keys_learned_tail(tmp_path, capsys):
     assert "12.5 s of work waited" in capsys.readouterr().out
     assert main(["profile", "show", "pb/adi", "--store", store, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["critical_path"]["children"] == ["pb/2mm"]
+
+
+def test_the_run_mean_wall_counts_succeeded_tasks_of_the_app_and_keeps_no_list_of_them():
+    graph = RunGraph()
+    for task_id in range(10_000):
+        graph.launched(task_id, "k", "a" if task_id % 2 else "b", ())
+        graph.ended(task_id, float(task_id % 7), ok=task_id % 5 != 0)
+    graph.ended(10_001, 99.0, ok=True)  # never launched: not counted
+    walls_a = [float(i % 7) for i in range(10_000) if i % 2 and i % 5]
+    assert graph.mean_wall("a") == pytest.approx(sum(walls_a) / len(walls_a))
+    assert graph.mean_wall("nosuch") is None
+    # a running total per app, not the run's wall times: asked once per child at every submit
+    assert all(len(kept) == 2 for kept in graph._walls.values())
