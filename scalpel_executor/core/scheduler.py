@@ -181,6 +181,11 @@ class Scheduler:
     width_rule : Widths, optional
         The width rule for malleable tasks and the speed-up it learns (default: ``Widths()``, the
         soonest predicted end on topology-shaped widths; :mod:`scalpel_executor.core.widths`).
+    crowding : bool
+        Whether the width rule counts the cache a narrow width crowds (:class:`~scalpel_executor.core.widths.Crowding`),
+        which takes ``model`` for the truth: True (the default) where it is (a simulated machine's
+        model, one given or fitted on the host); a pool planning with the default model's guess
+        passes False (``PoolOptions.model_measured``).
 
     Examples
     --------
@@ -193,7 +198,8 @@ class Scheduler:
     def __init__(self, domains: Sequence[Sequence[int]], policy: str = DEFAULT_POLICY, *, seed: int = 0,
                  llc: float | None = None, model: ContentionModel | None = None, plan_budget: int = DEFAULT_BUDGET,
                  plan_rate: float = STARTS_PER_SECOND, memory: float | None = None, gpus: int = 0,
-                 device_domains: Sequence[Iterable[int]] = (), width_rule: Widths | None = None):
+                 device_domains: Sequence[Iterable[int]] = (), width_rule: Widths | None = None,
+                 crowding: bool = True):
         self._plan_function = resolve_policy(policy)
         self.policy = policy
         self._admits = policy in CHECKED_AT_DISPATCH
@@ -256,10 +262,12 @@ class Scheduler:
         self._device_free = [True] * gpus  # by accelerator index: no running task holds it
         self._devices: dict[int, tuple[int, ...]] = {}  # slot index -> accelerators its running task holds
         self.widths = width_rule if width_rule is not None else Widths()
+        self._crowds = crowding
         self.width_reasons: Counter[str] = Counter()  # malleable starts by the reason for their width
         self._waiting_work = 0.0  # core-seconds of the tasks not started, at their narrowest widths (finite ones)
         self._malleable_waiting = 0  # malleable tasks not started
         self._narrow: dict[int, tuple[int, float]] = {}  # id() of a malleable task not started -> its narrowest
+        self._planned_explore: set[int] = set()  # id() of a waiting task planned at an explored width (_retarget)
         #                                                   cores and run time estimate there
         self._widened: dict[int, tuple[int, float]] = {}  # slot index of a running malleable task -> its
         #                                                   narrowest cores and run time estimate there
@@ -546,7 +554,12 @@ class Scheduler:
             task.runtime = narrow[1] * amdahl(serial, choice.width) / amdahl(serial, narrow[0])
             task.cores = choice.width
         reason = choice.reason
-        if choice.width == task.cores > narrow[0] and reason not in (EXPLORING, widths.KEPT):
+        planned_explore = id(task) in self._planned_explore
+        self._planned_explore.discard(id(task))
+        if choice.width == task.cores > narrow[0] and reason not in (EXPLORING, widths.KEPT) and planned_explore:
+            # the width it was planned at to learn its key's speed-up (estimated at its fit, no gain)
+            reason = widths.PLANNED_EXPLORATION
+        elif choice.width == task.cores > narrow[0] and reason not in (EXPLORING, widths.KEPT):
             # the width it was allotted when planned: thriftier there, or widened because its own end came last
             reason = widths.wider_reason(Peer(narrow[1], task.tail, self.widths.model.serial_fraction(task.key),
                                               narrow[0], sure=self.widths.model.readings(task.key) >= widths.SURE_AFTER,
@@ -572,8 +585,8 @@ class Scheduler:
     def _crowding(self, peers: Sequence[Peer], domain_cores: int, footprint: float = 0.0) -> Crowding | None:
         """The cache a width leaves a malleable task (:class:`~scalpel_executor.core.widths.Crowding`):
         co-runners of the mean footprint of the malleable tasks waiting (``footprint``, the starting
-        task's, when none waits); None without a last-level cache size."""
-        if self._context.llc is None or self.widths.rule not in widths.ALLOTTING:
+        task's, when none waits); None without a last-level cache size or ``crowding``."""
+        if self._context.llc is None or not self._crowds or self.widths.rule not in widths.ALLOTTING:
             return None
         beside = sum(peer.footprint for peer in peers) / len(peers) if peers else footprint
         return Crowding(self._context.model, float(self._context.llc), domain_cores, beside)
@@ -598,9 +611,14 @@ class Scheduler:
         peers, work = self._peers(tasks)
         backlog = max(0.0, self._waiting_work - work) + sum(
             self._remaining(index, self._clock) * len(self._booked.get(index, (index,))) for index in self._running)
-        allotted, _, _ = widths.allot(peers, len(self.slots) - len(self._disabled), max(self.cores_per_domain),
-                                      backlog, self._longest_running(), shaped=self.widths.rule == "scalpel")
-        for task, peer, width in zip(tasks, peers, allotted):
+        shape = (len(self.slots) - len(self._disabled), max(self.cores_per_domain), backlog, self._longest_running())
+        fitted, _, _ = widths.allot(peers, *shape, shaped=self.widths.rule == "scalpel")
+        allotted = widths.explore_allotted(peers, fitted, *shape, shaped=self.widths.rule == "scalpel")
+        for task, peer, width, plain in zip(tasks, peers, allotted, fitted):
+            if width > plain:  # planned wider than its key's fit gives: an exploration (reported so at its start)
+                self._planned_explore.add(id(task))
+            else:
+                self._planned_explore.discard(id(task))
             if width == task.cores:
                 continue
             self._waiting_work -= _work(task)
@@ -668,6 +686,7 @@ class Scheduler:
         for task in left:  # a malleable task goes back at its narrowest width
             if (narrow := self._narrow.pop(id(task), None)) is not None:
                 task.cores, task.runtime = narrow
+        self._planned_explore.clear()
         for buffer in self._buffers:
             buffer.clear()
         self._waiting.clear()

@@ -101,7 +101,7 @@ def report_lines(summary: Mapping) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))  # the first paragraph
     parser.add_argument("--workflow", default=DEFAULT_WORKFLOW, help=f"the workflow script (default {DEFAULT_WORKFLOW})")
     parser.add_argument("--args", default="", help="more arguments for the workflow, one string (e.g. \"--tiles 6\")")
     parser.add_argument("--repeats", type=int, default=3, help="repetitions (default 3)")

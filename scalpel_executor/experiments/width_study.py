@@ -212,7 +212,7 @@ def print_report(record: dict, markdown: bool = True) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))  # the first paragraph
     parser.add_argument("--seeds", default="0,1", help="comma-separated seeds (default 0,1: the tuning seeds)")
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help=f"of {', '.join(WORKLOADS)}")
     parser.add_argument("--machines", default=",".join(MACHINES), help=f"of {', '.join(MACHINES)}")

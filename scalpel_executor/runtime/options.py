@@ -141,7 +141,7 @@ class PoolOption:
 class PoolOptions:
     """How a pool runs its tasks, whichever pool and wherever it runs.
 
-    Each field but ``walltime_grace`` is the :class:`~scalpel_executor.runtime.driver.executor.ScalpelExecutor`
+    Each field but ``walltime_grace`` and ``model_measured`` is the :class:`~scalpel_executor.runtime.driver.executor.ScalpelExecutor`
     argument of the same name, described there once; the executor shows them as read-only
     attributes read from here (:class:`PoolOption`). Where a field holds a resolved form of the
     argument:
@@ -159,6 +159,10 @@ class PoolOptions:
         Device ids (``available_accelerators``, a count or ids); () none.
     walltime_grace : float
         Seconds past a task's ``walltime`` before its worker is killed (not an executor argument).
+    model_measured : bool
+        Whether ``contention_model`` was measured (given, or fitted on this host) rather than the
+        default's guess: the width rule counts the cache a narrow width crowds only then (the
+        scheduler's ``crowding``; not an executor argument).
 
     Every field is checked on construction (a ValueError or TypeError naming the field and the
     bad value), numbers are stored as floats and ``worker_env`` as a copy, so an options object
@@ -172,6 +176,7 @@ class PoolOptions:
     seed: int = 0
     walltime_grace: float = WALLTIME_GRACE
     contention_model: ContentionModel = field(default_factory=ContentionModel)
+    model_measured: bool = False
     heartbeat_period: float = HEARTBEAT_PERIOD
     heartbeat_threshold: float = HEARTBEAT_THRESHOLD
     # Per-task resources (core.resources): what a node's running tasks may hold together.
@@ -208,6 +213,8 @@ class PoolOptions:
                 raise ValueError(f"memory_budget must be a finite number of bytes >= 0 or None, got {self.memory_budget!r}")
             object.__setattr__(self, "memory_budget", float(self.memory_budget))
         object.__setattr__(self, "accelerators", resolve_accelerators(self.accelerators))
+        if not isinstance(self.model_measured, bool):
+            raise TypeError(f"model_measured must be True or False, got {self.model_measured!r}")
         if not isinstance(self.enforce_memory, bool):
             raise TypeError(f"enforce_memory must be True or False, got {self.enforce_memory!r}")
         if self.drain_period is not None:

@@ -1,5 +1,6 @@
 """Widths of malleable tasks (core.widths): the speed-up model and the width choice."""
 
+import dataclasses
 import math
 
 import pytest
@@ -229,3 +230,33 @@ def test_peers_waiting_for_cores_keep_a_task_narrow_that_alone_would_start_wide(
     assert choose_width(1, 8, 10.0, 0.0, 0.05, 3, alone).width == 8
     crowd = Outlook(cores=8, domain_cores=8, free=8, backlog=0.0, peers=(Peer(10.0, 0.0, 0.05, 1, 8),) * 15)
     assert choose_width(1, 8, 10.0, 0.0, 0.05, 3, crowd) == widths.WidthChoice(1, widths.MANY_WAITING, 20.0)
+
+
+def test_a_long_task_of_a_key_never_seen_wider_is_planned_wide_where_no_gain_would_cost_little():
+    """One 40 s task of an unsure key (fitted at no gain) and eight 5 s ones of a sure key on 16
+    cores: allotted at no gain it is planned at one core, and would end the work at 40 s whatever
+    width it starts on; were its key perfectly parallel, eight cores would end it at 5 s. At no gain
+    eight cores cost the work nothing (the area, 320 + 40 core-seconds over 16 cores, 22.5 s, ends
+    before its 40 s), so it is planned there and its cores are reserved."""
+    long = Peer(40.0, 0.0, 1.0, 1, 8, False)
+    peers = [long, *[Peer(5.0, 0.0, 1.0, 1, 8, True)] * 8]
+    allotted, _, _ = allot(peers, 16, 8, 0.0)
+    assert allotted[0] == 1
+    assert widths.explore_allotted(peers, allotted, 16, 8, 0.0) == [8, *allotted[1:]]
+    # sure of no gain: nothing to learn, it stays where it was allotted
+    sure = [dataclasses.replace(long, sure=True), *peers[1:]]
+    assert widths.explore_allotted(sure, allotted, 16, 8, 0.0) == allotted
+    # where the cores it would hold cost the work's end more than EXPLORE_COST, it stays narrow
+    busy = widths.explore_allotted(peers, allotted, 16, 8, 16 * 40.0)
+    assert busy == allotted
+
+
+def test_planning_explores_no_wider_than_the_hope_and_leaves_sure_keys_as_allotted():
+    """Three unsure tasks of one key and a sure one, on 16 cores: the unsure ones are planned at
+    most at the widths a perfectly parallel key would be allotted, the sure one as allotted."""
+    peers = [Peer(runtime, 0.0, 1.0, 1, 8, False) for runtime in (10.0, 30.0, 20.0)] + [Peer(25.0, 0.0, 0.5, 1, 8)]
+    allotted, _, _ = allot(peers, 16, 8, 0.0)
+    hoped, _, _ = allot([dataclasses.replace(p, serial=0.0) if not p.sure else p for p in peers], 16, 8, 0.0)
+    explored = widths.explore_allotted(peers, allotted, 16, 8, 0.0)
+    assert explored != allotted and explored[3] == allotted[3]
+    assert all(a <= e <= max(a, h) for a, e, h in zip(allotted, explored, hoped))

@@ -136,3 +136,19 @@ def test_unmeasured_peers_are_allotted_as_without_crowding():
     assert allot(tasks, 8, 4, 0.0, crowding=crowding) == allot(tasks, 8, 4, 0.0)
     sure = [dataclasses.replace(t, sure=True) for t in tasks]
     assert allot(sure, 8, 4, 0.0, crowding=crowding) != allot(sure, 8, 4, 0.0)
+
+
+def test_a_long_task_of_a_key_never_seen_wider_waits_for_the_cores_it_is_planned_at():
+    """One 8-core domain kept full by sixteen one-core tasks of 10 to 25 s, whose cores free one at
+    a time; a 60 s task of a key never seen wider (truly serial fraction 0.05) arrives as they
+    start. Planned at one core it starts on the first core free and ends the work alone at 78 s
+    (``widths.explore_allotted`` left out); planned at its hoped width, since no gain would cost the
+    work little, its cores are reserved and the work ends at about 51 s."""
+    one = [[0, 1, 2, 3, 4, 5, 6, 7]]
+    tasks = [SimTask(f"s{i}", 10.0 + i, key="short") for i in range(16)]
+    tasks.append(SimTask("long", 60.0, arrival=0.5, max_cores=8, serial_fraction=0.05, key="long"))
+    result = simulate(tasks, one, 32 * MiB, model=MODEL,
+                      scheduler=Scheduler(one, "scalpel", llc=32 * MiB, model=MODEL, width_rule=Widths()))
+    (long,) = [r for r in result.records if r.name == "long"]
+    assert long.cores > 1
+    assert result.makespan < 60.0

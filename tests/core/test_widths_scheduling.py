@@ -19,14 +19,15 @@ def test_a_malleable_task_on_an_idle_domain_books_cores_of_that_domain_and_frees
     s = Scheduler([[0, 1, 2, 3], [4, 5, 6, 7]], "scalpel", llc=12 * MiB)
     s.add([Task("blas", runtime=10.0, key="blas", max_cores=4)])
     [start] = s.dispatch(0.0)
-    assert start.task.cores == 4 and start.task.width_reason == widths.EXPLORING
+    # planned at the width a perfectly parallel key would be allotted: its cores reserved
+    assert start.task.cores == 4 and start.task.width_reason == widths.PLANNED_EXPLORATION
     assert {slot.domain for slot in start.booked} == {start.slot.domain} and len(start.booked) == 4
-    assert start.task.runtime == 2.5  # explored: its estimate there is what it hopes (perfectly parallel)
+    assert start.task.runtime == 10.0  # planned: estimated at its key's fit (no gain yet)
     s.release(start.slot, 10.0 * amdahl(0.1, 4))
     assert len(s.idle_slots) == 8
     assert s.widths.model.readings("blas") == 1
     assert s.widths.model.serial_fraction("blas") == pytest.approx((0.1 + widths.SHRINK) / (1 + widths.SHRINK))
-    assert s.width_reasons == {widths.EXPLORING: 1}
+    assert s.width_reasons == {widths.PLANNED_EXPLORATION: 1}
 
 
 def test_a_task_not_marked_malleable_keeps_its_cores_and_gets_no_width_reason():

@@ -18,6 +18,23 @@ from scalpel_executor.runtime.options import PoolOptions
 MiB = 2**20
 
 
+@pytest.mark.parametrize("given", [True, False])
+def test_the_width_rule_counts_the_cache_only_with_a_measured_model(given):
+    """A narrow width's crowding takes the model for the truth: counted with a model given (or
+    fitted on the host), not with the default's guess (which, on a host that showed little
+    contention, sent learned widths wider for co-runners it did not slow)."""
+    executor = ScalpelExecutor(topology=Topology.from_spec("1x2:32MiB"), node_manager=False, profiles=False,
+                               contention_model=ContentionModel(0.9, 0.2) if given else None)
+    executor.start()
+    try:
+        assert executor.submit(len, {}, "ab").result(timeout=60) == 2
+        scheduler = executor.pool._scheduler
+        assert executor.pool.options.model_measured is given
+        assert (scheduler._crowding((), 1, 8 * MiB) is not None) is given
+    finally:
+        executor.shutdown()
+
+
 @pytest.mark.parametrize("node_manager", [True, False])
 def test_a_calibration_file_becomes_the_planning_model(tmp_path, node_manager):
     path = tmp_path / "calibration.json"
@@ -61,6 +78,10 @@ def test_the_node_manager_is_told_the_model():
     assert document["contention_model"] == {"capacity_fraction": 0.9, "sensitivity": 0.2}  # calibrate's format
     assert PoolOptions.from_dict(document).contention_model == ContentionModel(0.9, 0.2)
     assert PoolOptions().contention_model == ContentionModel()
+    measured = PoolOptions(contention_model=ContentionModel(0.9, 0.2), model_measured=True).to_dict()
+    assert PoolOptions.from_dict(measured).model_measured is True and PoolOptions().model_measured is False
+    with pytest.raises(TypeError, match="model_measured must be True or False, got 'yes'"):
+        PoolOptions(model_measured="yes")
 
 
 @python_app(executors=["scalpel"])

@@ -2,7 +2,7 @@
 
 from scalpel_executor.core.scheduler import Scheduler
 from scalpel_executor.core.tasks import Task
-from scalpel_executor.core.widths import EXPLORING, TAIL
+from scalpel_executor.core.widths import EXPLORING, PLANNED_EXPLORATION, TAIL
 from scalpel_executor.runtime.contract import Job
 from scalpel_executor.runtime.node.pool import _placement
 
@@ -21,7 +21,7 @@ def test_a_malleable_task_reports_the_width_it_was_given_and_why_a_fixed_one_doe
 
 
 def test_a_real_run_keeps_a_malleable_keys_reading_and_the_next_run_starts_from_it(tmp_path):
-    """A lone malleable task on an idle node explores a width; its reading lands in the profile
+    """A lone malleable task on an idle node explores a width (planned so, or at its start); its reading lands in the profile
     store, and the next run's tasks of the key carry it to the node manager's scheduler."""
     import parsl
     from parsl.app.app import python_app
@@ -48,7 +48,7 @@ def test_a_real_run_keeps_a_malleable_keys_reading_and_the_next_run_starts_from_
             parsl.clear()
         if run == 0:
             [first] = rows[0]
-            assert (first["width"], first["width_reason"]) == (2, EXPLORING)
+            assert first["width"] == 2 and first["width_reason"] in (EXPLORING, PLANNED_EXPLORATION)
             with ProfileStore(path) as store:
                 kept = store.speedup("spin")
             assert kept is not None and kept.readings == 1 and 0 <= kept.serial_fraction <= 1

@@ -493,7 +493,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         """The options every pool of this executor runs with, planning with the model start() chose;
         in local mode with the memory budget of this host, fixed now, so submit() checks against
         the one the node's scheduler has."""
-        options = dataclasses.replace(self._options, contention_model=self._host.planning_model)
+        options = dataclasses.replace(self._options, contention_model=self._host.planning_model,
+                                      model_measured=self._host.model_source != "default")
         if self.provider is None:
             options = dataclasses.replace(options, memory_budget=memory_budget(options))
             self._fit.fix(Capacity(tuple(len(d.cpus) for d in self._topology.domains), options.memory_budget,

@@ -205,6 +205,7 @@ class WorkerPool:
         self.memory_budget = memory_budget(options)
         self._scheduler = Scheduler([d.cpus for d in topology.domains], options.policy, seed=options.seed,
                                     llc=topology.llc_size, model=options.contention_model,
+                                    crowding=options.model_measured,
                                     memory=self.memory_budget, gpus=len(options.accelerators),
                                     device_domains=device_domains(options.accelerators,
                                                                   [d.cpus for d in topology.domains]))
