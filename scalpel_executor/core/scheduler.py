@@ -556,14 +556,13 @@ class Scheduler:
         reason = choice.reason
         planned_explore = id(task) in self._planned_explore
         self._planned_explore.discard(id(task))
-        if choice.width == task.cores > narrow[0] and reason not in (EXPLORING, widths.KEPT) and planned_explore:
-            # the width it was planned at to learn its key's speed-up (estimated at its fit, no gain)
-            reason = widths.PLANNED_EXPLORATION
-        elif choice.width == task.cores > narrow[0] and reason not in (EXPLORING, widths.KEPT):
-            # the width it was allotted when planned: thriftier there, or widened because its own end came last
-            reason = widths.wider_reason(Peer(narrow[1], task.tail, self.widths.model.serial_fraction(task.key),
-                                              narrow[0], sure=self.widths.model.readings(task.key) >= widths.SURE_AFTER,
-                                              footprint=task.footprint), task.cores, outlook.crowding)
+        if choice.width == task.cores > narrow[0] and reason not in (EXPLORING, widths.KEPT):
+            # the width it was allotted when planned: to learn its key's speed-up (estimated at its
+            # fit, no gain), thriftier there, or widened because its own end came last
+            reason = widths.PLANNED_EXPLORATION if planned_explore else widths.wider_reason(
+                Peer(narrow[1], task.tail, self.widths.model.serial_fraction(task.key), narrow[0],
+                     sure=self.widths.model.readings(task.key) >= widths.SURE_AFTER, footprint=task.footprint),
+                task.cores, outlook.crowding)
         task.width_reason = reason
         self.width_reasons[reason] += 1
 
