@@ -5,7 +5,8 @@ or HTEX (``max_workers_per_node`` = the CPU count, one LocalProvider block), ``-
 to warm up, then ``--bursts`` bursts of ``--tasks`` no-op tasks submitted at once. Printed per
 executor: the driver process's CPU per task over the bursts (``getrusage``: every thread of the
 process, not the node manager's or HTEX's interchange, which are other processes) and the part of it
-spent in the garbage collector (``gc.callbacks``, the collecting thread's CPU time), and for
+spent in the garbage collector (``gc.callbacks``, the collecting thread's CPU time; also by generation,
+with the objects tracked after the bursts, which each full collection walks), and for
 ScalpelExecutor the frames its driver read from the node manager per task (each a read and a JSON
 document). ``--workers N`` runs N workers (HTEX's ``max_workers_per_node``; ScalpelExecutor's
 topology by ``experiments.interleaved.scalpel_topology``: more than the cores emulates a wider node).
@@ -62,12 +63,16 @@ def measure(kind: str, tasks: int, bursts: int, warm: int, spy: Path | None, wor
         executor = ScalpelExecutor(label="x", profiles=False, topology=scalpel_topology(workers) if workers else None)
     app = parsl.python_app(noop)
     collector = [0.0, 0.0]
+    by_generation = [[0, 0.0] for _ in range(3)]  # per generation: collections, CPU seconds
 
-    def collecting(phase, _info):
+    def collecting(phase, info):
         if phase == "start":
             collector[1] = time.thread_time()
         else:
-            collector[0] += time.thread_time() - collector[1]
+            spent = time.thread_time() - collector[1]
+            collector[0] += spent
+            by_generation[info["generation"]][0] += 1
+            by_generation[info["generation"]][1] += spent
 
     with tempfile.TemporaryDirectory(prefix="scalpel-driver-cpu-") as run_dir:
         with parsl.load(Config(executors=[executor], run_dir=run_dir, initialize_logging=False)):
@@ -93,6 +98,7 @@ def measure(kind: str, tasks: int, bursts: int, warm: int, spy: Path | None, wor
             seconds, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF)
             frames = getattr(channel, "frames_read", 0) - frames
             gc.callbacks.remove(collecting)
+            tracked = len(gc.get_objects())  # what every full collection walks, after the bursts
             if sampler is not None:
                 sampler.send_signal(2)  # SIGINT: py-spy writes what it sampled
                 sampler.wait(timeout=30)
@@ -100,6 +106,9 @@ def measure(kind: str, tasks: int, bursts: int, warm: int, spy: Path | None, wor
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     return {"executor": kind, "tasks": count, "tasks_per_second": count / seconds,
             "driver_us_per_task": cpu / count * 1e6, "gc_us_per_task": collector[0] / count * 1e6,
+            "gc_per_1000_tasks": [round(n / count * 1000, 2) for n, _ in by_generation],
+            "gc_us_per_task_by_generation": [round(spent / count * 1e6, 1) for _, spent in by_generation],
+            "tracked_objects_after": tracked,
             "frames_per_task": frames / count if kind == "scalpel" else None,
             "round_trip_ms": statistics.median(trips[WARMED:]) * 1e3 if len(trips) > WARMED else None}
 
@@ -158,6 +167,8 @@ def main() -> int:
               f"   of it in the garbage collector {row['gc_us_per_task']:4.0f}"
               + (f"   frames read per task {row['frames_per_task']:.2f}" if row.get("frames_per_task") is not None else "")
               + (f"   lone round trip {row['round_trip_ms']:.2f} ms" if row.get("round_trip_ms") is not None else ""))
+        print(f"{'':8s} collections per 1,000 tasks (young, middle, full) {row['gc_per_1000_tasks']}, us/task "
+              f"{row['gc_us_per_task_by_generation']}; objects tracked after the bursts {row['tracked_objects_after']:,}")
         if args.spy is not None and (args.spy / f"{kind}.txt").exists():
             for thread, functions in shares(args.spy / f"{kind}.txt").items():
                 print(f"  {thread}")

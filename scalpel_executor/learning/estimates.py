@@ -196,6 +196,9 @@ class Estimator:
         self._plan = MeasurePlan(sampling) if sampling is not None else None  # under _lock
         self.drifts = 0  # unmeasured tasks whose wall time made their key due for a measurement
         self._speedups: dict[str, list] = {}  # key -> [serial fractions read, summed; readings]: the store's and this run's
+        # key -> the last Estimate made for it, handed out again while nothing it says has changed: each
+        # object a submit keeps alive until its task ends adds to the driver's garbage collections
+        self._last: dict[str, Estimate] = {}
 
     def key(self, func: Callable, args: tuple, kwargs: Mapping[str, Any], hints: Hints) -> str:
         """The key a call's measurements are recorded under (see :meth:`keys`)."""
@@ -268,8 +271,13 @@ class Estimator:
             self.priors.add(key)
             logger.info("no profile for %s yet: assuming a footprint of %s and a run time of %.3g s until it is measured",
                         key, format_size(self.default_footprint), self.default_runtime)
-        return Estimate(key, name, footprint, runtime, footprint_source, runtime_source, intensity, measure, spread,
-                        shape, exact, memory, speedup)
+        estimate = Estimate(key, name, footprint, runtime, footprint_source, runtime_source, intensity, measure,
+                            spread, shape, exact, memory, speedup)
+        last = self._last.get(key)
+        if last == estimate:  # the same as its key's last task's: that one is kept, this one freed at once
+            return last
+        self._last[key] = estimate
+        return estimate
 
     def _speedup(self, key: str) -> tuple[float, int] | None:
         """A malleable key's serial fraction and readings: the store's, read once, plus this run's."""

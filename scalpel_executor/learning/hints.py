@@ -166,6 +166,11 @@ def _warn_unused(key: str) -> None:
                        "used by ScalpelExecutor and is ignored; this executor reads %s", key, ", ".join(KNOWN_KEYS))
 
 
+#: The hints of a task that asks for nothing: one shared instance (Hints is frozen), as each object
+#: a submit keeps alive until its task ends adds to the driver's garbage collections.
+NO_HINTS = Hints()
+
+
 def parse_hints(specification: dict[str, Any] | None, declared: Mapping[str, Any] | None = None) -> Hints:
     """Validate a resource specification and return the hints this executor uses.
 
@@ -196,13 +201,13 @@ def parse_hints(specification: dict[str, Any] | None, declared: Mapping[str, Any
             return parse_hints(specification)  # the error names the call's own specification
         specification = {**declared, **(specification or {})}
     if specification is None:
-        return Hints()
+        return NO_HINTS
     if not isinstance(specification, dict):
         raise InvalidHint(
             set(), f"resource specification must be a dict such as {{'footprint': '24MiB'}}, "
                    f"got {specification!r} of type {type(specification).__name__}")
     if not specification:
-        return Hints()
+        return NO_HINTS
     unknown = [key for key in specification if key not in KNOWN_KEYS and key not in OTHER_EXECUTORS_KEYS]
     if unknown:
         raise _unknown_keys(unknown)

@@ -45,8 +45,9 @@ __all__ = ["Job", "OnComplete", "Outcome", "Pool"]
 class Job:
     """What a pool needs to run a task: the ``payload`` of its :class:`~scalpel_executor.core.tasks.Task`.
 
-    ``context`` belongs to the caller (the executor's :class:`~scalpel_executor.runtime.driver.executor.Submission`;
-    no pool reads it); the placement fields are filled in when the task is sent
+    ``context`` belongs to the caller (no pool reads it; the executor's jobs are
+    :class:`~scalpel_executor.runtime.driver.executor.Submission`, a Job with its own fields instead);
+    the placement fields are filled in when the task is sent
     (by the pool that ran it, or from the node manager's Result or Failed).
     """
 

@@ -291,7 +291,7 @@ class Round:
             task_id = getattr(future, "tid", None)
             for worker in self.workers().values():
                 task = worker.task
-                if task is not None and worker.ready and task.payload.context is not None \
+                if task is not None and worker.ready and getattr(task.payload, "future", None) is not None \
                         and self._dfk_task_of(task) == task_id:
                     return worker
             time.sleep(0.002)
@@ -299,7 +299,7 @@ class Round:
 
     def _dfk_task_of(self, task) -> int | None:
         """The DataFlowKernel's task id of an executor task (its executor future maps back to it)."""
-        executor_future = task.payload.context.future
+        executor_future = task.payload.future
         for record in self.dfk.tasks.values():
             if record.get("exec_fu") is executor_future:
                 return record["id"]

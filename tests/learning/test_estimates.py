@@ -173,3 +173,19 @@ def test_a_measurement_that_is_not_a_number_at_least_0_teaches_nothing(odd_value
         assert learned(odd_values) == learned([float(v) for v in runs])
     runtime, _, _, _ = learned(odd_values)
     assert runtime == (1.0 if not runs else runtime) and (not runs or math.isfinite(runtime))
+
+
+def test_a_keys_estimate_is_handed_out_again_until_what_it_says_changes():
+    """A submit keeps its Estimate until its task ends: an unchanged one is the same object, so a
+    burst of tasks of one key adds no object per task to the driver's garbage collections."""
+    estimator = Estimator(None, default_footprint=1.0, default_runtime=1.0)
+    first = estimator.estimate(_double, (1,), {}, Hints(profile_key="k"))
+    assert estimator.estimate(_double, (1,), {}, Hints(profile_key="k")) is first
+    other = estimator.estimate(_double, (1,), {}, Hints(profile_key="other"))
+    assert other is not first and other.key == "other"
+    estimator.observe(first, {"wall": 3.0})  # the key learns a run time: a new estimate says so
+    learned = estimator.estimate(_double, (1,), {}, Hints(profile_key="k"))
+    assert learned is not first and learned.runtime == 3.0 and first.runtime == 1.0
+    assert estimator.estimate(_double, (1,), {}, Hints(profile_key="k")) is learned
+    hinted = estimator.estimate(_double, (1,), {}, Hints(profile_key="k", runtime=9.0))
+    assert hinted.runtime == 9.0 and hinted.runtime_source == "hint"

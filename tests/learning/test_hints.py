@@ -264,3 +264,11 @@ def test_app_hints_are_checked_at_decoration_and_a_call_s_own_specification_wins
         app_hints(size_free=(3,))
     with pytest.raises(InvalidHint, match="resource specification must be a dict"):
         parse_hints(["footprint"], specification)  # the call's own bad specification is named, not hidden
+
+
+def test_a_task_that_asks_for_nothing_shares_one_hints_object():
+    """Hints are frozen, and a submit keeps its task's until the task ends: a specification that asks
+    for nothing is read as one shared instance, not one object per task."""
+    assert parse_hints(None) is parse_hints({}) is hints_module.NO_HINTS
+    assert hints_module.NO_HINTS == Hints()
+    assert parse_hints({"cores": 2}) is not hints_module.NO_HINTS

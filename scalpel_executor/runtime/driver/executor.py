@@ -96,10 +96,12 @@ __all__ = ["DEFAULT_LAUNCH_CMD", "ExecutorFailed", "ExecutorShutdown", "ScalpelE
            "ResourcesUnavailable", "TaskExit", "TaskRecord", "WalltimeExceeded",
            "WorkerDied", "scalpel_config"]
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Submission:
-    """What the driver keeps of a task from its submit to its completion: the ``context`` of its
-    :class:`~scalpel_executor.runtime.contract.Job` (no pool reads it)."""
+@dataclasses.dataclass(eq=False, kw_only=True)
+class Submission(Job):
+    """What the driver keeps of a task from its submit to its completion: the task's
+    :class:`~scalpel_executor.runtime.contract.Job` and, beside what a pool reads, the fields below
+    (no pool reads them). One object, not a Job holding a context: each object a submit keeps alive
+    until its task ends adds to the driver's garbage collections."""
 
     future: Future  # Parsl's, set on completion
     estimate: Estimate  # what the scheduler was told, and what the outcome teaches (Estimator.observe)
@@ -529,9 +531,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         declared = hints.memory if hints.memory is not None else self._fit.default_memory
         task = Task(task_id, estimate.footprint, estimate.runtime, scheduling_priority(hints.priority),  # lower first
                     estimate.intensity,
-                    payload=Job(buffer, walltime=walltime, measure=estimate.measure, memory_limit=declared or 0.0,
-                                context=Submission(future=future, estimate=estimate, hints=hints,
-                                                   tail_source=tail_source, parsl_id=parsl_id, submitted=submitted)),
+                    payload=Submission(buffer=buffer, walltime=walltime, measure=estimate.measure,
+                                       memory_limit=declared or 0.0, future=future, estimate=estimate, hints=hints,
+                                       tail_source=tail_source, parsl_id=parsl_id, submitted=submitted),
                     runtime_spread=estimate.runtime_spread, key=estimate.key,
                     footprint_known=estimate.footprint_source != "prior",
                     cores=hints.cores or self.cores_per_task,
@@ -566,9 +568,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         return future
 
     def _complete(self, task: Task, outcome: Outcome) -> None:
-        job: Job = task.payload
-        submission: Submission = job.context
-        future, estimate, hints = submission.future, submission.estimate, submission.hints
+        job: Submission = task.payload
+        future, estimate, hints = job.future, job.estimate, job.hints
         succeeded = outcome.ok and outcome.error is None
         finished = time.monotonic()
         if isinstance(outcome.error, ExecutorShutdown) and not future.done():  # done: Parsl failed it already
@@ -581,10 +582,10 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                            runtime_source=estimate.runtime_source, intensity=task.intensity,
                            measured=estimate.measure, runtime_spread=task.runtime_spread, priority=hints.priority,
                            cores=task.cores, memory=task.memory, gpus=task.gpus, tail=task.tail,
-                           tail_source=submission.tail_source, submitted=submission.submitted)
+                           tail_source=job.tail_source, submitted=job.submitted)
             )
             wall = outcome.stats.get("wall")
-            self._paths.ended(submission.parsl_id, wall if isinstance(wall, (int, float)) else
+            self._paths.ended(job.parsl_id, wall if isinstance(wall, (int, float)) else
                               finished - (job.started if job.started is not None else finished), succeeded)
         except Exception:  # noqa: BLE001
             logger.exception("could not record task %s in the run report; its result is delivered all the same",
