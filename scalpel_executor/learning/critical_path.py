@@ -33,6 +33,7 @@ fan-out that grows with the input changes the work below a task, not its chain.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import threading
@@ -49,6 +50,9 @@ __all__ = ["Learned", "CriticalPathStore", "RunGraph", "Tails", "APP_PREFIX", "A
 APP_PREFIX = "app:"  # rows kept per app (Parsl's func_name): what a child not yet launched is estimated by
 ALPHA = 0.5  # weight of the latest run in a key's stored tail: a workflow that changed shape is followed in a few runs
 CHILD_KEYS_KEPT = 8  # the child keys a key's row names, most frequent first
+#: Tasks a run's graph remembers (:class:`RunGraph`); from there its oldest ended ones are forgotten, so a
+#: campaign of millions of tasks holds a bounded graph and learns its tails from the latest ones.
+NODES_KEPT = 200_000
 GRAPH, LEARNED = "graph", "learned"  # where a task's tail came from (the run report's tail_source)
 
 _SCHEMA = """
@@ -143,9 +147,18 @@ class _Node:
 
 class RunGraph:
     """The run's tasks as the graph showed them (Parsl task id, key, app, parents) and their wall
-    times; thread-safe (submits on Parsl's launch threads, ends on the completion thread)."""
+    times; thread-safe (submits on Parsl's launch threads, ends on the completion thread).
 
-    def __init__(self):
+    From ``kept`` tasks on (default :data:`NODES_KEPT`) the oldest ended ones are forgotten, a quarter of
+    ``kept`` at a time (amortised O(1) a launch): once they have ended, at most 1.25 × ``kept`` are
+    held. Tasks not yet ended are always kept."""
+
+    def __init__(self, kept: int = NODES_KEPT):
+        if kept < 4:
+            raise ValueError(f"a run graph keeps at least 4 tasks, got kept={kept!r}")
+        self.kept = kept
+        self.forgotten = 0  # ended tasks dropped to stay within ``kept``
+        self._check_at = kept  # at this many tasks, forget
         self._nodes: dict[int, _Node] = {}
         self._lock = threading.Lock()
         self._walls: dict[str, list[float]] = {}  # by app: [total, count] of this run's wall times
@@ -154,6 +167,18 @@ class RunGraph:
         """A task (or a retry of it: the latest try counts) was handed to the executor."""
         with self._lock:
             self._nodes[task_id] = _Node(key, app, tuple(parents))
+            if len(self._nodes) >= self._check_at:
+                self._forget(self.kept // 4)
+
+    def _forget(self, count: int) -> None:
+        """Drop up to ``count`` of the oldest ended tasks (under the lock); the next look is a quarter
+        of ``kept`` launches later, also when too few had ended (so never a scan per launch)."""
+        old = list(itertools.islice((task_id for task_id, node in self._nodes.items() if node.wall is not None),
+                                    count))
+        for task_id in old:
+            del self._nodes[task_id]
+        self.forgotten += len(old)
+        self._check_at = max(self.kept, len(self._nodes)) + self.kept // 4
 
     def ended(self, task_id: int, wall: float, ok: bool) -> None:
         with self._lock:

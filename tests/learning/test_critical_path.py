@@ -155,3 +155,35 @@ def test_the_run_mean_wall_counts_succeeded_tasks_of_the_app_and_keeps_no_list_o
     assert graph.mean_wall("nosuch") is None
     # a running total per app, not the run's wall times: asked once per child at every submit
     assert all(len(kept) == 2 for kept in graph._walls.values())
+
+
+def test_a_long_runs_graph_forgets_its_oldest_ended_tasks_and_keeps_those_still_running():
+    graph = RunGraph(kept=100)
+    graph.launched(0, "slow", "slow", ())  # never ends in this run
+    for task_id in range(1, 1_001):
+        graph.launched(task_id, "k", "a", (task_id - 1,))
+        graph.ended(task_id, 1.0, True)
+        assert len(graph) <= 125  # 1.25 x kept once tasks have ended
+    assert graph.forgotten == 1_001 - len(graph) > 800
+    assert graph._nodes[0].wall is None  # not ended: kept however old
+    assert max(graph._nodes) == 1_000  # the latest are the ones kept
+    learned = graph.learned()  # from the latest tasks: their chains below them
+    assert learned["k"].runtime == 1.0 and learned["k"].tail > 0
+    # the run's mean wall time counts every task, forgotten ones too
+    assert graph.mean_wall("a") == 1.0
+
+
+def test_a_run_graph_that_would_hold_too_few_tasks_is_refused():
+    with pytest.raises(ValueError, match="kept=3"):
+        RunGraph(kept=3)
+
+
+def test_a_graph_of_tasks_that_never_end_does_not_scan_at_every_launch():
+    graph = RunGraph(kept=40)
+    scans = []
+    forget = graph._forget
+    graph._forget = lambda count: (scans.append(len(graph)), forget(count))
+    for task_id in range(400):
+        graph.launched(task_id, "k", "a", ())
+    assert len(graph) == 400  # nothing ended: nothing forgotten
+    assert len(scans) <= 400 // 10 + 1  # one look per quarter of kept launches, not one per launch

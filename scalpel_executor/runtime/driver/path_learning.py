@@ -112,6 +112,8 @@ class PathLearning:
         tails = self.tails
         told = {} if tails is None else {k: v for k, v in tails.sources.items() if k != "failed"}
         report = {"graph_seen": self.graph_seen, "tails_told": told, "tails_stored": self.learned}
+        if tails is not None and tails.run.forgotten:
+            report["graph_forgotten"] = tails.run.forgotten  # learned from the latest tasks only
         if not self.graph_seen:
             report["not_learned"] = ("Parsl's task graph was not visible to the executor (a memoizer it could not "
                                      "wrap, or tasks submitted without a DataFlowKernel), so this run taught no "

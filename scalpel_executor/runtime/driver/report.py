@@ -228,7 +228,8 @@ def build_report(label: str, policy: str, topology: Topology, estimator: Estimat
     host's last refit's sentence, which says when its co-runs were too few or contradictory; ``keys``
     with terms, ``tasks`` told them; :mod:`~scalpel_executor.core.interference`, docs/interference.md); ``critical_path`` whether Parsl's task graph was seen (``graph_seen``), how
     many tasks were told a tail from it or from earlier runs (``tails_told``: ``graph``, ``learned``)
-    and how many keys and apps this run's tails were stored for (``tails_stored``;
+    and how many keys and apps this run's tails were stored for (``tails_stored``; ``graph_forgotten``,
+    present once a long run's graph let its oldest ended tasks go, how many;
     :mod:`~scalpel_executor.learning.critical_path`); ``mixed_keys`` names the profile keys whose tasks measured four or more
     times apart (:func:`~scalpel_executor.runtime.driver.report.mixed_keys`); ``tasks`` has one row
     per task, its ``priority`` the user's hint; ``model`` the point of comparison, these tasks
