@@ -539,7 +539,6 @@ class Scheduler:
             domain_cores=self.cores_per_domain[slot.domain],
             free=sum(1 for i in self._domain_slots[slot.domain] if self._idle[i] and i not in self._disabled),
             backlog=max(0.0, self._waiting_work - peer_work) + sum(left * cores for left, cores in running),
-            longest_running=self._longest_running(),
             malleable=self._malleable_waiting + len(self._widened) + 1,
             peers=peers,
             crowding=self._crowding(peers, self.cores_per_domain[slot.domain], task.footprint),
@@ -590,11 +589,6 @@ class Scheduler:
         beside = sum(peer.footprint for peer in peers) / len(peers) if peers else footprint
         return Crowding(self._context.model, float(self._context.llc), domain_cores, beside)
 
-    def _longest_running(self) -> float:
-        """The latest a running task and the chain that waits for it are expected to end (seconds from now)."""
-        return max((self._remaining(index, self._clock) + task.tail for index, task in self._running.items()),
-                   default=0.0)
-
     def _retarget(self) -> None:
         """Allot widths to the malleable tasks waiting (:func:`~scalpel_executor.core.widths.allot`)
         and plan them at those widths: each waits, reserved and backfilled around, for the cores
@@ -610,7 +604,7 @@ class Scheduler:
         peers, work = self._peers(tasks)
         backlog = max(0.0, self._waiting_work - work) + sum(
             self._remaining(index, self._clock) * len(self._booked.get(index, (index,))) for index in self._running)
-        shape = (len(self.slots) - len(self._disabled), max(self.cores_per_domain), backlog, self._longest_running())
+        shape = (len(self.slots) - len(self._disabled), max(self.cores_per_domain), backlog)
         fitted, _, _ = widths.allot(peers, *shape, shaped=self.widths.rule == "scalpel")
         allotted = widths.explore_allotted(peers, fitted, *shape, shaped=self.widths.rule == "scalpel")
         for task, peer, width, plain in zip(tasks, peers, allotted, fitted):

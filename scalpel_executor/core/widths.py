@@ -25,7 +25,14 @@ scheduler can tell at the start: for each candidate width w the predicted end is
 * the node's backlog spread over its cores: (core-seconds waiting and left to run + w·T(w)) / cores,
   which grows with w as the efficiency (s·w + 1 − s)⁻¹ falls: while many tasks wait, wide tasks
   waste cores on sub-linear speed-ups (reason ``many waiting``);
-* the longest running task's remaining seconds, which no width shortens.
+* the ends of the malleable tasks waiting beside it, as allotted (reason ``others end later``).
+
+What runs counts only as core-seconds left to run, not as an end that no width moves: a running
+task's chain goes through tasks not yet planned, often through this one's (siblings share their
+merge), and such an end tied every width below it, so the narrowest was taken. (Measured reason:
+on ``epyc``, a 1000genome run kept 13 of its 16 merges, serial fraction 0.02, on one core each
+behind one long individual and ended 0.58× as soon as every task on its whole domain; the seeds
+not tuned on moved from 0.980× to 1.009× the hindsight best on a first run, docs/results/widths.md.)
 
 *Crowding* (:class:`Crowding`): each run time above is slowed by the cache the width leaves the
 task. On a domain kept full by tasks of width w, a task shares the LLC with ⌊domain cores / w⌋ − 1
@@ -260,7 +267,6 @@ class Outlook:
     domain_cores: int  # cores of the task's LLC domain
     free: int  # free cores of that domain now, the starting core included
     backlog: float  # core-seconds left to running tasks and waiting in tasks not malleable, this task excluded
-    longest_running: float = 0.0  # seconds the running task that ends last has left
     malleable: int = 1  # malleable tasks waiting and running, this one included (equipartitioning's share)
     peers: tuple[Peer, ...] = ()  # the malleable tasks waiting, this one excluded
     crowding: Crowding | None = None  # the cache each width leaves a task; None: widths do not change it
@@ -291,11 +297,11 @@ def _crowded_own(peer: Peer, width: int, crowding: Crowding | None) -> float:
     return own if crowding is None or not peer.sure else own * crowding.slowdown(peer.footprint, width)
 
 
-def allot(peers: Sequence[Peer], cores: int, domain_cores: int, backlog: float, floor: float = 0.0,
+def allot(peers: Sequence[Peer], cores: int, domain_cores: int, backlog: float,
           *, shaped: bool = True, crowding: Crowding | None = None) -> tuple[list[int], float, float]:
     """Widths for ``peers`` that end them soonest together, greedily: the predicted end is the latest
     of each one's own end (run time at its width + tail), the core-seconds of all of them and
-    ``backlog`` over ``cores``, and ``floor``; the task that ends last is widened to its next size
+    ``backlog`` over ``cores``; the task that ends last is widened to its next size
     while that brings the end closer (Turek, Wolf and Yu's allotment for malleable tasks: widen the
     longest until the work's area binds). With ``crowding``, a run time at a width is slowed by the
     co-runners a domain full of tasks of that width holds (:class:`Crowding`). Returns the widths,
@@ -316,7 +322,7 @@ def allot(peers: Sequence[Peer], cores: int, domain_cores: int, backlog: float, 
         top, i = heap[0]
         top = -top
         peer = peers[i]
-        if top <= max(area / cores, floor):
+        if top <= area / cores:
             break
         options = sizes.setdefault((peer.low, peer.high), _sizes(peer.low, min(peer.high, domain_cores),
                                                                    domain_cores, shaped))
@@ -333,7 +339,7 @@ def allot(peers: Sequence[Peer], cores: int, domain_cores: int, backlog: float, 
 
 
 def explore_allotted(peers: Sequence[Peer], allotted: Sequence[int], cores: int, domain_cores: int, backlog: float,
-                     floor: float = 0.0, *, shaped: bool = True) -> list[int]:
+                     *, shaped: bool = True) -> list[int]:
     """``allotted`` (from :func:`allot`) with each unsure peer (``sure`` False) widened to the width
     it would be allotted were it, and every unsure peer, perfectly parallel, where no gain at all
     would end the work at most :data:`EXPLORE_COST` later; else ``allotted`` unchanged.
@@ -344,7 +350,7 @@ def explore_allotted(peers: Sequence[Peer], allotted: Sequence[int], cores: int,
     if all(peer.sure for peer in peers):
         return list(allotted)
     hopeful = [peer if peer.sure else dataclasses.replace(peer, serial=0.0) for peer in peers]
-    hoped, _, _ = allot(hopeful, cores, domain_cores, backlog, floor, shaped=shaped)
+    hoped, _, _ = allot(hopeful, cores, domain_cores, backlog, shaped=shaped)
     trial = [h if not peer.sure and h > a else a for peer, a, h in zip(peers, allotted, hoped)]
     if trial == list(allotted):
         return trial
@@ -352,7 +358,7 @@ def explore_allotted(peers: Sequence[Peer], allotted: Sequence[int], cores: int,
     def end(chosen: Sequence[int]) -> float:  # the work's end at the peers' fitted (no-gain) speed-ups
         owns = [_own(p.runtime, p.serial, p.low, w) for p, w in zip(peers, chosen)]
         return max(max(own + p.tail for own, p in zip(owns, peers)),
-                   (backlog + sum(w * own for w, own in zip(chosen, owns))) / cores, floor)
+                   (backlog + sum(w * own for w, own in zip(chosen, owns))) / cores)
 
     return trial if end(trial) <= end(allotted) * (1 + EXPLORE_COST) else list(allotted)
 
@@ -405,11 +411,11 @@ def choose_width(low: int, high: int, runtime: float, tail: float, serial: float
     crowding = outlook.crowding
     me = Peer(runtime, tail, serial, low, high, readings >= SURE_AFTER, outlook.footprint)
     allotted, _, area = allot((me, *outlook.peers), outlook.cores, outlook.domain_cores, outlook.backlog,
-                              outlook.longest_running, shaped=shaped, crowding=crowding)
+                              shaped=shaped, crowding=crowding)
     others_end = max((_crowded_own(p, w, crowding) + p.tail for p, w in zip(outlook.peers, allotted[1:])),
                      default=0.0)
     rest = area - allotted[0] * _crowded_own(me, allotted[0], crowding)  # backlog and the peers, as allotted
-    floor = max(others_end, outlook.longest_running)
+    floor = others_end  # the malleable tasks waiting beside it, as allotted
 
     def end(width: int, s: float = serial) -> float:
         own = _crowded_own(dataclasses.replace(me, serial=s), width, crowding)
@@ -423,7 +429,7 @@ def choose_width(low: int, high: int, runtime: float, tail: float, serial: float
         # (else the next size up, one task of the key at a time), if no gain at all would cost little.
         hopeful = tuple(p if p.sure else dataclasses.replace(p, serial=0.0) for p in outlook.peers)
         hoped_widths, _, _ = allot((dataclasses.replace(me, serial=0.0), *hopeful), outlook.cores,
-                                   outlook.domain_cores, outlook.backlog, outlook.longest_running, shaped=shaped,
+                                   outlook.domain_cores, outlook.backlog, shaped=shaped,
                                    crowding=crowding)
         hope = max((w for w in candidates if w <= hoped_widths[0]), default=low)
         if hope <= best and not exploring:
