@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -44,6 +43,7 @@ from scalpel_executor.experiments.harness import fresh_store
 from scalpel_executor.experiments.live_workflows import (calibrated_rounds, finish, kind_medians, live_arguments,
                                                          live_machine, live_run, makespan_ratios, pinned_seconds,
                                                          run_line, run_order, run_record)
+from scalpel_executor.experiments.records import scratch_folder
 from scalpel_executor.workloads import lookups as apps
 
 HTEX, SCALPEL = "htex-block", "scalpel:scalpel"
@@ -104,7 +104,7 @@ def main() -> int:
     print(f"{cores} cores, LLC {format_size(llc)} ({llc_note}); lookups of {args.lookup_mib} MiB, {rounds} rounds",
           flush=True)
     runs, pairs = [], []
-    with tempfile.TemporaryDirectory(prefix="scalpel-user-workflow-") as folder:
+    with scratch_folder("scalpel-user-workflow-") as folder:
         base = Path(folder)
         for repeat in range(args.repeats):
             alone = lookup_times([0], args.lookup_mib, rounds)[0]

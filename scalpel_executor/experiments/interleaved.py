@@ -41,7 +41,6 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -57,6 +56,7 @@ from parsl.providers import LocalProvider
 
 import scalpel_executor
 from scalpel_executor.core.batching import Batching
+from scalpel_executor.experiments.records import scratch_folder
 from scalpel_executor.experiments.tables import format_table
 from scalpel_executor.host.sysfs import detect_topology
 from scalpel_executor.runtime.driver.executor import DEFAULT_LAUNCH_CMD, ScalpelExecutor
@@ -128,7 +128,7 @@ def run_rounds(contenders: Mapping[str, Contender], rounds: int, tasks: int, pin
     ``keep_going`` is kept as ``{"error": its stderr's end}`` (:func:`good_samples` leaves it out).
     """
     samples: dict[str, list[dict]] = {name: [] for name in contenders}
-    with tempfile.TemporaryDirectory(prefix=prefix) as folder:
+    with scratch_folder(prefix) as folder:
         for round_ in range(rounds):
             for name, contender in contenders.items():
                 try:

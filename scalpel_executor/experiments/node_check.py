@@ -28,7 +28,6 @@ import json
 import math
 import os
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -47,7 +46,7 @@ from scalpel_executor.experiments.interleaved import (
 )
 from scalpel_executor.experiments.mix_sizing import machine_llc
 from scalpel_executor.experiments.plans import BENCH, with_given
-from scalpel_executor.experiments.records import write_record
+from scalpel_executor.experiments.records import scratch_folder, write_record
 from scalpel_executor.host.sysfs import detect_topology
 from scalpel_executor.workloads.kernels import contention_mix, suite
 
@@ -174,7 +173,7 @@ def throughput_rounds(plan: NodeCheckPlan, share: float, printer: Callable[[str]
     samples: dict[int, dict[str, list[dict]]] = {width: {name: [] for name in c} for width, c in contenders.items()}
     started = time.monotonic()
     rounds = 0
-    with tempfile.TemporaryDirectory(prefix="scalpel-node-check-") as folder:
+    with scratch_folder("scalpel-node-check-") as folder:
         while rounds < plan.max_rounds:
             round_started = time.monotonic()
             for width, by_name in contenders.items():

@@ -1,11 +1,13 @@
 """A benchmark's JSON record: written where ``--out`` says, the one way every script in
-``benchmarks/`` keeps its figures (indented JSON, its folder made if missing).
+``benchmarks/`` keeps its figures (indented JSON, its folder made if missing); and the scratch
+folder its runs' stores live in (:func:`scratch_folder`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -25,3 +27,12 @@ def write_and_report(record: Mapping, path: str | os.PathLike, print_report: Cal
     written = write_record(record, path)
     print_report(record)
     print(f"wrote {written}")
+
+
+def scratch_folder(prefix: str) -> tempfile.TemporaryDirectory:
+    """A temporary folder for a benchmark's runs (their profile stores, run directories) that a
+    failure to remove never costs the record: a Scalpel run's detached host refit may still write
+    its store's journal after the run's process has exited, and removing the folder under it raised
+    at the end of ``width_live`` (``Directory not empty``), after five repetitions, before the record
+    was written."""
+    return tempfile.TemporaryDirectory(prefix=prefix, ignore_cleanup_errors=True)

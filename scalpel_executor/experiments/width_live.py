@@ -28,10 +28,11 @@ import shlex
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from scalpel_executor.experiments.records import scratch_folder
 
 CONTENDERS = ("fixed-1", "fixed-2", "first", "learned")
 WIDTH = {"fixed-1": "1", "fixed-2": "2", "first": "auto", "learned": "auto"}
@@ -114,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--workflow {args.workflow!r} is not a file")
     extra = shlex.split(args.args)
     runs = []
-    with tempfile.TemporaryDirectory(prefix="width-live-") as folder:
+    with scratch_folder("width-live-") as folder:
         for repeat in range(args.repeats):
             first_store = os.path.join(folder, f"auto-{repeat}.sqlite")
             for name in order(repeat):
