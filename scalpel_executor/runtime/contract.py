@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from scalpel_executor.core.tasks import Task
 
@@ -45,14 +45,13 @@ __all__ = ["Job", "OnComplete", "Outcome", "Pool"]
 class Job:
     """What a pool needs to run a task: the ``payload`` of its :class:`~scalpel_executor.core.tasks.Task`.
 
-    ``context`` belongs to the caller (no pool reads it; the executor's jobs are
-    :class:`~scalpel_executor.runtime.driver.executor.Submission`, a Job with its own fields instead);
+    A caller that keeps more of a task subclasses it (the executor's
+    :class:`~scalpel_executor.runtime.driver.executor.Submission`; no pool reads those fields);
     the placement fields are filled in when the task is sent
     (by the pool that ran it, or from the node manager's Result or Failed).
     """
 
     buffer: bytes
-    context: Any = None
     walltime: float | None = None  # seconds; past walltime + grace the worker is killed
     measure: bool = True  # the worker's probe measures this task (the caller's sampling decision)
     memory_limit: float = 0.0  # bytes the task declared (enforced under enforce_memory); 0: none declared
