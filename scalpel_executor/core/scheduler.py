@@ -531,14 +531,12 @@ class Scheduler:
         """Set malleable ``task``'s width for its start on ``slot`` (:mod:`~scalpel_executor.core.widths`):
         its ``cores`` (at least the width it was allotted and admitted at, :meth:`_retarget`), the run
         time estimated there and the reason. ``narrow``: its narrowest cores and estimate there."""
-        running = [(self._remaining(index, self._clock), len(self._booked.get(index, (index,))))
-                   for index in self._running]
         peers, peer_work = self._peers() if self.widths.rule in widths.ALLOTTING else ((), 0.0)
         outlook = Outlook(
             cores=len(self.slots) - len(self._disabled),
             domain_cores=self.cores_per_domain[slot.domain],
             free=sum(1 for i in self._domain_slots[slot.domain] if self._idle[i] and i not in self._disabled),
-            backlog=max(0.0, self._waiting_work - peer_work) + sum(left * cores for left, cores in running),
+            backlog=max(0.0, self._waiting_work - peer_work) + self._running_work(),
             malleable=self._malleable_waiting + len(self._widened) + 1,
             peers=peers,
             crowding=self._crowding(peers, self.cores_per_domain[slot.domain], task.footprint),
@@ -589,6 +587,11 @@ class Scheduler:
         beside = sum(peer.footprint for peer in peers) / len(peers) if peers else footprint
         return Crowding(self._context.model, float(self._context.llc), domain_cores, beside)
 
+    def _running_work(self) -> float:
+        """Core-seconds the running tasks have left (each task's remaining seconds times its cores)."""
+        return sum(self._remaining(index, self._clock) * len(self._booked.get(index, (index,)))
+                   for index in self._running)
+
     def _retarget(self) -> None:
         """Allot widths to the malleable tasks waiting (:func:`~scalpel_executor.core.widths.allot`)
         and plan them at those widths: each waits, reserved and backfilled around, for the cores
@@ -602,8 +605,7 @@ class Scheduler:
         if not tasks or self.widths.rule not in widths.ALLOTTING:
             return
         peers, work = self._peers(tasks)
-        backlog = max(0.0, self._waiting_work - work) + sum(
-            self._remaining(index, self._clock) * len(self._booked.get(index, (index,))) for index in self._running)
+        backlog = max(0.0, self._waiting_work - work) + self._running_work()
         shape = (len(self.slots) - len(self._disabled), max(self.cores_per_domain), backlog)
         fitted, _, _ = widths.allot(peers, *shape, shaped=self.widths.rule == "scalpel")
         allotted = widths.explore_allotted(peers, fitted, *shape, shaped=self.widths.rule == "scalpel")
