@@ -79,7 +79,7 @@ from scalpel_executor.core.contention_fit import check_coruns
 from scalpel_executor.core.interference import Terms, corun_slowdowns
 
 __all__ = ["InterferenceChoice", "InterferenceModel", "KeyedCoRun", "choose_interference", "coruns_from_history",
-           "exploration", "fit_interference", "noise_level", "planted_coruns"]
+           "exploration", "fit_interference", "noise_level", "planted_coruns", "solo_times"]
 
 #: Prior standard deviation of a key's residual, in log slowdown: the footprint model's misses on
 #: measured pairs are of this order (two 28 MiB spmv: 1.08× measured, 1.29× modelled, −0.18).
@@ -648,12 +648,7 @@ def coruns_from_history(coruns: Iterable, solo: Mapping[str, float]) -> list[Key
     beside the same co-runners is left out (its baseline would absorb all it tells).
     """
     coruns = [c for c in coruns if c.wall > 0]
-    unknown: dict[str, list] = defaultdict(list)
-    for c in coruns:
-        if not solo.get(c.key, 0) > 0:
-            unknown[c.key].append(c)
-    reference = {key: _median([c.wall for c in rows]) for key, rows in unknown.items()
-                 if len({_cell(KeyedCoRun(key, c.footprint, _keyed_segments(c), 1.0)) for c in rows}) > 1}
+    reference = _references(coruns, solo)
     out = []
     for i, c in enumerate(coruns):
         if solo.get(c.key, 0) > 0:
@@ -661,6 +656,48 @@ def coruns_from_history(coruns: Iterable, solo: Mapping[str, float]) -> list[Key
         elif c.key in reference:
             out.append(KeyedCoRun(c.key, c.footprint, _keyed_segments(c), c.wall / reference[c.key], at=float(i),
                                   solo_known=False))
+    return out
+
+
+def _references(coruns: Sequence, solo: Mapping[str, float]) -> dict[str, float]:
+    """The reference time of each key never seen alone (no ``solo`` time): the median wall of its
+    co-runs, where they ran beside more than one set of co-runners (:func:`coruns_from_history`)."""
+    unknown: dict[str, list] = defaultdict(list)
+    for c in coruns:
+        if not solo.get(c.key, 0) > 0:
+            unknown[c.key].append(c)
+    return {key: _median([c.wall for c in rows]) for key, rows in unknown.items()
+            if len({_cell(KeyedCoRun(key, c.footprint, _keyed_segments(c), 1.0)) for c in rows}) > 1}
+
+
+def solo_times(model: InterferenceModel, coruns: Iterable, solo: Mapping[str, float]) -> dict[str, float]:
+    """Seconds alone of each key ``model`` has terms for, as the fit on the host's history
+    (``coruns``, ``solo``: as :func:`coruns_from_history` takes them) implies: the key's measured
+    solo time, or for a key never seen alone its co-runs' reference time times its fitted baseline
+    (:attr:`InterferenceModel.baseline`, the log of its solo time over that reference; the key's own
+    sensitivity, which that baseline absorbs, included). Keys with neither are left out.
+
+    A task told its key's terms is planned with this time (``learning.host_model.HostInterference.solo``):
+    the terms slow a solo time, while the mean of the key's walls already holds what its co-runners
+    cost it, which the plan would then count twice (docs/interference.md, "Solo times").
+
+    >>> from scalpel_executor.core.contention import ContentionModel
+    >>> model = InterferenceModel(ContentionModel(), 2.0**25, pressure={"a": 0.1, "b": 0.2}, baseline={"b": -0.5})
+    >>> class Raw:  # learning.host_model.RawCoRun's fields that matter here
+    ...     def __init__(self, key, wall, beside):
+    ...         self.key, self.footprint, self.wall = key, 0.0, wall
+    ...         self.segments, self.corunner_keys = ((wall, (0.0,)),), ((beside,),)
+    >>> times = solo_times(model, [Raw("b", 3.0, "a"), Raw("b", 3.0, "c"), Raw("a", 1.2, "b")], {"a": 1.0})
+    >>> {key: round(seconds, 3) for key, seconds in times.items()}  # b: 3.0 · exp(-0.5)
+    {'a': 1.0, 'b': 1.82}
+    """
+    reference = _references([c for c in coruns if c.wall > 0], solo)
+    out = {}
+    for key in model.keys:
+        if solo.get(key, 0) > 0:
+            out[key] = float(solo[key])
+        elif key in reference and key in model.baseline:
+            out[key] = reference[key] * math.exp(model.baseline[key])
     return out
 
 

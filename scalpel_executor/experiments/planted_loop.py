@@ -49,6 +49,7 @@ from scalpel_executor.experiments.live_workflows import wait_for_refit
 from scalpel_executor.learning import host_model
 from scalpel_executor.learning.host_model import HostInterference, HostModelStore, host_id
 from scalpel_executor.learning.keys import profile_key
+from scalpel_executor.learning.store import ProfileStore
 from scalpel_executor.runtime.driver.executor import ScalpelExecutor
 from scalpel_executor.workloads.planted import PLANTED, RETUNED, Board, PlantedMatrix, gather, oracle_terms, planted
 
@@ -177,15 +178,21 @@ def task_key(workflow_kind: str, seconds: float) -> str:
 def tell_oracle(store: str, topology: Topology, workflow: PlantedWorkflow, seconds: float) -> None:
     """Tell ``store`` the planted matrix as each kind's per-key terms, residuals of the footprint
     model the next run plans with (the host's fit where it is planned with, else the default;
-    terms of another model are not told): the next run plans with the truth."""
+    terms of another model are not told) at the footprints the store learned for each kind, and
+    each kind's planted ``seconds`` as its solo time: the next run plans with the truth."""
     host, llc = host_id(topology), topology.llc_size
+    with ProfileStore(store) as profiles:
+        learned = {kind: profiles.get(task_key(kind, seconds)) for kind, _ in workflow.kinds}
+    footprints = {kind: profile.footprint for kind, profile in learned.items()
+                  if profile is not None and profile.footprint is not None}
     models = HostModelStore(store)
     try:
         fit = models.fitted(host)
         model = fit.model if fit is not None and fit.planned(llc) else ContentionModel()
-        terms = oracle_terms(workflow.matrix, llc, model)
+        terms = oracle_terms(workflow.matrix, llc, model, footprints)
         models.tell(host, HostInterference(True, ORACLE_REASON, model, float(llc),
-                                           {task_key(kind, seconds): t for kind, t in terms.items()}))
+                                           {task_key(kind, seconds): t for kind, t in terms.items()},
+                                           {task_key(kind, seconds): seconds for kind in terms}))
     finally:
         models.close()
 

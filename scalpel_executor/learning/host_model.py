@@ -82,13 +82,14 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.contention_fit import CoRun, co_runner_segments, fit_contention, model_error, observations
 from scalpel_executor.core.domains import Topology
 from scalpel_executor.core.interference import Terms
-from scalpel_executor.core.interference_fit import EXPLORING, choose_interference, coruns_from_history, exploration
+from scalpel_executor.core.interference_fit import (EXPLORING, choose_interference, coruns_from_history, exploration,
+                                                    solo_times)
 from scalpel_executor.core.units import format_size
 from scalpel_executor.learning.tables import SideTables
 
@@ -136,7 +137,7 @@ CREATE TABLE IF NOT EXISTS host_fits (host TEXT PRIMARY KEY, llc REAL NOT NULL, 
     default_error REAL);
 CREATE TABLE IF NOT EXISTS host_refits (host TEXT PRIMARY KEY, as_of REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS host_interference (host TEXT NOT NULL, key TEXT NOT NULL, sensitivity REAL NOT NULL,
-    pressure REAL NOT NULL, updated REAL NOT NULL, bandwidth REAL NOT NULL DEFAULT 0, PRIMARY KEY (host, key));
+    pressure REAL NOT NULL, updated REAL NOT NULL, bandwidth REAL NOT NULL DEFAULT 0, solo REAL, PRIMARY KEY (host, key));
 CREATE TABLE IF NOT EXISTS host_interference_choice (host TEXT PRIMARY KEY, model TEXT NOT NULL, reason TEXT NOT NULL,
     capacity_fraction REAL NOT NULL, sensitivity REAL NOT NULL, llc REAL NOT NULL, updated REAL NOT NULL)
 """
@@ -218,6 +219,11 @@ class HostFit:
                 "default_rms_error": self.default_error, "beats_default": self.beats_default}
 
 
+#: The run-time source (the run report's ``sources``) of a task planned with its key's solo time
+#: (:attr:`HostInterference.solo`) in place of its estimate.
+SOLO_SOURCE = "solo"
+
+
 @dataclass(frozen=True)
 class HostInterference:
     """A host's stored per-key choice (:func:`~scalpel_executor.core.interference_fit.choose_interference`
@@ -229,6 +235,10 @@ class HostInterference:
     footprint_model: ContentionModel
     llc: float
     terms: Mapping[str, Terms]
+    #: Seconds alone of keys with terms, as the fit implies them (:func:`~scalpel_executor.core.
+    #: interference_fit.solo_times`): what a task told its terms is planned with. A key without one
+    #: is planned with its run-time estimate.
+    solo: Mapping[str, float] = field(default_factory=dict)
 
 
 def observe_run(spans: Sequence[TaskSpan]) -> tuple[list[RawCoRun], dict[str, list[float]]]:
@@ -303,7 +313,7 @@ def interference_of(coruns: Sequence[RawCoRun], solo: Mapping[str, float], fit: 
     if choice.per_key:
         model = choice.model
         return HostInterference(True, choice.reason, footprint_model, float(llc),
-                                {key: model.terms(key) for key in model.keys})
+                                {key: model.terms(key) for key in model.keys}, solo_times(model, coruns, solo))
     terms, why = exploration(coruns, solo) if explore else ({}, None)
     if terms:  # the records cannot tell the keys' pairs apart: the next run makes pairs that can
         return HostInterference(True, f"{why} ({choice.reason})", footprint_model, float(llc), terms)
@@ -369,7 +379,8 @@ class HostModelStore(SideTables):
     SCHEMA = _SCHEMA
     ADDED = (("host_fits", "default_error", "REAL"),
              ("host_coruns", "corunner_keys", "TEXT"),  # its old rows: co-runners' keys unknown
-             ("host_interference", "bandwidth", "REAL NOT NULL DEFAULT 0"))
+             ("host_interference", "bandwidth", "REAL NOT NULL DEFAULT 0"),
+             ("host_interference", "solo", "REAL"))  # its old rows: no solo time, the walls' mean planned with
     WHAT = "the host's contention fit (its co-runs)"
 
     # -- the API --------------------------------------------------------------------------------
@@ -475,7 +486,7 @@ class HostModelStore(SideTables):
         def read(connection):
             choice = connection.execute("SELECT model, reason, capacity_fraction, sensitivity, llc FROM "
                                         "host_interference_choice WHERE host = ?", (host,)).fetchone()
-            terms = connection.execute("SELECT key, sensitivity, pressure, bandwidth FROM host_interference "
+            terms = connection.execute("SELECT key, sensitivity, pressure, bandwidth, solo FROM host_interference "
                                        "WHERE host = ?", (host,)).fetchall()
             return choice, terms
 
@@ -490,9 +501,12 @@ class HostModelStore(SideTables):
             footprint_model = ContentionModel(rho, sigma)
         except ValueError:  # a hand-edited row: ρ ≤ 0 or σ < 0
             return None
-        terms = {key: Terms(*map(float, values)) for key, *values in rows if isinstance(key, str) and all(
-            isinstance(v, (int, float)) and math.isfinite(v) for v in values)} if model == "per-key" else {}
-        return HostInterference(model == "per-key", reason, footprint_model, float(llc), terms)
+        rows = [(key, values, solo) for key, *values, solo in rows if isinstance(key, str) and all(
+            isinstance(v, (int, float)) and math.isfinite(v) for v in values)] if model == "per-key" else []
+        terms = {key: Terms(*map(float, values)) for key, values, _ in rows}
+        solo = {key: float(solo) for key, _, solo in rows
+                if isinstance(solo, (int, float)) and math.isfinite(solo) and solo > 0}
+        return HostInterference(model == "per-key", reason, footprint_model, float(llc), terms, solo)
 
     def learn(self, host: str, llc: float | None, spans: Sequence[TaskSpan]) -> HostFit | None:
         """:meth:`record` ``spans``, then :meth:`refit` at once (what the detached refit does later).
@@ -504,8 +518,10 @@ class HostModelStore(SideTables):
 
 def _store_choice(connection: sqlite3.Connection, host: str, interference: HostInterference, now: float) -> None:
     connection.execute("DELETE FROM host_interference WHERE host = ?", (host,))
-    connection.executemany("INSERT INTO host_interference VALUES (?, ?, ?, ?, ?, ?)",
-                           [(host, key, s, p, now, w) for key, (s, p, w) in interference.terms.items()])
+    connection.executemany("INSERT INTO host_interference (host, key, sensitivity, pressure, updated, bandwidth, solo) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                           [(host, key, s, p, now, w, interference.solo.get(key))
+                            for key, (s, p, w) in interference.terms.items()])
     model = interference.footprint_model
     connection.execute("INSERT OR REPLACE INTO host_interference_choice VALUES (?, ?, ?, ?, ?, ?, ?)",
                        (host, "per-key" if interference.per_key else "footprint", interference.reason,

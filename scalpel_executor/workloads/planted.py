@@ -311,14 +311,18 @@ def gather(*results: dict, parsl_resource_specification=None) -> dict:
 
 
 def oracle_terms(matrix: PlantedMatrix, llc: float, model: ContentionModel = ContentionModel(),
-                 footprint: float = 1 << 19) -> dict[str, Terms]:
+                 footprints: Mapping[str, float] | None = None) -> dict[str, Terms]:
     """The per-kind :class:`~scalpel_executor.core.interference.Terms` nearest the matrix's pairs
-    (every ordered pair once, each kind's solo time known, every task of ``footprint``, 512 KiB
-    as the probe reads a planted task): residuals of the footprint ``model`` the run plans with,
-    fitted with next to no shrinkage, bandwidth intensities included. What a run told the planted
-    matrix is told, through the same ``Task.interference`` as learned terms."""
+    (every ordered pair once, each kind's solo time known): residuals of the footprint ``model``
+    the run plans with, at the ``footprints`` it plans with (per kind; a kind not given, or none
+    given: 512 KiB, about what the probe reads of a planted task), fitted with next to no shrinkage,
+    bandwidth intensities included. What a run told the planted matrix is told, through the same
+    ``Task.interference`` as learned terms. The footprints matter where ``model`` predicts
+    contention from them: a host's fit on planted co-runs (ρ 0.06 on a 32 MiB LLC) does, and
+    residuals of 512 KiB tasks told tasks of 1.3-1.5 MiB planned streams beside sensitive tasks."""
     kinds = matrix.kinds
-    coruns = [KeyedCoRun(a, footprint, ((1.0, ((b, footprint),)),), matrix.factor(a, [b]), at=float(i))
+    size = {kind: (footprints or {}).get(kind, 1 << 19) for kind in kinds}
+    coruns = [KeyedCoRun(a, size[a], ((1.0, ((b, size[b]),)),), matrix.factor(a, [b]), at=float(i))
               for i, (a, b) in enumerate((a, b) for a in kinds for b in kinds)]
     fitted = fit_interference(coruns, model, llc, noise=1e-3, bandwidth=True)
     return {kind: fitted.terms(kind) for kind in kinds}

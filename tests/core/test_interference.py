@@ -13,7 +13,7 @@ from scalpel_executor.core.contention_fit import CoRun, predicted_slowdown
 from scalpel_executor.core.interference import Terms, corun_slowdowns
 from scalpel_executor.core.interference_fit import (DEFAULT_NOISE, InterferenceModel, KeyedCoRun, choose_interference,
                                                     coruns_from_history, exploration, fit_interference, noise_level,
-                                                    planted_coruns)
+                                                    planted_coruns, solo_times)
 from scalpel_executor.learning.host_model import RawCoRun
 
 MiB = 2**20
@@ -281,6 +281,34 @@ def test_a_key_never_seen_alone_is_fitted_with_a_baseline_and_its_pressure_is_le
                                                                                              [2 * MiB, MiB])[0]
     # Its baseline only scores its records: no Task is told it.
     assert model.terms("stream") is not None and len(model.terms("stream")) == 3
+
+
+def test_a_key_never_seen_alone_is_planned_with_the_solo_time_its_fit_implies_not_its_walls_mean():
+    """The stream of the world above never ran alone (its solo time is 4.0 s) and its walls average
+    5 s; told its terms, a task planned with its walls' mean would be slowed twice. The fit's
+    baseline gives back the time its terms slow: with it they predict its walls beside either
+    co-runner."""
+    rng = random.Random(3)
+    stored = []
+    for i in range(120):
+        if i % 2:
+            stored.append(RawCoRun("fft", MiB, 1.35 * math.exp(rng.gauss(0, 0.05)), ((1.0, (2 * MiB,)),),
+                                   corunner_keys=(("stream",),)))
+        else:
+            other, factor = ("fft", 1.0) if i % 4 else ("stream", 1.5)
+            stored.append(RawCoRun("stream", 2 * MiB, 4.0 * factor * math.exp(rng.gauss(0, 0.05)),
+                                   ((4.0, (MiB if other == "fft" else 2 * MiB,)),), corunner_keys=((other,),)))
+    model = choose_interference(coruns_from_history(stored, {"fft": 1.0}), FOOTPRINT, LLC).model
+    solo = solo_times(model, stored, {"fft": 1.0})
+    assert solo["fft"] == 1.0  # measured alone: its own solo time
+    walls = [c.wall for c in stored if c.key == "stream"]
+    assert sum(walls) / len(walls) == pytest.approx(5.0, rel=0.05)
+    assert solo["stream"] * model.slowdowns(["stream", "fft"], [2 * MiB, MiB])[0] == pytest.approx(4.0, rel=0.05)
+    assert solo["stream"] * model.slowdowns(["stream", "stream"], [2 * MiB, 2 * MiB])[0] == pytest.approx(6.0, rel=0.05)
+    # A key with terms but neither a solo time nor a baseline (its records all beside one kind of
+    # co-runner were left out) is left out: its tasks keep their run-time estimate.
+    assert set(solo) == {"fft", "stream"}
+    assert solo_times(model, [], {}) == {}
 
 
 def test_a_key_never_seen_alone_beside_one_kind_of_co_runner_only_is_left_out():

@@ -62,6 +62,7 @@ def test_the_oracle_is_told_through_the_table_the_refit_writes(tmp_path):
     assert told.per_key and told.reason.startswith("per-key: told the planted matrix")
     stream = told.terms[task_key("stream", 0.5)]
     assert stream.bandwidth > 0.5 and task_key("stream", 0.5).endswith("planted(str,stream,~0.5)")
+    assert told.solo == {task_key(kind, 0.5): 0.5 for kind in ("stream", "sensitive", "compute")}  # the truth
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the loop runs on two cores")

@@ -10,8 +10,10 @@ import pytest
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.simulate import SimTask, simulate
 from scalpel_executor.core.domains import Topology
+from scalpel_executor.core.interference import Terms
 from scalpel_executor.learning import host_model
-from scalpel_executor.learning.host_model import HostModelStore, TaskSpan, host_id, model_report, observe_run
+from scalpel_executor.learning.host_model import (HostInterference, HostModelStore, TaskSpan, host_id, model_report,
+                                                  observe_run)
 
 MiB = 2**20
 SIZES = {"lookup16": 16, "lookup32": 32, "lookup48": 48, "gather8": 8}
@@ -367,6 +369,40 @@ def test_a_refit_learns_the_pressure_of_a_streaming_key_and_stores_the_choice(tm
     assert set(stored.terms) == set(PLANTED)
     assert stored.terms["stream"][1] == pytest.approx(0.5, abs=0.1)
     assert all(abs(terms.pressure) < 0.1 for key, terms in stored.terms.items() if key != "stream")
+
+
+def test_a_refit_stores_each_key_s_solo_time_and_a_store_written_before_them_reads_none(tmp_path):
+    path, llc = tmp_path / "profiles.sqlite", 64 * MiB
+    store = HostModelStore(path)
+    store.record("h", planted_spans({"stream": 0.5}, 0))
+    store.refit("h", llc)
+    store.close()
+    stored = HostModelStore(path).interference("h")
+    assert stored.per_key and set(stored.solo) == set(PLANTED)  # each key ran alone once, for 1 s
+    assert all(seconds == pytest.approx(1.0, rel=0.2) for seconds in stored.solo.values())
+    told = HostInterference(True, "told", ContentionModel(), float(llc), {"a": Terms(0.1, 0.2, 0.3), "b": Terms(0, 0)},
+                            {"a": 2.5})
+    store = HostModelStore(path)
+    store.tell("h", told)
+    assert store.interference("h") == told  # "b" has terms and no solo time: it keeps its estimate
+    store.close()
+    old = tmp_path / "old.sqlite"
+    with sqlite3.connect(old) as connection:  # the table as a store before solo times wrote it
+        connection.execute("CREATE TABLE host_interference (host TEXT NOT NULL, key TEXT NOT NULL, sensitivity REAL "
+                           "NOT NULL, pressure REAL NOT NULL, updated REAL NOT NULL, bandwidth REAL NOT NULL DEFAULT 0, "
+                           "PRIMARY KEY (host, key))")
+        connection.execute("INSERT INTO host_interference VALUES ('h', 'a', 0.1, 0.2, 1.0, 0.3)")
+        connection.execute("CREATE TABLE host_interference_choice (host TEXT PRIMARY KEY, model TEXT NOT NULL, reason "
+                           "TEXT NOT NULL, capacity_fraction REAL NOT NULL, sensitivity REAL NOT NULL, llc REAL NOT "
+                           "NULL, updated REAL NOT NULL)")
+        connection.execute("INSERT INTO host_interference_choice VALUES ('h', 'per-key', 'old', 0.5, 1.0, ?, 1.0)", (llc,))
+    connection.close()
+    store = HostModelStore(old)
+    read = store.interference("h")
+    assert read.terms == {"a": Terms(0.1, 0.2, 0.3)} and read.solo == {}
+    store.tell("h", told)  # and it takes them from then on
+    assert store.interference("h").solo == {"a": 2.5}
+    store.close()
 
 
 def test_a_refit_on_noise_stores_footprint_only_and_why(tmp_path):

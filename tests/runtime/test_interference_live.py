@@ -40,16 +40,16 @@ def seeded_store(path, pressure, rounds):
     return stored
 
 
-def told_terms(executor, monkeypatch, node_manager):
-    """Each task's ``interference`` as its pool is handed it: the Task in this process's pool, or as
-    the node manager rebuilds it from the Submit message on the wire."""
+def told_terms(executor, monkeypatch, node_manager, field="interference"):
+    """Each task's ``interference`` (or another ``field``) as its pool is handed it: the Task in this
+    process's pool, or as the node manager rebuilds it from the Submit message on the wire."""
     told = []
     if node_manager:
         row = manager_client.submit_row
 
         def submit_row(task):
             message = row(task)
-            told.append((task.key, task_of(decode_frame(encode_frame([message]))[0]).interference))
+            told.append((task.key, getattr(task_of(decode_frame(encode_frame([message]))[0]), field)))
             return message
 
         monkeypatch.setattr(manager_client, "submit_row", submit_row)
@@ -57,18 +57,19 @@ def told_terms(executor, monkeypatch, node_manager):
         submit = executor.pool.submit
 
         def recording(task):
-            told.append((task.key, task.interference))
+            told.append((task.key, getattr(task, field)))
             submit(task)
 
         monkeypatch.setattr(executor.pool, "submit", recording)
     return told
 
 
-def run(executor, monkeypatch, node_manager, keys):
+def run(executor, monkeypatch, node_manager, keys, field="interference", hints=None):
     executor.start()
     try:
-        told = told_terms(executor, monkeypatch, node_manager)
-        futures = [executor.submit(len, {"profile_key": key}, "ab") for key in keys]
+        told = told_terms(executor, monkeypatch, node_manager, field)
+        futures = [executor.submit(len, {"profile_key": key, **(hints[i] if hints else {})}, "ab")
+                   for i, key in enumerate(keys)]
         assert [f.result(timeout=GENEROUS) for f in futures] == [2] * len(keys)
         return told, executor.run_report()["contention_model"]["interference"]
     finally:
@@ -87,6 +88,28 @@ def test_tasks_are_told_the_terms_their_key_learned(tmp_path, monkeypatch, node_
     assert report == {"planned_with": "per-key interference", "reason": stored.reason, "keys": len(stored.terms),
                       "tasks": 3}
     assert report["reason"].startswith("per-key model (refitted on all 240 co-runs): ")
+
+
+@pytest.mark.parametrize("node_manager", [False, True])
+def test_a_task_told_terms_is_planned_with_its_key_s_solo_time_and_the_report_says_so(tmp_path, monkeypatch,
+                                                                                      node_manager):
+    path = tmp_path / "profiles.sqlite"
+    stored = seeded_store(path, {"stream": 0.5}, rounds=60)
+    told = dataclasses.replace(stored, solo={"stream": 3.25})  # "lookup" has terms and no solo time
+    store = HostModelStore(path)
+    store.tell(host_id(TOPOLOGY), told)
+    store.close()
+    executor = ScalpelExecutor(label="scalpel", topology=TOPOLOGY, profiles=str(path), node_manager=node_manager)
+    runtimes, _ = run(executor, monkeypatch, node_manager, ["stream", "lookup", "never-seen", "stream"], "runtime",
+                      [{}, {}, {}, {"runtime": 7.5}])
+    # The stream: not the mean of the walls its co-runs held; the lookup and the key never seen: the
+    # executor's estimate (the prior here); a run time the user hinted wins over the solo time.
+    assert [seconds for _, seconds in runtimes] == [3.25, runtimes[1][1], runtimes[1][1], 7.5]
+    assert runtimes[1][1] != 3.25
+    rows = sorted(executor.run_report()["tasks"], key=lambda row: row["task_id"])
+    assert [(row["profile_key"], row["estimated_runtime"], row["runtime_source"]) for row in rows] == [
+        ("stream", 3.25, "solo"), ("lookup", runtimes[1][1], "prior"), ("never-seen", runtimes[1][1], "prior"),
+        ("stream", 7.5, "hint")]
 
 
 @pytest.mark.parametrize("node_manager", [False, True])

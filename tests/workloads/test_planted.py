@@ -2,6 +2,7 @@
 free, the file removed), the stretch by a planted factor on a fake clock, the matrix and its
 oracle terms."""
 
+import math
 import multiprocessing
 import os
 
@@ -139,3 +140,19 @@ def test_the_oracle_terms_reproduce_the_planted_pairs(matrix, within):
     # The stream, the kind that hurts everyone, presses hardest in the first world.
     first = oracle_terms(PLANTED, 32 * MiB)
     assert max(first, key=lambda k: first[k].pressure + first[k].bandwidth) == "stream"
+
+
+def test_the_oracle_terms_are_residuals_at_the_footprints_the_run_plans_with():
+    # A host's fit on planted co-runs can see contention in footprints (capacity 2 MiB here): the
+    # terms are then what the matrix adds to it at each kind's own footprint.
+    model, llc = ContentionModel(0.06, 1.6), 32 * MiB
+    sizes = {"stream": 1.45 * MiB, "sensitive": 1.27 * MiB, "compute": 0.46 * MiB}
+    terms = oracle_terms(PLANTED, llc, model, sizes)
+    for a in PLANTED.kinds:
+        for b in PLANTED.kinds:
+            told = corun_slowdowns(model, [sizes[a], sizes[b]], [1.6, 1.6], llc, [terms[a], terms[b]])[0]
+            assert told == pytest.approx(PLANTED.factor(a, [b]), rel=0.1), (a, b)
+    stale = oracle_terms(PLANTED, llc, model)  # at 512 KiB each: wrong at these footprints
+    wrong = corun_slowdowns(model, [sizes["sensitive"], sizes["stream"]], [1.6, 1.6], llc,
+                            [stale["sensitive"], stale["stream"]])[0]
+    assert abs(math.log(wrong / PLANTED.factor("sensitive", ["stream"]))) > 0.1

@@ -529,7 +529,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             raise TypeError(f"the call of {getattr(func, '__name__', func)!r} cannot be serialized for a worker: "
                             f"{error}; {advice}") from error
         declared = hints.memory if hints.memory is not None else self._fit.default_memory
-        task = Task(task_id, estimate.footprint, estimate.runtime, scheduling_priority(hints.priority),  # lower first
+        terms = self._host.terms(estimate.key)
+        runtime = estimate.runtime if terms is None else self._host.planned_runtime(estimate)[0]
+        task = Task(task_id, estimate.footprint, runtime, scheduling_priority(hints.priority),  # lower first
                     estimate.intensity,
                     payload=Submission(buffer=buffer, walltime=walltime, measure=estimate.measure,
                                        memory_limit=declared or 0.0, future=future, estimate=estimate, hints=hints,
@@ -539,7 +541,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                     cores=hints.cores or self.cores_per_task,
                     memory=declared if declared is not None else self._fit.learned_memory(estimate),
                     gpus=hints.gpus or 0,
-                    tail=tail, interference=self._host.terms(estimate.key), max_cores=hints.max_cores,
+                    tail=tail, interference=terms, max_cores=hints.max_cores,
                     serial_fraction=estimate.speedup[0] if estimate.speedup else None,
                     serial_readings=estimate.speedup[1] if estimate.speedup else 0)
         if task.interference is not None:
@@ -579,7 +581,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                 TaskRecord(task_id=task.id, slot=job.slot, domain=job.domain, cpu=job.cpu, started=job.started,
                            finished=finished, footprint=task.footprint, runtime=task.runtime, ok=succeeded,
                            stats=outcome.stats, profile_key=estimate.key, footprint_source=estimate.footprint_source,
-                           runtime_source=estimate.runtime_source, intensity=task.intensity,
+                           runtime_source=self._host.planned_runtime(estimate)[1], intensity=task.intensity,
                            measured=estimate.measure, runtime_spread=task.runtime_spread, priority=hints.priority,
                            cores=task.cores, memory=task.memory, gpus=task.gpus, tail=task.tail,
                            tail_source=job.tail_source, submitted=job.submitted)

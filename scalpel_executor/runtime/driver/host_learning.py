@@ -5,7 +5,8 @@ which calls it at four moments; the store is :class:`~scalpel_executor.learning.
 
     executor.start ───── start(profile store, log dir) ── fitted(host), interference(host) ──> planning_model,
                           (load averages and CPU time sampled)     (stale: spawn_refit)        terms per key
-    executor.submit ──── terms(key) ──> Task.interference; told() counts the tasks given terms
+    executor.submit ──── terms(key) ──> Task.interference; told() counts the tasks given terms;
+                         planned_runtime(estimate) ──> Task.runtime: a told key's solo time
     executor.shutdown ── learn(records, log dir) ── busy_reason? ── record(host, task_spans) ──> spawn_refit
     run_report ───────── report(records, shut_down) ──> the report's ``contention_model``
 
@@ -23,8 +24,9 @@ from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.domains import Topology
 from scalpel_executor.core.interference import Terms
 from scalpel_executor.host.cpu_time import CpuSample, other_work_per_core, sample_cpu
-from scalpel_executor.learning.host_model import (MIN_OBSERVATIONS, HostFit, HostInterference, HostModelStore,
-                                                  busy_reason, host_id, model_report, spawn_refit)
+from scalpel_executor.learning.estimates import Estimate
+from scalpel_executor.learning.host_model import (MIN_OBSERVATIONS, SOLO_SOURCE, HostFit, HostInterference,
+                                                  HostModelStore, busy_reason, host_id, model_report, spawn_refit)
 from scalpel_executor.learning.store import ProfileStore
 from scalpel_executor.runtime.driver.report import TaskRecord, task_spans
 
@@ -78,6 +80,7 @@ class HostLearning:
         # Each profile key's Terms, told to its tasks at submit (Task.interference): the
         # host's stored per-key choice, read once by start(); empty while planning footprint-only.
         self.interference: dict[str, Terms] = {}
+        self.solo: dict[str, float] = {}  # seconds alone of keys with terms, as the choice's fit implies them
         self.interference_reason: str | None = None  # the choice's sentence (run report); None: start() read none
         self.interference_tasks = 0  # tasks submitted with terms
 
@@ -131,6 +134,7 @@ class HostLearning:
         else:
             self.interference_reason = stored.reason
             self.interference = dict(stored.terms) if stored.per_key else {}
+            self.solo = {key: seconds for key, seconds in stored.solo.items() if key in self.interference}
         logger.info("executor %r plans with %s: %s", self.label,
                     "per-key interference" if self.interference else "the footprint model alone",
                     self.interference_reason)
@@ -138,6 +142,16 @@ class HostLearning:
     def terms(self, key: str) -> Terms | None:
         """The per-key terms a task of profile key ``key`` is told (None: none)."""
         return self.interference.get(key)
+
+    def planned_runtime(self, estimate: Estimate) -> tuple[float, str]:
+        """The run time a task is planned with, and its source: for a key told terms, its solo time
+        as the per-key fit implies it (:attr:`HostInterference.solo`, source :data:`SOLO_SOURCE`),
+        since its terms slow a solo time and the mean of its walls already holds what co-runners
+        cost it; else, or where the user hinted a run time, the estimate's."""
+        solo = self.solo.get(estimate.key)
+        if solo is None or estimate.runtime_source == "hint":
+            return estimate.runtime, estimate.runtime_source
+        return solo, SOLO_SOURCE
 
     def told(self) -> None:
         """Count a task submitted with terms (the report's ``interference.tasks``)."""

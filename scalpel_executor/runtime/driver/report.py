@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from scalpel_executor.core.admission import ACCEPTED_CORUNS, PLANNED
 from scalpel_executor.learning.critical_path import describe as describe_tail
 from scalpel_executor.core.units import format_size
-from scalpel_executor.learning.host_model import TaskSpan
+from scalpel_executor.learning.host_model import SOLO_SOURCE, TaskSpan
 from scalpel_executor.runtime.logs import summary_logger
 from scalpel_executor.runtime.driver.model_point import model_point, model_words
 
@@ -387,7 +387,8 @@ def seconds_covered(stretches: Iterable[OverCache]) -> float:
 
 #: How :func:`run_summary` names each estimate source (learning.estimates.SOURCES), in that order.
 SOURCE_WORDS = {"hint": "from hints", "learned": "learned in this run", "store": "from the profile store",
-                "shape": "from the call's shape key", "app": "from the app's other calls", "prior": "guessed"}
+                "shape": "from the call's shape key", "app": "from the app's other calls", "prior": "guessed",
+                SOLO_SOURCE: "alone, as the per-key interference fit implies"}
 
 
 def run_summary(report: Mapping, path: str | None, *, unwritten: str | None = None) -> str:
