@@ -67,6 +67,37 @@ def test_an_order_no_better_in_any_draw_of_the_terms_is_not_taken(specs, domains
                          terms_spread=planning.TERMS_SPREAD, z=0.0) is first
 
 
+def test_a_gain_within_one_standard_error_of_the_drawn_terms_is_not_taken():
+    """Terms of a few hundredths: drawn 0.03 around what was told, the second order ends sooner on
+    average, but by less than one standard error of that mean (planning.TERMS_Z): the check keeps
+    the first, where the mean alone (z = 0) would take the second."""
+    specs = [(2.0, 8, (0.02, 0.0)), (2.0, 20, (0.0, 0.02)), (1.0, 20, (0.0, 0.02)), (1.0, 20, (0.02, 0.0)),
+             (3.0, 20, (0.01, 0.03)), (2.0, 8, None)]
+    tasks = [Task(i, fp * MiB, runtime, key=str(terms), interference=terms, seq=i)
+             for i, (runtime, fp, terms) in enumerate(specs)]
+    first, second = [0, 1, 2, 3, 4, 5], [1, 4, 5, 0, 2, 3]
+    context = PlanContext([2], llc=LLC)
+
+    def kept(z):
+        return robust_choice(tasks, [0.0] * 6, [first, second], context, LLC, 10**6,
+                             terms_spread=planning.TERMS_SPREAD, z=z)
+
+    assert kept(0.0) is second and kept(planning.TERMS_Z) is first
+
+
+def test_the_terms_check_asks_for_terms_z_standard_errors(monkeypatch):
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        return robust_choice(*args, **kwargs)
+
+    monkeypatch.setattr(planning, "robust_choice", spy)
+    tasks = _streams_and_lookups()
+    scalpel_order(tasks, PlanContext([2, 2], llc=LLC))
+    assert {"terms_spread": planning.TERMS_SPREAD, "z": planning.TERMS_Z} in calls
+
+
 def _streams_and_lookups():
     """Two small streams and two small lookups on 2 domains of 2 cores: by footprint any pairing is
     free; told, two streams together run 2.01x, a stream beside a lookup 1.35x."""
@@ -81,7 +112,7 @@ def test_a_gain_far_beyond_the_terms_spread_keeps_the_plan_made_with_them():
     tasks, context = _streams_and_lookups(), PlanContext([2, 2], llc=LLC)
     together, apart = [0, 1, 2, 3], [0, 2, 1, 3]  # the free cores are dealt round-robin: 1st and 3rd together
     assert robust_choice(tasks, [0.0] * 4, [together, apart], context, LLC, 10**6,
-                         terms_spread=planning.TERMS_SPREAD, z=0.0) is apart
+                         terms_spread=planning.TERMS_SPREAD, z=planning.TERMS_Z) is apart
     ev = FcfsEvaluator([4.0] * 4, [MiB] * 4, [None] * 4, [2, 2], LLC, MODEL,
                        interference=[t.interference for t in tasks])
     assert ev.run(apart) < ev.run(together)
