@@ -137,7 +137,8 @@ CREATE TABLE IF NOT EXISTS host_fits (host TEXT PRIMARY KEY, llc REAL NOT NULL, 
     default_error REAL);
 CREATE TABLE IF NOT EXISTS host_refits (host TEXT PRIMARY KEY, as_of REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS host_interference (host TEXT NOT NULL, key TEXT NOT NULL, sensitivity REAL NOT NULL,
-    pressure REAL NOT NULL, updated REAL NOT NULL, bandwidth REAL NOT NULL DEFAULT 0, solo REAL, PRIMARY KEY (host, key));
+    pressure REAL NOT NULL, updated REAL NOT NULL, bandwidth REAL NOT NULL DEFAULT 0, solo REAL,
+    PRIMARY KEY (host, key));
 CREATE TABLE IF NOT EXISTS host_interference_choice (host TEXT PRIMARY KEY, model TEXT NOT NULL, reason TEXT NOT NULL,
     capacity_fraction REAL NOT NULL, sensitivity REAL NOT NULL, llc REAL NOT NULL, updated REAL NOT NULL)
 """
