@@ -14,6 +14,7 @@ from scalpel_executor.learning import host_model
 from scalpel_executor.learning.host_model import HostModelStore, host_id
 from scalpel_executor.runtime.driver import manager_client
 from scalpel_executor.runtime.driver.executor import ScalpelExecutor
+from scalpel_executor.runtime.driver.report import run_summary
 from scalpel_executor.runtime.wire.manager_messages import decode_frame, encode_frame, task_of
 from tests.learning.test_host_model import planted_spans
 from tests.runtime.helpers import GENEROUS
@@ -106,7 +107,10 @@ def test_a_task_told_terms_is_planned_with_its_key_s_solo_time_and_the_report_sa
     # executor's estimate (the prior here); a run time the user hinted wins over the solo time.
     assert [seconds for _, seconds in runtimes] == [3.25, runtimes[1][1], runtimes[1][1], 7.5]
     assert runtimes[1][1] != 3.25
-    rows = sorted(executor.run_report()["tasks"], key=lambda row: row["task_id"])
+    report = executor.run_report()
+    assert "run times: 1 from hints, 2 guessed, 1 from the per-key interference fit's solo times" in run_summary(
+        report, None)
+    rows = sorted(report["tasks"], key=lambda row: row["task_id"])
     assert [(row["profile_key"], row["estimated_runtime"], row["runtime_source"]) for row in rows] == [
         ("stream", 3.25, "solo"), ("lookup", runtimes[1][1], "prior"), ("never-seen", runtimes[1][1], "prior"),
         ("stream", 7.5, "hint")]

@@ -388,7 +388,7 @@ def seconds_covered(stretches: Iterable[OverCache]) -> float:
 #: How :func:`run_summary` names each estimate source (learning.estimates.SOURCES), in that order.
 SOURCE_WORDS = {"hint": "from hints", "learned": "learned in this run", "store": "from the profile store",
                 "shape": "from the call's shape key", "app": "from the app's other calls", "prior": "guessed",
-                SOLO_SOURCE: "alone, as the per-key interference fit implies"}
+                SOLO_SOURCE: "from the per-key interference fit's solo times"}
 
 
 def run_summary(report: Mapping, path: str | None, *, unwritten: str | None = None) -> str:
