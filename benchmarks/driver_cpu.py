@@ -11,6 +11,8 @@ ScalpelExecutor the frames its driver read from the node manager per task (each 
 document). ``--workers N`` runs N workers (HTEX's ``max_workers_per_node``; ScalpelExecutor's
 topology by ``experiments.interleaved.scalpel_topology``: more than the cores emulates a wider node).
 With ``--warm`` above 50, the lone tasks after the first 50 also give the median round trip.
+``--store`` gives ScalpelExecutor a profile store (a fresh one in the run's temporary folder), as a
+user's run has by default: its folds of every task's measurements are then driver CPU too.
 
 ``--spy FOLDER`` also samples the bursts with py-spy (``pip install py-spy``), only the thread
 holding the GIL (``--gil --threads``), and prints, per thread, the share of its samples in each
@@ -19,6 +21,7 @@ function of the executor (inclusive); the raw samples go to FOLDER/<executor>.tx
     python benchmarks/driver_cpu.py                       # scalpel then htex, 3,000 tasks, one burst
     python benchmarks/driver_cpu.py --executors scalpel --bursts 4 --spy /tmp/spy
     python benchmarks/driver_cpu.py --workers 16 --bursts 2      # an emulated 16-worker node
+    python benchmarks/driver_cpu.py --store --bursts 2           # with a profile store, as users run
 """
 
 from __future__ import annotations
@@ -47,10 +50,13 @@ def noop():
     return 0
 
 
-def measure(kind: str, tasks: int, bursts: int, warm: int, spy: Path | None, workers: int | None = None) -> dict:
+def measure(kind: str, tasks: int, bursts: int, warm: int, spy: Path | None, workers: int | None = None,
+            store: bool = False) -> dict:
     """Run in a child process (a fresh interpreter per executor): the figures of one executor."""
     import parsl
     from parsl.config import Config
+
+    scratch = tempfile.TemporaryDirectory(prefix="scalpel-driver-cpu-")  # the run directory and the store
 
     if kind == "htex":
         from parsl.executors import HighThroughputExecutor
@@ -60,7 +66,8 @@ def measure(kind: str, tasks: int, bursts: int, warm: int, spy: Path | None, wor
     else:
         from scalpel_executor import ScalpelExecutor
         from scalpel_executor.experiments.interleaved import scalpel_topology
-        executor = ScalpelExecutor(label="x", profiles=False, topology=scalpel_topology(workers) if workers else None)
+        executor = ScalpelExecutor(label="x", topology=scalpel_topology(workers) if workers else None,
+                                   profiles=os.path.join(scratch.name, "profiles.sqlite") if store else False)
     app = parsl.python_app(noop)
     collector = [0.0, 0.0]
     by_generation = [[0, 0.0] for _ in range(3)]  # per generation: collections, CPU seconds
@@ -74,7 +81,7 @@ def measure(kind: str, tasks: int, bursts: int, warm: int, spy: Path | None, wor
             by_generation[info["generation"]][0] += 1
             by_generation[info["generation"]][1] += spent
 
-    with tempfile.TemporaryDirectory(prefix="scalpel-driver-cpu-") as run_dir:
+    with scratch as run_dir:
         with parsl.load(Config(executors=[executor], run_dir=run_dir, initialize_logging=False)):
             trips = []
             for _ in range(warm):
@@ -138,13 +145,15 @@ def main() -> int:
                         "wider node)")
     parser.add_argument("--warm", type=int, default=50, help="lone no-op tasks first (default %(default)s)")
     parser.add_argument("--spy", type=Path, metavar="FOLDER", help="sample the bursts with py-spy into FOLDER")
+    parser.add_argument("--store", action="store_true", help="ScalpelExecutor keeps a profile store (a fresh "
+                        "one in a temporary folder), as a user's run does (default: profiles=False)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     for name in ("tasks", "bursts") + (("workers",) if args.workers is not None else ()):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
     if args.child:
-        print(json.dumps(measure(args.child, args.tasks, args.bursts, args.warm, args.spy, args.workers)))
+        print(json.dumps(measure(args.child, args.tasks, args.bursts, args.warm, args.spy, args.workers, args.store)))
         return 0
     kinds = [kind.strip() for kind in args.executors.split(",") if kind.strip()]
     if unknown := [kind for kind in kinds if kind not in ("scalpel", "htex")]:
@@ -156,7 +165,7 @@ def main() -> int:
     for kind in kinds:
         command = [sys.executable, __file__, "--child", kind, "--tasks", str(args.tasks), "--bursts",
                    str(args.bursts), "--warm", str(args.warm)] + (["--spy", str(args.spy)] if args.spy else []) \
-            + (["--workers", str(args.workers)] if args.workers else [])
+            + (["--workers", str(args.workers)] if args.workers else []) + (["--store"] if args.store else [])
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
         if done.returncode or not lines:

@@ -145,6 +145,12 @@ class _Node:
     ok: bool = False
 
 
+#: Where a run graph's node keeps its wall time (a node is held as a plain tuple of _Node's fields:
+#: of strings and numbers only, the garbage collector stops tracking it within a pass or two, where a
+#: _Node per task in flight walked every young and middle collection and hastened the full ones).
+_WALL = 3
+
+
 class RunGraph:
     """The run's tasks as the graph showed them (Parsl task id, key, app, parents) and their wall
     times; thread-safe (submits on Parsl's launch threads, ends on the completion thread).
@@ -159,21 +165,21 @@ class RunGraph:
         self.kept = kept
         self.forgotten = 0  # ended tasks dropped to stay within ``kept``
         self._check_at = kept  # at this many tasks, forget
-        self._nodes: dict[int, _Node] = {}
+        self._nodes: dict[int, tuple] = {}  # task id -> _Node's fields
         self._lock = threading.Lock()
         self._walls: dict[str, list[float]] = {}  # by app: [total, count] of this run's wall times
 
     def launched(self, task_id: int, key: str, app: str, parents: Iterable[int]) -> None:
         """A task (or a retry of it: the latest try counts) was handed to the executor."""
         with self._lock:
-            self._nodes[task_id] = _Node(key, app, tuple(parents))
+            self._nodes[task_id] = (key, app, tuple(parents), None, False)
             if len(self._nodes) >= self._check_at:
                 self._forget(self.kept // 4)
 
     def _forget(self, count: int) -> None:
         """Drop up to ``count`` of the oldest ended tasks (under the lock); the next look is a quarter
         of ``kept`` launches later, also when too few had ended (so never a scan per launch)."""
-        old = list(itertools.islice((task_id for task_id, node in self._nodes.items() if node.wall is not None),
+        old = list(itertools.islice((task_id for task_id, node in self._nodes.items() if node[_WALL] is not None),
                                     count))
         for task_id in old:
             del self._nodes[task_id]
@@ -184,10 +190,12 @@ class RunGraph:
         with self._lock:
             node = self._nodes.get(task_id)
             if node is not None:
-                node.wall, node.ok = max(0.0, wall), ok
+                key, app, parents, _, _ = node
+                wall = max(0.0, wall)
+                self._nodes[task_id] = (key, app, parents, wall, ok)
                 if ok:
-                    walls = self._walls.setdefault(node.app, [0.0, 0])
-                    walls[0] += node.wall
+                    walls = self._walls.setdefault(app, [0.0, 0])
+                    walls[0] += wall
                     walls[1] += 1
 
     def mean_wall(self, app: str) -> float | None:
@@ -205,7 +213,7 @@ class RunGraph:
         """Per key, and per app (:data:`APP_PREFIX`), the mean tail and wall time of its succeeded
         tasks down the chains this run had (children ended here, their wall times)."""
         with self._lock:
-            nodes = {task_id: _Node(n.key, n.app, n.parents, n.wall, n.ok) for task_id, n in self._nodes.items()}
+            nodes = {task_id: _Node(*node) for task_id, node in self._nodes.items()}
         children: dict[int, list[int]] = defaultdict(list)
         for task_id, node in nodes.items():
             for parent in node.parents:

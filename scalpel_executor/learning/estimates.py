@@ -189,16 +189,19 @@ class Estimator:
         self._last_flush = time.monotonic()
         # One flush writes at a time, in the order they took their observations; a flush due while
         # tasks complete runs on a thread of its own (_flush_soon): its store folds cost the completing
-        # thread, which delivers every result, 0.2 ms a task (2,007 folds in 0.36 s of CPU).
+        # thread, which delivers every result, 0.2 ms a task (2,007 folds in 0.36 s of CPU) when each
+        # was a read and a write; now a batch reads and writes each key once (ProfileStore.record),
+        # 3-9 us an observation, still the driver's CPU.
         self._flushing = threading.Lock()
         self._flusher: threading.Thread | None = None  # under _lock
         self.priors: set[str] = set()  # keys that started this run with the prior
         self._plan = MeasurePlan(sampling) if sampling is not None else None  # under _lock
         self.drifts = 0  # unmeasured tasks whose wall time made their key due for a measurement
         self._speedups: dict[str, list] = {}  # key -> [serial fractions read, summed; readings]: the store's and this run's
-        # key -> the last Estimate made for it, handed out again while nothing it says has changed: each
-        # object a submit keeps alive until its task ends adds to the driver's garbage collections
-        self._last: dict[str, Estimate] = {}
+        # key -> the last Estimate made for it (and its fields), handed out again while nothing it says has
+        # changed: each object a submit keeps alive until its task ends adds to the driver's garbage
+        # collections, and a frozen Estimate takes 2.6 us to build
+        self._last: dict[str, tuple[tuple, Estimate]] = {}
 
     def key(self, func: Callable, args: tuple, kwargs: Mapping[str, Any], hints: Hints) -> str:
         """The key a call's measurements are recorded under (see :meth:`keys`)."""
@@ -271,12 +274,13 @@ class Estimator:
             self.priors.add(key)
             logger.info("no profile for %s yet: assuming a footprint of %s and a run time of %.3g s until it is measured",
                         key, format_size(self.default_footprint), self.default_runtime)
-        estimate = Estimate(key, name, footprint, runtime, footprint_source, runtime_source, intensity, measure,
-                            spread, shape, exact, memory, speedup)
+        values = (key, name, footprint, runtime, footprint_source, runtime_source, intensity, measure, spread, shape,
+                  exact, memory, speedup)
         last = self._last.get(key)
-        if last == estimate:  # the same as its key's last task's: that one is kept, this one freed at once
-            return last
-        self._last[key] = estimate
+        if last is not None and last[0] == values:  # as its key's last task's: that Estimate, not another
+            return last[1]
+        estimate = Estimate(*values)
+        self._last[key] = (values, estimate)
         return estimate
 
     def _speedup(self, key: str) -> tuple[float, int] | None:
@@ -344,7 +348,7 @@ class Estimator:
         # A cold call (a fresh worker's first of its app, paying for its imports) counts for its key but
         # not as its small integer's variant: one per worker, each a different tile number or seed,
         # read high and split a Montage key into 16 by tile (learning.refine's guard leaves out one).
-        observation = Observation(
+        observation = None if self.store is None else Observation(
             estimate.key, estimate.app, runtime, footprint, stats.get("peak_rss") or stats.get("max_rss"), miss_rate,
             estimate.shape, None if stats.get("cold") else estimate.exact, reading,
         )
@@ -371,7 +375,7 @@ class Estimator:
                       measured(miss_rate), self.alpha, measured(stats.get("peak_rss")))
             for profile in [self._known[level] for level in levels] + [self._apps[estimate.app]]:
                 profile.learn(*values)
-            if self.store is None:
+            if observation is None:  # no store
                 return
             self._pending.append(observation)
             due = len(self._pending) >= FLUSH_BATCH or time.monotonic() - self._last_flush >= FLUSH_SECONDS

@@ -277,6 +277,8 @@ class HintAudit:
 
     def observe(self, key: str, hints: Hints, stats: Mapping[str, Any]) -> list[str]:
         """Judge one successful task's hints; returns the names of those too far off."""
+        if hints.footprint is None and hints.runtime is None:  # most tasks: nothing to judge, 0.3 us not 4
+            return []
         off = []
         for name, hint, measured, floor in (("footprint", hints.footprint, stats.get("footprint"), FOOTPRINT_FLOOR),
                                             ("runtime", hints.runtime, stats.get("wall"), DRIFT_FLOOR)):

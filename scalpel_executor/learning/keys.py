@@ -302,6 +302,18 @@ def app_name(func: Callable) -> str:
     >>> app_name(functools.partial(bucket, 3))
     'scalpel_executor.learning.keys.bucket'
     """
+    try:
+        return _app_name_once(func)
+    except TypeError:  # a callable object that cannot be a dict key
+        return _app_name(func)
+
+
+@functools.lru_cache(maxsize=1024)
+def _app_name_once(func: Callable) -> str:  # asked two to four times per task at submit, and at its end
+    return _app_name(func)
+
+
+def _app_name(func: Callable) -> str:
     func = _unwrap(func)
     module = getattr(func, "__module__", None) or "?"
     name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or type(func).__name__
@@ -415,8 +427,10 @@ def _declared(func: Callable) -> Mapping[str, Any]:
 
 def _size_free_positions(user: Callable, count: int, names: frozenset[str]) -> set[int]:
     """Positions among the first ``count`` arguments of ``user`` whose parameters are in ``names``."""
+    if not names:  # most apps: nothing declared size-free, and no walk through the wrappers
+        return set()
     code = getattr(_unwrap(user), "__code__", None)
-    if code is None or not names:
+    if code is None:
         return set()
     return {position for position, name in enumerate(code.co_varnames[:min(code.co_argcount, count)])
             if name in names}

@@ -1,5 +1,6 @@
 """Tails learned from a run's graph and kept across runs (learning.critical_path), on real SQLite."""
 
+import gc
 import json
 import sqlite3
 
@@ -7,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalpel_executor.learning.critical_path import (ALPHA, APP_PREFIX, GRAPH, LEARNED, CriticalPathStore, Learned,
+from scalpel_executor.learning.critical_path import (ALPHA, APP_PREFIX, GRAPH, LEARNED, CriticalPathStore, Learned, _Node,
                                                      RunGraph, Tails, describe)
 
 
@@ -165,12 +166,27 @@ def test_a_long_runs_graph_forgets_its_oldest_ended_tasks_and_keeps_those_still_
         graph.ended(task_id, 1.0, True)
         assert len(graph) <= 125  # 1.25 x kept once tasks have ended
     assert graph.forgotten == 1_001 - len(graph) > 800
-    assert graph._nodes[0].wall is None  # not ended: kept however old
+    assert _Node(*graph._nodes[0]).wall is None  # not ended: kept however old
     assert max(graph._nodes) == 1_000  # the latest are the ones kept
     learned = graph.learned()  # from the latest tasks: their chains below them
     assert learned["k"].runtime == 1.0 and learned["k"].tail > 0
     # the run's mean wall time counts every task, forgotten ones too
     assert graph.mean_wall("a") == 1.0
+
+
+def test_a_run_graphs_nodes_leave_the_garbage_collectors_care():
+    """Strings and numbers only: after a pass or two (its parents' tuple first) the collector no longer
+    walks a node, running or ended (a node per task in flight otherwise joins every collection and
+    hastens the full ones)."""
+    graph = RunGraph()
+    graph.launched(1, "k", "a", [])
+    graph.launched(2, "k", "a", iter([1]))
+    graph.ended(1, 0.5, True)
+    gc.collect()
+    gc.collect()
+    assert not any(gc.is_tracked(node) for node in graph._nodes.values())
+    assert _Node(*graph._nodes[1]) == _Node("k", "a", (), 0.5, True)
+    assert _Node(*graph._nodes[2]) == _Node("k", "a", (1,), None, False)
 
 
 def test_a_run_graph_that_would_hold_too_few_tasks_is_refused():

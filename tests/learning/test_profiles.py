@@ -11,7 +11,7 @@ import statistics
 import subprocess
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from scalpel_executor.cli import main
@@ -137,6 +137,40 @@ def test_running_statistics_match_the_textbook(values):
     for value in values[1:]:
         ewma = 0.3 * value + 0.7 * ewma
     assert math.isclose(profile.runtime, ewma, rel_tol=1e-9, abs_tol=1e-6)
+
+
+observations = st.lists(st.builds(
+    lambda key, exact, runtime, footprint, rss: Observation(
+        key, "app", runtime=runtime, footprint=footprint, peak_rss=rss,
+        shape=None if key == "app(n<16)" else "app(n<16)" if key.startswith("app(") else None,
+        exact=f"app({exact})" if key == "app(n<16)" else None),
+    st.sampled_from(["app(n<16)", "app(3)", "other"]), st.integers(0, 3),
+    st.one_of(st.none(), finite), st.one_of(st.none(), st.sampled_from([1e6, 8e6, 64e6])),
+    st.one_of(st.none(), finite)), min_size=1, max_size=25)
+
+
+def _rows(store: ProfileStore) -> dict:
+    """Every row of the tables ``record`` writes, without the time it wrote them."""
+    with store._lock:
+        read = store._connection.execute
+        return {table: sorted(tuple(v for c, v in zip(columns, row) if c != "updated")
+                              for row in read(f"SELECT {', '.join(columns)} FROM {table}").fetchall())
+                for table, columns in (("profiles", [d[1] for d in read("PRAGMA table_info(profiles)")]),
+                                       ("variants", [d[1] for d in read("PRAGMA table_info(variants)")]))}
+
+
+@settings(max_examples=60, deadline=None)
+@given(observations)
+def test_a_batch_folds_as_its_observations_one_at_a_time(batch):
+    """``record`` reads and writes each key's row once per batch: the statistics, variants, parents
+    and split marks are those of folding the observations one by one."""
+    with ProfileStore(":memory:") as together, ProfileStore(":memory:") as alone:
+        together.record(batch)
+        for observation in batch:
+            alone.record([observation])
+        rows = _rows(alone)
+        assume(not any(row[-1] for row in rows["profiles"]))  # a split mid-way: a batch splits after its folds
+        assert _rows(together) == rows
 
 
 def test_unmeasured_values_teach_nothing():

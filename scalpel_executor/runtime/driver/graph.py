@@ -141,7 +141,9 @@ class PendingGraph:
         self.cycles = 0  # edges that closed a cycle, skipped (Parsl cannot make one)
         self._lock = threading.Lock()
         self._names: dict[int, str | None] = {}  # None: a parent seen before its own record
-        self._children: dict[int, list[int]] = {}
+        # id -> its children; () until it has one: a list per task, most of them never filled, joined every
+        # garbage collection while its task was pending (the empty tuple is one object, never tracked)
+        self._children: dict[int, list[int] | tuple[()]] = {}
         self._next = 0  # lowest id never looked at
         self._holes: set[int] = set()  # ids below _next whose record was missing, not forgotten
         self._finished: set[int] = set()  # ids forgotten before the index reached them
@@ -251,7 +253,7 @@ class PendingGraph:
         if self._names.get(task_id) is not None:
             return False
         self._names[task_id] = record["func_name"]
-        self._children.setdefault(task_id, [])
+        self._children.setdefault(task_id, ())
         added = False
         for parent in parent_ids(record):
             self.steps += 1
@@ -260,8 +262,10 @@ class PendingGraph:
                 if parent not in self._holes:
                     continue  # finished: this edge no longer gates anything
                 self._names[parent] = None
-                kids = self._children[parent] = []
-            kids.append(task_id)
+            if kids:
+                kids.append(task_id)
+            else:
+                self._children[parent] = [task_id]
             added = True
         return added
 

@@ -42,12 +42,14 @@ __all__ = ["TaskRecord", "task_rows", "task_spans", "measure_waits", "mixed_keys
            "OverCache", "corun_footprint", "row_span", "over_cache_coruns", "seconds_covered", "run_summary"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(kw_only=True, slots=True)
 class TaskRecord:
     """What happened to one task: where it ran (slot, LLC domain, CPU), when, and its estimates.
 
     Built by keyword only, so a new field is its declaration here and one keyword where the
-    executor completes a task."""
+    executor completes a task. Built once per task on the thread that delivers results, so not
+    frozen: a frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``
+    (5.8 us a record, 2.1 this way); nothing changes a record once it is built."""
 
     task_id: int
     slot: int | None  # None: it never started (shutdown)
