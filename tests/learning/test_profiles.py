@@ -173,6 +173,21 @@ def test_a_batch_folds_as_its_observations_one_at_a_time(batch):
         assert _rows(together) == rows
 
 
+def test_a_batch_costs_the_store_statements_per_key_not_per_observation(tmp_path):
+    """The driver's flush thread folds every task's measurements: 2,000 tasks of two keys (one with
+    its variants) cost a handful of statements per key, as 20 tasks do (a read and a write per
+    observation cost 20-44 us a task)."""
+    def statements(count: int) -> int:
+        with ProfileStore(tmp_path / f"p{count}.sqlite") as store:
+            executed = []
+            store._connection.set_trace_callback(executed.append)
+            store.record([Observation("app(n<16)", "app", runtime=1.0 + i % 3, shape=None, exact=f"app({i % 4})")
+                          for i in range(count)] +
+                         [Observation("other", "other", runtime=2.0, footprint=1e6) for _ in range(count)])
+            return sum(1 for text in executed if not text.startswith(("BEGIN", "COMMIT")))
+    assert statements(2000) == statements(20) < 40
+
+
 def test_unmeasured_values_teach_nothing():
     with ProfileStore(":memory:") as store:
         store.record([Observation("k", "a", runtime=1.0, footprint=None), Observation("k", "a", runtime=float("nan"))])
