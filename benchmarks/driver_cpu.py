@@ -13,6 +13,9 @@ topology by ``experiments.interleaved.scalpel_topology``: more than the cores em
 With ``--warm`` above 50, the lone tasks after the first 50 also give the median round trip.
 ``--store`` gives ScalpelExecutor a profile store (a fresh one in the run's temporary folder), as a
 user's run has by default: its folds of every task's measurements are then driver CPU too.
+``--logging`` keeps Parsl's own log file (``parsl.log`` at DEBUG, ``initialize_logging=True``: a
+user's default): about 20 lines a task, each a write that lets go of the interpreter, so the
+driver's threads hand it to each other; the voluntary context switches per task say how often.
 
 ``--spy FOLDER`` also samples the bursts with py-spy (``pip install py-spy``), only the thread
 holding the GIL (``--gil --threads``), and prints, per thread, the share of its samples in each
@@ -22,6 +25,7 @@ function of the executor (inclusive); the raw samples go to FOLDER/<executor>.tx
     python benchmarks/driver_cpu.py --executors scalpel --bursts 4 --spy /tmp/spy
     python benchmarks/driver_cpu.py --workers 16 --bursts 2      # an emulated 16-worker node
     python benchmarks/driver_cpu.py --store --bursts 2           # with a profile store, as users run
+    python benchmarks/driver_cpu.py --store --logging --bursts 2 # and Parsl's log file, as users run
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ def noop():
 
 
 def measure(kind: str, tasks: int, bursts: int, warm: int, spy: Path | None, workers: int | None = None,
-            store: bool = False) -> dict:
+            store: bool = False, logging: bool = False) -> dict:
     """Run in a child process (a fresh interpreter per executor): the figures of one executor."""
     import parsl
     from parsl.config import Config
@@ -82,7 +86,7 @@ def measure(kind: str, tasks: int, bursts: int, warm: int, spy: Path | None, wor
             by_generation[info["generation"]][1] += spent
 
     with scratch as run_dir:
-        with parsl.load(Config(executors=[executor], run_dir=run_dir, initialize_logging=False)):
+        with parsl.load(Config(executors=[executor], run_dir=run_dir, initialize_logging=logging)):
             trips = []
             for _ in range(warm):
                 called = time.perf_counter()
@@ -113,6 +117,9 @@ def measure(kind: str, tasks: int, bursts: int, warm: int, spy: Path | None, wor
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     return {"executor": kind, "tasks": count, "tasks_per_second": count / seconds,
             "driver_us_per_task": cpu / count * 1e6, "gc_us_per_task": collector[0] / count * 1e6,
+            "user_us_per_task": (after.ru_utime - before.ru_utime) / count * 1e6,
+            "system_us_per_task": (after.ru_stime - before.ru_stime) / count * 1e6,
+            "voluntary_switches_per_task": (after.ru_nvcsw - before.ru_nvcsw) / count,
             "gc_per_1000_tasks": [round(n / count * 1000, 2) for n, _ in by_generation],
             "gc_us_per_task_by_generation": [round(spent / count * 1e6, 1) for _, spent in by_generation],
             "tracked_objects_after": tracked,
@@ -145,6 +152,8 @@ def main() -> int:
                         "wider node)")
     parser.add_argument("--warm", type=int, default=50, help="lone no-op tasks first (default %(default)s)")
     parser.add_argument("--spy", type=Path, metavar="FOLDER", help="sample the bursts with py-spy into FOLDER")
+    parser.add_argument("--logging", action="store_true", help="keep Parsl's log file (parsl.log, DEBUG), as a "
+                        "user's run does (default: initialize_logging=False)")
     parser.add_argument("--store", action="store_true", help="ScalpelExecutor keeps a profile store (a fresh "
                         "one in a temporary folder), as a user's run does (default: profiles=False)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -153,7 +162,8 @@ def main() -> int:
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
     if args.child:
-        print(json.dumps(measure(args.child, args.tasks, args.bursts, args.warm, args.spy, args.workers, args.store)))
+        print(json.dumps(measure(args.child, args.tasks, args.bursts, args.warm, args.spy, args.workers, args.store,
+                                 args.logging)))
         return 0
     kinds = [kind.strip() for kind in args.executors.split(",") if kind.strip()]
     if unknown := [kind for kind in kinds if kind not in ("scalpel", "htex")]:
@@ -165,7 +175,8 @@ def main() -> int:
     for kind in kinds:
         command = [sys.executable, __file__, "--child", kind, "--tasks", str(args.tasks), "--bursts",
                    str(args.bursts), "--warm", str(args.warm)] + (["--spy", str(args.spy)] if args.spy else []) \
-            + (["--workers", str(args.workers)] if args.workers else []) + (["--store"] if args.store else [])
+            + (["--workers", str(args.workers)] if args.workers else []) + (["--store"] if args.store else []) \
+            + (["--logging"] if args.logging else [])
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
         if done.returncode or not lines:
@@ -176,6 +187,8 @@ def main() -> int:
               f"   of it in the garbage collector {row['gc_us_per_task']:4.0f}"
               + (f"   frames read per task {row['frames_per_task']:.2f}" if row.get("frames_per_task") is not None else "")
               + (f"   lone round trip {row['round_trip_ms']:.2f} ms" if row.get("round_trip_ms") is not None else ""))
+        print(f"{'':8s} user {row['user_us_per_task']:.0f} + system {row['system_us_per_task']:.0f} us/task; "
+              f"voluntary context switches per task {row['voluntary_switches_per_task']:.2f}")
         print(f"{'':8s} collections per 1,000 tasks (young, middle, full) {row['gc_per_1000_tasks']}, us/task "
               f"{row['gc_us_per_task_by_generation']}; objects tracked after the bursts {row['tracked_objects_after']:,}")
         if args.spy is not None and (args.spy / f"{kind}.txt").exists():

@@ -147,7 +147,7 @@ class _Node:
 
 #: Where a run graph's node keeps its wall time (a node is held as a plain tuple of _Node's fields:
 #: of strings and numbers only, the garbage collector stops tracking it within a pass or two, where a
-#: _Node per task in flight walked every young and middle collection and hastened the full ones).
+#: _Node per task, kept for the run, was one more object in every collection after it).
 _WALL = 3
 
 

@@ -10,11 +10,15 @@ import math
 import os
 import signal
 import socket
+import struct
+import subprocess
 import threading
 import time
 from multiprocessing.connection import Connection
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scalpel_executor.core.batching import Batching
 from scalpel_executor.core.tasks import Task
@@ -22,7 +26,9 @@ from scalpel_executor.host.sysfs import resolve_topology
 from scalpel_executor.runtime.contract import Job, Outcome
 from scalpel_executor.runtime.errors import NodeManagerLost
 from scalpel_executor.runtime.node.manager import NodeManager
+from scalpel_executor.runtime.driver.ledger import Ledger
 from scalpel_executor.runtime.driver.manager_client import ManagerClient
+from scalpel_executor.runtime.driver.manager_process import LocalManager, _whole_frames
 from scalpel_executor.runtime.wire.manager_messages import (Began, Failed, FrameError, Heartbeat, Log, Result, Shutdown,
                                                        Submit, decode, decode_frame, encode, encode_frame,
                                                        submit_row, task_of)
@@ -343,3 +349,50 @@ def test_tasks_submitted_from_several_threads_at_once_all_complete(client):
         thread.join()
     ended = outcomes.wait(ids)
     assert all(outcome.error is None for outcome in ended.values())
+
+
+# -- the driver's reads: every whole frame in one read ---------------------------------------------
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.binary(max_size=300), min_size=1, max_size=12), st.lists(st.integers(1, 64), min_size=1, max_size=40))
+def test_frames_come_out_whole_and_in_order_however_the_bytes_arrive(payloads, cuts):
+    """As ``Connection.send_bytes`` framed them, whatever pieces the socket hands over: a frame's first
+    part waits in the buffer for the rest, and nothing is read twice."""
+    a, b = socket.socketpair()
+    sender = Connection(a.detach())
+    for payload in payloads:
+        sender.send_bytes(payload)
+    raw = b.recv(1 << 20)
+    while len(raw) < sum(len(payload) + 4 for payload in payloads):
+        raw += b.recv(1 << 20)
+    sender.close()
+    b.close()
+    unread, frames, at = bytearray(), [], 0
+    for cut in cuts * (len(raw) // max(1, sum(cuts)) + 1):
+        if at >= len(raw):
+            break
+        unread += raw[at:at + cut]
+        at += cut
+        frames += _whole_frames(unread)
+    assert frames == payloads and not unread
+
+
+def test_the_reader_takes_every_frame_the_socket_holds_in_one_read_and_waits_for_a_frames_rest():
+    ours, theirs = socket.socketpair()
+    peer = Connection(theirs.detach())
+    manager = LocalManager(subprocess.Popen(["true"]), Connection(ours.detach()), Ledger())
+    try:
+        for payload in (b"one", b"two", b"three"):
+            peer.send_bytes(payload)
+        assert manager.readable(5) and manager.read_frames() == [b"one", b"two", b"three"]
+        whole = struct.pack("!i", 6) + b"halves"
+        os.write(peer.fileno(), whole[:5])  # its length and a byte: read_frames waits for the rest
+        threading.Timer(0.2, os.write, (peer.fileno(), whole[5:])).start()
+        assert manager.readable(5) and manager.read_frames() == [b"halves"]
+        peer.close()
+        assert manager.readable(5)
+        with pytest.raises(EOFError):
+            manager.read_frames()
+    finally:
+        manager.process.wait()
+        manager.outbox.close()

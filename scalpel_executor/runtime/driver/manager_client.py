@@ -294,23 +294,27 @@ class ManagerClient:
                                           else f"did not start within {self._start_timeout:.0f} s and was killed"):
                             return
                         continue
-                    messages = decode_frame(manager.connection.recv_bytes())
-                    self.frames_read += 1
+                    frames = manager.read_frames()
                 except (EOFError, OSError):
                     if not self._lost(manager, None):
                         return
                     continue
-                except ValueError as error:
-                    # The rows before a malformed one were sent before it: they count (a Began among them
-                    # says its tasks may have run), as the messages before a malformed one did.
-                    for message in getattr(error, "messages", ()):
+                for data in frames:
+                    try:
+                        messages = decode_frame(data)
+                        self.frames_read += 1
+                    except ValueError as error:
+                        # The rows before a malformed one were sent before it: they count (a Began among them
+                        # says its tasks may have run), as the messages before a malformed one did; the
+                        # frames after it are the killed manager's.
+                        for message in getattr(error, "messages", ()):
+                            self._handle(manager, message)
+                        logger.error("node manager pid %d sent a malformed message: %s", manager.pid, error)
+                        if not self._lost(manager, f"sent a malformed message ({error}) and was killed"):
+                            return
+                        break
+                    for message in messages:
                         self._handle(manager, message)
-                    logger.error("node manager pid %d sent a malformed message: %s", manager.pid, error)
-                    if not self._lost(manager, f"sent a malformed message ({error}) and was killed"):
-                        return
-                    continue
-                for message in messages:
-                    self._handle(manager, message)
         except BaseException as error:  # noqa: BLE001 - a bug here must not leave futures pending forever
             logger.exception("the node manager's reader thread failed; failing every unfinished task")
             with self._lock:

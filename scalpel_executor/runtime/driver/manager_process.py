@@ -15,6 +15,7 @@ import math
 import os
 import select
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -34,6 +35,7 @@ logger = logging.getLogger("scalpel_executor.runtime.driver.manager_client")  # 
 
 STDERR_TAIL = 20  # lines of the manager's error output kept for a start failure's message
 STDERR_CHUNK = 64 * 1024  # bytes of the manager's error output read, forwarded and kept of a line at once
+READ_CHUNK = 1 << 20  # bytes of the manager's frames the reader takes in at most per read
 #: Seconds shutdown waits, once the manager has exited, for the last of its error output to be copied.
 #: The pipe ends only when every process holding its write end has closed it, and a daemon a task
 #: started (double fork, its own session) outlives the workers' process groups and may hold it for
@@ -66,6 +68,7 @@ class LocalManager:
     fatal: str | None = None  # what its Fatal message said
     outbox: Outbox = field(init=False)
     _poller: select.poll | None = field(default=None, init=False, repr=False)
+    _unread: bytearray = field(default_factory=bytearray, init=False, repr=False)  # a frame's first part
 
     def __post_init__(self) -> None:
         # No lingering: a burst's first Submit would reach the manager's batcher alone, ahead of the
@@ -106,6 +109,22 @@ class LocalManager:
             self._poller = select.poll()
             self._poller.register(self.connection.fileno(), select.POLLIN)
         return bool(self._poller.poll(min(math.ceil(max(0.0, timeout) * 1000), 2**31 - 1)))  # poll's int of ms
+
+    def read_frames(self) -> list[bytes]:
+        """Every whole frame the manager has sent by now (at least one; after :meth:`readable`), as
+        ``Connection.send_bytes`` framed them: one read of what the socket holds, where
+        ``Connection.recv_bytes`` made two reads per frame (its length, then its bytes). Each read
+        lets go of the interpreter, and on a driver whose threads all want it (Parsl writes its log
+        file at every step of a task) each is a hand-over. A frame's first part waits for the rest.
+        Raises EOFError when the manager closed its end, OSError when this side is closed."""
+        while True:
+            frames = _whole_frames(self._unread)
+            if frames:
+                return frames
+            chunk = os.read(self.connection.fileno(), READ_CHUNK)
+            if not chunk:
+                raise EOFError("the node manager closed its end of the connection")
+            self._unread += chunk
 
     def _write(self, data: bytes) -> None:
         with self.send_lock:  # never a write to a descriptor kill() closed, and maybe reused
@@ -181,3 +200,26 @@ def forward_stderr(stream: IO[bytes], tail: deque) -> None:
                     sys.stderr.write(chunk.decode(errors="replace"))
             except (OSError, ValueError):  # our stderr is closed: keep the tail all the same
                 pass
+
+
+def _whole_frames(unread: bytearray) -> list[bytes]:
+    """The whole frames at the start of ``unread``, taken out of it (``Connection.send_bytes``'s
+    framing: a 4-byte big-endian length, or -1 and an 8-byte length for 2 GiB or more).
+
+    >>> unread = bytearray(struct.pack("!i", 2) + b"ab" + struct.pack("!i", 3) + b"c")
+    >>> _whole_frames(unread), bytes(unread)
+    ([b'ab'], b'\\x00\\x00\\x00\\x03c')
+    """
+    frames, at, end = [], 0, len(unread)
+    while end - at >= 4:
+        size, header = struct.unpack_from("!i", unread, at)[0], 4
+        if size == -1:
+            if end - at < 12:
+                break
+            size, header = struct.unpack_from("!Q", unread, at + 4)[0], 12
+        if end - at - header < size:
+            break
+        frames.append(bytes(unread[at + header:at + header + size]))
+        at += header + size
+    del unread[:at]
+    return frames
