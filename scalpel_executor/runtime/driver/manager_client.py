@@ -24,7 +24,8 @@ Data flow::
                                             a back-off (0.5 s, doubling) and send it the tasks the dead
                                             one held, unspent; give up after MAX_REPLACEMENT_STARTS in a row
 
-The reader thread is the only reader; it calls ``on_complete`` itself, holding no lock (Parsl's
+The reader thread is the only reader (it takes every whole frame the socket holds in one read:
+``LocalManager.read_frames``); it calls ``on_complete`` itself, holding no lock (Parsl's
 callbacks may submit again, and a retry goes to the replacement). A task is in the client's one
 :class:`~scalpel_executor.runtime.driver.ledger.Ledger` (outstanding) from the moment ``submit`` accepts
 it until exactly one outcome is delivered: from the manager, from the loss of the manager it was
