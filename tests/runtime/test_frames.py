@@ -6,6 +6,7 @@ Began named go to the replacement unspent however the messages were framed.
 """
 
 import json
+import logging
 import math
 import os
 import signal
@@ -28,7 +29,7 @@ from scalpel_executor.runtime.errors import NodeManagerLost
 from scalpel_executor.runtime.node.manager import NodeManager
 from scalpel_executor.runtime.driver.ledger import Ledger
 from scalpel_executor.runtime.driver.manager_client import ManagerClient
-from scalpel_executor.runtime.driver.manager_process import LocalManager, _whole_frames
+from scalpel_executor.runtime.driver.manager_process import LocalManager, _whole_frames, handing_off
 from scalpel_executor.runtime.wire.manager_messages import (Began, Failed, FrameError, Heartbeat, Log, Result, Shutdown,
                                                        Submit, decode, decode_frame, encode, encode_frame,
                                                        submit_row, task_of)
@@ -396,3 +397,28 @@ def test_the_reader_takes_every_frame_the_socket_holds_in_one_read_and_waits_for
     finally:
         manager.process.wait()
         manager.outbox.close()
+
+
+def test_submits_go_to_the_sender_unless_parsl_logs_every_task():
+    """Parsl's log file on (its default): the launch thread writes its own Submits; off: the sender does."""
+    dfk_logger = logging.getLogger("parsl.dataflow.dflow")
+    level, propagate, handler = dfk_logger.level, dfk_logger.propagate, logging.NullHandler()
+    try:
+        dfk_logger.propagate = False  # its handlers alone (pytest's capture sits on the root logger)
+        dfk_logger.setLevel(logging.DEBUG)
+        assert handing_off()  # no handler anywhere (a DataFlowKernel's log file removed at cleanup): nothing written
+        dfk_logger.addHandler(handler)
+        dfk_logger.setLevel(logging.WARNING)
+        assert handing_off()
+        dfk_logger.setLevel(logging.DEBUG)
+        assert not handing_off()
+        ours, theirs = socket.socketpair()
+        manager = LocalManager(subprocess.Popen(["true"]), Connection(ours.detach()), Ledger())
+        assert manager.outbox._hand_off is False
+        manager.process.wait()
+        manager.outbox.close()
+        theirs.close()
+    finally:
+        dfk_logger.setLevel(level)
+        dfk_logger.propagate = propagate
+        dfk_logger.removeHandler(handler)

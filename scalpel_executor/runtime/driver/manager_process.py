@@ -73,10 +73,9 @@ class LocalManager:
     def __post_init__(self) -> None:
         # No lingering: a burst's first Submit would reach the manager's batcher alone, ahead of the
         # rest, and start before tasks the scheduler would have put first (a critical path's head).
-        # Handed off: Parsl's launch thread never writes, so it never lets go of the interpreter for
-        # a syscall and waits to take it back (a write per task did; the sender takes what came meanwhile).
+        # Handed off (handing_off()) unless Parsl logs every task.
         self.outbox = Outbox(self._write, name=f"scalpel-submit-{self.process.pid}", role="submit", linger=0.0,
-                             hand_off=True)
+                             hand_off=handing_off())
 
     @property
     def pid(self) -> int:
@@ -200,6 +199,22 @@ def forward_stderr(stream: IO[bytes], tail: deque) -> None:
                     sys.stderr.write(chunk.decode(errors="replace"))
             except (OSError, ValueError):  # our stderr is closed: keep the tail all the same
                 pass
+
+
+def handing_off() -> bool:
+    """Whether the driver's Submits go to the outbox's sender thread (True) or are written by the
+    thread that submits them, Parsl's launch thread, when nothing is queued (False).
+
+    Handed off while Parsl does not log each task: the launch thread then never lets go of the
+    interpreter for a write and waits to take it back (a write per task did; the driver's CPU per
+    no-op task is 21% lower handed off, 4 interleaved pairs). Written by the launch thread while
+    Parsl logs each task's state (its log file, ``initialize_logging=True``, Parsl's default): each
+    of its 17 or so writes a task already lets go of the interpreter, and a sender woken for every
+    Submit is one more thread waiting for it at each: 19-21 voluntary context switches a task
+    against 14-15 written directly, which spends 13% less CPU (docs/results/throughput.md). Asked
+    when a node manager is started, once the DataFlowKernel has set up its logging."""
+    dfk_logger = logging.getLogger("parsl.dataflow.dflow")  # a handler somewhere: its lines are written
+    return not (dfk_logger.isEnabledFor(logging.INFO) and dfk_logger.hasHandlers())
 
 
 def _whole_frames(unread: bytearray) -> list[bytes]:
