@@ -12,8 +12,9 @@ Faileds (:class:`~scalpel_executor.runtime.node.manager.NodeManager`)::
 
 A lone message goes at once, written by the thread that puts it (no hand-off: on a loaded machine a
 waking thread can wait milliseconds for a core), unless the outbox hands off (``hand_off=True``, the
-driver's: there the writer was Parsl's launch thread, which let go of the interpreter at each write
-and then waited to take it back). Under a burst the sender lingers: a message put
+driver's while Parsl does not log each task: there the writer was Parsl's launch thread, which let go
+of the interpreter at each write and then waited to take it back;
+``runtime.driver.manager_process.handing_off``). Under a burst the sender lingers: a message put
 less than :data:`LINGER` seconds after the previous put's frame is queued, and the sender writes
 the next frame that long after it, with everything that came meanwhile. A burst so costs a frame per ``LINGER`` instead of a write,
 a read and a JSON document per message, and a lone task's round trip nothing: its messages find
