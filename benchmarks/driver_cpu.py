@@ -17,6 +17,18 @@ user's run has by default: its folds of every task's measurements are then drive
 user's default): about 20 lines a task, each a write that lets go of the interpreter, so the
 driver's threads hand it to each other; the voluntary context switches per task say how often.
 
+**Contention.** With the log file on, each of the DataFlowKernel's three threads in the driver (the
+main thread's ``submit``, its launch thread, the executor's results thread) changes a task's state
+under one lock, ``DataFlowKernel.task_state_counts_lock``, and writes a log line while holding it;
+a write lets go of the interpreter, another thread takes it and may reach the same lock and wait.
+Printed per executor: how many acquisitions of that lock per task found it held (the lock is
+wrapped by a counting one for the bursts), and for ScalpelExecutor the messages per frame read
+from its node manager (1.0: a Began and each Result in frames of their own).
+
+``--rounds N`` runs the executors N times each, interleaved (scalpel, htex, scalpel, ...), and
+ends with the medians and the paired ratios scalpel/htex of the same round; ``--json PATH`` keeps
+every sample.
+
 ``--spy FOLDER`` also samples the bursts with py-spy (``pip install py-spy``), only the thread
 holding the GIL (``--gil --threads``), and prints, per thread, the share of its samples in each
 function of the executor (inclusive); the raw samples go to FOLDER/<executor>.txt.
@@ -26,6 +38,7 @@ function of the executor (inclusive); the raw samples go to FOLDER/<executor>.tx
     python benchmarks/driver_cpu.py --workers 16 --bursts 2      # an emulated 16-worker node
     python benchmarks/driver_cpu.py --store --bursts 2           # with a profile store, as users run
     python benchmarks/driver_cpu.py --store --logging --bursts 2 # and Parsl's log file, as users run
+    python benchmarks/driver_cpu.py --store --logging --bursts 2 --rounds 6 --json cpu.json  # paired
 """
 
 from __future__ import annotations
@@ -52,6 +65,27 @@ WARMED = 50
 
 def noop():
     return 0
+
+
+class CountingLock:
+    """A lock that counts the acquisitions that found it held (the DataFlowKernel's state lock)."""
+
+    def __init__(self, inner):
+        self.inner, self.contended = inner, 0
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if self.inner.acquire(False):
+            return True
+        self.contended += 1
+        return self.inner.acquire(blocking, timeout)
+
+    def release(self) -> None:
+        self.inner.release()
+
+    __enter__ = acquire
+
+    def __exit__(self, *_) -> None:
+        self.inner.release()
 
 
 def measure(kind: str, tasks: int, bursts: int, warm: int, spy: Path | None, workers: int | None = None,
@@ -86,7 +120,7 @@ def measure(kind: str, tasks: int, bursts: int, warm: int, spy: Path | None, wor
             by_generation[info["generation"]][1] += spent
 
     with scratch as run_dir:
-        with parsl.load(Config(executors=[executor], run_dir=run_dir, initialize_logging=logging)):
+        with parsl.load(Config(executors=[executor], run_dir=run_dir, initialize_logging=logging)) as dfk:
             trips = []
             for _ in range(warm):
                 called = time.perf_counter()
@@ -100,7 +134,8 @@ def measure(kind: str, tasks: int, bursts: int, warm: int, spy: Path | None, wor
                 time.sleep(1.5)  # py-spy attaches
             gc.callbacks.append(collecting)
             channel = getattr(executor, "_pool", None)  # ScalpelExecutor's ManagerClient; HTEX has none
-            frames = getattr(channel, "frames_read", 0)
+            frames, messages = getattr(channel, "frames_read", 0), getattr(channel, "messages_read", 0)
+            state_lock = dfk.task_state_counts_lock = CountingLock(dfk.task_state_counts_lock)
             before, started = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
             for _ in range(bursts):
                 futures = [app() for _ in range(tasks)]
@@ -108,6 +143,8 @@ def measure(kind: str, tasks: int, bursts: int, warm: int, spy: Path | None, wor
                     future.result()
             seconds, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF)
             frames = getattr(channel, "frames_read", 0) - frames
+            messages = getattr(channel, "messages_read", 0) - messages
+            dfk.task_state_counts_lock = state_lock.inner
             gc.callbacks.remove(collecting)
             tracked = len(gc.get_objects())  # what every full collection walks, after the bursts
             if sampler is not None:
@@ -124,6 +161,8 @@ def measure(kind: str, tasks: int, bursts: int, warm: int, spy: Path | None, wor
             "gc_us_per_task_by_generation": [round(spent / count * 1e6, 1) for _, spent in by_generation],
             "tracked_objects_after": tracked,
             "frames_per_task": frames / count if kind == "scalpel" else None,
+            "messages_per_frame": messages / frames if kind == "scalpel" and frames else None,
+            "state_lock_contended_per_task": state_lock.contended / count,
             "round_trip_ms": statistics.median(trips[WARMED:]) * 1e3 if len(trips) > WARMED else None}
 
 
@@ -142,6 +181,61 @@ def shares(raw: Path, limit: float = 0.015) -> dict[str, list[tuple[float, str]]
             for thread, _ in totals.most_common(4)}
 
 
+def run_child(kind: str, args: argparse.Namespace) -> dict | None:
+    """One sample: ``measure`` in a fresh interpreter; None (said on stderr) when it failed."""
+    command = [sys.executable, __file__, "--child", kind, "--tasks", str(args.tasks), "--bursts",
+               str(args.bursts), "--warm", str(args.warm)] + (["--spy", str(args.spy)] if args.spy else []) \
+        + (["--workers", str(args.workers)] if args.workers else []) + (["--store"] if args.store else []) \
+        + (["--logging"] if args.logging else [])
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode or not lines:
+        print(f"{kind}: failed (exit {done.returncode})\n{done.stderr[-2000:]}", file=sys.stderr)
+        return None
+    return json.loads(lines[-1])
+
+
+def show(row: dict, spy: Path | None) -> None:
+    kind = row["executor"]
+    print(f"{kind:8s} {row['tasks_per_second']:7.0f} tasks/s   driver {row['driver_us_per_task']:6.0f} us/task"
+          f"   of it in the garbage collector {row['gc_us_per_task']:4.0f}"
+          + (f"   frames read per task {row['frames_per_task']:.2f}" if row.get("frames_per_task") is not None else "")
+          + (f"   lone round trip {row['round_trip_ms']:.2f} ms" if row.get("round_trip_ms") is not None else ""))
+    print(f"{'':8s} user {row['user_us_per_task']:.0f} + system {row['system_us_per_task']:.0f} us/task; "
+          f"voluntary context switches per task {row['voluntary_switches_per_task']:.2f}; the DataFlowKernel's "
+          f"state lock found held {row['state_lock_contended_per_task']:.2f} times a task"
+          + (f"; {row['messages_per_frame']:.2f} messages a frame" if row.get("messages_per_frame") else ""))
+    print(f"{'':8s} collections per 1,000 tasks (young, middle, full) {row['gc_per_1000_tasks']}, us/task "
+          f"{row['gc_us_per_task_by_generation']}; objects tracked after the bursts {row['tracked_objects_after']:,}")
+    if spy is not None and (spy / f"{kind}.txt").exists():
+        for thread, functions in shares(spy / f"{kind}.txt").items():
+            print(f"  {thread}")
+            for share, name in functions[:14]:
+                print(f"    {share:6.1%}  {name}")
+
+
+#: What the summary of several rounds compares, by the sample's field.
+COMPARED = {"driver_us_per_task": "driver CPU us/task", "tasks_per_second": "tasks/s",
+            "voluntary_switches_per_task": "voluntary switches/task",
+            "state_lock_contended_per_task": "state lock found held/task"}
+
+
+def summarize(samples: list[dict], kinds: list[str]) -> None:
+    """Medians per executor, and the paired ratios scalpel/htex of the same round (median [min-max])."""
+    print(f"\nover {max(row['round'] for row in samples) + 1} interleaved rounds:")
+    for field, name in COMPARED.items():
+        medians = {kind: statistics.median(row[field] for row in samples if row["executor"] == kind) for kind in kinds}
+        line = f"  {name:28s} " + "   ".join(f"{kind} {value:8.2f}" for kind, value in medians.items())
+        if set(kinds) == {"scalpel", "htex"}:
+            by_round = collections.defaultdict(dict)
+            for row in samples:
+                by_round[row["round"]][row["executor"]] = row[field]
+            ratios = sorted(pair["scalpel"] / pair["htex"] for pair in by_round.values() if pair.get("htex"))
+            if ratios:
+                line += f"   scalpel/htex {statistics.median(ratios):.3f} [{ratios[0]:.3f}-{ratios[-1]:.3f}]"
+        print(line)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="\n".join(__doc__.splitlines()[2:]),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -156,9 +250,12 @@ def main() -> int:
                         "user's run does (default: initialize_logging=False)")
     parser.add_argument("--store", action="store_true", help="ScalpelExecutor keeps a profile store (a fresh "
                         "one in a temporary folder), as a user's run does (default: profiles=False)")
+    parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds of the executors (default "
+                        "%(default)s); more than one ends with medians and paired ratios")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="write every sample to PATH")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    for name in ("tasks", "bursts") + (("workers",) if args.workers is not None else ()):
+    for name in ("tasks", "bursts", "rounds") + (("workers",) if args.workers is not None else ()):
         if getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
     if args.child:
@@ -172,30 +269,20 @@ def main() -> int:
         if shutil.which("py-spy") is None:
             parser.error("--spy needs py-spy on the PATH (pip install py-spy)")
         args.spy.mkdir(parents=True, exist_ok=True)
-    for kind in kinds:
-        command = [sys.executable, __file__, "--child", kind, "--tasks", str(args.tasks), "--bursts",
-                   str(args.bursts), "--warm", str(args.warm)] + (["--spy", str(args.spy)] if args.spy else []) \
-            + (["--workers", str(args.workers)] if args.workers else []) + (["--store"] if args.store else []) \
-            + (["--logging"] if args.logging else [])
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-        if done.returncode or not lines:
-            print(f"{kind}: failed (exit {done.returncode})\n{done.stderr[-2000:]}", file=sys.stderr)
-            return 1
-        row = json.loads(lines[-1])
-        print(f"{kind:8s} {row['tasks_per_second']:7.0f} tasks/s   driver {row['driver_us_per_task']:6.0f} us/task"
-              f"   of it in the garbage collector {row['gc_us_per_task']:4.0f}"
-              + (f"   frames read per task {row['frames_per_task']:.2f}" if row.get("frames_per_task") is not None else "")
-              + (f"   lone round trip {row['round_trip_ms']:.2f} ms" if row.get("round_trip_ms") is not None else ""))
-        print(f"{'':8s} user {row['user_us_per_task']:.0f} + system {row['system_us_per_task']:.0f} us/task; "
-              f"voluntary context switches per task {row['voluntary_switches_per_task']:.2f}")
-        print(f"{'':8s} collections per 1,000 tasks (young, middle, full) {row['gc_per_1000_tasks']}, us/task "
-              f"{row['gc_us_per_task_by_generation']}; objects tracked after the bursts {row['tracked_objects_after']:,}")
-        if args.spy is not None and (args.spy / f"{kind}.txt").exists():
-            for thread, functions in shares(args.spy / f"{kind}.txt").items():
-                print(f"  {thread}")
-                for share, name in functions[:14]:
-                    print(f"    {share:6.1%}  {name}")
+    samples = []
+    for round_ in range(args.rounds):
+        for kind in kinds:
+            row = run_child(kind, args)
+            if row is None:
+                return 1
+            row["round"] = round_
+            samples.append(row)
+            show(row, args.spy)
+    if args.rounds > 1:
+        summarize(samples, kinds)
+    if args.json is not None:
+        args.json.write_text(json.dumps({"argv": sys.argv[1:], "cpus": os.cpu_count(), "load": os.getloadavg(),
+                                         "samples": samples}, indent=1))
     return 0
 
 

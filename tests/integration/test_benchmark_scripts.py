@@ -42,11 +42,20 @@ def test_node_check_prints_an_earlier_records_tables(tmp_path):
     assert bad.returncode != 0 and "--workers takes positive widths" in bad.stderr
 
 
-def test_driver_cpu_reports_the_drivers_cost_frames_and_round_trip_and_refuses_no_workers():
+def test_driver_cpu_reports_the_drivers_cost_frames_and_round_trip_and_refuses_no_workers(tmp_path):
+    record = tmp_path / "cpu.json"
     done = run(SOURCE_ROOT / "benchmarks" / "driver_cpu.py", "--executors", "scalpel", "--tasks", "40",
-               "--warm", "55", "--workers", "3", timeout=300)
+               "--warm", "55", "--workers", "3", "--rounds", "2", "--json", str(record), timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     line = next(line for line in done.stdout.splitlines() if line.startswith("scalpel"))
     assert "us/task" in line and "frames read per task" in line and "lone round trip" in line
+    assert "state lock found held" in done.stdout and "messages a frame" in done.stdout
+    assert "over 2 interleaved rounds" in done.stdout
+    samples = json.loads(record.read_text())["samples"]
+    assert [row["round"] for row in samples] == [0, 1]
+    # each of 40 tasks ends in a Result, and a Began names it: at least one message a frame
+    assert all(row["messages_per_frame"] >= 1.0 and row["state_lock_contended_per_task"] >= 0 for row in samples)
     bad = run(SOURCE_ROOT / "benchmarks" / "driver_cpu.py", "--workers", "0")
     assert bad.returncode != 0 and "--workers must be at least 1, got 0" in bad.stderr
+    bad = run(SOURCE_ROOT / "benchmarks" / "driver_cpu.py", "--rounds", "0")
+    assert bad.returncode != 0 and "--rounds must be at least 1, got 0" in bad.stderr

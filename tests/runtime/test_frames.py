@@ -322,13 +322,15 @@ def test_a_burst_on_a_node_manager_costs_the_driver_about_one_frame_per_task_not
     frame, so two workers' burst cost two reads and two JSON documents per task."""
     client, outcomes = client
     ids = list(range(5000, 5300))
-    before = client.frames_read
+    before, read = client.frames_read, client.messages_read
     for i in ids:
         client.submit(call(i, time.sleep, 0.002))
     ended = outcomes.wait(ids, timeout=2 * GENEROUS)
     assert all(ended[i].ok for i in ids)
-    frames = client.frames_read - before
+    frames, messages = client.frames_read - before, client.messages_read - read
     assert frames <= 1.3 * len(ids), f"{frames} frames for {len(ids)} tasks"
+    # a Result per task and the Begans naming them: more messages than frames, shared
+    assert messages >= len(ids) and messages > frames, (messages, frames)
 
 
 # -- the pool's wake-ups ------------------------------------------------------------------------

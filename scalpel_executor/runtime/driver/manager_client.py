@@ -139,6 +139,7 @@ class ManagerClient:
         self.retired_slots: set[int] = set()  # slots whose replacements kept dying before "ready"
         self.managers_lost = 0
         self.frames_read = 0  # frames (or lone messages) read from every manager: the channel's cost, which is per read
+        self.messages_read = 0  # the messages in them: per frame, how well a manager's messages shared their frames
         self.manager_topology: dict | None = None  # what the manager said it schedules for
         self._first_start = threading.Event()  # the first manager started, or could not
         self._start_failure: str | None = None  # why the first manager could not start
@@ -304,6 +305,7 @@ class ManagerClient:
                     try:
                         messages = decode_frame(data)
                         self.frames_read += 1
+                        self.messages_read += len(messages)
                     except ValueError as error:
                         # The rows before a malformed one were sent before it: they count (a Began among them
                         # says its tasks may have run), as the messages before a malformed one did; the
