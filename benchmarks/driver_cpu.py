@@ -85,7 +85,7 @@ class CountingLock:
     __enter__ = acquire
 
     def __exit__(self, *_) -> None:
-        self.inner.release()
+        self.release()
 
 
 def measure(kind: str, tasks: int, bursts: int, warm: int, spy: Path | None, workers: int | None = None,

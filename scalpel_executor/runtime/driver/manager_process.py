@@ -226,15 +226,16 @@ def _whole_frames(unread: bytearray) -> list[bytes]:
     ([b'ab'], b'\\x00\\x00\\x00\\x03c')
     """
     frames, at, end = [], 0, len(unread)
-    while end - at >= 4:
-        size, header = struct.unpack_from("!i", unread, at)[0], 4
-        if size == -1:
-            if end - at < 12:
+    with memoryview(unread) as view:  # one copy a frame (a bytearray slice, then bytes of it, was two)
+        while end - at >= 4:
+            size, header = struct.unpack_from("!i", view, at)[0], 4
+            if size == -1:
+                if end - at < 12:
+                    break
+                size, header = struct.unpack_from("!Q", view, at + 4)[0], 12
+            if end - at - header < size:
                 break
-            size, header = struct.unpack_from("!Q", unread, at + 4)[0], 12
-        if end - at - header < size:
-            break
-        frames.append(bytes(unread[at + header:at + header + size]))
-        at += header + size
-    del unread[:at]
+            frames.append(view[at + header:at + header + size].tobytes())
+            at += header + size
+    del unread[:at]  # the view is released: the bytearray may shrink
     return frames
