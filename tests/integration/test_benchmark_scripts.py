@@ -59,3 +59,15 @@ def test_driver_cpu_reports_the_drivers_cost_frames_and_round_trip_and_refuses_n
     assert bad.returncode != 0 and "--workers must be at least 1, got 0" in bad.stderr
     bad = run(SOURCE_ROOT / "benchmarks" / "driver_cpu.py", "--rounds", "0")
     assert bad.returncode != 0 and "--rounds must be at least 1, got 0" in bad.stderr
+
+
+def test_plan_cost_prints_the_cost_of_a_start_and_the_rate_per_shape_and_refuses_a_bad_shape():
+    done = run(SOURCE_ROOT / "benchmarks" / "plan_cost.py", "--shapes", "1x2,1x16", "--tasks", "8", "--repeats", "1",
+               "--starts", "500")
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {line.split()[0]: line.split() for line in done.stdout.splitlines()[1:]}
+    assert set(rows) == {"1x2", "1x16"}
+    assert int(rows["1x2"][2]) > 0 and float(rows["1x2"][3]) > 0  # starts simulated, microseconds each
+    assert (rows["1x2"][4], rows["1x16"][4]) == ("1600", "200")  # the narrow domain's allowance is 8x the wide one's
+    bad = run(SOURCE_ROOT / "benchmarks" / "plan_cost.py", "--shapes", "2y4")
+    assert bad.returncode != 0 and "DOMAINSxCORES" in bad.stderr and "'2y4'" in bad.stderr
