@@ -53,19 +53,19 @@ later than longest-first from 28% to 1%; docs/benchmarks.md measures how far).
 Cost: step 1 traces three orders, O(n log n + n·C) each for n tasks on domains of C cores; each
 move of step 2 simulates at most the searched tail and the N tasks running where it begins,
 O((m + N)·C), independent of n. The whole plan may simulate at most min(``budget``, ``rate``
-(:data:`STARTS_PER_SECOND`) x :data:`REFERENCE_WIDTH` / C x the predicted makespan of
-longest-first) task starts, C the widest domain's cores (at least :data:`NARROWEST_WIDTH`;
-``budget`` defaults to :data:`DEFAULT_BUDGET`; each move of step 2 is charged one start more);
+(:data:`STARTS_PER_SECOND`) x the predicted makespan of longest-first, times :data:`REFERENCE_WIDTH`
+/ C where the widest domain has C < 8 cores, C at least :data:`NARROWEST_WIDTH`) task starts
+(``budget`` defaults to :data:`DEFAULT_BUDGET`; each move of step 2 is charged one start more);
 step 2 stops when that is spent, keeping what it has improved so far, and step 1 is skipped when
 it would not fit (about 6n starts). So a batch of short tasks (no-op tasks: predicted makespan
 near 0) is planned as plain longest-first, and planning stays a small share of what it plans: a
-simulated start costs more the more tasks a domain runs at once, up to 15-21 microseconds on
-domains of 16 cores and 3-4 on domains of 2 (``python benchmarks/plan_cost.py``), so the plan
-costs at most about 0.1-0.7% of the batch's predicted makespan on any domain width. The rate grows
-on narrow domains because a short batch there could not otherwise be searched to its head: 16
-planted tasks of 1 s on 2 cores got 1,900 starts, and the tail search, widening a wave at a
-time, never reached the first pairs, where a stream started beside the task it hurts
-(docs/results/planted.md).
+simulated start costs more the more tasks a domain runs at once, 11-15 microseconds on domains
+of 8 and 16 cores with 64 tasks waiting, 4-6 on domains of 2 and 4 (``python
+benchmarks/plan_cost.py``), so the plan costs at most about 0.2-0.3% of the batch's predicted
+makespan on any of these widths. The rate is higher on narrow domains because a short batch there
+could not otherwise be searched to its head: 16 planted tasks of 1 s on 2 cores got 1,900
+starts, and the tail search, widening a wave at a time, never reached the first pairs, where a
+stream started beside the task it hurts (docs/results/planted.md).
 With terms told, steps 1-3 run twice and the terms check replays two orders in at most
 :data:`ROBUST_SCENARIOS` scenarios, within the budget again: a plan costs up to three times as much.
 Without an LLC size the model predicts no contention and the plan is a contention-free
@@ -107,8 +107,8 @@ __all__ = ["PlanContext", "plan_scalpel", "scalpel_order", "robust_choice", "sta
            "ROBUST_Z", "TERMS_SPREAD", "TERMS_Z"]
 
 DEFAULT_BUDGET = 60_000  # most task starts one plan may simulate
-STARTS_PER_SECOND = 200  # and at most this many per second of the batch's predicted makespan on 16-core domains,
-REFERENCE_WIDTH = 16  # ... times REFERENCE_WIDTH / the widest domain's cores: a start costs about that much less
+STARTS_PER_SECOND = 200  # and at most this many per second of the batch's predicted makespan on domains of 8 cores or more,
+REFERENCE_WIDTH = 8  # ... times REFERENCE_WIDTH / the widest domain's cores on narrower ones, where a start costs less
 NARROWEST_WIDTH = 2  # ... counting a narrower domain as this wide
 BASE_POLICIES = ("longest_first", "scalpel-paper", "scalpel-lpt")
 TAIL_SEED = 16  # the tail search is seeded, so a plan is a function of its tasks
@@ -254,13 +254,14 @@ def starts_allowed(context: PlanContext, predicted: float) -> int:
     """The task starts a plan of a batch predicted to take ``predicted`` seconds may simulate: its
     rate per second scaled to the domain width (module docstring, "Cost"), within its budget.
 
-    >>> starts_allowed(PlanContext([16]), 10.0), starts_allowed(PlanContext([2, 2]), 10.0)
-    (2000, 16000)
+    >>> [starts_allowed(PlanContext([cores]), 10.0) for cores in (16, 8, 4, 2, 1)]
+    [2000, 2000, 4000, 8000, 8000]
     >>> starts_allowed(PlanContext([2]), 1000.0)  # the budget bounds it
     60000
     """
-    widest = max(NARROWEST_WIDTH, max(context.cores_per_domain, default=REFERENCE_WIDTH))
-    return int(min(context.budget, context.rate * REFERENCE_WIDTH / widest * predicted))
+    widest = max(context.cores_per_domain, default=REFERENCE_WIDTH)
+    scale = REFERENCE_WIDTH / min(REFERENCE_WIDTH, max(NARROWEST_WIDTH, widest))
+    return int(min(context.budget, context.rate * scale * predicted))
 
 
 def _evaluator(tasks: list[Task], context: PlanContext, llc: float) -> Callable[[list[float]], FcfsEvaluator] | None:

@@ -168,8 +168,8 @@ class Scheduler:
     plan_budget : int
         Task starts ``scalpel`` may simulate per plan (:data:`~scalpel_executor.core.planning.DEFAULT_BUDGET`).
     plan_rate : float
-        And at most this many per second of the batch's predicted makespan on domains of 16 cores,
-        more on narrower ones (:data:`~scalpel_executor.core.planning.STARTS_PER_SECOND`,
+        And at most this many per second of the batch's predicted makespan on domains of 8 cores or
+        more, up to four times as many on narrower ones (:data:`~scalpel_executor.core.planning.STARTS_PER_SECOND`,
         :func:`~scalpel_executor.core.planning.starts_allowed`; ``math.inf``: only the budget counts).
     memory : float, optional
         Bytes of memory the running tasks' ``Task.memory`` may hold together (None: not counted).

@@ -217,8 +217,8 @@ def test_the_robustness_check_picks_a_dominant_order_and_keeps_the_first_when_it
 
 
 def test_a_batch_too_large_to_check_is_dispatched_longest_first_when_estimates_are_uncertain():
-    # 400 tasks on 2 x 4 cores, about 5.5 s of predicted makespan: an allowance of about 4,400
-    # starts (800 a second on domains of 4 cores), a quarter of it short of 4 scenarios x 2 orders
+    # 400 tasks on 2 x 4 cores, about 5.5 s of predicted makespan: an allowance of about 2,200
+    # starts (400 a second on domains of 4 cores), a quarter of it short of 4 scenarios x 2 orders
     # x 400 tasks. With exact estimates the same batch is planned (and here the plan differs from
     # longest-first).
     import random
@@ -227,7 +227,7 @@ def test_a_batch_too_large_to_check_is_dispatched_longest_first_when_estimates_a
 
     rnd = random.Random(11)
     pairs = [(rnd.choice([0.025, 0.05, 0.1, 0.15]), rnd.choice([0.25, 4, 8, 10])) for _ in range(400)]
-    assert starts_allowed(PlanContext([4, 4]), 5.5) // 4 < ROBUST_MIN_SCENARIOS * 2 * 400 <= starts_allowed(PlanContext([4, 4]), 5.5)
+    assert starts_allowed(PlanContext([4, 4]), 5.5) // 4 < ROBUST_MIN_SCENARIOS * 2 * 400
 
     def order_for(spread):
         tasks = [Task(i, f * MiB, r, runtime_spread=spread) for i, (r, f) in enumerate(pairs)]

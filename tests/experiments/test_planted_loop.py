@@ -86,7 +86,7 @@ def test_a_plan_told_the_planted_matrix_keeps_the_hurting_pairs_apart_on_two_cor
     hurting = FIRST.hurting()
     together = sum(max(0.0, min(a.end, b.end) - max(a.start, b.start)) for a, b in itertools.combinations(records, 2)
                    if frozenset((a.name, b.name)) in hurting)
-    assert together < 1.5  # 3.9 s with the allowance of a 16-core domain
+    assert together < 1.5  # 3.9 s with the allowance of an 8-core domain
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the loop runs on two cores")

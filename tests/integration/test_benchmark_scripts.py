@@ -68,6 +68,6 @@ def test_plan_cost_prints_the_cost_of_a_start_and_the_rate_per_shape_and_refuses
     rows = {line.split()[0]: line.split() for line in done.stdout.splitlines()[1:]}
     assert set(rows) == {"1x2", "1x16"}
     assert int(rows["1x2"][2]) > 0 and float(rows["1x2"][3]) > 0  # starts simulated, microseconds each
-    assert (rows["1x2"][4], rows["1x16"][4]) == ("1600", "200")  # the narrow domain's allowance is 8x the wide one's
+    assert (rows["1x2"][4], rows["1x16"][4]) == ("800", "200")  # the narrow domain's allowance is 4x the wide one's
     bad = run(SOURCE_ROOT / "benchmarks" / "plan_cost.py", "--shapes", "2y4")
     assert bad.returncode != 0 and "DOMAINSxCORES" in bad.stderr and "'2y4'" in bad.stderr
