@@ -89,6 +89,25 @@ def test_scheduler_names_a_bad_plan_rate(bad):
         Scheduler([[0, 1]], "scalpel", plan_rate=bad)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 128), min_size=1, max_size=16), st.floats(0.0, 1e5), st.integers(0, 10**6),
+       st.floats(0.0, 1e4))
+def test_the_allowance_is_the_rate_times_the_makespan_more_on_narrow_domains_and_never_past_the_budget(
+        cores, predicted, budget, rate):
+    from scalpel_executor.core.planning import NARROWEST_WIDTH, REFERENCE_WIDTH, starts_allowed
+
+    allowed = starts_allowed(PlanContext(cores, budget=budget, rate=rate), predicted)
+    assert 0 <= allowed <= budget
+    widest = max(cores)
+    scale = REFERENCE_WIDTH / max(NARROWEST_WIDTH, widest) if widest < REFERENCE_WIDTH else 1.0
+    assert allowed == int(min(budget, rate * scale * predicted))
+    # a narrower machine is never allowed fewer starts, nor one of 8 cores or more a different number
+    narrower = starts_allowed(PlanContext([max(1, widest // 2)], budget=budget, rate=rate), predicted)
+    assert narrower >= allowed
+    if widest >= REFERENCE_WIDTH:
+        assert starts_allowed(PlanContext([REFERENCE_WIDTH], budget=budget, rate=rate), predicted) == allowed
+
+
 def test_a_larger_allowance_never_predicts_a_worse_plan():
     import math
     import random
