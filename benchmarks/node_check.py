@@ -3,9 +3,12 @@
 Measures, on the machine it runs on: no-op throughput and lone-task round trip at 4 and 16 workers
 (capped at the cores), ScalpelExecutor against HTEX and Parsl's ThreadPoolExecutor (the
 DataFlowKernel's own ceiling), with the CPU per task of the driver, the node manager, HTEX's
-interchange and the workers; then the contention mix and the kernel suite (`scalpel bench --mixes
-contention,suite-2x --peers htex-block,scalpel:longest_first,scalpel:scalpel`) at the machine's full
-width. The rounds and repetitions are chosen to fit --budget seconds. Writes <out>/node-check.json
+interchange and the workers; then the streams check (a stream of 2 x 64 MiB on every core listed
+before as many compute-bound tasks: what that crowd costs here, and HTEX, Scalpel's first run,
+one more and the learned run on a store of its own: stream co-run seconds and makespans; about a
+minute; --no-streams skips it); then the contention mix and the kernel suite (`scalpel bench
+--mixes contention,suite-2x --peers htex-block,scalpel:longest_first,scalpel:scalpel`) at the
+machine's full width. The rounds and repetitions are chosen to fit --budget seconds. Writes <out>/node-check.json
 (every sample, the machine: CPU model, cores, LLC domains, Python and Parsl versions) and
 <out>/node-check.md (the tables), and bench's own files under <out>/bench/. The bench's solo times
 go to <out>/solo-times.db, not to your profile store: a check run again with the same --out reuses them.
@@ -34,6 +37,7 @@ the same OS and architecture (Linux x86_64), for the node's Python (here 3.12):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -48,6 +52,7 @@ def main() -> int:
                         "--quick); rounds and repetitions are chosen to fit it")
     parser.add_argument("--quick", action="store_true", help="a smoke test of every piece: one width, small "
                         "samples, quick kernels, one repetition; its figures mean little")
+    parser.add_argument("--no-streams", action="store_true", help="skip the streams check (about a minute)")
     parser.add_argument("--out", default="scalpel-node-check", help="output folder (default ./%(default)s)")
     parser.add_argument("--report", metavar="NODE_CHECK_JSON", help="run nothing: print an earlier check's tables")
     args = parser.parse_args()
@@ -56,7 +61,8 @@ def main() -> int:
         return 0
     if args.budget is not None and not args.budget > 0:
         parser.error(f"--budget must be a positive number of seconds, got {args.budget}")
-    record = run_node_check(default_plan(quick=args.quick, budget=args.budget), Path(args.out))
+    plan = default_plan(quick=args.quick, budget=args.budget)
+    record = run_node_check(dataclasses.replace(plan, streams=not args.no_streams), Path(args.out))
     print()
     print("\n".join(markdown_lines(record)))
     print(f"\nrecord: {Path(args.out) / 'node-check.json'}\ntables: {Path(args.out) / 'node-check.md'}")

@@ -7,6 +7,12 @@
       throughput   (share THROUGHPUT_SHARE of the budget)
         round 1, 2, ... while the next round fits its share (each width: htex, scalpel, threads,
         each sample a fresh interpreter: experiments.interleaved.width_contenders)
+      streams_check (one repetition, about a minute on 16 cores; plan.streams False: skipped)
+        the streaming mix at full width (experiments.streaming_mix): a stream on every core of
+        2 x 64 MiB, past any LLC, listed before as many compute-bound scores; what a crowd of
+        streams costs here (pinned processes); then HTEX, Scalpel's first run on an emptied store,
+        plan.streams_train more, and the learned run: makespans, stream co-run seconds, what the
+        learned run planned with
       bench        (the rest of the budget)
         repeats = what fits, from the mixes' estimated seconds (estimate_bench_seconds)
         experiments.bench.run.run_bench: the contention mix and the kernel suite (suite-2x) under
@@ -33,7 +39,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from scalpel_executor.core.domains import Topology
 from scalpel_executor.experiments.bench.report import summary_table
+from scalpel_executor.experiments.harness import fresh_store
 from scalpel_executor.experiments.bench.run import run_bench
 from scalpel_executor.experiments.interleaved import (
     machine_cores,
@@ -47,6 +55,8 @@ from scalpel_executor.experiments.interleaved import (
 from scalpel_executor.experiments.mix_sizing import machine_llc
 from scalpel_executor.experiments.plans import BENCH, with_given
 from scalpel_executor.experiments.records import scratch_folder, write_record
+from scalpel_executor.experiments.streaming_mix import (HTEX, StreamingMix, calibrated, crowd_seconds,
+                                                        learned_planned_with, one_run, scalpel_runs)
 from scalpel_executor.host.sysfs import detect_topology
 from scalpel_executor.workloads.kernels import contention_mix, suite
 
@@ -61,6 +71,8 @@ THROUGHPUT_SHARE = 0.4
 MAX_REPEATS = 5
 #: Seconds a peer takes to start and warm up, before any sample says (a 16-core node: about 2 s).
 PEER_START_GUESS = 5.0
+#: Seconds the streams check waits for the detached refit a Scalpel run starts, before going on.
+STREAMS_REFIT_TIMEOUT = 60.0
 
 
 @dataclass(frozen=True)
@@ -76,15 +88,22 @@ class NodeCheckPlan:
     peers: tuple[str, ...] = ("htex-block", "scalpel:longest_first", "scalpel:scalpel")
     scale: str = "bench"  # run times of the bench's kernel cases (plans.SCALES)
     min_repeats: int = 1
+    streams: bool = True  # run the streams check
+    streams_mib: int = 128  # each stream's two arrays together: 2 x 64 MiB, past any node's LLC
+    stream_seconds: float = 1.0  # a stream's and a score's run time alone
+    streams_train: int = 1  # Scalpel runs between the first and the learned one
 
     def __post_init__(self) -> None:
         if not self.widths or any(not isinstance(w, int) or w < 1 for w in self.widths):
             raise ValueError(f"widths must be positive worker counts, got {self.widths!r}")
         if not self.budget > 0:
             raise ValueError(f"budget must be a positive number of seconds, got {self.budget!r}")
-        for name in ("tasks", "pings", "max_rounds", "min_repeats"):
+        for name in ("tasks", "pings", "max_rounds", "min_repeats", "streams_mib"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)!r}")
+        if not self.stream_seconds > 0 or self.streams_train < 0:
+            raise ValueError(f"stream_seconds must be positive and streams_train at least 0, got "
+                             f"{self.stream_seconds!r} and {self.streams_train!r}")
 
 
 def default_widths(cores: int) -> tuple[int, ...]:
@@ -103,7 +122,7 @@ def default_plan(cores: int | None = None, *, quick: bool = False, budget: float
     cores = len(machine_cores()) if cores is None else cores
     if quick:
         return NodeCheckPlan(widths=(min(2, cores),), budget=budget or 60.0, tasks=300, pings=30, max_rounds=1,
-                             scale="quick")
+                             scale="quick", streams_mib=6, stream_seconds=0.3, streams_train=0)
     return NodeCheckPlan(widths=default_widths(cores), budget=budget or NodeCheckPlan.budget)
 
 
@@ -142,6 +161,9 @@ def run_node_check(plan: NodeCheckPlan, out: Path, *, printer: Callable[[str], N
     record: dict = {"format": FORMAT, "machine": machine, "plan": asdict(plan)}
     record["throughput"] = throughput_rounds(plan, plan.budget * THROUGHPUT_SHARE, printer)
     _save(record, out, started)
+    if plan.streams:
+        record["streams"] = streams_check(plan, printer)
+        _save(record, out, started)
 
     topology = detect_topology()
     cores = len(topology.cpus)
@@ -196,6 +218,42 @@ def throughput_rounds(plan: NodeCheckPlan, share: float, printer: Callable[[str]
     return {"rounds": rounds, "seconds": time.monotonic() - started, "widths": widths}
 
 
+def streams_check(plan: NodeCheckPlan, printer: Callable[[str], None] = print) -> dict:
+    """The streaming mix at this machine's full width, one repetition (see the module docstring):
+    ``{"mix", "crowd", "runs", "summary", "seconds"}``; the runs' store is a temporary one."""
+    started = time.monotonic()
+    detected = detect_topology()
+    llc, llc_note = machine_llc(detected, None)
+    topology = Topology.from_cpu_lists([d.cpus for d in detected.domains], llc_size=llc)
+    cpus = topology.cpus
+    if len(cpus) < 2:
+        printer("streams: skipped, it needs at least two cores")
+        return {"skipped": "fewer than two cores"}
+    mix = calibrated(StreamingMix(streams=len(cpus), scores=len(cpus), stream_mib=plan.streams_mib),
+                     plan.stream_seconds)
+    crowd = crowd_seconds(mix, cpus)
+    printer(f"streams: {mix.streams} streams of {mix.stream_mib} MiB ({mix.passes} passes) listed before "
+            f"{mix.scores} scores ({mix.spectra} spectra); a stream alone {crowd['stream_alone']:.2f} s, one on "
+            f"each of {len(cpus)} cores {crowd['slowdown']['streams_together']:.2f}x, a score among them "
+            f"{crowd['slowdown']['score_among_streams']:.2f}x")
+    runs = []
+    with scratch_folder("scalpel-node-streams-") as folder:
+        store = fresh_store(Path(folder) / "store")
+        for number, (peer, kind) in enumerate([(HTEX, "htex"), *scalpel_runs(plan.streams_train)]):
+            try:
+                runs.append(one_run(peer, kind, 0, Path(folder) / f"{number}-{kind}", len(cpus), topology, store,
+                                    mix, refit_timeout=STREAMS_REFIT_TIMEOUT, printer=printer))
+            except (RuntimeError, TimeoutError, OSError) as error:  # kept, reported, the rest go on
+                printer(f"  {kind:8s} FAILED: {str(error).strip().splitlines()[-1] if str(error).strip() else error!r}")
+                runs.append({"peer": peer, "kind": kind, "error": str(error)[-3000:]})
+    done = [r for r in runs if "error" not in r]
+    summary = {r["kind"]: {"makespan": r["makespan"], "stream_corun_seconds": r["stream_corun_seconds"]}
+               for r in done if r["kind"] != "train"}
+    return {"mix": asdict(mix), "llc": llc, "llc_note": llc_note, "crowd": crowd, "runs": runs,
+            "summary": summary, "learned_planned_with": learned_planned_with(done),
+            "seconds": time.monotonic() - started}
+
+
 def markdown_lines(record: dict) -> list[str]:
     """The check as Markdown: the machine, each width's no-op table, the bench's table."""
     machine = record["machine"]
@@ -213,6 +271,22 @@ def markdown_lines(record: dict) -> list[str]:
                   f"{record['plan']['tasks']} tasks and {record['plan']['pings']} lone tasks a sample)", ""]
         for width, entry in throughput["widths"].items():
             lines += [*width_lines(int(width), entry["summary"], markdown=True), ""]
+    streams = record.get("streams")
+    if streams and "mix" in streams:
+        mix, crowd = streams["mix"], streams["crowd"]
+        lines += [f"## Streams beside compute ({mix['streams']} streams of {mix['stream_mib']} MiB listed before "
+                  f"{mix['scores']} scores, one repetition)", "",
+                  f"A stream alone {crowd['stream_alone']:.2f} s; one on each of {crowd['cpus']} cores together "
+                  f"**{crowd['slowdown']['streams_together']:.2f}x**; a score among them "
+                  f"{crowd['slowdown']['score_among_streams']:.2f}x.", "",
+                  "| run | makespan s | streams together s | planned with |", "|---|---|---|---|"]
+        for run in streams["runs"]:
+            if "error" in run:
+                lines.append(f"| {run['kind']} | failed | | |")
+                continue
+            planned = ((run.get("contention_model") or {}).get("interference") or {}).get("planned_with") or ""
+            lines.append(f"| {run['kind']} | {run['makespan']:.2f} | {run['stream_corun_seconds']:.2f} | {planned} |")
+        lines.append("")
     bench = record.get("bench")
     if bench:
         lines += [f"## Kernel mixes (`scalpel bench`, {bench['repeats']} repetition(s), LLC {_mib(bench['llc'])}: "

@@ -6,12 +6,14 @@ the tables' rows), never a figure: figures come from real runs on real nodes.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
 
 import pytest
 
+from scalpel_executor.core.domains import Topology
 from scalpel_executor.experiments import interleaved, node_check
 from scalpel_executor.experiments.interleaved import (
     STAGES,
@@ -146,8 +148,21 @@ def test_the_record_and_the_markdown_of_a_check(tmp_path, monkeypatch):
                 "files": {"json": str(out / "bench.json")}}
 
     monkeypatch.setattr(node_check, "run_bench", fake_bench)
+    streams_calls = []
+
+    def fake_streams(plan, printer):
+        streams_calls.append(plan)
+        return {"mix": {"streams": 2, "scores": 2, "stream_mib": 128}, "crowd": {
+                    "cpus": 2, "stream_alone": 1.0, "slowdown": {"streams_together": 2.5, "score_among_streams": 1.1}},
+                "runs": [{"kind": "htex", "makespan": 3.0, "stream_corun_seconds": 1.5},
+                         {"kind": "first", "error": "RuntimeError: gone"},
+                         {"kind": "learned", "makespan": 2.5, "stream_corun_seconds": 0.25, "contention_model": {
+                             "interference": {"planned_with": "per-key interference"}}}]}
+
+    monkeypatch.setattr(node_check, "streams_check", fake_streams)
     plan = NodeCheckPlan(widths=(1, 2), budget=30.0, tasks=10, pings=3, max_rounds=1, scale="quick")
     record = run_node_check(plan, tmp_path, printer=lambda line: None)
+    assert streams_calls == [plan]
     assert bench_calls[0].mixes == ("contention", "suite-2x") and bench_calls[0].repeats >= 1
     assert bench_calls[0].peers == ("htex-block", "scalpel:longest_first", "scalpel:scalpel")
     assert solo_stores == [tmp_path / SOLO_STORE]  # its own, in the output folder: never the user's store
@@ -159,6 +174,10 @@ def test_the_record_and_the_markdown_of_a_check(tmp_path, monkeypatch):
     markdown = (tmp_path / "node-check.md").read_text()
     assert markdown == "\n".join(markdown_lines(written)) + "\n"
     assert "Parsl" in markdown and "| threads" in markdown and "| contention" in markdown
+    assert "2 streams of 128 MiB" in markdown and "together **2.50x**" in markdown
+    assert "| learned | 2.50 | 0.25 | per-key interference |" in markdown and "| first | failed | | |" in markdown
+    record = run_node_check(dataclasses.replace(plan, streams=False), tmp_path / "without", printer=lambda line: None)
+    assert "streams" not in record and len(streams_calls) == 1
     assert any(line.startswith("1 workers") for line in markdown.splitlines())
 
 
@@ -182,3 +201,21 @@ def test_a_failed_sample_is_counted_and_left_out_of_the_figures():
     assert summary["contenders"]["scalpel"]["samples"] == 2 and summary["contenders"]["scalpel"]["failed"] == 1
     assert summary["contenders"]["scalpel"]["figures"]["throughput"]["median"] == 620.0
     assert any("2 (1 failed)" in line for line in width_lines(4, summary))
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="a crowd of streams needs two cores")
+def test_the_streams_check_runs_htex_and_scalpels_runs_on_a_temporary_store(tmp_path, monkeypatch):
+    # the real stage, tiny: a stream and a score per core, 0.1 s each; its own store, never the user's
+    monkeypatch.setenv("SCALPEL_PROFILE_STORE", str(tmp_path / "users-store.sqlite"))
+    monkeypatch.setattr(node_check, "detect_topology", lambda: Topology.from_cpu_lists(
+        [sorted(os.sched_getaffinity(0))[:2]], llc_size=32 * 2**20))
+    plan = NodeCheckPlan(widths=(2,), streams_mib=2, stream_seconds=0.1, streams_train=0)
+    lines = []
+    result = node_check.streams_check(plan, lines.append)
+    assert result["mix"]["streams"] == result["mix"]["scores"] == 2 and result["mix"]["stream_mib"] == 2
+    assert result["crowd"]["cpus"] == 2 and result["crowd"]["slowdown"]["streams_together"] > 0
+    assert [run["kind"] for run in result["runs"]] == ["htex", "first", "learned"]
+    assert all("error" not in run and len(run["tasks"]) == 5 for run in result["runs"])  # 2 + 2 and the reduce
+    assert set(result["summary"]) == {"htex", "first", "learned"} and sum(result["learned_planned_with"].values()) == 1
+    assert any(line.startswith("streams: 2 streams of 2 MiB") for line in lines)
+    assert not (tmp_path / "users-store.sqlite").exists()
