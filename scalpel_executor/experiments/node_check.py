@@ -162,7 +162,11 @@ def run_node_check(plan: NodeCheckPlan, out: Path, *, printer: Callable[[str], N
     record["throughput"] = throughput_rounds(plan, plan.budget * THROUGHPUT_SHARE, printer)
     _save(record, out, started)
     if plan.streams:
-        record["streams"] = streams_check(plan, printer)
+        try:
+            record["streams"] = streams_check(plan, printer)
+        except Exception as error:  # noqa: BLE001 - a lent node's minutes are few: the bench still runs
+            record["streams"] = {"error": f"{type(error).__name__}: {error}"[-3000:]}
+            printer(f"streams: FAILED ({record['streams']['error'].splitlines()[-1]}); the bench goes on")
         _save(record, out, started)
 
     topology = detect_topology()
@@ -272,6 +276,8 @@ def markdown_lines(record: dict) -> list[str]:
         for width, entry in throughput["widths"].items():
             lines += [*width_lines(int(width), entry["summary"], markdown=True), ""]
     streams = record.get("streams")
+    if streams and "error" in streams:
+        lines += ["## Streams beside compute", "", f"Failed: {streams['error'].splitlines()[-1]}", ""]
     if streams and "mix" in streams:
         mix, crowd = streams["mix"], streams["crowd"]
         lines += [f"## Streams beside compute ({mix['streams']} streams of {mix['stream_mib']} MiB listed before "

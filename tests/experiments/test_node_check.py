@@ -178,6 +178,14 @@ def test_the_record_and_the_markdown_of_a_check(tmp_path, monkeypatch):
     assert "| learned | 2.50 | 0.25 | per-key interference |" in markdown and "| first | failed | | |" in markdown
     record = run_node_check(dataclasses.replace(plan, streams=False), tmp_path / "without", printer=lambda line: None)
     assert "streams" not in record and len(streams_calls) == 1
+
+    def broken_streams(plan, printer):
+        raise ValueError("no numpy here")
+
+    monkeypatch.setattr(node_check, "streams_check", broken_streams)
+    record = run_node_check(plan, tmp_path / "broken", printer=lambda line: None)
+    assert record["streams"] == {"error": "ValueError: no numpy here"} and len(bench_calls) == 3  # the bench still ran
+    assert "Failed: ValueError: no numpy here" in (tmp_path / "broken" / "node-check.md").read_text()
     assert any(line.startswith("1 workers") for line in markdown.splitlines())
 
 
