@@ -9,6 +9,8 @@ For each width in ``--workers`` (default: every core of this machine), interleav
   first N cores;
 - ``threads``: Parsl's ``ThreadPoolExecutor(max_threads=N)``: no process boundary at all, the
   DataFlowKernel's own ceiling on this machine,
+- with ``--pin-driver``, ``scalpel-pin``: ``ScalpelExecutor(pin_driver="auto")``, its driver's
+  threads on one CPU,
 
 each sample a fresh interpreter with one DataFlowKernel, warmed up until every worker ran a task
 (``scalpel_executor.experiments.interleaved``). A sample times ``--tasks`` no-op tasks submitted at
@@ -30,6 +32,7 @@ A width above this machine's CPUs runs that many worker processes per executor o
 
     python benchmarks/throughput.py --rounds 3
     python benchmarks/throughput.py --workers 2 16 64 --rounds 3 --stages --json throughput.json
+    python benchmarks/throughput.py --workers 2 16 --rounds 3 --pin-driver
 """
 
 from __future__ import annotations
@@ -92,6 +95,8 @@ def main() -> int:
                         "the executor's own)")
     parser.add_argument("--stages", action="store_true", help="per width, one more ScalpelExecutor sample: "
                         "where a task's time goes")
+    parser.add_argument("--pin-driver", action="store_true", help="also run ScalpelExecutor(pin_driver='auto') "
+                        "as scalpel-pin: the driver's threads on one CPU")
     parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     parser.add_argument("--json", help="write every sample and the summaries to this file")
     args = parser.parse_args()
@@ -114,7 +119,8 @@ def main() -> int:
                   f"{sample['round_trip_p90'] * 1e3:6.2f})  driver {sample['driver_cpu_per_task_us']:5.0f} us/task"
                   + (f"  manager {manager:5.0f} us/task" if manager is not None else ""), flush=True)
 
-        samples = run_rounds(width_contenders(workers, scalpel_options=scalpel_options(args)), args.rounds,
+        samples = run_rounds(width_contenders(workers, scalpel_options=scalpel_options(args),
+                                              pin_driver=args.pin_driver), args.rounds,
                              args.tasks, args.pings,
                              prefix="scalpel-throughput-bench-", on_sample=report, keep_going=True)
         summary = width_summary(samples)

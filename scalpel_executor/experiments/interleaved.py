@@ -34,6 +34,7 @@ samples into a table; :func:`stage_summary` turns ``stages`` into medians per st
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import platform
@@ -187,21 +188,26 @@ def scalpel_topology(workers: int, cores: Sequence[int] | None = None):
 
 
 def width_contenders(workers: int, *, stages: bool = False, scalpel_options: Mapping | None = None,
-                     ) -> dict[str, Contender]:
+                     pin_driver: bool = False) -> dict[str, Contender]:
     """HTEX (``max_workers_per_node=workers``, ``cpu_affinity="block"`` up to the CPU count, else
     none; one ``LocalProvider`` block), ScalpelExecutor (the default node manager,
     :func:`scalpel_topology`, and ``scalpel_options``) and Parsl's
     ``ThreadPoolExecutor(max_threads=workers)``, each measuring its CPU per process and thread;
-    ``stages``: ScalpelExecutor's samples carry time stamps."""
+    ``stages``: ScalpelExecutor's samples carry time stamps; ``pin_driver``: also ``scalpel-pin``,
+    ScalpelExecutor with ``pin_driver="auto"`` (its driver's threads on one CPU)."""
     cpus = len(os.sched_getaffinity(0))
-    return {
+    scalpel = {"topology": scalpel_topology(workers), **(scalpel_options or {})}
+    contenders = {
         "htex": Contender("htex", {"max_workers_per_node": workers,
                                    "cpu_affinity": "block" if workers <= cpus else "none"},
                           provider={"init_blocks": 1, "max_blocks": 1}, measure_cpu=True, workers=workers),
-        "scalpel": Contender("scalpel", {"topology": scalpel_topology(workers), **(scalpel_options or {})},
-                             measure_cpu=True, workers=workers, stages=stages),
+        "scalpel": Contender("scalpel", scalpel, measure_cpu=True, workers=workers, stages=stages),
         "threads": Contender("threads", {"max_threads": workers}, measure_cpu=True, workers=workers),
     }
+    if pin_driver:
+        contenders["scalpel-pin"] = Contender("scalpel", {**scalpel, "pin_driver": "auto"}, measure_cpu=True,
+                                              workers=workers)
+    return contenders
 
 
 #: What a width's table shows per contender: sample key, heading, scale, digits.
@@ -240,7 +246,7 @@ def width_summary(samples: Mapping[str, list[dict]]) -> dict:
     """One width's samples (by contender) as figures: per contender its good samples and failed ones,
     each of :data:`WIDTH_FIGURES`' median, min and max (those its samples have), its threads'
     medians (:func:`thread_medians`);
-    and ``ratios``: ScalpelExecutor's medians over HTEX's and over the ThreadPool's."""
+    and ``ratios``: ScalpelExecutor's medians (each of its contenders') over HTEX's and over the ThreadPool's."""
     summary: dict = {"contenders": {}, "ratios": {}}
     for name, every in samples.items():
         values = good_samples(every)
@@ -251,12 +257,11 @@ def width_summary(samples: Mapping[str, list[dict]]) -> dict:
         summary["contenders"][name] = {"samples": len(values), "failed": len(every) - len(values), "figures": figures,
                                        "driver_threads": thread_medians(values, "driver")[:TOP_THREADS],
                                        "manager_threads": thread_medians(values, "manager")[:TOP_THREADS]}
-    ours = summary["contenders"].get("scalpel")
-    for other in ("htex", "threads"):
-        theirs = summary["contenders"].get(other)
+    for mine, other in itertools.product(("scalpel", "scalpel-pin"), ("htex", "threads")):
+        ours, theirs = summary["contenders"].get(mine), summary["contenders"].get(other)
         if ours is None or theirs is None:
             continue
-        summary["ratios"][f"scalpel/{other}"] = {
+        summary["ratios"][f"{mine}/{other}"] = {
             key: ours["figures"][key]["median"] / theirs["figures"][key]["median"]
             for key in ("throughput", "round_trip_median", "round_trip_p90", "driver_cpu_per_task_us")
             if key in ours["figures"] and key in theirs["figures"] and theirs["figures"][key]["median"]}

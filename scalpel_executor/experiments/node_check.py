@@ -5,7 +5,8 @@
     run_node_check(plan, out)
       machine_facts()                     CPU model, cores, LLC domains (host.sysfs), Python, Parsl
       throughput   (share THROUGHPUT_SHARE of the budget)
-        round 1, 2, ... while the next round fits its share (each width: htex, scalpel, threads,
+        round 1, 2, ... while the next round fits its share (each width: htex, scalpel, scalpel-pin
+        (pin_driver="auto"), threads,
         each sample a fresh interpreter: experiments.interleaved.width_contenders)
       streams_check (one repetition, about a minute on 16 cores; plan.streams False: skipped)
         the streaming mix at full width (experiments.streaming_mix): a stream on every core of
@@ -192,10 +193,11 @@ def run_node_check(plan: NodeCheckPlan, out: Path, *, printer: Callable[[str], N
 
 
 def throughput_rounds(plan: NodeCheckPlan, share: float, printer: Callable[[str], None] = print) -> dict:
-    """Interleaved no-op rounds over every width (each round: every width's HTEX, Scalpel and
-    ThreadPool samples), as many as fit ``share`` seconds (at least one, at most ``max_rounds``):
+    """Interleaved no-op rounds over every width (each round: every width's HTEX, Scalpel, Scalpel
+    with ``pin_driver="auto"`` and ThreadPool samples), as many as fit ``share`` seconds (at least
+    one, at most ``max_rounds``):
     ``{"rounds": n, "seconds": s, "widths": {width: {"samples": ..., "summary": ...}}}``."""
-    contenders = {width: width_contenders(width) for width in plan.widths}
+    contenders = {width: width_contenders(width, pin_driver=True) for width in plan.widths}
     samples: dict[int, dict[str, list[dict]]] = {width: {name: [] for name in c} for width, c in contenders.items()}
     started = time.monotonic()
     rounds = 0

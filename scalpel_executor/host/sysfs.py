@@ -4,8 +4,13 @@ Reads ``{sysfs_root}/devices/system/cpu`` through a root path that tests replace
 (the way sched_ext's ``scx_utils`` topology does) and the process's CPU affinity, and returns the
 pure :class:`~scalpel_executor.core.domains.Topology` model.
 
-CPU affinity is read and set here and nowhere else (:func:`allowed_cpus`, :func:`set_affinity`):
-:func:`affinity_available` is the one place that says whether the platform has it. Linux has
+CPU affinity is read and set here and nowhere else (:func:`allowed_cpus`, :func:`set_affinity`,
+and per thread :func:`thread_cpus`, :func:`set_thread_cpus`): :func:`affinity_available` is the one
+place that says whether the platform has it, :func:`thread_affinity_available` whether it has it per
+thread (Linux only). While the driver's threads are confined to one CPU (``pin_driver=``,
+:mod:`~scalpel_executor.runtime.driver.driver_pin`), :func:`allowed_cpus` and topology detection
+answer with the CPUs the process had before (:func:`keep_process_cpus`), not the one CPU of the
+thread that asks. Linux has
 ``os.sched_setaffinity``; Windows and FreeBSD have psutil's ``Process.cpu_affinity``; macOS has
 neither, and there a process may use every CPU and :func:`set_affinity` pins nothing.
 """
@@ -23,13 +28,16 @@ from scalpel_executor.core.domains import Topology
 from scalpel_executor.core.units import format_size, parse_size
 
 __all__ = ["detect_topology", "resolve_topology", "allowed_cpus", "affinity_available", "set_affinity",
-           "AFFINITY_UNAVAILABLE"]
+           "thread_affinity_available", "thread_cpus", "set_thread_cpus", "keep_process_cpus", "AFFINITY_UNAVAILABLE"]
 
 logger = logging.getLogger("scalpel_executor.core.domains")
 
 _CPU_DIR = re.compile(r"^cpu([0-9]+)$")
 #: What is said, once per process, where workers cannot be pinned (runtime.node.processes.slot_cpus).
 AFFINITY_UNAVAILABLE = "CPU affinity is not available on this platform; workers run unpinned"
+#: The CPUs this process had before its driver's threads were confined to one (None: they are not);
+#: ``os.sched_getaffinity(0)`` answers for the calling thread, which may be one of them.
+_process_cpus: frozenset[int] | None = None
 
 
 def detect_topology(
@@ -231,6 +239,31 @@ def set_affinity(cpus: Iterable[int], pid: int = 0) -> bool:
     return True
 
 
+def thread_affinity_available() -> bool:
+    """Whether this platform can pin one thread of a process to CPUs (``os.sched_setaffinity`` with a
+    thread id: Linux)."""
+    return hasattr(os, "sched_setaffinity")
+
+
+def thread_cpus(thread_id: int) -> set[int]:
+    """The CPUs thread ``thread_id`` (a ``threading.Thread.native_id``) may run on (Linux).
+    OSError where the thread has ended."""
+    return set(os.sched_getaffinity(thread_id))
+
+
+def set_thread_cpus(thread_id: int, cpus: Iterable[int]) -> None:
+    """Pin thread ``thread_id`` of this process to ``cpus`` (Linux); the threads it starts later
+    inherit them. OSError where the thread has ended or a CPU is not this process's."""
+    os.sched_setaffinity(thread_id, set(cpus))
+
+
+def keep_process_cpus(cpus: Iterable[int] | None) -> None:
+    """Until called again with None, :func:`allowed_cpus` and topology detection answer ``cpus``: the
+    process's CPUs while some of its threads (the one that asks, maybe) are confined to fewer."""
+    global _process_cpus
+    _process_cpus = None if cpus is None else frozenset(cpus)
+
+
 def _affinity_setter():
     """How this platform sets a process's affinity, ``setter(pid, cpus)``, or None: the one place that
     says whether affinity exists."""
@@ -246,6 +279,8 @@ def _affinity_setter():
 def _allowed_set(allowed_cpus: Iterable[int] | str | None) -> set[int]:
     """The CPUs this process may use: ``allowed_cpus`` validated, or the affinity mask."""
     if allowed_cpus is None:
+        if _process_cpus is not None:
+            return set(_process_cpus)
         if hasattr(os, "sched_getaffinity"):
             return set(os.sched_getaffinity(0))
         # Not Linux: psutil knows the affinity on Windows and FreeBSD; without any (macOS), every CPU.

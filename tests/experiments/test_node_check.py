@@ -73,6 +73,10 @@ def test_a_width_has_three_contenders_and_a_wider_node_is_emulated():
     assert contenders["threads"].options == {"max_threads": len(cores) + 3}
     assert scalpel_topology(len(cores)) is None
     assert scalpel_topology(1) == [[cores[0]]]
+    pinned = width_contenders(4, pin_driver=True)
+    assert list(pinned) == ["htex", "scalpel", "threads", "scalpel-pin"]
+    assert pinned["scalpel-pin"].executor == "scalpel"
+    assert pinned["scalpel-pin"].options == {**pinned["scalpel"].options, "pin_driver": "auto"}
 
 
 def test_a_width_summary_has_medians_ranges_ratios_and_threads():
@@ -82,6 +86,11 @@ def test_a_width_summary_has_medians_ranges_ratios_and_threads():
     assert "manager_cpu_per_task_us" not in summary["contenders"]["threads"]["figures"]
     assert summary["ratios"]["scalpel/htex"]["throughput"] == pytest.approx(620 / 510)
     assert summary["ratios"]["scalpel/threads"]["throughput"] == pytest.approx(620 / 1100)
+    assert "scalpel-pin/htex" not in summary["ratios"]  # no such samples
+    pinned = width_summary({**SAMPLES, "scalpel-pin": [dict(sample, throughput=1020.0)
+                                                       for sample in SAMPLES["scalpel"]]})
+    assert pinned["ratios"]["scalpel-pin/htex"]["throughput"] == pytest.approx(1020 / 510)
+    assert pinned["ratios"]["scalpel/htex"] == summary["ratios"]["scalpel/htex"]
     # a pid in a thread's name differs per sample: the samples' threads are one thread
     assert thread_medians(SAMPLES["scalpel"], "driver") == [{"name": "scalpel-submit-N", "cpu_per_task_us": 60.0}]
     lines = width_lines(4, summary, markdown=True)
@@ -134,7 +143,8 @@ def test_an_emulated_node_gives_a_sample_with_the_manager_and_every_task_stamped
 
 
 def test_the_record_and_the_markdown_of_a_check(tmp_path, monkeypatch):
-    threads_only = lambda width: {"threads": Contender("threads", {"max_threads": width}, measure_cpu=True)}  # noqa: E731
+    threads_only = lambda width, pin_driver=False: {"threads": Contender("threads", {"max_threads": width},  # noqa: E731
+                                                                       measure_cpu=True)}
     monkeypatch.setattr(node_check, "width_contenders", threads_only)
     bench_calls = []
 

@@ -73,6 +73,7 @@ from scalpel_executor.core.tasks import Task
 from scalpel_executor.runtime.wire.channel import PORT_RANGE
 from scalpel_executor.runtime.contract import Job, Outcome, Pool
 from scalpel_executor.runtime.driver.graph import GraphMemoizer, nested_future
+from scalpel_executor.runtime.driver.driver_pin import DriverPin, resolve_pin_driver
 from scalpel_executor.runtime.driver.host_learning import HostLearning
 from scalpel_executor.runtime.driver.path_learning import PathLearning
 from scalpel_executor.runtime.logs import share_parsl_handlers
@@ -275,6 +276,18 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         replaced. Where no memory cgroup is usable, an address-space limit (RLIMIT_AS: the
         worker's size plus the declaration and 256 MiB) stands in, which also refuses a task that
         maps far more than it touches. Each node's pool logs at start which one it uses.
+    pin_driver : int or "auto", optional
+        Local mode: confine this process's Parsl threads (the one that calls ``start()``, under
+        ``parsl.load()`` the main thread, and the threads it starts later: Parsl's launch thread,
+        the executor's reader) to one CPU while the executor runs: that CPU, or with ``"auto"``
+        the last one the process may use (default None: where the OS puts them). They take turns
+        at one interpreter lock anyway; on one CPU they stop handing it to each other at every
+        line Parsl logs, which cut the driver's CPU per no-op task by about 40% and raised the
+        no-op rate 1.3–1.5× on a 2-core machine (docs/results/throughput.md). Off by default
+        because what those threads run or start meanwhile shares the CPU too: your own code in
+        the main thread, thread pools it makes, processes another executor's provider starts.
+        The node manager and its workers keep the process's CPUs.
+        (:mod:`~scalpel_executor.runtime.driver.driver_pin`.)
 
     The arguments that are pool options (``policy``, ``pin``, ``seed``, ``batching``, the heartbeat
     settings, ``drain_period``, ``enforce_memory``) are read-only attributes of the executor, read
@@ -335,6 +348,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         available_accelerators: Union[int, Sequence[str], None] = None,
         enforce_memory: bool = False,
         worker_init: Optional[str] = None,
+        pin_driver: Union[int, str, None] = None,
     ):
         ParslExecutor.__init__(self)
         if provider is not None:
@@ -388,6 +402,13 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                              + ("with provider=, give it to the provider (its worker_init)" if provider is not None
                                 else "it needs node_manager=True (the default)"))
         self.worker_init = worker_init
+        if pin_driver is not None and (provider is not None or node_manager is False):
+            raise ValueError(f"pin_driver={pin_driver!r} is a local-mode option for the node manager's driver: "
+                             + ("with provider=, the driver's node runs no workers; leave it out"
+                                if provider is not None else "it needs node_manager=True (the default)"))
+        self.pin_driver = pin_driver
+        self._driver_cpu = resolve_pin_driver(pin_driver)  # a CPU this process may not use fails here
+        self._driver_pin: DriverPin | None = None
         self.label = label
         self._refused = 0  # tasks handed over after shutdown (_refused_after_shutdown)
         self._cut_short = 0  # tasks still running or waiting at shutdown (the run report's tasks_cut_short)
@@ -456,9 +477,14 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
     def start(self) -> None:
         if not self._begin_start():
             return
+        manager_cpus = None
+        if self._driver_cpu is not None:  # before the reader and sender start: they inherit the CPU
+            self._driver_pin = DriverPin(self._driver_cpu)
+            self._driver_pin.pin()
+            manager_cpus = sorted(self._driver_pin.process_cpus)
         if self.node_manager:  # returns once the manager is launched, as HTEX's start: tasks wait for its workers
             pool = ManagerClient(self._topology, self._pool_options(), self._complete, worker_init=self.worker_init,
-                                 log_dir=self._log_dir())
+                                 log_dir=self._log_dir(), cpus=manager_cpus)
             pool.start(wait=False)
         else:
             pool = WorkerPool(self._topology, self._pool_options(), self._complete)
@@ -642,6 +668,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown()
+        if self._driver_pin is not None:
+            self._driver_pin.release()
         if self._estimator is not None:
             self._estimator.flush()
             if self._estimator.store is not None and not isinstance(self.profiles, ProfileStore):

@@ -66,9 +66,10 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import Connection
 
+from scalpel_executor.core.cpulist import format_cpu_list
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.core.domains import Topology
 from scalpel_executor.runtime.contract import OnComplete, Outcome
@@ -110,10 +111,14 @@ class ManagerClient:
     log_dir : str, optional
         The executor's log directory (``<run_dir>/<label>``): the manager's ``--log-dir``, below which
         it and its workers write their log files (:mod:`scalpel_executor.runtime.logs`); None: none.
+    cpus : sequence of int, optional
+        The CPUs the manager (and so its workers) may use, its ``--cpus``; given while the driver's
+        threads are pinned to one (``pin_driver``), which the manager would inherit. None: the driver's.
     """
 
     def __init__(self, topology: Topology, options: PoolOptions, on_complete: OnComplete, *,
-                 env: Mapping[str, str] | None = None, worker_init: str | None = None, log_dir: str | None = None):
+                 env: Mapping[str, str] | None = None, worker_init: str | None = None, log_dir: str | None = None,
+                 cpus: Sequence[int] | None = None):
         self.topology = topology
         self.options = options
         self._configure = encode(Configure(ManagerConfig.of_driver(topology).to_dict(), options.to_dict()))
@@ -122,6 +127,7 @@ class ManagerClient:
         self._start_timeout = START_TIMEOUT + start_timeout(len(topology.cpus)) - start_timeout(1)
         self._worker_init = worker_init  # shell commands run before the manager (and so its workers) starts
         self._log_dir = log_dir
+        self._cpus = None if cpus is None else format_cpu_list(sorted(cpus))  # the manager's --cpus (pin_driver)
         self._on_complete = on_complete
         self._lock = threading.Lock()  # guards _manager, _stopping, _failure, and holding a task against them
         self._ledger = Ledger()  # the outstanding tasks: what the current manager holds
@@ -198,7 +204,8 @@ class ManagerClient:
         """Start a manager process and send it its configuration; it reports Started later."""
         ours, theirs = socket.socketpair()
         command = [sys.executable, "-m", "scalpel_executor.runtime.node.manager", "--fd", str(theirs.fileno()),
-                   "--parent", str(os.getpid())] + (["--log-dir", self._log_dir] if self._log_dir else [])
+                   "--parent", str(os.getpid())] + (["--log-dir", self._log_dir] if self._log_dir else []) \
+            + (["--cpus", self._cpus] if self._cpus else [])
         if self._worker_init:  # as HTEX's: the commands run first, in the shell that then becomes the manager
             command = ["/bin/bash", "-c", f'{self._worker_init}\nexec "$0" "$@"', *command]
         try:
