@@ -27,7 +27,8 @@ from its node manager (1.0: a Began and each Result in frames of their own).
 
 ``--rounds N`` runs the executors N times each, interleaved (scalpel, htex, scalpel, ...), and
 ends with the medians and the paired ratios scalpel/htex of the same round; ``--json PATH`` keeps
-every sample.
+every sample. ``--executors scalpel,scalpel-pin,htex`` adds ScalpelExecutor with ``pin_driver="auto"``
+(the driver's threads on one CPU: ``runtime.driver.driver_pin``) and its ratios to HTEX.
 
 ``--spy FOLDER`` also samples the bursts with py-spy (``pip install py-spy``), only the thread
 holding the GIL (``--gil --threads``), and prints, per thread, the share of its samples in each
@@ -39,6 +40,7 @@ function of the executor (inclusive); the raw samples go to FOLDER/<executor>.tx
     python benchmarks/driver_cpu.py --store --bursts 2           # with a profile store, as users run
     python benchmarks/driver_cpu.py --store --logging --bursts 2 # and Parsl's log file, as users run
     python benchmarks/driver_cpu.py --store --logging --bursts 2 --rounds 6 --json cpu.json  # paired
+    python benchmarks/driver_cpu.py --store --logging --bursts 2 --rounds 6 --executors scalpel,scalpel-pin,htex
 """
 
 from __future__ import annotations
@@ -105,7 +107,8 @@ def measure(kind: str, tasks: int, bursts: int, warm: int, spy: Path | None, wor
         from scalpel_executor import ScalpelExecutor
         from scalpel_executor.experiments.interleaved import scalpel_topology
         executor = ScalpelExecutor(label="x", topology=scalpel_topology(workers) if workers else None,
-                                   profiles=os.path.join(scratch.name, "profiles.sqlite") if store else False)
+                                   profiles=os.path.join(scratch.name, "profiles.sqlite") if store else False,
+                                   pin_driver="auto" if kind == "scalpel-pin" else None)
     app = parsl.python_app(noop)
     collector = [0.0, 0.0]
     by_generation = [[0, 0.0] for _ in range(3)]  # per generation: collections, CPU seconds
@@ -160,8 +163,8 @@ def measure(kind: str, tasks: int, bursts: int, warm: int, spy: Path | None, wor
             "gc_per_1000_tasks": [round(n / count * 1000, 2) for n, _ in by_generation],
             "gc_us_per_task_by_generation": [round(spent / count * 1e6, 1) for _, spent in by_generation],
             "tracked_objects_after": tracked,
-            "frames_per_task": frames / count if kind == "scalpel" else None,
-            "messages_per_frame": messages / frames if kind == "scalpel" and frames else None,
+            "frames_per_task": frames / count if kind != "htex" else None,
+            "messages_per_frame": messages / frames if kind != "htex" and frames else None,
             "state_lock_contended_per_task": state_lock.contended / count,
             "round_trip_ms": statistics.median(trips[WARMED:]) * 1e3 if len(trips) > WARMED else None}
 
@@ -221,25 +224,26 @@ COMPARED = {"driver_us_per_task": "driver CPU us/task", "tasks_per_second": "tas
 
 
 def summarize(samples: list[dict], kinds: list[str]) -> None:
-    """Medians per executor, and the paired ratios scalpel/htex of the same round (median [min-max])."""
+    """Medians per executor, and the paired ratios of each of ours over htex in the same round (median [min-max])."""
     print(f"\nover {max(row['round'] for row in samples) + 1} interleaved rounds:")
     for field, name in COMPARED.items():
         medians = {kind: statistics.median(row[field] for row in samples if row["executor"] == kind) for kind in kinds}
         line = f"  {name:28s} " + "   ".join(f"{kind} {value:8.2f}" for kind, value in medians.items())
-        if set(kinds) == {"scalpel", "htex"}:
-            by_round = collections.defaultdict(dict)
-            for row in samples:
-                by_round[row["round"]][row["executor"]] = row[field]
-            ratios = sorted(pair["scalpel"] / pair["htex"] for pair in by_round.values() if pair.get("htex"))
+        by_round = collections.defaultdict(dict)
+        for row in samples:
+            by_round[row["round"]][row["executor"]] = row[field]
+        for mine in [kind for kind in kinds if kind != "htex"] if "htex" in kinds else []:
+            ratios = sorted(pair[mine] / pair["htex"] for pair in by_round.values() if pair.get("htex") and mine in pair)
             if ratios:
-                line += f"   scalpel/htex {statistics.median(ratios):.3f} [{ratios[0]:.3f}-{ratios[-1]:.3f}]"
+                line += f"   {mine}/htex {statistics.median(ratios):.3f} [{ratios[0]:.3f}-{ratios[-1]:.3f}]"
         print(line)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="\n".join(__doc__.splitlines()[2:]),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--executors", default="scalpel,htex", help="comma-separated: scalpel, htex (default both)")
+    parser.add_argument("--executors", default="scalpel,htex", help="comma-separated: scalpel, scalpel-pin "
+                        "(pin_driver='auto': the driver's threads on one CPU), htex (default scalpel,htex)")
     parser.add_argument("--tasks", type=int, default=3000, help="no-op tasks per burst (default %(default)s)")
     parser.add_argument("--bursts", type=int, default=1, help="bursts measured (default %(default)s)")
     parser.add_argument("--workers", type=int, help="workers per executor (default: the CPU count; more emulates a "
@@ -263,8 +267,8 @@ def main() -> int:
                                  args.logging)))
         return 0
     kinds = [kind.strip() for kind in args.executors.split(",") if kind.strip()]
-    if unknown := [kind for kind in kinds if kind not in ("scalpel", "htex")]:
-        parser.error(f"--executors takes scalpel and htex, got {', '.join(unknown)}")
+    if unknown := [kind for kind in kinds if kind not in ("scalpel", "scalpel-pin", "htex")]:
+        parser.error(f"--executors takes scalpel, scalpel-pin and htex, got {', '.join(unknown)}")
     if args.spy is not None:
         if shutil.which("py-spy") is None:
             parser.error("--spy needs py-spy on the PATH (pip install py-spy)")
