@@ -25,6 +25,7 @@ import statistics
 import time
 
 from scalpel_executor.core.contention import ContentionModel
+from scalpel_executor.core.domains import Topology
 from scalpel_executor.core.planning import PlanContext, scalpel_order, starts_allowed
 from scalpel_executor.core.tasks import Task
 
@@ -43,11 +44,8 @@ def batch(n: int, seed: int, wide: bool) -> list[Task]:
 
 
 def shape(text: str) -> list[int]:
-    """``DxC`` (D domains of C cores) as cores per domain."""
-    domains, _, cores = text.partition("x")
-    if not (domains.isdigit() and cores.isdigit() and int(domains) > 0 and int(cores) > 0):
-        raise argparse.ArgumentTypeError(f"a machine shape is DOMAINSxCORES, like 2x8; got {text!r}")
-    return [int(cores)] * int(domains)
+    """A topology spec (``DxC``: D domains of C cores) as cores per domain; ValueError naming it."""
+    return [len(domain.cpus) for domain in Topology.from_spec(text).domains]
 
 
 def cost(cores: list[int], n: int, starts: int, repeats: int, wide: bool) -> tuple[int, float]:
@@ -55,7 +53,7 @@ def cost(cores: list[int], n: int, starts: int, repeats: int, wide: bool) -> tup
     per_start, simulated = [], 0
     for seed in range(repeats):
         context = PlanContext(cores, llc=LLC, model=ContentionModel(), budget=starts, rate=math.inf)
-        counted = _counting(context)
+        counted = _counting()
         begin = time.process_time()
         scalpel_order(batch(n, seed, wide), context)
         spent = time.process_time() - begin
@@ -64,7 +62,7 @@ def cost(cores: list[int], n: int, starts: int, repeats: int, wide: bool) -> tup
     return simulated, statistics.median(per_start)
 
 
-def _counting(context: PlanContext):
+def _counting():
     """Wrap the evaluators the plan builds so their starts can be read after it."""
     import scalpel_executor.core.planning as planning
 
@@ -101,7 +99,7 @@ def main() -> None:
     args = parser.parse_args()
     try:
         shapes = [(text, shape(text)) for text in args.shapes.split(",")]
-    except argparse.ArgumentTypeError as error:
+    except ValueError as error:
         parser.error(str(error))
     try:
         sizes = [int(n) for n in args.tasks.split(",")]
