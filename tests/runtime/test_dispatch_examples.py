@@ -1,0 +1,38 @@
+"""The dispatch examples (many short tasks) run as a user runs them, whole processes, and give the
+same result under ScalpelExecutor with and without ``pin_driver`` and under HTEX."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "dispatch"
+
+
+def _run(script, tmp_path, executor, *extra):
+    env = dict(os.environ, SCALPEL_PROFILE_STORE=str(tmp_path / f"{executor}.sqlite"))  # never the user's store
+    done = subprocess.run([sys.executable, str(EXAMPLES / script), "--executor", executor, "--run-dir",
+                           str(tmp_path / f"{script}-{executor}"), *extra],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("script, extra, n", [("sweep.py", ("--points", "20"), 20),
+                                              ("chain.py", ("--samples", "12"), 12)])
+def test_a_dispatch_example_gives_one_result_under_every_executor(tmp_path, script, extra, n):
+    runs = {executor: _run(script, tmp_path, executor, *extra) for executor in ("scalpel", "scalpel-pin", "htex")}
+    assert runs["scalpel"]["summary"] == runs["scalpel-pin"]["summary"] == runs["htex"]["summary"]
+    assert runs["scalpel"]["summary"]["n"] == n
+    assert all(run["seconds"] > 0 and run["executor"] == executor for executor, run in runs.items())
+    if script == "sweep.py":
+        assert (tmp_path / "sweep.py-htex" / "done.txt").read_text() == f"{n} points\n"  # the bash step ran
+
+
+def test_a_dispatch_example_refuses_an_empty_workflow(tmp_path):
+    done = subprocess.run([sys.executable, str(EXAMPLES / "sweep.py"), "--points", "0"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode != 0 and "--points must be at least 1, got 0" in done.stderr
