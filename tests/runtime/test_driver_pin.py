@@ -39,6 +39,18 @@ def test_pin_driver_names_a_cpu_of_this_process_or_auto():
         resolve_pin_driver(1.0)
 
 
+@TWO_CPUS
+def test_auto_takes_the_last_cpu_no_worker_is_on():
+    assert resolve_pin_driver("auto", workers=CPUS[1:]) == CPUS[0]  # the one CPU left free
+    assert resolve_pin_driver("auto", workers=CPUS[:-1]) == CPUS[-1]
+    assert resolve_pin_driver("auto", workers=CPUS) == CPUS[-1]  # a worker on every CPU: the last
+    assert resolve_pin_driver("auto", workers=range(10_000)) == CPUS[-1]  # an emulated wider node
+    assert resolve_pin_driver(CPUS[0], workers=CPUS) == CPUS[0]  # a CPU asked for is taken as asked
+    # max_workers_per_node keeps the first cores: "auto" takes one of the others
+    executor = ScalpelExecutor(profiles=False, pin_driver="auto", max_workers_per_node=len(CPUS) - 1)
+    assert executor._driver_cpu not in executor.resolved_topology.cpus
+
+
 def test_pin_driver_needs_per_thread_affinity(monkeypatch):
     monkeypatch.setattr(driver_pin, "thread_affinity_available", lambda: False)
     with pytest.raises(ValueError, match="pin_driver='auto' needs per-thread CPU affinity"):

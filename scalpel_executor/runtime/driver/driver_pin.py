@@ -22,13 +22,15 @@ manager is started with them (``--cpus``), so its workers are laid out as withou
 What it costs the user: code that runs in those threads shares the one CPU with Parsl, and so do
 threads and processes they start while it holds (a thread pool made in the main thread after
 ``parsl.load()``, a process another executor's provider starts from the DataFlowKernel's threads).
-So it is off unless asked for. ``"auto"`` takes the last CPU of the process.
+So it is off unless asked for. ``"auto"`` takes the last CPU of the process that no worker is on
+(one ``max_workers_per_node`` leaves out, a core's second hardware thread), else the last.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable
 
 from scalpel_executor.core.cpulist import format_cpu_list
 from scalpel_executor.host.sysfs import (allowed_cpus, keep_process_cpus, set_thread_cpus, thread_affinity_available,
@@ -43,10 +45,12 @@ _holding = 0  # DriverPins pinned and not released: the process's CPUs are kept 
 _holding_lock = threading.Lock()
 
 
-def resolve_pin_driver(value: int | str | None) -> int | None:
-    """The CPU ``pin_driver=`` names: None (off), ``"auto"`` (the last CPU this process may use) or a
-    CPU number of this process. TypeError or ValueError naming the value otherwise, or where the
-    platform cannot pin a thread."""
+def resolve_pin_driver(value: int | str | None, workers: Iterable[int] = ()) -> int | None:
+    """The CPU ``pin_driver=`` names: None (off), ``"auto"`` or a CPU number of this process.
+    ``"auto"`` is the last CPU of the process that none of ``workers`` (the workers' CPUs) is on:
+    one ``max_workers_per_node`` left out, or a core's second hardware thread; where every CPU has a
+    worker, the last. TypeError or ValueError naming the value otherwise, or where the platform
+    cannot pin a thread."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, str)):
@@ -58,7 +62,7 @@ def resolve_pin_driver(value: int | str | None) -> int | None:
                          f"this platform lacks; leave pin_driver out")
     cpus = allowed_cpus()
     if value == AUTO:
-        return max(cpus)
+        return max(cpus - set(workers) or cpus)
     if value not in cpus:
         raise ValueError(f"pin_driver={value!r} is not a CPU this process may use ({format_cpu_list(sorted(cpus))})")
     return value

@@ -280,12 +280,14 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         Local mode: confine this process's Parsl threads (the one that calls ``start()``, under
         ``parsl.load()`` the main thread, and the threads it starts later: Parsl's launch thread,
         the executor's reader) to one CPU while the executor runs: that CPU, or with ``"auto"``
-        the last one the process may use (default None: where the OS puts them). They take turns
-        at one interpreter lock anyway; on one CPU they stop handing it to each other at every
-        line Parsl logs, which cut the driver's CPU per no-op task by about 40% and raised the
-        no-op rate 1.3–1.5× on a 2-core machine (docs/results/throughput.md). Off by default
-        because what those threads run or start meanwhile shares the CPU too: your own code in
-        the main thread, thread pools it makes, processes another executor's provider starts.
+        the last one the process may use that no worker is on (``max_workers_per_node`` one
+        below the cores leaves one), else the last (default None: where the OS puts them). They
+        take turns at one interpreter lock anyway; on one CPU they stop handing it to each other
+        at every line Parsl logs, which cut the driver's CPU per no-op task by about 40% and
+        raised the no-op rate 1.3–1.5× on a 2-core machine, but made two workflows of short
+        tasks that kept every worker busy 9–10% slower there (docs/results/throughput.md). Off by
+        default: what those threads run or start meanwhile shares the CPU too (your own code in
+        the main thread, thread pools it makes, processes another executor's provider starts).
         The node manager and its workers keep the process's CPUs.
         (:mod:`~scalpel_executor.runtime.driver.driver_pin`.)
 
@@ -407,8 +409,6 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                              + ("with provider=, the driver's node runs no workers; leave it out"
                                 if provider is not None else "it needs node_manager=True (the default)"))
         self.pin_driver = pin_driver
-        self._driver_cpu = resolve_pin_driver(pin_driver)  # a CPU this process may not use fails here
-        self._driver_pin: DriverPin | None = None
         self.label = label
         self._refused = 0  # tasks handed over after shutdown (_refused_after_shutdown)
         self._cut_short = 0  # tasks still running or waiting at shutdown (the run report's tasks_cut_short)
@@ -430,6 +430,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         if provider is None:  # local mode's node: as many workers as HTEX would run here
             self._topology = self._topology.first(max_workers_per_node)
         self._fit = NodeFit(cores_per_task, mem_per_task, self._topology)  # local mode: the node, fixed at start()
+        # A CPU this process may not use fails here; "auto" prefers one no worker is on.
+        self._driver_cpu = resolve_pin_driver(pin_driver, self._topology.cpus)
+        self._driver_pin: DriverPin | None = None
         # What start() plans with (the given model, else this host's fit) and what the run adds to the fit.
         self._paths = PathLearning(self, self.default_runtime)  # the tails told to tasks and learned from the run
         self._host = HostLearning(label, self._topology, self.contention_model, given=contention_model is not None,
