@@ -159,6 +159,27 @@ def test_a_pin_confines_its_thread_and_what_it_starts_and_release_gives_their_cp
 
 
 @TWO_CPUS
+def test_a_start_that_fails_gives_the_cpus_back(tmp_path, monkeypatch):
+    from scalpel_executor.runtime.driver import executor as executor_module
+
+    class Refused(Exception):
+        pass
+
+    def refuse(*args, **kwargs):
+        raise Refused("no manager today")
+
+    monkeypatch.setattr(executor_module, "ManagerClient", refuse)
+    executor = ScalpelExecutor(profiles=str(tmp_path / "profiles.sqlite"), pin_driver=CPUS[-1])
+
+    def work():
+        with pytest.raises(Refused):
+            executor.start()
+        return os.sched_getaffinity(0), allowed_cpus()
+
+    assert _in_thread(work) == (set(CPUS), set(CPUS))
+
+
+@TWO_CPUS
 def test_two_pins_keep_the_process_cpus_until_the_last_is_released():
     def work():
         first, second = DriverPin(CPUS[-1]), DriverPin(CPUS[-1])

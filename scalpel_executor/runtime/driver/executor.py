@@ -485,13 +485,18 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             self._driver_pin = DriverPin(self._driver_cpu)
             self._driver_pin.pin()
             manager_cpus = sorted(self._driver_pin.process_cpus)
-        if self.node_manager:  # returns once the manager is launched, as HTEX's start: tasks wait for its workers
-            pool = ManagerClient(self._topology, self._pool_options(), self._complete, worker_init=self.worker_init,
-                                 log_dir=self._log_dir(), cpus=manager_cpus)
-            pool.start(wait=False)
-        else:
-            pool = WorkerPool(self._topology, self._pool_options(), self._complete)
-            pool.start()
+        try:
+            if self.node_manager:  # returns once the manager is launched, as HTEX's start: tasks wait for its workers
+                pool = ManagerClient(self._topology, self._pool_options(), self._complete,
+                                     worker_init=self.worker_init, log_dir=self._log_dir(), cpus=manager_cpus)
+                pool.start(wait=False)
+            else:
+                pool = WorkerPool(self._topology, self._pool_options(), self._complete)
+                pool.start()
+        except BaseException:
+            if self._driver_pin is not None:  # a start that failed leaves no thread on the one CPU
+                self._driver_pin.release()
+            raise
         self._pool = pool
         self._start_node_monitor()
         logger.info(
