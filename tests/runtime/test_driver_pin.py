@@ -179,6 +179,23 @@ def test_a_start_that_fails_gives_the_cpus_back(tmp_path, monkeypatch):
     assert _in_thread(work) == (set(CPUS), set(CPUS))
 
 
+def test_a_pin_that_cannot_be_set_changes_nothing(monkeypatch):
+    def refused(thread_id, cpus):
+        raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(driver_pin, "set_thread_cpus", refused)
+    pin = DriverPin(CPUS[-1])
+
+    def work():
+        with pytest.raises(OSError):
+            pin.pin()
+        pin.release()  # nothing was pinned: nothing to give back
+        return os.sched_getaffinity(0), driver_pin._holding
+
+    assert _in_thread(work) == (set(CPUS), 0)
+    assert allowed_cpus() == set(CPUS)
+
+
 @TWO_CPUS
 def test_two_pins_keep_the_process_cpus_until_the_last_is_released():
     def work():

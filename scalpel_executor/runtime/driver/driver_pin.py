@@ -40,7 +40,7 @@ __all__ = ["AUTO", "DriverPin", "resolve_pin_driver"]
 
 logger = logging.getLogger(__name__)
 
-AUTO = "auto"  # pin_driver's value for the last CPU of the process
+AUTO = "auto"  # pin_driver's value for the last CPU of the process that no worker is on
 _holding = 0  # DriverPins pinned and not released: the process's CPUs are kept while any holds
 _holding_lock = threading.Lock()
 
@@ -78,17 +78,19 @@ class DriverPin:
         self._before: set[int] = set()  # native ids of the threads that ran before the pin
 
     def pin(self) -> None:
-        """Pin the calling thread; the process's CPUs stay what :func:`allowed_cpus` answers."""
+        """Pin the calling thread; the process's CPUs stay what :func:`allowed_cpus` answers. An
+        OSError (the CPU was taken from the process since) leaves everything as it was."""
         self._process = allowed_cpus()
         self._before = {thread.native_id for thread in threading.enumerate()}
         me = threading.get_native_id()
-        self._pinned[me] = thread_cpus(me)
+        had = thread_cpus(me)
+        set_thread_cpus(me, {self.cpu})
+        self._pinned[me] = had
         global _holding
         with _holding_lock:
             if not _holding:
                 keep_process_cpus(self._process)
             _holding += 1
-        set_thread_cpus(me, {self.cpu})
         logger.info("the driver's threads run on CPU %d (pin_driver); the process has CPUs %s", self.cpu,
                     format_cpu_list(sorted(self._process)))
 
