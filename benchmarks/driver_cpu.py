@@ -27,8 +27,10 @@ from its node manager (1.0: a Began and each Result in frames of their own).
 
 ``--rounds N`` runs the executors N times each, interleaved (scalpel, htex, scalpel, ...), and
 ends with the medians and the paired ratios scalpel/htex of the same round; ``--json PATH`` keeps
-every sample. ``--executors scalpel,scalpel-pin,htex`` adds ScalpelExecutor with ``pin_driver="auto"``
-(the driver's threads on one CPU: ``runtime.driver.driver_pin``) and its ratios to HTEX.
+every sample. ``scalpel`` is ScalpelExecutor with its defaults (the driver's threads on one CPU while
+they are busy: ``runtime.driver.driver_pin``); ``--executors scalpel,scalpel-pin,scalpel-unpinned,htex``
+adds it with ``pin_driver="auto"`` (on one CPU for the whole run) and with ``pin_driver=None`` (never),
+and their ratios to HTEX.
 
 ``--spy FOLDER`` also samples the bursts with py-spy (``pip install py-spy``), only the thread
 holding the GIL (``--gil --threads``), and prints, per thread, the share of its samples in each
@@ -40,7 +42,7 @@ function of the executor (inclusive); the raw samples go to FOLDER/<executor>.tx
     python benchmarks/driver_cpu.py --store --bursts 2           # with a profile store, as users run
     python benchmarks/driver_cpu.py --store --logging --bursts 2 # and Parsl's log file, as users run
     python benchmarks/driver_cpu.py --store --logging --bursts 2 --rounds 6 --json cpu.json  # paired
-    python benchmarks/driver_cpu.py --store --logging --bursts 2 --rounds 6 --executors scalpel,scalpel-pin,htex
+    python benchmarks/driver_cpu.py --store --logging --bursts 2 --rounds 6 --executors scalpel,scalpel-pin,scalpel-unpinned,htex
 """
 
 from __future__ import annotations
@@ -64,6 +66,9 @@ from pathlib import Path
 #: Lone tasks that warm up (fresh workers, first imports) before any round trip counts.
 WARMED = 50
 
+
+#: ``--executors``' ScalpelExecutors: the defaults, pinned for the whole run, never pinned.
+PIN_DRIVER = {"scalpel": {}, "scalpel-pin": {"pin_driver": "auto"}, "scalpel-unpinned": {"pin_driver": None}}
 
 def noop():
     return 0
@@ -108,7 +113,7 @@ def measure(kind: str, tasks: int, bursts: int, warm: int, spy: Path | None, wor
         from scalpel_executor.experiments.interleaved import scalpel_topology
         executor = ScalpelExecutor(label="x", topology=scalpel_topology(workers) if workers else None,
                                    profiles=os.path.join(scratch.name, "profiles.sqlite") if store else False,
-                                   pin_driver="auto" if kind == "scalpel-pin" else None)
+                                   **PIN_DRIVER[kind])
     app = parsl.python_app(noop)
     collector = [0.0, 0.0]
     by_generation = [[0, 0.0] for _ in range(3)]  # per generation: collections, CPU seconds
@@ -242,8 +247,9 @@ def summarize(samples: list[dict], kinds: list[str]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog="\n".join(__doc__.splitlines()[2:]),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--executors", default="scalpel,htex", help="comma-separated: scalpel, scalpel-pin "
-                        "(pin_driver='auto': the driver's threads on one CPU), htex (default scalpel,htex)")
+    parser.add_argument("--executors", default="scalpel,htex", help="comma-separated: scalpel (its defaults), "
+                        "scalpel-pin (pin_driver='auto': the driver's threads on one CPU for the whole run), "
+                        "scalpel-unpinned (pin_driver=None), htex (default scalpel,htex)")
     parser.add_argument("--tasks", type=int, default=3000, help="no-op tasks per burst (default %(default)s)")
     parser.add_argument("--bursts", type=int, default=1, help="bursts measured (default %(default)s)")
     parser.add_argument("--workers", type=int, help="workers per executor (default: the CPU count; more emulates a "
@@ -267,8 +273,8 @@ def main() -> int:
                                  args.logging)))
         return 0
     kinds = [kind.strip() for kind in args.executors.split(",") if kind.strip()]
-    if unknown := [kind for kind in kinds if kind not in ("scalpel", "scalpel-pin", "htex")]:
-        parser.error(f"--executors takes scalpel, scalpel-pin and htex, got {', '.join(unknown)}")
+    if unknown := [kind for kind in kinds if kind not in (*PIN_DRIVER, "htex")]:
+        parser.error(f"--executors takes {', '.join(PIN_DRIVER)} and htex, got {', '.join(unknown)}")
     if args.spy is not None:
         if shutil.which("py-spy") is None:
             parser.error("--spy needs py-spy on the PATH (pip install py-spy)")

@@ -4,13 +4,14 @@ For each width in ``--workers`` (default: every core of this machine), interleav
 
 - ``htex``: Parsl's HighThroughputExecutor, ``max_workers_per_node=N``, ``cpu_affinity="block"``
   up to the CPU count (else none), one ``LocalProvider`` block;
-- ``scalpel``: ``ScalpelExecutor()`` (the node manager, the default); more workers than cores
+- ``scalpel``: ``ScalpelExecutor()`` (the node manager, and the driver's threads on one CPU while
+  they are busy: the defaults); more workers than cores
   emulate a wider node, ``topology="1xN"`` laid over the real CPUs round-robin; fewer take the
   first N cores;
 - ``threads``: Parsl's ``ThreadPoolExecutor(max_threads=N)``: no process boundary at all, the
   DataFlowKernel's own ceiling on this machine,
 - with ``--pin-driver``, ``scalpel-pin``: ``ScalpelExecutor(pin_driver="auto")``, its driver's
-  threads on one CPU,
+  threads on one CPU for the whole run, and ``scalpel-unpinned``: ``pin_driver=None``, never,
 
 each sample a fresh interpreter with one DataFlowKernel, warmed up until every worker ran a task
 (``scalpel_executor.experiments.interleaved``). A sample times ``--tasks`` no-op tasks submitted at
@@ -96,7 +97,8 @@ def main() -> int:
     parser.add_argument("--stages", action="store_true", help="per width, one more ScalpelExecutor sample: "
                         "where a task's time goes")
     parser.add_argument("--pin-driver", action="store_true", help="also run ScalpelExecutor(pin_driver='auto') "
-                        "as scalpel-pin: the driver's threads on one CPU")
+                        "as scalpel-pin (the driver's threads on one CPU for the whole run) and pin_driver=None as "
+                        "scalpel-unpinned (never)")
     parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     parser.add_argument("--json", help="write every sample and the summaries to this file")
     args = parser.parse_args()

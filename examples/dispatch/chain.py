@@ -2,6 +2,7 @@
 
     python examples/dispatch/chain.py --executor scalpel --samples 1000
     python examples/dispatch/chain.py --executor scalpel-pin     # ScalpelExecutor(pin_driver="auto")
+    python examples/dispatch/chain.py --executor scalpel-unpinned   # ScalpelExecutor(pin_driver=None)
     python examples/dispatch/chain.py --executor htex
 
 The workflow, as a scientist writes it::
@@ -28,7 +29,7 @@ import parsl  # noqa: E402 - timed from the start, as a user waits
 from parsl.app.app import python_app  # noqa: E402
 from parsl.config import Config  # noqa: E402
 
-from sweep import executor  # noqa: E402 - the same executors as the sweep
+from sweep import EXECUTORS, executor  # noqa: E402 - the same executors as the sweep
 
 
 @python_app
@@ -61,7 +62,7 @@ def reduce(*scores: dict) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--executor", choices=("scalpel", "scalpel-pin", "htex"), default="scalpel")
+    parser.add_argument("--executor", choices=EXECUTORS, default="scalpel")
     parser.add_argument("--samples", type=int, default=1000, help="samples, three tasks each (default %(default)s)")
     parser.add_argument("--run-dir", default=None, help="Parsl's run directory (default: a temporary one)")
     args = parser.parse_args()

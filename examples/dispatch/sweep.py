@@ -2,6 +2,7 @@
 
     python examples/dispatch/sweep.py --executor scalpel --points 3000
     python examples/dispatch/sweep.py --executor scalpel-pin     # ScalpelExecutor(pin_driver="auto")
+    python examples/dispatch/sweep.py --executor scalpel-unpinned   # ScalpelExecutor(pin_driver=None)
     python examples/dispatch/sweep.py --executor htex
 
 The workflow, as a scientist writes it::
@@ -58,6 +59,12 @@ def stamp(n: int, outputs=()):
     return f"echo {n} points > {outputs[0].filepath}"
 
 
+#: ``--executor``'s ScalpelExecutors: the defaults (the driver's threads on one CPU while they are
+#: busy), pinned for the whole run, never pinned.
+PIN_DRIVER = {"scalpel": {}, "scalpel-pin": {"pin_driver": "auto"}, "scalpel-unpinned": {"pin_driver": None}}
+EXECUTORS = (*PIN_DRIVER, "htex")
+
+
 def executor(kind: str):
     """The executor a user would configure: HTEX on one worker per core, or ScalpelExecutor."""
     if kind == "htex":
@@ -68,12 +75,13 @@ def executor(kind: str):
                                       provider=LocalProvider(init_blocks=1, max_blocks=1))
     from scalpel_executor import ScalpelExecutor
 
-    return ScalpelExecutor(label="scalpel", pin_driver="auto" if kind == "scalpel-pin" else None)
+    return ScalpelExecutor(label="scalpel", **PIN_DRIVER[kind])
+
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--executor", choices=("scalpel", "scalpel-pin", "htex"), default="scalpel")
+    parser.add_argument("--executor", choices=EXECUTORS, default="scalpel")
     parser.add_argument("--points", type=int, default=3000, help="sweep points, two tasks each (default %(default)s)")
     parser.add_argument("--run-dir", default=None, help="Parsl's run directory (default: a temporary one)")
     args = parser.parse_args()

@@ -194,7 +194,8 @@ def width_contenders(workers: int, *, stages: bool = False, scalpel_options: Map
     :func:`scalpel_topology`, and ``scalpel_options``) and Parsl's
     ``ThreadPoolExecutor(max_threads=workers)``, each measuring its CPU per process and thread;
     ``stages``: ScalpelExecutor's samples carry time stamps; ``pin_driver``: also ``scalpel-pin``,
-    ScalpelExecutor with ``pin_driver="auto"`` (its driver's threads on one CPU)."""
+    ScalpelExecutor with ``pin_driver="auto"`` (its driver's threads on one CPU for the whole run),
+    and ``scalpel-unpinned``, with ``pin_driver=None`` (never; the defaults pin them while busy)."""
     cpus = len(os.sched_getaffinity(0))
     scalpel = {"topology": scalpel_topology(workers), **(scalpel_options or {})}
     contenders = {
@@ -205,8 +206,8 @@ def width_contenders(workers: int, *, stages: bool = False, scalpel_options: Map
         "threads": Contender("threads", {"max_threads": workers}, measure_cpu=True, workers=workers),
     }
     if pin_driver:
-        contenders["scalpel-pin"] = Contender("scalpel", {**scalpel, "pin_driver": "auto"}, measure_cpu=True,
-                                              workers=workers)
+        for name, pin in (("scalpel-pin", "auto"), ("scalpel-unpinned", None)):
+            contenders[name] = Contender("scalpel", {**scalpel, "pin_driver": pin}, measure_cpu=True, workers=workers)
     return contenders
 
 
@@ -257,7 +258,7 @@ def width_summary(samples: Mapping[str, list[dict]]) -> dict:
         summary["contenders"][name] = {"samples": len(values), "failed": len(every) - len(values), "figures": figures,
                                        "driver_threads": thread_medians(values, "driver")[:TOP_THREADS],
                                        "manager_threads": thread_medians(values, "manager")[:TOP_THREADS]}
-    for mine, other in itertools.product(("scalpel", "scalpel-pin"), ("htex", "threads")):
+    for mine, other in itertools.product(("scalpel", "scalpel-pin", "scalpel-unpinned"), ("htex", "threads")):
         ours, theirs = summary["contenders"].get(mine), summary["contenders"].get(other)
         if ours is None or theirs is None:
             continue

@@ -28,7 +28,8 @@ from scalpel_executor.core.domains import Topology
 from scalpel_executor.core.units import format_size, parse_size
 
 __all__ = ["detect_topology", "resolve_topology", "allowed_cpus", "affinity_available", "set_affinity",
-           "thread_affinity_available", "thread_cpus", "set_thread_cpus", "keep_process_cpus", "AFFINITY_UNAVAILABLE"]
+           "thread_affinity_available", "thread_cpus", "set_thread_cpus", "thread_cpu_seconds",
+           "keep_process_cpus", "AFFINITY_UNAVAILABLE"]
 
 logger = logging.getLogger("scalpel_executor.core.domains")
 
@@ -255,6 +256,19 @@ def set_thread_cpus(thread_id: int, cpus: Iterable[int]) -> None:
     """Pin thread ``thread_id`` of this process to ``cpus`` (Linux); the threads it starts later
     inherit them. OSError where the thread has ended or a CPU is not this process's."""
     os.sched_setaffinity(thread_id, set(cpus))
+
+
+def thread_cpu_seconds(thread_id: int) -> float:
+    """The CPU seconds thread ``thread_id`` of this process has run (Linux): its ``schedstat``'s
+    nanoseconds on a CPU, else its ``stat``'s user and system clock ticks. OSError where the
+    thread has ended."""
+    try:
+        with open(f"/proc/self/task/{thread_id}/schedstat", "rb") as schedstat:
+            return int(schedstat.read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):  # a kernel without schedstats
+        with open(f"/proc/self/task/{thread_id}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def keep_process_cpus(cpus: Iterable[int] | None) -> None:

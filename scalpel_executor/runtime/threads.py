@@ -26,6 +26,7 @@ NAMES = {
     "start": "scalpel-start",  # a node manager's pool start
     "link": "scalpel-link",  # a node manager's link to its driver over the network (provider mode)
     "reader": "scalpel-reader",  # the driver's reader of its node manager's messages
+    "pin": "scalpel-pin",  # the driver's watch of its threads' CPU time (pin_driver="busy")
 }
 
 

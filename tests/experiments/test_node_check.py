@@ -74,9 +74,10 @@ def test_a_width_has_three_contenders_and_a_wider_node_is_emulated():
     assert scalpel_topology(len(cores)) is None
     assert scalpel_topology(1) == [[cores[0]]]
     pinned = width_contenders(4, pin_driver=True)
-    assert list(pinned) == ["htex", "scalpel", "threads", "scalpel-pin"]
+    assert list(pinned) == ["htex", "scalpel", "threads", "scalpel-pin", "scalpel-unpinned"]
     assert pinned["scalpel-pin"].executor == "scalpel"
     assert pinned["scalpel-pin"].options == {**pinned["scalpel"].options, "pin_driver": "auto"}
+    assert pinned["scalpel-unpinned"].options == {**pinned["scalpel"].options, "pin_driver": None}
 
 
 def test_a_width_summary_has_medians_ranges_ratios_and_threads():

@@ -1,5 +1,5 @@
 """The dispatch examples (many short tasks) run as a user runs them, whole processes, and give the
-same result under ScalpelExecutor with and without ``pin_driver`` and under HTEX."""
+same result under ScalpelExecutor (its defaults, ``pin_driver="auto"``, ``pin_driver=None``) and under HTEX."""
 
 import json
 import os
@@ -22,14 +22,19 @@ def _run(script, tmp_path, executor, *extra):
 
 
 @pytest.mark.parametrize("script, extra, n", [("sweep.py", ("--points", "20"), 20),
-                                              ("chain.py", ("--samples", "12"), 12)])
+                                              ("chain.py", ("--samples", "12"), 12),
+                                              ("tiles.py", ("--tiles", "60", "--pixels", "200"), 60)])
 def test_a_dispatch_example_gives_one_result_under_every_executor(tmp_path, script, extra, n):
-    runs = {executor: _run(script, tmp_path, executor, *extra) for executor in ("scalpel", "scalpel-pin", "htex")}
-    assert runs["scalpel"]["summary"] == runs["scalpel-pin"]["summary"] == runs["htex"]["summary"]
-    assert runs["scalpel"]["summary"]["n"] == n
+    executors = ("scalpel", "scalpel-pin", "scalpel-unpinned", "htex")
+    runs = {executor: _run(script, tmp_path, executor, *extra) for executor in executors}
+    assert len({json.dumps(run["summary"], sort_keys=True) for run in runs.values()}) == 1
+    assert runs["scalpel"]["summary"]["tiles" if script == "tiles.py" else "n"] == n
     assert all(run["seconds"] > 0 and run["executor"] == executor for executor, run in runs.items())
     if script == "sweep.py":
         assert (tmp_path / "sweep.py-htex" / "done.txt").read_text() == f"{n} points\n"  # the bash step ran
+    if script == "tiles.py":
+        assert (tmp_path / "tiles.py-scalpel" / "summary.txt").read_text() == f"{n} tiles\n"
+        assert runs["scalpel"]["summary"]["pixels"] == n * 200
 
 
 def test_a_dispatch_example_refuses_an_empty_workflow(tmp_path):

@@ -44,6 +44,7 @@ import logging
 import math
 import os
 import sys
+import threading
 import time
 from collections import deque
 from concurrent.futures import Future, InvalidStateError
@@ -73,7 +74,7 @@ from scalpel_executor.core.tasks import Task
 from scalpel_executor.runtime.wire.channel import PORT_RANGE
 from scalpel_executor.runtime.contract import Job, Outcome, Pool
 from scalpel_executor.runtime.driver.graph import GraphMemoizer, nested_future
-from scalpel_executor.runtime.driver.driver_pin import DriverPin, resolve_pin_driver
+from scalpel_executor.runtime.driver.driver_pin import BUSY, BusyPin, DriverPin, resolve_pin_driver
 from scalpel_executor.runtime.driver.host_learning import HostLearning
 from scalpel_executor.runtime.driver.path_learning import PathLearning
 from scalpel_executor.runtime.logs import share_parsl_handlers
@@ -276,20 +277,22 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         replaced. Where no memory cgroup is usable, an address-space limit (RLIMIT_AS: the
         worker's size plus the declaration and 256 MiB) stands in, which also refuses a task that
         maps far more than it touches. Each node's pool logs at start which one it uses.
-    pin_driver : int or "auto", optional
-        Local mode: confine this process's Parsl threads (the one that calls ``start()``, under
-        ``parsl.load()`` the main thread, and the threads it starts later: Parsl's launch thread,
-        the executor's reader) to one CPU while the executor runs: that CPU, or with ``"auto"``
-        the last one the process may use that no worker is on (``max_workers_per_node`` one
-        below the cores leaves one), else the last (default None: where the OS puts them). They
-        take turns at one interpreter lock anyway; on one CPU they stop handing it to each other
-        at every line Parsl logs, which cut the driver's CPU per no-op task by about 40% and
-        raised the no-op rate 1.3–1.5× on a 2-core machine, but made two workflows of short
-        tasks that kept every worker busy 9–10% slower there (docs/results/throughput.md). Off by
-        default: what those threads run or start meanwhile shares the CPU too (your own code in
-        the main thread, thread pools it makes, processes another executor's provider starts).
-        The node manager and its workers keep the process's CPUs.
-        (:mod:`~scalpel_executor.runtime.driver.driver_pin`.)
+    pin_driver : "busy", "auto", int or None, optional
+        Local mode: this process's Parsl threads (the one that calls ``start()``, under
+        ``parsl.load()`` the main thread; Parsl's launch thread; the executor's reader) on one CPU.
+        They take turns at one interpreter lock anyway; on one CPU they stop handing it to each
+        other at every line Parsl logs, which cut the driver's CPU per no-op task by about 40% and
+        raised the no-op rate 1.3–1.6× (docs/results/throughput.md). ``"busy"`` (the default)
+        pins them only while they take most of a CPU (a burst of short tasks) and gives their
+        CPUs back once they do not; ``"auto"`` pins them from ``start()`` to ``shutdown()``, with
+        the threads they start meanwhile (your own code in the main thread, thread pools it
+        makes, processes another executor's provider starts share the CPU too: pinned for a whole
+        run, two workflows of short tasks that kept every worker busy ran 9–10% slower on a
+        2-core machine); an int pins them so to that CPU; None leaves them where the OS puts them.
+        ``"busy"`` and ``"auto"`` take the last CPU the process may use that no worker is on
+        (``max_workers_per_node`` one below the cores leaves one), else the last. The node
+        manager and its workers keep the process's CPUs; the run report's ``driver_pin`` says how
+        long ``"busy"`` pinned them. (:mod:`~scalpel_executor.runtime.driver.driver_pin`.)
 
     The arguments that are pool options (``policy``, ``pin``, ``seed``, ``batching``, the heartbeat
     settings, ``drain_period``, ``enforce_memory``) are read-only attributes of the executor, read
@@ -350,7 +353,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         available_accelerators: Union[int, Sequence[str], None] = None,
         enforce_memory: bool = False,
         worker_init: Optional[str] = None,
-        pin_driver: Union[int, str, None] = None,
+        pin_driver: Union[int, str, None] = BUSY,
     ):
         ParslExecutor.__init__(self)
         if provider is not None:
@@ -404,7 +407,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                              + ("with provider=, give it to the provider (its worker_init)" if provider is not None
                                 else "it needs node_manager=True (the default)"))
         self.worker_init = worker_init
-        if pin_driver is not None and (provider is not None or node_manager is False):
+        if pin_driver not in (None, BUSY) and (provider is not None or node_manager is False):
             raise ValueError(f"pin_driver={pin_driver!r} is a local-mode option for the node manager's driver: "
                              + ("with provider=, the driver's node runs no workers; leave it out"
                                 if provider is not None else "it needs node_manager=True (the default)"))
@@ -430,9 +433,12 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         if provider is None:  # local mode's node: as many workers as HTEX would run here
             self._topology = self._topology.first(max_workers_per_node)
         self._fit = NodeFit(cores_per_task, mem_per_task, self._topology)  # local mode: the node, fixed at start()
-        # A CPU this process may not use fails here; "auto" prefers one no worker is on.
-        self._driver_cpu = resolve_pin_driver(pin_driver, self._topology.cpus)
+        # A CPU this process may not use fails here; "auto" and "busy" prefer one no worker is on. "busy",
+        # the default, is off where the driver runs no node manager of its own (provider mode, in-process).
+        self._driver_cpu = resolve_pin_driver(pin_driver if provider is None and node_manager is not False else None,
+                                              self._topology.cpus)
         self._driver_pin: DriverPin | None = None
+        self._busy_pin: BusyPin | None = None
         # What start() plans with (the given model, else this host's fit) and what the run adds to the fit.
         self._paths = PathLearning(self, self.default_runtime)  # the tails told to tasks and learned from the run
         self._host = HostLearning(label, self._topology, self.contention_model, given=contention_model is not None,
@@ -481,7 +487,11 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         if not self._begin_start():
             return
         manager_cpus = None
-        if self._driver_cpu is not None:  # before the reader and sender start: they inherit the CPU
+        if self._driver_cpu is not None and self.pin_driver == BUSY:  # once the pool runs: its threads are watched
+            self._busy_pin = BusyPin(self._driver_cpu, self._pool_threads)
+            self._busy_pin.watch(threading.current_thread())
+            manager_cpus = sorted(self._busy_pin.process_cpus)  # a replacement started while pinned: all the same
+        elif self._driver_cpu is not None:  # before the reader and sender start: they inherit the CPU
             self._driver_pin = DriverPin(self._driver_cpu)
             self._driver_pin.pin()
             manager_cpus = sorted(self._driver_pin.process_cpus)
@@ -498,6 +508,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                 self._driver_pin.release()
             raise
         self._pool = pool
+        if self._busy_pin is not None:
+            self._busy_pin.start()
         self._start_node_monitor()
         logger.info(
             "executor %r started (policy %s, pin %s, %s) on %s",
@@ -506,6 +518,11 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             else f"{len(pool.worker_pids)} workers",
             self._topology.describe().replace("\n", ";"),
         )
+
+    def _pool_threads(self) -> list[threading.Thread]:
+        """The pool's threads in this process (what ``pin_driver="busy"`` watches with Parsl's)."""
+        pool = self._pool
+        return pool.driver_threads() if isinstance(pool, ManagerClient) else []
 
     def _start_node_monitor(self) -> None:
         """With Parsl monitoring on, report node managers (and local mode's block) to its database."""
@@ -581,6 +598,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         if task.interference is not None:
             self._host.told()
         self._fit.check(task)
+        busy_pin = self._busy_pin
+        if busy_pin is not None and not busy_pin.watching(caller := threading.current_thread()):
+            busy_pin.watch(caller)  # Parsl's launch thread
         try:
             pool.submit(task)
         except ExecutorShutdown:
@@ -678,6 +698,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             pool.shutdown()
         if self._driver_pin is not None:
             self._driver_pin.release()
+        if self._busy_pin is not None:
+            self._busy_pin.stop()
         if self._estimator is not None:
             self._estimator.flush()
             if self._estimator.store is not None and not isinstance(self.profiles, ProfileStore):
@@ -695,7 +717,16 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         records = list(self.records)
         return build_report(self.label, self.policy, self._topology, self._estimator, self._hint_audit.counts, records,
                             self._host.report(records, self._shut_down), self._paths.report(),
-                            cut_short=self._cut_short, shut_down_by=getattr(self, "_shut_down_by", None))
+                            cut_short=self._cut_short, shut_down_by=getattr(self, "_shut_down_by", None),
+                            driver_pin=self._driver_pin_report())
+
+    def _driver_pin_report(self) -> Optional[dict]:
+        """The run report's ``driver_pin``: where the driver's threads were pinned, how often and how long."""
+        if self._busy_pin is not None:
+            return self._busy_pin.summary()
+        if self._driver_cpu is not None:
+            return {"mode": "run", "cpu": self._driver_cpu, "engaged": 1, "seconds": None}
+        return None
 
     def _write_report(self) -> None:
         """Write the run report next to Parsl's logs (``<run_dir>/scalpel-<label>-report.json``, mode 0600)."""

@@ -278,6 +278,12 @@ class ManagerClient:
     def slot_cpus_map(self) -> list[tuple[int, ...]]:
         return list(self._slot_cpus)
 
+    def driver_threads(self) -> list[threading.Thread]:
+        """This client's threads in the driver's process: its reader, and the current manager's sender."""
+        manager = self._manager
+        return [thread for thread in (self._reader, None if manager is None else manager.outbox.thread)
+                if thread is not None]
+
     @property
     def pid(self) -> int | None:
         """The current manager process's pid (None before start)."""

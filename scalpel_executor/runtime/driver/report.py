@@ -199,7 +199,7 @@ def write_report(path: str, report: dict) -> str | None:
 
 def build_report(label: str, policy: str, topology: Topology, estimator: Estimator | None, hints_off: Mapping,
                  records: Sequence[TaskRecord], contention_model: dict, critical_path: dict, cut_short: int = 0,
-                 shut_down_by: str | None = None) -> dict:
+                 shut_down_by: str | None = None, driver_pin: dict | None = None) -> dict:
     """The run report of ``records``: where every finished task ran and where its estimates came from (JSON-ready).
 
     ``contention_model`` and ``critical_path`` are passed in as their sections, made by the
@@ -207,6 +207,9 @@ def build_report(label: str, policy: str, topology: Topology, estimator: Estimat
     ``tasks_cut_short`` counts the failed tasks that were still running or waiting when the
     executor shut down (``cut_short``: failed with ExecutorShutdown); ``shut_down_by`` names the
     exception the script was ending with when it shut the executor down (a Ctrl-C, an error), or None.
+    ``driver_pin`` says where the driver's Parsl threads were put on one CPU (``pin_driver``):
+    ``mode`` (``busy``: while they were busy; ``run``: from start to shutdown), ``cpu``, ``engaged``
+    (how many times) and ``seconds`` (how long, all told; None for ``run``); None where they were not.
 
     ``sources`` counts tasks per source of each estimate (``hint``, ``learned`` earlier in
     this run, ``store`` from earlier runs, ``shape`` and ``app`` for a key new but its shape
@@ -252,6 +255,7 @@ def build_report(label: str, policy: str, topology: Topology, estimator: Estimat
         "tasks_failed": sum(not record.ok for record in records),
         "tasks_cut_short": cut_short,
         "shut_down_by": shut_down_by,
+        "driver_pin": driver_pin,
         "tasks_measured": sum(record.measured for record in records),
         "drifts": estimator.drifts if estimator is not None else 0,
         "hints_off": hints_off,

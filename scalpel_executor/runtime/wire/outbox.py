@@ -98,6 +98,11 @@ class Outbox:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
+    @property
+    def thread(self) -> threading.Thread:
+        """The sender thread."""
+        return self._thread
+
     def put(self, message: Message) -> None:
         """Write ``message`` now if the outbox is idle, else queue it: the sender writes it soon, after
         everything queued before it. Inside :meth:`holding` it is only queued (the holder writes it
