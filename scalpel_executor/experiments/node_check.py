@@ -5,8 +5,8 @@
     run_node_check(plan, out)
       machine_facts()                     CPU model, cores, LLC domains (host.sysfs), Python, Parsl
       throughput   (share THROUGHPUT_SHARE of the budget)
-        round 1, 2, ... while the next round fits its share (each width: htex, scalpel, scalpel-pin
-        (pin_driver="auto"), threads,
+        round 1, 2, ... while the next round fits its share (each width: htex, scalpel (the defaults),
+        threads, scalpel-pin (pin_driver="auto"), scalpel-unpinned (pin_driver=None),
         each sample a fresh interpreter: experiments.interleaved.width_contenders)
       streams_check (one repetition, about a minute on 16 cores; plan.streams False: skipped)
         the streaming mix at full width (experiments.streaming_mix): a stream on every core of
