@@ -75,6 +75,17 @@ def test_the_closing_line_says_the_model_figures_as_model_figures():
     assert "model figures" not in run_summary(report, None)
 
 
+def test_the_closing_line_says_how_long_the_driver_was_pinned():
+    report = report_of("scalpel", SUBMITTED_BADLY)
+    assert "driver's threads" not in run_summary(report, None)  # a report from before the field
+    report["driver_pin"] = {"mode": "busy", "cpu": 3, "engaged": 0, "seconds": 0.0}
+    assert "driver's threads" not in run_summary(report, None)  # never pinned: nothing to say
+    report["driver_pin"] = {"mode": "busy", "cpu": 3, "engaged": 1, "seconds": 4.25}
+    assert "the driver's threads on CPU 3 for 4.2 s, in 1 burst (pin_driver='busy')" in run_summary(report, None)
+    report["driver_pin"] = {"mode": "run", "cpu": 0, "engaged": 1, "seconds": None}
+    assert "the driver's threads on CPU 0 (pin_driver)" in run_summary(report, None)
+
+
 @python_app
 def work(seed):
     return sum(i * seed for i in range(20_000))

@@ -19,9 +19,10 @@ Two ways to get there:
   as :class:`BusyGate` says: from :data:`ENGAGE` of one CPU, for :data:`STEADY` windows in a row
   (a burst of short tasks, where they hand the lock over the most), until they fall below
   :data:`RELEASE` as long (the burst is over, or the tasks took long enough that the driver waits
-  for them). Outside bursts they run where the OS puts them: a workflow whose tasks keep the
-  workers busy never shares a CPU with its driver, and code the user's thread runs between bursts,
-  and the threads and processes it starts then, keep the process's CPUs.
+  for them, or a worker on the same CPU takes half of it). Outside bursts they run where the OS
+  puts them: the driver of a workflow whose tasks keep the workers busy seldom reaches
+  :data:`ENGAGE`, and code the user's thread runs between bursts, and the threads and processes it
+  starts then, keep the process's CPUs.
 - ``pin_driver="auto"`` or a CPU, :class:`DriverPin`: pinned from ``start()`` to ``shutdown()``;
   the thread that starts the executor (under ``parsl.load()``, the user's main thread) and the
   threads it and its pinned threads start later (Parsl's launch thread, the executor's reader and
@@ -30,7 +31,7 @@ Two ways to get there:
 Either way ``"auto"``'s CPU is the last of the process that no worker is on (one
 ``max_workers_per_node`` leaves out, a core's second hardware thread), else the last; threads
 started while a pin holds get the process's CPUs back when it is released (a thread that set its
-own is left alone), and threads that ran before it are never touched (a numerical library's own).
+own is left alone), and no other thread that ran before it is touched (a numerical library's own).
 While a pin holds, the process's CPUs are still what :func:`~scalpel_executor.host.sysfs.allowed_cpus`
 and topology detection answer, and a node manager is started with them (``--cpus``), so its
 workers are laid out as without the pin.

@@ -397,12 +397,30 @@ SOURCE_WORDS = {"hint": "from hints", "learned": "learned in this run", "store":
                 SOLO_SOURCE: "from the per-key interference fit's solo times"}
 
 
+def _driver_pin_words(pin: Mapping | None) -> str | None:
+    """The closing line's clause on the driver's threads on one CPU (the report's ``driver_pin``),
+    or None where they never were.
+
+    >>> _driver_pin_words({"mode": "busy", "cpu": 1, "engaged": 2, "seconds": 3.94})
+    "the driver's threads on CPU 1 for 3.9 s, in 2 bursts (pin_driver='busy')"
+    >>> _driver_pin_words({"mode": "busy", "cpu": 1, "engaged": 0, "seconds": 0.0}) is None
+    True
+    """
+    if not pin or not pin.get("engaged"):
+        return None
+    if pin.get("mode") != "busy":
+        return f"the driver's threads on CPU {pin['cpu']} (pin_driver)"
+    bursts = pin["engaged"]
+    return (f"the driver's threads on CPU {pin['cpu']} for {pin['seconds']:.1f} s, in {bursts} "
+            f"burst{'s' if bursts != 1 else ''} (pin_driver='busy')")
+
+
 def run_summary(report: Mapping, path: str | None, *, unwritten: str | None = None) -> str:
     """``report``'s run in one sentence, for a terminal and the log: the tasks and the machine, how
     long tasks overflowing their LLC ran together and how much of that the admission rule accepted
     knowingly (:data:`~scalpel_executor.core.admission.ACCEPTED_CORUNS`: the co-run's last start
-    carried such a reason), where the estimates came from, and, with ``path``, where the report
-    is and the command that explains it.
+    carried such a reason), where the estimates came from, how long the driver's threads were on
+    one CPU (``driver_pin``), and, with ``path``, where the report is and the command that explains it.
 
     The seconds are those of :func:`seconds_covered` over :func:`over_cache_coruns`.
 
@@ -435,6 +453,9 @@ def run_summary(report: Mapping, path: str | None, *, unwritten: str | None = No
     replayed = model_words(report.get("model"), report["policy"])
     if replayed:
         parts.append(replayed)
+    pinned = _driver_pin_words(report.get("driver_pin"))
+    if pinned:
+        parts.append(pinned)
     not_learned = (report.get("contention_model") or {}).get("not_learned")
     if not_learned:
         parts.append(f"this run taught the host's contention fit nothing: {not_learned}")
