@@ -7,6 +7,7 @@
 #   bash examples/dispatch/compare.sh sweep.py 3 --points 3000
 #   bash examples/dispatch/compare.sh chain.py 3 --samples 1000
 #   bash examples/dispatch/compare.sh tiles.py 3 --tiles 2000 --pixels 1024
+#   bash examples/dispatch/compare.sh bootstrap.py 3 --resamples 3000
 set -euo pipefail
 script=$1 repeats=$2
 shift 2

@@ -23,18 +23,23 @@ def _run(script, tmp_path, executor, *extra):
 
 @pytest.mark.parametrize("script, extra, n", [("sweep.py", ("--points", "20"), 20),
                                               ("chain.py", ("--samples", "12"), 12),
-                                              ("tiles.py", ("--tiles", "60", "--pixels", "200"), 60)])
+                                              ("tiles.py", ("--tiles", "60", "--pixels", "200"), 60),
+                                              ("bootstrap.py", ("--resamples", "150", "--n", "300"), 2)])
 def test_a_dispatch_example_gives_one_result_under_every_executor(tmp_path, script, extra, n):
     executors = ("scalpel", "scalpel-pin", "scalpel-unpinned", "htex")
     runs = {executor: _run(script, tmp_path, executor, *extra) for executor in executors}
     assert len({json.dumps(run["summary"], sort_keys=True) for run in runs.values()}) == 1
-    assert runs["scalpel"]["summary"]["tiles" if script == "tiles.py" else "n"] == n
+    assert runs["scalpel"]["summary"][{"tiles.py": "tiles", "bootstrap.py": "batches"}.get(script, "n")] == n
     assert all(run["seconds"] > 0 and run["executor"] == executor for executor, run in runs.items())
     if script == "sweep.py":
         assert (tmp_path / "sweep.py-htex" / "done.txt").read_text() == f"{n} points\n"  # the bash step ran
     if script == "tiles.py":
         assert (tmp_path / "tiles.py-scalpel" / "summary.txt").read_text() == f"{n} tiles\n"
         assert runs["scalpel"]["summary"]["pixels"] == n * 200
+    if script == "bootstrap.py":
+        low, high = runs["htex"]["summary"]["low"], runs["htex"]["summary"]["high"]
+        assert low < high
+        assert (tmp_path / "bootstrap.py-htex" / "interval.txt").read_text() == f"95% interval {low} {high}\n"
 
 
 def test_a_dispatch_example_refuses_an_empty_workflow(tmp_path):

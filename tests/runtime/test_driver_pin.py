@@ -286,26 +286,27 @@ def test_a_run_with_pin_driver_confines_the_driver_not_its_manager_or_workers(tm
 
 # -- pin_driver="busy": the gate ----------------------------------------------------------------
 
-shares = st.lists(st.floats(min_value=0.0, max_value=2.0, allow_nan=False), max_size=60)
+share = st.floats(min_value=0.0, max_value=2.0, allow_nan=False)
+windows = st.lists(st.tuples(share, share), max_size=60)  # (the driver's threads, the workers)
 
 
-@given(shares, st.integers(min_value=1, max_value=4))
+@given(windows, st.integers(min_value=1, max_value=4))
 def test_the_gate_turns_only_after_steady_windows_in_a_row_past_its_threshold(busy, steady):
-    gate = BusyGate(engage=0.75, release=0.45, steady=steady)
+    gate = BusyGate(engage=0.75, release=0.45, steady=steady, workers_free=0.5)
     pinned, history = False, []
-    for share in busy:
-        turn = gate.step(share)
-        history.append(share)
+    for threads, workers in busy:
+        turn = gate.step(threads, workers)
+        history.append((threads, workers))
         if turn is None:
             assert gate.pinned == pinned
             continue
         assert turn == gate.pinned == (not pinned)  # it says which way it turned, and turns that way
         last = history[-steady:]
         assert len(last) == steady
-        if turn:  # pinned: the last `steady` windows were busy
-            assert all(share >= 0.75 for share in last)
+        if turn:  # pinned: the last `steady` windows were busy, and the workers mostly free
+            assert all(threads >= 0.75 and workers < 0.5 for threads, workers in last)
         else:  # released: the last `steady` windows were quiet
-            assert all(share < 0.45 for share in last)
+            assert all(threads < 0.45 for threads, _ in last)
         pinned, history = turn, []  # the next turn needs `steady` windows of its own
 
 
@@ -325,9 +326,17 @@ def test_the_gate_pins_a_burst_and_releases_after_it():
         [None, None, None, True, None, None, None, None, None, False]
 
 
+def test_the_gate_leaves_a_cpu_to_workers_that_are_busy():
+    gate = BusyGate(engage=0.75, release=0.45, steady=2, workers_free=0.5)
+    assert [gate.step(0.95, workers) for workers in (0.8, 0.9, 0.6, 0.1, 0.7, 0.2, 0.1)] == \
+        [None, None, None, None, None, None, True]
+    assert gate.step(0.7, 0.99) is None  # pinned: busy workers alone do not release it; its own share does
+
+
 def test_the_gate_defaults_to_the_module_thresholds():
     gate = BusyGate()
-    assert (gate.engage, gate.release, gate.steady) == (driver_pin.ENGAGE, driver_pin.RELEASE, driver_pin.STEADY)
+    assert (gate.engage, gate.release, gate.steady, gate.workers_free) == \
+        (driver_pin.ENGAGE, driver_pin.RELEASE, driver_pin.STEADY, driver_pin.WORKERS_FREE)
     assert driver_pin.RELEASE < driver_pin.ENGAGE
 
 
@@ -378,12 +387,17 @@ def test_busy_pins_the_watched_threads_while_they_are_busy_and_gives_their_cpus_
     cpu = CPUS[-1]
     caller, reader = _Idle("caller"), _Idle("reader")
     os.sched_setaffinity(caller.thread.native_id, set(CPUS[:2]))  # a thread confined before: given back as it was
-    clock = _Clock()
+    clock, worked = _Clock(), [0.0]
     pin = BusyPin(cpu, threads=lambda: [reader.thread], gate=BusyGate(engage=0.75, release=0.45, steady=2),
-                  clock=clock)
+                  clock=clock, worker_seconds=lambda: worked[0], workers=2)
     pin.watch(caller.thread)
     try:
-        pin.step(now=0.0)  # the first look: what later windows are measured from
+        pin.step(now=-0.2)  # the first look: what later windows are measured from
+        for now in (-0.1, 0.0):  # busy, but so are the workers (0.15 of their 0.2 s): left alone
+            clock.spend(caller.thread.native_id, 0.09)
+            worked[0] += 0.15
+            pin.step(now=now)
+        assert os.sched_getaffinity(caller.thread.native_id) == set(CPUS[:2])
         for now in (0.1, 0.2):
             clock.spend(caller.thread.native_id, 0.05)
             clock.spend(reader.thread.native_id, 0.04)  # 0.9 of a CPU between them
@@ -444,7 +458,8 @@ BUSY_SCRIPT = textwrap.dedent(
     from scalpel_executor import ScalpelExecutor
     from scalpel_executor.runtime.driver import driver_pin
 
-    driver_pin.ENGAGE, driver_pin.RELEASE = 1e-9, 0.0  # every window busy: pinned from the second on
+    # every window busy, the workers never too busy to share a CPU: pinned from the second on
+    driver_pin.ENGAGE, driver_pin.RELEASE, driver_pin.WORKERS_FREE = 1e-9, 0.0, float("inf")
 
     @python_app
     def where():

@@ -67,6 +67,11 @@ ENGAGE = 0.75
 #: worker pinned to the same CPU, wait for each other: pinned throughout, such workflows ran 3–18%
 #: slower.
 RELEASE = 0.6
+#: The share of the workers' time their tasks took, over a window, below which a pin may begin:
+#: one CPU is then mostly a worker's to lose. A burst of no-ops keeps it near 0, workflows of
+#: 0.2 ms tasks at 0.1–0.3; where 1–2 ms tasks kept the workers busy, the pinned threads shared
+#: a busy worker's CPU and were given it back two windows later, having run slower meanwhile.
+WORKERS_FREE = 0.5
 #: Windows in a row either way before the pin changes: a lone busy window (an import, a big
 #: submit) pins nothing.
 STEADY = 2
@@ -173,13 +178,17 @@ class DriverPin:
 
 class BusyGate:
     """When the driver's threads go on one CPU and when they come off it, from the share of one CPU
-    they took in each window (pure: :class:`BusyPin` feeds it). Pinned once ``steady`` windows in a
-    row reach ``engage``; released once ``steady`` windows in a row stay below ``release`` (each
-    :data:`ENGAGE`, :data:`RELEASE` and :data:`STEADY` unless given)."""
+    they took in each window and the share of the workers' time their tasks took (pure:
+    :class:`BusyPin` feeds it). Pinned once ``steady`` windows in a row reach ``engage`` while the
+    workers' share stays below ``workers_free``; released once ``steady`` windows in a row stay
+    below ``release`` (each :data:`ENGAGE`, :data:`RELEASE`, :data:`WORKERS_FREE` and
+    :data:`STEADY` unless given)."""
 
-    def __init__(self, engage: float | None = None, release: float | None = None, steady: int | None = None):
+    def __init__(self, engage: float | None = None, release: float | None = None, steady: int | None = None,
+                 workers_free: float | None = None):
         engage, release = ENGAGE if engage is None else engage, RELEASE if release is None else release
         steady = STEADY if steady is None else steady
+        self.workers_free = WORKERS_FREE if workers_free is None else workers_free
         if not 0 <= release < engage:
             raise ValueError(f"release ({release}) must be below engage ({engage}) and not negative")
         if steady < 1:
@@ -188,9 +197,10 @@ class BusyGate:
         self.pinned = False
         self._run = 0  # windows in a row that point the other way
 
-    def step(self, busy: float) -> bool | None:
-        """One window's share of a CPU: True to pin now, False to release now, None to leave it."""
-        turning = busy < self.release if self.pinned else busy >= self.engage
+    def step(self, busy: float, workers: float = 0.0) -> bool | None:
+        """One window's share of a CPU (``busy``) and share of the workers' time their tasks took
+        (``workers``): True to pin now, False to release now, None to leave it."""
+        turning = busy < self.release if self.pinned else busy >= self.engage and workers < self.workers_free
         self._run = self._run + 1 if turning else 0
         if self._run < self.steady:
             return None
@@ -204,12 +214,18 @@ class BusyPin:
     ``threads()`` answers the threads it watches, asked at every window: those that started the
     executor or called its ``submit`` (:meth:`watch`) and the pool's own. :meth:`start` starts a
     thread that calls :meth:`step` every ``window`` seconds; :meth:`step` may be called by hand
-    (tests, with a ``clock``: native id -> CPU seconds). :meth:`stop` gives back every CPU."""
+    (tests, with a ``clock``: native id -> CPU seconds). ``worker_seconds()`` answers the seconds
+    the ``workers`` workers' tasks have run so far (their wall times, summed as they finish).
+    :meth:`stop` gives back every CPU."""
 
     def __init__(self, cpu: int, threads: Callable[[], Iterable[threading.Thread]], window: float = WINDOW,
-                 gate: BusyGate | None = None, clock: Callable[[int], float] = thread_cpu_seconds):
+                 gate: BusyGate | None = None, clock: Callable[[int], float] = thread_cpu_seconds,
+                 worker_seconds: Callable[[], float] = lambda: 0.0, workers: int = 1):
         self.cpu = cpu
         self._threads = threads
+        self._worker_seconds = worker_seconds
+        self._workers = max(1, workers)
+        self._worked = 0.0  # worker_seconds() at the last look
         self._window = window
         self._gate = gate or BusyGate()
         self._clock = clock
@@ -268,11 +284,13 @@ class BusyPin:
                 except OSError:  # it ended
                     pass
             took = sum(seconds - self._cpu_seen.get(tid, seconds) for tid, seconds in seen.items())
+            worked = self._worker_seconds()
             elapsed = None if self._seen_at is None else now - self._seen_at
+            worked, self._worked = worked - self._worked, worked
             self._cpu_seen, self._seen_at = seen, now
             if elapsed is None or elapsed <= 0:
                 return
-            turn = self._gate.step(took / elapsed)
+            turn = self._gate.step(took / elapsed, worked / (elapsed * self._workers))
             if turn is True:
                 self._before = {thread.native_id for thread in threading.enumerate()}
                 self._since = now
