@@ -44,17 +44,19 @@ def test_node_check_prints_an_earlier_records_tables(tmp_path):
 
 def test_driver_cpu_reports_the_drivers_cost_frames_and_round_trip_and_refuses_no_workers(tmp_path):
     record = tmp_path / "cpu.json"
-    done = run(SOURCE_ROOT / "benchmarks" / "driver_cpu.py", "--executors", "scalpel,scalpel-pin", "--tasks", "40",
+    done = run(SOURCE_ROOT / "benchmarks" / "driver_cpu.py", "--executors", "scalpel,scalpel-pin,scalpel-unpinned",
+               "--tasks", "40",
                "--warm", "55", "--workers", "3", "--rounds", "2", "--json", str(record), timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     line = next(line for line in done.stdout.splitlines() if line.startswith("scalpel"))
     assert "us/task" in line and "frames read per task" in line and "lone round trip" in line
     assert "state lock found held" in done.stdout and "messages a frame" in done.stdout
     assert "over 2 interleaved rounds" in done.stdout
-    assert any(line.startswith("scalpel-pin") and "us/task" in line for line in done.stdout.splitlines())
+    for kind in ("scalpel-pin", "scalpel-unpinned"):
+        assert any(line.startswith(kind) and "us/task" in line for line in done.stdout.splitlines())
     samples = json.loads(record.read_text())["samples"]
-    assert [(row["round"], row["executor"]) for row in samples] == [(0, "scalpel"), (0, "scalpel-pin"),
-                                                                    (1, "scalpel"), (1, "scalpel-pin")]
+    kinds = ("scalpel", "scalpel-pin", "scalpel-unpinned")
+    assert [(row["round"], row["executor"]) for row in samples] == [(r, kind) for r in (0, 1) for kind in kinds]
     # each of 40 tasks ends in a Result, and a Began names it: at least one message a frame
     assert all(row["messages_per_frame"] >= 1.0 and row["state_lock_contended_per_task"] >= 0 for row in samples)
     bad = run(SOURCE_ROOT / "benchmarks" / "driver_cpu.py", "--workers", "0")
@@ -62,7 +64,8 @@ def test_driver_cpu_reports_the_drivers_cost_frames_and_round_trip_and_refuses_n
     bad = run(SOURCE_ROOT / "benchmarks" / "driver_cpu.py", "--rounds", "0")
     assert bad.returncode != 0 and "--rounds must be at least 1, got 0" in bad.stderr
     bad = run(SOURCE_ROOT / "benchmarks" / "driver_cpu.py", "--executors", "scalpel,dask")
-    assert bad.returncode != 0 and "--executors takes scalpel, scalpel-pin and htex, got dask" in bad.stderr
+    assert bad.returncode != 0 and \
+        "--executors takes scalpel, scalpel-pin, scalpel-unpinned and htex, got dask" in bad.stderr
 
 
 def test_plan_cost_prints_the_cost_of_a_start_and_the_rate_per_shape_and_refuses_a_bad_shape():

@@ -17,12 +17,13 @@ Two ways to get there:
   :data:`WINDOW` seconds at the CPU time those threads took (the one that started the executor,
   the threads that called its ``submit``, its reader and sender) and pins them while they are busy,
   as :class:`BusyGate` says: from :data:`ENGAGE` of one CPU, for :data:`STEADY` windows in a row
-  (a burst of short tasks, where they hand the lock over the most), until they fall below
-  :data:`RELEASE` as long (the burst is over, or the tasks took long enough that the driver waits
-  for them, or a worker on the same CPU takes half of it). Outside bursts they run where the OS
-  puts them: the driver of a workflow whose tasks keep the workers busy seldom reaches
-  :data:`ENGAGE`, and code the user's thread runs between bursts, and the threads and processes it
-  starts then, keep the process's CPUs.
+  while the workers' tasks take under :data:`WORKERS_FREE` of their time (a burst of short tasks,
+  where they hand the lock over the most, and one CPU is mostly a worker's to lose), until they
+  fall below :data:`RELEASE` as long (the burst is over, or the tasks took long enough that the
+  driver waits for them, or a worker on the same CPU takes half of it). Outside bursts they run
+  where the OS puts them: a workflow whose tasks keep the workers busy is never pinned, and code
+  the user's thread runs between bursts, and the threads and processes it starts then, keep the
+  process's CPUs.
 - ``pin_driver="auto"`` or a CPU, :class:`DriverPin`: pinned from ``start()`` to ``shutdown()``;
   the thread that starts the executor (under ``parsl.load()``, the user's main thread) and the
   threads it and its pinned threads start later (Parsl's launch thread, the executor's reader and
@@ -42,14 +43,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from scalpel_executor.core.cpulist import format_cpu_list
 from scalpel_executor.host.sysfs import (allowed_cpus, keep_process_cpus, set_thread_cpus, thread_affinity_available,
                                          thread_cpu_seconds, thread_cpus)
 from scalpel_executor.runtime.threads import name_this_thread
 
-__all__ = ["AUTO", "BUSY", "BusyGate", "BusyPin", "DriverPin", "resolve_pin_driver"]
+__all__ = ["AUTO", "BUSY", "BusyGate", "BusyPin", "DriverPin", "pin_words", "resolve_pin_driver"]
 
 logger = logging.getLogger(__name__)
 
@@ -335,3 +336,22 @@ class BusyPin:
         """For the run report: the CPU, how often and how long the driver's threads were on it."""
         seconds = self.pinned_seconds + (time.monotonic() - self._since if self._gate.pinned else 0.0)
         return {"mode": BUSY, "cpu": self.cpu, "engaged": self.engaged, "seconds": round(seconds, 3)}
+
+
+def pin_words(pin: Mapping | None) -> str | None:
+    """The run report's closing line's clause on the driver's threads on one CPU (the report's
+    ``driver_pin``: :meth:`BusyPin.summary`, or the executor's for ``pin_driver="auto"``), or None
+    where they never were.
+
+    >>> pin_words({"mode": "busy", "cpu": 1, "engaged": 2, "seconds": 3.94})
+    "the driver's threads on CPU 1 for 3.9 s, in 2 bursts (pin_driver='busy')"
+    >>> pin_words({"mode": "busy", "cpu": 1, "engaged": 0, "seconds": 0.0}) is None
+    True
+    """
+    if not pin or not pin.get("engaged"):
+        return None
+    if pin.get("mode") != "busy":
+        return f"the driver's threads on CPU {pin['cpu']} (pin_driver)"
+    bursts = pin["engaged"]
+    return (f"the driver's threads on CPU {pin['cpu']} for {pin['seconds']:.1f} s, in {bursts} "
+            f"burst{'s' if bursts != 1 else ''} (pin_driver='busy')")

@@ -29,6 +29,7 @@ from scalpel_executor.learning.critical_path import describe as describe_tail
 from scalpel_executor.core.units import format_size
 from scalpel_executor.learning.host_model import SOLO_SOURCE, TaskSpan
 from scalpel_executor.runtime.logs import summary_logger
+from scalpel_executor.runtime.driver.driver_pin import pin_words
 from scalpel_executor.runtime.driver.model_point import model_point, model_words
 
 if TYPE_CHECKING:  # annotations only: `scalpel report` reads reports without the estimator's imports
@@ -397,24 +398,6 @@ SOURCE_WORDS = {"hint": "from hints", "learned": "learned in this run", "store":
                 SOLO_SOURCE: "from the per-key interference fit's solo times"}
 
 
-def _driver_pin_words(pin: Mapping | None) -> str | None:
-    """The closing line's clause on the driver's threads on one CPU (the report's ``driver_pin``),
-    or None where they never were.
-
-    >>> _driver_pin_words({"mode": "busy", "cpu": 1, "engaged": 2, "seconds": 3.94})
-    "the driver's threads on CPU 1 for 3.9 s, in 2 bursts (pin_driver='busy')"
-    >>> _driver_pin_words({"mode": "busy", "cpu": 1, "engaged": 0, "seconds": 0.0}) is None
-    True
-    """
-    if not pin or not pin.get("engaged"):
-        return None
-    if pin.get("mode") != "busy":
-        return f"the driver's threads on CPU {pin['cpu']} (pin_driver)"
-    bursts = pin["engaged"]
-    return (f"the driver's threads on CPU {pin['cpu']} for {pin['seconds']:.1f} s, in {bursts} "
-            f"burst{'s' if bursts != 1 else ''} (pin_driver='busy')")
-
-
 def run_summary(report: Mapping, path: str | None, *, unwritten: str | None = None) -> str:
     """``report``'s run in one sentence, for a terminal and the log: the tasks and the machine, how
     long tasks overflowing their LLC ran together and how much of that the admission rule accepted
@@ -453,7 +436,7 @@ def run_summary(report: Mapping, path: str | None, *, unwritten: str | None = No
     replayed = model_words(report.get("model"), report["policy"])
     if replayed:
         parts.append(replayed)
-    pinned = _driver_pin_words(report.get("driver_pin"))
+    pinned = pin_words(report.get("driver_pin"))
     if pinned:
         parts.append(pinned)
     not_learned = (report.get("contention_model") or {}).get("not_learned")
