@@ -333,10 +333,18 @@ def test_the_gate_leaves_a_cpu_to_workers_that_are_busy():
     assert gate.step(0.7, 0.99) is None  # pinned: busy workers alone do not release it; its own share does
 
 
+def test_a_thread_busy_with_other_work_than_tasks_is_never_pinned_and_a_pin_ends_with_the_tasks():
+    gate = BusyGate(engage=0.75, release=0.45, steady=2, min_rate=100)
+    # the thread that started the executor runs the user's own code at a full CPU, no task finishing
+    assert [gate.step(1.0, 0.0, rate) for rate in (0.0, 50.0, 99.0, 0.0)] == [None] * 4
+    assert [gate.step(1.0, 0.0, 500.0) for _ in range(2)] == [None, True]  # a burst
+    assert [gate.step(1.0, 0.0, 10.0) for _ in range(2)] == [None, False]  # its tasks are over
+
+
 def test_the_gate_defaults_to_the_module_thresholds():
     gate = BusyGate()
-    assert (gate.engage, gate.release, gate.steady, gate.workers_free) == \
-        (driver_pin.ENGAGE, driver_pin.RELEASE, driver_pin.STEADY, driver_pin.WORKERS_FREE)
+    assert (gate.engage, gate.release, gate.steady, gate.workers_free, gate.min_rate) == \
+        (driver_pin.ENGAGE, driver_pin.RELEASE, driver_pin.STEADY, driver_pin.WORKERS_FREE, driver_pin.MIN_RATE)
     assert driver_pin.RELEASE < driver_pin.ENGAGE
 
 
@@ -387,20 +395,21 @@ def test_busy_pins_the_watched_threads_while_they_are_busy_and_gives_their_cpus_
     cpu = CPUS[-1]
     caller, reader = _Idle("caller"), _Idle("reader")
     os.sched_setaffinity(caller.thread.native_id, set(CPUS[:2]))  # a thread confined before: given back as it was
-    clock, worked = _Clock(), [0.0]
+    clock, done = _Clock(), [0, 0.0]  # tasks finished, their seconds: 50 a window (500 a second)
     pin = BusyPin(cpu, threads=lambda: [reader.thread], gate=BusyGate(engage=0.75, release=0.45, steady=2),
-                  clock=clock, worker_seconds=lambda: worked[0], workers=2)
+                  clock=clock, finished=lambda: (done[0], done[1]), workers=2)
     pin.watch(caller.thread)
     try:
         pin.step(now=-0.2)  # the first look: what later windows are measured from
         for now in (-0.1, 0.0):  # busy, but so are the workers (0.15 of their 0.2 s): left alone
             clock.spend(caller.thread.native_id, 0.09)
-            worked[0] += 0.15
+            done[0], done[1] = done[0] + 50, done[1] + 0.15
             pin.step(now=now)
         assert os.sched_getaffinity(caller.thread.native_id) == set(CPUS[:2])
         for now in (0.1, 0.2):
             clock.spend(caller.thread.native_id, 0.05)
             clock.spend(reader.thread.native_id, 0.04)  # 0.9 of a CPU between them
+            done[0] += 50
             pin.step(now=now)
         assert os.sched_getaffinity(caller.thread.native_id) == {cpu}
         assert os.sched_getaffinity(reader.thread.native_id) == {cpu}
@@ -408,6 +417,7 @@ def test_busy_pins_the_watched_threads_while_they_are_busy_and_gives_their_cpus_
         late = _Idle("launch")  # a thread that calls submit once pinned: pinned at the next look
         pin.watch(late.thread)
         clock.spend(caller.thread.native_id, 0.06)
+        done[0] += 50
         pin.step(now=0.3)  # 0.6: between the thresholds, still pinned
         assert os.sched_getaffinity(late.thread.native_id) == {cpu}
         for now in (0.4, 0.5):
@@ -427,7 +437,8 @@ def test_stopping_a_busy_pin_that_holds_gives_everything_back_and_an_ended_threa
     cpu = CPUS[-1]
     caller, gone = _Idle("caller"), _Idle("gone")
     clock = _Clock()
-    pin = BusyPin(cpu, threads=lambda: [], gate=BusyGate(engage=0.5, release=0.1, steady=1), clock=clock)
+    pin = BusyPin(cpu, threads=lambda: [], gate=BusyGate(engage=0.5, release=0.1, steady=1, min_rate=0),
+                  clock=clock)
     pin.start()  # its own thread looks every WINDOW: nothing spent, nothing pinned
     pin.watch(caller.thread)
     pin.watch(gone.thread)
@@ -459,7 +470,7 @@ BUSY_SCRIPT = textwrap.dedent(
     from scalpel_executor.runtime.driver import driver_pin
 
     # every window busy, the workers never too busy to share a CPU: pinned from the second on
-    driver_pin.ENGAGE, driver_pin.RELEASE, driver_pin.WORKERS_FREE = 1e-9, 0.0, float("inf")
+    driver_pin.ENGAGE, driver_pin.RELEASE, driver_pin.WORKERS_FREE, driver_pin.MIN_RATE = 1e-9, 0.0, float("inf"), 0.0
 
     @python_app
     def where():

@@ -41,6 +41,7 @@ workers are laid out as without the pin.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -73,6 +74,10 @@ RELEASE = 0.6
 #: 0.2 ms tasks at 0.1–0.3; where 1–2 ms tasks kept the workers busy, the pinned threads shared
 #: a busy worker's CPU and were given it back two windows later, having run slower meanwhile.
 WORKERS_FREE = 0.5
+#: Tasks a second that must finish, over a window, for the threads to count as busy with tasks at
+#: all: below it what keeps them busy is the user's own code in the thread that started the
+#: executor (a test suite, a notebook's analysis), which a pin would only confine.
+MIN_RATE = 100.0
 #: Windows in a row either way before the pin changes: a lone busy window (an import, a big
 #: submit) pins nothing.
 STEADY = 2
@@ -182,14 +187,16 @@ class BusyGate:
     they took in each window and the share of the workers' time their tasks took (pure:
     :class:`BusyPin` feeds it). Pinned once ``steady`` windows in a row reach ``engage`` while the
     workers' share stays below ``workers_free``; released once ``steady`` windows in a row stay
-    below ``release`` (each :data:`ENGAGE`, :data:`RELEASE`, :data:`WORKERS_FREE` and
+    below ``release``; a window in which fewer than ``min_rate`` tasks a second finished counts as
+    idle (each :data:`ENGAGE`, :data:`RELEASE`, :data:`WORKERS_FREE`, :data:`MIN_RATE` and
     :data:`STEADY` unless given)."""
 
     def __init__(self, engage: float | None = None, release: float | None = None, steady: int | None = None,
-                 workers_free: float | None = None):
+                 workers_free: float | None = None, min_rate: float | None = None):
         engage, release = ENGAGE if engage is None else engage, RELEASE if release is None else release
         steady = STEADY if steady is None else steady
         self.workers_free = WORKERS_FREE if workers_free is None else workers_free
+        self.min_rate = MIN_RATE if min_rate is None else min_rate
         if not 0 <= release < engage:
             raise ValueError(f"release ({release}) must be below engage ({engage}) and not negative")
         if steady < 1:
@@ -198,9 +205,12 @@ class BusyGate:
         self.pinned = False
         self._run = 0  # windows in a row that point the other way
 
-    def step(self, busy: float, workers: float = 0.0) -> bool | None:
-        """One window's share of a CPU (``busy``) and share of the workers' time their tasks took
-        (``workers``): True to pin now, False to release now, None to leave it."""
+    def step(self, busy: float, workers: float = 0.0, rate: float = math.inf) -> bool | None:
+        """One window's share of a CPU (``busy``), share of the workers' time their tasks took
+        (``workers``) and tasks finished a second (``rate``; below ``min_rate`` the threads count as
+        idle): True to pin now, False to release now, None to leave it."""
+        if rate < self.min_rate:
+            busy = 0.0
         turning = busy < self.release if self.pinned else busy >= self.engage and workers < self.workers_free
         self._run = self._run + 1 if turning else 0
         if self._run < self.steady:
@@ -215,18 +225,19 @@ class BusyPin:
     ``threads()`` answers the threads it watches, asked at every window: those that started the
     executor or called its ``submit`` (:meth:`watch`) and the pool's own. :meth:`start` starts a
     thread that calls :meth:`step` every ``window`` seconds; :meth:`step` may be called by hand
-    (tests, with a ``clock``: native id -> CPU seconds). ``worker_seconds()`` answers the seconds
-    the ``workers`` workers' tasks have run so far (their wall times, summed as they finish).
+    (tests, with a ``clock``: native id -> CPU seconds). ``finished()`` answers the tasks finished
+    so far and the seconds they ran (their wall times), from which each window's rate and the
+    ``workers`` workers' share of their time come.
     :meth:`stop` gives back every CPU."""
 
     def __init__(self, cpu: int, threads: Callable[[], Iterable[threading.Thread]], window: float = WINDOW,
                  gate: BusyGate | None = None, clock: Callable[[int], float] = thread_cpu_seconds,
-                 worker_seconds: Callable[[], float] = lambda: 0.0, workers: int = 1):
+                 finished: Callable[[], tuple[int, float]] = lambda: (0, 0.0), workers: int = 1):
         self.cpu = cpu
         self._threads = threads
-        self._worker_seconds = worker_seconds
+        self._finished = finished
         self._workers = max(1, workers)
-        self._worked = 0.0  # worker_seconds() at the last look
+        self._done: tuple[int, float] = (0, 0.0)  # finished() at the last look
         self._window = window
         self._gate = gate or BusyGate()
         self._clock = clock
@@ -285,13 +296,13 @@ class BusyPin:
                 except OSError:  # it ended
                     pass
             took = sum(seconds - self._cpu_seen.get(tid, seconds) for tid, seconds in seen.items())
-            worked = self._worker_seconds()
+            done = self._finished()
+            tasks, worked = done[0] - self._done[0], done[1] - self._done[1]
             elapsed = None if self._seen_at is None else now - self._seen_at
-            worked, self._worked = worked - self._worked, worked
-            self._cpu_seen, self._seen_at = seen, now
+            self._cpu_seen, self._seen_at, self._done = seen, now, done
             if elapsed is None or elapsed <= 0:
                 return
-            turn = self._gate.step(took / elapsed, worked / (elapsed * self._workers))
+            turn = self._gate.step(took / elapsed, worked / (elapsed * self._workers), tasks / elapsed)
             if turn is True:
                 self._before = {thread.native_id for thread in threading.enumerate()}
                 self._since = now

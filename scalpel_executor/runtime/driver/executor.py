@@ -439,7 +439,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                                               self._topology.cpus)
         self._driver_pin: DriverPin | None = None
         self._busy_pin: BusyPin | None = None
-        self._worker_seconds = 0.0  # the wall seconds finished tasks ran (pin_driver="busy": are the workers busy?)
+        self._finished = (0, 0.0)  # tasks finished, the wall seconds they ran (pin_driver="busy": busy with tasks?)
         # What start() plans with (the given model, else this host's fit) and what the run adds to the fit.
         self._paths = PathLearning(self, self.default_runtime)  # the tails told to tasks and learned from the run
         self._host = HostLearning(label, self._topology, self.contention_model, given=contention_model is not None,
@@ -489,7 +489,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             return
         manager_cpus = None
         if self._driver_cpu is not None and self.pin_driver == BUSY:  # once the pool runs: its threads are watched
-            self._busy_pin = BusyPin(self._driver_cpu, self._pool_threads, worker_seconds=lambda: self._worker_seconds,
+            self._busy_pin = BusyPin(self._driver_cpu, self._pool_threads, finished=lambda: self._finished,
                                      workers=len(self._topology.cpus))
             self._busy_pin.watch(threading.current_thread())
             manager_cpus = sorted(self._busy_pin.process_cpus)  # a replacement started while pinned: all the same
@@ -643,8 +643,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                            tail_source=job.tail_source, submitted=job.submitted)
             )
             wall = outcome.stats.get("wall")
-            if isinstance(wall, (int, float)):
-                self._worker_seconds += wall
+            self._finished = (self._finished[0] + 1,
+                              self._finished[1] + (wall if isinstance(wall, (int, float)) else 0.0))
             self._paths.ended(job.parsl_id, wall if isinstance(wall, (int, float)) else
                               finished - (job.started if job.started is not None else finished), succeeded)
         except Exception:  # noqa: BLE001
