@@ -12,7 +12,8 @@ chooses it over footprint-only, and the co-runs a host's history gives it.
         .predicted(corun)              one observed task, over its segments
     choose_interference: fit on the older records, score on the newer ─> InterferenceChoice
         (the per-key model only where it predicts better beyond chance, with bandwidth only where
-        that beats it; else footprint-only, and why)
+        that beats it; else footprint-only, and why; a per-key model chosen before stays until
+        footprint-only wins the same test against it)
 
 The model itself, what a key's :class:`~scalpel_executor.core.interference.Terms` mean and the one
 formula every planner and the simulator compute (``corun_slowdowns``), is in
@@ -428,7 +429,7 @@ class InterferenceChoice:
 
 
 def choose_interference(coruns: Sequence[KeyedCoRun], footprint_model: ContentionModel,
-                        llc: float) -> InterferenceChoice:
+                        llc: float, *, incumbent: bool = False) -> InterferenceChoice:
     """The per-key model where it predicts a host's newer co-runs better than footprint-only, else footprint-only.
 
     The records are ordered by ``at`` (ties by position); each key's newest :data:`HOLDOUT_FRACTION`
@@ -447,6 +448,14 @@ def choose_interference(coruns: Sequence[KeyedCoRun], footprint_model: Contentio
     else the one without. A held-out record of a key never seen alone is scored only where the
     older records fitted its baseline (:meth:`InterferenceModel.scores`); footprint-only is given
     the same baselines, fitted without residuals.
+
+    ``incumbent``: the host planned with the per-key model the same test chose at its last refit.
+    It then stays unless footprint-only wins that test against it (the same gain, the same
+    level): a run planned with per-key residuals keeps apart the pairs they say hurt, so its
+    co-runs, the newest and the held-out ones, hardly measure those pairs, and on what is left the
+    two models differ by noise. A choice that flipped back on that evidence planned the next run
+    with footprints and put the pairs together again (the streams check on a 16-core node,
+    docs/results/node-check.md). Where the host changed, footprint-only does win and takes over.
     """
     plain = InterferenceModel(footprint_model, float(llc))
     ordered = [c for _, c in sorted(enumerate(coruns), key=lambda ic: (ic[1].at, ic[0]))]
@@ -473,6 +482,15 @@ def choose_interference(coruns: Sequence[KeyedCoRun], footprint_model: Contentio
     figures = (f"fitted on the older {len(older)} co-runs, on the {duel.compared} of the newer {len(newer)} "
                f"where the two differ, the {model_name} erred by a median {duel.error:.3f} in log slowdown "
                f"against footprint-only's {duel.against_error:.3f}, nearer on {duel.nearer}")
+    if incumbent and not duel.wins:
+        back = _duel(footprint, per_key, observed)
+        if not back.wins:
+            return InterferenceChoice(fit_interference(ordered, footprint_model, llc, bandwidth=with_bandwidth), True,
+                                      f"{model_name} kept (refitted on all {len(ordered)} co-runs), as the last "
+                                      f"refit chose it: {figures}; footprint-only did not beat it beyond chance "
+                                      f"(p = {back.chance:.2f})", **scores)
+        return InterferenceChoice(plain, False, f"footprint-only: {figures}; it predicted them better than the "
+                                  f"{model_name} the last refit chose, beyond chance (p = {back.chance:.2f})", **scores)
     if not duel.gains:
         return InterferenceChoice(plain, False, f"footprint-only: {figures}; too few or contradictory "
                                   f"observations to plan with per-key residuals", **scores)

@@ -299,18 +299,20 @@ def fit_host(coruns: Iterable[RawCoRun], solo: Mapping[str, float], llc: float |
 
 
 def interference_of(coruns: Sequence[RawCoRun], solo: Mapping[str, float], fit: HostFit | None,
-                    llc: float | None, *, explore: bool = True) -> HostInterference | None:
+                    llc: float | None, *, explore: bool = True, incumbent: bool = False) -> HostInterference | None:
     """The per-key choice on a host's kept co-runs: :func:`~scalpel_executor.core.interference.
     choose_interference` around the footprint model the executor plans with (the host's fit where
     :meth:`HostFit.planned`, else the default), on the co-runs whose key has a solo time; None
     when the LLC size is unknown. Where it keeps footprint-only and the co-runs are caught in the
     coverage trap (:func:`~scalpel_executor.core.interference_fit.exploration`), the next run is told
     exploration terms instead (``explore``: not when the choice it replaces was exploring already),
-    and the reason says so. About 1 s for 400 co-runs (the detached refit's share)."""
+    and the reason says so. ``incumbent``: the choice it replaces planned with per-key residuals
+    the test chose (not exploring): they stay until footprint-only wins the test against them.
+    About 1 s for 400 co-runs (the detached refit's share)."""
     if not llc:
         return None
     footprint_model = fit.model if fit is not None and fit.planned(llc) else ContentionModel()
-    choice = choose_interference(coruns_from_history(coruns, solo), footprint_model, llc)
+    choice = choose_interference(coruns_from_history(coruns, solo), footprint_model, llc, incumbent=incumbent)
     if choice.per_key:
         model = choice.model
         return HostInterference(True, choice.reason, footprint_model, float(llc),
@@ -459,8 +461,9 @@ class HostModelStore(SideTables):
         means = _solo_means(solo)
         fit = fit_host(kept, means, llc)
         previous = self.interference(host)
-        interference = interference_of(kept, means, fit, llc,
-                                       explore=previous is None or not previous.reason.startswith(EXPLORING))
+        exploring = previous is not None and previous.reason.startswith(EXPLORING)
+        interference = interference_of(kept, means, fit, llc, explore=not exploring,
+                                       incumbent=previous is not None and previous.per_key and not exploring)
         now = time.time()
 
         def store(connection: sqlite3.Connection) -> None:

@@ -417,6 +417,17 @@ def test_a_refit_on_noise_stores_footprint_only_and_why(tmp_path):
     store = HostModelStore(path)
     store.record("h", planted_spans({}, 0, scatter=0.15))
     store.refit("h", 64 * MiB)
+    kept = store.interference("h")
+    store.close()
+    # The last refit chose per-key residuals: they stay, refitted on these co-runs (which teach
+    # none), as footprint-only did not predict them better beyond chance.
+    assert kept.per_key and kept.reason.startswith("per-key model kept (refitted on all 240 co-runs), as the last "
+                                                   "refit chose it: ")
+    assert all(abs(terms.pressure) < 0.2 and abs(terms.sensitivity) < 0.2 for terms in kept.terms.values())  # stream's 0.5 is gone
+    with sqlite3.connect(path) as connection:  # a host no refit has chosen for
+        connection.execute("DELETE FROM host_interference_choice")
+    store = HostModelStore(path)
+    store.refit("h", 64 * MiB)
     stored = store.interference("h")
     store.close()
     assert not stored.per_key and stored.terms == {}
