@@ -581,12 +581,13 @@ class Scheduler:
 
     def _crowding(self, peers: Sequence[Peer], domain_cores: int, footprint: float = 0.0) -> Crowding | None:
         """The cache a width leaves a malleable task (:class:`~scalpel_executor.core.widths.Crowding`):
-        co-runners of the mean footprint of the malleable tasks waiting (``footprint``, the starting
+        co-runners of the malleable tasks' footprint weighted by their work
+        (:func:`~scalpel_executor.core.widths.co_runner_footprint`; ``footprint``, the starting
         task's, when none waits); None without a last-level cache size or ``crowding``."""
         if self._context.llc is None or not self._crowds or self.widths.rule not in widths.ALLOTTING:
             return None
-        beside = sum(peer.footprint for peer in peers) / len(peers) if peers else footprint
-        return Crowding(self._context.model, float(self._context.llc), domain_cores, beside)
+        return Crowding(self._context.model, float(self._context.llc), domain_cores,
+                        widths.co_runner_footprint(peers, footprint))
 
     def _running_work(self) -> float:
         """Core-seconds the running tasks have left (each task's remaining seconds times its cores)."""

@@ -36,7 +36,8 @@ not tuned on moved from 0.980× to 1.009× the hindsight best on a first run, do
 
 *Crowding* (:class:`Crowding`): each run time above is slowed by the cache the width leaves the
 task. On a domain kept full by tasks of width w, a task shares the LLC with ⌊domain cores / w⌋ − 1
-co-runners (the malleable tasks waiting: their mean footprint), and the contention model predicts
+co-runners (the malleable tasks waiting: their footprints weighted by the core-seconds each holds a
+domain for, :func:`co_runner_footprint`), and the contention model predicts
 its slowdown there; a task's footprint counts once whatever its width, so narrow tasks crowd the
 cache and wide ones do not. Where the misses of a crowded domain cost more than the serial
 fraction wastes, a wider width spends fewer core-seconds: the allotment starts each task from its
@@ -47,8 +48,12 @@ a key it has not seen wider. (Measured reason: on the tuning
 seeds' ``epyc`` Montage, 48 reprojections of 15 MiB at one core each ran 1.47× their solo time
 beside each other on 32 MiB domains, and the rule had no term that saw it.)
 
-The narrowest width within :data:`TIE` of the soonest end is taken (a core given for nothing is a
-core a later arrival could use). At the tail of a batch, or on the critical path, the backlog is
+Of the widths within :data:`TIE` of the soonest end, the one spending the fewest core-seconds is
+taken: where the cache is not counted that is the narrowest (a core given for nothing is a core a
+later arrival could use); where it is, a wider one when the co-runners it sheds save more than its
+serial fraction wastes. (Measured reason: while many wait, one task's saving moves the work's end
+by less than :data:`TIE`, and the narrowest tie kept crowded domains crowded; on the seeds not tuned
+on, 3-5 fewer instances per 84 ended more than 2% after the best fixed width, docs/results/widths.md.) At the tail of a batch, or on the critical path, the backlog is
 small and the task's own end decides: it starts wide (``tail``, ``critical path``).
 
 *Candidate widths* are topology-shaped as in Schönherr, Juurlink and Richling's topology-aware
@@ -91,7 +96,7 @@ from scalpel_executor.core.contention import ContentionModel
 
 __all__ = ["amdahl", "serial_fraction_from", "shaped_sizes", "SpeedupModel", "Crowding", "Peer", "Outlook",
            "WidthChoice",
-           "allot", "explore_allotted", "choose_width", "wider_reason", "equipartition", "Widths", "RULES", "REASONS",
+           "co_runner_footprint", "allot", "explore_allotted", "choose_width", "wider_reason", "equipartition", "Widths", "RULES", "REASONS",
            "TAIL", "CRITICAL_PATH", "FEWER_CORUNNERS", "MANY_WAITING", "NO_SPEEDUP", "NO_GAIN", "OTHERS_LONGER",
            "EXPLORING", "PLANNED_EXPLORATION", "KEPT",
            "EQUAL_SHARE", "SHRINK", "SURE_AFTER", "EXPLORE_COST", "HYSTERESIS", "TIE"]
@@ -105,7 +110,7 @@ EXPLORE_COST = 0.02
 #: A key's previous width is kept while it is predicted to end within this share of the best width's end
 #: and to spend at most this share more core-seconds.
 HYSTERESIS = 0.03
-#: Widths predicted to end within this share of the soonest end count as ties; the narrowest is taken.
+#: Widths predicted to end within this share of the soonest end count as ties; the cheapest in core-seconds is taken.
 TIE = 0.005
 
 TAIL = "tail"  # wider: the task's own end decides the work's
@@ -226,7 +231,7 @@ def shaped_sizes(domain_cores: int) -> list[int]:
 class Crowding:
     """The cache a width leaves a task: on a domain of ``domain_cores`` cores kept full by tasks of
     width w, a task runs beside ⌊domain_cores / w⌋ − 1 others, each of footprint ``beside`` (the
-    mean of the malleable tasks waiting), and the contention model slows it by
+    malleable tasks waiting, weighted by their work: :func:`co_runner_footprint`), and the contention model slows it by
     :meth:`slowdown`. Narrow tasks crowd a domain with co-runners; a wide one shares its cache with
     fewer (its footprint counts there once, whatever its width)."""
 
@@ -257,6 +262,25 @@ class Peer:
     high: int = 1  # its widest (within a domain)
     sure: bool = True  # its key's fit rests on SURE_AFTER readings or more (else exploration hopes for it)
     footprint: float = 0.0  # bytes (its crowding, Crowding)
+
+
+def co_runner_footprint(peers: Sequence[Peer], default: float) -> float:
+    """The footprint of a crowded domain's co-runners (:attr:`Crowding.beside`): the malleable tasks
+    waiting, each weighted by the core-seconds it holds a domain for (its run time at its narrowest
+    width times that width), since a domain kept full holds long tasks for longer; ``default`` (the
+    starting task's) when none waits. By count, Montage's 120 fits of 3 MiB drowned its 15
+    reprojections of 15 MiB, which hold the domains most of the time, and the model predicted no
+    crowding (docs/results/widths.md, "Ties go to the cheapest width").
+
+    >>> MiB = 2**20
+    >>> peers = [Peer(10.0, footprint=15 * MiB)] * 15 + [Peer(1.0, footprint=3 * MiB)] * 120
+    >>> round(co_runner_footprint(peers, 0.0) / MiB, 2)  # by count: 4.33
+    9.67
+    """
+    work = sum(peer.runtime * peer.low for peer in peers)
+    if work > 0:
+        return sum(peer.footprint * peer.runtime * peer.low for peer in peers) / work
+    return sum(peer.footprint for peer in peers) / len(peers) if peers else default
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,9 +445,18 @@ def choose_width(low: int, high: int, runtime: float, tail: float, serial: float
         own = _crowded_own(dataclasses.replace(me, serial=s), width, crowding)
         return max(own + tail, (rest + width * own) / outlook.cores, floor)
 
+    def spent(width: int) -> float:
+        return width * _crowded_own(me, width, crowding)
+
     ends = {w: end(w) for w in candidates}
     soonest = min(ends.values())
-    best = next(w for w in candidates if ends[w] <= soonest * (1 + TIE))
+    # Of the widths that tie on the end, the one spending the fewest core-seconds (the narrowest of
+    # those): the narrowest unless the co-runners it sheds save more than its serial fraction wastes.
+    # While many wait one task's saving moves the work's end by less than TIE, so the narrowest tie
+    # kept a crowded domain crowded (Montage on ``xeon16``: 15 MiB reprojections, 16 to a 300 MiB LLC).
+    tied = [w for w in candidates if ends[w] <= soonest * (1 + TIE)]
+    least = min(spent(w) for w in tied)
+    best = next(w for w in tied if spent(w) <= least * (1 + TIE))
     if readings < SURE_AFTER and may_explore:
         # What would be best were the key perfectly parallel, and every unsure key waiting beside it
         # (else the next size up, one task of the key at a time), if no gain at all would cost little.
@@ -436,9 +469,6 @@ def choose_width(low: int, high: int, runtime: float, tail: float, serial: float
             hope = next((w for w in candidates if w > best), best)
         if hope > best and end(hope, 1.0) <= end(best, 1.0) * (1 + EXPLORE_COST):
             return WidthChoice(hope, EXPLORING, ends[hope])
-
-    def spent(width: int) -> float:
-        return width * _crowded_own(me, width, crowding)
 
     if (previous is not None and previous != best and previous in ends and ends[previous] <= soonest * (1 + HYSTERESIS)
             and spent(previous) <= spent(best) * (1 + HYSTERESIS)):

@@ -129,6 +129,33 @@ def test_the_cache_counts_only_for_a_key_whose_speed_up_was_measured():
         assert (crowded.width, crowded.reason) == (plain.width, plain.reason)
 
 
+def test_of_the_widths_that_tie_on_the_end_the_one_spending_the_fewest_core_seconds_is_taken():
+    """A long backlog: no width of one 10 s task moves the work's end by TIE. On a crowded domain
+    (4 MiB tasks, four to a 12 MiB LLC: 1.62x at one core, 1x alone at four) a key of serial
+    fraction 0.05 spends 16.2 core-seconds at one core and 11.5 at four: it starts at four. Without
+    the cache the narrowest is the cheapest, and taken, as before."""
+    outlook = Outlook(cores=8, domain_cores=4, free=4, backlog=8 * 1000.0, footprint=4 * MiB,
+                      crowding=Crowding(MODEL, 12 * MiB, 4, 4 * MiB))
+    crowded = choose_width(1, 4, 10.0, 0.0, 0.05, widths.SURE_AFTER, outlook)
+    assert (crowded.width, crowded.reason) == (4, "fewer co-runners")
+    assert choose_width(1, 4, 10.0, 0.0, 0.05, widths.SURE_AFTER, dataclasses.replace(outlook, crowding=None)).width == 1
+    # Serial fraction 0.3: two cores spend as much as one (1.62 against 2 x 0.65 x 1.25): the narrowest.
+    assert choose_width(1, 4, 10.0, 0.0, 0.3, widths.SURE_AFTER, outlook).width == 1
+
+
+@given(st.lists(st.tuples(st.floats(0.01, 1e3), st.integers(1, 8), st.floats(0, 64)), min_size=1, max_size=20))
+def test_co_runners_are_weighted_by_the_core_seconds_they_hold_a_domain_for(rows):
+    peers = [Peer(runtime, low=low, high=low, footprint=mib * MiB) for runtime, low, mib in rows]
+    beside = widths.co_runner_footprint(peers, 99 * MiB)
+    assert min(p.footprint for p in peers) * (1 - 1e-9) <= beside <= max(p.footprint for p in peers) * (1 + 1e-9)
+    same_work = [dataclasses.replace(p, runtime=1.0, low=1) for p in peers]
+    assert widths.co_runner_footprint(same_work, 0.0) == pytest.approx(sum(p.footprint for p in peers) / len(peers))
+    # One long task among short ones: its footprint dominates.
+    long = [Peer(100.0, footprint=32 * MiB)] + [Peer(1.0, footprint=1 * MiB)] * 10
+    assert widths.co_runner_footprint(long, 0.0) > 29 * MiB
+    assert widths.co_runner_footprint([], 7 * MiB) == 7 * MiB
+
+
 def test_unmeasured_peers_are_allotted_as_without_crowding():
     """Peers whose keys' speed-ups rest on fewer than SURE_AFTER readings are not crowded."""
     tasks = [Peer(10.0, 0.0, 0.05, 1, 4, False, 8 * MiB) for _ in range(8)]
