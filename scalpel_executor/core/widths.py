@@ -49,11 +49,11 @@ seeds' ``epyc`` Montage, 48 reprojections of 15 MiB at one core each ran 1.47× 
 beside each other on 32 MiB domains, and the rule had no term that saw it.)
 
 Of the widths within :data:`TIE` of the soonest end, the one spending the fewest core-seconds is
-taken: where the cache is not counted that is the narrowest (a core given for nothing is a core a
+taken (the narrowest of those within :data:`TIE` of the fewest): where the cache is not counted that is the narrowest (a core given for nothing is a core a
 later arrival could use); where it is, a wider one when the co-runners it sheds save more than its
 serial fraction wastes. (Measured reason: while many wait, one task's saving moves the work's end
 by less than :data:`TIE`, and the narrowest tie kept crowded domains crowded; on the seeds not tuned
-on, 3-5 fewer instances per 84 ended more than 2% after the best fixed width, docs/results/widths.md.) At the tail of a batch, or on the critical path, the backlog is
+on, 2-5 fewer instances per 84 ended more than 2% after the best fixed width, docs/results/widths.md.) At the tail of a batch, or on the critical path, the backlog is
 small and the task's own end decides: it starts wide (``tail``, ``critical path``).
 
 *Candidate widths* are topology-shaped as in Schönherr, Juurlink and Richling's topology-aware
@@ -453,7 +453,7 @@ def choose_width(low: int, high: int, runtime: float, tail: float, serial: float
     # Of the widths that tie on the end, the one spending the fewest core-seconds (the narrowest of
     # those): the narrowest unless the co-runners it sheds save more than its serial fraction wastes.
     # While many wait one task's saving moves the work's end by less than TIE, so the narrowest tie
-    # kept a crowded domain crowded (Montage on ``xeon16``: 15 MiB reprojections, 16 to a 300 MiB LLC).
+    # kept a crowded domain crowded (Montage on ``paper``: its reprojections, four to a domain).
     tied = [w for w in candidates if ends[w] <= soonest * (1 + TIE)]
     least = min(spent(w) for w in tied)
     best = next(w for w in tied if spent(w) <= least * (1 + TIE))
