@@ -16,6 +16,7 @@ go to <out>/solo-times.db, not to your profile store: a check run again with the
 
     python benchmarks/node_check.py                 # the check, --budget 420 s, into ./scalpel-node-check/
     python benchmarks/node_check.py --quick         # about a minute on 2 cores: does every piece run?
+    python benchmarks/node_check.py --demo --no-streams # `scalpel demo` timed in place of the streams (8-9 minutes)
     python benchmarks/node_check.py --report scalpel-node-check/node-check.json   # the tables again
 
 On a node without network access (and without Parsl), carry wheels. On a machine with network and
@@ -53,6 +54,9 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke test of every piece: one width, small "
                         "samples, quick kernels, one repetition; its figures mean little")
     parser.add_argument("--no-streams", action="store_true", help="skip the streams check (about a minute)")
+    parser.add_argument("--demo", action="store_true", help="also time `scalpel demo` with its defaults as a whole "
+                        "process (about 4 minutes on 16 cores; its profile store is <out>/demo/profiles.sqlite), "
+                        "before the bench, which gets what is left of the budget")
     parser.add_argument("--out", default="scalpel-node-check", help="output folder (default ./%(default)s)")
     parser.add_argument("--report", metavar="NODE_CHECK_JSON", help="run nothing: print an earlier check's tables")
     args = parser.parse_args()
@@ -62,7 +66,7 @@ def main() -> int:
     if args.budget is not None and not args.budget > 0:
         parser.error(f"--budget must be a positive number of seconds, got {args.budget}")
     plan = default_plan(quick=args.quick, budget=args.budget)
-    record = run_node_check(dataclasses.replace(plan, streams=not args.no_streams), Path(args.out))
+    record = run_node_check(dataclasses.replace(plan, streams=not args.no_streams, demo=args.demo), Path(args.out))
     print()
     print("\n".join(markdown_lines(record)))
     print(f"\nrecord: {Path(args.out) / 'node-check.json'}\ntables: {Path(args.out) / 'node-check.md'}")

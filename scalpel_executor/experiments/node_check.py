@@ -14,6 +14,8 @@
         streams costs here (pinned processes); then HTEX, Scalpel's first run on an emptied store,
         plan.streams_train more, and the learned run: makespans, stream co-run seconds, what the
         learned run planned with
+      demo_check   (plan.demo only) ``scalpel demo`` with its defaults, timed as a whole process, on a
+                   profile store of its own under <out>/demo/ (the issue's goal: 4 minutes on 16 cores)
       bench        (the rest of the budget)
         repeats = what fits, from the mixes' estimated seconds (estimate_bench_seconds)
         experiments.bench.run.run_bench: the contention mix and the kernel suite (suite-2x) under
@@ -35,6 +37,7 @@ import json
 import math
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -72,6 +75,10 @@ THROUGHPUT_SHARE = 0.4
 MAX_REPEATS = 5
 #: Seconds a peer takes to start and warm up, before any sample says (a 16-core node: about 2 s).
 PEER_START_GUESS = 5.0
+#: What the demo's whole process may take on a 16-core node (the goal it is timed against).
+DEMO_GOAL_SECONDS = 240.0
+#: Lines of the demo's own output the record keeps (its closing table).
+DEMO_TAIL_LINES = 40
 #: Seconds the streams check waits for the detached refit a Scalpel run starts, before going on.
 STREAMS_REFIT_TIMEOUT = 60.0
 
@@ -93,6 +100,7 @@ class NodeCheckPlan:
     streams_mib: int = 128  # each stream's two arrays together: 2 x 64 MiB, past any node's LLC
     stream_seconds: float = 1.0  # a stream's and a score's run time alone
     streams_train: int = 1  # Scalpel runs between the first and the learned one
+    demo: bool = False  # time `scalpel demo` with its defaults as a whole process (demo_check)
 
     def __post_init__(self) -> None:
         if not self.widths or any(not isinstance(w, int) or w < 1 for w in self.widths):
@@ -169,6 +177,9 @@ def run_node_check(plan: NodeCheckPlan, out: Path, *, printer: Callable[[str], N
             record["streams"] = {"error": f"{type(error).__name__}: {error}"[-3000:]}
             printer(f"streams: FAILED ({record['streams']['error'].splitlines()[-1]}); the bench goes on")
         _save(record, out, started)
+    if plan.demo:
+        record["demo"] = demo_check(out / "demo", printer)
+        _save(record, out, started)
 
     topology = detect_topology()
     cores = len(topology.cpus)
@@ -190,6 +201,33 @@ def run_node_check(plan: NodeCheckPlan, out: Path, *, printer: Callable[[str], N
                        "summary": bench["summary"], "files": bench["files"]}
     _save(record, out, started)
     return record
+
+
+def demo_check(folder: Path, printer: Callable[[str], None] = print, *,
+               command: Sequence[str] | None = None) -> dict:
+    """``scalpel demo`` with its defaults, timed as a whole process (interpreter start to exit), its
+    output and profile store in ``folder`` (``SCALPEL_PROFILE_STORE`` points there: the user's store
+    is not written). ``command``: another command line in its place (tests). Returns ``{"wall_seconds",
+    "returncode", "estimated_seconds", "took_seconds", "tail"}``, the demo's own figures from its
+    ``scalpel-demo.json`` (None where it wrote none)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    command = list(command or [sys.executable, "-m", "scalpel_executor.cli", "demo", "--out", str(folder)])
+    printer(f"demo: {' '.join(command[-4:])}, timed as a whole process (goal {DEMO_GOAL_SECONDS:.0f} s on 16 cores)")
+    env = dict(os.environ, SCALPEL_PROFILE_STORE=str(folder / "profiles.sqlite"))
+    began = time.monotonic()
+    run = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    wall = time.monotonic() - began
+    try:
+        seconds = json.loads((folder / "scalpel-demo.json").read_text()).get("seconds") or {}
+    except (OSError, ValueError):
+        seconds = {}
+    output = (run.stdout + run.stderr).splitlines()
+    result = {"wall_seconds": wall, "returncode": run.returncode, "estimated_seconds": seconds.get("estimated"),
+              "took_seconds": seconds.get("took"), "tail": output[-DEMO_TAIL_LINES:]}
+    printer(f"demo: {'took' if run.returncode == 0 else f'FAILED (exit {run.returncode}) after'} {wall:.0f} s "
+            f"as a whole process" + (f" (its own estimate {result['estimated_seconds']:.0f} s)"
+                                     if result["estimated_seconds"] is not None else ""))
+    return result
 
 
 def throughput_rounds(plan: NodeCheckPlan, share: float, printer: Callable[[str], None] = print) -> dict:
@@ -295,6 +333,16 @@ def markdown_lines(record: dict) -> list[str]:
             planned = ((run.get("contention_model") or {}).get("interference") or {}).get("planned_with") or ""
             lines.append(f"| {run['kind']} | {run['makespan']:.2f} | {run['stream_corun_seconds']:.2f} | {planned} |")
         lines.append("")
+    demo = record.get("demo")
+    if demo:
+        estimate = (f"; its own estimate {demo['estimated_seconds']:.0f} s" if demo.get("estimated_seconds") is not None
+                    else "")
+        lines += ["## `scalpel demo` with its defaults", "",
+                  (f"The whole process took **{demo['wall_seconds']:.0f} s**{estimate} on "
+                   f"{machine['cores']} cores (the goal on a 16-core node: {DEMO_GOAL_SECONDS:.0f} s)."
+                   if demo["returncode"] == 0 else
+                   f"Failed (exit {demo['returncode']}) after {demo['wall_seconds']:.0f} s."),
+                  "", "```", *demo["tail"], "```", ""]
     bench = record.get("bench")
     if bench:
         lines += [f"## Kernel mixes (`scalpel bench`, {bench['repeats']} repetition(s), LLC {_mib(bench['llc'])}: "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 import threading
 
 import pytest
@@ -238,3 +239,33 @@ def test_the_streams_check_runs_htex_and_scalpels_runs_on_a_temporary_store(tmp_
     assert set(result["summary"]) == {"htex", "first", "learned"} and sum(result["learned_planned_with"].values()) == 1
     assert any(line.startswith("streams: 2 streams of 2 MiB") for line in lines)
     assert not (tmp_path / "users-store.sqlite").exists()
+
+
+def test_the_demo_is_timed_as_a_whole_process_on_a_store_of_its_own(tmp_path, monkeypatch):
+    # A stand-in for `scalpel demo`: it checks where its profile store points, writes the demo's
+    # record with its own figures, prints its table and exits.
+    script = ("import json, os, sys, time; from pathlib import Path; out = Path(sys.argv[1]); "
+              "store = os.environ['SCALPEL_PROFILE_STORE']; assert store == str(out / 'profiles.sqlite'), store; "
+              "time.sleep(0.2); (out / 'scalpel-demo.json').write_text(json.dumps({'seconds': "
+              "{'estimated': 200.0, 'took': 190.0}})); print('\\n'.join(f'line {i}' for i in range(60)))")
+    demo = node_check.demo_check(tmp_path / "demo", printer=lambda line: None,
+                                 command=[sys.executable, "-c", script, str(tmp_path / "demo")])
+    assert demo["returncode"] == 0 and demo["wall_seconds"] >= 0.2
+    assert (demo["estimated_seconds"], demo["took_seconds"]) == (200.0, 190.0)
+    assert demo["tail"] == [f"line {i}" for i in range(60 - node_check.DEMO_TAIL_LINES, 60)]
+    failed = node_check.demo_check(tmp_path / "failed", printer=lambda line: None,
+                                   command=[sys.executable, "-c", "import sys; print('no parsl'); sys.exit(3)"])
+    assert failed["returncode"] == 3 and failed["estimated_seconds"] is None and failed["tail"] == ["no parsl"]
+    # In the check: after the streams, before the bench, and in the Markdown with its verdict.
+    monkeypatch.setattr(node_check, "throughput_rounds", lambda plan, share, printer: {"rounds": 0, "widths": {}})
+    monkeypatch.setattr(node_check, "demo_check", lambda folder, printer: dict(demo, wall_seconds=250.0))
+    monkeypatch.setattr(node_check, "run_bench", lambda plan, *, out, printer, solo_store: {"summary": [], "files": {}})
+    plan = NodeCheckPlan(widths=(1,), budget=30.0, scale="quick", streams=False, demo=True)
+    record = run_node_check(plan, tmp_path / "check", printer=lambda line: None)
+    assert record["demo"]["wall_seconds"] == 250.0 and "bench" in record
+    markdown = (tmp_path / "check" / "node-check.md").read_text()
+    assert (f"The whole process took **250 s**; its own estimate 200 s on {record['machine']['cores']} cores (the "
+            f"goal on a 16-core node: 240 s).") in markdown
+    assert "line 59" in markdown
+    failed_markdown = "\n".join(markdown_lines(dict(record, demo=failed)))
+    assert "Failed (exit 3) after" in failed_markdown
