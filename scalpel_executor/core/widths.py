@@ -49,12 +49,14 @@ seeds' ``epyc`` Montage, 48 reprojections of 15 MiB at one core each ran 1.47× 
 beside each other on 32 MiB domains, and the rule had no term that saw it.)
 
 Of the widths within :data:`TIE` of the soonest end, the one spending the fewest core-seconds is
-taken (the narrowest of those within :data:`TIE` of the fewest): where the cache is not counted that is the narrowest (a core given for nothing is a core a
-later arrival could use); where it is, a wider one when the co-runners it sheds save more than its
-serial fraction wastes. (Measured reason: while many wait, one task's saving moves the work's end
-by less than :data:`TIE`, and the narrowest tie kept crowded domains crowded; on the seeds not tuned
-on, 2-5 fewer instances per 84 ended more than 2% after the best fixed width, docs/results/widths.md.) At the tail of a batch, or on the critical path, the backlog is
-small and the task's own end decides: it starts wide (``tail``, ``critical path``).
+taken (the narrowest of those within :data:`TIE` of the fewest): where the cache is not counted
+that is the narrowest (a core given for nothing is a core a later arrival could use); where it is,
+a wider one when the co-runners it sheds save more than its serial fraction wastes. (Measured
+reason: while many wait, one task's saving moves the work's end by less than :data:`TIE`, and the
+narrowest tie kept crowded domains crowded; on the seeds not tuned on, 2-5 fewer instances per 84
+ended more than 2% after the best fixed width, docs/results/widths.md.) At the tail of a batch, or
+on the critical path, the backlog is small and the task's own end decides: it starts wide
+(``tail``, ``critical path``).
 
 *Candidate widths* are topology-shaped as in Schönherr, Juurlink and Richling's topology-aware
 equipartitioning (``../shared/papers/topology-aware-equipartitioning.md``): 1, 2, the fractions of
@@ -96,7 +98,8 @@ from scalpel_executor.core.contention import ContentionModel
 
 __all__ = ["amdahl", "serial_fraction_from", "shaped_sizes", "SpeedupModel", "Crowding", "Peer", "Outlook",
            "WidthChoice",
-           "co_runner_footprint", "allot", "explore_allotted", "choose_width", "wider_reason", "equipartition", "Widths", "RULES", "REASONS",
+           "co_runner_footprint", "allot", "explore_allotted", "choose_width", "wider_reason", "equipartition",
+           "Widths", "RULES", "REASONS",
            "TAIL", "CRITICAL_PATH", "FEWER_CORUNNERS", "MANY_WAITING", "NO_SPEEDUP", "NO_GAIN", "OTHERS_LONGER",
            "EXPLORING", "PLANNED_EXPLORATION", "KEPT",
            "EQUAL_SHARE", "SHRINK", "SURE_AFTER", "EXPLORE_COST", "HYSTERESIS", "TIE"]

@@ -138,7 +138,8 @@ def test_of_the_widths_that_tie_on_the_end_the_one_spending_the_fewest_core_seco
                       crowding=Crowding(MODEL, 12 * MiB, 4, 4 * MiB))
     crowded = choose_width(1, 4, 10.0, 0.0, 0.05, widths.SURE_AFTER, outlook)
     assert (crowded.width, crowded.reason) == (4, "fewer co-runners")
-    assert choose_width(1, 4, 10.0, 0.0, 0.05, widths.SURE_AFTER, dataclasses.replace(outlook, crowding=None)).width == 1
+    plain = dataclasses.replace(outlook, crowding=None)
+    assert choose_width(1, 4, 10.0, 0.0, 0.05, widths.SURE_AFTER, plain).width == 1
     # Serial fraction 0.3: two cores spend as much as one (1.62 against 2 x 0.65 x 1.25): the narrowest.
     assert choose_width(1, 4, 10.0, 0.0, 0.3, widths.SURE_AFTER, outlook).width == 1
 
