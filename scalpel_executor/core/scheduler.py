@@ -108,6 +108,11 @@ __all__ = ["Scheduler", "Task", "Assignment", "Slot", "Group", "POLICIES", "reso
 CHECKED_AT_DISPATCH = frozenset({"scalpel"})
 #: Waiting tasks past which the admission rule does not simulate the rest of the plan.
 ROLLOUT_LIMIT = 512
+#: The same while malleable tasks wait: planned at their widths, most of a batch may wait wide, and a
+#: rollout at every start of a narrower task beside them cost 60 ms a start (768 kernels on ``epyc``,
+#: their speed-ups known; 9 ms before they were planned so, 4.4 ms with this limit; at 64 the study's
+#: first runs ended 1.2% later on the tuning seeds, at 256 within 0.2% of no limit).
+MALLEABLE_ROLLOUT_LIMIT = 256
 #: A waiting task passed by later arrivals no more once it has waited this many times the longest
 #: run time estimate added so far (Scheduler._overdue).
 OVERDUE_AFTER = 2.0
@@ -267,6 +272,7 @@ class Scheduler:
         self.width_reasons: Counter[str] = Counter()  # malleable starts by the reason for their width
         self._waiting_work = 0.0  # core-seconds of the tasks not started, at their narrowest widths (finite ones)
         self._malleable_waiting = 0  # malleable tasks not started
+        self._allotted: Crowding | None = None  # the cache the last allotment counted (_retarget), if any
         self._narrow: dict[int, tuple[int, float]] = {}  # id() of a malleable task not started -> its narrowest
         self._planned_explore: set[int] = set()  # id() of a waiting task planned at an explored width (_retarget)
         #                                                   cores and run time estimate there
@@ -313,6 +319,8 @@ class Scheduler:
                 if task.serial_fraction is not None and task.key not in self._seeded:
                     self._seeded.add(task.key)  # what earlier runs learned, once per key, before this run's readings
                     self.widths.model.seed(task.key, min(1.0, max(0.0, task.serial_fraction)), max(0, task.serial_readings))
+            if (merge or place) and task.malleable and self._allotted is not None:
+                self._allot_arrival(task)
             if merge:
                 self._merge(task)
             elif place and math.isfinite(task.runtime) and not math.isnan(task.priority):
@@ -575,7 +583,8 @@ class Scheduler:
                 if task.key not in serial:
                     serial[task.key] = self.widths.model.serial_fraction(task.key)
                 peers.append(Peer(narrow[1], task.tail, serial[task.key], narrow[0], min(task.max_cores, widest),
-                                  self.widths.model.readings(task.key) >= widths.SURE_AFTER, task.footprint))
+                                  self.widths.model.readings(task.key) >= widths.SURE_AFTER, task.footprint,
+                                  task.key))
                 work += _work(task)
         return tuple(peers), work
 
@@ -609,21 +618,49 @@ class Scheduler:
         peers, work = self._peers(tasks)
         backlog = max(0.0, self._waiting_work - work) + self._running_work()
         shape = (len(self.slots) - len(self._disabled), max(self.cores_per_domain), backlog)
-        fitted, _, _ = widths.allot(peers, *shape, shaped=self.widths.rule == "scalpel")
-        allotted = widths.explore_allotted(peers, fitted, *shape, shaped=self.widths.rule == "scalpel")
+        self._allotted = self._crowding(peers, max(self.cores_per_domain))
+        fitted, _, _ = widths.allot(peers, *shape, shaped=self.widths.rule == "scalpel", crowding=self._allotted)
+        exploring = Counter(task.key for task in self._running.values()
+                            if task.width_reason in (EXPLORING, widths.PLANNED_EXPLORATION))
+        busy = {key for key, running in exploring.items()  # as many explored as it takes to be sure
+                if self.widths.model.readings(key) + running >= widths.SURE_AFTER}
+        allotted = widths.explore_allotted(peers, fitted, *shape, shaped=self.widths.rule == "scalpel", busy=busy)
         for task, peer, width, plain in zip(tasks, peers, allotted, fitted):
             if width > plain:  # planned wider than its key's fit gives: an exploration (reported so at its start)
                 self._planned_explore.add(id(task))
             else:
                 self._planned_explore.discard(id(task))
-            if width == task.cores:
-                continue
-            self._waiting_work -= _work(task)
-            self._wide_waiting -= task.cores > 1 or needs_resources(task)
-            task.cores = width
-            task.runtime = peer.runtime * amdahl(peer.serial, width) / amdahl(peer.serial, peer.low)
-            self._waiting_work += _work(task)
-            self._wide_waiting += task.cores > 1 or needs_resources(task)
+            if width != task.cores:
+                self._set_width(task, peer, width)
+
+    def _set_width(self, task: Task, peer: Peer, width: int) -> None:
+        """Plan waiting ``task`` (as ``peer``, at its narrowest) at ``width`` cores."""
+        self._waiting_work -= _work(task)
+        self._wide_waiting -= task.cores > 1 or needs_resources(task)
+        task.cores = width
+        task.runtime = peer.runtime * amdahl(peer.serial, width) / amdahl(peer.serial, peer.low)
+        self._waiting_work += _work(task)
+        self._wide_waiting += task.cores > 1 or needs_resources(task)
+
+    def _allot_arrival(self, task: Task) -> None:
+        """Plan malleable ``task``, arriving into a plan that is up to date (merged, not planned
+        again), at its thriftiest width with the cache the last allotment counted (:meth:`_retarget`):
+        so many wait that the allotment would widen it no further. O(widths), not a replan.
+
+        Merged at its narrowest, a key's later tasks started on the one core free beside the first
+        ones' (a SoyKB run on ``xeon16`` with its speed-ups known: 208 of its 300 haplotype callers of
+        192 MiB on one core, crowded sixteen to a 300 MiB LLC, 0.77x the whole domain's makespan;
+        0.98x planned so, docs/results/widths.md)."""
+        peers, _ = self._peers((task,))
+        if not peers or not peers[0].sure:  # an estimate not finite, or a key whose speed-up is not measured
+            return
+        peer = peers[0]
+        domain = max(self.cores_per_domain)
+        sizes = widths.shaped_sizes(domain) if self.widths.rule == "scalpel" else range(1, domain + 1)
+        width = widths.thriftiest(peer, sorted({peer.low, *(w for w in sizes if peer.low <= w <= peer.high)}),
+                                  self._allotted)
+        if width != task.cores:
+            self._set_width(task, peer, width)
 
     def _unbook(self, index: int) -> None:
         task = self._running[index]
@@ -1036,7 +1073,8 @@ class Scheduler:
         it), where the schedule must end strictly earlier: on 128 cores most deferrals tie (the
         end is another domain's), and deferring on ties pushed heavy tasks to the end (DAG
         arrivals: 22 of 120 instances more than 1% below largest-area-first against 19). Past
-        :data:`ROLLOUT_LIMIT` waiting tasks the end is far off and deferring one start costs nothing.
+        :data:`ROLLOUT_LIMIT` waiting tasks (:data:`MALLEABLE_ROLLOUT_LIMIT` while malleable ones wait)
+        the end is far off and deferring one start costs nothing.
 
         With wide tasks about, the head starts (no rollout) where the multicore rollout misjudged
         deferrals or cannot replay them (docs/notebook.md, "Mixed core counts, in simulation"):
@@ -1049,7 +1087,7 @@ class Scheduler:
         * a task is wider than any domain (it spans domains) or declares memory or accelerators
           (``multicore_orders.supports``): run as k one-core copies, a k-core task misjudged
           deferrals (2% later than largest-area-first on the paper machine)."""
-        if len(self._plan) > ROLLOUT_LIMIT:
+        if len(self._plan) > (MALLEABLE_ROLLOUT_LIMIT if self._malleable_waiting else ROLLOUT_LIMIT):
             return True
         queued = [group.tasks[0] for group in reversed(self._plan)]
         running = self._running_now(now)

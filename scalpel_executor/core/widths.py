@@ -41,8 +41,10 @@ domain for, :func:`co_runner_footprint`), and the contention model predicts
 its slowdown there; a task's footprint counts once whatever its width, so narrow tasks crowd the
 cache and wide ones do not. Where the misses of a crowded domain cost more than the serial
 fraction wastes, a wider width spends fewer core-seconds: the allotment starts each task from its
-thriftiest width, not its narrowest (reason ``fewer co-runners``). Footprints that fit the cache
-slow nothing, and the choice is the one made without crowding. Only keys whose speed-up rests on
+thriftiest width, not its narrowest (reason ``fewer co-runners``), and so are the widths the
+waiting tasks are planned at, their cores reserved (``Scheduler._retarget``; a task arriving into a
+plan that is up to date, at its thriftiest width, ``Scheduler._allot_arrival``). Footprints that
+fit the cache slow nothing, and the choice is the one made without crowding. Only keys whose speed-up rests on
 :data:`SURE_AFTER` readings are crowded (``Peer.sure``): a first run bets nothing on the cache for
 a key it has not seen wider. (Measured reason: on the tuning
 seeds' ``epyc`` Montage, 48 reprojections of 15 MiB at one core each ran 1.47× their solo time
@@ -72,11 +74,12 @@ parallel, or, while many wait, one task of the key at a time at the next size up
 gain at all would end the work at most :data:`EXPLORE_COST` later (idle cores at the tail make
 that guess free; a full node makes it dear, unless the backlog is long beside the task). The same
 guess is planned (:func:`explore_allotted`): waiting tasks of unsure keys are allotted their
-hoped widths where no gain would cost as little, so their cores are reserved rather than taken
-from whatever is free when a core reaches them (reason ``exploring, planned``; estimated at their
-key's fit, unlike an exploration at a start, which is estimated at its hope: so estimated, the
-planned ones ended the work later on the seeds not tuned on, 0.966× the hindsight best on a first
-run against 0.980×).
+hoped widths, key by key and a dear hope a size narrower, where no gain would cost as little, and
+while so many wait that no hope widens a key, one task of it at a time is planned one size up; so
+their cores are reserved rather than taken from whatever is free when a core reaches them, which
+on a full node is one core (reason ``exploring, planned``; estimated at their key's fit, unlike an
+exploration at a start, which is estimated at its hope: so estimated, the planned ones ended the
+work later on the seeds not tuned on, 0.966× the hindsight best on a first run against 0.980×).
 
 Plain equipartitioning, the paper's baseline (``EQ``), is :func:`equipartition`: the node's cores
 divided evenly among the malleable tasks waiting and running, any width. It is a rule a study
@@ -91,14 +94,15 @@ import dataclasses
 import functools
 import heapq
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Collection, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from scalpel_executor.core.contention import ContentionModel
 
 __all__ = ["amdahl", "serial_fraction_from", "shaped_sizes", "SpeedupModel", "Crowding", "Peer", "Outlook",
            "WidthChoice",
-           "co_runner_footprint", "allot", "explore_allotted", "choose_width", "wider_reason", "equipartition",
+           "co_runner_footprint", "allot", "explore_allotted", "thriftiest", "choose_width", "wider_reason",
+           "equipartition",
            "Widths", "RULES", "REASONS",
            "TAIL", "CRITICAL_PATH", "FEWER_CORUNNERS", "MANY_WAITING", "NO_SPEEDUP", "NO_GAIN", "OTHERS_LONGER",
            "EXPLORING", "PLANNED_EXPLORATION", "KEPT",
@@ -265,6 +269,7 @@ class Peer:
     high: int = 1  # its widest (within a domain)
     sure: bool = True  # its key's fit rests on SURE_AFTER readings or more (else exploration hopes for it)
     footprint: float = 0.0  # bytes (its crowding, Crowding)
+    key: Hashable = None  # its profile key (explore_allotted plans one task of an unsure key at a time)
 
 
 def co_runner_footprint(peers: Sequence[Peer], default: float) -> float:
@@ -337,7 +342,7 @@ def allot(peers: Sequence[Peer], cores: int, domain_cores: int, backlog: float,
     Cost: O(n·k·log n) for n peers and k sizes.
     """
     sizes: dict[tuple[int, int], list[int]] = {}
-    widths = [peer.low if crowding is None else _thriftiest(peer, sizes.setdefault(
+    widths = [peer.low if crowding is None else thriftiest(peer, sizes.setdefault(
         (peer.low, peer.high), _sizes(peer.low, min(peer.high, domain_cores), domain_cores, shaped)), crowding)
         for peer in peers]
     owns = [_crowded_own(peer, width, crowding) for peer, width in zip(peers, widths)]
@@ -366,31 +371,63 @@ def allot(peers: Sequence[Peer], cores: int, domain_cores: int, backlog: float,
 
 
 def explore_allotted(peers: Sequence[Peer], allotted: Sequence[int], cores: int, domain_cores: int, backlog: float,
-                     *, shaped: bool = True) -> list[int]:
-    """``allotted`` (from :func:`allot`) with each unsure peer (``sure`` False) widened to the width
-    it would be allotted were it, and every unsure peer, perfectly parallel, where no gain at all
-    would end the work at most :data:`EXPLORE_COST` later; else ``allotted`` unchanged.
+                     *, shaped: bool = True, busy: Collection[Hashable] = ()) -> list[int]:
+    """``allotted`` (from :func:`allot`) with unsure peers (``sure`` False) planned wider, key by
+    key, the cheapest first, while no gain at all would end the work at most :data:`EXPLORE_COST`
+    later: a key's peers at the widths they would be allotted were they, and every unsure peer,
+    perfectly parallel, or capped a size narrower at a time where that costs too much; a key that
+    no such hope widens (many wait), and not in ``busy``, one peer (its shortest) at the next size up.
 
     The widths planned for waiting tasks are what their cores are reserved for: a key never seen
     wider is otherwise planned at its narrowest, and its one long task, started on the one core
-    free, ends the work alone (a first SoyKB run on ``epyc`` ended 3.4x after the whole domain so)."""
+    free, ends the work alone (a first SoyKB run on ``epyc`` ended 3.4x after the whole domain so).
+    Key by key, not all hopes or none: all together, a merge of an hour and the twelve tasks
+    beside it cost too much, and the merge started on the two cores free (SoyKB on ``xeon16``,
+    1.08x later than planned at its hope alone). And on a node kept full, cores free one at a
+    time: a width chosen only at a start was the one core free, so a batch with more tasks than
+    cores never ran a key wider, and no later run learned its speed-up (docs/results/widths.md,
+    "Exploration while many wait")."""
     if all(peer.sure for peer in peers):
         return list(allotted)
-    hopeful = [peer if peer.sure else dataclasses.replace(peer, serial=0.0) for peer in peers]
-    hoped, _, _ = allot(hopeful, cores, domain_cores, backlog, shaped=shaped)
-    trial = [h if not peer.sure and h > a else a for peer, a, h in zip(peers, allotted, hoped)]
-    if trial == list(allotted):
-        return trial
+    base = list(allotted)
 
     def end(chosen: Sequence[int]) -> float:  # the work's end at the peers' fitted (no-gain) speed-ups
         owns = [_own(p.runtime, p.serial, p.low, w) for p, w in zip(peers, chosen)]
         return max(max(own + p.tail for own, p in zip(owns, peers)),
                    (backlog + sum(w * own for w, own in zip(chosen, owns))) / cores)
 
-    return trial if end(trial) <= end(allotted) * (1 + EXPLORE_COST) else list(allotted)
+    limit = end(base) * (1 + EXPLORE_COST)
+    hopeful = [peer if peer.sure else dataclasses.replace(peer, serial=0.0) for peer in peers]
+    hoped, _, _ = allot(hopeful, cores, domain_cores, backlog, shaped=shaped)
+    plans: dict[Hashable, dict[int, int]] = {}  # per unsure key: the widening tried, {peer: width}
+    for i, (peer, a, h) in enumerate(zip(peers, base, hoped)):
+        if not peer.sure and h > a:
+            plans.setdefault(peer.key if peer.key is not None else ("peer", i), {})[i] = h
+    shortest: dict[Hashable, int] = {}  # else, an unsure key's shortest peer, one size up
+    for i, peer in enumerate(peers):
+        if not (peer.sure or peer.key is None or peer.key in busy or peer.key in plans
+                or base[i] >= min(peer.high, domain_cores)):
+            if peer.key not in shortest or peer.runtime < peers[shortest[peer.key]].runtime:
+                shortest[peer.key] = i
+    for key, i in shortest.items():
+        peer = peers[i]
+        plans[key] = {i: next(w for w in _sizes(peer.low, min(peer.high, domain_cores), domain_cores, shaped)
+                              if w > base[i])}
+    chosen = base
+    for plan in sorted(plans.values(), key=lambda plan: sum(peers[i].runtime * (w - base[i]) for i, w in plan.items())):
+        # its hoped widths, else capped a size narrower at a time, while they widen anything
+        for cap in sorted({w for i in plan for w in _sizes(peers[i].low, plan[i], domain_cores, shaped)},
+                          reverse=True):
+            trial = [max(w, min(plan[i], cap)) if i in plan else w for i, w in enumerate(chosen)]
+            if trial == chosen:
+                break
+            if end(trial) <= limit:
+                chosen = trial
+                break
+    return chosen
 
 
-def _thriftiest(peer: Peer, sizes: Sequence[int], crowding: Crowding) -> int:
+def thriftiest(peer: Peer, sizes: Sequence[int], crowding: Crowding) -> int:
     """The size among ``sizes`` on which ``peer`` spends the fewest core-seconds, co-runners'
     slowdown included (the narrowest of those within :data:`TIE`): its narrowest width unless a
     wider one saves more cache misses than it loses to the serial fraction."""

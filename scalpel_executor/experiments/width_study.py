@@ -7,6 +7,7 @@ fixed width chosen in hindsight, and equipartitioning (``benchmarks/width_study.
     python benchmarks/width_study.py --seeds 100,101,102 --jobs 2  # seeds never looked at while tuning
     python benchmarks/width_study.py --report docs/data/width-study.json
     python benchmarks/width_study.py --seeds 0,1 --reuse docs/data/width-study-tuning.json  # after a rule change
+    python benchmarks/width_study.py --seeds 100,101,102 --known 5   # and the rule told the true speed-ups
 
 ``--reuse`` copies the makespans of the contenders no width rule of ``scalpel`` reaches (every
 task fixed at 1, 2 or the domain's cores, and equipartitioning: :data:`UNTOUCHED`) from an
@@ -31,7 +32,9 @@ hindsight); the width rules of :data:`~scalpel_executor.core.widths.RULES`: ``sc
 default), ``scalpel-any`` (the same on any width, not topology-shaped), ``equipartition`` (plain)
 and ``equipartition-shaped``, each on a *first run* (nothing learned); and ``scalpel`` *learned*,
 starting from what it learned on the same workload drawn with seed + 1000 (other tasks of the
-same keys: what an earlier run of the workflow leaves in the profile store).
+same keys: what an earlier run of the workflow leaves in the profile store). With ``--known N``,
+also ``scalpel`` *known*: the rule told each key's true serial fraction as N readings before the
+run (what it would do with nothing left to learn; shrunk toward no gain as N readings are).
 
 Printed, per condition: the geometric mean over instances of each fixed width's makespan over the
 rule's (> 1: the rule ends first), the geometric mean and the minimum of the hindsight-best fixed
@@ -72,6 +75,7 @@ LEARN_SEED = 1000  # the learned condition learns on the workload drawn with see
 FIXED = ("fixed-1", "fixed-2", "fixed-domain")
 CONTENDERS = (*FIXED, "scalpel/first", "scalpel/learned", "scalpel-any/first", "equipartition", "equipartition-shaped")
 GOAL_FIXED, GOAL_HINDSIGHT = 1.10, 0.98
+CONDITIONS = {"first": "first run", "learned": "learned", "known": "told the true speed-ups (--known)"}
 #: Contenders the ``scalpel`` width rule does not reach (plain tasks of fixed cores, equipartitioning):
 #: ``--reuse`` copies their makespans from an earlier record of the same instances.
 UNTOUCHED = (*FIXED, "equipartition", "equipartition-shaped")
@@ -116,10 +120,12 @@ def _with_tails(tasks: list[SimTask]) -> list[SimTask]:
     return [dataclasses.replace(t, tail=tail) for t, tail in zip(tasks, graph_tails(tasks))]
 
 
-def run_instance(workload: str, seed: int, machines: Sequence[str], reused: dict | None = None) -> list[dict]:
+def run_instance(workload: str, seed: int, machines: Sequence[str], reused: dict | None = None,
+                 known: int = 0) -> list[dict]:
     """Every contender on ``workload`` drawn with ``seed``, on each machine; those of :data:`UNTOUCHED`
     found in ``reused`` (``(workload, machine, seed)`` -> makespans, from an earlier record) are
-    copied, not simulated again."""
+    copied, not simulated again. ``known``: also ``scalpel/known``, the rule seeded with each key's
+    true serial fraction as that many readings."""
     rows = []
     for name in machines:
         machine = MACHINES[name]
@@ -144,15 +150,20 @@ def run_instance(workload: str, seed: int, machines: Sequence[str], reused: dict
         learned = Widths("scalpel")
         run(earlier, learned)
         makespans["scalpel/learned"] = run(tasks, learned)
+        if known:
+            told = Widths("scalpel")
+            for key, serial in {task.key: task.serial_fraction for task in tasks}.items():
+                told.model.seed(key, serial, known)
+            makespans["scalpel/known"] = run(tasks, told)
         rows.append({"workload": workload, "machine": name, "seed": seed, "tasks": len(tasks),
                      "makespans": makespans, **({"copied": sorted(copied)} if copied else {})})
     return rows
 
 
 def summarise(rows: list[dict]) -> dict:
-    """Per condition (first run, learned): the goals' figures over every instance."""
+    """Per condition (first run, learned; known, where simulated): the goals' figures over every instance."""
     out = {}
-    for condition in ("first", "learned"):
+    for condition in ("first", "learned", *(["known"] if rows and "scalpel/known" in rows[0]["makespans"] else [])):
         rule = f"scalpel/{condition}"
 
         def over(row: dict, other: str) -> float:
@@ -188,7 +199,7 @@ def summarise(rows: list[dict]) -> dict:
 
 def print_report(record: dict, markdown: bool = True) -> None:
     for condition, summary in record["summary"].items():
-        print(f"\n**scalpel widths, {'first run' if condition == 'first' else 'learned'}** "
+        print(f"\n**scalpel widths, {CONDITIONS.get(condition, condition)}** "
               f"(seeds {', '.join(map(str, record['seeds']))}; {summary['instances']} instances): "
               f"other contender's makespan / the rule's (> 1: the rule ends first), geometric mean "
               f"over the four machines and seeds\n")
@@ -221,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", help="print the tables of a record written before, run nothing")
     parser.add_argument("--reuse", help="an earlier record of these instances: copy the makespans of the contenders "
                                         f"the width rule does not reach ({', '.join(UNTOUCHED)}) from it")
+    parser.add_argument("--known", type=int, default=0, metavar="N",
+                        help="also run the rule told each key's true serial fraction as N readings (default 0: not)")
     args = parser.parse_args(argv)
     if args.report:
         print_report(json.loads(Path(args.report).read_text()))
@@ -236,23 +249,26 @@ def main(argv: list[str] | None = None) -> int:
                      f"machines: {', '.join(MACHINES)}")
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
+    if args.known < 0:
+        parser.error(f"--known must be 0 or more readings, got {args.known}")
     reused = {}
     if args.reuse:
         reused = {(r["workload"], r["machine"], r["seed"]): r["makespans"]
                   for r in json.loads(Path(args.reuse).read_text())["rows"]}
     started = time.perf_counter()
     units = [(workload, seed, 0.0) for workload in workloads for seed in seeds]
-    rows = run_instances(_unit, units, (machines, reused), args.jobs)
+    rows = run_instances(_unit, units, (machines, reused, args.known), args.jobs)
     rows.sort(key=lambda r: (workloads.index(r["workload"]), machines.index(r["machine"]), r["seed"]))
     record = {"format": "scalpel-width-study/1", "command": " ".join(["python", *sys.argv]),
               "seeds": seeds, "workloads": workloads, "machines": list(machines), "reused": args.reuse,
-              "serial_range": list(SERIAL_RANGE), "contenders": list(CONTENDERS), "jobs": args.jobs,
+              "serial_range": list(SERIAL_RANGE), "known": args.known,
+              "contenders": [*CONTENDERS, *(["scalpel/known"] if args.known else [])], "jobs": args.jobs,
               "seconds": time.perf_counter() - started, "rows": rows}
     record["summary"] = summarise(rows)
     write_and_report(record, args.out, print_report)
     return 0
 
 
-def _unit(workload: str, seed: int, _noise: float, machines: Sequence[str], reused: dict) -> list[dict]:
+def _unit(workload: str, seed: int, _noise: float, machines: Sequence[str], reused: dict, known: int = 0) -> list[dict]:
     """:func:`run_instance` as :func:`~scalpel_executor.experiments.workflow_studies.run_instances` calls it."""
-    return run_instance(workload, seed, machines, reused)
+    return run_instance(workload, seed, machines, reused, known)

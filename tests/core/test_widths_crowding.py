@@ -180,3 +180,79 @@ def test_a_long_task_of_a_key_never_seen_wider_waits_for_the_cores_it_is_planned
     (long,) = [r for r in result.records if r.name == "long"]
     assert long.cores > 1
     assert result.makespan < 60.0
+
+
+def test_waiting_tasks_of_a_crowded_key_are_planned_at_their_thriftiest_width_as_cores_free_one_at_a_time():
+    """Eight one-core tasks of 1 to 8 s hold the node's two 4-core domains of 12 MiB, so cores free
+    one at a time; then 24 tasks of 8 MiB of a key measured at serial fraction 0.05 arrive, for which
+    a whole domain spends fewer core-seconds than one core crowded four to a domain (the test above).
+    Chosen only at a start, every width was the one core free (``no gain``: 24 of 24 on one core, the
+    batch's end that of every task on one core); planned with the cache counted, the waiting tasks are
+    allotted their thriftiest width and wait, reserved, for its cores."""
+    tasks = [SimTask(f"f{i}", 1.0 + i, 1 * MiB, key="fixed") for i in range(8)]
+    tasks += [SimTask(f"t{i}", 4.0, 8 * MiB, arrival=0.1, max_cores=4, serial_fraction=0.05, key="k")
+              for i in range(24)]
+    rule = Widths()
+    rule.model.seed("k", 0.05, 4)
+    scheduler = Scheduler(PAPER, "scalpel", llc=12 * MiB, model=MODEL, width_rule=rule)
+    result = simulate(tasks, PAPER, 12 * MiB, model=MODEL, scheduler=scheduler)
+    assert all(r.cores == 4 for r in result.records if r.name.startswith("t"))
+    assert scheduler.width_reasons[widths.FEWER_CORUNNERS] == 24
+    one_core = simulate([dataclasses.replace(t, max_cores=None) for t in tasks], PAPER, 12 * MiB, model=MODEL)
+    assert result.makespan < 0.9 * one_core.makespan
+
+
+def test_a_crowded_key_arriving_into_a_long_plan_is_planned_at_its_thriftiest_width():
+    """Thirty 8 MiB tasks of a key measured at serial fraction 0.05 are allotted a whole 4-core
+    domain each (the tests above); thirty more arrive one at a time while those wait, into a plan
+    long enough that they are merged into it, not planned again. Each is planned at its thriftiest
+    width on arrival, with the cache the last allotment counted: all sixty run on four cores. Merged
+    at their narrowest, 16 of them started on one core and 14 on two, as cores freed (57.2 s against
+    51.5 s)."""
+    tasks = [SimTask(f"f{i}", 10.0 + i, 1 * MiB, key="fixed") for i in range(8)]
+    tasks += [SimTask(f"t{i}", 4.0, 8 * MiB, arrival=0.1 if i < 30 else 10.5 + 0.1 * i, max_cores=4,
+                      serial_fraction=0.05, key="k") for i in range(60)]
+    rule = Widths()
+    rule.model.seed("k", 0.05, 4)
+    scheduler = Scheduler(PAPER, "scalpel", llc=12 * MiB, model=MODEL, width_rule=rule)
+    result = simulate(tasks, PAPER, 12 * MiB, model=MODEL, scheduler=scheduler)
+    assert [r.cores for r in result.records if r.name.startswith("t")] == [4] * 60
+    assert result.makespan < 54.0
+
+
+def test_while_malleable_tasks_wait_the_admission_rolls_out_only_a_short_plan(monkeypatch):
+    """Planned at their thriftiest widths, most of a batch waits wide, and each start of a narrower
+    task beside them asked the admission check to roll the whole plan out (up to ROLLOUT_LIMIT
+    tasks): 60 ms a start for 768 kernels on ``epyc`` with their speed-ups known. While malleable
+    tasks wait, a plan longer than MALLEABLE_ROLLOUT_LIMIT is not rolled out (work counted): 288
+    kernels of six keys, their speed-ups known, on twelve 4-core domains of 12 MiB."""
+    from scalpel_executor.core import scheduler as module
+    from scalpel_executor.core.machines import MACHINES
+    from scalpel_executor.experiments import width_study
+
+    lengths = []
+
+    class Counted(module.MulticoreEvaluator):
+        def run(self, order, *args, **kwargs):
+            lengths.append(len(order))
+            return super().run(order, *args, **kwargs)
+
+    monkeypatch.setattr(module, "MulticoreEvaluator", Counted)
+    domains = [list(range(first, first + 4)) for first in range(0, 48, 4)]
+    model = MACHINES["paper"].model
+    tasks = width_study.workload_tasks("batch-6", 100, 48, 4)
+
+    def run():
+        rule = Widths()
+        for key, serial in {task.key: task.serial_fraction for task in tasks}.items():
+            rule.model.seed(key, serial, 50)
+        lengths.clear()
+        return simulate(tasks, domains, 12 * MiB, model=model,
+                        scheduler=Scheduler(domains, "scalpel", llc=12 * MiB, model=model, width_rule=rule))
+
+    assert len(run().records) == 288
+    limit = module.MALLEABLE_ROLLOUT_LIMIT
+    assert lengths and max(lengths) <= limit
+    monkeypatch.setattr(module, "MALLEABLE_ROLLOUT_LIMIT", module.ROLLOUT_LIMIT)
+    run()
+    assert max(lengths) > limit  # the limit is what kept them short

@@ -200,3 +200,24 @@ def test_a_seed_out_of_range_is_clipped_not_raised():
     s = Scheduler([[0, 1]], "scalpel")
     s.add([Task("a", runtime=1.0, key="k", max_cores=2, serial_fraction=1.5, serial_readings=-3)])
     assert s.widths.model.readings("k") == 0 and s.widths.model.serial_fraction("k") == 1.0
+
+
+def test_a_batch_of_more_tasks_than_cores_explores_every_key_and_the_next_run_has_its_readings():
+    """120 tasks of three keys never seen wider (serial fraction 0.05) on two 4-core domains: the
+    node stays full and cores free one at a time, so an exploration at a start needs two cores free
+    at once, which only the first starts see: key ``a``'s tasks, the shortest and last in the plan,
+    never ran wider, and no later run learned their speed-up. Now one task of each key at a time is
+    planned one size up (``exploring, planned``), its cores reserved, where no gain would cost the
+    work at most EXPLORE_COST: every key ends the run with SURE_AFTER readings or more, for the
+    next run. (Each plan's explorations are bounded so, not their sum over a run: here 2.0% in all.)"""
+    domains = [[0, 1, 2, 3], [4, 5, 6, 7]]
+    tasks = [SimTask(f"{key}{i}", runtime + (i % 5) / 10, max_cores=4, serial_fraction=0.05, key=key)
+             for key, runtime in (("a", 2.0), ("b", 3.0), ("c", 4.0)) for i in range(40)]
+    rule = Widths()
+    scheduler = Scheduler(domains, "scalpel", width_rule=rule)
+    one_core = simulate([dataclasses.replace(t, max_cores=None) for t in tasks], domains, 32 * MiB).makespan
+    result = simulate(tasks, domains, 32 * MiB, scheduler=scheduler)
+    assert all(rule.model.readings(key) >= widths.SURE_AFTER for key in "abc")
+    assert scheduler.width_reasons[widths.PLANNED_EXPLORATION] >= 1
+    assert len([r for r in result.records if r.cores > 1]) <= 3 * (widths.SURE_AFTER + 1)
+    assert result.makespan <= one_core * (1 + 2 * widths.EXPLORE_COST)

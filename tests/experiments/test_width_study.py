@@ -36,3 +36,20 @@ def test_a_bad_workload_is_named(tmp_path):
     with pytest.raises(SystemExit) as ended:
         width_study.main(["--workloads", "nosuch", "--out", str(tmp_path / "x.json")])
     assert ended.value.code == 2
+
+
+def test_known_adds_the_rule_told_the_true_speed_ups_and_reports_it(tmp_path, capsys):
+    """``--known N``: a contender whose rule starts from every key's true serial fraction as N
+    readings; with many, on a batch of kernels that crowd ``paper``'s 12 MiB caches, it is no
+    later than the first run, which must learn them."""
+    out = tmp_path / "known.json"
+    assert width_study.main([*TINY, "--known", "50", "--out", str(out)]) == 0
+    record = json.loads(out.read_text())
+    assert record["known"] == 50 and "scalpel/known" in record["contenders"]
+    (row,) = record["rows"]
+    assert row["makespans"]["scalpel/known"] <= row["makespans"]["scalpel/first"] * (1 + 1e-9)
+    assert set(record["summary"]) == {"first", "learned", "known"}
+    assert "told the true speed-ups" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as ended:
+        width_study.main([*TINY, "--known", "-1", "--out", str(tmp_path / "x.json")])
+    assert ended.value.code == 2
