@@ -109,9 +109,9 @@ CHECKED_AT_DISPATCH = frozenset({"scalpel"})
 #: Waiting tasks past which the admission rule does not simulate the rest of the plan.
 ROLLOUT_LIMIT = 512
 #: The same while malleable tasks wait: planned at their widths, most of a batch may wait wide, and a
-#: rollout at every start of a narrower task beside them cost 60 ms a start (768 kernels on ``epyc``,
-#: their speed-ups known; 9 ms before they were planned so, 4.4 ms with this limit; at 64 the study's
-#: first runs ended 1.2% later on the tuning seeds, at 256 within 0.2% of no limit).
+#: rollout at every start of a narrower task beside them cost 49 ms a start (768 kernels on ``epyc``,
+#: their speed-ups known), 3.5 ms with this limit (``benchmarks/width_scheduling_cost.py``); at 64 the
+#: study's first runs ended 1.2% later on the tuning seeds, at 256 within 0.3% of no limit.
 MALLEABLE_ROLLOUT_LIMIT = 256
 #: A waiting task passed by later arrivals no more once it has waited this many times the longest
 #: run time estimate added so far (Scheduler._overdue).

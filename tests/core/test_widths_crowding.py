@@ -223,7 +223,7 @@ def test_a_crowded_key_arriving_into_a_long_plan_is_planned_at_its_thriftiest_wi
 def test_while_malleable_tasks_wait_the_admission_rolls_out_only_a_short_plan(monkeypatch):
     """Planned at their thriftiest widths, most of a batch waits wide, and each start of a narrower
     task beside them asked the admission check to roll the whole plan out (up to ROLLOUT_LIMIT
-    tasks): 60 ms a start for 768 kernels on ``epyc`` with their speed-ups known. While malleable
+    tasks): 49 ms a start for 768 kernels on ``epyc`` with their speed-ups known. While malleable
     tasks wait, a plan longer than MALLEABLE_ROLLOUT_LIMIT is not rolled out (work counted): 288
     kernels of six keys, their speed-ups known, on twelve 4-core domains of 12 MiB."""
     from scalpel_executor.core import scheduler as module
