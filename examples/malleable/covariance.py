@@ -20,7 +20,8 @@ what it learned of each app's speed-up (docs/design.md, "Widths of malleable tas
 ``max_cores``), the way another executor would run them. Results do not depend on the width.
 
 The last line printed is JSON: the spectrum's checksum, the makespan from the tasks' own
-timestamps, and the widths the executor chose and why.
+timestamps, the core-seconds the tasks held (each task's own run time times its width), the cores, and
+the widths the executor chose and why.
 """
 
 from __future__ import annotations
@@ -111,7 +112,8 @@ def specification(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 
 def run(args: argparse.Namespace, name: str, workflow, apps: tuple[str, ...]) -> dict:
     """Load a ScalpelExecutor, run ``workflow(run_dir)`` (its result's dict), clean up, and add the
-    makespan from the tasks' own timestamps and the widths ``apps``' tasks ran at, and why."""
+    makespan from the tasks' own timestamps, the core-seconds they held, and the widths ``apps``'
+    tasks ran at, and why."""
     run_dir = args.run_dir or tempfile.mkdtemp(prefix=f"{name}-")
     executor = ScalpelExecutor(label="scalpel", **({"profiles": args.store} if args.store else {}))
     dfk = parsl.load(Config(executors=[executor], run_dir=os.path.join(run_dir, "runinfo"), strategy="none"))
@@ -123,9 +125,12 @@ def run(args: argparse.Namespace, name: str, workflow, apps: tuple[str, ...]) ->
         parsl.clear()
     starts = [t["started"] for t in tasks if t.get("started") is not None]
     ends = [t["finished"] for t in tasks if t.get("finished") is not None]
+    busy = sum((t.get("measured_runtime") or t["finished"] - t["started"]) * (t.get("width") or t["cores"])
+               for t in tasks if t.get("started") is not None and t.get("finished") is not None)  # run, not handed
     widths = Counter(f"{t.get('width') or t.get('cores')}: {t.get('width_reason') or 'fixed'}" for t in tasks
                      if t["profile_key"].split("(")[0].rsplit(".", 1)[-1] in apps)
     return {**result, "makespan": max(ends) - min(starts) if starts and ends else None,
+            "busy_core_seconds": round(busy, 6), "cores": CORES,
             "widths": dict(sorted(widths.items())), "finished": time.time()}
 
 

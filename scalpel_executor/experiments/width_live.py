@@ -14,9 +14,17 @@ times, as a user would run it, each a fresh Python process (imports, ``parsl.loa
 - ``learned``: widths chosen again on the store ``first`` wrote in the same repetition.
 
 Per run it records the process's wall seconds, the makespan from the tasks' own timestamps, the
-result's checksum (every run must give the same) and the widths chosen and why. The summary gives
-each contender's median and range, and the paired ratios (``first`` over ``fixed-1``, ...) per
-repetition, their median and range. The stores are this script's own, in a temporary folder.
+core-seconds the tasks held, the result's checksum (every run must give the same) and the widths
+chosen and why. The summary gives each contender's median and range, and the paired ratios
+(``first`` over ``fixed-1``, ...) per repetition, their median and range. The stores are this
+script's own, in a temporary folder.
+
+The ``floor`` is what no widths can beat on this machine: each repetition's ``fixed-1`` run with
+its makespan replaced by its tasks' core-seconds over the cores (the makespan were every core busy
+to the end), the rest of its whole process kept. Widths move the end only by filling cores that
+sit idle; a task spends at least its one-core core-seconds at any width unless it speeds up more
+than linearly (or sheds a co-runner that slowed it), so ``floor / fixed-1`` is the least ratio any
+width rule can show with this workflow here.
 """
 
 from __future__ import annotations
@@ -37,9 +45,21 @@ from scalpel_executor.experiments.records import scratch_folder
 CONTENDERS = ("fixed-1", "fixed-2", "first", "learned")
 WIDTH = {"fixed-1": "1", "fixed-2": "2", "first": "auto", "learned": "auto"}
 DEFAULT_WORKFLOW = "examples/malleable/covariance.py"
+FLOOR = "floor"  # derived from fixed-1's run per repetition (module docstring), not run
 #: Ratios the goals read: (numerator, denominator).
 RATIOS = (("first", "fixed-1"), ("first", "fixed-2"), ("learned", "fixed-1"), ("learned", "fixed-2"),
-          ("learned", "first"))
+          ("learned", "first"), (FLOOR, "fixed-1"))
+
+
+def floor_of(run: Mapping) -> dict | None:
+    """The floor (module docstring) of one ``fixed-1`` run: its process seconds and makespan with the
+    makespan replaced by its core-seconds over its cores; None for a run that did not count them."""
+    busy, cores = run.get("busy_core_seconds"), run.get("cores")
+    if busy is None or not cores or run.get("makespan") is None:
+        return None
+    makespan = busy / cores
+    return {"repeat": run["repeat"], "contender": FLOOR, "makespan": makespan,
+            "process_seconds": run["process_seconds"] - run["makespan"] + makespan}
 
 
 def run_once(workflow: str, extra: Sequence[str], width: str, store: str, run_dir: str,
@@ -71,6 +91,7 @@ def summarise(runs: Sequence[Mapping]) -> dict:
     """Per contender the median and range of its process seconds and makespans; per ratio of
     :data:`RATIOS` the per-repetition ratios' median and range; whether every checksum agreed."""
     by = {name: [r for r in runs if r["contender"] == name] for name in CONTENDERS}
+    by[FLOOR] = [floor for floor in map(floor_of, by["fixed-1"]) if floor is not None]
     summary: dict = {"checksums_agree": len({r["checksum"] for r in runs}) == 1, "contenders": {}, "ratios": {}}
     for name, rows in by.items():
         if rows:

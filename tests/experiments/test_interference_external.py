@@ -1,19 +1,17 @@
 """benchmarks/interference_external.py reads a co-run matrix laid out as Fair-CO2's
 ``colocation/ref-results`` (built here in tmp_path; nothing is downloaded) and holds its cells out."""
 
-import importlib.util
 import itertools
 import math
 from pathlib import Path
 
 import pytest
 
-import scalpel_executor
 
-SCRIPT = Path(scalpel_executor.__file__).resolve().parents[1] / "benchmarks" / "interference_external.py"
-spec = importlib.util.spec_from_file_location("interference_external", SCRIPT)
-external = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(external)
+@pytest.fixture
+def external(load_benchmark):
+    return load_benchmark("interference_external")
+
 
 START, END = "2024-11-13 22:49:30.000", "2024-11-13 22:50:30.000"
 PCM_HEADER = ("Datetime,Socket 0 L3 Cache Occupancy,Socket 1 L3 Cache Occupancy,"
@@ -46,7 +44,7 @@ def artifact(root: Path, solo: dict[str, float], beside: dict[tuple[str, str], f
     return root
 
 
-def test_the_matrix_is_pair_runtime_over_solo_runtime_in_either_folder_order(tmp_path):
+def test_the_matrix_is_pair_runtime_over_solo_runtime_in_either_folder_order(tmp_path, external):
     solo = {"pgbench-10": 2.0, "nBody": 10.0, "faiss": 1.0, "x265": 4.0}
     beside = {(a, b): solo[a] * (1 + 0.1 * i + 0.01 * j)
               for i, a in enumerate(solo) for j, b in enumerate(solo)}
@@ -59,7 +57,7 @@ def test_the_matrix_is_pair_runtime_over_solo_runtime_in_either_folder_order(tmp
         assert slowdown == pytest.approx(beside[(a, b)] / solo[a])  # the self-pair: its first row, not the 999
 
 
-def test_a_missing_pair_names_both_folders_it_looked_for(tmp_path):
+def test_a_missing_pair_names_both_folders_it_looked_for(tmp_path, external):
     source = artifact(tmp_path, {"a": 1.0, "b": 1.0, "c": 1.0, "d": 1.0},
                       {(x, y): 1.0 for x in "abcd" for y in "abcd"})
     (source / "b_d" / "workload_data.csv").unlink()
@@ -67,7 +65,7 @@ def test_a_missing_pair_names_both_folders_it_looked_for(tmp_path):
         external.slowdown_matrix(source, external.workloads_in(source))
 
 
-def test_solo_counters_average_the_samples_inside_the_run_in_bytes(tmp_path):
+def test_solo_counters_average_the_samples_inside_the_run_in_bytes(tmp_path, external):
     write_run(tmp_path / "nBody", [("nBody", 3.0)], occupancy_kib=1000)
     counters = external.solo_counters(tmp_path / "nBody")
     assert counters["samples"] == 2
@@ -75,7 +73,7 @@ def test_solo_counters_average_the_samples_inside_the_run_in_bytes(tmp_path):
     assert counters["memory_traffic"] == pytest.approx((1.5 + 3.5) / 2)
 
 
-def test_the_splits_hold_out_what_they_say():
+def test_the_splits_hold_out_what_they_say(external):
     workloads = [f"w{i}" for i in range(6)]
     pairs = external.leave_one_pair_out(workloads)
     assert len(pairs) == 21 and sorted(c for fold in pairs for c in set(fold)) == sorted(
@@ -87,7 +85,7 @@ def test_the_splits_hold_out_what_they_say():
     assert all(len(fold) == 36 - 9 for fold in external.new_workloads(workloads, triples))
 
 
-def test_per_key_recovers_row_and_column_effects_that_footprint_cannot_see():
+def test_per_key_recovers_row_and_column_effects_that_footprint_cannot_see(external):
     """Equal footprints, log slowdown 0.3 + s_a + p_b: footprint-only is a constant, per-key learns the rest."""
     workloads = [f"w{i}" for i in range(6)]
     sensitivity = dict(zip(workloads, [0.0, 0.2, -0.1, 0.3, 0.1, -0.2]))

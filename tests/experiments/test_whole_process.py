@@ -1,23 +1,14 @@
 """benchmarks/whole_process.py: a round of fresh processes records every phase and Scalpel's
 wall over HTEX's, and the full store it builds holds a whole host history. Timings are not checked."""
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
-import scalpel_executor
 from scalpel_executor.learning.host_model import MAX_CORUNS, HostModelStore
 
-SCRIPT = Path(scalpel_executor.__file__).resolve().parents[1] / "benchmarks" / "whole_process.py"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("whole_process", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "whole_process.py"
 
 
 def test_one_round_records_every_phase_and_the_ratio_to_htex(tmp_path):
@@ -42,8 +33,8 @@ def test_one_round_records_every_phase_and_the_ratio_to_htex(tmp_path):
     assert "round 1/1 short htex: wall" in done.stderr
 
 
-def test_the_full_store_holds_max_coruns_and_a_fresh_fit(tmp_path):
-    script = load_script()
+def test_the_full_store_holds_max_coruns_and_a_fresh_fit(tmp_path, load_benchmark):
+    script = load_benchmark("whole_process")
     store, host = tmp_path / "profiles.sqlite", "test-host 1x2:32.0 MiB"
     filled = script.fill_host_history(store, host, 32 << 20)
     assert filled["coruns"] == MAX_CORUNS and filled["solo_keys"] == len(script.EARLIER_APPS)
@@ -56,8 +47,8 @@ def test_the_full_store_holds_max_coruns_and_a_fresh_fit(tmp_path):
     assert script.fill_host_history(store, host, 32 << 20)["coruns"] == MAX_CORUNS  # full stays full
 
 
-def test_the_host_history_is_the_same_for_the_same_seed():
-    script = load_script()
+def test_the_host_history_is_the_same_for_the_same_seed(load_benchmark):
+    script = load_benchmark("whole_process")
     apps = [("a", 1e6, 0.5), ("b", 3e7, 1.0)]
     spans = script.host_history_spans(apps, 10, 32 << 20, seed=3)
     assert spans == script.host_history_spans(apps, 10, 32 << 20, seed=3)

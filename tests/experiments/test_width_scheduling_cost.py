@@ -1,25 +1,13 @@
 """benchmarks/width_scheduling_cost.py: the scheduler's CPU per start on a malleable batch, with
 and without the rollout limit, its rollouts counted, and the limit put back afterwards."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from scalpel_executor.core import scheduler
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "width_scheduling_cost.py"
 
-
-def load():
-    spec = importlib.util.spec_from_file_location("width_scheduling_cost", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_the_limit_is_what_keeps_the_rollouts_short_and_is_put_back(capsys):
-    bench = load()
+def test_the_limit_is_what_keeps_the_rollouts_short_and_is_put_back(capsys, load_benchmark):
+    bench = load_benchmark("width_scheduling_cost")
     limit = scheduler.MALLEABLE_ROLLOUT_LIMIT
     limited = bench.measure("batch-6", "paper", 100, 50, 8)
     unlimited = bench.measure("batch-6", "paper", 100, 50, scheduler.ROLLOUT_LIMIT)
@@ -31,7 +19,7 @@ def test_the_limit_is_what_keeps_the_rollouts_short_and_is_put_back(capsys):
     assert "CPU ms per start" in out and "| " in out
 
 
-def test_a_negative_limit_is_refused():
+def test_a_negative_limit_is_refused(load_benchmark):
     with pytest.raises(SystemExit) as ended:
-        load().main(["--machine", "paper", "--limits", "-1"])
+        load_benchmark("width_scheduling_cost").main(["--machine", "paper", "--limits", "-1"])
     assert ended.value.code == 2

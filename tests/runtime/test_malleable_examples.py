@@ -26,3 +26,5 @@ def test_a_malleable_example_gives_one_result_at_every_width_and_says_its_widths
     assert chosen["checksum"] == fixed["checksum"] and chosen["makespan"] > 0
     assert sum(chosen["widths"].values()) == sum(fixed["widths"].values()) == 7  # 3 + 3 + the reduce
     assert set(fixed["widths"]) == {"1: fixed"} and all(": fixed" not in kind for kind in chosen["widths"])
+    for run in (chosen, fixed):  # the core-seconds held: some, and never more than every core for the makespan
+        assert 0 < run["busy_core_seconds"] <= run["cores"] * run["makespan"] * 1.001
