@@ -620,6 +620,9 @@ class Scheduler:
         shape = (len(self.slots) - len(self._disabled), max(self.cores_per_domain), backlog)
         self._allotted = self._crowding(peers, max(self.cores_per_domain))
         fitted, _, _ = widths.allot(peers, *shape, shaped=self.widths.rule == "scalpel", crowding=self._allotted)
+        if widths.packs(peers) and self._waiting_work - work <= 1e-9 * work and not any(self._buffers):
+            fitted = widths.packed(peers, fitted, self._free_at(), shaped=self.widths.rule == "scalpel",
+                                   crowding=self._allotted)
         exploring = Counter(task.key for task in self._running.values()
                             if task.width_reason in (EXPLORING, widths.PLANNED_EXPLORATION))
         busy = {key for key, running in exploring.items()  # as many explored as it takes to be sure
@@ -632,6 +635,12 @@ class Scheduler:
                 self._planned_explore.discard(id(task))
             if width != task.cores:
                 self._set_width(task, peer, width)
+
+    def _free_at(self) -> list[list[float]]:
+        """Per LLC domain, each core's seconds until it frees (0: idle), disabled cores left out."""
+        left = {core: self._remaining(index, self._clock) for index in self._running
+                for core in self._booked.get(index, (index,))}
+        return [[left.get(core, 0.0) for core in cores if core not in self._disabled] for cores in self._domain_slots]
 
     def _set_width(self, task: Task, peer: Peer, width: int) -> None:
         """Plan waiting ``task`` (as ``peer``, at its narrowest) at ``width`` cores."""

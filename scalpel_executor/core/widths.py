@@ -94,6 +94,7 @@ import dataclasses
 import functools
 import heapq
 import math
+from bisect import bisect_right
 from collections.abc import Collection, Hashable, Sequence
 from dataclasses import dataclass, field
 
@@ -101,12 +102,13 @@ from scalpel_executor.core.contention import ContentionModel
 
 __all__ = ["amdahl", "serial_fraction_from", "shaped_sizes", "SpeedupModel", "Crowding", "Peer", "Outlook",
            "WidthChoice",
-           "co_runner_footprint", "allot", "explore_allotted", "thriftiest", "choose_width", "wider_reason",
+           "co_runner_footprint", "allot", "packed_end", "packs", "packed", "explore_allotted", "thriftiest", "choose_width",
+           "wider_reason",
            "equipartition",
            "Widths", "RULES", "REASONS",
            "TAIL", "CRITICAL_PATH", "FEWER_CORUNNERS", "MANY_WAITING", "NO_SPEEDUP", "NO_GAIN", "OTHERS_LONGER",
            "EXPLORING", "PLANNED_EXPLORATION", "KEPT",
-           "EQUAL_SHARE", "SHRINK", "SURE_AFTER", "EXPLORE_COST", "HYSTERESIS", "TIE"]
+           "EQUAL_SHARE", "SHRINK", "SURE_AFTER", "EXPLORE_COST", "HYSTERESIS", "TIE", "PACKED_PEERS"]
 
 #: Pseudo-readings of "no gain" (s = 1) each key's serial fraction starts from.
 SHRINK = 0.25
@@ -119,6 +121,9 @@ EXPLORE_COST = 0.02
 HYSTERESIS = 0.03
 #: Widths predicted to end within this share of the soonest end count as ties; the cheapest in core-seconds is taken.
 TIE = 0.005
+#: At most this many malleable tasks waiting, nothing else, and none with a chain waiting for it: their
+#: allotment is checked by a list schedule on the cores as they free (:func:`packs`, :func:`packed`).
+PACKED_PEERS = 64
 
 TAIL = "tail"  # wider: the task's own end decides the work's
 CRITICAL_PATH = "critical path"  # wider: the chain that waits for the task decides the work's end
@@ -368,6 +373,70 @@ def allot(peers: Sequence[Peer], cores: int, domain_cores: int, backlog: float,
         widths[i], owns[i], ends[i], area = wider, new_own, new_own + peer.tail, new_area
         heapq.heapreplace(heap, (-ends[i], i))
     return widths, max(ends, default=0.0), area
+
+
+def packed_end(peers: Sequence[Peer], chosen: Sequence[int], free_at: Sequence[Sequence[float]],
+               *, shaped: bool = True, crowding: Crowding | None = None) -> float:
+    """When ``peers`` at widths ``chosen`` end, their tails included, list-scheduled on the cores as
+    they free: the one ending last at its width first (longest first), each as soon as that many
+    cores of one domain are free, and wider where cores sit free at its start, as a start widens it
+    (its share of the cores free then among the tasks left, :meth:`Scheduler._widen`'s ``tail``).
+    ``free_at``: per LLC domain, each core's seconds until it frees (0: free now). inf when a width
+    exceeds every domain.
+
+    >>> packed_end([Peer(4.0, serial=0.0, high=4), Peer(4.0, serial=0.0, high=4)], [4, 4], [[0, 0, 0, 0]])
+    2.0
+    """
+    cores = [sorted(domain) for domain in free_at]
+    domain_cores = max((len(domain) for domain in cores), default=0)
+    ranked = sorted(range(len(peers)), key=lambda i: -(_crowded_own(peers[i], chosen[i], crowding) + peers[i].tail))
+    end = 0.0
+    for rank, i in enumerate(ranked):
+        peer, width = peers[i], chosen[i]
+        start, domain = min(((times[width - 1], d) for d, times in enumerate(cores) if len(times) >= width),
+                            default=(math.inf, -1))
+        if domain < 0:
+            return math.inf
+        free = bisect_right(cores[domain], start)
+        share = min(free, sum(bisect_right(times, start) for times in cores) // (len(ranked) - rank))
+        if share > width:
+            width = max(w for w in _sizes(peer.low, min(peer.high, domain_cores), domain_cores, shaped)
+                        if w <= max(share, width))
+        own = _crowded_own(peer, width, crowding)
+        cores[domain] = sorted(cores[domain][width:] + [start + own] * width)
+        end = max(end, start + own + peer.tail)
+    return end
+
+
+def packs(peers: Sequence[Peer]) -> bool:
+    """Whether :func:`packed` checks these peers' allotment (the scheduler asks with nothing else
+    waiting): at most :data:`PACKED_PEERS` of them, and nothing known to wait for any (no tail).
+    Where a chain waits, more work follows that the cores the check would spend are kept for
+    (measured reason: checked with their chains, a first Epigenomics run on ``xeon16`` widened its
+    early stages for ``critical path`` and ended 1.10x later, docs/results/widths.md)."""
+    return 0 < len(peers) <= PACKED_PEERS and all(peer.tail == 0 for peer in peers)
+
+
+def packed(peers: Sequence[Peer], allotted: Sequence[int], free_at: Sequence[Sequence[float]],
+           *, shaped: bool = True, crowding: Crowding | None = None) -> list[int]:
+    """``allotted`` (from :func:`allot`), or every peer at one size where that ends the peers more
+    than :data:`TIE` sooner, list-scheduled on the cores as they free (:func:`packed_end`): for a
+    scheduler with few malleable tasks waiting and nothing else (:data:`PACKED_PEERS`).
+
+    The allotment's end is a bound that treats the node's cores as one pool; a task cannot span
+    domains, and a narrow one that seems to run beside the wide ones holds a domain a wide one
+    needs. (Measured reason: four tasks on ``paper``'s two 4-core domains, their speed-ups known,
+    planned two on a domain each and a 1.8 s one on one core, after which the third waited for a
+    whole domain: 1.56x the makespan of every task on a whole domain, docs/results/widths.md.)"""
+    domain_cores = max((len(domain) for domain in free_at), default=0)
+    best, best_end = list(allotted), packed_end(peers, allotted, free_at, shaped=shaped, crowding=crowding)
+    for size in shaped_sizes(domain_cores) if shaped else range(1, domain_cores + 1):
+        trial = [max(w for w in _sizes(peer.low, min(peer.high, domain_cores), domain_cores, shaped)
+                     if w <= max(size, peer.low)) for peer in peers]
+        if trial != best and (end := packed_end(peers, trial, free_at, shaped=shaped,
+                                                crowding=crowding)) < best_end * (1 - TIE):
+            best, best_end = trial, end
+    return best
 
 
 def explore_allotted(peers: Sequence[Peer], allotted: Sequence[int], cores: int, domain_cores: int, backlog: float,
