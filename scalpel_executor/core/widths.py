@@ -81,6 +81,11 @@ on a full node is one core (reason ``exploring, planned``; estimated at their ke
 exploration at a start, which is estimated at its hope: so estimated, the planned ones ended the
 work later on the seeds not tuned on, 0.966× the hindsight best on a first run against 0.980×).
 
+*Packing the last few* (:func:`packs`, :func:`packed`): the allotment's end counts the node's
+cores as one pool, but a task cannot span domains. Where few malleable tasks wait, nothing else
+does, and no chain waits for them, their allotment is list-scheduled on the cores as they free
+(:func:`packed_end`) against every task at one size, and the soonest kept.
+
 Plain equipartitioning, the paper's baseline (``EQ``), is :func:`equipartition`: the node's cores
 divided evenly among the malleable tasks waiting and running, any width. It is a rule a study
 compares with (``Widths(rule="equipartition")``), not the default.
@@ -100,7 +105,7 @@ from dataclasses import dataclass, field
 
 from scalpel_executor.core.contention import ContentionModel
 
-__all__ = ["amdahl", "serial_fraction_from", "shaped_sizes", "SpeedupModel", "Crowding", "Peer", "Outlook",
+__all__ = ["amdahl", "serial_fraction_from", "shrunk", "shaped_sizes", "SpeedupModel", "Crowding", "Peer", "Outlook",
            "WidthChoice",
            "co_runner_footprint", "allot", "packed_end", "packs", "packed", "explore_allotted", "thriftiest", "choose_width",
            "wider_reason",
@@ -171,6 +176,16 @@ def serial_fraction_from(ratio: float, narrowest: int, width: int) -> float | No
     return round(min(1.0, max(0.0, (1 / w - ratio / m) / denominator)), 12)
 
 
+def shrunk(total: float, readings: int, shrink: float = SHRINK) -> float:
+    """A key's serial fraction from ``readings`` readings summing to ``total``: their mean shrunk
+    toward 1 (no gain) by ``shrink`` pseudo-readings; 1 with none.
+
+    >>> shrunk(0.0, 0), round(shrunk(0.125, 5), 3)
+    (1.0, 0.071)
+    """
+    return (total + shrink) / (readings + shrink)
+
+
 @dataclass
 class _KeyFit:
     readings: int = 0
@@ -211,8 +226,7 @@ class SpeedupModel:
     def serial_fraction(self, key: Hashable) -> float:
         """The key's serial fraction: its readings' mean shrunk toward 1."""
         fit = self._fits.get(key)
-        readings, total = (fit.readings, fit.total) if fit else (0, 0.0)
-        return (total + self.shrink) / (readings + self.shrink)
+        return shrunk(fit.total, fit.readings, self.shrink) if fit else 1.0
 
     def readings(self, key: Hashable) -> int:
         fit = self._fits.get(key)

@@ -55,7 +55,7 @@ from scalpel_executor.learning.refine import ONE_RUN_SPREAD, Moments
 from scalpel_executor.learning.sampling import MeasurePlan, Sampling
 from scalpel_executor.learning.exchange import finite
 from scalpel_executor.learning.store import Observation, Profile, ProfileStore
-from scalpel_executor.core.widths import SHRINK, amdahl
+from scalpel_executor.core.widths import amdahl, shrunk
 from scalpel_executor.core.units import format_size
 
 logger = logging.getLogger(__name__)
@@ -332,7 +332,7 @@ class Estimator:
             self._speedup(estimate.key)
             with self._lock:
                 total, readings = self._speedups[estimate.key]
-            serial = (total + SHRINK) / (readings + SHRINK)  # as the scheduler's SpeedupModel shrinks it
+            serial = shrunk(total, readings)  # as the scheduler's SpeedupModel shrinks it
             runtime = runtime * amdahl(serial, narrowest) / amdahl(serial, width)
         footprint = stats.get("footprint")
         if footprint is None and str(stats.get("footprint_source", "")).startswith(ENDED_BEFORE_FIRST_WINDOW):
