@@ -4,6 +4,7 @@ with the numpy steps marked malleable: the executor chooses how many cores each 
     python examples/malleable/covariance.py                      # widths chosen by the executor
     python examples/malleable/covariance.py --width 1            # every task on one core
     python examples/malleable/covariance.py --width 2 --tiles 6  # every task on two cores
+    python examples/malleable/covariance.py --executor htex      # the same on Parsl's HTEX
 
 The workflow, as a scientist writes it::
 
@@ -38,6 +39,8 @@ import parsl
 from parsl import bash_app, python_app
 from parsl.config import Config
 from parsl.data_provider.files import File
+from parsl.executors import HighThroughputExecutor
+from parsl.providers import LocalProvider
 
 from scalpel_executor import ScalpelExecutor, app_hints
 
@@ -93,7 +96,10 @@ def summarize(spectrum, inputs=(), parsl_resource_specification=None):
 
 
 def width_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options every run takes: the width, the profile store, Parsl's run directory."""
+    """The options every run takes: the executor, the width, the profile store, Parsl's run directory."""
+    parser.add_argument("--executor", choices=("scalpel", "htex"), default="scalpel",
+                        help="scalpel (default), or htex: Parsl's HighThroughputExecutor, one worker per core "
+                             "pinned to it (cpu_affinity='block'), as many users configure it")
     parser.add_argument("--width", choices=("auto", "1", "2"), default="auto",
                         help="auto: the executor chooses (default); 1 or 2: every task on that many cores")
     parser.add_argument("--store", help="the profile store (default: the executor's own)")
@@ -102,6 +108,8 @@ def width_arguments(parser: argparse.ArgumentParser) -> None:
 
 def specification(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict:
     """The resource specification of ``--width``: {} (the apps' own hints: malleable) or a fixed width."""
+    if args.executor == "htex" and args.width != "auto":
+        parser.error(f"--width {args.width} is for --executor scalpel: HTEX takes no per-task cores")
     if args.width == "auto":
         return {}
     width = int(args.width)
@@ -111,18 +119,25 @@ def specification(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
 
 
 def run(args: argparse.Namespace, name: str, workflow, apps: tuple[str, ...]) -> dict:
-    """Load a ScalpelExecutor, run ``workflow(run_dir)`` (its result's dict), clean up, and add the
+    """Load the executor, run ``workflow(run_dir)`` (its result's dict), clean up, and add the
     makespan from the tasks' own timestamps, the core-seconds they held, and the widths ``apps``'
-    tasks ran at, and why."""
+    tasks ran at, and why (a ScalpelExecutor's run report; HTEX keeps none: None, None and {})."""
     run_dir = args.run_dir or tempfile.mkdtemp(prefix=f"{name}-")
-    executor = ScalpelExecutor(label="scalpel", **({"profiles": args.store} if args.store else {}))
+    if args.executor == "htex":
+        executor = HighThroughputExecutor(label="htex", max_workers_per_node=CORES, cpu_affinity="block",
+                                          provider=LocalProvider(init_blocks=1, max_blocks=1))
+    else:
+        executor = ScalpelExecutor(label="scalpel", **({"profiles": args.store} if args.store else {}))
     dfk = parsl.load(Config(executors=[executor], run_dir=os.path.join(run_dir, "runinfo"), strategy="none"))
     try:
         result = workflow(run_dir)
-        tasks = executor.run_report()["tasks"]
+        tasks = executor.run_report()["tasks"] if args.executor == "scalpel" else None
     finally:
         dfk.cleanup()
         parsl.clear()
+    if tasks is None:
+        return {**result, "makespan": None, "busy_core_seconds": None, "cores": CORES, "widths": {},
+                "finished": time.time()}
     starts = [t["started"] for t in tasks if t.get("started") is not None]
     ends = [t["finished"] for t in tasks if t.get("finished") is not None]
     busy = sum((t.get("measured_runtime") or t["finished"] - t["started"]) * (t.get("width") or t["cores"])

@@ -1,17 +1,20 @@
 """Malleable tasks live: a user's workflow with its numpy steps marked malleable, as whole processes,
-against the same workflow with every task fixed at one core and at two.
+against the same workflow with every task fixed at one core and at two, and on Parsl's HTEX.
 
     python benchmarks/width_live.py --repeats 5 --out docs/data/width-live.json
     python benchmarks/width_live.py --workflow examples/malleable/ensemble.py --args="--members 10"
 
-Each repetition runs the workflow script (default ``examples/malleable/covariance.py``) four
+Each repetition runs the workflow script (default ``examples/malleable/covariance.py``) five
 times, as a user would run it, each a fresh Python process (imports, ``parsl.load()``,
 ``dfk.cleanup()`` included), in an order that rotates between repetitions:
 
 - ``fixed-1`` (``--width 1``) and ``fixed-2`` (``--width 2``): every task on that many cores, each on
   a profile store of its own that persists across repetitions (they plan with what they learned);
 - ``first``: widths chosen by the executor on an empty store (nothing learned: the first run);
-- ``learned``: widths chosen again on the store ``first`` wrote in the same repetition.
+- ``learned``: widths chosen again on the store ``first`` wrote in the same repetition;
+- ``htex``: Parsl's HighThroughputExecutor, one worker per core pinned to it (``cpu_affinity="block"``,
+  which sets ``OMP_NUM_THREADS`` to the worker's one core), as many users configure it; first in
+  one repetition, last in the next. HTEX keeps no tasks' timestamps: its whole process only.
 
 Per run it records the process's wall seconds, the makespan from the tasks' own timestamps, the
 core-seconds the tasks held, the result's checksum (every run must give the same) and the widths
@@ -42,13 +45,13 @@ from pathlib import Path
 
 from scalpel_executor.experiments.records import scratch_folder
 
-CONTENDERS = ("fixed-1", "fixed-2", "first", "learned")
-WIDTH = {"fixed-1": "1", "fixed-2": "2", "first": "auto", "learned": "auto"}
+CONTENDERS = ("fixed-1", "fixed-2", "first", "learned", "htex")
+WIDTH = {"fixed-1": "1", "fixed-2": "2", "first": "auto", "learned": "auto", "htex": "auto"}
 DEFAULT_WORKFLOW = "examples/malleable/covariance.py"
 FLOOR = "floor"  # derived from fixed-1's run per repetition (module docstring), not run
 #: Ratios the goals read: (numerator, denominator).
 RATIOS = (("first", "fixed-1"), ("first", "fixed-2"), ("learned", "fixed-1"), ("learned", "fixed-2"),
-          ("learned", "first"), (FLOOR, "fixed-1"))
+          ("learned", "first"), (FLOOR, "fixed-1"), ("first", "htex"), ("learned", "htex"))
 
 
 def floor_of(run: Mapping) -> dict | None:
@@ -63,9 +66,11 @@ def floor_of(run: Mapping) -> dict | None:
 
 
 def run_once(workflow: str, extra: Sequence[str], width: str, store: str, run_dir: str,
-             timeout: float) -> dict:
-    """One whole process of ``workflow`` at ``width``: its wall seconds and the JSON its last line says."""
-    command = [sys.executable, workflow, "--width", width, "--store", store, "--run-dir", run_dir, *extra]
+             timeout: float, executor: str = "scalpel") -> dict:
+    """One whole process of ``workflow`` at ``width`` on ``executor``: its wall seconds and the JSON
+    its last line says (HTEX's: no makespan, core-seconds or widths)."""
+    command = [sys.executable, workflow, "--executor", executor, "--width", width, "--store", store,
+               "--run-dir", run_dir, *extra]
     began = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     seconds = time.perf_counter() - began
@@ -76,10 +81,12 @@ def run_once(workflow: str, extra: Sequence[str], width: str, store: str, run_di
 
 
 def order(repeat: int) -> list[str]:
-    """This repetition's contenders, rotated by one per repetition; ``learned`` always after ``first``."""
+    """This repetition's contenders, rotated by one per repetition; ``learned`` always after ``first``,
+    ``htex`` first and last in turn."""
     fixed = ["fixed-1", "fixed-2"] if repeat % 2 == 0 else ["fixed-2", "fixed-1"]
     auto = ["first", "learned"]
-    return [*fixed, *auto] if repeat % 4 < 2 else [*auto, *fixed]
+    scalpel = [*fixed, *auto] if repeat % 4 < 2 else [*auto, *fixed]
+    return ["htex", *scalpel] if repeat % 2 == 0 else [*scalpel, "htex"]
 
 
 def _spread(values: Sequence[float]) -> dict:
@@ -94,9 +101,10 @@ def summarise(runs: Sequence[Mapping]) -> dict:
     by[FLOOR] = [floor for floor in map(floor_of, by["fixed-1"]) if floor is not None]
     summary: dict = {"checksums_agree": len({r["checksum"] for r in runs}) == 1, "contenders": {}, "ratios": {}}
     for name, rows in by.items():
-        if rows:
-            summary["contenders"][name] = {figure: _spread([r[figure] for r in rows])
-                                           for figure in ("process_seconds", "makespan")}
+        figures = {figure: [r[figure] for r in rows if r.get(figure) is not None]
+                   for figure in ("process_seconds", "makespan")}
+        if rows:  # HTEX keeps no tasks' timestamps: no makespan
+            summary["contenders"][name] = {figure: _spread(values) for figure, values in figures.items() if values}
     repeats = sorted({r["repeat"] for r in runs})
     for top, bottom in RATIOS:
         for figure in ("process_seconds", "makespan"):
@@ -111,7 +119,8 @@ def summarise(runs: Sequence[Mapping]) -> dict:
 def report_lines(summary: Mapping) -> list[str]:
     lines = ["| contender | whole process s (median [min, max]) | makespan s |", "|---|---|---|"]
     for name, figures in summary["contenders"].items():
-        cells = [f"{f['median']:.2f} [{f['min']:.2f}, {f['max']:.2f}]" for f in figures.values()]
+        cells = [f"{f['median']:.2f} [{f['min']:.2f}, {f['max']:.2f}]" if f else "-"
+                 for f in (figures.get("process_seconds"), figures.get("makespan"))]
         lines.append(f"| {name} | {' | '.join(cells)} |")
     lines += ["", "| ratio (per repetition) | whole process (median [min, max]) | makespan |", "|---|---|---|"]
     for top, bottom in RATIOS:
@@ -142,10 +151,11 @@ def main(argv: list[str] | None = None) -> int:
             for name in order(repeat):
                 store = first_store if name in ("first", "learned") else os.path.join(folder, f"{name}.sqlite")
                 run = run_once(args.workflow, extra, WIDTH[name], store, os.path.join(folder, f"{name}-{repeat}"),
-                               args.timeout)
+                               args.timeout, "htex" if name == "htex" else "scalpel")
                 runs.append({"repeat": repeat, "contender": name, **run})
+                makespan = "-" if run["makespan"] is None else f"{run['makespan']:.2f} s"
                 print(f"[{repeat + 1}/{args.repeats}] {name:8} {run['process_seconds']:7.2f} s whole process, "
-                      f"makespan {run['makespan']:.2f} s, widths {run['widths']}", file=sys.stderr, flush=True)
+                      f"makespan {makespan}, widths {run['widths']}", file=sys.stderr, flush=True)
     summary = summarise(runs)
     record = {"format": "scalpel-width-live/1", "command": " ".join(["python", *map(shlex.quote, sys.argv)]),
               "workflow": args.workflow, "args": args.args, "repeats": args.repeats, "cpus": os.cpu_count(),

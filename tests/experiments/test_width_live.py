@@ -2,7 +2,7 @@
 
 import pytest
 
-from scalpel_executor.experiments.width_live import FLOOR, floor_of, report_lines, summarise
+from scalpel_executor.experiments.width_live import FLOOR, floor_of, order, report_lines, summarise
 
 
 def _run(repeat, contender, process, makespan, busy=None, cores=2, checksum=1.5):
@@ -35,3 +35,21 @@ def test_a_record_without_core_seconds_has_no_floor():
     summary = summarise([_run(0, "fixed-1", 10.0, 4.0), _run(0, "first", 9.0, 3.0, checksum=2.0)])
     assert FLOOR not in summary["contenders"] and f"{FLOOR}/fixed-1 process_seconds" not in summary["ratios"]
     assert not summary["checksums_agree"]
+
+
+def test_htex_has_its_whole_process_compared_and_no_makespan():
+    runs = [_run(0, "htex", 11.0, None), _run(0, "first", 9.9, 3.5, busy=6.5), _run(0, "learned", 8.8, 3.0, busy=6.0)]
+    summary = summarise(runs)
+    assert summary["contenders"]["htex"] == {"process_seconds": {"median": 11.0, "min": 11.0, "max": 11.0, "n": 1}}
+    assert summary["ratios"]["first/htex process_seconds"]["median"] == pytest.approx(0.9)
+    assert summary["ratios"]["learned/htex process_seconds"]["median"] == pytest.approx(0.8)
+    assert "first/htex makespan" not in summary["ratios"]
+    assert "| htex | 11.00 [11.00, 11.00] | - |" in report_lines(summary)
+
+
+def test_every_repetition_runs_every_contender_once_learned_after_first_htex_first_and_last_in_turn():
+    for repeat in range(8):
+        names = order(repeat)
+        assert sorted(names) == sorted(["fixed-1", "fixed-2", "first", "learned", "htex"])
+        assert names.index("first") < names.index("learned")
+        assert names.index("htex") == (0 if repeat % 2 == 0 else 4)

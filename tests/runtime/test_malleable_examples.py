@@ -1,5 +1,5 @@
 """The malleable example workflows run as a user runs them (whole processes), give the same
-result at every width, and say the widths the executor chose."""
+result at every width and on HTEX, and say the widths the executor chose."""
 
 import json
 import subprocess
@@ -11,9 +11,10 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "malleable"
 
 
-def _run(script, tmp_path, width, *extra):
-    done = subprocess.run([sys.executable, str(EXAMPLES / script), "--width", width, "--store",
-                           str(tmp_path / f"{script}.sqlite"), "--run-dir", str(tmp_path / f"{script}-{width}"), *extra],
+def _run(script, tmp_path, width, *extra, executor="scalpel"):
+    done = subprocess.run([sys.executable, str(EXAMPLES / script), "--executor", executor, "--width", width,
+                           "--store", str(tmp_path / f"{script}.sqlite"),
+                           "--run-dir", str(tmp_path / f"{script}-{executor}-{width}"), *extra],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -28,3 +29,11 @@ def test_a_malleable_example_gives_one_result_at_every_width_and_says_its_widths
     assert set(fixed["widths"]) == {"1: fixed"} and all(": fixed" not in kind for kind in chosen["widths"])
     for run in (chosen, fixed):  # the core-seconds held: some, and never more than every core for the makespan
         assert 0 < run["busy_core_seconds"] <= run["cores"] * run["makespan"] * 1.001
+    htex = _run(script, tmp_path, "auto", *extra, executor="htex")  # the same workflow on Parsl's HTEX
+    assert htex["checksum"] == chosen["checksum"] and htex["makespan"] is None and htex["widths"] == {}
+
+
+def test_a_width_on_htex_is_refused_with_the_option_named(tmp_path):
+    done = subprocess.run([sys.executable, str(EXAMPLES / "covariance.py"), "--executor", "htex", "--width", "2"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--width 2 is for --executor scalpel" in done.stderr
