@@ -107,8 +107,8 @@ from scalpel_executor.core.contention import ContentionModel
 
 __all__ = ["amdahl", "serial_fraction_from", "shrunk", "shaped_sizes", "SpeedupModel", "Crowding", "Peer", "Outlook",
            "WidthChoice",
-           "co_runner_footprint", "allot", "packed_end", "packs", "packed", "explore_allotted", "thriftiest", "choose_width",
-           "wider_reason",
+           "co_runner_footprint", "allot", "packed_end", "packs", "packed", "explore_allotted", "thriftiest",
+           "choose_width", "wider_reason",
            "equipartition",
            "Widths", "RULES", "REASONS",
            "TAIL", "CRITICAL_PATH", "FEWER_CORUNNERS", "MANY_WAITING", "NO_SPEEDUP", "NO_GAIN", "OTHERS_LONGER",

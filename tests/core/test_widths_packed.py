@@ -66,9 +66,9 @@ def test_the_scheduler_plans_few_waiting_tasks_so_and_many_as_before():
 def few_waiting(draw):
     domain = draw(st.sampled_from([1, 2, 4, 8]))
     free_at = [[draw(st.floats(0, 100)) for _ in range(domain)] for _ in range(draw(st.integers(1, 3)))]
+    lows = [draw(st.sampled_from([w for w in (1, 2) if w <= domain])) for _ in range(draw(st.integers(1, 8)))]
     peers = [Peer(draw(st.floats(0.01, 100)), draw(st.floats(0, 100)), draw(st.floats(0, 1)), low,
-                  draw(st.integers(low, 2 * domain)))
-             for low in (draw(st.sampled_from([w for w in (1, 2) if w <= domain])) for _ in range(draw(st.integers(1, 8))))]
+                  draw(st.integers(low, 2 * domain))) for low in lows]
     allotted = [draw(st.sampled_from(widths._sizes(p.low, min(p.high, domain), domain, True))) for p in peers]
     return peers, allotted, free_at, domain
 
