@@ -105,8 +105,8 @@ from dataclasses import dataclass, field
 
 from scalpel_executor.core.contention import ContentionModel
 
-__all__ = ["amdahl", "serial_fraction_from", "shrunk", "shaped_sizes", "SpeedupModel", "Crowding", "Peer", "Outlook",
-           "WidthChoice",
+__all__ = ["amdahl", "serial_fraction_from", "shrunk", "shaped_sizes", "SpeedupModel", "Crowding", "Peer",
+           "Outlook", "WidthChoice",
            "co_runner_footprint", "allot", "packed_end", "packs", "packed", "explore_allotted", "thriftiest",
            "choose_width", "wider_reason",
            "equipartition",
