@@ -274,8 +274,9 @@ class Scheduler:
         self._malleable_waiting = 0  # malleable tasks not started
         self._allotted: Crowding | None = None  # the cache the last allotment counted (_retarget), if any
         self._narrow: dict[int, tuple[int, float]] = {}  # id() of a malleable task not started -> its narrowest
-        self._planned_explore: set[int] = set()  # id() of a waiting task planned at an explored width (_retarget)
         #                                                   cores and run time estimate there
+        self._planned_explore: set[int] = set()  # id() of a waiting task planned at an explored width (_retarget)
+        self._free_now: set[int] = set()  # id() of a planned task started narrower on the cores free (_sooner_now)
         self._widened: dict[int, tuple[int, float]] = {}  # slot index of a running malleable task -> its
         #                                                   narrowest cores and run time estimate there
         self._seeded: set = set()  # keys whose speed-up earlier runs' readings started (Task.serial_fraction)
@@ -551,6 +552,7 @@ class Scheduler:
             crowding=self._crowding(peers, self.cores_per_domain[slot.domain], task.footprint),
             footprint=task.footprint,
         )
+        planned = task.cores
         choice = self.widths.choose(task.key, task.cores, task.max_cores, task.runtime, task.tail, outlook)
         self._widened[slot.index] = narrow
         if choice.width != task.cores:
@@ -562,7 +564,11 @@ class Scheduler:
         reason = choice.reason
         planned_explore = id(task) in self._planned_explore
         self._planned_explore.discard(id(task))
-        if choice.width == task.cores > narrow[0] and reason not in (EXPLORING, widths.KEPT):
+        free_now = id(task) in self._free_now
+        self._free_now.discard(id(task))
+        if free_now and choice.width == planned and reason not in (EXPLORING, widths.KEPT):
+            reason = widths.FREE_NOW  # narrower than planned: started on the cores free (_sooner_now)
+        elif choice.width == task.cores > narrow[0] and reason not in (EXPLORING, widths.KEPT):
             # the width it was allotted when planned: to learn its key's speed-up (estimated at its
             # fit, no gain), thriftier there, or widened because its own end came last
             reason = widths.PLANNED_EXPLORATION if planned_explore else widths.wider_reason(
@@ -635,6 +641,29 @@ class Scheduler:
                 self._planned_explore.discard(id(task))
             if width != task.cores:
                 self._set_width(task, peer, width)
+
+    def _sooner_now(self, head: Task, domain: int) -> bool:
+        """Whether malleable ``head``, planned wider than ``domain``'s free cores with nothing to
+        backfill them, ends sooner started now on them than at its reservation
+        (:func:`~scalpel_executor.core.widths.start_now`): it is planned there, to start now. A
+        planned exploration waits for its width (started narrower it would learn nothing)."""
+        narrow = self._narrow.get(id(head))
+        if (narrow is None or id(head) in self._planned_explore or self.widths.rule not in widths.ALLOTTING
+                or head.gpus or head.memory > self._memory_left()):
+            return False
+        free = self._free_cores()[domain]
+        if free < narrow[0]:
+            return False
+        peer = Peer(narrow[1], head.tail, self.widths.model.serial_fraction(head.key), narrow[0],
+                    min(head.max_cores, self.cores_per_domain[domain]),
+                    self.widths.model.readings(head.key) >= widths.SURE_AFTER, head.footprint, head.key)
+        width = widths.start_now(peer, head.cores, free, self._reservation(head).at, self.cores_per_domain[domain],
+                                 shaped=self.widths.rule == "scalpel", crowding=self._allotted)
+        if width is None:
+            return False
+        self._set_width(head, peer, width)
+        self._free_now.add(id(head))
+        return True
 
     def _free_at(self) -> list[list[float]]:
         """Per LLC domain, each core's seconds until it frees (0: idle), disabled cores left out."""
@@ -730,6 +759,7 @@ class Scheduler:
             if (narrow := self._narrow.pop(id(task), None)) is not None:
                 task.cores, task.runtime = narrow
         self._planned_explore.clear()
+        self._free_now.clear()
         for buffer in self._buffers:
             buffer.clear()
         self._waiting.clear()
@@ -869,9 +899,12 @@ class Scheduler:
         eligible = self._eligible(head, domain)
         backfill = eligible is not None
         if backfill:
+            head_at = position
             position = next((at for at in range(position - 1, max(-1, position - 1 - BACKFILL_LOOKAHEAD), -1)
                              if eligible(self._plan[at].tasks[0])), None)
             if position is None:
+                if self._sooner_now(head, domain):
+                    return self._take_planned(head_at, domain), admission.FITS
                 return None, admission.FITS
             head = self._plan[position].tasks[0]
         else:
@@ -1177,6 +1210,8 @@ class Scheduler:
         for task, take in itertools.islice(self._candidates(domain), BACKFILL_LOOKAHEAD):
             if eligible is None or eligible(task):
                 return take()
+        if not committed and self._sooner_now(head, domain):
+            return next(take for task, take in self._candidates(domain) if task is head)()
         return None
 
     def _head(self, domain: int) -> tuple[Task | None, bool]:

@@ -86,6 +86,10 @@ cores as one pool, but a task cannot span domains. Where few malleable tasks wai
 does, and no chain waits for them, their allotment is list-scheduled on the cores as they free
 (:func:`packed_end`) against every task at one size, and the soonest kept.
 
+*Starting on the cores free* (:func:`start_now`): a task planned wider than the cores free on a
+domain, where nothing may backfill them, starts now on those cores where that ends it sooner than
+its reservation and spends no more core-seconds (reason ``sooner on the cores free``).
+
 Plain equipartitioning, the paper's baseline (``EQ``), is :func:`equipartition`: the node's cores
 divided evenly among the malleable tasks waiting and running, any width. It is a rule a study
 compares with (``Widths(rule="equipartition")``), not the default.
@@ -107,12 +111,12 @@ from scalpel_executor.core.contention import ContentionModel
 
 __all__ = ["amdahl", "serial_fraction_from", "shrunk", "shaped_sizes", "SpeedupModel", "Crowding", "Peer",
            "Outlook", "WidthChoice",
-           "co_runner_footprint", "allot", "packed_end", "packs", "packed", "explore_allotted", "thriftiest",
+           "co_runner_footprint", "allot", "packed_end", "packs", "packed", "start_now", "explore_allotted", "thriftiest",
            "choose_width", "wider_reason",
            "equipartition",
            "Widths", "RULES", "REASONS",
            "TAIL", "CRITICAL_PATH", "FEWER_CORUNNERS", "MANY_WAITING", "NO_SPEEDUP", "NO_GAIN", "OTHERS_LONGER",
-           "EXPLORING", "PLANNED_EXPLORATION", "KEPT",
+           "EXPLORING", "PLANNED_EXPLORATION", "KEPT", "FREE_NOW",
            "EQUAL_SHARE", "SHRINK", "SURE_AFTER", "EXPLORE_COST", "HYSTERESIS", "TIE", "PACKED_PEERS"]
 
 #: Pseudo-readings of "no gain" (s = 1) each key's serial fraction starts from.
@@ -140,10 +144,11 @@ OTHERS_LONGER = "others end later"  # narrow: a running task ends later than thi
 EXPLORING = "exploring"  # wider, to learn its key's speed-up where a wrong guess is cheap
 PLANNED_EXPLORATION = "exploring, planned"  # wider as planned (explore_allotted): its cores were reserved
 KEPT = "kept"  # its key's previous width, within HYSTERESIS of the best
+FREE_NOW = "sooner on the cores free"  # narrower than planned: waiting for its planned width would end it later
 EQUAL_SHARE = "equal share"  # plain equipartitioning's width (the study's baseline rule)
 #: Every reason a width is given, for reports.
 REASONS = (TAIL, CRITICAL_PATH, FEWER_CORUNNERS, MANY_WAITING, NO_SPEEDUP, NO_GAIN, OTHERS_LONGER, EXPLORING,
-           PLANNED_EXPLORATION, KEPT, EQUAL_SHARE)
+           PLANNED_EXPLORATION, KEPT, FREE_NOW, EQUAL_SHARE)
 
 #: Width rules: ``scalpel`` (the default: the soonest end, topology-shaped sizes), ``scalpel-any``
 #: (the same on any width), ``equipartition`` (plain, any width) and ``equipartition-shaped``
@@ -451,6 +456,36 @@ def packed(peers: Sequence[Peer], allotted: Sequence[int], free_at: Sequence[Seq
                                                 crowding=crowding)) < best_end * (1 - TIE):
             best, best_end = trial, end
     return best
+
+
+def start_now(peer: Peer, planned: int, free: int, wait: float, domain_cores: int,
+              *, shaped: bool = True, crowding: Crowding | None = None) -> int | None:
+    """The width ``peer``, planned at ``planned`` cores, starts on now on the ``free`` cores of a
+    domain (the widest size there), where that ends it more than :data:`TIE` sooner than waiting
+    ``wait`` seconds for its planned width (inf: no running task's end frees them) and spends no
+    more core-seconds, the co-runners' slowdown counted; None: it waits. For a scheduler whose
+    planned task does not fit the cores free and nothing may backfill them (reason ``sooner on the
+    cores free``). A narrower start that spends more, a crowded one, would take cores from the tasks
+    waiting behind it, which is what its planned width spared them.
+
+    The allotment counts the node's cores as one pool: five tasks with long chains after them on
+    8 cores were planned at 2, 2, 2, 4 and 4 cores, and two cores sat idle under the reservations
+    until the first three ended (Epigenomics' five splits on ``paper``, docs/results/widths.md,
+    "A planned task starts on the cores free").
+
+    >>> start_now(Peer(8.0, serial=0.0, high=4), 4, 2, 3.0, 4)  # 4 s on two cores now, or 3 + 2 s
+    2
+    >>> start_now(Peer(8.0, serial=0.0, high=4), 4, 2, 1.0, 4) is None  # 4 s now, or 1 + 2 s
+    True
+    """
+    sizes = [w for w in _sizes(peer.low, min(peer.high, domain_cores), domain_cores, shaped) if w <= free and w < planned]
+    if not sizes:
+        return None
+    width = sizes[-1]
+    own, later = _crowded_own(peer, width, crowding), _crowded_own(peer, planned, crowding)
+    if own < (wait + later) * (1 - TIE) and width * own <= planned * later * (1 + TIE):
+        return width
+    return None
 
 
 def explore_allotted(peers: Sequence[Peer], allotted: Sequence[int], cores: int, domain_cores: int, backlog: float,
