@@ -646,10 +646,17 @@ class Scheduler:
         """Whether malleable ``head``, planned wider than ``domain``'s free cores with nothing to
         backfill them, ends sooner started now on them than at its reservation
         (:func:`~scalpel_executor.core.widths.start_now`): it is planned there, to start now. A
-        planned exploration waits for its width (started narrower it would learn nothing)."""
+        planned exploration waits for its width (started narrower it would learn nothing), and so does
+        a task while its run time or a running task's is a guess (``admission.GUESSED_SPREAD``): when
+        its cores free is then unknown. (Measured reason: on first live runs of
+        ``examples/malleable/covariance.py``, run times still the prior's 1 s for tasks of 0.2 s, four
+        tasks planned on both cores started on one, and the tasks ended at 2.39-2.40 s against 1.97 s
+        in the run where none did, docs/results/widths.md.)"""
         narrow = self._narrow.get(id(head))
         if (narrow is None or id(head) in self._planned_explore or self.widths.rule not in widths.ALLOTTING
-                or head.gpus or head.memory > self._memory_left()):
+                or head.gpus or head.memory > self._memory_left()
+                or any(task.runtime_spread >= admission.GUESSED_SPREAD
+                       for task in itertools.chain((head,), self._running.values()))):
             return False
         free = self._free_cores()[domain]
         if free < narrow[0]:

@@ -49,7 +49,7 @@ def test_a_start_now_is_narrower_shaped_sooner_and_no_dearer(runtime, serial, do
     assert width * own <= planned * later * (1 + widths.TIE)
 
 
-def _splits(known: bool, policy: str = "scalpel"):
+def _splits(known: bool, policy: str = "scalpel", spread: float = 0.0):
     """Five splits of 8.8 s on one core (serial fraction 0.153), each followed by a chain of four
     short tasks, on ``paper``: Epigenomics' first stage, as the width study draws it, scaled down."""
     tasks = [SimTask(f"split{i}", 8.8, 2 * MiB, max_cores=4, serial_fraction=0.153, key="split") for i in range(5)]
@@ -59,7 +59,7 @@ def _splits(known: bool, policy: str = "scalpel"):
             tasks.append(SimTask(f"step{i}.{step}", 0.5 + 0.02 * i, 2 * MiB, parents=(parent,), max_cores=4,
                                  serial_fraction=0.07, key=f"step{step}"))
             parent = len(tasks) - 1
-    tasks = [dataclasses.replace(t, tail=tail) for t, tail in zip(tasks, graph_tails(tasks))]
+    tasks = [dataclasses.replace(t, tail=tail, runtime_spread=spread) for t, tail in zip(tasks, graph_tails(tasks))]
     rule = Widths()
     if known:
         for key, serial in {t.key: t.serial_fraction for t in tasks}.items():
@@ -78,3 +78,11 @@ def test_no_core_idles_under_a_reservation_that_a_start_now_ends_sooner(policy):
     assert scheduler.width_reasons[widths.FREE_NOW] == 1
     assert sum(r.cores for r in splits if r.start < 0.1) == 8  # every core busy from the start
     assert result.makespan < 9.4
+
+
+def test_a_task_waits_for_its_planned_width_while_run_times_are_guesses():
+    """Whether waiting would end it later depends on when the running tasks end: while their run
+    times (or its own) are guesses, a planned task waits for its width as before."""
+    result, scheduler = _splits(known=True, spread=1.0)
+    assert scheduler.width_reasons[widths.FREE_NOW] == 0
+    assert sum(r.cores for r in result.records if r.name.startswith("split") and r.start < 0.1) == 6
