@@ -332,12 +332,18 @@ class FcfsEvaluator:
                     e[1] -= elapsed * e[2]
             upd[d] = now
             left = [e for e in running[d] if e[1] > tol[e[0]]]
+            if elapsed <= 0 and len(left) == len(running[d]):
+                # the clock did not move: what is left of a task whose end it cannot tell from now
+                # is done (else the same event came back for ever; a plan's run reached 1.7e7 s)
+                left = [e for e in left if now + e[1] / e[2] > now]
             finished = len(running[d]) - len(left)
             if finished:
+                kept = {id(e) for e in left}
+                ended = [e for e in running[d] if id(e) not in kept]
                 if wide is not None:  # a task that was running when the simulation began frees its cores
-                    finished = sum(wide.get(e[0], 1) for e in running[d] if e[1] <= tol[e[0]])
+                    finished = sum(wide.get(e[0], 1) for e in ended)
                 if tails is not None:  # what waits for a task's result ends no sooner than its tail
-                    mk = max(mk, max(now + tails[e[0]] for e in running[d] if e[1] <= tol[e[0]]))
+                    mk = max(mk, max(now + tails[e[0]] for e in ended))
                 else:
                     mk = now
                 running[d] = left

@@ -405,7 +405,8 @@ def simulate(
         if stamp != version[domain]:
             continue  # superseded by a later start or end on this domain
         advance(domain, now)
-        done = [s for s, e in running[domain].items() if e[1] <= 1e-9 * max(1.0, e[0].solo_at(widths[s]))]
+        done = [s for s, e in running[domain].items()  # within tolerance, or too little left to move the clock
+                if e[1] <= 1e-9 * max(1.0, e[0].solo_at(widths[s])) or now + e[1] / e[2] <= now]
         released = []
         for slot_index in done:
             sim_task = running[domain].pop(slot_index)[0]

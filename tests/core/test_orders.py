@@ -130,3 +130,31 @@ def test_the_tail_search_starts_on_the_last_wave():
     found = improve_tail(ev, base, budget=600, seed=2)
     first_changed = next((p for p, (a, b) in enumerate(zip(found, base)) if a != b), len(base))
     assert first_changed >= 64 - 8 - 8  # the snapshot is taken at a dispatch step: up to a wave earlier
+
+
+def _ends_within(seconds, call):
+    """``call()``'s value, or a failure if it has not returned after ``seconds`` (it loops)."""
+    import threading
+    out = []
+    worker = threading.Thread(target=lambda: out.append(call()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert out, f"still running after {seconds} s: an event that never moves the clock"
+    return out[0]
+
+
+def test_a_task_too_short_for_the_clock_to_move_ends_and_the_run_returns():
+    """At 1.7e7 s the clock's step is 3.7e-9 s: a task with 1.5e-9 s left (more than its 1e-9
+    tolerance) ended at ``now + 1.5e-9 == now``, its event came back at the same time for ever, and a
+    node manager's dispatch thread planned 1000 tasks at 100% of a core for minutes. Both the
+    default policy's evaluator and the simulator end it."""
+    from scalpel_executor.core.contention import ContentionModel
+    from scalpel_executor.core.orders import FcfsEvaluator
+
+    long, tiny = 1.7e7, 1.5e-9
+    assert long + tiny == long
+    ev = FcfsEvaluator([long, tiny], [0.0, 0.0], [None, None], [1], 12 * MiB, ContentionModel())
+    assert _ends_within(10, lambda: ev.run([0, 1])) == pytest.approx(long)
+    result = _ends_within(10, lambda: simulate([SimTask("long", long), SimTask("tiny", tiny)], [[0]],
+                                               12 * MiB, "fifo"))
+    assert result.makespan == pytest.approx(long) and len(result.records) == 2
