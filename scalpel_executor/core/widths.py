@@ -111,7 +111,8 @@ from scalpel_executor.core.contention import ContentionModel
 
 __all__ = ["amdahl", "serial_fraction_from", "shrunk", "shaped_sizes", "SpeedupModel", "Crowding", "Peer",
            "Outlook", "WidthChoice",
-           "co_runner_footprint", "allot", "packed_end", "packs", "packed", "start_now", "explore_allotted", "thriftiest",
+           "co_runner_footprint", "allot", "packed_end", "packs", "packed", "start_now", "explore_allotted",
+           "thriftiest",
            "choose_width", "wider_reason",
            "equipartition",
            "Widths", "RULES", "REASONS",
@@ -478,7 +479,8 @@ def start_now(peer: Peer, planned: int, free: int, wait: float, domain_cores: in
     >>> start_now(Peer(8.0, serial=0.0, high=4), 4, 2, 1.0, 4) is None  # 4 s now, or 1 + 2 s
     True
     """
-    sizes = [w for w in _sizes(peer.low, min(peer.high, domain_cores), domain_cores, shaped) if w <= free and w < planned]
+    sizes = [w for w in _sizes(peer.low, min(peer.high, domain_cores), domain_cores, shaped)
+             if w <= free and w < planned]
     if not sizes:
         return None
     width = sizes[-1]
