@@ -526,7 +526,8 @@ def explore_allotted(peers: Sequence[Peer], allotted: Sequence[int], cores: int,
     shortest: dict[Hashable, int] = {}  # else, an unsure key's shortest peer, one size up
     for i, peer in enumerate(peers):
         if not (peer.sure or peer.key is None or peer.key in busy or peer.key in plans
-                or base[i] >= min(peer.high, domain_cores)):
+                or base[i] >= _sizes(peer.low, min(peer.high, domain_cores), domain_cores, shaped)[-1]):
+            # (at its widest size: a high that no shaped size reaches, 3 on a 4-core domain, has none above 2)
             if peer.key not in shortest or peer.runtime < peers[shortest[peer.key]].runtime:
                 shortest[peer.key] = i
     for key, i in shortest.items():
