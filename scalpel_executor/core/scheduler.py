@@ -654,16 +654,15 @@ class Scheduler:
         in the run where none did, docs/results/widths.md.)"""
         narrow = self._narrow.get(id(head))
         if (narrow is None or id(head) in self._planned_explore or self.widths.rule not in widths.ALLOTTING
-                or head.gpus or head.memory > self._memory_left()
+                or head.gpus or head.memory > self._memory_left()):
+            return False
+        free = self._free_cores()[domain]
+        peers, _ = self._peers((head,))
+        if (free < narrow[0] or not peers
                 or any(task.runtime_spread >= admission.GUESSED_SPREAD
                        for task in itertools.chain((head,), self._running.values()))):
             return False
-        free = self._free_cores()[domain]
-        if free < narrow[0]:
-            return False
-        peer = Peer(narrow[1], head.tail, self.widths.model.serial_fraction(head.key), narrow[0],
-                    min(head.max_cores, self.cores_per_domain[domain]),
-                    self.widths.model.readings(head.key) >= widths.SURE_AFTER, head.footprint, head.key)
+        peer = peers[0]
         width = widths.start_now(peer, head.cores, free, self._reservation(head).at, self.cores_per_domain[domain],
                                  shaped=self.widths.rule == "scalpel", crowding=self._allotted)
         if width is None:
