@@ -497,6 +497,8 @@ def explore_allotted(peers: Sequence[Peer], allotted: Sequence[int], cores: int,
     later: a key's peers at the widths they would be allotted were they, and every unsure peer,
     perfectly parallel, or capped a size narrower at a time where that costs too much; a key that
     no such hope widens (many wait), and not in ``busy``, one peer (its shortest) at the next size up.
+    The work's end counts the chain after the peers: the last of them ends no sooner than their
+    core-seconds fill the cores, and the shortest of their chains follows it.
 
     The widths planned for waiting tasks are what their cores are reserved for: a key never seen
     wider is otherwise planned at its narrowest, and its one long task, started on the one core
@@ -506,15 +508,22 @@ def explore_allotted(peers: Sequence[Peer], allotted: Sequence[int], cores: int,
     1.08x later than planned at its hope alone). And on a node kept full, cores free one at a
     time: a width chosen only at a start was the one core free, so a batch with more tasks than
     cores never ran a key wider, and no later run learned its speed-up (docs/results/widths.md,
-    "Exploration while many wait")."""
+    "Exploration while many wait"). Without that chain, one of Montage's 48 reprojections one size
+    up cost 2.08% of the batch alone, none was ever explored, and learned runs on ``xeon16`` ended
+    0.83-0.86x as soon as every task on two cores (docs/results/widths.md, "The chain after a batch
+    counts in what its exploration costs")."""
     if all(peer.sure for peer in peers):
         return list(allotted)
     base = list(allotted)
 
+    least_tail = min(peer.tail for peer in peers)
+
     def end(chosen: Sequence[int]) -> float:  # the work's end at the peers' fitted (no-gain) speed-ups
         owns = [_own(p.runtime, p.serial, p.low, w) for p, w in zip(peers, chosen)]
-        return max(max(own + p.tail for own, p in zip(owns, peers)),
-                   (backlog + sum(w * own for w, own in zip(chosen, owns))) / cores)
+        area = sum(w * own for w, own in zip(chosen, owns))
+        # the last peer to end ends no sooner than their area fills the cores, and a chain follows it
+        return max(max(own + p.tail for own, p in zip(owns, peers)), (backlog + area) / cores,
+                   area / cores + least_tail)
 
     limit = end(base) * (1 + EXPLORE_COST)
     hopeful = [peer if peer.sure else dataclasses.replace(peer, serial=0.0) for peer in peers]
