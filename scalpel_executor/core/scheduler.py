@@ -79,6 +79,7 @@ the best waiting group takes from that group instead (its rest goes to the front
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import random
@@ -130,6 +131,16 @@ def _work(task: Task) -> float:
     """Core-seconds a task not started holds the node for at its narrowest width (0 if not finite)."""
     work = task.runtime * task.cores
     return work if math.isfinite(work) else 0.0
+
+
+def _guessed(task: Task) -> bool:
+    """Whether ``task``'s run time is the prior's guess (``admission.GUESSED_SPREAD``): a run of it
+    at any width reads no speed-up against that. (Measured reason: on first live runs of
+    ``examples/malleable/covariance.py`` a single-threaded stencil, estimated at the prior's 1 s,
+    ran 0.23 s on two cores and read as perfectly parallel; its next seven tasks started on both
+    cores one after another, and the profile store kept a serial fraction of 0 over 8 readings,
+    docs/results/widths.md.)"""
+    return task.runtime_spread >= admission.GUESSED_SPREAD
 
 
 def _malleable_by_rank(plan: list[Group], malleable: dict[int, object]) -> list[Group]:
@@ -462,7 +473,8 @@ class Scheduler:
             raise ValueError(f"slot {index} has no running task to release")
         began = self._started.pop(index, None)
         domain = self.slots[index].domain
-        if (narrowest := self._widened.pop(index, None)) is not None and now is not None and began is not None:
+        if ((narrowest := self._widened.pop(index, None)) is not None and now is not None and began is not None
+                and not _guessed(self._running[index])):
             task = self._running[index]
             self._restamp(domain, now)
             slowed, _, since = self._slowed.pop(index, (0.0, now, 1.0))
@@ -553,7 +565,8 @@ class Scheduler:
             footprint=task.footprint,
         )
         planned = task.cores
-        choice = self.widths.choose(task.key, task.cores, task.max_cores, task.runtime, task.tail, outlook)
+        choice = self.widths.choose(task.key, task.cores, task.max_cores, task.runtime, task.tail, outlook,
+                                    may_explore=not _guessed(task))
         self._widened[slot.index] = narrow
         if choice.width != task.cores:
             # An explored width's run time is taken at its hope (perfectly parallel): at its key's
@@ -633,7 +646,9 @@ class Scheduler:
                             if task.width_reason in (EXPLORING, widths.PLANNED_EXPLORATION))
         busy = {key for key, running in exploring.items()  # as many explored as it takes to be sure
                 if self.widths.model.readings(key) + running >= widths.SURE_AFTER}
-        allotted = widths.explore_allotted(peers, fitted, *shape, shaped=self.widths.rule == "scalpel", busy=busy)
+        # a task whose run time is a guess is not explored: its wider run would read no speed-up
+        learnable = [dataclasses.replace(peer, sure=True) if _guessed(task) else peer for task, peer in zip(tasks, peers)]
+        allotted = widths.explore_allotted(learnable, fitted, *shape, shaped=self.widths.rule == "scalpel", busy=busy)
         for task, peer, width, plain in zip(tasks, peers, allotted, fitted):
             if width > plain:  # planned wider than its key's fit gives: an exploration (reported so at its start)
                 self._planned_explore.add(id(task))

@@ -698,13 +698,16 @@ class Widths:
         if self.rule not in RULES:
             raise ValueError(f"unknown width rule {self.rule!r}; choose from {', '.join(RULES)}")
 
-    def choose(self, key: Hashable, low: int, high: int, runtime: float, tail: float, outlook: Outlook) -> WidthChoice:
-        """The width a task of ``key`` starts on (:func:`choose_width`, or :func:`equipartition`)."""
+    def choose(self, key: Hashable, low: int, high: int, runtime: float, tail: float, outlook: Outlook,
+               *, may_explore: bool = True) -> WidthChoice:
+        """The width a task of ``key`` starts on (:func:`choose_width`, or :func:`equipartition`).
+        ``may_explore`` False: its run time at ``low`` is a guess, so a wider run of it would read
+        no speed-up, and it is not explored."""
         if self.rule.startswith("equipartition"):
             return equipartition(low, high, outlook, shaped=self.rule == "equipartition-shaped")
         choice = choose_width(low, high, runtime, tail, self.model.serial_fraction(key), self.model.readings(key),
-                              outlook, previous=self._previous.get(key), exploring=self.model.exploring(key),
-                              shaped=self.rule == "scalpel")
+                              outlook, previous=self._previous.get(key), may_explore=may_explore,
+                              exploring=self.model.exploring(key), shaped=self.rule == "scalpel")
         if choice.reason == EXPLORING:
             self.model.explore(key, +1)
         else:

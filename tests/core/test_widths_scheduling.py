@@ -30,6 +30,28 @@ def test_a_malleable_task_on_an_idle_domain_books_cores_of_that_domain_and_frees
     assert s.width_reasons == {widths.PLANNED_EXPLORATION: 1}
 
 
+def test_a_task_whose_run_time_is_the_priors_guess_is_not_explored_and_reads_nothing():
+    """The same lone task, its run time the prior's guess (``admission.GUESSED_SPREAD``): a wider
+    run would be read against a guess (a single-threaded stencil estimated at 1 s ran 0.23 s on two
+    cores and read as perfectly parallel), so it is neither planned wide nor started so, and its
+    run, at one core, teaches no speed-up. Once its run time is measured, a task of the key
+    explores as above."""
+    from scalpel_executor.core.admission import GUESSED_SPREAD
+    s = Scheduler([[0, 1, 2, 3], [4, 5, 6, 7]], "scalpel", llc=12 * MiB)
+    guessed = Task("stencil", runtime=1.0, key="stencil", max_cores=4, runtime_spread=GUESSED_SPREAD)
+    s.add([guessed])
+    [start] = s.dispatch(0.0)
+    assert start.task.cores == 1 and start.task.width_reason == widths.NO_SPEEDUP
+    s.release(start.slot, 0.23)
+    assert s.widths.model.readings("stencil") == 0 and guessed.width_reading is None
+    measured = Task("stencil2", runtime=0.46, key="stencil", max_cores=4, runtime_spread=0.1)
+    s.add([measured])
+    [start] = s.dispatch(1.0)
+    assert start.task.cores == 4 and start.task.width_reason == widths.PLANNED_EXPLORATION
+    s.release(start.slot, 1.0 + 0.46)
+    assert s.widths.model.readings("stencil") == 1 and measured.width_reading == pytest.approx(1.0)
+
+
 def test_a_task_not_marked_malleable_keeps_its_cores_and_gets_no_width_reason():
     s = Scheduler([[0, 1, 2, 3]], "scalpel")
     s.add([Task("fixed", runtime=10.0, cores=2), Task("same", runtime=10.0, cores=2, max_cores=2)])

@@ -2,7 +2,7 @@
 
 from scalpel_executor.core.scheduler import Scheduler
 from scalpel_executor.core.tasks import Task
-from scalpel_executor.core.widths import EXPLORING, PLANNED_EXPLORATION, TAIL
+from scalpel_executor.core.widths import EXPLORING, NO_SPEEDUP, PLANNED_EXPLORATION, TAIL
 from scalpel_executor.runtime.contract import Job
 from scalpel_executor.runtime.node.pool import _placement
 
@@ -21,8 +21,11 @@ def test_a_malleable_task_reports_the_width_it_was_given_and_why_a_fixed_one_doe
 
 
 def test_a_real_run_keeps_a_malleable_keys_reading_and_the_next_run_starts_from_it(tmp_path):
-    """A lone malleable task on an idle node explores a width (planned so, or at its start); its reading lands in the profile
-    store, and the next run's tasks of the key carry it to the node manager's scheduler."""
+    """A lone malleable task of a key never run is not explored: its run time is the prior's
+    guess, against which a wider run reads nothing, and nothing lands in the profile store (a
+    single-threaded stencil once read as perfectly parallel so). The next run knows its run time:
+    its task explores a width (planned so, or at its start) and the reading lands in the store;
+    the run after carries it to the node manager's scheduler."""
     import parsl
     from parsl.app.app import python_app
     from parsl.config import Config
@@ -37,7 +40,7 @@ def test_a_real_run_keeps_a_malleable_keys_reading_and_the_next_run_starts_from_
     path = str(tmp_path / "profiles.sqlite")
     hints = {"max_cores": 2, "profile_key": "spin"}
     rows = []
-    for run in range(2):
+    for run in range(3):
         executor = ScalpelExecutor(label="scalpel", topology="1x2:32MiB", profiles=path)
         dfk = parsl.load(Config(executors=[executor], run_dir=str(tmp_path / f"runinfo{run}"), strategy="none"))
         try:
@@ -46,11 +49,14 @@ def test_a_real_run_keeps_a_malleable_keys_reading_and_the_next_run_starts_from_
         finally:
             dfk.cleanup()
             parsl.clear()
+        with ProfileStore(path) as store:
+            kept = store.speedup("spin")
+        [task] = rows[run]
         if run == 0:
-            [first] = rows[0]
-            assert first["width"] == 2 and first["width_reason"] in (EXPLORING, PLANNED_EXPLORATION)
-            with ProfileStore(path) as store:
-                kept = store.speedup("spin")
+            assert task["runtime_source"] == "prior"
+            assert task["width"] == 1 and task["width_reason"] == NO_SPEEDUP
+            assert kept is None
+        elif run == 1:
+            assert task["width"] == 2 and task["width_reason"] in (EXPLORING, PLANNED_EXPLORATION)
             assert kept is not None and kept.readings == 1 and 0 <= kept.serial_fraction <= 1
-    [second] = rows[1]
-    assert second["width"] in (1, 2) and second["width_reason"] is not None
+    assert rows[2][0]["width"] in (1, 2) and rows[2][0]["width_reason"] is not None
