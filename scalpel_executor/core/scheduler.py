@@ -674,8 +674,7 @@ class Scheduler:
         free = self._free_cores()[domain]
         peers, _ = self._peers((head,))
         if (free < narrow[0] or not peers
-                or any(task.runtime_spread >= admission.GUESSED_SPREAD
-                       for task in itertools.chain((head,), self._running.values()))):
+                or any(_guessed(task) for task in itertools.chain((head,), self._running.values()))):
             return False
         peer = peers[0]
         width = widths.start_now(peer, head.cores, free, self._reservation(head).at, self.cores_per_domain[domain],
