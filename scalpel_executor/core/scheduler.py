@@ -134,8 +134,9 @@ def _work(task: Task) -> float:
 
 
 def _guessed(task: Task) -> bool:
-    """Whether ``task``'s run time is the prior's guess (``admission.GUESSED_SPREAD``): a run of it
-    at any width reads no speed-up against that. (Measured reason: on first live runs of
+    """Whether ``task``'s run time is a guess (``admission.GUESSED_SPREAD``: the prior's, or a key's
+    whose run times spread as widely): a run of it at any width reads no speed-up against that.
+    (Measured reason: on first live runs of
     ``examples/malleable/covariance.py`` a single-threaded stencil, estimated at the prior's 1 s,
     ran 0.23 s on two cores and read as perfectly parallel; its next seven tasks started on both
     cores one after another, and the profile store kept a serial fraction of 0 over 8 readings,

@@ -510,7 +510,7 @@ def explore_allotted(peers: Sequence[Peer], allotted: Sequence[int], cores: int,
     cores never ran a key wider, and no later run learned its speed-up (docs/results/widths.md,
     "Exploration while many wait"). Without that chain, one of Montage's 48 reprojections one size
     up cost 2.08% of the batch alone, none was ever explored, and learned runs on ``xeon16`` ended
-    0.83-0.94x as soon as every task on two cores (docs/results/widths.md, "The chain after a batch
+    as low as 0.83x as soon as every task on two cores (docs/results/widths.md, "The chain after a batch
     counts in what its exploration costs")."""
     if all(peer.sure for peer in peers):
         return list(allotted)

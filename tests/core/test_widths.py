@@ -321,7 +321,7 @@ def test_the_chain_after_a_batch_counts_in_what_its_exploration_costs_the_work()
     """Montage's reprojections: 48 tasks of one key never seen wider, 10 s each, on one 16-core
     domain. One of them one size up, at no gain, adds 10 core-seconds to 480: alone, 2.08% of the
     work's end, more than EXPLORE_COST, and the key was never explored, so no later run knew its
-    speed-up (learned Montage on ``xeon16`` ended 0.90x as soon as every task on two cores,
+    speed-up (learned Montage on ``xeon16`` ended as low as 0.83x as soon as every task on two cores,
     docs/results/widths.md). The fits, the model and the mosaic wait for the last of them (a
     chain of 20 s at least): 0.6 s on an end of 50 s is 1.25%, and one is planned at two cores."""
     alone = [Peer(10.0, 0.0, 1.0, 1, 16, False, key="mProject")] * 48

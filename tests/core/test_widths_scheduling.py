@@ -52,6 +52,24 @@ def test_a_task_whose_run_time_is_the_priors_guess_is_not_explored_and_reads_not
     assert s.widths.model.readings("stencil") == 1 and measured.width_reading == pytest.approx(1.0)
 
 
+def test_a_wide_run_of_a_task_whose_run_time_is_a_guess_reads_nothing():
+    """A key sure of its speed-up (five readings of 0.1 from the store) whose task's run time is a
+    guess: alone on the domain it starts wide for its own end, not to explore, and its run is not
+    read against the guess; told a measured run time, the same run is read."""
+    from scalpel_executor.core.admission import GUESSED_SPREAD
+    for spread, readings in ((GUESSED_SPREAD, 5), (0.1, 6)):
+        s = Scheduler([[0, 1, 2, 3]], "scalpel", llc=12 * MiB)
+        task = Task("fft", runtime=1.0, key="fft", max_cores=4, serial_fraction=0.1, serial_readings=5,
+                    runtime_spread=spread)
+        s.add([task])
+        [start] = s.dispatch(0.0)
+        assert start.task.cores == 4 and start.task.width_reason not in (widths.EXPLORING,
+                                                                          widths.PLANNED_EXPLORATION)
+        s.release(start.slot, 0.2)
+        assert s.widths.model.readings("fft") == readings
+        assert (task.width_reading is None) == (spread == GUESSED_SPREAD)
+
+
 def test_a_task_not_marked_malleable_keeps_its_cores_and_gets_no_width_reason():
     s = Scheduler([[0, 1, 2, 3]], "scalpel")
     s.add([Task("fixed", runtime=10.0, cores=2), Task("same", runtime=10.0, cores=2, max_cores=2)])
