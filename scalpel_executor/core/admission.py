@@ -103,7 +103,7 @@ from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.interference import Terms, corun_slowdowns
 from scalpel_executor.core.tasks import Task
 
-__all__ = ["signature", "unmeasured_risk", "overflows", "guessed_runtimes", "GUESSED_SPREAD", "TOLERANCE", "OVERDUE_FRACTION", "FITS", "FORESEEN", "KEPT_APART", "CORUN_WAIT_COSTS_MORE", "CORUN_NOTHING_FITS",
+__all__ = ["signature", "unmeasured_risk", "overflows", "guessed", "guessed_runtimes", "GUESSED_SPREAD", "TOLERANCE", "OVERDUE_FRACTION", "FITS", "FORESEEN", "KEPT_APART", "CORUN_WAIT_COSTS_MORE", "CORUN_NOTHING_FITS",
            "CORUN_LEAST_HARM", "CORUN_LESS_HARM", "CORUN_NO_BETTER_LATER", "CORUN_AFTER_MEASURE_WAIT", "KEPT_TO_PLAN", "LEAST_HARM_LOOKAHEAD", "MEASURE_WAIT", "BACKFILLED", "PLANNED", "REASONS", "ACCEPTED_CORUNS", "REASONS_EXPLAINED", "Running", "Decision", "decide",
            "TermsLedger", "TERMS_EVIDENCE", "told_terms"]
 
@@ -317,10 +317,16 @@ def signature(task: Task) -> Hashable:
     return task.footprint, task.key if not task.footprint_known else None, task.interference
 
 
+def guessed(task: Task) -> bool:
+    """Whether ``task``'s run time is a guess: the prior's, or a key's whose run times spread as
+    widely (spread at least :data:`GUESSED_SPREAD`)."""
+    return task.runtime_spread >= GUESSED_SPREAD
+
+
 def guessed_runtimes(task: Task, running: Sequence[Running]) -> bool:
-    """Whether ``task``'s run time, or that of a task running beside it, is still a guess (spread at
-    least :data:`GUESSED_SPREAD`): how long they would overlap is then unknown to the model."""
-    return task.runtime_spread >= GUESSED_SPREAD or any(r.task.runtime_spread >= GUESSED_SPREAD for r in running)
+    """Whether ``task``'s run time, or that of a task running beside it, is still a guess
+    (:func:`guessed`): how long they would overlap is then unknown to the model."""
+    return guessed(task) or any(guessed(r.task) for r in running)
 
 
 def slowdown_increase(model: ContentionModel, llc: float | None, footprints: Sequence[float],

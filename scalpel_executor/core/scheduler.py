@@ -133,17 +133,6 @@ def _work(task: Task) -> float:
     return work if math.isfinite(work) else 0.0
 
 
-def _guessed(task: Task) -> bool:
-    """Whether ``task``'s run time is a guess (``admission.GUESSED_SPREAD``: the prior's, or a key's
-    whose run times spread as widely): a run of it at any width reads no speed-up against that.
-    (Measured reason: on first live runs of
-    ``examples/malleable/covariance.py`` a single-threaded stencil, estimated at the prior's 1 s,
-    ran 0.23 s on two cores and read as perfectly parallel; its next seven tasks started on both
-    cores one after another, and the profile store kept a serial fraction of 0 over 8 readings,
-    docs/results/widths.md.)"""
-    return task.runtime_spread >= admission.GUESSED_SPREAD
-
-
 def _malleable_by_rank(plan: list[Group], malleable: dict[int, object]) -> list[Group]:
     """``plan`` (dispatch order) with the places of its malleable one-task groups (ids in ``malleable``) refilled by those
     tasks in order of rank, highest first (stable); the rest stay where the policy put them.
@@ -474,8 +463,11 @@ class Scheduler:
             raise ValueError(f"slot {index} has no running task to release")
         began = self._started.pop(index, None)
         domain = self.slots[index].domain
+        # no reading against a guessed run time (measured reason: a single-threaded stencil estimated
+        # at the prior's 1 s ran 0.23 s on two cores, read as perfectly parallel, and the profile
+        # store kept a serial fraction of 0 over 8 readings, docs/results/widths.md)
         if ((narrowest := self._widened.pop(index, None)) is not None and now is not None and began is not None
-                and not _guessed(self._running[index])):
+                and not admission.guessed(self._running[index])):
             task = self._running[index]
             self._restamp(domain, now)
             slowed, _, since = self._slowed.pop(index, (0.0, now, 1.0))
@@ -567,7 +559,7 @@ class Scheduler:
         )
         planned = task.cores
         choice = self.widths.choose(task.key, task.cores, task.max_cores, task.runtime, task.tail, outlook,
-                                    may_explore=not _guessed(task))
+                                    may_explore=not admission.guessed(task))
         self._widened[slot.index] = narrow
         if choice.width != task.cores:
             # An explored width's run time is taken at its hope (perfectly parallel): at its key's
@@ -648,7 +640,8 @@ class Scheduler:
         busy = {key for key, running in exploring.items()  # as many explored as it takes to be sure
                 if self.widths.model.readings(key) + running >= widths.SURE_AFTER}
         # a task whose run time is a guess is not explored: its wider run would read no speed-up
-        learnable = [dataclasses.replace(peer, sure=True) if _guessed(task) else peer for task, peer in zip(tasks, peers)]
+        learnable = [dataclasses.replace(peer, sure=True) if admission.guessed(task) else peer
+                     for task, peer in zip(tasks, peers)]
         allotted = widths.explore_allotted(learnable, fitted, *shape, shaped=self.widths.rule == "scalpel", busy=busy)
         for task, peer, width, plain in zip(tasks, peers, allotted, fitted):
             if width > plain:  # planned wider than its key's fit gives: an exploration (reported so at its start)
@@ -675,7 +668,7 @@ class Scheduler:
         free = self._free_cores()[domain]
         peers, _ = self._peers((head,))
         if (free < narrow[0] or not peers
-                or any(_guessed(task) for task in itertools.chain((head,), self._running.values()))):
+                or any(admission.guessed(task) for task in itertools.chain((head,), self._running.values()))):
             return False
         peer = peers[0]
         width = widths.start_now(peer, head.cores, free, self._reservation(head).at, self.cores_per_domain[domain],
