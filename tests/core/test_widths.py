@@ -234,6 +234,20 @@ def test_the_allotment_widens_the_longest_task_until_the_area_binds():
     assert allotted[0] == 8 and latest == pytest.approx(40.0 * amdahl(0.5, 8))
 
 
+def test_a_task_at_its_widest_whose_chain_ends_last_leaves_the_others_widened_for_their_own_run_times():
+    """A 3 s task with a 154 s chain ends last at any width; a 98 s alignment with a 42 s chain
+    ends 141 s on one core, before it, though its own seconds outlast the area (about 10 s on 128
+    cores) ninefold. The chain's tasks are allotted when they arrive, so the chain ends sooner than
+    told: the alignment is widened for its own run time, the short task whose own seconds end
+    within the area is not. (On the previous rule the allotment stopped at the widest task and
+    left the alignment on one core.)"""
+    short_chain, alignment, short = Peer(2.9, 153.5, 0.3, 1, 8), Peer(98.4, 42.1, 0.025, 1, 8), Peer(4.1, 64.9, 0.1, 1, 8)
+    allotted, latest, area = allot([short_chain, alignment, short], 128, 8, 1200.0)
+    assert allotted == [8, 8, 1]
+    assert latest == pytest.approx(2.9 * amdahl(0.3, 8) + 153.5)  # the widest task's end still stands
+    assert area / 128 < 98.4 * amdahl(0.025, 8) + 42.1 < latest
+
+
 def test_peers_waiting_for_cores_keep_a_task_narrow_that_alone_would_start_wide():
     alone = Outlook(cores=8, domain_cores=8, free=8, backlog=0.0)
     assert choose_width(1, 8, 10.0, 0.0, 0.05, 3, alone).width == 8
