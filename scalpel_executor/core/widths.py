@@ -364,10 +364,12 @@ def allot(peers: Sequence[Peer], cores: int, domain_cores: int, backlog: float,
     co-runners a domain full of tasks of that width holds (:class:`Crowding`). Returns the widths,
     the latest own end and the area.
 
-    Where the task that ends last is already at its widest, its chain decides that end, and the
-    chain's tasks are allotted as they arrive, at widths that end it sooner than the tail told now
-    (estimated at their narrowest). The others are then widened while their own run times, not
-    their chains, end after the area: a task's own seconds are all its width decides. (Measured
+    Where no wider size brings the end of the task that ends last closer (it is at its widest, or
+    its key does not speed up), that task is set aside, and the others are widened while their own
+    run times, not their chains, end after the area: a task's own seconds are all its width
+    decides. Where the end set aside is its chain's, the chain's tasks are allotted as they arrive,
+    at widths that end it sooner than the tail told now (estimated at their narrowest); where it has
+    none, the others' widths spend only core-seconds the area leaves free before it. (Measured
     reason: an Epigenomics run on ``epyc``, its speed-ups known, stopped the allotment at a 3 s
     task with a 154 s chain on eight cores; a 98 s alignment of the same stage was left on one core
     and ended 39 s after the rest of its stage, 0.83x the makespan of every task on a whole domain,
@@ -394,18 +396,19 @@ def allot(peers: Sequence[Peer], cores: int, domain_cores: int, backlog: float,
         options = sizes.setdefault((peer.low, peer.high), _sizes(peer.low, min(peer.high, domain_cores),
                                                                    domain_cores, shaped))
         wider = next((w for w in options if w > widths[i]), None)
-        if wider is None:  # at its widest: its end stands, the rest are widened for their own run times
+        if wider is not None:
+            new_own = _crowded_own(peer, wider, crowding)
+            new_area = area - widths[i] * owns[i] + wider * new_own
+            ordered = new_own + peer.tail if chains else new_own
+            if new_area / cores >= top:
+                break
+        if wider is None or ordered >= top:  # no width brings its end closer: it stands, the rest are widened for their own run times
             heapq.heappop(heap)
             if chains:
                 chains = False
                 heap = [(-owns[j], j) for _, j in heap]
                 heapq.heapify(heap)
             continue
-        new_own = _crowded_own(peer, wider, crowding)
-        new_area = area - widths[i] * owns[i] + wider * new_own
-        ordered = new_own + peer.tail if chains else new_own
-        if new_area / cores >= top or ordered >= top:
-            break
         widths[i], owns[i], ends[i], area = wider, new_own, new_own + peer.tail, new_area
         heapq.heapreplace(heap, (-ordered, i))
     return widths, max(ends, default=0.0), area

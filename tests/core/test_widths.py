@@ -234,7 +234,7 @@ def test_the_allotment_widens_the_longest_task_until_the_area_binds():
     assert allotted[0] == 8 and latest == pytest.approx(40.0 * amdahl(0.5, 8))
 
 
-def test_a_task_at_its_widest_whose_chain_ends_last_leaves_the_others_widened_for_their_own_run_times():
+def test_a_task_no_width_moves_whose_chain_ends_last_leaves_the_others_widened_for_their_own_run_times():
     """A 3 s task with a 154 s chain ends last at any width; a 98 s alignment with a 42 s chain
     ends 141 s on one core, before it, though its own seconds outlast the area (about 10 s on 128
     cores) ninefold. The chain's tasks are allotted when they arrive, so the chain ends sooner than
@@ -245,7 +245,11 @@ def test_a_task_at_its_widest_whose_chain_ends_last_leaves_the_others_widened_fo
     allotted, latest, area = allot([short_chain, alignment, short], 128, 8, 1200.0)
     assert allotted == [8, 8, 1]
     assert latest == pytest.approx(2.9 * amdahl(0.3, 8) + 153.5)  # the widest task's end still stands
-    assert area / 128 < 98.4 * amdahl(0.025, 8) + 42.1 < latest
+    assert area == pytest.approx(1200.0 + 8 * 2.9 * amdahl(0.3, 8) + 8 * 98.4 * amdahl(0.025, 8) + 4.1)
+    assert area / 128 < 98.4 * amdahl(0.025, 8)  # its own seconds at eight cores still outlast the area
+    # a task whose key does not speed up stands as one at its widest does: no width moves its end
+    no_speedup = Peer(2.9, 153.5, 1.0, 1, 8)
+    assert allot([no_speedup, alignment, short], 128, 8, 1200.0)[0] == [1, 8, 1]
 
 
 def test_peers_waiting_for_cores_keep_a_task_narrow_that_alone_would_start_wide():
