@@ -396,13 +396,15 @@ def allot(peers: Sequence[Peer], cores: int, domain_cores: int, backlog: float,
         options = sizes.setdefault((peer.low, peer.high), _sizes(peer.low, min(peer.high, domain_cores),
                                                                    domain_cores, shaped))
         wider = next((w for w in options if w > widths[i]), None)
-        if wider is not None:
+        stands = wider is None  # no width brings its end closer: the rest are widened for their own run times
+        if not stands:
             new_own = _crowded_own(peer, wider, crowding)
             new_area = area - widths[i] * owns[i] + wider * new_own
-            ordered = new_own + peer.tail if chains else new_own
             if new_area / cores >= top:
                 break
-        if wider is None or ordered >= top:  # no width brings its end closer: it stands, the rest are widened for their own run times
+            ordered = new_own + peer.tail if chains else new_own
+            stands = ordered >= top
+        if stands:
             heapq.heappop(heap)
             if chains:
                 chains = False

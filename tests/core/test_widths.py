@@ -241,7 +241,8 @@ def test_a_task_no_width_moves_whose_chain_ends_last_leaves_the_others_widened_f
     told: the alignment is widened for its own run time, the short task whose own seconds end
     within the area is not. (On the previous rule the allotment stopped at the widest task and
     left the alignment on one core.)"""
-    short_chain, alignment, short = Peer(2.9, 153.5, 0.3, 1, 8), Peer(98.4, 42.1, 0.025, 1, 8), Peer(4.1, 64.9, 0.1, 1, 8)
+    short_chain, alignment = Peer(2.9, 153.5, 0.3, 1, 8), Peer(98.4, 42.1, 0.025, 1, 8)
+    short = Peer(4.1, 64.9, 0.1, 1, 8)
     allotted, latest, area = allot([short_chain, alignment, short], 128, 8, 1200.0)
     assert allotted == [8, 8, 1]
     assert latest == pytest.approx(2.9 * amdahl(0.3, 8) + 153.5)  # the widest task's end still stands
