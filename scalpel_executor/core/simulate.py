@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from scalpel_executor.core.batching import Batcher, Batching
@@ -38,7 +38,7 @@ from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.interference import Terms, corun_slowdowns
 from scalpel_executor.core.policies import DEFAULT_POLICY
 from scalpel_executor.core.scheduler import CHECKED_AT_DISPATCH, Scheduler, Task
-from scalpel_executor.core.widths import amdahl
+from scalpel_executor.core.widths import amdahl, at_width
 
 __all__ = ["SimTask", "SimResult", "SimRecord", "ContentionModel", "Batching", "simulate", "lower_bound",
            "graph_tails"]
@@ -209,12 +209,23 @@ def _dag(tasks: Sequence[SimTask]) -> tuple[list[list[int]], list[float]]:
     return children, chain
 
 
-def graph_tails(tasks: Sequence[SimTask], *, estimates: bool = True) -> list[float]:
+def graph_tails(tasks: Sequence[SimTask], *, estimates: bool = True,
+                serial_fraction: Callable[[Hashable], float] | None = None,
+                domain_cores: int | None = None) -> list[float]:
     """Each task's tail: the longest chain of its descendants' run times (its upward rank less its
     own run time), on the run-time estimates (``estimates``) or the solo times; what an executor
-    that sees the whole graph would tell the scheduler (``SimTask.tail``). O(tasks + edges)."""
+    that sees the whole graph would tell the scheduler (``SimTask.tail``). O(tasks + edges).
+
+    With ``serial_fraction`` (a profile key's, as the width rule knows it:
+    ``Widths.model.serial_fraction``), a malleable task counts at its widest width, capped at
+    ``domain_cores``, as the executor's tails count it (:func:`scalpel_executor.core.widths.at_width`)."""
     children, _ = _dag(tasks)  # validates parents and finds cycles
     duration = [t.runtime_estimate if estimates and t.runtime_estimate is not None else t.solo_time for t in tasks]
+    if serial_fraction is not None:
+        duration = [at_width(seconds, serial_fraction(t.key), t.cores,
+                             min(t.max_cores, domain_cores or t.max_cores))
+                    if t.max_cores is not None and t.max_cores > t.cores else seconds
+                    for t, seconds in zip(tasks, duration)]
     unfinished = [len(t.parents) for t in tasks]
     order = [i for i, count in enumerate(unfinished) if count == 0]
     for index in order:  # topological: the list grows as tasks become ready

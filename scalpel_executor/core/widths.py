@@ -21,7 +21,8 @@ key never seen wider runs narrow (reason ``no speed-up learned``) and one readin
 **The width** (:func:`choose_width`) is the one that ends the work soonest as far as the
 scheduler can tell at the start: for each candidate width w the predicted end is the latest of
 
-* the task's own end and the chain that waits for it: T(w) + ``Task.tail``;
+* the task's own end and the chain that waits for it: T(w) + ``Task.tail`` (its malleable tasks
+  counted at their widest: :func:`at_width`);
 * the node's backlog spread over its cores: (core-seconds waiting and left to run + w·T(w)) / cores,
   which grows with w as the efficiency (s·w + 1 − s)⁻¹ falls: while many tasks wait, wide tasks
   waste cores on sub-linear speed-ups (reason ``many waiting``);
@@ -109,7 +110,7 @@ from dataclasses import dataclass, field
 
 from scalpel_executor.core.contention import ContentionModel
 
-__all__ = ["amdahl", "serial_fraction_from", "shrunk", "shaped_sizes", "SpeedupModel", "Crowding", "Peer",
+__all__ = ["amdahl", "at_width", "serial_fraction_from", "shrunk", "shaped_sizes", "SpeedupModel", "Crowding", "Peer",
            "Outlook", "WidthChoice",
            "co_runner_footprint", "allot", "packed_end", "packs", "packed", "start_now", "explore_allotted",
            "thriftiest",
@@ -162,6 +163,24 @@ ALLOTTING = ("scalpel", "scalpel-any")
 def amdahl(serial_fraction: float, width: int) -> float:
     """Run time on ``width`` cores over run time on one: s + (1 − s)/w."""
     return serial_fraction + (1.0 - serial_fraction) / width
+
+
+def at_width(seconds: float, serial_fraction: float, width: int, to: int) -> float:
+    """``seconds`` on ``width`` cores, taken to ``to`` cores by Amdahl's law.
+
+    A chain a task is told waits for it (``Task.tail``) counts each malleable task of it at its
+    widest width, at its key's serial fraction so far (:func:`scalpel_executor.core.simulate.graph_tails`,
+    the executor's tails): the allotment widens such a task when it arrives where its end decides
+    the work's, so its narrowest width overstates the chain, and the tasks the chain waits for were
+    widened for ``critical path`` to meet an end it would not have. (Measured reason: 1000genome on
+    ``wide``, its speed-ups known, widened 32 of 160 individuals to four or eight cores for chains
+    of 250-410 s that the merges, widened in their turn, made far shorter; 0.91-0.93x the best
+    fixed width on seeds 600-602, 0.96-1.02x with its chains at their widest, docs/results/widths.md.)
+
+    >>> at_width(10.0, 0.2, 1, 4)
+    4.0
+    """
+    return seconds if width == to else seconds * amdahl(serial_fraction, to) / amdahl(serial_fraction, width)
 
 
 def serial_fraction_from(ratio: float, narrowest: int, width: int) -> float | None:

@@ -19,7 +19,8 @@ An instance is a workload on a machine of :data:`scalpel_executor.core.machines.
 * a WfChef workflow (:data:`~scalpel_executor.experiments.workflows.STUDY_SHAPES`, drawn with the
   seed), each task type one profile key with its own serial fraction, released as its parents
   end through the live pool's batch rule, each task told its tail on the DAG
-  (:func:`~scalpel_executor.core.simulate.graph_tails`);
+  (:func:`~scalpel_executor.core.simulate.graph_tails`), the chain's tasks at their widest at the
+  serial fractions the rule starts the run with (a first run's: no gain, so at their narrowest);
 * a batch of malleable kernels arriving at once, :data:`BATCH_PER_CORE` tasks per core of the
   machine, :data:`KERNELS` kernel types (keys) each with a serial fraction, solo times on one core
   2·exp(N(0, 0.8)) s, footprints of Table II's range.
@@ -114,10 +115,14 @@ def fixed_width(tasks: Sequence[SimTask], width: int) -> list[SimTask]:
                         for t in tasks])
 
 
-def _with_tails(tasks: list[SimTask]) -> list[SimTask]:
+def _with_tails(tasks: list[SimTask], rule: Widths | None = None, domain: int | None = None) -> list[SimTask]:
+    """``tasks`` told their tails; with ``rule``, malleable ones count at their widest (up to
+    ``domain`` cores) at the serial fractions ``rule`` knows now, as the executor tells them."""
     if not any(t.parents for t in tasks):
         return tasks
-    return [dataclasses.replace(t, tail=tail) for t, tail in zip(tasks, graph_tails(tasks))]
+    tails = graph_tails(tasks, serial_fraction=None if rule is None else rule.model.serial_fraction,
+                        domain_cores=domain)
+    return [dataclasses.replace(t, tail=tail) for t, tail in zip(tasks, tails)]
 
 
 def run_instance(workload: str, seed: int, machines: Sequence[str], reused: dict | None = None,
@@ -149,12 +154,12 @@ def run_instance(workload: str, seed: int, machines: Sequence[str], reused: dict
             makespans[label] = copied.get(label) or run(tasks, Widths(rule))
         learned = Widths("scalpel")
         run(earlier, learned)
-        makespans["scalpel/learned"] = run(tasks, learned)
+        makespans["scalpel/learned"] = run(_with_tails(tasks, learned, domain), learned)
         if known:
             told = Widths("scalpel")
             for key, serial in {task.key: task.serial_fraction for task in tasks}.items():
                 told.model.seed(key, serial, known)
-            makespans["scalpel/known"] = run(tasks, told)
+            makespans["scalpel/known"] = run(_with_tails(tasks, told, domain), told)
         rows.append({"workload": workload, "machine": name, "seed": seed, "tasks": len(tasks),
                      "makespans": makespans, **({"copied": sorted(copied)} if copied else {})})
     return rows

@@ -16,6 +16,13 @@ run time). The default policy starts a task with a long tail early (``Task.tail`
                            (their measured wall times down the chains the run really had) ──>
                            CriticalPathStore.record: folded into the stored value (ALPHA per run)
 
+**A malleable task counts at its widest.** The wall time a malleable task's chain counts (the run's
+means, the tails learned, the stored run times) is the one it would take on its widest width within
+a cache domain by its key's speed-up so far (``Estimator.at_widest``): the width rule widens a task
+whose end decides the work's when it arrives, so the width it ran at beside many others overstates
+its chain, and tasks waiting for that chain were widened for an end it would not have (the
+simulator's tails count the same, :func:`scalpel_executor.core.simulate.graph_tails`).
+
 **The graph wins where it is seen.** A key whose learned tail is stale (the workflow changed
 shape) or contradicts the pending graph is told what the graph shows; its learned tail counts only
 where no child of the task is visible. A run's tails are learned only from the edges the graph

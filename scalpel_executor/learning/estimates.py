@@ -55,7 +55,7 @@ from scalpel_executor.learning.refine import ONE_RUN_SPREAD, Moments
 from scalpel_executor.learning.sampling import MeasurePlan, Sampling
 from scalpel_executor.learning.exchange import finite
 from scalpel_executor.learning.store import Observation, Profile, ProfileStore
-from scalpel_executor.core.widths import amdahl, shrunk
+from scalpel_executor.core.widths import amdahl, at_width, shrunk
 from scalpel_executor.core.units import format_size
 
 logger = logging.getLogger(__name__)
@@ -294,6 +294,14 @@ class Estimator:
                     key, [stored.serial_fraction * stored.readings, stored.readings] if stored else [0.0, 0])
         total, readings = known
         return (total / readings, readings) if readings else None
+
+    def at_widest(self, key: str, seconds: float, width: int, widest: int) -> float:
+        """``seconds`` a task of ``key`` ran on ``width`` cores, taken to ``widest`` cores by its
+        key's serial fraction so far, shrunk as the scheduler's: what a chain waiting for a task of
+        its app counts it (:func:`scalpel_executor.core.widths.at_width`); ``seconds`` where the key
+        has no speed-up learned (no gain)."""
+        mean, readings = self._speedup(key) or (0.0, 0)
+        return at_width(seconds, shrunk(mean * readings, readings), width, widest)
 
     def _decide(self, key: str) -> bool:
         if self._plan is None:

@@ -37,6 +37,30 @@ def test_graph_tails_are_the_longest_chain_below_each_task():
     assert graph_tails(told, estimates=False) == [6.0, 1.0, 1.0, 0.0, 0.0]
 
 
+def test_graph_tails_count_a_malleable_task_at_its_widest_by_its_keys_serial_fraction():
+    #   a (1 s) -> b (8 s on one core, malleable to 8 cores, key "k") -> c (2 s)
+    tasks = [SimTask("a", 1.0), SimTask("b", 8.0, parents=(0,), key="k", max_cores=8),
+             SimTask("c", 2.0, parents=(1,), key="k")]  # c: its key's, but not malleable
+    assert graph_tails(tasks) == [10.0, 2.0, 0.0]
+    fits = {"k": 0.25}.get
+    assert graph_tails(tasks, serial_fraction=fits) == [8.0 * (0.25 + 0.75 / 8) + 2.0, 2.0, 0.0]
+    assert graph_tails(tasks, serial_fraction=fits, domain_cores=4) == [8.0 * (0.25 + 0.75 / 4) + 2.0, 2.0, 0.0]
+    assert graph_tails(tasks, serial_fraction=lambda key: 1.0) == [10.0, 2.0, 0.0]  # no gain: as it is
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.1, 50), st.sets(st.integers(0, 30), max_size=3), st.sampled_from([None, 2, 8]),
+                          st.sampled_from(["x", "y"])), min_size=1, max_size=15),
+       st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+def test_a_chain_at_its_widest_is_never_longer_and_no_gain_changes_nothing(rows, x, y):
+    tasks = [SimTask(f"t{i}", runtime, parents=tuple(sorted(p for p in parents if p < i)), key=key, max_cores=widest)
+             for i, (runtime, parents, widest, key) in enumerate(rows)]
+    plain = graph_tails(tasks)
+    wide = graph_tails(tasks, serial_fraction={"x": x, "y": y}.get, domain_cores=4)
+    assert all(w <= p * (1 + 1e-12) for w, p in zip(wide, plain))
+    assert graph_tails(tasks, serial_fraction=lambda key: 1.0) == pytest.approx(plain)
+
+
 def test_graph_tails_name_a_cycle():
     with pytest.raises(ValueError, match="cycle"):
         graph_tails([SimTask("a", 1.0, parents=(1,)), SimTask("b", 1.0, parents=(0,))])

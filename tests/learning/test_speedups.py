@@ -84,3 +84,17 @@ def test_profile_show_says_a_keys_learned_speed_up(tmp_path, capsys):
     assert "serial fraction 0.100 over 2 readings" in out and f"{1 / amdahl(0.1, 4):.2f}x on 4" in out
     assert main(["profile", "show", "fft", "--store", path, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["speedup"]["readings"] == 2
+
+
+def test_a_chain_counts_a_malleable_keys_task_at_its_widest_by_the_speed_up_so_far(tmp_path):
+    with ProfileStore(tmp_path / "profiles.sqlite") as store:
+        store.record([Observation("fft", "fft", runtime=8.0, serial=0.2)] * 3)
+        estimator = Estimator(store, default_footprint=1.0, default_runtime=1.0)
+        estimate = estimator.estimate(_fft, (1,), {}, Hints(profile_key="fft", max_cores=4))
+        serial = (0.6 + SHRINK) / (3 + SHRINK)  # shrunk as the scheduler shrinks it
+        assert estimator.at_widest("fft", 6.0, 1, 4) == pytest.approx(6.0 * amdahl(serial, 4))
+        assert estimator.at_widest("fft", 6.0, 4, 4) == 6.0
+        estimator.observe(estimate, {"wall": 2.0, "width": 4, "serial_reading": 0.5}, narrowest=1)
+        serial = (1.1 + SHRINK) / (4 + SHRINK)  # the run's reading joins the store's
+        assert estimator.at_widest("fft", 6.0, 2, 4) == pytest.approx(6.0 * amdahl(serial, 4) / amdahl(serial, 2))
+        assert estimator.at_widest("never", 6.0, 1, 4) == 6.0  # no speed-up learned: no gain

@@ -1,5 +1,7 @@
 """A malleable task on the live side: its width and why ride in its outcome's stats."""
 
+import pytest
+
 from scalpel_executor.core.scheduler import Scheduler
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.core.widths import EXPLORING, NO_SPEEDUP, PLANNED_EXPLORATION, TAIL
@@ -63,3 +65,58 @@ def test_a_real_run_keeps_a_malleable_keys_reading_and_the_next_run_starts_from_
     # reading joins the one it started from
     assert rows[2][0]["width"] == 2 and rows[2][0]["width_reason"] in (EXPLORING, PLANNED_EXPLORATION)
     assert kept is not None and kept.readings == 2
+
+
+def test_a_malleable_tasks_chain_counts_it_at_its_widest_by_its_keys_speed_up(tmp_path):
+    """A chain waiting for a malleable task counts that task at its widest width by its key's
+    speed-up (the width rule widens it where its end decides the work's): the run time this run
+    stores for a malleable app is its tasks' wall times taken to two cores by Amdahl's law, and a
+    fixed app's is its wall time. Six analyses on two cores, none with a chain after it: many
+    wait, so some run on one core."""
+    import parsl
+    from parsl.app.app import python_app
+
+    from scalpel_executor import scalpel_config
+    from scalpel_executor.core.widths import amdahl
+    from scalpel_executor.learning.critical_path import APP_PREFIX, CriticalPathStore
+    from scalpel_executor.learning.store import Observation, ProfileStore
+
+    @python_app
+    def prepare():
+        return 1
+
+    @python_app
+    def analyse(x, seed, parsl_resource_specification=None):
+        import time
+        end = time.monotonic() + 0.3
+        while time.monotonic() < end:
+            pass
+        return {"seed": seed, "value": x + seed}
+
+    path = tmp_path / "profiles.sqlite"
+    with ProfileStore(path) as store:  # an earlier run read the key's serial fraction as 0.3, 8 times
+        store.record([Observation("analyse", "analyse", runtime=0.3, serial=0.3)] * 8)
+    dfk = parsl.load(scalpel_config(run_dir=str(tmp_path / "run"), profiles=str(path), topology="1x2:32MiB"))
+    try:
+        x = prepare()
+        spec = {"max_cores": 2, "profile_key": "analyse"}
+        results = [analyse(x, seed, parsl_resource_specification=spec) for seed in range(6)]
+        assert [result.result()["value"] for result in results] == [1, 2, 3, 4, 5, 6]
+        report = dfk.executors["scalpel"].run_report()
+    finally:
+        dfk.cleanup()
+        parsl.clear()
+    rows = [row for row in report["tasks"] if row["profile_key"] == "analyse"]
+    assert len(rows) == 6 and any(row["width"] == 1 for row in rows)
+    stored = CriticalPathStore(path).rows(APP_PREFIX)[APP_PREFIX + "analyse"].runtime
+
+    def counted(serial):  # the mean wall time, a task on one core taken to two by ``serial``
+        return sum(row["measured_runtime"] * (amdahl(serial, 2) if row["width"] == 1 else 1.0)
+                   for row in rows) / len(rows)
+
+    # the key's fit starts at the store's 0.32 and rises as the busy loop's readings at two cores
+    # (about 1) join it, to 0.61 at most with six: its wall times counted between those
+    assert counted(0.3) * 0.99 < stored < counted(0.62) * 1.01 < counted(1.0)
+    (prepared,) = [row for row in report["tasks"] if ".prepare(" in row["profile_key"]]
+    assert CriticalPathStore(path).rows(APP_PREFIX)[APP_PREFIX + "prepare"].runtime == pytest.approx(
+        prepared["measured_runtime"], rel=0.01)

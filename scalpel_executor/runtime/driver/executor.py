@@ -48,7 +48,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future, InvalidStateError
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import typeguard
 from parsl.executors.base import ParslExecutor
@@ -643,10 +643,11 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                            tail_source=job.tail_source, submitted=job.submitted)
             )
             wall = outcome.stats.get("wall")
-            self._finished = (self._finished[0] + 1,
-                              self._finished[1] + (wall if isinstance(wall, (int, float)) else 0.0))
-            self._paths.ended(job.parsl_id, wall if isinstance(wall, (int, float)) else
-                              finished - (job.started if job.started is not None else finished), succeeded)
+            measured = isinstance(wall, (int, float))
+            self._finished = (self._finished[0] + 1, self._finished[1] + (wall if measured else 0.0))
+            if not measured:
+                wall = finished - (job.started if job.started is not None else finished)
+            self._paths.ended(job.parsl_id, self._chain_seconds(task, outcome.stats, wall), succeeded)
         except Exception:  # noqa: BLE001
             logger.exception("could not record task %s in the run report; its result is delivered all the same",
                              task.id)
@@ -687,6 +688,16 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                 future.set_exception(failure)
             except InvalidStateError:
                 pass
+
+    def _chain_seconds(self, task: Task, stats: Mapping[str, Any], wall: float) -> float:
+        """What a chain waiting for ``task`` counts it (the run's tails, learning.critical_path): its
+        wall time, or a malleable task's at its widest within a cache domain, by its key's speed-up
+        so far (the scheduler widens a task whose end decides the work's when it arrives)."""
+        width = stats.get("width")
+        if task.max_cores is None or self._estimator is None or not isinstance(width, int) or width < 1:
+            return wall
+        widest = min(task.max_cores, max(len(domain.cpus) for domain in self._topology.domains))
+        return self._estimator.at_widest(task.key, wall, width, max(widest, width))
 
     def shutdown(self) -> None:
         """Fail unfinished tasks with ExecutorShutdown and end every worker. Idempotent."""
