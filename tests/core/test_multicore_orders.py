@@ -99,6 +99,21 @@ def test_with_exact_estimates_scalpel_runs_its_plan_and_never_ends_after_largest
     assert scalpel <= simulate(sims, domains, LLC, "longest_first").makespan * (1 + 1e-9)
 
 
+@pytest.mark.xfail(strict=True, reason="known: the admission rule's deferral at 2.0 s (kept-apart) does not pay here")
+def test_a_deferral_that_did_not_pay_ends_after_largest_area_first():
+    """Found by hypothesis, not fixed: on one 4-core domain of 12 MiB, at 2.0 s the admission rule
+    keeps a 6 MiB task apart from a running 12 MiB one and starts a 0.25 MiB task instead
+    (``kept-apart``), predicting that deferral pays. The 6 MiB task then starts at 2.5 s beside the
+    same task, the two-core task reserved behind them starts at 3.7 s instead of 3.62 s, and the
+    run ends at 5.70 s against the plan's and longest-first's 5.62 s (1.4% later). This test fails
+    (strict) once that deferral is weighed right."""
+    rows = [(0.5, 1.0, False, 0.25, 2, None), (0.5, 1.0, False, 0.25, 2, None), (0.5, 1.0, False, 6, 1, None),
+            (0.5, 1.0, False, 6, 1, None), (0.5, 5.0, False, 0.25, 1, None), (0.5, 0.5, False, 0.25, 1, None),
+            (2.0, 1.0, True, 0.25, 1, None), (3.0, 1.0, True, 12, 1, None), (3.0, 1.0, True, 2, 1, None)]
+    test_with_exact_estimates_scalpel_runs_its_plan_and_never_ends_after_largest_area_first.hypothesis.inner_test(
+        rows, [[0, 1, 2, 3]])
+
+
 def test_a_plan_keeps_large_footprints_apart_where_largest_area_first_stacks_them():
     """Largest area first starts the two 2-core 20 MiB tasks together on the one 12 MiB domain;
     the plan pairs each with a small task."""
