@@ -174,7 +174,7 @@ def at_width(seconds: float, serial_fraction: float, width: int, to: int) -> flo
     the work's, so its narrowest width overstates the chain, and the tasks the chain waits for were
     widened for ``critical path`` to meet an end it would not have. (Measured reason: 1000genome on
     ``wide``, its speed-ups known, widened 32 of 160 individuals to four or eight cores for chains
-    of 250-410 s that the merges, widened in their turn, made far shorter; 0.91-0.93x the best
+    of 240-410 s that the merges, widened in their turn, made far shorter; 0.91-0.93x the best
     fixed width on seeds 600-602, 0.96-1.02x with its chains at their widest, docs/results/widths.md.)
 
     >>> at_width(10.0, 0.2, 1, 4)
