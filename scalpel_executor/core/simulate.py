@@ -223,7 +223,7 @@ def graph_tails(tasks: Sequence[SimTask], *, estimates: bool = True,
     duration = [t.runtime_estimate if estimates and t.runtime_estimate is not None else t.solo_time for t in tasks]
     if serial_fraction is not None:
         duration = [at_width(seconds, serial_fraction(t.key), t.cores,
-                             min(t.max_cores, domain_cores or t.max_cores))
+                             max(t.cores, min(t.max_cores, domain_cores or t.max_cores)))
                     if t.max_cores is not None and t.max_cores > t.cores else seconds
                     for t, seconds in zip(tasks, duration)]
     unfinished = [len(t.parents) for t in tasks]

@@ -13,12 +13,14 @@ run time). The default policy starts a task with a long tail early (``Task.tail`
        "learned": no child visible (no graph: a plain Config, or none invoked yet): the key's learned tail;
        None:      neither: 0, and the task is ordered as before
     executor.shutdown ──── RunGraph.learned() ─> per key and per app, this run's mean tail of its tasks
-                           (their measured wall times down the chains the run really had) ──>
+                           (their measured wall times down the chains the run really had, a
+                           malleable task's taken to its widest width: below) ──>
                            CriticalPathStore.record: folded into the stored value (ALPHA per run)
 
 **A malleable task counts at its widest.** The wall time a malleable task's chain counts (the run's
-means, the tails learned, the stored run times) is the one it would take on its widest width within
-a cache domain by its key's speed-up so far (``Estimator.at_widest``): the width rule widens a task
+means, the tails learned, the stored run times) is the one it would take on its widest width on the
+cache domain it ran on (its node's word) by its key's speed-up so far (``Estimator.at_widest``), an
+estimate, not a measurement: the width rule widens a task
 whose end decides the work's when it arrives, so the width it ran at beside many others overstates
 its chain, and tasks waiting for that chain were widened for an end it would not have (the
 simulator's tails count the same, :func:`scalpel_executor.core.simulate.graph_tails`).

@@ -50,11 +50,13 @@ def test_graph_tails_count_a_malleable_task_at_its_widest_by_its_keys_serial_fra
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.floats(0.1, 50), st.sets(st.integers(0, 30), max_size=3), st.sampled_from([None, 2, 8]),
-                          st.sampled_from(["x", "y"])), min_size=1, max_size=15),
+                          st.sampled_from(["x", "y"]), st.sampled_from([1, 2, 8])), min_size=1, max_size=15),
        st.floats(0.0, 1.0), st.floats(0.0, 1.0))
 def test_a_chain_at_its_widest_is_never_longer_and_no_gain_changes_nothing(rows, x, y):
-    tasks = [SimTask(f"t{i}", runtime, parents=tuple(sorted(p for p in parents if p < i)), key=key, max_cores=widest)
-             for i, (runtime, parents, widest, key) in enumerate(rows)]
+    """On any DAG: a task of 8 cores malleable to 8 or of 8 cores on a 4-core cap counts as it is."""
+    tasks = [SimTask(f"t{i}", runtime, parents=tuple(sorted(p for p in parents if p < i)), key=key, cores=cores,
+                     max_cores=widest if widest is None else max(widest, cores))
+             for i, (runtime, parents, widest, key, cores) in enumerate(rows)]
     plain = graph_tails(tasks)
     wide = graph_tails(tasks, serial_fraction={"x": x, "y": y}.get, domain_cores=4)
     assert all(w <= p * (1 + 1e-12) for w, p in zip(wide, plain))

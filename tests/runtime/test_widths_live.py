@@ -18,6 +18,9 @@ def test_a_malleable_task_reports_the_width_it_was_given_and_why_a_fixed_one_doe
     start.task.payload.cpus = tuple(slot.cpu for slot in start.booked)
     placed = _placement(start.task)
     assert (placed["width"], placed["width_reason"], placed["cpus"]) == (4, TAIL, [0, 1, 2, 3])
+    assert "widest" not in placed  # given no domain sizes
+    start.task.payload.domain = 0
+    assert _placement(start.task, [4])["widest"] == 4 and _placement(start.task, [2])["widest"] == 4  # never below
     fixed = Task(2, cores=2, payload=Job(b"call"))
     assert "width" not in _placement(fixed) and "width_reason" not in _placement(fixed)
 
@@ -107,7 +110,8 @@ def test_a_malleable_tasks_chain_counts_it_at_its_widest_by_its_keys_speed_up(tm
         dfk.cleanup()
         parsl.clear()
     rows = [row for row in report["tasks"] if row["profile_key"] == "analyse"]
-    assert len(rows) == 6 and any(row["width"] == 1 for row in rows)
+    assert len(rows) == 6
+    assert any(row["width"] == 1 for row in rows), f"six waiting on two cores, yet none ran on one: {rows}"
     stored = CriticalPathStore(path).rows(APP_PREFIX)[APP_PREFIX + "analyse"].runtime
 
     def counted(serial):  # the mean wall time, a task on one core taken to two by ``serial``

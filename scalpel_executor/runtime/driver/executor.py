@@ -691,13 +691,14 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
 
     def _chain_seconds(self, task: Task, stats: Mapping[str, Any], wall: float) -> float:
         """What a chain waiting for ``task`` counts it (the run's tails, learning.critical_path): its
-        wall time, or a malleable task's at its widest within a cache domain, by its key's speed-up
-        so far (the scheduler widens a task whose end decides the work's when it arrives)."""
-        width = stats.get("width")
-        if task.max_cores is None or self._estimator is None or not isinstance(width, int) or width < 1:
+        wall time, or a malleable task's at its widest on the cache domain it ran on (its node's
+        word, ``widest`` in its stats), by its key's speed-up so far, as the scheduler widens a task
+        whose end decides the work's when it arrives."""
+        width, widest = stats.get("width"), stats.get("widest")
+        if (task.max_cores is None or self._estimator is None or not isinstance(width, int)
+                or not isinstance(widest, int) or not 1 <= width <= widest):
             return wall
-        widest = min(task.max_cores, max(len(domain.cpus) for domain in self._topology.domains))
-        return self._estimator.at_widest(task.key, wall, width, max(widest, width))
+        return self._estimator.at_widest(task.key, wall, width, widest)
 
     def shutdown(self) -> None:
         """Fail unfinished tasks with ExecutorShutdown and end every worker. Idempotent."""

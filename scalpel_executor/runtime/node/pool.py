@@ -64,7 +64,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
@@ -114,11 +114,13 @@ def new_pool_id() -> str:
     return uuid.uuid4().hex[-12:]
 
 
-def _placement(task: Task) -> dict:
+def _placement(task: Task, cores_per_domain: Sequence[int] = ()) -> dict:
     """How the scheduler placed a started task, for its outcome's stats (and so the run report):
     why it started there, the footprint its start was decided on (the scheduler may learn another
     while it runs, from its own measurement), the seconds a core waited for a measurement
-    before it, and the CPUs and accelerators of a task that held several or any."""
+    before it, and the CPUs and accelerators of a task that held several or any. A malleable task
+    also says its width and why, and, given ``cores_per_domain``, its widest width on its domain
+    (what a chain waiting for it counts it at: the driver's ``_chain_seconds``)."""
     job: Job = task.payload
     placed = {"admission": job.admission, "scheduled_footprint": task.footprint if job.admitted_footprint is None
               else job.admitted_footprint}
@@ -128,6 +130,8 @@ def _placement(task: Task) -> dict:
         placed["cpus"], placed["devices"] = list(job.cpus), list(job.devices)
     if task.width_reason is not None:  # a malleable task: the width it was given and why (core.widths)
         placed["width"], placed["width_reason"] = task.cores, task.width_reason
+        if job.domain is not None and 0 <= job.domain < len(cores_per_domain):
+            placed["widest"] = max(task.cores, min(task.max_cores or task.cores, cores_per_domain[job.domain]))
         if task.width_reading is not None:  # the serial fraction its run read: the profile store keeps it
             placed["serial_reading"] = round(task.width_reading, 6)
     return placed
@@ -627,7 +631,7 @@ class WorkerPool:
         self._scheduler.release(worker.slot, time.monotonic())  # the clock times a malleable task's width
         self._learn(task, stats.get("footprint") if isinstance(stats, dict) else None)
         if isinstance(stats, dict):
-            stats.update(_placement(task))
+            stats.update(_placement(task, self._scheduler.cores_per_domain))
         self._complete(task, Outcome(ok, payload, None, stats))
 
     def _enforce_deadlines(self) -> float | None:
