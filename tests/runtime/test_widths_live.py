@@ -64,9 +64,10 @@ def test_a_real_run_keeps_a_malleable_keys_reading_and_the_next_run_starts_from_
         elif run == 1:
             assert task["width"] == 2 and task["width_reason"] in (EXPLORING, PLANNED_EXPLORATION)
             assert kept is not None and kept.readings == 1 and 0 <= kept.serial_fraction <= 1
-    # one reading is not yet sure (widths.SURE_AFTER): the third run explores again, and its
-    # reading joins the one it started from
-    assert rows[2][0]["width"] == 2 and rows[2][0]["width_reason"] in (EXPLORING, PLANNED_EXPLORATION)
+    # one reading is not yet sure (widths.SURE_AFTER): the third run explores again, or, where that
+    # reading already says two cores pay (seen on a busy host), starts wide for the tail; either
+    # way at two cores, and its reading joins the one it started from
+    assert rows[2][0]["width"] == 2 and rows[2][0]["width_reason"] in (EXPLORING, PLANNED_EXPLORATION, TAIL)
     assert kept is not None and kept.readings == 2
 
 
