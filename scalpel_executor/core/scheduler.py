@@ -100,7 +100,7 @@ from scalpel_executor.core.multicore_orders import BACKFILL_LOOKAHEAD, Multicore
 from scalpel_executor.core.orders import FcfsEvaluator, RunningTask
 from scalpel_executor.core.tasks import Assignment, Group, Slot, Task, rank
 from scalpel_executor.core import widths
-from scalpel_executor.core.widths import EXPLORING, Crowding, Outlook, Peer, Widths, amdahl
+from scalpel_executor.core.widths import EXPLORING, Crowding, Outlook, Peer, Widths, at_width
 
 __all__ = ["Scheduler", "Task", "Assignment", "Slot", "Group", "POLICIES", "resolve_policy", "CHECKED_AT_DISPATCH"]
 
@@ -565,7 +565,7 @@ class Scheduler:
             # An explored width's run time is taken at its hope (perfectly parallel): at its key's
             # fit, no gain, every later start saw it running past their ends and stayed narrow.
             serial = 0.0 if choice.reason == EXPLORING else self.widths.model.serial_fraction(task.key)
-            task.runtime = narrow[1] * amdahl(serial, choice.width) / amdahl(serial, narrow[0])
+            task.runtime = at_width(narrow[1], serial, narrow[0], choice.width)
             task.cores = choice.width
         reason = choice.reason
         planned_explore = id(task) in self._planned_explore
@@ -690,7 +690,7 @@ class Scheduler:
         self._waiting_work -= _work(task)
         self._wide_waiting -= task.cores > 1 or needs_resources(task)
         task.cores = width
-        task.runtime = peer.runtime * amdahl(peer.serial, width) / amdahl(peer.serial, peer.low)
+        task.runtime = at_width(peer.runtime, peer.serial, peer.low, width)
         self._waiting_work += _work(task)
         self._wide_waiting += task.cores > 1 or needs_resources(task)
 

@@ -38,7 +38,7 @@ from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.interference import Terms, corun_slowdowns
 from scalpel_executor.core.policies import DEFAULT_POLICY
 from scalpel_executor.core.scheduler import CHECKED_AT_DISPATCH, Scheduler, Task
-from scalpel_executor.core.widths import amdahl, at_width
+from scalpel_executor.core.widths import at_width, widest
 
 __all__ = ["SimTask", "SimResult", "SimRecord", "ContentionModel", "Batching", "simulate", "lower_bound",
            "graph_tails"]
@@ -70,9 +70,7 @@ class SimTask:
 
     def solo_at(self, width: int) -> float:
         """Seconds alone on ``width`` cores (``solo_time`` at its own ``cores``)."""
-        if width == self.cores:
-            return self.solo_time
-        return self.solo_time * amdahl(self.serial_fraction, width) / amdahl(self.serial_fraction, self.cores)
+        return at_width(self.solo_time, self.serial_fraction, self.cores, width)
 
     @property
     def fastest(self) -> float:
@@ -222,8 +220,7 @@ def graph_tails(tasks: Sequence[SimTask], *, estimates: bool = True,
     children, _ = _dag(tasks)  # validates parents and finds cycles
     duration = [t.runtime_estimate if estimates and t.runtime_estimate is not None else t.solo_time for t in tasks]
     if serial_fraction is not None:
-        duration = [at_width(seconds, serial_fraction(t.key), t.cores,
-                             max(t.cores, min(t.max_cores, domain_cores or t.max_cores)))
+        duration = [at_width(seconds, serial_fraction(t.key), t.cores, widest(t.cores, t.max_cores, domain_cores))
                     if t.max_cores is not None and t.max_cores > t.cores else seconds
                     for t, seconds in zip(tasks, duration)]
     unfinished = [len(t.parents) for t in tasks]

@@ -110,8 +110,8 @@ from dataclasses import dataclass, field
 
 from scalpel_executor.core.contention import ContentionModel
 
-__all__ = ["amdahl", "at_width", "serial_fraction_from", "shrunk", "shaped_sizes", "SpeedupModel", "Crowding", "Peer",
-           "Outlook", "WidthChoice",
+__all__ = ["amdahl", "at_width", "widest", "serial_fraction_from", "shrunk", "shaped_sizes", "SpeedupModel",
+           "Crowding", "Peer", "Outlook", "WidthChoice",
            "co_runner_footprint", "allot", "packed_end", "packs", "packed", "start_now", "explore_allotted",
            "thriftiest",
            "choose_width", "wider_reason",
@@ -181,6 +181,17 @@ def at_width(seconds: float, serial_fraction: float, width: int, to: int) -> flo
     4.0
     """
     return seconds if width == to else seconds * amdahl(serial_fraction, to) / amdahl(serial_fraction, width)
+
+
+def widest(low: int, high: int | None, domain_cores: int | None) -> int:
+    """The widest width of a task of ``low`` to ``high`` cores (None: ``low``) on a domain of
+    ``domain_cores`` cores (None: no cap), never below ``low``: where a chain counts it (:func:`at_width`).
+
+    >>> widest(1, 16, 8), widest(8, 16, 4), widest(2, None, 8)
+    (8, 8, 2)
+    """
+    high = low if high is None else high
+    return max(low, min(high, high if domain_cores is None else domain_cores))
 
 
 def serial_fraction_from(ratio: float, narrowest: int, width: int) -> float | None:
@@ -362,7 +373,7 @@ def _sizes(low: int, cap: int, domain_cores: int, shaped: bool) -> list[int]:
 
 
 def _own(runtime: float, serial: float, low: int, width: int) -> float:
-    return runtime if width == low else runtime * amdahl(serial, width) / amdahl(serial, low)
+    return at_width(runtime, serial, low, width)
 
 
 def _crowded_own(peer: Peer, width: int, crowding: Crowding | None) -> float:

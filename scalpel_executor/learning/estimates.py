@@ -55,7 +55,7 @@ from scalpel_executor.learning.refine import ONE_RUN_SPREAD, Moments
 from scalpel_executor.learning.sampling import MeasurePlan, Sampling
 from scalpel_executor.learning.exchange import finite
 from scalpel_executor.learning.store import Observation, Profile, ProfileStore
-from scalpel_executor.core.widths import amdahl, at_width, shrunk
+from scalpel_executor.core.widths import at_width, shrunk
 from scalpel_executor.core.units import format_size
 
 logger = logging.getLogger(__name__)
@@ -300,8 +300,15 @@ class Estimator:
         key's serial fraction so far, shrunk as the scheduler's: what a chain waiting for a task of
         its app counts it (:func:`scalpel_executor.core.widths.at_width`); ``seconds`` where the key
         has no speed-up learned (no gain)."""
-        mean, readings = self._speedup(key) or (0.0, 0)
-        return at_width(seconds, shrunk(mean * readings, readings), width, widest)
+        return at_width(seconds, self._serial(key), width, widest)
+
+    def _serial(self, key: str) -> float:
+        """The key's serial fraction so far (the store's readings and this run's), shrunk as the
+        scheduler's :class:`~scalpel_executor.core.widths.SpeedupModel` shrinks it."""
+        self._speedup(key)  # the store's readings, read once
+        with self._lock:
+            total, readings = self._speedups[key]
+        return shrunk(total, readings)
 
     def _decide(self, key: str) -> bool:
         if self._plan is None:
@@ -337,11 +344,7 @@ class Estimator:
                 known[0] += min(1.0, max(0.0, reading))
                 known[1] += 1
         if isinstance(width, int) and width > narrowest and isinstance(runtime, (int, float)) and runtime > 0:
-            self._speedup(estimate.key)
-            with self._lock:
-                total, readings = self._speedups[estimate.key]
-            serial = shrunk(total, readings)  # as the scheduler's SpeedupModel shrinks it
-            runtime = runtime * amdahl(serial, narrowest) / amdahl(serial, width)
+            runtime = at_width(runtime, self._serial(estimate.key), width, narrowest)
         footprint = stats.get("footprint")
         if footprint is None and str(stats.get("footprint_source", "")).startswith(ENDED_BEFORE_FIRST_WINDOW):
             # Over before the probe's first window: too short to hold the cache. While its key has

@@ -71,6 +71,7 @@ from multiprocessing.connection import Connection, wait
 
 from scalpel_executor.core.batching import Batcher
 from scalpel_executor.core.scheduler import CHECKED_AT_DISPATCH, Scheduler, Task
+from scalpel_executor.core.widths import widest
 from scalpel_executor.core.domains import Topology
 from scalpel_executor.host.accelerators import device_domains, device_env
 from scalpel_executor.host.cgroups import (CGROUP_ENV, TASK_MARGIN, MemoryCgroup, find_memory_cgroup, pool_name,
@@ -131,7 +132,7 @@ def _placement(task: Task, cores_per_domain: Sequence[int] = ()) -> dict:
     if task.width_reason is not None:  # a malleable task: the width it was given and why (core.widths)
         placed["width"], placed["width_reason"] = task.cores, task.width_reason
         if job.domain is not None and 0 <= job.domain < len(cores_per_domain):
-            placed["widest"] = max(task.cores, min(task.max_cores or task.cores, cores_per_domain[job.domain]))
+            placed["widest"] = widest(task.cores, task.max_cores, cores_per_domain[job.domain])
         if task.width_reading is not None:  # the serial fraction its run read: the profile store keeps it
             placed["serial_reading"] = round(task.width_reading, 6)
     return placed
