@@ -165,8 +165,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         else:
             children = ", ".join(learned.children) or "none"
             print(f"{'critical path':>15}: {learned.tail:.3g} s of work waited for its tasks' results on average "
-                  f"(malleable tasks' wall times taken to their widest width by their learned speed-ups; over "
-                  f"{learned.runs} run{'s' if learned.runs != 1 else ''}, {learned.tasks} tasks; children: {children})")
+                  f"({learned.widest[0]:.3g} s with malleable tasks at their widest width by their learned "
+                  f"speed-ups; over {learned.runs} run{'s' if learned.runs != 1 else ''}, {learned.tasks} tasks; "
+                  f"children: {children})")
         if speedup is None:
             print(f"{'speed-up':>15}: none learned (no malleable run of this key at more cores than its narrowest)")
         else:

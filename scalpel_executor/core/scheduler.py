@@ -98,7 +98,7 @@ from scalpel_executor.core.resources import (Capacity, Holding, Reservation, may
 from scalpel_executor.core.interference import corun_slowdowns
 from scalpel_executor.core.multicore_orders import BACKFILL_LOOKAHEAD, MulticoreEvaluator, supports
 from scalpel_executor.core.orders import FcfsEvaluator, RunningTask
-from scalpel_executor.core.tasks import Assignment, Group, Slot, Task, rank
+from scalpel_executor.core.tasks import Assignment, Group, Slot, Task, rank, width_tail
 from scalpel_executor.core import widths
 from scalpel_executor.core.widths import EXPLORING, Crowding, Outlook, Peer, Widths, at_width
 
@@ -558,7 +558,7 @@ class Scheduler:
             footprint=task.footprint,
         )
         planned = task.cores
-        choice = self.widths.choose(task.key, task.cores, task.max_cores, task.runtime, task.tail, outlook,
+        choice = self.widths.choose(task.key, task.cores, task.max_cores, task.runtime, width_tail(task), outlook,
                                     may_explore=not admission.guessed(task))
         self._widened[slot.index] = narrow
         if choice.width != task.cores:
@@ -578,7 +578,7 @@ class Scheduler:
             # the width it was allotted when planned: to learn its key's speed-up (estimated at its
             # fit, no gain), thriftier there, or widened because its own end came last
             reason = widths.PLANNED_EXPLORATION if planned_explore else widths.wider_reason(
-                Peer(narrow[1], task.tail, self.widths.model.serial_fraction(task.key), narrow[0],
+                Peer(narrow[1], width_tail(task), self.widths.model.serial_fraction(task.key), narrow[0],
                      sure=self.widths.model.readings(task.key) >= widths.SURE_AFTER, footprint=task.footprint),
                 task.cores, outlook.crowding)
         task.width_reason = reason
@@ -591,10 +591,11 @@ class Scheduler:
         peers, work = [], 0.0
         for task in itertools.chain(self._waiting.values(), *self._buffers) if tasks is None else tasks:
             narrow = self._narrow.get(id(task))
-            if narrow is not None and math.isfinite(narrow[1]) and math.isfinite(task.tail):
+            if narrow is not None and math.isfinite(narrow[1]) and math.isfinite(width_tail(task)):
                 if task.key not in serial:
                     serial[task.key] = self.widths.model.serial_fraction(task.key)
-                peers.append(Peer(narrow[1], task.tail, serial[task.key], narrow[0], min(task.max_cores, widest),
+                peers.append(Peer(narrow[1], width_tail(task), serial[task.key], narrow[0],
+                                  min(task.max_cores, widest),
                                   self.widths.model.readings(task.key) >= widths.SURE_AFTER, task.footprint,
                                   task.key))
                 work += _work(task)
@@ -624,7 +625,7 @@ class Scheduler:
         was one core (a Montage run's 48 reprojections ended 1,100 s later at one core each than at
         two, the last ones started alone)."""
         tasks = [task for task in self._waiting.values() if id(task) in self._narrow
-                 and math.isfinite(self._narrow[id(task)][1]) and math.isfinite(task.tail)]
+                 and math.isfinite(self._narrow[id(task)][1]) and math.isfinite(width_tail(task))]
         if not tasks or self.widths.rule not in widths.ALLOTTING:
             return
         peers, work = self._peers(tasks)

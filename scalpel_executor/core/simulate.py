@@ -62,6 +62,7 @@ class SimTask:
     memory: float = 0.0  # bytes of the node's memory it holds (counted against simulate's ``memory``)
     gpus: int = 0
     tail: float = 0.0  # what the scheduler is told waits for its result (Task.tail; graph_tails computes it)
+    wide_tail: float | None = None  # the same chain at its malleable tasks' widest (Task.wide_tail); None: tail
     interference: Terms | None = None  # its true residuals in log slowdown (core.interference.Terms); None: none
     told_interference: Terms | None = None  # what the scheduler is told of them (Task.interference); None: nothing
     max_cores: int | None = None  # malleable up to this many cores (Task.max_cores); None: fixed ``cores``
@@ -357,7 +358,8 @@ def simulate(
     def to_task(i: int, t: SimTask) -> Task:
         estimate = t.solo_time if t.runtime_estimate is None else t.runtime_estimate
         return Task(i, t.footprint, estimate, t.priority, t.intensity, payload=t, runtime_spread=t.runtime_spread,
-                    cores=t.cores, memory=t.memory, gpus=t.gpus, tail=t.tail, interference=t.told_interference,
+                    cores=t.cores, memory=t.memory, gpus=t.gpus, tail=t.tail, wide_tail=t.wide_tail,
+                    interference=t.told_interference,
                     key=t.key, max_cores=t.max_cores)
 
     batcher: Batcher[Task] | None = (None if batching is None

@@ -35,6 +35,9 @@ class Task:
     #                    upward rank less its own run time; 0: none known). The default policy starts a
     #                    task with a long tail early and predicts a schedule's end as the latest
     #                    finish + tail (core.planning)
+    wide_tail: float | None = None  # the same chain with each malleable task in it at its widest width in a
+    #                    cache domain, by its key's speed-up so far: what the width rule weighs (core.widths),
+    #                    as it widens a task whose end decides the work's; None: ``tail``
     interference: tuple[float, ...] | None = None  # its profile key's core.interference.Terms: sensitivity,
     #                    pressure and bandwidth intensity, residuals in log slowdown beside co-runners;
     #                    None: the footprint model alone
@@ -51,6 +54,11 @@ class Task:
     def malleable(self) -> bool:
         """It may start on more cores than ``cores`` (``max_cores`` above it)."""
         return self.max_cores is not None and self.max_cores > self.cores
+
+
+def width_tail(task: Task) -> float:
+    """The chain the width rule weighs behind ``task``: ``wide_tail`` where told, else ``tail``."""
+    return task.tail if task.wide_tail is None else task.wide_tail
 
 
 def rank(task: Task) -> float:

@@ -21,8 +21,9 @@ key never seen wider runs narrow (reason ``no speed-up learned``) and one readin
 **The width** (:func:`choose_width`) is the one that ends the work soonest as far as the
 scheduler can tell at the start: for each candidate width w the predicted end is the latest of
 
-* the task's own end and the chain that waits for it: T(w) + ``Task.tail`` (its malleable tasks
-  counted at their widest: :func:`at_width`);
+* the task's own end and the chain that waits for it: T(w) + ``Task.wide_tail`` (its malleable
+  tasks counted at their widest: :func:`at_width`; ``Task.tail``, the chain as they run, orders
+  the tasks instead);
 * the node's backlog spread over its cores: (core-seconds waiting and left to run + w·T(w)) / cores,
   which grows with w as the efficiency (s·w + 1 − s)⁻¹ falls: while many tasks wait, wide tasks
   waste cores on sub-linear speed-ups (reason ``many waiting``);
@@ -168,8 +169,8 @@ def amdahl(serial_fraction: float, width: int) -> float:
 def at_width(seconds: float, serial_fraction: float, width: int, to: int) -> float:
     """``seconds`` on ``width`` cores, taken to ``to`` cores by Amdahl's law.
 
-    A chain a task is told waits for it (``Task.tail``) counts each malleable task of it at its
-    widest width, at its key's serial fraction so far (:func:`scalpel_executor.core.simulate.graph_tails`,
+    The chain the width rule weighs behind a task (``Task.wide_tail``) counts each malleable task
+    of it at its widest width, at its key's serial fraction so far (:func:`scalpel_executor.core.simulate.graph_tails`,
     the executor's tails): the allotment widens such a task when it arrives where its end decides
     the work's, so its narrowest width overstates the chain, and the tasks the chain waits for were
     widened for ``critical path`` to meet an end it would not have. (Measured reason: 1000genome on
@@ -318,7 +319,7 @@ class Peer:
     """A malleable task waiting beside the one that starts, as the width choice weighs it."""
 
     runtime: float  # estimated seconds at its narrowest width
-    tail: float = 0.0  # seconds of the chain that waits for it
+    tail: float = 0.0  # seconds of the chain that waits for it, at the widest (Task.wide_tail)
     serial: float = 1.0  # its key's serial fraction
     low: int = 1  # its narrowest width
     high: int = 1  # its widest (within a domain)
@@ -629,7 +630,8 @@ def choose_width(low: int, high: int, runtime: float, tail: float, serial: float
     runtime : float
         Its estimated run time at ``low`` cores, seconds.
     tail : float
-        Seconds of the chain that waits for its result (``Task.tail``).
+        Seconds of the chain that waits for its result, its malleable tasks at their widest
+        (``Task.wide_tail``, else ``Task.tail``: :func:`scalpel_executor.core.tasks.width_tail`).
     serial, readings : float, int
         Its key's serial fraction and the readings it rests on (:class:`SpeedupModel`).
     outlook : Outlook

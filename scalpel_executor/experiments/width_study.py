@@ -19,7 +19,8 @@ An instance is a workload on a machine of :data:`scalpel_executor.core.machines.
 * a WfChef workflow (:data:`~scalpel_executor.experiments.workflows.STUDY_SHAPES`, drawn with the
   seed), each task type one profile key with its own serial fraction, released as its parents
   end through the live pool's batch rule, each task told its tail on the DAG
-  (:func:`~scalpel_executor.core.simulate.graph_tails`), the chain's tasks at their widest at the
+  (:func:`~scalpel_executor.core.simulate.graph_tails`): the chain at its tasks' estimates, which
+  orders them, and, for the width rule, the chain with its malleable tasks at their widest at the
   serial fractions the rule starts the run with (a first run's: no gain, so at their narrowest);
 * a batch of malleable kernels arriving at once, :data:`BATCH_PER_CORE` tasks per core of the
   machine, :data:`KERNELS` kernel types (keys) each with a serial fraction, solo times on one core
@@ -116,13 +117,17 @@ def fixed_width(tasks: Sequence[SimTask], width: int) -> list[SimTask]:
 
 
 def _with_tails(tasks: list[SimTask], rule: Widths | None = None, domain: int | None = None) -> list[SimTask]:
-    """``tasks`` told their tails; with ``rule``, malleable ones count at their widest (up to
-    ``domain`` cores) at the serial fractions ``rule`` knows now, as the executor tells them."""
+    """``tasks`` told their tails (``tail``: the chain as its tasks are estimated, which orders
+    them); with ``rule``, also the chain with its malleable tasks at their widest (up to ``domain``
+    cores) at the serial fractions ``rule`` knows now (``wide_tail``, which the width rule weighs),
+    as the executor tells them."""
     if not any(t.parents for t in tasks):
         return tasks
-    tails = graph_tails(tasks, serial_fraction=None if rule is None else rule.model.serial_fraction,
-                        domain_cores=domain)
-    return [dataclasses.replace(t, tail=tail) for t, tail in zip(tasks, tails)]
+    tails = graph_tails(tasks)
+    if rule is None:
+        return [dataclasses.replace(t, tail=tail) for t, tail in zip(tasks, tails)]
+    wide = graph_tails(tasks, serial_fraction=rule.model.serial_fraction, domain_cores=domain)
+    return [dataclasses.replace(t, tail=tail, wide_tail=at_widest) for t, tail, at_widest in zip(tasks, tails, wide)]
 
 
 def run_instance(workload: str, seed: int, machines: Sequence[str], reused: dict | None = None,

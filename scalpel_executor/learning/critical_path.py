@@ -6,24 +6,28 @@ run time). The default policy starts a task with a long tail early (``Task.tail`
 
     Parsl launches a task ─ GraphMemoizer.check_memo ─> Sighting: its Parsl id, app, parents, the DFK's
     (runtime.driver.graph)                                      pending graph (children not yet launched)
-    executor.submit ────── Tails.tail(sighting, key, app) ─> seconds, and where they came from:
+    executor.submit ────── Tails.tail(sighting, key, app) ─> seconds, the same at the widest, and their source:
        "graph":   the pending children's longest chain, each child's run time estimated by its app
                   (learned in this run, else in the store, else the executor's default_runtime), and
                   where the visible graph ends, that app's learned tail;
        "learned": no child visible (no graph: a plain Config, or none invoked yet): the key's learned tail;
        None:      neither: 0, and the task is ordered as before
     executor.shutdown ──── RunGraph.learned() ─> per key and per app, this run's mean tail of its tasks
-                           (their measured wall times down the chains the run really had, a
-                           malleable task's taken to its widest width: below) ──>
-                           CriticalPathStore.record: folded into the stored value (ALPHA per run)
+                           (their measured wall times down the chains the run really had) and the
+                           same at the widest (below) ──>
+                           CriticalPathStore.record: folded into the stored values (ALPHA per run)
 
-**A malleable task counts at its widest.** The wall time a malleable task's chain counts (the run's
-means, the tails learned, the stored run times) is the one it would take on its widest width on the
-cache domain it ran on (its node's word) by its key's speed-up so far (``Estimator.at_widest``), an
-estimate, not a measurement: the width rule widens a task
-whose end decides the work's when it arrives, so the width it ran at beside many others overstates
-its chain, and tasks waiting for that chain were widened for an end it would not have (the
-simulator's tails count the same, :func:`scalpel_executor.core.simulate.graph_tails`).
+**Two tails: as the tasks ran, and at the widest.** Every tail is counted twice. ``tail`` (the
+run's mean wall times, the tails learned, the stored run times) is the chain as its tasks ran; it
+orders the tasks (``Task.tail``). ``wide_tail`` counts each malleable task in it at the time it
+would take on its widest width on the cache domain it ran on (its node's word) by its key's speed-up
+so far (``Estimator.at_widest``), an estimate, not a measurement; the width rule weighs it
+(``Task.wide_tail``). The width rule widens a task whose end decides the work's when it arrives,
+so the width it ran at beside many others overstates the chain a width must meet, and tasks waiting
+for that chain were widened for an end it would not have; but a stage of many malleable tasks
+cannot all run at their widest, so the chain at the widest understates what gates the tasks
+before it, and they lost their place in the order (the simulator's tails count the same,
+:func:`scalpel_executor.core.simulate.graph_tails`; docs/results/widths.md).
 
 **The graph wins where it is seen.** A key whose learned tail is stale (the workflow changed
 shape) or contradicts the pending graph is told what the graph shows; its learned tail counts only
@@ -66,31 +70,45 @@ GRAPH, LEARNED = "graph", "learned"  # where a task's tail came from (the run re
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS key_tails (key TEXT PRIMARY KEY, tail REAL NOT NULL, runtime REAL NOT NULL,
-    children TEXT NOT NULL, tasks INTEGER NOT NULL, runs INTEGER NOT NULL, updated REAL NOT NULL)
+    children TEXT NOT NULL, tasks INTEGER NOT NULL, runs INTEGER NOT NULL, updated REAL NOT NULL,
+    wide_tail REAL, wide_runtime REAL)
 """
+_COLUMNS = "key, tail, runtime, children, tasks, runs, wide_tail, wide_runtime"
 
 
 @dataclass(frozen=True)
 class Learned:
     """What the runs of one key (or one app: :data:`APP_PREFIX`) taught: the mean longest chain after
     its tasks (``tail``, seconds), their mean wall time, the keys of their children, how many tasks
-    and runs taught it."""
+    and runs taught it; the chain and the wall time with malleable tasks at their widest (module
+    docstring; None: a row from before they were kept, read as ``tail`` and ``runtime``)."""
 
     tail: float
     runtime: float
     children: tuple[str, ...] = ()
     tasks: int = 0
     runs: int = 1
+    wide_tail: float | None = None
+    wide_runtime: float | None = None
+
+    @property
+    def widest(self) -> tuple[float, float]:
+        """The chain and the wall time at the widest (``tail`` and ``runtime`` where not kept)."""
+        return (self.tail if self.wide_tail is None else self.wide_tail,
+                self.runtime if self.wide_runtime is None else self.wide_runtime)
 
     def to_dict(self) -> dict:
+        wide_tail, wide_runtime = self.widest
         return {"tail": round(self.tail, 6), "runtime": round(self.runtime, 6), "children": list(self.children),
-                "tasks": self.tasks, "runs": self.runs}
+                "tasks": self.tasks, "runs": self.runs, "wide_tail": round(wide_tail, 6),
+                "wide_runtime": round(wide_runtime, 6)}
 
 
 class CriticalPathStore(SideTables):
     """The learned tails, in the profile store's file (table ``key_tails``)."""
 
     SCHEMA = _SCHEMA
+    ADDED = (("key_tails", "wide_tail", "REAL"), ("key_tails", "wide_runtime", "REAL"))
     WHAT = "the learned critical paths"
 
     def get(self, keys: Iterable[str]) -> dict[str, Learned]:
@@ -99,15 +117,14 @@ class CriticalPathStore(SideTables):
         if not keys:
             return {}
         rows = self._read(lambda c: c.execute(
-            f"SELECT key, tail, runtime, children, tasks, runs FROM key_tails WHERE key IN "
-            f"({','.join('?' * len(keys))})", keys).fetchall())
+            f"SELECT {_COLUMNS} FROM key_tails WHERE key IN ({','.join('?' * len(keys))})", keys).fetchall())
         return {row[0]: learned for row in rows if (learned := _parse(row)) is not None}
 
     def rows(self, prefix: str = "") -> dict[str, Learned]:
         """Every stored row whose key starts with ``prefix``."""
         rows = self._read(lambda c: c.execute(
-            "SELECT key, tail, runtime, children, tasks, runs FROM key_tails WHERE substr(key, 1, ?) = ? "
-            "ORDER BY key", (len(prefix), prefix)).fetchall())
+            f"SELECT {_COLUMNS} FROM key_tails WHERE substr(key, 1, ?) = ? ORDER BY key",
+            (len(prefix), prefix)).fetchall())
         return {row[0]: learned for row in rows if (learned := _parse(row)) is not None}
 
     def record(self, run: Mapping[str, Learned]) -> None:
@@ -116,33 +133,44 @@ class CriticalPathStore(SideTables):
 
         def fold(connection) -> None:
             stored = {row[0]: learned for row in connection.execute(
-                f"SELECT key, tail, runtime, children, tasks, runs FROM key_tails WHERE key IN "
-                f"({','.join('?' * len(run))})", list(run)).fetchall() if (learned := _parse(row)) is not None}
+                f"SELECT {_COLUMNS} FROM key_tails WHERE key IN ({','.join('?' * len(run))})",
+                list(run)).fetchall() if (learned := _parse(row)) is not None}
             for key, new in run.items():
                 old = stored.get(key)
                 if old is not None:
                     children = tuple(dict.fromkeys([*new.children, *old.children]))[:CHILD_KEYS_KEPT]
+                    (new_wide, new_wide_runtime), (old_wide, old_wide_runtime) = new.widest, old.widest
                     new = Learned(ALPHA * new.tail + (1 - ALPHA) * old.tail,
                                   ALPHA * new.runtime + (1 - ALPHA) * old.runtime, children,
-                                  old.tasks + new.tasks, old.runs + 1)
-                connection.execute("INSERT OR REPLACE INTO key_tails VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                  old.tasks + new.tasks, old.runs + 1,
+                                  ALPHA * new_wide + (1 - ALPHA) * old_wide,
+                                  ALPHA * new_wide_runtime + (1 - ALPHA) * old_wide_runtime)
+                connection.execute(f"INSERT OR REPLACE INTO key_tails ({_COLUMNS}, updated) "
+                                   f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                                    (key, new.tail, new.runtime, json.dumps(list(new.children)), new.tasks, new.runs,
-                                    now))
+                                    *new.widest, now))
 
         if run:
             self._run(fold)
 
 
 def _parse(row: tuple) -> Learned | None:
-    """A stored row, or None for one no version wrote (hand-edited: a tail that is not a number ≥ 0)."""
-    _, tail, runtime, children, tasks, runs = row
-    if not all(isinstance(v, (int, float)) and math.isfinite(v) and v >= 0 for v in (tail, runtime)):
+    """A stored row, or None for one no version wrote (hand-edited: a tail that is not a number ≥ 0);
+    a value at the widest that is not such a number reads as none kept."""
+    _, tail, runtime, children, tasks, runs, wide_tail, wide_runtime = row
+    if not all(_seconds(v) for v in (tail, runtime)):
         return None
     try:
         names = tuple(str(c) for c in json.loads(children)) if children else ()
     except (TypeError, ValueError):
         names = ()
-    return Learned(float(tail), float(runtime), names, int(tasks or 0), int(runs or 1))
+    return Learned(float(tail), float(runtime), names, int(tasks or 0), int(runs or 1),
+                   float(wide_tail) if _seconds(wide_tail) else None,
+                   float(wide_runtime) if _seconds(wide_runtime) else None)
+
+
+def _seconds(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
 
 
 @dataclass
@@ -152,6 +180,7 @@ class _Node:
     parents: tuple[int, ...]
     wall: float | None = None  # None: it has not ended (or ended by shutdown)
     ok: bool = False
+    wide: float | None = None  # its wall time taken to its widest width (module docstring)
 
 
 #: Where a run graph's node keeps its wall time (a node is held as a plain tuple of _Node's fields:
@@ -181,7 +210,7 @@ class RunGraph:
     def launched(self, task_id: int, key: str, app: str, parents: Iterable[int]) -> None:
         """A task (or a retry of it: the latest try counts) was handed to the executor."""
         with self._lock:
-            self._nodes[task_id] = (key, app, tuple(parents), None, False)
+            self._nodes[task_id] = (key, app, tuple(parents), None, False, None)
             if len(self._nodes) >= self._check_at:
                 self._forget(self.kept // 4)
 
@@ -195,25 +224,28 @@ class RunGraph:
         self.forgotten += len(old)
         self._check_at = max(self.kept, len(self._nodes)) + self.kept // 4
 
-    def ended(self, task_id: int, wall: float, ok: bool) -> None:
+    def ended(self, task_id: int, wall: float, ok: bool, wide: float | None = None) -> None:
+        """Task ``task_id`` ran ``wall`` seconds (``wide``: taken to its widest width; None: ``wall``)."""
         with self._lock:
             node = self._nodes.get(task_id)
             if node is not None:
-                key, app, parents, _, _ = node
+                key, app, parents = node[:3]
                 wall = max(0.0, wall)
-                self._nodes[task_id] = (key, app, parents, wall, ok)
+                wide = wall if wide is None else max(0.0, wide)
+                self._nodes[task_id] = (key, app, parents, wall, ok, wide)
                 if ok:
-                    walls = self._walls.setdefault(app, [0.0, 0])
+                    walls = self._walls.setdefault(app, [0.0, 0, 0.0])
                     walls[0] += wall
                     walls[1] += 1
+                    walls[2] += wide
 
-    def mean_wall(self, app: str) -> float | None:
-        """This run's mean wall time of ``app``'s succeeded tasks, or None. O(1): every submit whose
-        task has children in the pending graph asks it per child (a sum over the run's wall times
-        cost a two-stage pipeline of n items O(n²))."""
+    def mean_wall(self, app: str, *, wide: bool = False) -> float | None:
+        """This run's mean wall time of ``app``'s succeeded tasks (``wide``: taken to their widest),
+        or None. O(1): every submit whose task has children in the pending graph asks it per child
+        (a sum over the run's wall times cost a two-stage pipeline of n items O(n²))."""
         with self._lock:
             walls = self._walls.get(app)
-            return walls[0] / walls[1] if walls else None
+            return walls[2 if wide else 0] / walls[1] if walls else None
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -229,10 +261,12 @@ class RunGraph:
                 if parent in nodes and parent != task_id:
                     children[parent].append(task_id)
         tail: dict[int, float] = {}
+        wide: dict[int, float] = {}
         # Parsl numbers a task after every task it depends on, so descending ids are a reverse topological order.
         for task_id in sorted(nodes, reverse=True):
-            tail[task_id] = max((nodes[c].wall + tail[c] for c in children[task_id]
-                                 if nodes[c].ok and c > task_id), default=0.0)
+            after = [c for c in children[task_id] if nodes[c].ok and c > task_id]
+            tail[task_id] = max((nodes[c].wall + tail[c] for c in after), default=0.0)
+            wide[task_id] = max((nodes[c].wide + wide[c] for c in after), default=0.0)
         groups: dict[str, list[int]] = defaultdict(list)
         for task_id, node in nodes.items():
             if node.ok:
@@ -243,7 +277,9 @@ class RunGraph:
             kids = Counter(nodes[c].key for m in members for c in children[m] if nodes[c].ok)
             out[name] = Learned(sum(tail[m] for m in members) / len(members),
                                 sum(nodes[m].wall for m in members) / len(members),
-                                tuple(k for k, _ in kids.most_common(CHILD_KEYS_KEPT)), len(members))
+                                tuple(k for k, _ in kids.most_common(CHILD_KEYS_KEPT)), len(members),
+                                wide_tail=sum(wide[m] for m in members) / len(members),
+                                wide_runtime=sum(nodes[m].wide for m in members) / len(members))
         return out
 
 
@@ -280,20 +316,34 @@ class Tails:
         row = self._stored(APP_PREFIX + app)
         return row.tail if row is not None else 0.0
 
-    def tail(self, sighting, key: str, app: str) -> tuple[float, str | None]:
-        """Seconds of the chain waiting for this task, and where they came from (``graph``,
-        ``learned``, None). ``sighting``: :class:`scalpel_executor.runtime.driver.graph.Sighting`, or None."""
+    def _wide_estimate(self, app: str) -> float:
+        """:meth:`_estimate` at the widest."""
+        wall = self.run.mean_wall(app, wide=True)
+        if wall is not None:
+            return wall
+        row = self._stored(APP_PREFIX + app)
+        return row.widest[1] if row is not None else self.default_runtime
+
+    def _wide_frontier(self, app: str) -> float:
+        row = self._stored(APP_PREFIX + app)
+        return row.widest[0] if row is not None else 0.0
+
+    def tail(self, sighting, key: str, app: str) -> tuple[float, float, str | None]:
+        """Seconds of the chain waiting for this task, the same at the widest (module docstring), and
+        where they came from (``graph``, ``learned``, None). ``sighting``:
+        :class:`scalpel_executor.runtime.driver.graph.Sighting`, or None."""
         if sighting is not None:
             self.run.launched(sighting.task_id, key, app, sighting.parents)
             if sighting.graph.children(sighting.task_id):
                 seconds = sighting.graph.tail(sighting.task_id, self._estimate, self._frontier)
+                wide = sighting.graph.tail(sighting.task_id, self._wide_estimate, self._wide_frontier)
                 self.sources[GRAPH] += 1
-                return seconds, GRAPH
+                return seconds, wide, GRAPH
         row = self._stored(key)
         if row is not None and row.tail > 0:
             self.sources[LEARNED] += 1
-            return row.tail, LEARNED
-        return 0.0, None
+            return row.tail, row.widest[0], LEARNED
+        return 0.0, 0.0, None
 
     def learn(self) -> dict[str, Learned]:
         """Store what this run's graph taught (nothing without a graph); returns it."""

@@ -261,3 +261,24 @@ def test_a_batch_of_more_tasks_than_cores_explores_every_key_and_the_next_run_ha
     assert scheduler.width_reasons[widths.PLANNED_EXPLORATION] >= 1
     assert len([r for r in result.records if r.cores > 1]) <= 3 * (widths.SURE_AFTER + 1)
     assert result.makespan <= one_core * (1 + 2 * widths.EXPLORE_COST)
+
+
+def test_the_tail_orders_a_malleable_task_and_its_tail_at_the_widest_sizes_it():
+    """``Task.tail`` (the chain as its tasks run) decides when a task starts, ``Task.wide_tail`` (the
+    same chain at its malleable tasks' widest) how wide: a stage of many malleable tasks cannot all
+    run at their widest, so the chain at the widest understated what gates the tasks before it and
+    they lost their place in the order (SoyKB on ``xeon16``); but the width rule must meet the chain
+    as it will run once widened (1000genome on ``wide``). 40 one-core tasks of 30 s wait on two
+    8-core domains beside a malleable task of 10 s, its key's serial fraction 0.1."""
+    def first_dispatch(tail, wide_tail):
+        rule = Widths("scalpel")
+        rule.model.seed("k", 0.1, 3)
+        s = Scheduler([list(range(8)), list(range(8, 16))], "scalpel", llc=32 * MiB, width_rule=rule)
+        task = Task("m", runtime=10.0, key="k", max_cores=8, tail=tail, wide_tail=wide_tail)
+        s.add([Task(f"w{i}", runtime=30.0, key="w") for i in range(40)] + [task])
+        started = [start.task for start in s.dispatch(0.0) if start.task is task]
+        return (started[0].cores, started[0].width_reason) if started else None
+
+    assert first_dispatch(100.0, None) == (8, widths.CRITICAL_PATH)  # one tail: both
+    assert first_dispatch(100.0, 0.0) == (1, widths.MANY_WAITING)  # first for its chain, narrow for the wide one
+    assert first_dispatch(0.0, 100.0) is None  # the chain at the widest does not move it up the order

@@ -53,3 +53,21 @@ def test_known_adds_the_rule_told_the_true_speed_ups_and_reports_it(tmp_path, ca
     with pytest.raises(SystemExit) as ended:
         width_study.main([*TINY, "--known", "-1", "--out", str(tmp_path / "x.json")])
     assert ended.value.code == 2
+
+
+def test_a_learned_run_is_told_its_chains_as_estimated_and_at_the_widest_by_what_it_knows():
+    """The study tells each task both tails, as the executor does: ``tail`` on the estimates (it
+    orders the tasks) and ``wide_tail`` with the malleable tasks at their widest at the fits the
+    rule knows (what the width rule weighs); a first run, knowing nothing, only the first."""
+    from scalpel_executor.core.simulate import SimTask
+    from scalpel_executor.core.widths import Widths, amdahl
+    tasks = [SimTask("a", 1.0, key="a", max_cores=4), SimTask("b", 8.0, parents=(0,), key="b", max_cores=4),
+             SimTask("c", 2.0, parents=(1,), key="c")]
+    first = width_study._with_tails(tasks)
+    assert [t.tail for t in first] == [10.0, 2.0, 0.0] and all(t.wide_tail is None for t in first)
+    rule = Widths("scalpel")
+    rule.model.seed("b", 0.25, 50)
+    learned = width_study._with_tails(tasks, rule, 4)
+    assert [t.tail for t in learned] == [10.0, 2.0, 0.0]
+    assert learned[0].wide_tail == pytest.approx(8.0 * amdahl(rule.model.serial_fraction("b"), 4) + 2.0)
+    assert width_study._with_tails(tasks[:1], rule, 4) == tasks[:1]  # no chains: nothing told

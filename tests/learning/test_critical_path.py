@@ -79,7 +79,8 @@ def test_the_store_folds_each_run_in_and_survives_a_hand_edited_row(tmp_path):
     assert row.children == ("d", "c")
     store.close()
     with sqlite3.connect(path) as connection:
-        connection.execute("INSERT INTO key_tails VALUES ('bad', 'x', 1, 'not json', 1, 1, 0)")
+        connection.execute("INSERT INTO key_tails (key, tail, runtime, children, tasks, runs, updated) "
+                           "VALUES ('bad', 'x', 1, 'not json', 1, 1, 0)")
     store = CriticalPathStore(path)
     assert "bad" not in store.get(["bad", "k"]) and "k" in store.rows()
     store.close()
@@ -105,7 +106,7 @@ class _Graph:
         return self._children.get(task_id, [])
 
     def tail(self, task_id, estimate, frontier):
-        return self._seconds
+        return self._seconds if not self._children.get(task_id) else estimate("analyse") + frontier("analyse")
 
 
 class _Sighting:
@@ -118,11 +119,55 @@ def test_the_graph_wins_over_a_stale_learned_tail_and_the_learned_one_fills_in_w
     store.record({"m.prepare()": Learned(100.0, 0.1)})  # learned when the workflow had a longer chain
     tails = Tails(store, default_runtime=1.0)
     seen = _Sighting(1, _Graph({1: [(2, "analyse")]}, 3.0))
-    assert tails.tail(seen, "m.prepare()", "prepare") == (3.0, GRAPH)
-    assert tails.tail(None, "m.prepare()", "prepare") == (100.0, LEARNED)  # no graph: what earlier runs taught
-    assert tails.tail(_Sighting(7, _Graph({}, 0.0)), "m.prepare()", "prepare") == (100.0, LEARNED)
-    assert tails.tail(None, "m.unknown()", "unknown") == (0.0, None)
+    assert tails.tail(seen, "m.prepare()", "prepare") == (1.0, 1.0, GRAPH)  # the default run time, no frontier
+    assert tails.tail(None, "m.prepare()", "prepare") == (100.0, 100.0, LEARNED)  # no graph: earlier runs'
+    assert tails.tail(_Sighting(7, _Graph({}, 0.0)), "m.prepare()", "prepare") == (100.0, 100.0, LEARNED)
+    assert tails.tail(None, "m.unknown()", "unknown") == (0.0, 0.0, None)
     assert dict(tails.sources) == {GRAPH: 1, LEARNED: 2}
+
+
+def test_each_tail_is_learned_and_told_twice_as_the_tasks_ran_and_at_their_widest(tmp_path):
+    graph = RunGraph()
+    for task_id, (key, app), parents in [(1, ("m.prepare()", "prepare"), ()), (2, ("m.analyse(num)", "analyse"), (1,)),
+                                         (3, ("m.report(num)", "report"), (2,))]:
+        graph.launched(task_id, key, app, parents)
+    graph.ended(1, 0.1, True)
+    graph.ended(2, 4.0, True, wide=1.0)  # malleable: on two cores it would have taken 1 s at its widest
+    graph.ended(3, 3.0, True)  # not malleable: the same
+    assert graph.mean_wall("analyse") == 4.0 and graph.mean_wall("analyse", wide=True) == 1.0
+    learned = graph.learned()
+    assert learned["m.prepare()"].tail == pytest.approx(7.0)  # as they ran: what orders its tasks
+    assert learned["m.prepare()"].widest == pytest.approx((4.0, 0.1))  # what the width rule weighs
+    assert learned[APP_PREFIX + "analyse"].widest[1] == 1.0 and learned[APP_PREFIX + "analyse"].runtime == 4.0
+    # kept across runs, folded by ALPHA as the tail is
+    store = CriticalPathStore(tmp_path / "p.sqlite")
+    store.record(learned)
+    store.record({"m.prepare()": Learned(5.0, 0.1, wide_tail=2.0, wide_runtime=0.1)})
+    row = store.get(["m.prepare()"])["m.prepare()"]
+    assert row.tail == pytest.approx(ALPHA * 5.0 + (1 - ALPHA) * 7.0)
+    assert row.widest[0] == pytest.approx(ALPHA * 2.0 + (1 - ALPHA) * 4.0)
+    # a later run tells a task of that key both, from the graph by its apps' run times at each, or learned
+    tails = Tails(store, default_runtime=1.0)
+    seen = _Sighting(10, _Graph({10: [(11, "analyse")]}, 0.0))
+    assert tails.tail(seen, "m.prepare()", "prepare") == (7.0, 4.0, GRAPH)  # analyse, then its frontier
+    assert tails.tail(None, "m.prepare()", "prepare") == (row.tail, row.widest[0], LEARNED)
+    store.close()
+
+
+def test_a_store_from_before_the_tails_at_the_widest_reads_them_as_its_tails(tmp_path):
+    path = tmp_path / "profiles.db"
+    with sqlite3.connect(path) as connection:  # the table as versions before wrote it
+        connection.execute("CREATE TABLE key_tails (key TEXT PRIMARY KEY, tail REAL NOT NULL, runtime REAL NOT NULL, "
+                           "children TEXT NOT NULL, tasks INTEGER NOT NULL, runs INTEGER NOT NULL, "
+                           "updated REAL NOT NULL)")
+        connection.execute("INSERT INTO key_tails VALUES ('k', 6.0, 2.0, '[]', 3, 1, 0)")
+    store = CriticalPathStore(path)
+    row = store.get(["k"])["k"]
+    assert (row.tail, row.runtime, row.wide_tail, row.widest) == (6.0, 2.0, None, (6.0, 2.0))
+    store.record({"k": Learned(4.0, 2.0, wide_tail=2.0, wide_runtime=1.0)})
+    row = store.get(["k"])["k"]
+    assert row.widest == pytest.approx((ALPHA * 2.0 + (1 - ALPHA) * 6.0, ALPHA * 1.0 + (1 - ALPHA) * 2.0))
+    store.close()
 
 
 def test_the_report_note_names_the_source():
@@ -155,7 +200,7 @@ def test_the_run_mean_wall_counts_succeeded_tasks_of_the_app_and_keeps_no_list_o
     assert graph.mean_wall("a") == pytest.approx(sum(walls_a) / len(walls_a))
     assert graph.mean_wall("nosuch") is None
     # a running total per app, not the run's wall times: asked once per child at every submit
-    assert all(len(kept) == 2 for kept in graph._walls.values())
+    assert all(len(kept) == 3 for kept in graph._walls.values())
 
 
 def test_a_long_runs_graph_forgets_its_oldest_ended_tasks_and_keeps_those_still_running():
@@ -185,7 +230,7 @@ def test_a_run_graphs_nodes_leave_the_garbage_collectors_care():
     gc.collect()
     gc.collect()
     assert not any(gc.is_tracked(node) for node in graph._nodes.values())
-    assert _Node(*graph._nodes[1]) == _Node("k", "a", (), 0.5, True)
+    assert _Node(*graph._nodes[1]) == _Node("k", "a", (), 0.5, True, 0.5)
     assert _Node(*graph._nodes[2]) == _Node("k", "a", (1,), None, False)
 
 

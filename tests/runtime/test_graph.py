@@ -19,6 +19,7 @@ from parsl.executors.threads import ThreadPoolExecutor
 
 from scalpel_executor.runtime.driver import graph as graph_module
 from scalpel_executor.runtime.driver.graph import (
+    MEMOS_KEPT,
     PARSL_CHECKED,
     GraphMemoizer,
     PendingGraph,
@@ -502,7 +503,7 @@ def test_a_cycle_ends_with_a_warning(caplog):
     assert len([r for r in caplog.records if r.name == LOGGER]) == 1
 
 
-def test_other_estimators_or_invalidate_start_a_new_generation():
+def test_each_pair_of_estimators_keeps_its_memo_until_too_many_or_invalidate():
     dfk = TableDFK()
     graph = PendingGraph(dfk)
     head = dfk.submit("gated")
@@ -510,8 +511,15 @@ def test_other_estimators_or_invalidate_start_a_new_generation():
     assert graph.tail(head, estimate, no_frontier) == 1.0
     generation = graph.generation
     assert graph.tail(head, estimate, no_frontier) == 1.0 and graph.generation == generation
-    later = dict(ESTIMATES, step=4.0)
-    assert graph.tail(head, later.__getitem__, no_frontier) == 4.0
+    wide = dict(ESTIMATES, step=4.0)
+    for _ in range(3):  # the executor's two tails, as tasks ran and at the widest, asked in turn
+        assert graph.tail(head, wide.__getitem__, no_frontier) == 4.0
+        assert graph.tail(head, estimate, no_frontier) == 1.0
+    assert graph.generation == generation
+    others = [dict(ESTIMATES, step=float(n)) for n in range(5, 5 + MEMOS_KEPT)]
+    assert [graph.tail(head, other.__getitem__, no_frontier) for other in others] == [o["step"] for o in others]
+    assert graph.generation > generation  # more pairs than kept: the memos start again
+    generation = graph.generation
     graph.invalidate()
     assert graph.generation > generation
 

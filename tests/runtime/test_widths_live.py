@@ -72,11 +72,12 @@ def test_a_real_run_keeps_a_malleable_keys_reading_and_the_next_run_starts_from_
 
 
 def test_a_malleable_tasks_chain_counts_it_at_its_widest_by_its_keys_speed_up(tmp_path):
-    """A chain waiting for a malleable task counts that task at its widest width by its key's
-    speed-up (the width rule widens it where its end decides the work's): the run time this run
-    stores for a malleable app is its tasks' wall times taken to two cores by Amdahl's law, and a
-    fixed app's is its wall time. Six analyses on two cores, none with a chain after it: many
-    wait, so some run on one core."""
+    """A chain at the widest (what the width rule weighs) counts a malleable task at its widest
+    width by its key's speed-up (the width rule widens it where its end decides the work's): the
+    run time at the widest this run stores for a malleable app is its tasks' wall times taken to
+    two cores by Amdahl's law, and its run time as they ran (what orders tasks) their mean wall
+    time; a fixed app's are both its wall time. Six analyses on two cores, none with a chain after
+    it: many wait, so some run on one core."""
     import parsl
     from parsl.app.app import python_app
 
@@ -113,7 +114,8 @@ def test_a_malleable_tasks_chain_counts_it_at_its_widest_by_its_keys_speed_up(tm
     rows = [row for row in report["tasks"] if row["profile_key"] == "analyse"]
     assert len(rows) == 6
     assert any(row["width"] == 1 for row in rows), f"six waiting on two cores, yet none ran on one: {rows}"
-    stored = CriticalPathStore(path).rows(APP_PREFIX)[APP_PREFIX + "analyse"].runtime
+    learned = CriticalPathStore(path).rows(APP_PREFIX)
+    stored = learned[APP_PREFIX + "analyse"].widest[1]
 
     def counted(serial):  # the mean wall time, a task on one core taken to two by ``serial``
         return sum(row["measured_runtime"] * (amdahl(serial, 2) if row["width"] == 1 else 1.0)
@@ -122,6 +124,7 @@ def test_a_malleable_tasks_chain_counts_it_at_its_widest_by_its_keys_speed_up(tm
     # the key's fit starts at the store's 0.32 and rises as the busy loop's readings at two cores
     # (about 1) join it, to 0.61 at most with six: its wall times counted between those
     assert counted(0.3) * 0.99 < stored < counted(0.62) * 1.01 < counted(1.0)
+    assert learned[APP_PREFIX + "analyse"].runtime == pytest.approx(counted(1.0), rel=0.01)  # as they ran
     (prepared,) = [row for row in report["tasks"] if ".prepare(" in row["profile_key"]]
-    assert CriticalPathStore(path).rows(APP_PREFIX)[APP_PREFIX + "prepare"].runtime == pytest.approx(
+    assert learned[APP_PREFIX + "prepare"].widest[1] == learned[APP_PREFIX + "prepare"].runtime == pytest.approx(
         prepared["measured_runtime"], rel=0.01)

@@ -566,7 +566,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         hints = parse_hints(resource_specification, app_declared(func).get("specification"))
         walltime = parse_walltime(kwargs)
         estimate = self._estimator.estimate(func, args, kwargs, hints)
-        tail, tail_source, parsl_id = self._paths.tail_of(func, args, estimate.key)
+        tail, wide_tail, tail_source, parsl_id = self._paths.tail_of(func, args, estimate.key)
         task_id = next(self._ids)
         submitted = time.monotonic()
         future: Future = Future()
@@ -594,7 +594,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                     cores=hints.cores or self.cores_per_task,
                     memory=declared if declared is not None else self._fit.learned_memory(estimate),
                     gpus=hints.gpus or 0,
-                    tail=tail, interference=terms, max_cores=hints.max_cores,
+                    tail=tail, wide_tail=wide_tail, interference=terms, max_cores=hints.max_cores,
                     serial_fraction=estimate.speedup[0] if estimate.speedup else None,
                     serial_readings=estimate.speedup[1] if estimate.speedup else 0)
         if task.interference is not None:
@@ -647,7 +647,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             self._finished = (self._finished[0] + 1, self._finished[1] + (wall if measured else 0.0))
             if not measured:
                 wall = finished - (job.started if job.started is not None else finished)
-            self._paths.ended(job.parsl_id, self._chain_seconds(task, outcome.stats, wall), succeeded)
+            self._paths.ended(job.parsl_id, wall, self._chain_seconds(task, outcome.stats, wall), succeeded)
         except Exception:  # noqa: BLE001
             logger.exception("could not record task %s in the run report; its result is delivered all the same",
                              task.id)
@@ -690,7 +690,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                 pass
 
     def _chain_seconds(self, task: Task, stats: Mapping[str, Any], wall: float) -> float:
-        """What a chain waiting for ``task`` counts it (the run's tails, learning.critical_path): its
+        """What a chain at the widest counts ``task`` (the run's tails, learning.critical_path): its
         wall time, or a malleable task's at its widest on the cache domain it ran on (its node's
         word, ``widest`` in its stats), by its key's speed-up so far, as the scheduler widens a task
         whose end decides the work's when it arrives."""

@@ -64,6 +64,8 @@ PARSL_CHECKED: tuple[str, ...] = ("2026.10.26",)
 #: genuine one is a task between ``task_count += 1`` and its insertion, one per submitting thread;
 #: more than this are ids whose submit raised half way, and only the newest are worth keeping.
 HOLES_KEPT = 256
+#: Pairs of estimators whose chain lengths a pending graph memoizes at once (PendingGraph.tail).
+MEMOS_KEPT = 4
 
 
 @dataclass(frozen=True)
@@ -121,9 +123,10 @@ class PendingGraph:
     graph holds pending tasks only.
 
     Indexing costs O(1) per task and per edge over the whole run, plus one look-up per missing id
-    still looked for on each call. ``tail`` memoizes each descendant's chain length until a
-    *generation* ends: when a newly indexed task has a parent (a new task without one changes
-    nobody's tail), when other estimators are passed, or on :meth:`invalidate`. A workflow
+    still looked for on each call. ``tail`` memoizes each descendant's chain length, per pair of
+    estimators (at most :data:`MEMOS_KEPT` pairs; the executor passes two, as the tasks ran and at
+    the widest), until a *generation* ends: when a newly indexed task has a parent (a new task
+    without one changes nobody's tail), when more pairs are passed, or on :meth:`invalidate`. A workflow
     invoked up front thus computes each task's chain once, O(tasks + edges) in all (10,000 tasks
     in a chain: about 0.13 s on the development machine, 4 steps a task). ``steps`` counts the
     records, edges and ids looked at, for tests that must catch quadratic work without timing it.
@@ -147,8 +150,8 @@ class PendingGraph:
         self._next = 0  # lowest id never looked at
         self._holes: set[int] = set()  # ids below _next whose record was missing, not forgotten
         self._finished: set[int] = set()  # ids forgotten before the index reached them
-        self._longest: dict[int, float] = {}  # this generation's chain length from each task
-        self._estimators: tuple[Any, Any] | None = None
+        # this generation's chain length from each task, per pair of estimators (estimate, frontier)
+        self._memos: dict[tuple[Any, Any], dict[int, float]] = {}
 
     def children(self, task_id: int) -> list[tuple[int, str]]:
         """The pending tasks ``(id, func_name)`` that depend on ``task_id``, in submission order."""
@@ -186,16 +189,16 @@ class PendingGraph:
 
         Notes
         -----
-        Iterative: a chain of any depth costs no recursion. Memoized per generation (see the
-        class); pass the same callables each time (bound methods of one object compare equal), or
-        the memo is dropped. Call :meth:`invalidate` when what they return has changed.
+        Iterative: a chain of any depth costs no recursion. Memoized per generation and pair of
+        callables (see the class): pass the same ones each time (bound methods of one object compare
+        equal). Call :meth:`invalidate` when what they return has changed.
         """
         with self._lock:
             self._index_new()
-            if self._estimators != (estimate, frontier):
-                self._estimators = (estimate, frontier)
+            if len(self._memos) >= MEMOS_KEPT and (estimate, frontier) not in self._memos:
                 self._new_generation()
-            chains = [self._longest_from(kid, estimate, frontier)
+            longest = self._memos.setdefault((estimate, frontier), {})
+            chains = [self._longest_from(kid, estimate, frontier, longest)
                       for kid in self._children.get(task_id, ()) if kid in self._names]
             return max(chains, default=0.0)
 
@@ -204,7 +207,8 @@ class PendingGraph:
         with self._lock:
             self._names.pop(task_id, None)
             self._children.pop(task_id, None)
-            self._longest.pop(task_id, None)
+            for longest in self._memos.values():
+                longest.pop(task_id, None)
             if task_id in self._holes:
                 self._holes.discard(task_id)
             elif task_id >= self._next:
@@ -217,7 +221,7 @@ class PendingGraph:
 
     def _new_generation(self) -> None:
         self.generation += 1
-        self._longest.clear()
+        self._memos.clear()
 
     def _index_new(self) -> None:
         tasks = self.dfk.tasks
@@ -270,7 +274,7 @@ class PendingGraph:
         return added
 
     def _longest_from(self, start: int, estimate: Callable[[str], float],
-                      frontier: Callable[[str], float]) -> float:
+                      frontier: Callable[[str], float], longest: dict[int, float]) -> float:
         """``longest(start)`` (see :meth:`tail`), by an explicit-stack post-order walk.
 
         A node is expanded on its first visit (its unresolved children pushed) and valued on its
@@ -278,7 +282,7 @@ class PendingGraph:
         not yet valued lies below on the stack, so it is an ancestor: that edge closes a cycle and
         is skipped.
         """
-        longest, names = self._longest, self._names
+        names = self._names
         expanded: set[int] = set()
         stack = [start]
         while stack:

@@ -4,9 +4,10 @@
 calls it at five moments; the tails themselves are :class:`~scalpel_executor.learning.critical_path.Tails`::
 
     executor.start ───── start(profile store) ──> Tails (learned tails beside the profiles; none without a store)
-    executor.submit ──── tail_of(func, args, key) ── take_sighting ──> (seconds, source, Parsl id) ──> Task.tail
+    executor.submit ──── tail_of(func, args, key) ── take_sighting ──> (seconds, at the widest, source, Parsl id)
+                                                                         ──> Task.tail, Task.wide_tail
                           (no sighting yet: install the graph's memoizer once, runtime.driver.graph.install)
-    executor._complete ─ ended(Parsl id, wall, ok) ──> the run's graph learns the task's run time
+    executor._complete ─ ended(Parsl id, wall, at the widest, ok) ──> the run's graph learns its run time
     executor.shutdown ── learn() ──> the store's key_tails (one transaction)
     run_report ───────── report() ──> the report's ``critical_path``
 
@@ -57,12 +58,13 @@ class PathLearning:
                 logger.warning("executor %r learns no critical paths: %s", self.executor.label, error)
         self.tails = Tails(paths, self.default_runtime)
 
-    def tail_of(self, func, args: tuple, key: str) -> tuple[float, str | None, int | None]:
-        """The chain waiting for this call's result (seconds), where that came from, and its Parsl task
-        id when the graph showed it (learning.critical_path); (0, None, None) when nothing is known."""
+    def tail_of(self, func, args: tuple, key: str) -> tuple[float, float, str | None, int | None]:
+        """The chain waiting for this call's result (seconds), the same at the widest, where they
+        came from, and its Parsl task id when the graph showed it (learning.critical_path);
+        (0, 0, None, None) when nothing is known."""
         tails = self.tails
         if tails is None:
-            return 0.0, None, None
+            return 0.0, 0.0, None, None
         try:
             sighting = take_sighting(self.executor.label, args)
             if sighting is None and not self.graph_checked:
@@ -70,13 +72,13 @@ class PathLearning:
                 self._install_graph()
             self.graph_seen |= sighting is not None
             app = sighting.func_name if sighting is not None else getattr(func, "__name__", "")
-            seconds, source = tails.tail(sighting, key, app)
-            return seconds, source, None if sighting is None else sighting.task_id
+            seconds, wide, source = tails.tail(sighting, key, app)
+            return seconds, wide, source, None if sighting is None else sighting.task_id
         except Exception as error:  # noqa: BLE001 - a task is never refused for what orders it
             if not tails.sources["failed"]:  # said once
                 logger.warning("executor %r orders tasks without their critical path: %s", self.executor.label, error)
             tails.sources["failed"] += 1
-            return 0.0, None, None
+            return 0.0, 0.0, None, None
 
     def _install_graph(self) -> None:
         """Show later tasks' places in the graph: wrap the memoizer of the DataFlowKernel running the
@@ -89,10 +91,11 @@ class PathLearning:
         if any(executor is self.executor for executor in getattr(dfk, "executors", {}).values()):
             see_graph(dfk)
 
-    def ended(self, parsl_id: int | None, wall: float, succeeded: bool) -> None:
-        """A task the graph showed (``parsl_id``) ran ``wall`` seconds: the run's graph learns it."""
+    def ended(self, parsl_id: int | None, wall: float, wide: float, succeeded: bool) -> None:
+        """A task the graph showed (``parsl_id``) ran ``wall`` seconds (``wide`` at its widest width):
+        the run's graph learns it."""
         if parsl_id is not None and self.tails is not None:
-            self.tails.run.ended(parsl_id, wall, succeeded)
+            self.tails.run.ended(parsl_id, wall, succeeded, wide)
 
     def learn(self) -> None:
         """Store the tails this run's graph taught (one transaction); a fault is one warning."""
