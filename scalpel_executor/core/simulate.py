@@ -79,8 +79,10 @@ class SimTask:
         return self.solo_at(max(self.cores, self.max_cores or self.cores))
 
     def __post_init__(self) -> None:
-        for name in ("solo_time", "footprint", "arrival", "tail"):
+        for name in ("solo_time", "footprint", "arrival", "tail", "wide_tail"):
             value = getattr(self, name)
+            if name == "wide_tail" and value is None:
+                continue
             if not isinstance(value, (int, float)) or math.isnan(value) or math.isinf(value) or value < 0:
                 raise ValueError(f"task {self.name!r}: {name} must be a finite number ≥ 0, got {value!r}")
         for name in ("cores", "gpus"):
@@ -217,7 +219,8 @@ def graph_tails(tasks: Sequence[SimTask], *, estimates: bool = True,
 
     With ``serial_fraction`` (a profile key's, as the width rule knows it:
     ``Widths.model.serial_fraction``), a malleable task counts at its widest width, capped at
-    ``domain_cores``, as the executor's tails count it (:func:`scalpel_executor.core.widths.at_width`)."""
+    ``domain_cores``, as the executor's tails at the widest count it (``SimTask.wide_tail``, what the
+    width rule weighs; :func:`scalpel_executor.core.widths.at_width`)."""
     children, _ = _dag(tasks)  # validates parents and finds cycles
     duration = [t.runtime_estimate if estimates and t.runtime_estimate is not None else t.solo_time for t in tasks]
     if serial_fraction is not None:

@@ -205,7 +205,7 @@ class RunGraph:
         self._check_at = kept  # at this many tasks, forget
         self._nodes: dict[int, tuple] = {}  # task id -> _Node's fields
         self._lock = threading.Lock()
-        self._walls: dict[str, list[float]] = {}  # by app: [total, count] of this run's wall times
+        self._walls: dict[str, list[float]] = {}  # by app: [total, count, total at the widest] of its wall times
 
     def launched(self, task_id: int, key: str, app: str, parents: Iterable[int]) -> None:
         """A task (or a retry of it: the latest try counts) was handed to the executor."""

@@ -297,9 +297,9 @@ class Estimator:
 
     def at_widest(self, key: str, seconds: float, width: int, widest: int) -> float:
         """``seconds`` a task of ``key`` ran on ``width`` cores, taken to ``widest`` cores by its
-        key's serial fraction so far, shrunk as the scheduler's: what a chain waiting for a task of
-        its app counts it (:func:`scalpel_executor.core.widths.at_width`); ``seconds`` where the key
-        has no speed-up learned (no gain)."""
+        key's serial fraction so far, shrunk as the scheduler's: what a chain at the widest counts a
+        task of its app (``Task.wide_tail``; :func:`scalpel_executor.core.widths.at_width`); ``seconds``
+        where the key has no speed-up learned (no gain)."""
         return at_width(seconds, self._serial(key), width, widest)
 
     def _serial(self, key: str) -> float:

@@ -70,8 +70,11 @@ def test_graph_tails_name_a_cycle():
 
 @pytest.mark.parametrize("bad", [-1.0, math.inf, math.nan])
 def test_a_bad_tail_is_refused_naming_it(bad):
-    with pytest.raises(ValueError, match="tail must be a finite number"):
+    with pytest.raises(ValueError, match="'x': tail must be a finite number"):
         SimTask("x", 1.0, tail=bad)
+    with pytest.raises(ValueError, match="'x': wide_tail must be a finite number"):
+        SimTask("x", 1.0, wide_tail=bad)
+    assert SimTask("x", 1.0, wide_tail=None).wide_tail is None  # none told: the width rule reads ``tail``
 
 
 def test_the_evaluator_ends_an_order_at_the_latest_finish_plus_tail():
