@@ -85,7 +85,7 @@ import math
 import random
 from bisect import bisect_left, insort
 from collections import Counter, deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 
 from scalpel_executor.core import admission, resources
 from scalpel_executor.core.contention import ContentionModel
@@ -474,6 +474,8 @@ class Scheduler:
             slowdown = slowed / (now - began) if now > began and slowed > 0 else since
             task.width_reading = self.widths.observe(task.key, narrowest[0], task.cores, (now - began) / max(slowdown, 1e-9),
                                                      narrowest[1], task.width_reason == EXPLORING)
+            if task.width_reading is not None and self.widths.model.readings(task.key) == widths.SURE_AFTER:
+                self._allot_sure(task.key)
         elif narrowest is not None and self._running[index].width_reason == EXPLORING:
             self.widths.model.explore(self._running[index].key, -1)
         self._slowed.pop(index, None)
@@ -695,7 +697,18 @@ class Scheduler:
         self._waiting_work += _work(task)
         self._wide_waiting += task.cores > 1 or needs_resources(task)
 
-    def _allot_arrival(self, task: Task) -> None:
+    def _allot_sure(self, key: Hashable) -> None:
+        """Key ``key``'s speed-up was just measured (its :data:`~scalpel_executor.core.widths.SURE_AFTER`
+        th reading): its waiting tasks, planned while it was unsure (at no gain, their narrowest), are
+        planned as a task of it arriving now would be (:meth:`_allot_arrival`), where that is wider.
+        O(tasks waiting), once per key; not a replan, which would order and explore the whole batch again."""
+        if self._allotted is None:
+            return
+        for task in self._waiting.values():
+            if task.key == key and id(task) in self._narrow and id(task) not in self._planned_explore:
+                self._allot_arrival(task, narrower=False)
+
+    def _allot_arrival(self, task: Task, *, narrower: bool = True) -> None:
         """Plan malleable ``task``, arriving into a plan that is up to date (merged, not planned
         again), at its thriftiest width with the cache the last allotment counted (:meth:`_retarget`):
         so many wait that the allotment would widen it no further. O(widths), not a replan.
@@ -712,7 +725,7 @@ class Scheduler:
         sizes = widths.shaped_sizes(domain) if self.widths.rule == "scalpel" else range(1, domain + 1)
         width = widths.thriftiest(peer, sorted({peer.low, *(w for w in sizes if peer.low <= w <= peer.high)}),
                                   self._allotted)
-        if width != task.cores:
+        if width > task.cores or (narrower and width < task.cores):
             self._set_width(task, peer, width)
 
     def _unbook(self, index: int) -> None:

@@ -202,6 +202,30 @@ def test_waiting_tasks_of_a_crowded_key_are_planned_at_their_thriftiest_width_as
     assert result.makespan < 0.9 * one_core.makespan
 
 
+def test_a_key_measured_mid_run_plans_its_waiting_tasks_at_their_thriftiest_width():
+    """The test above with the key's speed-up resting on one reading, not four, and the cores of one
+    domain freeing one at a time. The key's first task, alone on the other domain, is explored wider;
+    the 24 that arrive while it runs are planned as if the key did not speed up (one core each, its
+    key unsure). Its reading makes the key sure (``SURE_AFTER``), and the tasks still waiting are
+    planned at their thriftiest width (a whole domain: ``fewer co-runners``), as a task of the key
+    arriving then would be. Left at one core, they ran so to the end (24.2 s, 0.99x every task on one
+    core; 21.4 s planned again)."""
+    tasks = [SimTask(f"f{i}", 2.0 + 3 * i, 1 * MiB, key="fixed") for i in range(4)]
+    tasks += [SimTask(f"t{i}", 4.0, 8 * MiB, arrival=0.0 if i == 0 else 0.1, max_cores=4, serial_fraction=0.05,
+                      key="k") for i in range(25)]
+    rule = Widths()
+    rule.model.seed("k", 0.05, widths.SURE_AFTER - 1)
+    scheduler = Scheduler(PAPER, "scalpel", llc=12 * MiB, model=MODEL, width_rule=rule)
+    result = simulate(tasks, PAPER, 12 * MiB, model=MODEL, scheduler=scheduler)
+    (explored,) = [r for r in result.records if r.name == "t0"]
+    assert explored.cores > 1 and rule.model.readings("k") >= widths.SURE_AFTER
+    wide = [r for r in result.records if r.name.startswith("t") and r.cores == 4]
+    assert len(wide) >= 16 and min(r.start for r in wide) >= explored.end
+    assert scheduler.width_reasons[widths.FEWER_CORUNNERS] == len(wide)
+    one_core = simulate([dataclasses.replace(t, max_cores=None) for t in tasks], PAPER, 12 * MiB, model=MODEL)
+    assert result.makespan < 0.9 * one_core.makespan
+
+
 def test_a_crowded_key_arriving_into_a_long_plan_is_planned_at_its_thriftiest_width():
     """Thirty 8 MiB tasks of a key measured at serial fraction 0.05 are allotted a whole 4-core
     domain each (the tests above); thirty more arrive one at a time while those wait, into a plan
