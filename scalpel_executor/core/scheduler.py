@@ -701,14 +701,18 @@ class Scheduler:
         """Key ``key``'s speed-up was just measured (its :data:`~scalpel_executor.core.widths.SURE_AFTER`
         th reading): its waiting tasks, planned while it was unsure (at no gain, their narrowest), are
         planned as a task of it arriving now would be (:meth:`_allot_arrival`), where that is wider.
-        O(tasks waiting), once per key; not a replan, which would order and explore the whole batch again."""
+        O(tasks waiting), once per key; not a replan, which would order and explore the whole batch again.
+        The plan's index, which keeps each task's rank, is built again where a width changed."""
         if self._allotted is None:
             return
+        changed = False
         for task in self._waiting.values():
             if task.key == key and id(task) in self._narrow and id(task) not in self._planned_explore:
-                self._allot_arrival(task, narrower=False)
+                changed |= self._allot_arrival(task, narrower=False)
+        if changed and self._index is not None:
+            self._index = PlanIndex([group.tasks[0] for group in self._plan])
 
-    def _allot_arrival(self, task: Task, *, narrower: bool = True) -> None:
+    def _allot_arrival(self, task: Task, *, narrower: bool = True) -> bool:
         """Plan malleable ``task``, arriving into a plan that is up to date (merged, not planned
         again), at its thriftiest width with the cache the last allotment counted (:meth:`_retarget`):
         so many wait that the allotment would widen it no further. O(widths), not a replan.
@@ -716,10 +720,10 @@ class Scheduler:
         Merged at its narrowest, a key's later tasks started on the one core free beside the first
         ones' (a SoyKB run on ``xeon16`` with its speed-ups known: 208 of its 300 haplotype callers of
         192 MiB on one core, crowded sixteen to a 300 MiB LLC, 0.77x the whole domain's makespan;
-        0.98x planned so, docs/results/widths.md)."""
+        0.98x planned so, docs/results/widths.md). Returns whether its width changed."""
         peers, _ = self._peers((task,))
         if not peers or not peers[0].sure:  # an estimate not finite, or a key whose speed-up is not measured
-            return
+            return False
         peer = peers[0]
         domain = max(self.cores_per_domain)
         sizes = widths.shaped_sizes(domain) if self.widths.rule == "scalpel" else range(1, domain + 1)
@@ -727,6 +731,8 @@ class Scheduler:
                                   self._allotted)
         if width > task.cores or (narrower and width < task.cores):
             self._set_width(task, peer, width)
+            return True
+        return False
 
     def _unbook(self, index: int) -> None:
         task = self._running[index]
