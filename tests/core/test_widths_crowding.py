@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from scalpel_executor.core import widths
 from scalpel_executor.core.contention import ContentionModel
-from scalpel_executor.core.scheduler import Scheduler
+from scalpel_executor.core.scheduler import Scheduler, Task
 from scalpel_executor.core.simulate import SimTask, simulate
 from scalpel_executor.core.widths import Crowding, Outlook, Peer, Widths, allot, choose_width
 
@@ -224,6 +224,28 @@ def test_a_key_measured_mid_run_plans_its_waiting_tasks_at_their_thriftiest_widt
     assert scheduler.width_reasons[widths.FEWER_CORUNNERS] == len(wide)
     one_core = simulate([dataclasses.replace(t, max_cores=None) for t in tasks], PAPER, 12 * MiB, model=MODEL)
     assert result.makespan < 0.9 * one_core.makespan
+
+
+def test_a_task_arriving_after_a_key_was_measured_is_merged_by_the_ranks_its_tasks_have_now():
+    """Driven by hand: a key with one reading explores on one domain while 24 of its tasks (4 s on
+    one core) arrive and wait at one core. Its reading makes the key sure, and they are planned on a
+    whole domain, 1.47 s each. A 2 s task arriving then is merged before them (rank 2 s against
+    1.47 s) and starts at the next dispatch; merged by the ranks of before (4 s), it went last."""
+    scheduler = Scheduler(PAPER, "scalpel", llc=12 * MiB, model=MODEL)
+
+    def task(i):
+        return Task(f"t{i}", runtime=4.0, footprint=8 * MiB, key="k", max_cores=4, serial_fraction=0.05,
+                    serial_readings=widths.SURE_AFTER - 1)
+
+    scheduler.add([task(0)])
+    [explorer] = scheduler.dispatch(0.0)
+    later = [task(i) for i in range(1, 25)]
+    scheduler.add(later)
+    started = {id(start.task) for start in scheduler.dispatch(0.1)}
+    scheduler.release(explorer.slot, 4.0 * widths.amdahl(0.05, explorer.task.cores))
+    assert sum(t.cores == 4 for t in later if id(t) not in started) >= 16
+    scheduler.add([Task("x", runtime=2.0, footprint=1 * MiB, key="x")])
+    assert "x" in [start.task.id for start in scheduler.dispatch(1.2)]
 
 
 def test_a_crowded_key_arriving_into_a_long_plan_is_planned_at_its_thriftiest_width():
