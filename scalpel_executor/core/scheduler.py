@@ -698,8 +698,8 @@ class Scheduler:
         self._wide_waiting += task.cores > 1 or needs_resources(task)
 
     def _allot_sure(self, key: Hashable) -> None:
-        """Key ``key``'s speed-up was just measured (its :data:`~scalpel_executor.core.widths.SURE_AFTER`
-        th reading): its waiting tasks, planned while it was unsure (at no gain, their narrowest), are
+        """Key ``key``'s speed-up was just measured (its readings reached
+        :data:`~scalpel_executor.core.widths.SURE_AFTER`): its waiting tasks, planned while it was unsure (at no gain, their narrowest), are
         planned as a task of it arriving now would be (:meth:`_allot_arrival`), where that is wider.
         O(tasks waiting), once per key; not a replan, which would order and explore the whole batch again.
         The plan's index, which keeps each task's rank, is built again where a width changed."""
