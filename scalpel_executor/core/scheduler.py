@@ -321,7 +321,7 @@ class Scheduler:
                 if task.serial_fraction is not None and task.key not in self._seeded:
                     self._seeded.add(task.key)  # what earlier runs learned, once per key, before this run's readings
                     self.widths.model.seed(task.key, min(1.0, max(0.0, task.serial_fraction)), max(0, task.serial_readings))
-            if (merge or place) and task.malleable and self._allotted is not None:
+            if (merge or place) and task.malleable:
                 self._allot_arrival(task)
             if merge:
                 self._merge(task)
@@ -703,8 +703,6 @@ class Scheduler:
         planned as a task of it arriving now would be (:meth:`_allot_arrival`), where that is wider.
         O(tasks waiting), once per key; not a replan, which would order and explore the whole batch again.
         The plan's index, which keeps each task's rank, is built again where a width changed."""
-        if self._allotted is None:
-            return
         changed = False
         for task in self._waiting.values():
             if task.key == key and id(task) in self._narrow and id(task) not in self._planned_explore:
@@ -714,23 +712,27 @@ class Scheduler:
 
     def _allot_arrival(self, task: Task, *, narrower: bool = True) -> bool:
         """Plan malleable ``task``, arriving into a plan that is up to date (merged, not planned
-        again), at its thriftiest width with the cache the last allotment counted (:meth:`_retarget`):
-        so many wait that the allotment would widen it no further. O(widths), not a replan.
+        again), at its thriftiest width with the cache the last allotment counted (:meth:`_retarget`),
+        and wider while its own run time there would end the work alone: the allotment of it alone
+        (:func:`~scalpel_executor.core.widths.allot`), the work waiting and running as the area, its
+        chain not counted (each of a stage's tasks arriving alone would count the stage's chain as
+        its own). O(widths), not a replan.
 
         Merged at its narrowest, a key's later tasks started on the one core free beside the first
         ones' (a SoyKB run on ``xeon16`` with its speed-ups known: 208 of its 300 haplotype callers of
         192 MiB on one core, crowded sixteen to a 300 MiB LLC, 0.77x the whole domain's makespan;
-        0.98x planned so, docs/results/widths.md). Returns whether its width changed."""
+        0.98x planned so, docs/results/widths.md). At its thriftiest width, a Montage background
+        model of 38,000 s on one core (``paper``, seed 801, its speed-ups known) started on the two
+        cores free and ran 25,000 s after every other task had ended: 0.765x the whole domain's
+        makespan, 0.960x planned on a whole domain. Returns whether its width changed."""
         peers, _ = self._peers((task,))
         if not peers or not peers[0].sure:  # an estimate not finite, or a key whose speed-up is not measured
             return False
-        peer = peers[0]
-        domain = max(self.cores_per_domain)
-        sizes = widths.shaped_sizes(domain) if self.widths.rule == "scalpel" else range(1, domain + 1)
-        width = widths.thriftiest(peer, sorted({peer.low, *(w for w in sizes if peer.low <= w <= peer.high)}),
-                                  self._allotted)
+        backlog = max(0.0, self._waiting_work - _work(task)) + self._running_work()
+        (width,), _, _ = widths.allot((dataclasses.replace(peers[0], tail=0.0),), len(self.slots) - len(self._disabled), max(self.cores_per_domain),
+                                      backlog, shaped=self.widths.rule == "scalpel", crowding=self._allotted)
         if width > task.cores or (narrower and width < task.cores):
-            self._set_width(task, peer, width)
+            self._set_width(task, peers[0], width)
             return True
         return False
 

@@ -45,7 +45,8 @@ cache and wide ones do not. Where the misses of a crowded domain cost more than 
 fraction wastes, a wider width spends fewer core-seconds: the allotment starts each task from its
 thriftiest width, not its narrowest (reason ``fewer co-runners``), and so are the widths the
 waiting tasks are planned at, their cores reserved (``Scheduler._retarget``; a task arriving into a
-plan that is up to date, at its thriftiest width, ``Scheduler._allot_arrival``). Footprints that
+plan that is up to date, at its thriftiest width or wider where its own run time would end the
+work alone, ``Scheduler._allot_arrival``). Footprints that
 fit the cache slow nothing, and the choice is the one made without crowding. Only keys whose speed-up rests on
 :data:`SURE_AFTER` readings are crowded (``Peer.sure``): a first run bets nothing on the cache for
 a key it has not seen wider. (Measured reason: on the tuning

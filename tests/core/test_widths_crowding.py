@@ -266,6 +266,27 @@ def test_a_crowded_key_arriving_into_a_long_plan_is_planned_at_its_thriftiest_wi
     assert result.makespan < 54.0
 
 
+@pytest.mark.parametrize("llc", [12 * MiB, None])
+def test_an_arrival_that_would_end_the_work_alone_is_planned_wider_than_its_thriftiest_width(llc):
+    """Sixty tasks of a measured key that gains little from width (serial fraction 0.6) wait at one
+    core each, ending at staggered times; a 400 s task of a measured key (serial fraction 0.2)
+    arrives into that plan and is merged. At its thriftiest width, one core, it would end 400 s
+    after the rest's 35 s: it is planned as the allotment would widen it, on a whole domain (160 s),
+    and waits for one, the cache counted or not (``llc`` None). Planned at one core, it started on
+    the one core free and ran 400 s (408 s against 169 s)."""
+    tasks = [SimTask(f"t{i}", 3.0 + 0.1 * i, 1 * MiB, max_cores=4, serial_fraction=0.6, key="k")
+             for i in range(60)]
+    tasks.append(SimTask("big", 400.0, 1 * MiB, arrival=5.05, max_cores=4, serial_fraction=0.2, key="big"))
+    rule = Widths()
+    rule.model.seed("k", 0.6, 4)
+    rule.model.seed("big", 0.2, 4)
+    scheduler = Scheduler(PAPER, "scalpel", llc=llc, model=MODEL, width_rule=rule)
+    result = simulate(tasks, PAPER, 12 * MiB, model=MODEL, scheduler=scheduler)
+    [big] = [r for r in result.records if r.name == "big"]
+    assert big.cores == 4
+    assert result.makespan < 200.0
+
+
 def test_while_malleable_tasks_wait_the_admission_rolls_out_only_a_short_plan(monkeypatch):
     """Planned at their thriftiest widths, most of a batch waits wide, and each start of a narrower
     task beside them asked the admission check to roll the whole plan out (up to ROLLOUT_LIMIT
