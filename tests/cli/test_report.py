@@ -349,3 +349,18 @@ def test_a_malleable_tasks_row_says_its_width_and_why(runinfo):
     lines = describe(report)
     header = next(index for index, line in enumerate(lines) if line.split()[:2] == ["task", "profile"])
     assert "width" in lines[header] and "2: tail" in lines[header + 2]
+
+
+def test_the_closing_line_says_the_widths_malleable_tasks_started_on_and_why():
+    """A run whose malleable tasks all ran at their narrowest says so, and why: the width rule
+    changed nothing; tasks of fixed cores are not counted, and a run without malleable tasks says
+    nothing of widths."""
+    fixed = {"task_id": 0, "domain": 0, "started": 0.0, "finished": 1.0, "admission": "fits", "width": None}
+    narrow = [{**fixed, "task_id": i, "width": 1, "width_reason": "no speed-up learned"} for i in (1, 2, 3)]
+    base = {"tasks_finished": 5, "tasks_failed": 0}
+    assert "widths of 3 malleable tasks: 3 at 1 core (no speed-up learned)" in run_summary(
+        {**report([fixed, *narrow]), **base}, None)
+    wide = {**fixed, "task_id": 4, "width": 2, "width_reason": "exploring, planned"}
+    assert "widths of 4 malleable tasks: 3 at 1 core (no speed-up learned), 1 at 2 cores (exploring, planned)" in (
+        run_summary({**report([fixed, *narrow, wide]), **base}, None))
+    assert "widths" not in run_summary({**report([fixed]), **base}, None)

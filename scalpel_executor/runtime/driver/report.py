@@ -433,6 +433,9 @@ def run_summary(report: Mapping, path: str | None, *, unwritten: str | None = No
              _corun_words(report), _source_words(report["sources"])]
     if "profile_store" in report:  # a report from before the clause has no store section
         parts.append(_learned_words(report))
+    widths = width_words(report)
+    if widths:
+        parts.append(widths)
     replayed = model_words(report.get("model"), report["policy"])
     if replayed:
         parts.append(replayed)
@@ -460,6 +463,31 @@ def _corun_words(report: Mapping) -> str:
         return f"{together} (policy {report['policy']} does not check starts against what runs)"
     accepted = seconds_covered(stretch for stretch in stretches if stretch.reason in ACCEPTED_CORUNS)
     return f"{together}, {accepted:.2f} s of it accepted at admission"
+
+
+def width_words(report: Mapping) -> str | None:
+    """The widths the run's malleable tasks started on, how many at each and why
+    (:data:`~scalpel_executor.core.widths.REASONS`); None where no task was malleable. Where every
+    one ran at its narrowest for want of a learned speed-up, this says the width rule changed
+    nothing.
+
+    >>> rows = [{"width": 1, "width_reason": "no speed-up learned"}] * 3 + [{"width": 2, "width_reason": "tail"},
+    ...         {"width": 1, "width_reason": "many waiting"}, {"width": None}]
+    >>> width_words({"tasks": rows})
+    'widths of 5 malleable tasks: 4 at 1 core (no speed-up learned 3, many waiting 1), 1 at 2 cores (tail)'
+    """
+    by_width: dict[int, Counter[str]] = {}
+    for row in report["tasks"]:
+        if row.get("width") is not None:
+            by_width.setdefault(row["width"], Counter())[row.get("width_reason") or "reason not recorded"] += 1
+    if not by_width:
+        return None
+    groups = []
+    for width, reasons in sorted(by_width.items()):
+        why = ", ".join(reason if len(reasons) == 1 else f"{reason} {count}" for reason, count in reasons.most_common())
+        groups.append(f"{sum(reasons.values())} at {width} core{'s' if width != 1 else ''} ({why})")
+    malleable = sum(sum(reasons.values()) for reasons in by_width.values())
+    return f"widths of {malleable} malleable task{'s' if malleable != 1 else ''}: {', '.join(groups)}"
 
 
 def _learned_words(report: Mapping) -> str:
