@@ -55,7 +55,8 @@ KEY_ROOM = 24
 REASON_ROOM = 20
 #: What the table's columns mean, printed under it.
 COLUMNS_EXPLAINED = ("Times are seconds since the run's first task started; a task's end is its start plus the wall "
-                     "time its worker measured; waited s: from its submit (its inputs ready) to its start. "
+                     "time its worker measured; waited s: from its submit (its inputs ready) to its start, for the "
+                     "tasks submitted before the workers were up their start included. "
                      "footprint: what the probe measured (~: an estimate, the task was not "
                      "measured); admitted as: the footprint its start was decided on, the estimate at that moment; "
                      "over LLC s: how long it ran beside tasks whose footprints together overflowed its LLC; "
