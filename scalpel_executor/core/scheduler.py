@@ -278,6 +278,7 @@ class Scheduler:
         #                                                   cores and run time estimate there
         self._planned_explore: set[int] = set()  # id() of a waiting task planned at an explored width (_retarget)
         self._free_now: set[int] = set()  # id() of a planned task started narrower on the cores free (_sooner_now)
+        self._capped: set[int] = set()  # id() of a waiting task packed narrower than allotted: it starts no wider
         self._widened: dict[int, tuple[int, float]] = {}  # slot index of a running malleable task -> its
         #                                                   narrowest cores and run time estimate there
         self._seeded: set = set()  # keys whose speed-up earlier runs' readings started (Task.serial_fraction)
@@ -560,7 +561,10 @@ class Scheduler:
             footprint=task.footprint,
         )
         planned = task.cores
-        choice = self.widths.choose(task.key, task.cores, task.max_cores, task.runtime, width_tail(task), outlook,
+        capped = id(task) in self._capped
+        self._capped.discard(id(task))
+        high = task.cores if capped else task.max_cores
+        choice = self.widths.choose(task.key, task.cores, high, task.runtime, width_tail(task), outlook,
                                     may_explore=not admission.guessed(task))
         self._widened[slot.index] = narrow
         if choice.width != task.cores:
@@ -583,6 +587,8 @@ class Scheduler:
                 Peer(narrow[1], width_tail(task), self.widths.model.serial_fraction(task.key), narrow[0],
                      sure=self.widths.model.readings(task.key) >= widths.SURE_AFTER, footprint=task.footprint),
                 task.cores, outlook.crowding)
+        elif capped and choice.width == narrow[0] and reason not in (EXPLORING, widths.KEPT):
+            reason = widths.PACKED  # narrower than allotted: so the few waiting start without a second round
         task.width_reason = reason
         self.width_reasons[reason] += 1
 
@@ -635,9 +641,17 @@ class Scheduler:
         shape = (len(self.slots) - len(self._disabled), max(self.cores_per_domain), backlog)
         self._allotted = self._crowding(peers, max(self.cores_per_domain))
         fitted, _, _ = widths.allot(peers, *shape, shaped=self.widths.rule == "scalpel", crowding=self._allotted)
-        if widths.packs(peers) and self._waiting_work - work <= 1e-9 * work and not any(self._buffers):
+        self._capped.clear()
+        if (len(peers) <= widths.PACKED_PEERS and self._waiting_work - work <= 1e-9 * work
+                and not any(self._buffers)
+                and (widths.packs(peers) or not any(admission.guessed(task) for task in
+                                                    itertools.chain(tasks, self._running.values())))):
+            allotted_widths = fitted
             fitted = widths.packed(peers, fitted, self._free_at(), shaped=self.widths.rule == "scalpel",
-                                   crowding=self._allotted)
+                                   crowding=self._allotted, wider=widths.packs(peers))
+            if not widths.packs(peers):  # packed narrower only, and kept to it at the start
+                self._capped.update(id(task) for task, width, plain in zip(tasks, fitted, allotted_widths)
+                                    if width < plain)
         exploring = Counter(task.key for task in self._running.values()
                             if task.width_reason in (EXPLORING, widths.PLANNED_EXPLORATION))
         busy = {key for key, running in exploring.items()  # as many explored as it takes to be sure

@@ -89,7 +89,9 @@ would be (``Scheduler._allot_sure``): at their thriftiest width, where the cache
 *Packing the last few* (:func:`packs`, :func:`packed`): the allotment's end counts the node's
 cores as one pool, but a task cannot span domains. Where few malleable tasks wait, nothing else
 does, and no chain waits for them, their allotment is list-scheduled on the cores as they free
-(:func:`packed_end`) against every task at one size, and the soonest kept.
+(:func:`packed_end`) against every task at one size, and the soonest kept. Where a chain waits
+for them, only narrower: each at the width the list schedule starts it on, capped at its allotted
+one, and a start keeps to it (reason ``packed on the domains``).
 
 *Starting on the cores free* (:func:`start_now`): a task planned wider than the cores free on a
 domain, where nothing may backfill them, starts now on those cores where that ends it sooner than
@@ -122,7 +124,7 @@ __all__ = ["amdahl", "at_width", "widest", "serial_fraction_from", "shrunk", "sh
            "equipartition",
            "Widths", "RULES", "REASONS",
            "TAIL", "CRITICAL_PATH", "FEWER_CORUNNERS", "MANY_WAITING", "NO_SPEEDUP", "NO_GAIN", "OTHERS_LONGER",
-           "EXPLORING", "PLANNED_EXPLORATION", "KEPT", "FREE_NOW",
+           "EXPLORING", "PLANNED_EXPLORATION", "KEPT", "FREE_NOW", "PACKED",
            "EQUAL_SHARE", "SHRINK", "SURE_AFTER", "EXPLORE_COST", "HYSTERESIS", "TIE", "PACKED_PEERS"]
 
 #: Pseudo-readings of "no gain" (s = 1) each key's serial fraction starts from.
@@ -151,10 +153,11 @@ EXPLORING = "exploring"  # wider, to learn its key's speed-up where a wrong gues
 PLANNED_EXPLORATION = "exploring, planned"  # wider as planned (explore_allotted): its cores were reserved
 KEPT = "kept"  # its key's previous width, within HYSTERESIS of the best
 FREE_NOW = "sooner on the cores free"  # narrower than planned: waiting for its planned width would end it later
+PACKED = "packed on the domains"  # narrow: allotted wider, some of the few waiting would start only as others end
 EQUAL_SHARE = "equal share"  # plain equipartitioning's width (the study's baseline rule)
 #: Every reason a width is given, for reports.
 REASONS = (TAIL, CRITICAL_PATH, FEWER_CORUNNERS, MANY_WAITING, NO_SPEEDUP, NO_GAIN, OTHERS_LONGER, EXPLORING,
-           PLANNED_EXPLORATION, KEPT, FREE_NOW, EQUAL_SHARE)
+           PLANNED_EXPLORATION, KEPT, FREE_NOW, PACKED, EQUAL_SHARE)
 
 #: Width rules: ``scalpel`` (the default: the soonest end, topology-shaped sizes), ``scalpel-any``
 #: (the same on any width), ``equipartition`` (plain, any width) and ``equipartition-shaped``
@@ -462,25 +465,32 @@ def packed_end(peers: Sequence[Peer], chosen: Sequence[int], free_at: Sequence[S
     >>> packed_end([Peer(4.0, serial=0.0, high=4), Peer(4.0, serial=0.0, high=4)], [4, 4], [[0, 0, 0, 0]])
     2.0
     """
+    return _pack(peers, chosen, free_at, shaped, crowding)[0]
+
+
+def _pack(peers: Sequence[Peer], chosen: Sequence[int], free_at: Sequence[Sequence[float]], shaped: bool,
+          crowding: Crowding | None) -> tuple[float, list[int]]:
+    """:func:`packed_end`'s list schedule: the end and the width each peer starts on in it."""
     cores = [sorted(domain) for domain in free_at]
     domain_cores = max((len(domain) for domain in cores), default=0)
     ranked = sorted(range(len(peers)), key=lambda i: -(_crowded_own(peers[i], chosen[i], crowding) + peers[i].tail))
-    end = 0.0
+    end, started = 0.0, list(chosen)
     for rank, i in enumerate(ranked):
         peer, width = peers[i], chosen[i]
         start, domain = min(((times[width - 1], d) for d, times in enumerate(cores) if len(times) >= width),
                             default=(math.inf, -1))
         if domain < 0:
-            return math.inf
+            return math.inf, started
         free = bisect_right(cores[domain], start)
         share = min(free, sum(bisect_right(times, start) for times in cores) // (len(ranked) - rank))
         if share > width:
             width = max(w for w in _sizes(peer.low, min(peer.high, domain_cores), domain_cores, shaped)
                         if w <= max(share, width))
+        started[i] = width
         own = _crowded_own(peer, width, crowding)
         cores[domain] = sorted(cores[domain][width:] + [start + own] * width)
         end = max(end, start + own + peer.tail)
-    return end
+    return end, started
 
 
 def packs(peers: Sequence[Peer]) -> bool:
@@ -493,7 +503,7 @@ def packs(peers: Sequence[Peer]) -> bool:
 
 
 def packed(peers: Sequence[Peer], allotted: Sequence[int], free_at: Sequence[Sequence[float]],
-           *, shaped: bool = True, crowding: Crowding | None = None) -> list[int]:
+           *, shaped: bool = True, crowding: Crowding | None = None, wider: bool = True) -> list[int]:
     """``allotted`` (from :func:`allot`), or every peer at one size where that ends the peers more
     than :data:`TIE` sooner, list-scheduled on the cores as they free (:func:`packed_end`): for a
     scheduler with few malleable tasks waiting and nothing else (:data:`PACKED_PEERS`).
@@ -502,16 +512,25 @@ def packed(peers: Sequence[Peer], allotted: Sequence[int], free_at: Sequence[Seq
     domains, and a narrow one that seems to run beside the wide ones holds a domain a wide one
     needs. (Measured reason: four tasks on ``paper``'s two 4-core domains, their speed-ups known,
     planned two on a domain each and a 1.8 s one on one core, after which the third waited for a
-    whole domain: 1.56x the makespan of every task on a whole domain, docs/results/widths.md.)"""
+    whole domain: 1.56x the makespan of every task on a whole domain, docs/results/widths.md.)
+
+    ``wider`` False, for peers a chain waits for (more work follows, which the cores are kept for):
+    every size is capped at each peer's allotted width, and the widths returned are those the list
+    schedule starts each peer on (a start widens a peer where cores sit free), capped so. The pool
+    bound does not see rounds: Montage's 48 reprojections on ``wide``'s 64 cores, their speed-ups
+    known, were allotted two cores each, and 16 waited for the first 32 to end (0.899x the makespan
+    of every task on one core; 1.011x packed, docs/results/widths.md)."""
     domain_cores = max((len(domain) for domain in free_at), default=0)
-    best, best_end = list(allotted), packed_end(peers, allotted, free_at, shaped=shaped, crowding=crowding)
+    best_end, started = _pack(peers, allotted, free_at, shaped, crowding)
+    best = list(allotted)
     for size in shaped_sizes(domain_cores) if shaped else range(1, domain_cores + 1):
         trial = [max(w for w in _sizes(peer.low, min(peer.high, domain_cores), domain_cores, shaped)
                      if w <= max(size, peer.low)) for peer in peers]
-        if trial != best and (end := packed_end(peers, trial, free_at, shaped=shaped,
-                                                crowding=crowding)) < best_end * (1 - TIE):
-            best, best_end = trial, end
-    return best
+        if not wider:
+            trial = [min(width, plan) for width, plan in zip(trial, allotted)]
+        if trial != best and (packing := _pack(peers, trial, free_at, shaped, crowding))[0] < best_end * (1 - TIE):
+            best, (best_end, started) = trial, packing
+    return best if wider else [min(width, plan) for width, plan in zip(started, allotted)]
 
 
 def start_now(peer: Peer, planned: int, free: int, wait: float, domain_cores: int,

@@ -68,14 +68,19 @@ def _splits(known: bool, policy: str = "scalpel", spread: float = 0.0):
     return simulate(tasks, PAPER, 12 * MiB, model=MODEL, scheduler=scheduler), scheduler
 
 
+@pytest.mark.parametrize("packing", [True, False])
 @pytest.mark.parametrize("policy", ["scalpel", "scalpel-paper"])  # admitted at dispatch, and not
-def test_no_core_idles_under_a_reservation_that_a_start_now_ends_sooner(policy):
+def test_no_core_idles_under_a_reservation_that_a_start_now_ends_sooner(policy, packing, monkeypatch):
     """Planned at 2, 2, 2, 4 and 4 cores (the allotment counts the eight cores as one pool), two
     splits waited for whole domains while two cores idled under their reservations until the first
-    three splits ended: 9.89 s. Now the fourth starts on those two cores: 8.96 s."""
+    three splits ended: 9.89 s. Now the plan is packed on the domains (2, 2, 2, 2 and 4: with chains
+    after them, only narrower, widths.packed), 8.89-8.98 s; without that check (``packing`` False),
+    the fourth starts on those two cores (``sooner on the cores free``), 8.96 s."""
+    if not packing:
+        monkeypatch.setattr(widths, "PACKED_PEERS", 0)
     result, scheduler = _splits(known=True, policy=policy)
     splits = [r for r in result.records if r.name.startswith("split")]
-    assert scheduler.width_reasons[widths.FREE_NOW] == 1
+    assert scheduler.width_reasons[widths.FREE_NOW] == (0 if packing else 1)
     assert sum(r.cores for r in splits if r.start < 0.1) == 8  # every core busy from the start
     assert result.makespan < 9.4
 

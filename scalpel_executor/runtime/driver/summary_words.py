@@ -1,0 +1,74 @@
+"""The clauses of a run's closing sentence that read the report's rows alone
+(:func:`~scalpel_executor.runtime.driver.report.run_summary` joins them): where the estimates came
+from, what the run taught, and the widths its malleable tasks started on."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+
+from scalpel_executor.learning.host_model import SOLO_SOURCE
+
+#: How the closing sentence names each estimate source (learning.estimates.SOURCES), in that order.
+SOURCE_WORDS = {"hint": "from hints", "learned": "learned in this run", "store": "from the profile store",
+                "shape": "from the call's shape key", "app": "from the app's other calls", "prior": "guessed",
+                SOLO_SOURCE: "from the per-key interference fit's solo times"}
+
+
+def width_words(report: Mapping) -> str | None:
+    """The widths the run's malleable tasks started on, how many at each and why
+    (:data:`~scalpel_executor.core.widths.REASONS`); None where no task was malleable. Where every
+    one ran at its narrowest for want of a learned speed-up, this says the width rule changed
+    nothing.
+
+    >>> rows = [{"width": 1, "width_reason": "no speed-up learned"}] * 3 + [{"width": 2, "width_reason": "tail"},
+    ...         {"width": 1, "width_reason": "many waiting"}, {"width": None}]
+    >>> width_words({"tasks": rows})
+    'widths of 5 malleable tasks: 4 at 1 core (no speed-up learned 3, many waiting 1), 1 at 2 cores (tail)'
+    """
+    by_width: dict[int, Counter[str]] = {}
+    for row in report["tasks"]:
+        if row.get("width") is not None:
+            by_width.setdefault(row["width"], Counter())[row.get("width_reason") or "reason not recorded"] += 1
+    if not by_width:
+        return None
+    groups = []
+    for width, reasons in sorted(by_width.items()):
+        why = ", ".join(reason if len(reasons) == 1 else f"{reason} {count}" for reason, count in reasons.most_common())
+        groups.append(f"{sum(reasons.values())} at {width} core{'s' if width != 1 else ''} ({why})")
+    malleable = sum(sum(reasons.values()) for reasons in by_width.values())
+    return f"widths of {malleable} malleable task{'s' if malleable != 1 else ''}: {', '.join(groups)}"
+
+
+def learned_words(report: Mapping) -> str:
+    """What the run taught: the keys whose run times it measured (how many new to the store), the
+    footprints the probe read, and whether any of it is kept (the profile store's section)."""
+    timed, new, measured = set(), set(), set()
+    for row in report["tasks"]:
+        if row.get("ok") and row.get("profile_key") and row.get("measured_runtime") is not None:
+            timed.add(row["profile_key"])
+            if row.get("runtime_source") == "prior":
+                new.add(row["profile_key"])
+            if row.get("measured_footprint"):
+                measured.add(row["profile_key"])
+    store = report.get("profile_store")
+    if not timed:
+        return "learned nothing (no task finished)"
+    learned = (f"learned the run times of {len(timed)} key{'s' if len(timed) != 1 else ''}, {len(new)} of them new, "
+               f"and the footprints of {len(measured)}")
+    if store is None:
+        return learned + ", kept for this run only (profiles=False)"
+    if not store.get("persistent"):
+        return learned + f", kept for this run only ({store.get('problem') or 'an in-memory store'})"
+    return learned + ", kept in the profile store"
+
+
+def source_words(sources: Mapping) -> str:
+    def words(counts: Mapping) -> str:
+        named = [f"{counts[source]} {SOURCE_WORDS.get(source, source)}" for source in
+                 [*SOURCE_WORDS, *sorted(set(counts) - set(SOURCE_WORDS))] if counts.get(source)]
+        return ", ".join(named) or "none"
+    footprint, runtime = sources["footprint"], sources["runtime"]
+    if footprint == runtime:
+        return f"estimates: {words(footprint)}"
+    return f"footprints: {words(footprint)}; run times: {words(runtime)}"
