@@ -642,14 +642,15 @@ class Scheduler:
         self._allotted = self._crowding(peers, max(self.cores_per_domain))
         fitted, _, _ = widths.allot(peers, *shape, shaped=self.widths.rule == "scalpel", crowding=self._allotted)
         self._capped.clear()
+        chainless = widths.packs(peers)  # with a chain after them, the check only narrows
         if (len(peers) <= widths.PACKED_PEERS and self._waiting_work - work <= 1e-9 * work
                 and not any(self._buffers)
-                and (widths.packs(peers) or not any(admission.guessed(task) for task in
-                                                    itertools.chain(tasks, self._running.values())))):
+                and (chainless or not any(admission.guessed(task) for task in
+                                          itertools.chain(tasks, self._running.values())))):
             allotted_widths = fitted
             fitted = widths.packed(peers, fitted, self._free_at(), shaped=self.widths.rule == "scalpel",
-                                   crowding=self._allotted, wider=widths.packs(peers))
-            if not widths.packs(peers):  # packed narrower only, and kept to it at the start
+                                   crowding=self._allotted, wider=chainless)
+            if not chainless:  # packed narrower only, and kept to it at the start
                 self._capped.update(id(task) for task, width, plain in zip(tasks, fitted, allotted_widths)
                                     if width < plain)
         exploring = Counter(task.key for task in self._running.values()
@@ -730,20 +731,21 @@ class Scheduler:
         and wider while its own run time there would end the work alone: the allotment of it alone
         (:func:`~scalpel_executor.core.widths.allot`), the work waiting and running as the area, its
         chain not counted (each of a stage's tasks arriving alone would count the stage's chain as
-        its own). O(widths), not a replan.
+        its own). O(widths + running tasks), not a replan.
 
         Merged at its narrowest, a key's later tasks started on the one core free beside the first
         ones' (a SoyKB run on ``xeon16`` with its speed-ups known: 208 of its 300 haplotype callers of
         192 MiB on one core, crowded sixteen to a 300 MiB LLC, 0.77x the whole domain's makespan;
         0.98x planned so, docs/results/widths.md). At its thriftiest width, a Montage background
         model of 38,000 s on one core (``paper``, seed 801, its speed-ups known) started on the two
-        cores free and ran 25,000 s after every other task had ended: 0.765x the whole domain's
-        makespan, 0.960x planned on a whole domain. Returns whether its width changed."""
+        cores free and ran 25,000 s, the last 18,000 s after every other task had ended: 0.765x the
+        whole domain's makespan, 0.960x planned on a whole domain. Returns whether its width changed."""
         peers, _ = self._peers((task,))
         if not peers or not peers[0].sure:  # an estimate not finite, or a key whose speed-up is not measured
             return False
         backlog = max(0.0, self._waiting_work - _work(task)) + self._running_work()
-        (width,), _, _ = widths.allot((dataclasses.replace(peers[0], tail=0.0),), len(self.slots) - len(self._disabled), max(self.cores_per_domain),
+        alone = dataclasses.replace(peers[0], tail=0.0)
+        (width,), _, _ = widths.allot((alone,), len(self.slots) - len(self._disabled), max(self.cores_per_domain),
                                       backlog, shaped=self.widths.rule == "scalpel", crowding=self._allotted)
         if width > task.cores or (narrower and width < task.cores):
             self._set_width(task, peers[0], width)
