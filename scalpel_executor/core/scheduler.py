@@ -279,6 +279,8 @@ class Scheduler:
         self._planned_explore: set[int] = set()  # id() of a waiting task planned at an explored width (_retarget)
         self._free_now: set[int] = set()  # id() of a planned task started narrower on the cores free (_sooner_now)
         self._capped: set[int] = set()  # id() of a waiting task packed narrower than allotted: it starts no wider
+        self._starts_and_ends = 0  # counts each change of the running tasks (_running_work's cache)
+        self._running_work_at: tuple[float, int, float] | None = None  # (clock, that count, the work then)
         self._widened: dict[int, tuple[int, float]] = {}  # slot index of a running malleable task -> its
         #                                                   narrowest cores and run time estimate there
         self._seeded: set = set()  # keys whose speed-up earlier runs' readings started (Task.serial_fraction)
@@ -444,6 +446,7 @@ class Scheduler:
                 self._widen(slot, task, narrow)
             self._book(slot, task)
             self._running[slot.index] = task
+            self._starts_and_ends += 1
             self._started[slot.index] = 0.0 if now is None else now
             if now is not None and self._widened:
                 if slot.index in self._widened:
@@ -486,6 +489,7 @@ class Scheduler:
             self._terms.ended(self.slots[index].domain, self._running[index], now)
         self._unbook(index)
         released = self._running.pop(index)
+        self._starts_and_ends += 1
         if now is not None and self._slowed:
             self._restamp(domain, now)
         return released
@@ -620,9 +624,14 @@ class Scheduler:
                         widths.co_runner_footprint(peers, footprint))
 
     def _running_work(self) -> float:
-        """Core-seconds the running tasks have left (each task's remaining seconds times its cores)."""
-        return sum(self._remaining(index, self._clock) * len(self._booked.get(index, (index,)))
-                   for index in self._running)
+        """Core-seconds the running tasks have left (each task's remaining seconds times its cores),
+        kept until the clock moves or a task starts or ends: each arrival merged into a plan asks
+        (:meth:`_allot_arrival`), and summed afresh it doubled an arrival's cost with 64 tasks running."""
+        if self._running_work_at is None or self._running_work_at[:2] != (self._clock, self._starts_and_ends):
+            work = sum(self._remaining(index, self._clock) * len(self._booked.get(index, (index,)))
+                       for index in self._running)
+            self._running_work_at = (self._clock, self._starts_and_ends, work)
+        return self._running_work_at[2]
 
     def _retarget(self) -> None:
         """Allot widths to the malleable tasks waiting (:func:`~scalpel_executor.core.widths.allot`)
@@ -645,8 +654,7 @@ class Scheduler:
         chainless = widths.packs(peers)  # with a chain after them, the check only narrows
         if (len(peers) <= widths.PACKED_PEERS and self._waiting_work - work <= 1e-9 * work
                 and not any(self._buffers)
-                and (chainless or not any(admission.guessed(task) for task in
-                                          itertools.chain(tasks, self._running.values())))):
+                and (chainless or not self._guessed(tasks))):
             allotted_widths = fitted
             fitted = widths.packed(peers, fitted, self._free_at(), shaped=self.widths.rule == "scalpel",
                                    crowding=self._allotted, wider=chainless)
@@ -686,7 +694,7 @@ class Scheduler:
         free = self._free_cores()[domain]
         peers, _ = self._peers((head,))
         if (free < narrow[0] or not peers
-                or any(admission.guessed(task) for task in itertools.chain((head,), self._running.values()))):
+                or self._guessed((head,))):
             return False
         peer = peers[0]
         width = widths.start_now(peer, head.cores, free, self._reservation(head).at, self.cores_per_domain[domain],
@@ -696,6 +704,11 @@ class Scheduler:
         self._set_width(head, peer, width)
         self._free_now.add(id(head))
         return True
+
+    def _guessed(self, tasks: Iterable[Task]) -> bool:
+        """Whether the run time of any of ``tasks``, or of a running task, is a guess
+        (:func:`~scalpel_executor.core.admission.guessed`): when cores free is then unknown."""
+        return any(admission.guessed(task) for task in itertools.chain(tasks, self._running.values()))
 
     def _free_at(self) -> list[list[float]]:
         """Per LLC domain, each core's seconds until it frees (0: idle), disabled cores left out."""
@@ -798,6 +811,7 @@ class Scheduler:
         if self._terms is not None:  # it did not end: its co-run tells nothing
             self._terms.ended(self.slots[index].domain, self._running[index], None)
         self._unbook(index)
+        self._starts_and_ends += 1
         return self._running.pop(index)
 
     def enable(self, slot: Slot | int) -> None:
