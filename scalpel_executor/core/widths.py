@@ -459,6 +459,12 @@ def packed_end(peers: Sequence[Peer], chosen: Sequence[int], free_at: Sequence[S
     they free: the one ending last at its width first (longest first), each as soon as that many
     cores of one domain are free, and wider where cores sit free at its start, as a start widens it
     (its share of the cores free then among the tasks left, :meth:`Scheduler._widen`'s ``tail``).
+    Of the domains where it could start as soon, it takes the one with the most cores free: the
+    scheduler serves the idle cores round the domains, so narrow tasks starting together spread
+    over them, and a wide task behind them waits for a domain to empty. (Measured reason: packed
+    onto the first domain, six one-core tasks left the other whole for the ten planned at four
+    cores; the scheduler spread them over both, two cores idled under the reservations for 2-3 s,
+    and a batch on ``paper`` ended 1.22x later than every task at two cores, docs/results/widths.md.)
     ``free_at``: per LLC domain, each core's seconds until it frees (0: free now). inf when a width
     exceeds every domain.
 
@@ -477,8 +483,9 @@ def _pack(peers: Sequence[Peer], chosen: Sequence[int], free_at: Sequence[Sequen
     end, started = 0.0, list(chosen)
     for rank, i in enumerate(ranked):
         peer, width = peers[i], chosen[i]
-        start, domain = min(((times[width - 1], d) for d, times in enumerate(cores) if len(times) >= width),
-                            default=(math.inf, -1))
+        # the domain where its width frees first, of those the one with the most cores free then
+        start, _, domain = min(((times[width - 1], -bisect_right(times, times[width - 1]), d)
+                                for d, times in enumerate(cores) if len(times) >= width), default=(math.inf, 0, -1))
         if domain < 0:
             return math.inf, started
         free = bisect_right(cores[domain], start)
