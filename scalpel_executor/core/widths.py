@@ -83,7 +83,8 @@ their cores are reserved rather than taken from whatever is free when a core rea
 on a full node is one core (reason ``exploring, planned``; estimated at their key's fit, unlike an
 exploration at a start, which is estimated at its hope: so estimated, the planned ones ended the
 work later on the seeds not tuned on, 0.966× the hindsight best on a first run against 0.980×).
-The reading that makes a key sure plans its tasks still waiting as a task of it arriving then
+A task of an unsure key arriving into a plan that is up to date is planned so alone, one per key
+at a time (``Scheduler._explore_arrival``). The reading that makes a key sure plans its tasks still waiting as a task of it arriving then
 would be (``Scheduler._allot_sure``): at their thriftiest width, where the cache is counted.
 
 *Packing the last few* (:func:`packs`, :func:`packed`): the allotment's end counts the node's

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from scalpel_executor.core import widths
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.scheduler import Scheduler, Task
-from scalpel_executor.core.simulate import SimTask, simulate
+from scalpel_executor.core.simulate import SimTask, graph_tails, simulate
 from scalpel_executor.core.widths import Crowding, Outlook, Peer, Widths, allot, choose_width
 
 MiB = 2**20
@@ -181,6 +181,31 @@ def test_a_long_task_of_a_key_never_seen_wider_waits_for_the_cores_it_is_planned
     assert long.cores > 1
     assert result.makespan < 60.0
 
+
+
+@pytest.mark.parametrize("spread", [0.0, 1.0])
+def test_a_long_task_of_a_key_never_seen_wider_arriving_into_a_plan_is_explored_as_a_replan_would(spread):
+    """Forty one-core tasks of 0.5-2 s keep ``paper``'s eight cores busy, freeing them one at a
+    time; a 100 s task of a key never seen wider (truly serial fraction 0.1) arrives when its
+    parent ends, into a plan that is up to date, and is merged, not planned again. At its
+    narrowest it started on the one core free and ended the work alone at 101 s. Planned at its
+    hoped width as a replan would (no gain at all would cost the work nothing: it ends the work
+    either way), its cores are reserved and the work ends at about 34 s. A run time that is a guess
+    (``runtime_spread`` 1.0) is not explored: a wider run of it would read no speed-up."""
+    tasks = [SimTask(f"s{i}", 0.5 + (i * 0.37) % 1.5, 1 * MiB, key="short") for i in range(40)]
+    tasks.append(SimTask("parent", 1.03, 1 * MiB, key="parent"))
+    tasks.append(SimTask("long", 100.0, 1 * MiB, max_cores=4, serial_fraction=0.1, key="long", parents=(40,),
+                         runtime_spread=spread))
+    tasks = [dataclasses.replace(t, tail=tail) for t, tail in zip(tasks, graph_tails(tasks))]
+    scheduler = Scheduler(PAPER, "scalpel", llc=12 * MiB, model=MODEL, width_rule=Widths())
+    result = simulate(tasks, PAPER, 12 * MiB, model=MODEL, scheduler=scheduler)
+    [long] = [r for r in result.records if r.name == "long"]
+    if spread:
+        assert long.cores == 1 and result.makespan > 100.0
+        assert scheduler.width_reasons == {widths.NO_SPEEDUP: 1}
+    else:
+        assert long.cores == 4 and result.makespan < 40.0
+        assert scheduler.width_reasons == {widths.PLANNED_EXPLORATION: 1}
 
 def test_waiting_tasks_of_a_crowded_key_are_planned_at_their_thriftiest_width_as_cores_free_one_at_a_time():
     """Eight one-core tasks of 1 to 8 s hold the node's two 4-core domains of 12 MiB, so cores free
