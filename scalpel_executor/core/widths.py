@@ -84,8 +84,9 @@ on a full node is one core (reason ``exploring, planned``; estimated at their ke
 exploration at a start, which is estimated at its hope: so estimated, the planned ones ended the
 work later on the seeds not tuned on, 0.966× the hindsight best on a first run against 0.980×).
 A task of an unsure key arriving into a plan that is up to date is planned so alone, one per key
-at a time (``Scheduler._explore_arrival``). The reading that makes a key sure plans its tasks still waiting as a task of it arriving then
-would be (``Scheduler._allot_sure``): at their thriftiest width, where the cache is counted.
+at a time (``Scheduler._explore_arrival``). The reading that makes a key sure plans its tasks
+still waiting as a task of it arriving then would be (``Scheduler._allot_sure``): at their
+thriftiest width, where the cache is counted.
 
 *Packing the last few* (:func:`packs`, :func:`packed`): the allotment's end counts the node's
 cores as one pool, but a task cannot span domains. Where few malleable tasks wait, nothing else
@@ -464,8 +465,9 @@ def packed_end(peers: Sequence[Peer], chosen: Sequence[int], free_at: Sequence[S
     scheduler serves the idle cores round the domains, so narrow tasks starting together spread
     over them, and a wide task behind them waits for a domain to empty. (Measured reason: packed
     onto the first domain, six one-core tasks left the other whole for the ten planned at four
-    cores; the scheduler spread them over both, two cores idled under the reservations for 2-3 s,
-    and a batch on ``paper`` ended 1.22x later than every task at two cores, docs/results/widths.md.)
+    cores; the scheduler spread them over both, up to three cores idled under the reservations
+    for 2-3 s, and a batch on ``paper`` ended 1.22x later than every task at two cores,
+    docs/results/widths.md.)
     ``free_at``: per LLC domain, each core's seconds until it frees (0: free now). inf when a width
     exceeds every domain.
 
