@@ -760,18 +760,18 @@ class Scheduler:
         peers, _ = self._peers((task,))
         if not peers:  # an estimate not finite
             return False
-        if not peers[0].sure:  # a key whose speed-up is not measured
-            return self._explore_arrival(task, peers[0])
-        backlog = max(0.0, self._waiting_work - _work(task)) + self._running_work()
         alone = dataclasses.replace(peers[0], tail=0.0)
-        (width,), _, _ = widths.allot((alone,), len(self.slots) - len(self._disabled), max(self.cores_per_domain),
-                                      backlog, shaped=self.widths.rule == "scalpel", crowding=self._allotted)
+        shape = (len(self.slots) - len(self._disabled), max(self.cores_per_domain),
+                 max(0.0, self._waiting_work - _work(task)) + self._running_work())  # cores, domain, backlog
+        if not alone.sure:  # a key whose speed-up is not measured
+            return self._explore_arrival(task, alone, shape)
+        (width,), _, _ = widths.allot((alone,), *shape, shaped=self.widths.rule == "scalpel", crowding=self._allotted)
         if width > task.cores or (narrower and width < task.cores):
-            self._set_width(task, peers[0], width)
+            self._set_width(task, alone, width)
             return True
         return False
 
-    def _explore_arrival(self, task: Task, peer: Peer) -> bool:
+    def _explore_arrival(self, task: Task, alone: Peer, shape: tuple[int, int, float]) -> bool:
         """Plan malleable ``task`` of a key whose speed-up is not measured, arriving into a plan that
         is up to date, at the width a replan would explore it at
         (:func:`~scalpel_executor.core.widths.explore_allotted` of it alone, its chain not counted):
@@ -779,7 +779,8 @@ class Scheduler:
         :data:`~scalpel_executor.core.widths.EXPLORE_COST` later, its cores reserved. One task of a
         key at a time: not while another planned so at its arrival has not ended or one of its
         tasks runs ``exploring``, nor where its run time is a guess (a wider run would read no
-        speed-up). O(widths).
+        speed-up). ``alone``: the task as a peer, its chain not counted; ``shape``: the node's cores,
+        the widest domain's and the backlog, as :meth:`_allot_arrival` counts them. O(widths).
 
         Merged at its narrowest, it started on the one core free: on a first Montage run on
         ``xeon16`` (seed 801) a background model of 38,000 s arrived while the node was full of
@@ -787,9 +788,6 @@ class Scheduler:
         on two cores; planned on eight, 1.255x (docs/results/widths.md). Returns whether its width changed."""
         if admission.guessed(task) or task.key in self._explored_arrival or self.widths.model.exploring(task.key):
             return False
-        shape = (len(self.slots) - len(self._disabled), max(self.cores_per_domain),
-                 max(0.0, self._waiting_work - _work(task)) + self._running_work())
-        alone = dataclasses.replace(peer, tail=0.0)
         shaped = self.widths.rule == "scalpel"
         (fitted,), _, _ = widths.allot((alone,), *shape, shaped=shaped)
         (width,) = widths.explore_allotted((alone,), (fitted,), *shape, shaped=shaped)
@@ -797,7 +795,7 @@ class Scheduler:
             return False
         self._planned_explore.add(id(task))
         self._explored_arrival[task.key] = id(task)
-        self._set_width(task, peer, width)
+        self._set_width(task, alone, width)
         return True
 
     def _unbook(self, index: int) -> None:
