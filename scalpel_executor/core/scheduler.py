@@ -593,7 +593,8 @@ class Scheduler:
             # fit, no gain), thriftier there, or widened because its own end came last
             reason = widths.PLANNED_EXPLORATION if planned_explore else widths.wider_reason(
                 Peer(narrow[1], width_tail(task), self.widths.model.serial_fraction(task.key), narrow[0],
-                     sure=self.widths.model.readings(task.key) >= widths.SURE_AFTER, footprint=task.footprint),
+                     sure=self.widths.model.readings(task.key) >= widths.SURE_AFTER, footprint=task.footprint,
+                     seen=self.widths.model.readings(task.key) > 0),
                 task.cores, outlook.crowding)
         elif capped and choice.width == narrow[0] and reason not in (EXPLORING, widths.KEPT):
             reason = widths.PACKED  # narrower than allotted: so the few waiting start without a second round
@@ -613,7 +614,7 @@ class Scheduler:
                 peers.append(Peer(narrow[1], width_tail(task), serial[task.key], narrow[0],
                                   min(task.max_cores, widest),
                                   self.widths.model.readings(task.key) >= widths.SURE_AFTER, task.footprint,
-                                  task.key))
+                                  task.key, self.widths.model.readings(task.key) > 0))
                 work += _work(task)
         return tuple(peers), work
 
@@ -672,7 +673,8 @@ class Scheduler:
         # a task whose run time is a guess is not explored: its wider run would read no speed-up
         learnable = [dataclasses.replace(peer, sure=True) if admission.guessed(task) else peer
                      for task, peer in zip(tasks, peers)]
-        allotted = widths.explore_allotted(learnable, fitted, *shape, shaped=self.widths.rule == "scalpel", busy=busy)
+        allotted = widths.explore_allotted(learnable, fitted, *shape, shaped=self.widths.rule == "scalpel", busy=busy,
+                                           crowding=self._allotted)
         for task, peer, width, plain in zip(tasks, peers, allotted, fitted):
             if width > plain:  # planned wider than its key's fit gives: an exploration (reported so at its start)
                 self._planned_explore.add(id(task))
@@ -789,8 +791,8 @@ class Scheduler:
         if admission.guessed(task) or task.key in self._explored_arrival or self.widths.model.exploring(task.key):
             return False
         shaped = self.widths.rule == "scalpel"
-        (fitted,), _, _ = widths.allot((alone,), *shape, shaped=shaped)
-        (width,) = widths.explore_allotted((alone,), (fitted,), *shape, shaped=shaped)
+        (fitted,), _, _ = widths.allot((alone,), *shape, shaped=shaped, crowding=self._allotted)
+        (width,) = widths.explore_allotted((alone,), (fitted,), *shape, shaped=shaped, crowding=self._allotted)
         if width <= max(fitted, task.cores):
             return False
         self._planned_explore.add(id(task))

@@ -47,11 +47,13 @@ thriftiest width, not its narrowest (reason ``fewer co-runners``), and so are th
 waiting tasks are planned at, their cores reserved (``Scheduler._retarget``; a task arriving into a
 plan that is up to date, at its thriftiest width or wider where its own run time would end the
 work alone, ``Scheduler._allot_arrival``). Footprints that
-fit the cache slow nothing, and the choice is the one made without crowding. Only keys whose speed-up rests on
-:data:`SURE_AFTER` readings are crowded (``Peer.sure``): a first run bets nothing on the cache for
-a key it has not seen wider. (Measured reason: on the tuning
-seeds' ``epyc`` Montage, 48 reprojections of 15 MiB at one core each ran 1.47× their solo time
-beside each other on 32 MiB domains, and the rule had no term that saw it.)
+fit the cache slow nothing, and the choice is the one made without crowding. Only keys seen wider
+at least once are crowded (``Peer.seen``): a first run bets nothing on the cache for a key it has
+not seen wider. (Measured reasons: on the tuning seeds' ``epyc`` Montage, 48 reprojections of
+15 MiB at one core each ran 1.47× their solo time beside each other on 32 MiB domains, and the
+rule had no term that saw it; crowded only once sure, a learned batch on ``paper`` whose keys rest
+on one reading each ran every task on one core, 1.75× its solo time, 0.77× the whole domain's
+makespan.)
 
 Of the widths within :data:`TIE` of the soonest end, the one spending the fewest core-seconds is
 taken (the narrowest of those within :data:`TIE` of the fewest): where the cache is not counted
@@ -334,6 +336,7 @@ class Peer:
     sure: bool = True  # its key's fit rests on SURE_AFTER readings or more (else exploration hopes for it)
     footprint: float = 0.0  # bytes (its crowding, Crowding)
     key: Hashable = None  # its profile key (explore_allotted plans one task of an unsure key at a time)
+    seen: bool = True  # its key was seen wider at least once: the cache is counted for it (Crowding)
 
 
 def co_runner_footprint(peers: Sequence[Peer], default: float) -> float:
@@ -387,10 +390,10 @@ def _own(runtime: float, serial: float, low: int, width: int) -> float:
 
 def _crowded_own(peer: Peer, width: int, crowding: Crowding | None) -> float:
     """``peer``'s run time on ``width`` cores, slowed by the co-runners that width leaves it
-    (``crowding``) where its key's speed-up was measured (``peer.sure``): a first run bets nothing on
-    the cache for a key it has not seen wider."""
+    (``crowding``) where its key was seen wider (``peer.seen``): a first run bets nothing on the
+    cache for a key it has not seen wider."""
     own = _own(peer.runtime, peer.serial, peer.low, width)
-    return own if crowding is None or not peer.sure else own * crowding.slowdown(peer.footprint, width)
+    return own if crowding is None or not peer.seen else own * crowding.slowdown(peer.footprint, width)
 
 
 def allot(peers: Sequence[Peer], cores: int, domain_cores: int, backlog: float,
@@ -575,14 +578,16 @@ def start_now(peer: Peer, planned: int, free: int, wait: float, domain_cores: in
 
 
 def explore_allotted(peers: Sequence[Peer], allotted: Sequence[int], cores: int, domain_cores: int, backlog: float,
-                     *, shaped: bool = True, busy: Collection[Hashable] = ()) -> list[int]:
+                     *, shaped: bool = True, busy: Collection[Hashable] = (),
+                     crowding: Crowding | None = None) -> list[int]:
     """``allotted`` (from :func:`allot`) with unsure peers (``sure`` False) planned wider, key by
     key, the cheapest first, while no gain at all would end the work at most :data:`EXPLORE_COST`
     later: a key's peers at the widths they would be allotted were they, and every unsure peer,
     perfectly parallel, or capped a size narrower at a time where that costs too much; a key that
     no such hope widens (many wait), and not in ``busy``, one peer (its shortest) at the next size up.
     The work's end counts the chain after the peers: the last of them ends no sooner than their
-    core-seconds fill the cores, and the shortest of their chains follows it.
+    core-seconds fill the cores, and the shortest of their chains follows it; with ``crowding``, a
+    peer seen wider is slowed as the allotment slows it.
 
     The widths planned for waiting tasks are what their cores are reserved for: a key never seen
     wider is otherwise planned at its narrowest, and its one long task, started on the one core
@@ -603,7 +608,7 @@ def explore_allotted(peers: Sequence[Peer], allotted: Sequence[int], cores: int,
     least_tail = min(peer.tail for peer in peers)
 
     def end(chosen: Sequence[int]) -> float:  # the work's end at the peers' fitted (no-gain) speed-ups
-        owns = [_own(p.runtime, p.serial, p.low, w) for p, w in zip(peers, chosen)]
+        owns = [_crowded_own(p, w, crowding) for p, w in zip(peers, chosen)]
         area = sum(w * own for w, own in zip(chosen, owns))
         # the last peer to end ends no sooner than their area fills the cores, and a chain follows it
         return max(max(own + p.tail for own, p in zip(owns, peers)), (backlog + area) / cores,
@@ -611,7 +616,7 @@ def explore_allotted(peers: Sequence[Peer], allotted: Sequence[int], cores: int,
 
     limit = end(base) * (1 + EXPLORE_COST)
     hopeful = [peer if peer.sure else dataclasses.replace(peer, serial=0.0) for peer in peers]
-    hoped, _, _ = allot(hopeful, cores, domain_cores, backlog, shaped=shaped)
+    hoped, _, _ = allot(hopeful, cores, domain_cores, backlog, shaped=shaped, crowding=crowding)
     plans: dict[Hashable, dict[int, int]] = {}  # per unsure key: the widening tried, {peer: width}
     for i, (peer, a, h) in enumerate(zip(peers, base, hoped)):
         if not peer.sure and h > a:
@@ -688,7 +693,7 @@ def choose_width(low: int, high: int, runtime: float, tail: float, serial: float
     if not (math.isfinite(runtime) and math.isfinite(tail) and math.isfinite(outlook.backlog)) or len(candidates) == 1:
         return WidthChoice(low, NO_SPEEDUP if readings == 0 else NO_GAIN)
     crowding = outlook.crowding
-    me = Peer(runtime, tail, serial, low, high, readings >= SURE_AFTER, outlook.footprint)
+    me = Peer(runtime, tail, serial, low, high, readings >= SURE_AFTER, outlook.footprint, seen=readings > 0)
     allotted, _, area = allot((me, *outlook.peers), outlook.cores, outlook.domain_cores, outlook.backlog,
                               shaped=shaped, crowding=crowding)
     others_end = max((_crowded_own(p, w, crowding) + p.tail for p, w in zip(outlook.peers, allotted[1:])),
