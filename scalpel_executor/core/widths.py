@@ -82,9 +82,10 @@ guess is planned (:func:`explore_allotted`): waiting tasks of unsure keys are al
 hoped widths, key by key and a dear hope a size narrower, where no gain would cost as little, and
 while so many wait that no hope widens a key, one task of it at a time is planned one size up; so
 their cores are reserved rather than taken from whatever is free when a core reaches them, which
-on a full node is one core (reason ``exploring, planned``; estimated at their key's fit, unlike an
-exploration at a start, which is estimated at its hope: so estimated, the planned ones ended the
-work later on the seeds not tuned on, 0.966× the hindsight best on a first run against 0.980×).
+on a full node is one core (reason ``exploring, planned``). They are planned at their key's fit
+(estimated at their hope while waiting, they ended the work later on the seeds not tuned on,
+0.966× the hindsight best on a first run against 0.980×) and, once started, estimated at their
+hope, as an exploration chosen at its start is (``Scheduler._widen``).
 A task of an unsure key arriving into a plan that is up to date is planned so alone, one per key
 at a time (``Scheduler._explore_arrival``). The reading that makes a key sure plans its tasks
 still waiting as a task of it arriving then would be (``Scheduler._allot_sure``): at their

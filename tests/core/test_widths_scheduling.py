@@ -22,7 +22,7 @@ def test_a_malleable_task_on_an_idle_domain_books_cores_of_that_domain_and_frees
     # planned at the width a perfectly parallel key would be allotted: its cores reserved
     assert start.task.cores == 4 and start.task.width_reason == widths.PLANNED_EXPLORATION
     assert {slot.domain for slot in start.booked} == {start.slot.domain} and len(start.booked) == 4
-    assert start.task.runtime == 10.0  # planned: estimated at its key's fit (no gain yet)
+    assert start.task.runtime == 2.5  # planned at its key's fit (no gain yet), started at its hope
     s.release(start.slot, 10.0 * amdahl(0.1, 4))
     assert len(s.idle_slots) == 8
     assert s.widths.model.readings("blas") == 1
