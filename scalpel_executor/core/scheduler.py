@@ -598,10 +598,10 @@ class Scheduler:
         elif choice.width == task.cores > narrow[0] and reason not in (EXPLORING, widths.KEPT):
             # the width it was allotted when planned: to learn its key's speed-up (estimated at its
             # fit, no gain), thriftier there, or widened because its own end came last
+            readings = self.widths.model.readings(task.key)
             reason = widths.PLANNED_EXPLORATION if planned_explore else widths.wider_reason(
                 Peer(narrow[1], width_tail(task), self.widths.model.serial_fraction(task.key), narrow[0],
-                     sure=self.widths.model.readings(task.key) >= widths.SURE_AFTER, footprint=task.footprint,
-                     seen=self.widths.model.readings(task.key) > 0),
+                     sure=readings >= widths.SURE_AFTER, footprint=task.footprint, seen=readings > 0),
                 task.cores, outlook.crowding)
         elif capped and choice.width == narrow[0] and reason not in (EXPLORING, widths.KEPT):
             reason = widths.PACKED  # narrower than allotted: so the few waiting start without a second round
@@ -611,17 +611,17 @@ class Scheduler:
     def _peers(self, tasks: Iterable[Task] | None = None) -> tuple[tuple[Peer, ...], float]:
         """The malleable tasks not started (or those of ``tasks``), as the width choice weighs them
         (finite estimates only), and the core-seconds they are counted for now."""
-        widest, serial = max(self.cores_per_domain), {}
+        widest, fits = max(self.cores_per_domain), {}
         peers, work = [], 0.0
         for task in itertools.chain(self._waiting.values(), *self._buffers) if tasks is None else tasks:
             narrow = self._narrow.get(id(task))
             if narrow is not None and math.isfinite(narrow[1]) and math.isfinite(width_tail(task)):
-                if task.key not in serial:
-                    serial[task.key] = self.widths.model.serial_fraction(task.key)
-                peers.append(Peer(narrow[1], width_tail(task), serial[task.key], narrow[0],
-                                  min(task.max_cores, widest),
-                                  self.widths.model.readings(task.key) >= widths.SURE_AFTER, task.footprint,
-                                  task.key, self.widths.model.readings(task.key) > 0))
+                if task.key not in fits:  # its serial fraction and the readings it rests on
+                    fits[task.key] = (self.widths.model.serial_fraction(task.key),
+                                      self.widths.model.readings(task.key))
+                fit, readings = fits[task.key]
+                peers.append(Peer(narrow[1], width_tail(task), fit, narrow[0], min(task.max_cores, widest),
+                                  readings >= widths.SURE_AFTER, task.footprint, task.key, readings > 0))
                 work += _work(task)
         return tuple(peers), work
 

@@ -52,8 +52,8 @@ at least once are crowded (``Peer.seen``): a first run bets nothing on the cache
 not seen wider. (Measured reasons: on the tuning seeds' ``epyc`` Montage, 48 reprojections of
 15 MiB at one core each ran 1.47× their solo time beside each other on 32 MiB domains, and the
 rule had no term that saw it; crowded only once sure, a learned batch on ``paper`` whose keys rest
-on one reading each ran every task on one core, 1.75× its solo time, 0.77× the whole domain's
-makespan.)
+on one reading each ran 42 of its 48 tasks on one core, up to 1.75× their solo time, 0.77× the
+whole domain's makespan.)
 
 Of the widths within :data:`TIE` of the soonest end, the one spending the fewest core-seconds is
 taken (the narrowest of those within :data:`TIE` of the fewest): where the cache is not counted
