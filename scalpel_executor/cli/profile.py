@@ -8,6 +8,7 @@
     scalpel profile import FILE|NAME [--prefix]  load a document or a shipped profile (e.g. polybench-xeon-e5620)
     scalpel profile clear (--all | --prefix P | KEY)
     scalpel profile run MODULE:FUNC [ARG ...]    run an app once on sample inputs and store what it measured
+        [--widths 1,2]                           and its speed-up on those core counts (a malleable app's)
 
 Every command takes ``--store PATH`` (default: the executor's default store) and ``--json``.
 
@@ -37,7 +38,8 @@ from scalpel_executor.core.units import format_size
 from scalpel_executor.experiments.tables import format_table
 from scalpel_executor.learning.exchange import read_json_object, shipped_document
 from scalpel_executor.learning.critical_path import CriticalPathStore
-from scalpel_executor.learning.store import ProfileStore, default_path
+from scalpel_executor.learning.keys import app_name
+from scalpel_executor.learning.store import Observation, ProfileStore, default_path
 
 
 def _store(args: argparse.Namespace) -> ProfileStore:
@@ -264,6 +266,69 @@ def load_function(target: str):
     return function
 
 
+def widths_list(text: str) -> tuple[int, ...]:
+    """An argparse ``type`` for ``--widths``: two or more distinct core counts, comma-separated, each
+    at least 1 and at most the cores this process may run on; sorted, the narrowest first."""
+    try:
+        widths = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected core counts separated by commas, such as 1,2, got {text!r}") from None
+    cores = len(os.sched_getaffinity(0))
+    if len(widths) < 2:
+        raise argparse.ArgumentTypeError(f"needs at least two different core counts to compare, got {text!r}")
+    if widths[0] < 1 or widths[-1] > cores:
+        raise argparse.ArgumentTypeError(f"each core count must be between 1 and the {cores} cores this process may "
+                                         f"run on, got {text!r}")
+    return widths
+
+
+def _measure_widths(function, positional: list, keywords: dict, key: str, widths: tuple[int, ...], repeats: int,
+                    target: str, quiet: bool) -> list[float]:
+    """Run ``function`` on each of ``widths`` cores of one LLC domain, interleaved, in ``repeats``
+    rounds, its thread pools sized to its cores as the executor sizes a task's; each wider run's
+    wall time over the narrowest run's of the same round reads one serial fraction
+    (:func:`~scalpel_executor.core.widths.serial_fraction_from`). A round in which a run was a
+    worker's first of the app (``stats["cold"]``: it imported modules) is not read and is run
+    again, up to ``len(widths)`` times: a cold narrow run read a serial fraction of 0.03 where the
+    warm rounds read 0.19 (numpy's matrix product on two cores). Nothing is stored here: the runs
+    go through an executor with a store of its own in memory, so the wider runs' times do not
+    join the key's run time (kept at its narrowest width)."""
+    from scalpel_executor.core.batching import Batching
+    from scalpel_executor.core.widths import serial_fraction_from
+    from scalpel_executor.learning.sampling import Sampling
+    from scalpel_executor.runtime.driver.executor import ScalpelExecutor
+
+    cpus = sorted(os.sched_getaffinity(0))[:widths[-1]]
+    executor = ScalpelExecutor(label="profile-widths", profiles=False, batching=Batching(window=0.0),
+                               topology=[cpus],  # one domain; no footprint probe beside the runs
+                               sampling=Sampling(measure_first=0, measure_every=0, remeasure_drift=None))
+    readings, read, rounds = [], 0, 0
+    executor.start()
+    try:
+        while read < repeats and rounds < repeats + len(widths):
+            rounds += 1
+            wall, cold = {}, False
+            for width in widths:
+                future = executor.submit(function, {"profile_key": key, "cores": width}, *positional, **keywords)
+                try:
+                    future.result()
+                except (Exception, SystemExit) as error:
+                    raise CommandFailed(_failure(target, error, rounds, repeats)) from None
+                stats = executor.records[-1].stats
+                wall[width], cold = stats.get("wall"), cold or bool(stats.get("cold"))
+            if not cold:
+                read += 1
+                readings += [serial_fraction_from(wall[width] / wall[widths[0]], widths[0], width)
+                             for width in widths[1:] if wall[widths[0]] and wall[width]]
+            if not quiet:
+                print(f"widths round {rounds}: "
+                      + ", ".join(f"{wall[w]:.3g} s on {w} core{'s' if w != 1 else ''}" for w in widths)
+                      + (" (a worker's first call of the app: not read)" if cold else ""))
+    finally:
+        executor.shutdown()
+    return [reading for reading in readings if reading is not None]
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """The paper's pre-run, for users who want one: measure an app on sample inputs, store it."""
     # Parsl loads only for `profile run`, not for the commands that only read or write the store.
@@ -301,13 +366,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         executor.shutdown()
     key = executor.records[-1].profile_key
-    profile = store.get(key)
+    if args.widths:
+        readings = _measure_widths(function, positional, keywords, key, args.widths, args.repeat, args.target,
+                                   args.json)
+        store.record([Observation(key, app_name(function), serial=reading) for reading in readings])
+    profile, speedup = store.get(key), store.speedup(key)
     store.close()
     if args.json:
-        print(json.dumps(profile.to_dict() if profile else None, indent=1))
+        print(json.dumps({**profile.to_dict(), "speedup": None if speedup is None else asdict(speedup)}
+                         if profile else None, indent=1))
     elif profile is not None:
         print(f"stored {key}: run time {_fmt_seconds(profile.runtime)}, footprint {_fmt_bytes(profile.footprint)} "
               f"after {profile.runs} runs")
+        if args.widths and speedup is not None:
+            at = ", ".join(f"{speedup.speedup(w):.2f}x on {w}" for w in args.widths[1:])
+            print(f"stored its speed-up: serial fraction {speedup.serial_fraction:.3f} over {speedup.readings} "
+                  f"readings (Amdahl: {at} cores); a run's width rule starts from it")
     return 0
 
 
@@ -369,3 +443,8 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--kw", action="append", default=[], metavar="NAME=VALUE", help="a keyword argument (repeatable)")
     run.add_argument("--repeat", type=at_least(1), default=1, help="runs to measure (default %(default)s)")
     run.add_argument("--key", help="store under this key instead of the computed one")
+    run.add_argument("--widths", type=widths_list, metavar="N,N[,...]",
+                     help="also measure its speed-up: run it on each of these core counts (e.g. 1,2; its thread "
+                          "pools sized to them), interleaved, --repeat times, and store the serial fraction each "
+                          "wider run reads, which an app marked malleable (max_cores) starts from; for nodes where "
+                          "a run would not try it wider")

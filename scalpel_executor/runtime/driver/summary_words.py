@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
+from scalpel_executor.core.widths import EXPLORE_COST, NO_SPEEDUP
 from scalpel_executor.learning.host_model import SOLO_SOURCE
 
 #: How the closing sentence names each estimate source (learning.estimates.SOURCES), in that order.
@@ -15,16 +16,25 @@ SOURCE_WORDS = {"hint": "from hints", "learned": "learned in this run", "store":
                 SOLO_SOURCE: "from the per-key interference fit's solo times"}
 
 
+#: Said where no malleable task was tried wider (``no speed-up learned`` every one).
+WIDTHS_ADVICE = (f", none tried wider (its run time a guess, or a try that did not speed up would have ended the "
+                 f"work more than {EXPLORE_COST:.0%} later): `scalpel profile run MODULE:FUNCTION ARGS --widths 1,2 "
+                 f"--key KEY` measures a key's speed-up beforehand")
+
+
 def width_words(report: Mapping) -> str | None:
     """The widths the run's malleable tasks started on, how many at each and why
     (:data:`~scalpel_executor.core.widths.REASONS`); None where no task was malleable. Where every
-    one ran at its narrowest for want of a learned speed-up, this says the width rule changed
-    nothing.
+    one started narrow for want of a learned speed-up, this says why none was tried wider and how
+    to measure one (:data:`WIDTHS_ADVICE`): on a small node with a batch waiting, a try at no gain
+    costs more than the run allows, and no run ever learns the speed-up.
 
     >>> rows = [{"width": 1, "width_reason": "no speed-up learned"}] * 3 + [{"width": 2, "width_reason": "tail"},
     ...         {"width": 1, "width_reason": "many waiting"}, {"width": None}]
     >>> width_words({"tasks": rows})
     'widths of 5 malleable tasks: 4 at 1 core (no speed-up learned 3, many waiting 1), 1 at 2 cores (tail)'
+    >>> width_words({"tasks": rows[:3]}).endswith(WIDTHS_ADVICE)
+    True
     """
     by_width: dict[int, Counter[str]] = {}
     for row in report["tasks"]:
@@ -37,7 +47,10 @@ def width_words(report: Mapping) -> str | None:
         why = ", ".join(reason if len(reasons) == 1 else f"{reason} {count}" for reason, count in reasons.most_common())
         groups.append(f"{sum(reasons.values())} at {width} core{'s' if width != 1 else ''} ({why})")
     malleable = sum(sum(reasons.values()) for reasons in by_width.values())
-    return f"widths of {malleable} malleable task{'s' if malleable != 1 else ''}: {', '.join(groups)}"
+    words = f"widths of {malleable} malleable task{'s' if malleable != 1 else ''}: {', '.join(groups)}"
+    if all(set(reasons) == {NO_SPEEDUP} for reasons in by_width.values()):
+        words += WIDTHS_ADVICE
+    return words
 
 
 def learned_words(report: Mapping) -> str:
