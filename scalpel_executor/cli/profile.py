@@ -266,19 +266,27 @@ def load_function(target: str):
     return function
 
 
+def widths_domain() -> tuple[int, ...]:
+    """The CPUs ``--widths`` runs on: the largest LLC domain of this machine's cores that this
+    process may use (one CPU per core), as the executor detects them: a task's width never spans two."""
+    from scalpel_executor.host.sysfs import detect_topology
+
+    return max((domain.cpus for domain in detect_topology().domains), key=len)
+
+
 def widths_list(text: str) -> tuple[int, ...]:
     """An argparse ``type`` for ``--widths``: two or more distinct core counts, comma-separated, each
-    at least 1 and at most the cores this process may run on; sorted, the narrowest first."""
+    at least 1 and at most the cores of :func:`widths_domain`; sorted, the narrowest first."""
     try:
         widths = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected core counts separated by commas, such as 1,2, got {text!r}") from None
-    cores = len(os.sched_getaffinity(0))
     if len(widths) < 2:
         raise argparse.ArgumentTypeError(f"needs at least two different core counts to compare, got {text!r}")
+    cores = len(widths_domain())
     if widths[0] < 1 or widths[-1] > cores:
-        raise argparse.ArgumentTypeError(f"each core count must be between 1 and the {cores} cores this process may "
-                                         f"run on, got {text!r}")
+        raise argparse.ArgumentTypeError(f"each core count must be between 1 and the {cores} cores of this machine's "
+                                         f"largest cache domain that this process may use, got {text!r}")
     return widths
 
 
@@ -298,7 +306,7 @@ def _measure_widths(function, positional: list, keywords: dict, key: str, widths
     from scalpel_executor.learning.sampling import Sampling
     from scalpel_executor.runtime.driver.executor import ScalpelExecutor
 
-    cpus = sorted(os.sched_getaffinity(0))[:widths[-1]]
+    cpus = list(widths_domain()[:widths[-1]])
     executor = ScalpelExecutor(label="profile-widths", profiles=False, batching=Batching(window=0.0),
                                topology=[cpus],  # one domain; no footprint probe beside the runs
                                sampling=Sampling(measure_first=0, measure_every=0, remeasure_drift=None))
@@ -444,7 +452,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--repeat", type=at_least(1), default=1, help="runs to measure (default %(default)s)")
     run.add_argument("--key", help="store under this key instead of the computed one")
     run.add_argument("--widths", type=widths_list, metavar="N,N[,...]",
-                     help="also measure its speed-up: run it on each of these core counts (e.g. 1,2; its thread "
-                          "pools sized to them), interleaved, --repeat times, and store the serial fraction each "
+                     help="also measure its speed-up: run it on each of these core counts of one cache domain "
+                          "(e.g. 1,2; its thread pools sized to them), interleaved, --repeat times, and store the serial fraction each "
                           "wider run reads, which an app marked malleable (max_cores) starts from; for nodes where "
                           "a run would not try it wider")

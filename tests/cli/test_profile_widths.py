@@ -1,20 +1,18 @@
 """``scalpel profile run --widths``: a malleable app's speed-up measured beforehand, through real
 workers pinned to one and two cores, stored where a run's width rule starts from it."""
 
-import json
-import os
-
 import pytest
 
 from scalpel_executor.cli import build_parser, main
+from scalpel_executor.cli.profile import widths_domain
 from scalpel_executor.core.scheduler import Scheduler, Task
 from scalpel_executor.learning.store import ProfileStore
 from scalpel_executor.runtime.driver.summary_words import WIDTHS_ADVICE, width_words
 
-TWO_CORES = len(os.sched_getaffinity(0)) >= 2
+TWO_CORES = len(widths_domain()) >= 2
 
 
-@pytest.mark.skipif(not TWO_CORES, reason="needs two cores this process may run on")
+@pytest.mark.skipif(not TWO_CORES, reason="needs a cache domain of two cores this process may use")
 def test_widths_store_one_reading_a_round_and_keep_the_key_s_run_time_its_narrowest(tmp_path, capsys, monkeypatch):
     """Two rounds on one and two cores: two serial fractions stored for the key, each in [0, 1];
     the key's run time counts the two runs on one core only (the wider runs' times are read as
@@ -44,7 +42,7 @@ def test_widths_store_one_reading_a_round_and_keep_the_key_s_run_time_its_narrow
     ("1", "at least two different core counts"),
     ("2,2", "at least two different core counts"),
     ("0,2", "between 1 and the"),
-    (f"1,{len(os.sched_getaffinity(0)) + 1}", "between 1 and the"),
+    (f"1,{len(widths_domain()) + 1}", "between 1 and the"),
     ("1,two", "core counts separated by commas"),
 ])
 def test_a_bad_widths_list_is_refused_naming_it(value, words, capsys):
@@ -61,3 +59,17 @@ def test_the_run_summary_says_why_no_malleable_task_was_tried_wider():
     assert "--widths 1,2" in WIDTHS_ADVICE
     tried = never + [{"width": 2, "width_reason": "exploring"}]
     assert WIDTHS_ADVICE not in width_words({"tasks": tried})
+
+
+def test_widths_run_on_one_cache_domain_the_largest(monkeypatch, capsys):
+    """On a node whose CPU numbers interleave two sockets, the first CPUs by number span both:
+    ``--widths`` runs on the largest domain's CPUs, and its bound is that domain's cores."""
+    from scalpel_executor.core.domains import Topology
+    from scalpel_executor.host import sysfs
+
+    monkeypatch.setattr(sysfs, "detect_topology", lambda: Topology.from_cpu_lists([[0, 2], [1, 3, 5, 7]]))
+    assert widths_domain() == (1, 3, 5, 7)
+    assert build_parser().parse_args(["profile", "run", "m:f", "--widths", "4,1,2"]).widths == (1, 2, 4)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["profile", "run", "m:f", "--widths", "1,8"])
+    assert "between 1 and the 4 cores of this machine's largest cache domain" in capsys.readouterr().err
