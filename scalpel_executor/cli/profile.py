@@ -280,7 +280,8 @@ def widths_list(text: str) -> tuple[int, ...]:
     try:
         widths = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected core counts separated by commas, such as 1,2, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected core counts separated by commas, such as 1,2, "
+                                         f"got {text!r}") from None
     if len(widths) < 2:
         raise argparse.ArgumentTypeError(f"needs at least two different core counts to compare, got {text!r}")
     cores = len(widths_domain())
@@ -453,6 +454,6 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--key", help="store under this key instead of the computed one")
     run.add_argument("--widths", type=widths_list, metavar="N,N[,...]",
                      help="also measure its speed-up: run it on each of these core counts of one cache domain "
-                          "(e.g. 1,2; its thread pools sized to them), interleaved, --repeat times, and store the serial fraction each "
-                          "wider run reads, which an app marked malleable (max_cores) starts from; for nodes where "
-                          "a run would not try it wider")
+                          "(e.g. 1,2; its thread pools sized to them), interleaved, --repeat times, and store the "
+                          "serial fraction each wider run reads, which an app marked malleable (max_cores) starts "
+                          "from; for nodes where a run would not try it wider")
