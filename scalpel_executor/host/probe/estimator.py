@@ -125,8 +125,12 @@ def summarize(windows: Sequence[Window], wall: float, percentile: float = PERCEN
     """
     report = ProbeReport(None, "", len(windows), wall=wall, probe_cpu=sum(w.cost for w in windows))
     if not windows:
-        report.footprint_source = (f"{ENDED_BEFORE_FIRST_WINDOW} {wall * 1e3:.1f} ms, before its "
-                                   f"first window closed at {first_close * 1e3:.0f} ms")
+        # a task that outlived the first window's close (the sampler, on a busy core, had not yet
+        # delivered it) is not said to have ended before it: "after 126.7 ms, before ... 100 ms"
+        close = f"{first_close * 1e3:.0f} ms"
+        report.footprint_source = f"{ENDED_BEFORE_FIRST_WINDOW} {wall * 1e3:.1f} ms, " + (
+            f"before its first window closed at {close}" if wall < first_close
+            else f"before its first window, due to close at {close}, reached the worker")
         return report
     data = [w.memory.referenced_data for w in windows]
     report.footprint = float(weighted_percentile(data, [w.length for w in windows], percentile))
