@@ -282,12 +282,12 @@ def widths_list(text: str) -> tuple[int, ...]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected core counts separated by commas, such as 1,2, "
                                          f"got {text!r}") from None
-    if len(widths) < 2:
-        raise argparse.ArgumentTypeError(f"needs at least two different core counts to compare, got {text!r}")
     cores = len(widths_domain())
-    if widths[0] < 1 or widths[-1] > cores:
+    if widths and (widths[0] < 1 or widths[-1] > cores):  # first: "64" on a 2-core machine is out of range
         raise argparse.ArgumentTypeError(f"each core count must be between 1 and the {cores} cores of this machine's "
                                          f"largest cache domain that this process may use, got {text!r}")
+    if len(widths) < 2:
+        raise argparse.ArgumentTypeError(f"needs at least two different core counts to compare, got {text!r}")
     return widths
 
 
@@ -318,7 +318,8 @@ def _measure_widths(function, positional: list, keywords: dict, key: str, widths
             rounds += 1
             wall, cold = {}, False
             for width in widths:
-                future = executor.submit(function, {"profile_key": key, "cores": width}, *positional, **keywords)
+                future = executor.submit(function, {"profile_key": key, "cores": width, "max_cores": None},
+                                         *positional, **keywords)
                 try:
                     future.result()
                 except (Exception, SystemExit) as error:
@@ -361,7 +362,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                                sampling=Sampling(measure_every=1))  # profiling measures every repeat, not a sample
     executor.start()
     try:
-        spec = {"profile_key": args.key} if args.key else {}  # else the key the executor computes for this call
+        # its narrowest width (an app marked malleable too: its max_cores hint is set aside), under
+        # --key or else the key the executor computes for this call
+        spec = {"max_cores": None, **({"profile_key": args.key} if args.key else {})}
         for repeat in range(args.repeat):
             future = executor.submit(function, spec, *positional, **keywords)
             try:

@@ -48,7 +48,8 @@ HEADERS = ["task", "profile key", "domain/cpu", "width", "waited s", "start s", 
 #: Right-aligned columns: the numbers.
 NUMERIC = frozenset({"task", "waited s", "start s", "end s", "wall s", "footprint", "admitted as", "over LLC s"})
 #: Columns left out, in this order, until the table fits the terminal; ``--wide`` keeps every one.
-LEFT_OUT_FIRST = ("admitted as", "width", "end s", "waited s", "wall s", "over LLC s", "domain/cpu", "ended")
+#: ``width`` (shown only where a task was malleable) goes late: its rows' reasons are what such a run is read for.
+LEFT_OUT_FIRST = ("admitted as", "end s", "waited s", "wall s", "over LLC s", "domain/cpu", "ended", "width")
 #: The fewest characters of a profile key a fitted table shows (``cut_key`` keeps the app and program).
 KEY_ROOM = 24
 #: Characters past which a fitted table wraps an admission reason (the longest has 46) onto more lines.

@@ -7,7 +7,7 @@ from scalpel_executor.cli import build_parser, main
 from scalpel_executor.cli.profile import widths_domain
 from scalpel_executor.core.scheduler import Scheduler, Task
 from scalpel_executor.learning.store import ProfileStore
-from scalpel_executor.runtime.driver.summary_words import WIDTHS_ADVICE, width_words
+from scalpel_executor.runtime.driver.summary_words import WIDTHS_WHY, width_words, widths_advice
 
 TWO_CORES = len(widths_domain()) >= 2
 
@@ -43,6 +43,8 @@ def test_widths_store_one_reading_a_round_and_keep_the_key_s_run_time_its_narrow
     ("2,2", "at least two different core counts"),
     ("0,2", "between 1 and the"),
     (f"1,{len(widths_domain()) + 1}", "between 1 and the"),
+    (f"{len(widths_domain()) + 1}", "between 1 and the"),  # one count, out of range: the range is named
+    ("0", "between 1 and the"),
     ("1,two", "core counts separated by commas"),
 ])
 def test_a_bad_widths_list_is_refused_naming_it(value, words, capsys):
@@ -53,12 +55,22 @@ def test_a_bad_widths_list_is_refused_naming_it(value, words, capsys):
     assert words in err and repr(value) in err
 
 
-def test_the_run_summary_says_why_no_malleable_task_was_tried_wider():
-    never = [{"width": 1, "width_reason": "no speed-up learned"}] * 4
-    assert width_words({"tasks": never}).endswith(WIDTHS_ADVICE)
-    assert "--widths 1,2" in WIDTHS_ADVICE
-    tried = never + [{"width": 2, "width_reason": "exploring"}]
-    assert WIDTHS_ADVICE not in width_words({"tasks": tried})
+def test_the_run_summary_says_why_no_malleable_task_was_tried_wider_and_names_the_key_to_measure():
+    key = "__main__.smooth({seed:num,tile:f8[~724x~724]})"
+    never = [{"width": 1, "width_reason": "no speed-up learned", "profile_key": key, "runtime_source": "store"}] * 4
+    words = width_words({"tasks": never})
+    assert words.endswith(widths_advice(never))
+    # estimates from the store: only the cost can have kept them narrow; the key, quoted for a shell
+    assert f"none tried wider ({WIDTHS_WHY['dear']})" in words and WIDTHS_WHY["guessed"] not in words
+    assert f"--widths 1,2 --key '{key}'` measures its speed-up beforehand" in words
+    guessed = [dict(row, runtime_source="prior") for row in never]
+    assert f"none tried wider ({WIDTHS_WHY['guessed']})" in width_words({"tasks": guessed})
+    assert f"({WIDTHS_WHY['both']})" in width_words({"tasks": never[:2] + guessed[:2]})
+    other = [dict(row, profile_key="__main__.project(n<16)") for row in never]
+    assert "--key KEY` measures each key's (`scalpel profile list --wide` names the 2)" in width_words(
+        {"tasks": never + other})
+    tried = never + [{"width": 2, "width_reason": "exploring", "profile_key": key}]
+    assert "none tried wider" not in width_words({"tasks": tried})
 
 
 def test_widths_run_on_one_cache_domain_the_largest(monkeypatch, capsys):
@@ -73,3 +85,29 @@ def test_widths_run_on_one_cache_domain_the_largest(monkeypatch, capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["profile", "run", "m:f", "--widths", "1,8"])
     assert "between 1 and the 4 cores of this machine's largest cache domain" in capsys.readouterr().err
+
+
+def test_an_app_marked_malleable_is_profiled_at_each_width_it_is_given(tmp_path, capsys, monkeypatch):
+    """``@app_hints(max_cores=64)``, more cores than this machine's domains have: the narrow runs
+    take the app's narrowest width and each ``--widths`` run exactly its count (the hint set
+    aside, not refused, and not widened by the width rule); the CPUs each run may use say so."""
+    module = tmp_path / "hinted_kernels.py"
+    module.write_text("import os, time\nfrom scalpel_executor import app_hints\n\n@app_hints(max_cores=64)\n"
+                      "def spin(seconds, log):\n    with open(log, 'a') as out:\n"
+                      "        out.write(f'{len(os.sched_getaffinity(0))}\\n')\n"
+                      "    end = time.perf_counter() + seconds\n    while time.perf_counter() < end:\n        pass\n"
+                      "    return seconds\n")
+    monkeypatch.chdir(tmp_path)
+    store, log = str(tmp_path / "p.sqlite"), tmp_path / "cpus.txt"
+    widths = ["--widths", "1,2"] if TWO_CORES else []
+    assert main(["profile", "run", "hinted_kernels:spin", "0.05", repr(str(log)), "--repeat", "2", *widths,
+                 "--store", store]) == 0
+    out = capsys.readouterr().out
+    cpus = [int(line) for line in log.read_text().split()]
+    assert cpus[:2] == [1, 1], cpus  # the narrow runs
+    if TWO_CORES:
+        assert "stored its speed-up" in out
+        assert cpus[2:] == [1, 2] * (len(cpus[2:]) // 2) and len(cpus) >= 6, cpus  # the rounds, interleaved
+    with ProfileStore(store) as profiles:
+        (profile,) = profiles.profiles()
+    assert profile.runs == 2

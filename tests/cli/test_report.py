@@ -349,6 +349,13 @@ def test_a_malleable_tasks_row_says_its_width_and_why(runinfo):
     lines = describe(report)
     header = next(index for index, line in enumerate(lines) if line.split()[:2] == ["task", "profile"])
     assert "width" in lines[header] and "2: tail" in lines[header + 2]
+    # fitted to a terminal of 120 columns, the widths and their reasons stay; timings go first
+    for row in report["tasks"]:
+        row.update(width=2, width_reason="no speed-up learned", profile_key="__main__.covariance(n<16)")
+    lines = describe(report, width=120)
+    header = next(index for index, line in enumerate(lines) if line.split()[:2] == ["task", "profile"])
+    assert "width" in lines[header] and "2: no speed-up learned" in lines[header + 2]
+    assert max(map(len, lines[header:lines.index("", header)])) <= 120
 
 
 def test_the_closing_line_says_the_widths_malleable_tasks_started_on_and_why():

@@ -128,3 +128,37 @@ def test_a_malleable_tasks_chain_counts_it_at_its_widest_by_its_keys_speed_up(tm
     (prepared,) = [row for row in report["tasks"] if ".prepare(" in row["profile_key"]]
     assert learned[APP_PREFIX + "prepare"].widest[1] == learned[APP_PREFIX + "prepare"].runtime == pytest.approx(
         prepared["measured_runtime"], rel=0.01)
+
+
+def test_a_max_cores_above_the_widest_domain_is_capped_there_said_once_and_the_task_runs(tmp_path, caplog):
+    """A workflow written for a node (``max_cores=64``) runs on a smaller one: its malleable tasks
+    start on at most the widest domain's cores, as a provider's node caps them, with one warning per
+    ``max_cores``; ``max_cores`` below ``cores`` is still refused."""
+    import logging
+
+    import parsl
+    from parsl.app.app import python_app
+    from parsl.config import Config
+
+    from scalpel_executor import ScalpelExecutor
+    from scalpel_executor.learning.hints import InvalidHint
+
+    @python_app
+    def square(x, parsl_resource_specification=None):
+        return {"x": x, "square": x * x}
+
+    executor = ScalpelExecutor(label="scalpel", topology="2x2:32MiB", profiles=str(tmp_path / "p.sqlite"))
+    dfk = parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "runinfo"), strategy="none"))
+    try:
+        with caplog.at_level(logging.WARNING, logger="scalpel_executor.runtime.node.fit"):
+            futures = [square(x, parsl_resource_specification={"max_cores": 64}) for x in range(4)]
+            assert [f.result()["square"] for f in futures] == [0, 1, 4, 9]
+        capped = [r.getMessage() for r in caplog.records if r.name == "scalpel_executor.runtime.node.fit"]
+        assert capped == ["malleable tasks of up to 64 cores (max_cores) start on at most 2 here: a malleable task "
+                          "runs on cores of one LLC domain, and this node's widest has 2"]
+        assert all(1 <= task["width"] <= 2 for task in executor.run_report()["tasks"])
+        with pytest.raises(InvalidHint, match=r"'max_cores': must be at least 'cores' \(2\), got 1"):
+            square(5, parsl_resource_specification={"cores": 2, "max_cores": 1}).result()
+    finally:
+        dfk.cleanup()
+        parsl.clear()

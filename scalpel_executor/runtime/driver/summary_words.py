@@ -4,6 +4,7 @@ from, what the run taught, and the widths its malleable tasks started on."""
 
 from __future__ import annotations
 
+import shlex
 from collections import Counter
 from collections.abc import Mapping
 
@@ -16,40 +17,60 @@ SOURCE_WORDS = {"hint": "from hints", "learned": "learned in this run", "store":
                 SOLO_SOURCE: "from the per-key interference fit's solo times"}
 
 
-#: Said where no malleable task was tried wider (``no speed-up learned`` every one).
-WIDTHS_ADVICE = (f", none tried wider (its run time a guess, or a try that did not speed up would have ended the "
-                 f"work more than {EXPLORE_COST:.0%} later): `scalpel profile run MODULE:FUNCTION ARGS --widths 1,2 "
-                 f"--key KEY` measures a key's speed-up beforehand")
+#: Said where no malleable task was tried wider (``no speed-up learned`` every one): why, by what
+#: the rows say of their run times, and how to measure the speed-up, naming the key where one is.
+WIDTHS_ADVICE = ", none tried wider ({why}): `scalpel profile run MODULE:FUNCTION ARGS --widths 1,2 --key {key}` " \
+                "measures {whose} speed-up beforehand"
+#: Why none was tried wider: every run time a guess (a wider run would read nothing), none, or some.
+WIDTHS_WHY = {"guessed": "its run time a guess",
+              "dear": f"a try that did not speed up would have ended the work more than {EXPLORE_COST:.0%} later",
+              "both": f"its run time a guess, or a try that did not speed up would have ended the work more than "
+                      f"{EXPLORE_COST:.0%} later"}
+
+
+def widths_advice(rows: list[Mapping]) -> str:
+    """:data:`WIDTHS_ADVICE` for the malleable ``rows`` of a run that tried none wider.
+
+    >>> widths_advice([{"profile_key": "m.smooth(n<16)", "runtime_source": "store"}] * 2)
+    ", none tried wider (a try that did not speed up would have ended the work more than 2% later): \
+`scalpel profile run MODULE:FUNCTION ARGS --widths 1,2 --key 'm.smooth(n<16)'` measures its speed-up beforehand"
+    """
+    guessed = [row.get("runtime_source") == "prior" for row in rows]
+    why = WIDTHS_WHY["guessed" if all(guessed) else "both" if any(guessed) else "dear"]
+    keys = {row["profile_key"] for row in rows if row.get("profile_key")}
+    if len(keys) == 1:
+        return WIDTHS_ADVICE.format(why=why, key=shlex.quote(keys.pop()), whose="its")
+    whose = f"each key's (`scalpel profile list --wide` names the {len(keys)})" if keys else "a key's"
+    return WIDTHS_ADVICE.format(why=why, key="KEY", whose=whose)
 
 
 def width_words(report: Mapping) -> str | None:
     """The widths the run's malleable tasks started on, how many at each and why
     (:data:`~scalpel_executor.core.widths.REASONS`); None where no task was malleable. Where every
     one started narrow for want of a learned speed-up, this says why none was tried wider and how
-    to measure one (:data:`WIDTHS_ADVICE`): on a small node with a batch waiting, a try at no gain
+    to measure one (:func:`widths_advice`): on a small node with a batch waiting, a try at no gain
     costs more than the run allows, and no run ever learns the speed-up.
 
     >>> rows = [{"width": 1, "width_reason": "no speed-up learned"}] * 3 + [{"width": 2, "width_reason": "tail"},
     ...         {"width": 1, "width_reason": "many waiting"}, {"width": None}]
     >>> width_words({"tasks": rows})
     'widths of 5 malleable tasks: 4 at 1 core (no speed-up learned 3, many waiting 1), 1 at 2 cores (tail)'
-    >>> width_words({"tasks": rows[:3]}).endswith(WIDTHS_ADVICE)
+    >>> width_words({"tasks": rows[:3]}).endswith(widths_advice(rows[:3]))
     True
     """
     by_width: dict[int, Counter[str]] = {}
-    for row in report["tasks"]:
-        if row.get("width") is not None:
-            by_width.setdefault(row["width"], Counter())[row.get("width_reason") or "reason not recorded"] += 1
+    malleable = [row for row in report["tasks"] if row.get("width") is not None]
+    for row in malleable:
+        by_width.setdefault(row["width"], Counter())[row.get("width_reason") or "reason not recorded"] += 1
     if not by_width:
         return None
     groups = []
     for width, reasons in sorted(by_width.items()):
         why = ", ".join(reason if len(reasons) == 1 else f"{reason} {count}" for reason, count in reasons.most_common())
         groups.append(f"{sum(reasons.values())} at {width} core{'s' if width != 1 else ''} ({why})")
-    malleable = sum(sum(reasons.values()) for reasons in by_width.values())
-    words = f"widths of {malleable} malleable task{'s' if malleable != 1 else ''}: {', '.join(groups)}"
+    words = f"widths of {len(malleable)} malleable task{'s' if len(malleable) != 1 else ''}: {', '.join(groups)}"
     if all(set(reasons) == {NO_SPEEDUP} for reasons in by_width.values()):
-        words += WIDTHS_ADVICE
+        words += widths_advice(malleable)
     return words
 
 

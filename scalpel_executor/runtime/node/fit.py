@@ -5,7 +5,7 @@
     ScalpelExecutor(...) ── NodeFit(cores_per_task, mem_per_task, topology): the defaults checked
     start() ─────────────── fix(capacity), local mode's node: defaults no task of it could run with refused
     submit() ────────────── learned_memory(estimate): an undeclared task's memory, at most the budget
-                       └─── check(task): max_cores, never_fits, one warning per width wider than a domain
+                       └─── check(task): max_cores (capped at the widest domain), never_fits, a warning per wide width
     WorkerPool.submit ───── never_fits(task, capacity), where the node is known (provider mode's managers)
 
 :func:`never_fits` is the one refusal of a task no node of this kind could ever start: the figures
@@ -74,6 +74,7 @@ class NodeFit:
         self.widest = max(len(domain.cpus) for domain in topology.domains)
         self.capacity: Capacity | None = None
         self._wide_warned: set[int] = set()
+        self._capped: set[int] = set()  # max_cores said to be capped at the widest domain
 
     def fix(self, capacity: Capacity) -> None:
         """Local mode's node, fixed at start: executor-wide defaults no task of it could run with are
@@ -96,19 +97,23 @@ class NodeFit:
         return counted_memory(estimate.memory or 0.0, False, None if capacity is None else capacity.memory)
 
     def check(self, task: Task) -> None:
-        """Refuse a task this node could never start (local mode) or a malleable width it could never
-        give; say once per width that a task wider than any LLC domain spans several."""
+        """Refuse a task this node could never start (local mode) or a malleable range that is not one;
+        say once per width that a task wider than any LLC domain spans several, and once per
+        ``max_cores`` that a wider one than the widest domain starts on at most its cores."""
         capacity = self.capacity
         if task.max_cores is not None:
             if task.max_cores < task.cores:
                 raise InvalidHint({"max_cores"}, f"resource specification key 'max_cores': must be at least the task's "
                                                  f"cores ({task.cores}, cores_per_task={self.cores_per_task} without a "
                                                  f"'cores' key), got {task.max_cores}; raise max_cores or lower cores")
+            # more than a domain: capped there, as every node of a provider caps it (a workflow written
+            # for a 64-core node runs on a laptop), said once per max_cores
             widest = None if capacity is None else max(capacity.cores_per_domain)  # provider mode: each node's own
-            if widest is not None and task.max_cores > widest:
-                raise InvalidHint({"max_cores"}, f"resource specification key 'max_cores': a malleable task runs on "
-                                                 f"cores of one LLC domain, and this node's widest has {widest}; got "
-                                                 f"{task.max_cores}: give at most {widest}")
+            if widest is not None and task.max_cores > max(widest, task.cores) and task.max_cores not in self._capped:
+                self._capped.add(task.max_cores)
+                logger.warning("malleable tasks of up to %d cores (max_cores) start on at most %d here: a malleable "
+                               "task runs on cores of one LLC domain, and this node's widest has %d",
+                               task.max_cores, max(widest, task.cores), widest)
         if capacity is not None and (refusal := never_fits(task, capacity)) is not None:
             raise refusal
         if task.cores > self.widest and task.cores not in self._wide_warned:
