@@ -26,6 +26,7 @@ import contextlib
 import importlib
 import json
 import logging
+import math
 import os
 import sys
 import traceback
@@ -311,7 +312,7 @@ def _measure_widths(function, positional: list, keywords: dict, key: str, widths
     executor = ScalpelExecutor(label="profile-widths", profiles=False, batching=Batching(window=0.0),
                                topology=[cpus],  # one domain; no footprint probe beside the runs
                                sampling=Sampling(measure_first=0, measure_every=0, remeasure_drift=None))
-    readings, read, rounds = [], 0, 0
+    readings, read, rounds, slower = [], 0, 0, 0
     executor.start()
     try:
         while read < repeats and rounds < repeats + len(widths):
@@ -330,12 +331,17 @@ def _measure_widths(function, positional: list, keywords: dict, key: str, widths
                 read += 1
                 readings += [serial_fraction_from(wall[width] / wall[widths[0]], widths[0], width)
                              for width in widths[1:] if wall[widths[0]] and wall[width]]
+                slower += any((wall[width] or 0) > (wall[widths[0]] or math.inf) for width in widths[1:])
             if not quiet:
                 print(f"widths round {rounds}: "
                       + ", ".join(f"{wall[w]:.3g} s on {w} core{'s' if w != 1 else ''}" for w in widths)
                       + (" (a worker's first call of the app: not read)" if cold else ""))
     finally:
         executor.shutdown()
+    if slower and not quiet:  # read as no gain (a serial fraction of 1), which may be the host's doing
+        print(f"note: in {slower} of {read} rounds a wider run took longer than the narrowest, read as no "
+              f"speed-up; other processes may share these cores (load average {os.getloadavg()[0]:.1f} over "
+              f"{os.cpu_count()} CPUs): measure again on an idle machine if the app should gain")
     return [reading for reading in readings if reading is not None]
 
 

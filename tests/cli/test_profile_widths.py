@@ -111,3 +111,20 @@ def test_an_app_marked_malleable_is_profiled_at_each_width_it_is_given(tmp_path,
     with ProfileStore(store) as profiles:
         (profile,) = profiles.profiles()
     assert profile.runs == 2
+
+
+@pytest.mark.skipif(not TWO_CORES, reason="needs a cache domain of two cores this process may use")
+def test_widths_say_when_a_wider_run_took_longer_and_only_then(tmp_path, capsys, monkeypatch):
+    """A wider run slower than the narrowest (other processes on the cores, or threads that only
+    cost) reads no gain; the command says in how many rounds, and not when every wider run was faster."""
+    module = tmp_path / "slow_kernels.py"
+    module.write_text("import os, time\n\ndef nap(base):\n"
+                      "    time.sleep(base * len(os.sched_getaffinity(0)))  # longer on more cores\n    return base\n\n"
+                      "def quick(base):\n    time.sleep(base / len(os.sched_getaffinity(0)))\n    return base\n")
+    monkeypatch.chdir(tmp_path)
+    for function, slower in (("nap", True), ("quick", False)):
+        assert main(["profile", "run", f"slow_kernels:{function}", "0.05", "--repeat", "2", "--widths", "1,2",
+                     "--store", str(tmp_path / f"{function}.sqlite")]) == 0
+        out = capsys.readouterr().out
+        assert ("note: in 2 of 2 rounds a wider run took longer than the narrowest" in out) is slower, out
+        assert ("took longer" in out) is slower
