@@ -10,6 +10,7 @@ from parsl import python_app
 from parsl.config import Config
 
 from scalpel_executor import ResourcesUnavailable, ScalpelExecutor
+from scalpel_executor.runtime.driver.report import run_summary
 
 GiB = 2**30
 
@@ -80,10 +81,14 @@ def test_declared_memory_keeps_two_large_tasks_apart_and_a_request_past_the_node
         with pytest.raises(ResourcesUnavailable, match=r"asks for 3 cores; this node has 2"):
             where(0, parsl_resource_specification={"cores": 3}).result(timeout=60)
         a, b = [f.result(timeout=120) for f in big]
+        report = executor.run_report()
     finally:
         dfk.cleanup()
         parsl.clear()
     assert not overlaps(a, b), (a, b)
+    # the three refusals never became tasks: the report counts them apart, and the closing line says so
+    assert (report["tasks_rejected"], report["tasks_finished"], report["tasks_failed"]) == (3, 2, 0)
+    assert "2 tasks (0 failed; 3 more refused at submit, each future holding why)" in run_summary(report, None)
 
 
 @pytest.mark.parametrize("node_manager", [True, False])

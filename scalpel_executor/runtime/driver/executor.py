@@ -415,6 +415,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self.label = label
         self._refused = 0  # tasks handed over after shutdown (_refused_after_shutdown)
         self._cut_short = 0  # tasks still running or waiting at shutdown (the run report's tasks_cut_short)
+        self._rejected = 0  # submits that raised (a bad hint, a task no node fits, a call that won't serialize)
         self.topology = topology  # as given: Parsl's RepresentationMixin reads each argument back; resolved: _topology
         self.default_footprint = default_footprint
         self.default_runtime = float(default_runtime)
@@ -557,6 +558,13 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         return options
 
     def submit(self, func, resource_specification: Dict[str, Any], *args: Any, **kwargs: Any) -> Future:
+        try:
+            return self._submit(func, resource_specification, *args, **kwargs)
+        except Exception:  # Parsl fails the task with it; the run's closing sentence counts it
+            self._rejected += 1
+            raise
+
+    def _submit(self, func, resource_specification: Dict[str, Any], *args: Any, **kwargs: Any) -> Future:
         pool = self._pool  # read once: a concurrent shutdown() sets it to None
         if pool is None and self._shut_down:
             return self._refused_after_shutdown()
@@ -733,7 +741,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         records = list(self.records)
         return build_report(self.label, self.policy, self._topology, self._estimator, self._hint_audit.counts, records,
                             self._host.report(records, self._shut_down), self._paths.report(),
-                            cut_short=self._cut_short, shut_down_by=getattr(self, "_shut_down_by", None),
+                            cut_short=self._cut_short, rejected=self._rejected,
+                            shut_down_by=getattr(self, "_shut_down_by", None),
                             driver_pin=self._driver_pin_report())
 
     def _driver_pin_report(self) -> Optional[dict]:

@@ -201,13 +201,15 @@ def write_report(path: str, report: dict) -> str | None:
 
 def build_report(label: str, policy: str, topology: Topology, estimator: Estimator | None, hints_off: Mapping,
                  records: Sequence[TaskRecord], contention_model: dict, critical_path: dict, cut_short: int = 0,
-                 shut_down_by: str | None = None, driver_pin: dict | None = None) -> dict:
+                 shut_down_by: str | None = None, driver_pin: dict | None = None, rejected: int = 0) -> dict:
     """The run report of ``records``: where every finished task ran and where its estimates came from (JSON-ready).
 
     ``contention_model`` and ``critical_path`` are passed in as their sections, made by the
     executor's host learning and tails; ``estimator`` is None before the executor starts.
     ``tasks_cut_short`` counts the failed tasks that were still running or waiting when the
-    executor shut down (``cut_short``: failed with ExecutorShutdown); ``shut_down_by`` names the
+    executor shut down (``cut_short``: failed with ExecutorShutdown); ``tasks_rejected`` the submits
+    that raised and so never became tasks (``rejected``: a bad hint, a task no node fits, a call
+    that does not serialize; Parsl failed each with its error); ``shut_down_by`` names the
     exception the script was ending with when it shut the executor down (a Ctrl-C, an error), or None.
     ``driver_pin`` says where the driver's Parsl threads were put on one CPU (``pin_driver``):
     ``mode`` (``busy``: while they were busy; ``run``: from start to shutdown), ``cpu``, ``engaged``
@@ -256,6 +258,7 @@ def build_report(label: str, policy: str, topology: Topology, estimator: Estimat
         "tasks_finished": len(records),
         "tasks_failed": sum(not record.ok for record in records),
         "tasks_cut_short": cut_short,
+        "tasks_rejected": rejected,
         "shut_down_by": shut_down_by,
         "driver_pin": driver_pin,
         "tasks_measured": sum(record.measured for record in records),
@@ -423,6 +426,8 @@ def run_summary(report: Mapping, path: str | None, *, unwritten: str | None = No
         f", {cut_short} of them unfinished when {ended_by} ended the script" if ended_by else
         f", {cut_short} of them unfinished when the executor shut down: wait for results before dfk.cleanup() or "
         f"the end of `with parsl.load()`")
+    if rejected := report.get("tasks_rejected", 0):  # never tasks: Parsl failed each with its error
+        failures += f"; {rejected} more refused at submit, each future holding why"
     parts = [f"{report['executor']}: {tasks} task{'s' if tasks != 1 else ''} ({failures}) on "
              f"{topology['total_cores']} cores in {domains} LLC domain{'s' if domains != 1 else ''}",
              _corun_words(report), source_words(report["sources"])]
