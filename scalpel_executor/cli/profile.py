@@ -26,7 +26,6 @@ import contextlib
 import importlib
 import json
 import logging
-import math
 import os
 import sys
 import traceback
@@ -329,9 +328,10 @@ def _measure_widths(function, positional: list, keywords: dict, key: str, widths
                 wall[width], cold = stats.get("wall"), cold or bool(stats.get("cold"))
             if not cold:
                 read += 1
-                readings += [serial_fraction_from(wall[width] / wall[widths[0]], widths[0], width)
-                             for width in widths[1:] if wall[widths[0]] and wall[width]]
-                slower += any((wall[width] or 0) > (wall[widths[0]] or math.inf) for width in widths[1:])
+                narrow = wall[widths[0]]
+                ratios = {width: wall[width] / narrow for width in widths[1:] if narrow and wall[width]}
+                readings += [serial_fraction_from(ratio, widths[0], width) for width, ratio in ratios.items()]
+                slower += any(ratio > 1 for ratio in ratios.values())
             if not quiet:
                 print(f"widths round {rounds}: "
                       + ", ".join(f"{wall[w]:.3g} s on {w} core{'s' if w != 1 else ''}" for w in widths)

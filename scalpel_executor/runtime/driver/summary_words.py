@@ -23,9 +23,8 @@ WIDTHS_ADVICE = ", none tried wider ({why}): `scalpel profile run MODULE:FUNCTIO
                 "measures {whose} speed-up beforehand"
 #: Why none was tried wider: every run time a guess (a wider run would read nothing), none, or some.
 WIDTHS_WHY = {"guessed": "its run time a guess",
-              "dear": f"a try that did not speed up would have ended the work more than {EXPLORE_COST:.0%} later",
-              "both": f"its run time a guess, or a try that did not speed up would have ended the work more than "
-                      f"{EXPLORE_COST:.0%} later"}
+              "dear": f"a try that did not speed up would have ended the work more than {EXPLORE_COST:.0%} later"}
+WIDTHS_WHY["both"] = f"{WIDTHS_WHY['guessed']}, or {WIDTHS_WHY['dear']}"
 
 
 def widths_advice(rows: list[Mapping]) -> str:
