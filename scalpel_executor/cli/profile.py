@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import sys
+import time
 import traceback
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -159,9 +160,7 @@ def cmd_show(args: argparse.Namespace) -> int:
                               "speedup": None if speedup is None else asdict(speedup)}, indent=1))
             return 0
         for name, value in profile.to_dict().items():
-            if name.startswith("footprint") and name != "footprint_runs" or name == "peak_rss":
-                value = _fmt_bytes(value)
-            print(f"{name:>15}: {value}")
+            print(f"{name:>15}: {_shown(name, value)}")
         if learned is None:
             print(f"{'critical path':>15}: none learned (no run showed Parsl's graph with this key's tasks)")
         else:
@@ -177,6 +176,27 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(f"{'speed-up':>15}: serial fraction {speedup.serial_fraction:.3f} over {speedup.readings} "
                   f"reading{'s' if speedup.readings != 1 else ''} (Amdahl: {at} cores)")
     return 0
+
+
+def _shown(name: str, value: Any) -> str:
+    """A profile field as ``profile show`` prints it: sizes, seconds, a rate, a local time; ``-`` for none.
+
+    >>> _shown("runtime_std", 0.028961742), _shown("peak_rss", 87870668), _shown("llc_miss_rate", 0.1234)
+    ('0.029 s', '83.8 MiB', '12.3%')
+    >>> _shown("refines", None), _shown("runs", 3)
+    ('-', '3')
+    """
+    if value is None:
+        return "-"
+    if name.startswith("footprint") and name != "footprint_runs" or name == "peak_rss":
+        return _fmt_bytes(value)
+    if name.startswith("runtime"):
+        return _fmt_seconds(value)
+    if name == "llc_miss_rate":
+        return f"{value:.1%}"
+    if name == "updated":
+        return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(value))
+    return str(value)
 
 
 def _learned_tail(store: ProfileStore, key: str):
@@ -365,22 +385,34 @@ def cmd_run(args: argparse.Namespace) -> int:
     store = _store(args)
     executor = ScalpelExecutor(label="profile-run", profiles=store, batching=Batching(window=0.0),
                                topology=[[min(os.sched_getaffinity(0))]],
-                               sampling=Sampling(measure_every=1))  # profiling measures every repeat, not a sample
+                               # every repeat measured, not a sample; a call that imported modules not stored
+                               sampling=Sampling(measure_every=1, learn_cold=False))
     executor.start()
     try:
         # its narrowest width (an app marked malleable too: its max_cores hint is set aside), under
         # --key or else the key the executor computes for this call
         spec = {"max_cores": None, **({"profile_key": args.key} if args.key else {})}
-        for repeat in range(args.repeat):
+        stored = cold = 0
+        while stored < args.repeat:
             future = executor.submit(function, spec, *positional, **keywords)
             try:
                 future.result()
             except (Exception, SystemExit) as error:
-                raise CommandFailed(_failure(args.target, error, repeat + 1, args.repeat)) from None
+                raise CommandFailed(_failure(args.target, error, stored + cold + 1, args.repeat + cold)) from None
+            stats = executor.records[-1].stats
+            if stats.get("cold"):
+                cold += 1
+                if cold > args.repeat:
+                    raise CommandFailed(f"{args.target} imported modules on each of its {cold} calls, so none timed "
+                                        f"the app alone and nothing was stored; import them at the module's top")
+            else:
+                stored += 1
             if not args.json:
-                stats = executor.records[-1].stats
-                print(f"run {repeat + 1}/{args.repeat}: {stats.get('wall', 0):.3g} s, "
-                      f"footprint {_fmt_bytes(stats.get('footprint'))} ({stats.get('footprint_source', 'not measured')})")
+                print(f"{'call' if stats.get('cold') else f'run {stored}/{args.repeat}'}: "
+                      f"{stats.get('wall', 0):.3g} s, footprint {_fmt_bytes(stats.get('footprint'))} "
+                      f"({stats.get('footprint_source', 'not measured')})"
+                      + ("; it imported modules (a worker's first call of the app): not stored, run again"
+                         if stats.get("cold") else ""))
     finally:
         executor.shutdown()
     key = executor.records[-1].profile_key

@@ -196,6 +196,7 @@ class Estimator:
         self._flusher: threading.Thread | None = None  # under _lock
         self.priors: set[str] = set()  # keys that started this run with the prior
         self._plan = MeasurePlan(sampling) if sampling is not None else None  # under _lock
+        self._learn_cold = sampling is None or sampling.learn_cold
         self.drifts = 0  # unmeasured tasks whose wall time made their key due for a measurement
         self._speedups: dict[str, list] = {}  # key -> [serial fractions read, summed; readings]: the store's and this run's
         # key -> the last Estimate made for it (and its fields), handed out again while nothing it says has
@@ -334,7 +335,10 @@ class Estimator:
         A malleable task that ran on ``stats["width"]`` cores, more than its ``narrowest``, teaches
         its key the run time at ``narrowest`` its wall time stands for by Amdahl's law with the key's
         serial fraction (the run-time estimate is the narrowest width's), and the serial fraction
-        its run read (``stats["serial_reading"]``, the scheduler's) joins the key's speed-up."""
+        its run read (``stats["serial_reading"]``, the scheduler's) joins the key's speed-up. A cold
+        call (``stats["cold"]``) teaches nothing where the sampling rule says so (``learn_cold``)."""
+        if stats.get("cold") and not self._learn_cold:
+            return
         runtime = stats.get("wall")
         reading, width = finite(stats.get("serial_reading")), stats.get("width")
         if reading is not None:

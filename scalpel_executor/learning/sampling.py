@@ -42,7 +42,7 @@ DRIFT_FLOOR = 0.1  # seconds: no drift unless the longer of the two times reache
 
 @dataclass(frozen=True)
 class Sampling:
-    """The sampling rule's three settings (the executor's options of the same names).
+    """The sampling rule's settings (the executor's options of the same names).
 
     Parameters
     ----------
@@ -55,6 +55,11 @@ class Sampling:
         Measure a key's next task when an unmeasured one's wall time differs from the key's learned
         run time by more than this factor, either way (> 1), the longer of the two at least
         ``DRIFT_FLOOR`` (0.1 s); None or ``math.inf``: never.
+    learn_cold : bool
+        Whether a worker's first call of an app, which imported modules (``stats["cold"]``: its
+        wall time paid for them, its footprint holds them), teaches its key. True (default): every
+        run pays for them once per worker. ``scalpel profile run`` sets False and runs such a call
+        again: a numpy product of 1.5 ms stored 26 ms when its first call counted.
 
     Example
     -------
@@ -66,6 +71,7 @@ class Sampling:
     measure_first: int = MEASURE_FIRST
     measure_every: int = MEASURE_EVERY
     remeasure_drift: float | None = REMEASURE_DRIFT
+    learn_cold: bool = True
 
     def __post_init__(self) -> None:
         for name in ("measure_first", "measure_every"):
@@ -77,6 +83,8 @@ class Sampling:
                                   or math.isnan(drift) or drift <= 1):
             raise ValueError(f"remeasure_drift must be a factor > 1 (2.0: twice or half the learned run time), "
                              f"or None to never re-measure on drift; got {drift!r}")
+        if not isinstance(self.learn_cold, bool):
+            raise ValueError(f"learn_cold must be True or False, got {self.learn_cold!r}")
 
 
 def drifted(wall: float, learned: float | None, factor: float | None, floor: float = DRIFT_FLOOR) -> bool:

@@ -104,10 +104,12 @@ def test_an_app_marked_malleable_is_profiled_at_each_width_it_is_given(tmp_path,
                  "--store", store]) == 0
     out = capsys.readouterr().out
     cpus = [int(line) for line in log.read_text().split()]
-    assert cpus[:2] == [1, 1], cpus  # the narrow runs
+    narrow = 2 + out.count("not stored, run again")  # the worker's first call imported the module: run again
+    assert narrow == 3 and cpus[:narrow] == [1] * narrow, (cpus, out)  # the narrow runs
     if TWO_CORES:
         assert "stored its speed-up" in out
-        assert cpus[2:] == [1, 2] * (len(cpus[2:]) // 2) and len(cpus) >= 6, cpus  # the rounds, interleaved
+        rounds = cpus[narrow:]
+        assert rounds == [1, 2] * (len(rounds) // 2) and len(rounds) >= 4, cpus  # the rounds, interleaved
     with ProfileStore(store) as profiles:
         (profile,) = profiles.profiles()
     assert profile.runs == 2

@@ -364,6 +364,28 @@ def test_cli_run_measures_every_repeat_not_a_sample(tmp_path, capsys, monkeypatc
     assert profile["footprint_runs"] == 5, profile  # sampling would have measured the first 3 only
 
 
+def test_cli_run_stores_no_call_that_timed_imports_and_runs_it_again(tmp_path, capsys, monkeypatch):
+    """A worker's first call imported a slow module: run again, so --repeat 2 stores two calls that
+    timed the app alone; a function importing something new on every call is refused, nothing stored."""
+    (tmp_path / "slow_import.py").write_text("import time\ntime.sleep(0.6)\n")
+    (tmp_path / "lazy_kernels.py").write_text(
+        "import sys, types\n\ndef f():\n    import slow_import\n    return 1\n\n"
+        "def fresh():\n    sys.modules[f'fresh_{len(sys.modules)}'] = types.ModuleType('x')\n    return 1\n")
+    monkeypatch.chdir(tmp_path)
+    store = str(tmp_path / "p.sqlite")
+    assert main(["profile", "run", "lazy_kernels:f", "--repeat", "2", "--store", store]) == 0
+    out = capsys.readouterr().out
+    assert "it imported modules (a worker's first call of the app): not stored, run again" in out
+    assert "run 1/2" in out and "run 2/2" in out
+    with ProfileStore(store) as opened:
+        (profile,) = opened.profiles()
+    assert profile.runs == 2 and profile.runtime_mean < 0.3, profile  # the 0.6 s import left out
+    assert main(["profile", "run", "lazy_kernels:fresh", "--repeat", "2", "--store", store]) == 1
+    assert "imported modules on each of its 3 calls" in capsys.readouterr().err
+    with ProfileStore(store) as opened:
+        assert [p.key for p in opened.profiles()] == [profile.key]
+
+
 def test_cli_run_measures_an_app_once_and_stores_it(tmp_path, capsys, monkeypatch):
     module = tmp_path / "sample_kernels.py"
     module.write_text("def square_sum(n):\n    return sum(i * i for i in range(n))\n")

@@ -85,6 +85,7 @@ def test_no_drift_without_a_learned_run_time_or_a_factor():
     ({"remeasure_drift": 1.0}, "remeasure_drift must be a factor > 1"),
     ({"remeasure_drift": 0.5}, "got 0.5"),
     ({"remeasure_drift": math.nan}, "got nan"),
+    ({"learn_cold": "no"}, "learn_cold must be True or False, got 'no'"),
 ])
 def test_bad_settings_name_the_value(kwargs, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -106,6 +107,27 @@ def test_the_estimator_decides_per_key_and_learns_run_time_from_unmeasured_tasks
     estimator.observe(estimates[2], {"wall": 0.7, "footprint": None})  # unmeasured: wall time only
     after = estimator.estimate(_app, (1,), {}, Hints(profile_key="k"))
     assert after.footprint == 8e6 and after.runtime == pytest.approx(0.3 * 0.7 + 0.7 * 0.5)
+
+
+@pytest.mark.parametrize("learn_cold", [True, False])
+def test_a_cold_call_teaches_its_key_unless_the_rule_says_not(tmp_path, learn_cold):
+    """A worker's first call of an app (it imported modules) timed its imports too: ``profile run`` stores none."""
+    from scalpel_executor.learning.store import ProfileStore
+
+    store = ProfileStore(tmp_path / "p.sqlite")
+    estimator = Estimator(store, 0.0, 1.0, sampling=Sampling(measure_every=1, learn_cold=learn_cold))
+    for wall, cold in ((0.5, True), (0.01, False), (0.012, False)):
+        estimator.observe(estimator.estimate(_app, (1,), {}, Hints(profile_key="k")),
+                          {"wall": wall, "footprint": 4e6 if cold else 1e6, "cold": cold})
+    after = estimator.estimate(_app, (1,), {}, Hints(profile_key="k"))
+    estimator.flush()
+    stored = store.get("k")
+    if learn_cold:
+        assert stored.runs == 3 and after.runtime > 0.1 and after.footprint > 1e6
+    else:
+        assert stored.runs == 2 and stored.runtime_mean == pytest.approx(0.011)
+        assert after.runtime == pytest.approx(0.3 * 0.012 + 0.7 * 0.01) and after.footprint == 1e6
+    store.close()
 
 
 def test_hinted_tasks_follow_the_same_rule():

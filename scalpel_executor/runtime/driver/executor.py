@@ -178,7 +178,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         drift), and a key's next task after an unmeasured one ran more than ``remeasure_drift``
         times longer or shorter than the key's learned run time (default 2.0; None: never).
         Unmeasured tasks still report wall and CPU time, so run-time estimates learn from every
-        task; footprints and LLC counts come from measured ones.
+        task; footprints and LLC counts come from measured ones. ``learn_cold=False``: a worker's
+        first call of an app, which imported modules, teaches nothing (default True: it teaches).
     worker_env : dict, optional
         Extra environment for workers; overrides the OMP/BLAS thread counts (set to the number
         of cores each worker owns).
