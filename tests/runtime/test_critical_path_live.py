@@ -98,6 +98,7 @@ def test_the_graph_starts_the_chain_first_and_a_later_run_without_it_uses_what_w
     assert not report["critical_path"]["graph_seen"] and "not_learned" in report["critical_path"]
     (prep,) = _rows(report, "prepare")
     assert prep["tail_source"] == "learned" and prep["tail"] > SECONDS
+    assert all(row["parsl_task_id"] is None for row in report["tasks"])  # the graph unseen: Parsl's ids unknown
     assert sum(sim["started"] < prep["started"] for sim in _rows(report, "simulate")) <= 2
 
 
@@ -118,3 +119,27 @@ def test_a_failed_preparation_fails_its_chain_and_teaches_nothing_about_its_key(
     learned = CriticalPathStore(store).rows()
     assert not any(".prepare(" in key for key in learned)
     assert any(".simulate(" in key for key in learned)
+
+
+def test_each_report_row_names_its_parsl_task_as_parsls_log_does_after_a_refused_submit(tmp_path):
+    """A submit refused for a bad hint takes a Parsl task id but no executor id: from then on the
+    two differ, and each row's ``parsl_task_id`` is the one Parsl's log launched it as."""
+    import re
+
+    dfk = parsl.load(scalpel_config(run_dir=str(tmp_path / "run"), profiles=str(tmp_path / "p.db")))
+    try:
+        refused = simulate(-1, parsl_resource_specification={"cores": "two"})
+        futures = [simulate(seed, 0.05) for seed in range(4)]
+        with pytest.raises(Exception, match="cores"):
+            refused.result()
+        assert [f.result()["seed"] for f in futures] == list(range(4))
+    finally:
+        dfk.cleanup()
+        parsl.clear()
+    report = json.loads(next(Path(dfk.run_dir).glob("scalpel-*-report.json")).read_text())
+    launched = {int(executor_id): int(task_id) for task_id, executor_id in re.findall(
+        r"Parsl task (\d+) try \d+ launched on executor \S+ with executor id (\d+)",
+        (Path(dfk.run_dir) / "parsl.log").read_text())}
+    rows = {row["task_id"]: row["parsl_task_id"] for row in report["tasks"]}
+    assert len(rows) == 4 and rows == launched, (rows, launched)
+    assert all(parsl_id != executor_id for executor_id, parsl_id in rows.items())

@@ -649,7 +649,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                            runtime_source=self._host.planned_runtime(estimate)[1], intensity=task.intensity,
                            measured=estimate.measure, runtime_spread=task.runtime_spread, priority=hints.priority,
                            cores=task.cores, memory=task.memory, gpus=task.gpus, tail=task.tail,
-                           tail_source=job.tail_source, submitted=job.submitted)
+                           tail_source=job.tail_source, submitted=job.submitted, parsl_id=job.parsl_id)
             )
             wall = outcome.stats.get("wall")
             measured = isinstance(wall, (int, float))

@@ -76,6 +76,7 @@ class TaskRecord:
     tail: float = 0.0  # seconds of work the scheduler was told wait for its result (Task.tail)
     tail_source: str | None = None  # where that came from: graph | learned (learning.critical_path); None: none
     submitted: float | None = None  # time.monotonic() when Parsl handed it to the executor (its inputs ready)
+    parsl_id: int | None = None  # its task id in Parsl's graph (Parsl's log and monitoring); None: the graph unseen
 
 
 def task_rows(records: Iterable[TaskRecord]) -> list[dict]:
@@ -93,7 +94,8 @@ def task_rows(records: Iterable[TaskRecord]) -> list[dict]:
 
     return [
         {
-            "task_id": record.task_id, "profile_key": record.profile_key, "ok": record.ok,
+            "task_id": record.task_id, "parsl_task_id": record.parsl_id, "profile_key": record.profile_key,
+            "ok": record.ok,
             "priority": record.priority,
             "slot": record.slot, "domain": record.domain, "cpu": record.cpu,
             "estimated_footprint": record.footprint, "footprint_source": record.footprint_source,
