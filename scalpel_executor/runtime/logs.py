@@ -62,16 +62,34 @@ SUMMARY_LOGGER = "scalpel_executor.summary"
 
 
 class _CurrentStderr(logging.Handler):
-    """Writes to whatever ``sys.stderr`` is when a record comes (a notebook replaces it after import)."""
+    """Writes to whatever ``sys.stderr`` is when a record comes (a notebook replaces it after import),
+    unless a handler the record reaches anyway writes it there or to ``sys.stdout`` (:func:`_on_terminal`)."""
 
     def emit(self, record: logging.LogRecord) -> None:
         import sys
 
+        if _on_terminal(record, (sys.stderr, sys.stdout)):
+            return
         try:
             sys.stderr.write(self.format(record) + "\n")
             sys.stderr.flush()
         except (OSError, ValueError):  # a closed terminal: the line is in parsl.log all the same
             pass
+
+
+def _on_terminal(record: logging.LogRecord, streams: tuple) -> bool:
+    """Whether a handler above the summary logger, which the record propagates to, writes it to one
+    of ``streams``: a script's ``logging.basicConfig(level=logging.INFO)`` or Parsl's
+    ``set_stream_logger()`` (its handler shared with the package's logger) printed the closing
+    line a second time."""
+    logger = logging.getLogger(SUMMARY_LOGGER)
+    while logger.propagate and logger.parent is not None:
+        logger = logger.parent
+        for handler in logger.handlers:
+            if (isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler)
+                    and handler.stream in streams and record.levelno >= handler.level and handler.filter(record)):
+                return True
+    return False
 
 
 def summary_logger() -> logging.Logger:

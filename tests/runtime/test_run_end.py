@@ -40,6 +40,46 @@ def test_cleanup_says_in_one_line_what_ran_and_where_the_report_is(tmp_path, cap
     assert json.loads(report.read_text())["tasks_finished"] == 5
 
 
+A_SCRIPT_THAT_LOGS = """
+import logging, sys
+import parsl
+from parsl import python_app
+from parsl.config import Config
+from scalpel_executor.runtime.driver.executor import ScalpelExecutor
+
+if sys.argv[2] == "basicConfig":
+    logging.basicConfig(level=logging.INFO)
+elif sys.argv[2] == "set_stream_logger":
+    parsl.set_stream_logger(level=logging.INFO)
+elif sys.argv[2] == "stdout":
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout)
+
+@python_app
+def square(x):
+    return x * x
+
+dfk = parsl.load(Config(executors=[ScalpelExecutor(label="scalpel", profiles=False, node_manager=False)],
+                        run_dir=sys.argv[1]))
+print([square(i).result(timeout=60) for i in range(3)])
+dfk.cleanup()
+"""
+
+
+@pytest.mark.parametrize("logging_setup", ["none", "basicConfig", "set_stream_logger", "stdout", "warning"])
+def test_the_closing_line_reaches_the_terminal_once_however_the_script_set_up_logging(tmp_path, logging_setup):
+    """A script's ``logging.basicConfig(level=logging.INFO)`` (or Parsl's stream logger) prints the
+    closing line itself: the executor's own stderr line is then left out. So does one set to WARNING:
+    a logger's level does not stop what propagates to its handlers from below."""
+    script = tmp_path / "script.py"
+    script.write_text(A_SCRIPT_THAT_LOGS if logging_setup != "warning" else A_SCRIPT_THAT_LOGS.replace(
+        'if sys.argv[2] == "basicConfig":', 'logging.basicConfig(level=logging.WARNING)\nif False:'))
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "runinfo"), logging_setup],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    closing = [line for line in (done.stdout + done.stderr).splitlines() if "scalpel: 3 tasks (0 failed)" in line]
+    assert len(closing) == 1, closing
+
+
 @python_app(executors=["scalpel"])
 def nap(seconds):
     import time
