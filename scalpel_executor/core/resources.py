@@ -104,18 +104,18 @@ def counted_memory(memory: float, declared: bool, budget: float | None) -> float
     return float(min(memory, budget))
 
 
-def unfit_reason(task: Task, capacity: Capacity) -> str | None:
-    """Why ``task`` can never run on this node (a sentence naming the figures), or None."""
+def unfit_reason(task: Task, capacity: Capacity, who: str | None = None) -> str | None:
+    """Why ``task`` can never run on this node (a sentence naming the figures), or None; ``who``
+    names the task (default ``task <its id>``)."""
     total = sum(capacity.cores_per_domain)
+    who = f"task {task.id!r}" if who is None else who
     if task.cores > total:
-        return (f"task {task.id!r} asks for {task.cores} cores; this node has {total} "
+        return (f"{who} asks for {task.cores} cores; this node has {total} "
                 f"(LLC domains of {', '.join(map(str, capacity.cores_per_domain))})")
     if capacity.memory is not None and task.memory > capacity.memory:
-        return (f"task {task.id!r} asks for {format_size(task.memory)} of memory; this node's budget is "
-                f"{format_size(capacity.memory)}")
+        return f"{who} asks for {format_size(task.memory)} of memory; this node's budget is {format_size(capacity.memory)}"
     if task.gpus > capacity.gpus:
-        return (f"task {task.id!r} asks for {task.gpus} accelerator{'s' * (task.gpus != 1)}; this node has "
-                f"{capacity.gpus}")
+        return f"{who} asks for {task.gpus} accelerator{'s' * (task.gpus != 1)}; this node has {capacity.gpus}"
     return None
 
 

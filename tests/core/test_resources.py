@@ -24,6 +24,10 @@ def test_a_task_that_can_never_fit_is_refused_with_its_figures():
     with pytest.raises(ValueError, match=r"asks for 2 accelerators; this node has 1"):
         s.add([Task("gpu", gpus=2)])
     assert s.waiting == 0
+    capacity = resources.Capacity((2, 2), None, 0)
+    assert resources.unfit_reason(Task("wide", cores=5), capacity).startswith("task 'wide' asks for 5 cores")
+    assert resources.unfit_reason(Task(7, cores=5), capacity, "this call of f").startswith("this call of f asks for")
+    assert resources.unfit_reason(Task(7, cores=4), capacity, "this call of f") is None
 
 
 def test_a_two_core_task_books_both_cores_of_its_domain_and_releases_them_together():

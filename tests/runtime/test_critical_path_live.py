@@ -130,8 +130,12 @@ def test_each_report_row_names_its_parsl_task_as_parsls_log_does_after_a_refused
     try:
         refused = simulate(-1, parsl_resource_specification={"cores": "two"})
         futures = [simulate(seed, 0.05) for seed in range(4)]
+        too_wide = simulate(-2, parsl_resource_specification={"cores": 1000})
         with pytest.raises(Exception, match="cores"):
             refused.result()
+        # a refusal names the task as Parsl's log does, not by the executor's id
+        with pytest.raises(Exception, match=rf"^task {too_wide.tid} \(simulate\) asks for 1000 cores; this node has"):
+            too_wide.result()
         assert [f.result()["seed"] for f in futures] == list(range(4))
     finally:
         dfk.cleanup()

@@ -608,7 +608,10 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                     serial_readings=estimate.speedup[1] if estimate.speedup else 0)
         if task.interference is not None:
             self._host.told()
-        self._fit.check(task)
+        # named as Parsl's log names it where the graph showed its id: the executor's ids skip nothing
+        # Parsl refused at its hints, so theirs run ahead of these
+        app = estimate.app.rpartition(".")[2]
+        self._fit.check(task, f"task {parsl_id} ({app})" if parsl_id is not None else f"this call of {app}")
         busy_pin = self._busy_pin
         if busy_pin is not None and not busy_pin.watching(caller := threading.current_thread()):
             busy_pin.watch(caller)  # Parsl's launch thread

@@ -36,10 +36,11 @@ __all__ = ["NodeFit", "never_fits"]
 logger = logging.getLogger(__name__)
 
 
-def never_fits(task: Task, capacity: Capacity) -> ResourcesUnavailable | None:
+def never_fits(task: Task, capacity: Capacity, who: str | None = None) -> ResourcesUnavailable | None:
     """The refusal of a task asking for more cores, memory or accelerators than ``capacity`` has,
-    naming both figures and the fix; None when it may start once the node frees."""
-    if not needs_resources(task) or (problem := unfit_reason(task, capacity)) is None:
+    naming both figures and the fix; None when it may start once the node frees. ``who`` names the
+    task (default ``task <its id>``, the executor's)."""
+    if not needs_resources(task) or (problem := unfit_reason(task, capacity, who)) is None:
         return None
     if task.cores > sum(capacity.cores_per_domain):
         fix = "ask for fewer cores, or run it with a provider whose nodes have more"
@@ -96,10 +97,11 @@ class NodeFit:
         capacity = self.capacity
         return counted_memory(estimate.memory or 0.0, False, None if capacity is None else capacity.memory)
 
-    def check(self, task: Task) -> None:
-        """Refuse a task this node could never start (local mode) or a malleable range that is not one;
-        say once per width that a task wider than any LLC domain spans several, and once per
-        ``max_cores`` that a wider one than the widest domain starts on at most its cores."""
+    def check(self, task: Task, who: str | None = None) -> None:
+        """Refuse a task this node could never start (local mode; ``who`` names it in the refusal) or a
+        malleable range that is not one; say once per width that a task wider than any LLC domain
+        spans several, and once per ``max_cores`` that a wider one than the widest domain starts on
+        at most its cores."""
         capacity = self.capacity
         if task.max_cores is not None:
             if task.max_cores < task.cores:
@@ -114,7 +116,7 @@ class NodeFit:
                 logger.warning("malleable tasks of up to %d cores (max_cores) start on at most %d here: a malleable "
                                "task runs on cores of one LLC domain, and this node's widest has %d",
                                task.max_cores, max(widest, task.cores), widest)
-        if capacity is not None and (refusal := never_fits(task, capacity)) is not None:
+        if capacity is not None and (refusal := never_fits(task, capacity, who)) is not None:
             raise refusal
         if task.cores > self.widest and task.cores not in self._wide_warned:
             self._wide_warned.add(task.cores)
