@@ -23,10 +23,14 @@ import argparse
 import ast
 import concurrent.futures
 import contextlib
+import difflib
 import importlib
+import inspect
 import json
 import logging
 import os
+import re
+import shlex
 import sys
 import time
 import traceback
@@ -152,7 +156,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     with _existing(args) as store:
         profile = store.get(args.key)
         if profile is None:
-            raise ValueError(f"no profile with key {args.key!r} in {store.path}; `scalpel profile list` shows the keys")
+            near = near_keys(args.key, [p.key for p in store.profiles()])
+            also = (f"; did you mean {' or '.join(shlex.quote(key) for key in near)}?" if near else "")
+            raise ValueError(f"no profile with key {args.key!r} in {store.path}{also} "
+                             f"(`scalpel profile list --wide` shows the keys)")
         learned = _learned_tail(store, args.key)
         speedup = store.speedup(args.key)
         if args.json:
@@ -176,6 +183,19 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(f"{'speed-up':>15}: serial fraction {speedup.serial_fraction:.3f} over {speedup.readings} "
                   f"reading{'s' if speedup.readings != 1 else ''} (Amdahl: {at} cores)")
     return 0
+
+
+def near_keys(wanted: str, keys: list[str], most: int = 3) -> list[str]:
+    """The stored keys ``wanted`` may have meant: those holding it (an app's name, ``generate`` for
+    ``__main__.generate(n<16)``), else those spelt alike.
+
+    >>> near_keys("generate", ["__main__.generate(n<16)", "__main__.reduce(list~16)"])
+    ['__main__.generate(n<16)']
+    >>> near_keys("pkg.analyze(~100)", ["pkg.analyse(~100)", "pkg.other(~100)"])
+    ['pkg.analyse(~100)']
+    """
+    holding = [key for key in keys if wanted in key]
+    return (holding or difflib.get_close_matches(wanted, keys, n=most, cutoff=0.8))[:most]
 
 
 def _shown(name: str, value: Any) -> str:
@@ -263,11 +283,27 @@ def _literal(text: str) -> Any:
         return text
 
 
+def _keyword_like(function, value: str) -> str | None:
+    """The name in an argument ``NAME=VALUE`` where ``function`` takes a keyword of that name, else None."""
+    name, equals, _ = value.partition("=")
+    if not (equals and name.isidentifier()):
+        return None
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return None
+    keywords = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    return name if name in parameters or keywords else None
+
+
 def load_function(target: str):
     """``"package.module:function"`` → the function (the plain function behind a Parsl app)."""
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise ValueError(f"expected MODULE:FUNCTION, e.g. mypkg.kernels:matmul, got {target!r}")
+    if module_name.endswith(".py"):
+        raise ValueError(f"expected MODULE:FUNCTION, a module's name rather than its file, got {target!r}; "
+                         f"try {module_name[:-3].replace(os.sep, '.')}:{attribute}")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
@@ -373,6 +409,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from scalpel_executor.runtime.driver.executor import ScalpelExecutor
 
     function = load_function(args.target)
+    for value in args.args:  # seed=3 given as an argument arrives as the string 'seed=3'
+        if (name := _keyword_like(function, value)) is not None:
+            raise ValueError(f"argument {value!r} would be passed as the string {value!r}; "
+                             f"for the keyword argument {name}, give --kw {value}")
     positional = [_literal(value) for value in args.args]
     keywords = {}
     for item in args.kw:
@@ -422,6 +462,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         store.record([Observation(key, app_name(function), serial=reading) for reading in readings])
     profile, speedup = store.get(key), store.speedup(key)
     store.close()
+    script_key = None if args.key else as_script_key(function, key)
     if args.json:
         print(json.dumps({**profile.to_dict(), "speedup": None if speedup is None else asdict(speedup)}
                          if profile else None, indent=1))
@@ -432,7 +473,25 @@ def cmd_run(args: argparse.Namespace) -> int:
             at = ", ".join(f"{speedup.speedup(w):.2f}x on {w}" for w in args.widths[1:])
             print(f"stored its speed-up: serial fraction {speedup.serial_fraction:.3f} over {speedup.readings} "
                   f"readings (Amdahl: {at} cores); a run's width rule starts from it")
+        if script_key is not None:
+            print(f"note: {function.__module__} is a script; run as `python {function.__module__}.py` its tasks' "
+                  f"key is {script_key}: add --key {shlex.quote(script_key)} to store this there")
     return 0
+
+
+def as_script_key(function, key: str) -> str | None:
+    """The key ``function``'s calls have when its module runs as a script (``python pipeline.py``:
+    ``__main__.generate(n<16)`` for ``pipeline.generate(n<16)``), where the module has an
+    ``if __name__ == "__main__":`` block; else None."""
+    module = sys.modules.get(function.__module__)
+    prefix = f"{function.__module__}."
+    try:
+        source = inspect.getsource(module) if module is not None else ""
+    except (OSError, TypeError):
+        return None
+    if not key.startswith(prefix) or not re.search(r"""__name__\s*==\s*["']__main__["']""", source):
+        return None
+    return "__main__." + key[len(prefix):]
 
 
 def _failure(target: str, error: BaseException, run: int, runs: int) -> str:

@@ -386,6 +386,29 @@ def test_cli_run_stores_no_call_that_timed_imports_and_runs_it_again(tmp_path, c
         assert [p.key for p in opened.profiles()] == [profile.key]
 
 
+def test_cli_run_and_show_point_a_user_at_what_they_meant(tmp_path, capsys, monkeypatch):
+    """A file for a module, NAME=VALUE as an argument, a key by its app's name or misspelt: each
+    refused with what to type; a script's function stored with the key its workflow will use said."""
+    (tmp_path / "pipeline.py").write_text("def generate(seed, n=3):\n    return [seed] * n\n\n"
+                                          "if __name__ == '__main__':\n    print(generate(1))\n")
+    monkeypatch.chdir(tmp_path)
+    store = str(tmp_path / "p.sqlite")
+    assert main(["profile", "run", "pipeline.py:generate", "3", "--store", store]) == 2
+    assert "a module's name rather than its file, got 'pipeline.py:generate'; try pipeline:generate" in \
+        capsys.readouterr().err
+    assert main(["profile", "run", "pipeline:generate", "n=3", "--store", store]) == 2
+    assert "argument 'n=3' would be passed as the string 'n=3'; for the keyword argument n, give --kw n=3" in \
+        capsys.readouterr().err
+    assert main(["profile", "run", "pipeline:generate", "3", "--store", store]) == 0
+    assert ("note: pipeline is a script; run as `python pipeline.py` its tasks' key is __main__.generate(n<16): "
+            "add --key '__main__.generate(n<16)' to store this there") in capsys.readouterr().out
+    for wanted in ("generate", "pipeline.generat(n<16)"):
+        assert main(["profile", "show", wanted, "--store", store]) == 2
+        assert "did you mean 'pipeline.generate(n<16)'?" in capsys.readouterr().err
+    assert main(["profile", "show", "nothing-like-it", "--store", store]) == 2
+    assert "did you mean" not in capsys.readouterr().err
+
+
 def test_cli_run_measures_an_app_once_and_stores_it(tmp_path, capsys, monkeypatch):
     module = tmp_path / "sample_kernels.py"
     module.write_text("def square_sum(n):\n    return sum(i * i for i in range(n))\n")
