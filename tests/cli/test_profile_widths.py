@@ -4,7 +4,7 @@ workers pinned to one and two cores, stored where a run's width rule starts from
 import pytest
 
 from scalpel_executor.cli import build_parser, main
-from scalpel_executor.cli.profile import widths_domain
+from scalpel_executor.cli.profile_run import widths_domain
 from scalpel_executor.core.scheduler import Scheduler, Task
 from scalpel_executor.learning.store import ProfileStore
 from scalpel_executor.runtime.driver.summary_words import WIDTHS_WHY, width_words, widths_advice

@@ -1,0 +1,274 @@
+"""``scalpel profile run``: the paper's pre-run, measuring an app on sample inputs into the profile store.
+
+::
+
+    scalpel profile run MODULE:FUNC [ARG ...] [--kw NAME=VALUE] [--repeat N] [--key KEY] [--widths 1,2]
+
+    load_function(MODULE:FUNC) ─ a ScalpelExecutor of one pinned worker, every call measured, none that
+    imported modules stored ─ --repeat calls timed the app alone ─ [--widths: _measure_widths, rounds
+    at each core count, interleaved ─ serial fractions] ─ the store, under the key the executor computes
+
+The command's options and exit status are ``scalpel_executor.cli.profile``'s (``add_command``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import concurrent.futures
+import importlib
+import inspect
+import json
+import os
+import re
+import shlex
+import sys
+import traceback
+from dataclasses import asdict
+from typing import Any
+
+from scalpel_executor.cli.common import CommandFailed
+from scalpel_executor.cli.profile import _fmt_bytes, _fmt_seconds, _store, _writing
+from scalpel_executor.learning.keys import app_name
+from scalpel_executor.learning.store import Observation
+
+
+def _literal(text: str) -> Any:
+    """``2000`` → 2000, ``'[1, 2]'`` → [1, 2], anything else stays a string."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _keyword_like(function, value: str) -> str | None:
+    """The name in an argument ``NAME=VALUE`` where ``function`` takes a keyword of that name, else None."""
+    name, equals, _ = value.partition("=")
+    if not (equals and name.isidentifier()):
+        return None
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return None
+    keywords = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    return name if name in parameters or keywords else None
+
+
+def load_function(target: str):
+    """``"package.module:function"`` → the function (the plain function behind a Parsl app)."""
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"expected MODULE:FUNCTION, e.g. mypkg.kernels:matmul, got {target!r}")
+    if module_name.endswith(".py"):
+        raise ValueError(f"expected MODULE:FUNCTION, a module's name rather than its file, got {target!r}; "
+                         f"try {module_name[:-3].replace(os.sep, '.')}:{attribute}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(f"cannot import module {module_name!r}: {error}") from None
+    function = module
+    for part in attribute.split("."):
+        try:
+            function = getattr(function, part)
+        except AttributeError:
+            raise ValueError(f"module {module_name!r} has no attribute {attribute!r}") from None
+    function = getattr(function, "func", function)  # a Parsl app wraps the user's function
+    if not callable(function):
+        raise ValueError(f"{target!r} is not callable")
+    return function
+
+
+def widths_domain() -> tuple[int, ...]:
+    """The CPUs ``--widths`` runs on: the largest LLC domain of this machine's cores that this
+    process may use (one CPU per core), as the executor detects them: a task's width never spans two."""
+    from scalpel_executor.host.sysfs import detect_topology
+
+    return max((domain.cpus for domain in detect_topology().domains), key=len)
+
+
+def widths_list(text: str) -> tuple[int, ...]:
+    """An argparse ``type`` for ``--widths``: two or more distinct core counts, comma-separated, each
+    at least 1 and at most the cores of :func:`widths_domain`; sorted, the narrowest first."""
+    try:
+        widths = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected core counts separated by commas, such as 1,2, "
+                                         f"got {text!r}") from None
+    cores = len(widths_domain())
+    if widths and (widths[0] < 1 or widths[-1] > cores):  # first: "64" on a 2-core machine is out of range
+        raise argparse.ArgumentTypeError(f"each core count must be between 1 and the {cores} cores of this machine's "
+                                         f"largest cache domain that this process may use, got {text!r}")
+    if len(widths) < 2:
+        raise argparse.ArgumentTypeError(f"needs at least two different core counts to compare, got {text!r}")
+    return widths
+
+
+def _measure_widths(function, positional: list, keywords: dict, key: str, widths: tuple[int, ...], repeats: int,
+                    target: str, quiet: bool) -> list[float]:
+    """Run ``function`` on each of ``widths`` cores of one LLC domain, interleaved, in ``repeats``
+    rounds, its thread pools sized to its cores as the executor sizes a task's; each wider run's
+    wall time over the narrowest run's of the same round reads one serial fraction
+    (:func:`~scalpel_executor.core.widths.serial_fraction_from`). A round in which a run was a
+    worker's first of the app (``stats["cold"]``: it imported modules) is not read and is run
+    again, up to ``len(widths)`` times: a cold narrow run read a serial fraction of 0.03 where the
+    warm rounds read 0.19 (numpy's matrix product on two cores). Nothing is stored here: the runs
+    go through an executor with a store of its own in memory, so the wider runs' times do not
+    join the key's run time (kept at its narrowest width)."""
+    from scalpel_executor.core.batching import Batching
+    from scalpel_executor.core.widths import serial_fraction_from
+    from scalpel_executor.learning.sampling import Sampling
+    from scalpel_executor.runtime.driver.executor import ScalpelExecutor
+
+    cpus = list(widths_domain()[:widths[-1]])
+    executor = ScalpelExecutor(label="profile-widths", profiles=False, batching=Batching(window=0.0),
+                               topology=[cpus],  # one domain; no footprint probe beside the runs
+                               sampling=Sampling(measure_first=0, measure_every=0, remeasure_drift=None))
+    readings, read, rounds, slower = [], 0, 0, 0
+    executor.start()
+    try:
+        while read < repeats and rounds < repeats + len(widths):
+            rounds += 1
+            wall, cold = {}, False
+            for width in widths:
+                future = executor.submit(function, {"profile_key": key, "cores": width, "max_cores": None},
+                                         *positional, **keywords)
+                try:
+                    future.result()
+                except (Exception, SystemExit) as error:
+                    raise CommandFailed(_failure(target, error, rounds, repeats)) from None
+                stats = executor.records[-1].stats
+                wall[width], cold = stats.get("wall"), cold or bool(stats.get("cold"))
+            if not cold:
+                read += 1
+                narrow = wall[widths[0]]
+                ratios = {width: wall[width] / narrow for width in widths[1:] if narrow and wall[width]}
+                readings += [serial_fraction_from(ratio, widths[0], width) for width, ratio in ratios.items()]
+                slower += any(ratio > 1 for ratio in ratios.values())
+            if not quiet:
+                print(f"widths round {rounds}: "
+                      + ", ".join(f"{wall[w]:.3g} s on {w} core{'s' if w != 1 else ''}" for w in widths)
+                      + (" (a worker's first call of the app: not read)" if cold else ""))
+    finally:
+        executor.shutdown()
+    if slower and not quiet:  # read as no gain (a serial fraction of 1), which may be the host's doing
+        print(f"note: in {slower} of {read} rounds a wider run took longer than the narrowest, read as no "
+              f"speed-up; other processes may share these cores (load average {os.getloadavg()[0]:.1f} over "
+              f"{os.cpu_count()} CPUs): measure again on an idle machine if the app should gain")
+    return [reading for reading in readings if reading is not None]
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """The paper's pre-run, for users who want one: measure an app on sample inputs, store it."""
+    # Parsl loads only for `profile run`, not for the commands that only read or write the store.
+    from scalpel_executor.core.batching import Batching
+    from scalpel_executor.learning.sampling import Sampling
+    from scalpel_executor.runtime.driver.executor import ScalpelExecutor
+
+    function = load_function(args.target)
+    for value in args.args:  # seed=3 given as an argument arrives as the string 'seed=3'
+        if (name := _keyword_like(function, value)) is not None:
+            raise ValueError(f"argument {value!r} would be passed as the string {value!r}; "
+                             f"for the keyword argument {name}, give --kw {value}")
+    positional = [_literal(value) for value in args.args]
+    keywords = {}
+    for item in args.kw:
+        name, equals, value = item.partition("=")
+        if not equals or not name.isidentifier():
+            raise ValueError(f"--kw expects NAME=VALUE, got {item!r}")
+        keywords[name] = _literal(value)
+    with _writing(args, "store what the run measures"):
+        pass  # refuse a store that cannot keep the measurement before running anything
+    store = _store(args)
+    executor = ScalpelExecutor(label="profile-run", profiles=store, batching=Batching(window=0.0),
+                               topology=[[min(os.sched_getaffinity(0))]],
+                               # every repeat measured, not a sample; a call that imported modules not stored
+                               sampling=Sampling(measure_every=1, learn_cold=False))
+    executor.start()
+    try:
+        # its narrowest width (an app marked malleable too: its max_cores hint is set aside), under
+        # --key or else the key the executor computes for this call
+        spec = {"max_cores": None, **({"profile_key": args.key} if args.key else {})}
+        stored = cold = 0
+        while stored < args.repeat:
+            future = executor.submit(function, spec, *positional, **keywords)
+            try:
+                future.result()
+            except (Exception, SystemExit) as error:
+                raise CommandFailed(_failure(args.target, error, stored + cold + 1, args.repeat + cold)) from None
+            stats = executor.records[-1].stats
+            if stats.get("cold"):
+                cold += 1
+                if cold > args.repeat:
+                    raise CommandFailed(f"{args.target} imported modules on each of its {cold} calls, so none timed "
+                                        f"the app alone and nothing was stored; import them at the module's top")
+            else:
+                stored += 1
+            if not args.json:
+                print(f"{'call' if stats.get('cold') else f'run {stored}/{args.repeat}'}: "
+                      f"{stats.get('wall', 0):.3g} s, footprint {_fmt_bytes(stats.get('footprint'))} "
+                      f"({stats.get('footprint_source', 'not measured')})"
+                      + ("; it imported modules (a worker's first call of the app): not stored, run again"
+                         if stats.get("cold") else ""))
+    finally:
+        executor.shutdown()
+    key = executor.records[-1].profile_key
+    if args.widths:
+        readings = _measure_widths(function, positional, keywords, key, args.widths, args.repeat, args.target,
+                                   args.json)
+        store.record([Observation(key, app_name(function), serial=reading) for reading in readings])
+    profile, speedup = store.get(key), store.speedup(key)
+    store.close()
+    script_key = None if args.key else as_script_key(function, key)
+    if args.json:
+        print(json.dumps({**profile.to_dict(), "speedup": None if speedup is None else asdict(speedup)}
+                         if profile else None, indent=1))
+    elif profile is not None:
+        print(f"stored {key}: run time {_fmt_seconds(profile.runtime)}, footprint {_fmt_bytes(profile.footprint)} "
+              f"after {profile.runs} runs")
+        if args.widths and speedup is not None:
+            at = ", ".join(f"{speedup.speedup(w):.2f}x on {w}" for w in args.widths[1:])
+            print(f"stored its speed-up: serial fraction {speedup.serial_fraction:.3f} over {speedup.readings} "
+                  f"readings (Amdahl: {at} cores); a run's width rule starts from it")
+        if script_key is not None:
+            print(f"note: {function.__module__} is a script; run as `python {function.__module__}.py` its tasks' "
+                  f"key is {script_key}: add --key {shlex.quote(script_key)} to store this there")
+    return 0
+
+
+def as_script_key(function, key: str) -> str | None:
+    """The key ``function``'s calls have when its module runs as a script (``python pipeline.py``:
+    ``__main__.generate(n<16)`` for ``pipeline.generate(n<16)``), where the module has an
+    ``if __name__ == "__main__":`` block; else None."""
+    module = sys.modules.get(function.__module__)
+    prefix = f"{function.__module__}."
+    try:
+        source = inspect.getsource(module) if module is not None else ""
+    except (OSError, TypeError):
+        return None
+    if not key.startswith(prefix) or not re.search(r"""__name__\s*==\s*["']__main__["']""", source):
+        return None
+    return "__main__." + key[len(prefix):]
+
+
+def _failure(target: str, error: BaseException, run: int, runs: int) -> str:
+    """One line: how the function of ``profile run`` failed, and where in its own code."""
+    # sys.exit() in the function arrives as SystemExit, or wrapped (the worker's TaskExit keeps it
+    # as ``exception``).
+    exited = next((e for e in (error, getattr(error, "exception", None), error.__cause__)
+                   if isinstance(e, SystemExit)), None)
+    if exited is not None:
+        # After a round trip through Parsl's serializer ``code`` may read None while ``args`` keeps it.
+        code = exited.code if exited.code is not None else (exited.args[0] if exited.args else None)
+        what = f"called sys.exit({'' if code is None else repr(code)}) instead of returning"
+    else:
+        what = f"raised {type(error).__name__}: {' '.join(str(error).split())}"
+    import parsl  # loaded already: only `profile run` gets here
+
+    machinery = tuple(os.path.dirname(module.__file__) + os.sep for module in (parsl, concurrent.futures))
+    machinery += (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)  # the whole package
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__)
+              if not os.path.abspath(frame.filename).startswith(machinery)]
+    where = f" at {frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
+    return f"{target} {what}{where} (run {run} of {runs})"
