@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import textwrap
 from collections import Counter
@@ -72,7 +73,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("path", metavar="RUN",
                         help="a report file, a Parsl run directory such as runinfo/007 (one section per executor), "
                         "or runinfo (its latest numbered run)")
-    parser.add_argument("--gantt", metavar="PNG", help="also draw a Gantt chart of the run to this PNG file")
+    parser.add_argument("--gantt", metavar="PNG", help="also draw a Gantt chart of the run to this file (.png, .svg, .pdf, ...)")
     parser.add_argument("--wide", action="store_true",
                         help="every column and whole profile keys (else the table fits the terminal: keys cut "
                         "where they differ least, the least needed columns left out, each said under it)")
@@ -80,7 +81,24 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                         help="print the report as JSON (a list of them when RUN holds several)")
 
 
+def gantt_target(path: str) -> None:
+    """Refuse a ``--gantt`` file that cannot be written, or in a format matplotlib does not draw,
+    before the table is printed: said after it, the error read as the report's."""
+    from matplotlib.figure import Figure  # only for --gantt
+
+    formats = Figure().canvas.get_supported_filetypes()
+    suffix = os.path.splitext(path)[1].lstrip(".").lower()
+    if suffix not in formats:
+        raise ValueError(f"--gantt {path}: {'no file suffix' if not suffix else f'.{suffix} is not a format matplotlib draws'}; "
+                         f"use one of {', '.join('.' + name for name in sorted(formats))} (e.g. run.png)")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise ValueError(f"--gantt {path}: the folder {folder} {'does not exist' if not os.path.isdir(folder) else 'is not writable'}")
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.gantt:
+        gantt_target(args.gantt)
     files = report_files(args.path)
     reports = [read_report(path) for path in files]
     if args.json:
@@ -112,6 +130,9 @@ def report_files(run: str) -> list[Path]:
     found = sorted(path.glob(REPORT_FILES))
     if found:
         return found
+    if _without_scalpel(path / "parsl.log"):
+        raise ValueError(f"no {REPORT_FILES} in {run}: its parsl.log adds no ScalpelExecutor, so the run used "
+                         f"other executors (scalpel report reads the runs of a ScalpelExecutor)")
     runs = sorted((child for child in path.iterdir() if child.is_dir() and child.name.isdigit()),
                   key=lambda child: int(child.name))
     if not runs:
@@ -120,8 +141,20 @@ def report_files(run: str) -> list[Path]:
     if not found:
         earlier = next((r for r in reversed(runs[:-1]) if any(r.glob(REPORT_FILES))), None)
         hint = f"; the latest run with one is {earlier}" if earlier is not None else ""
-        raise ValueError(f"no {REPORT_FILES} in {runs[-1]}, the latest run in {run}: {WRITTEN_WHEN}{hint}")
+        why = ("its parsl.log adds no ScalpelExecutor, so the run used other executors"
+               if _without_scalpel(runs[-1] / "parsl.log") else WRITTEN_WHEN)
+        raise ValueError(f"no {REPORT_FILES} in {runs[-1]}, the latest run in {run}: {why}{hint}")
     return found
+
+
+def _without_scalpel(log: Path) -> bool:
+    """Whether ``log``, a run's parsl.log, exists and never added a ScalpelExecutor (Parsl logs each
+    executor it adds with its type)."""
+    try:
+        with log.open(errors="replace") as lines:
+            return not any("add_executors" in line and "ScalpelExecutor" in line for line in lines)
+    except OSError:
+        return False
 
 
 def read_report(path: Path) -> dict:

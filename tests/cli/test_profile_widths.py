@@ -61,14 +61,17 @@ def test_the_run_summary_says_why_no_malleable_task_was_tried_wider_and_names_th
     words = width_words({"tasks": never})
     assert words.endswith(widths_advice(never))
     # estimates from the store: only the cost can have kept them narrow; the key, quoted for a shell
-    assert f"none tried wider ({WIDTHS_WHY['dear']})" in words and WIDTHS_WHY["guessed"] not in words
+    assert f"none tried wider ({WIDTHS_WHY['dear']})" in words and "a guess" not in words
     assert f"--widths 1,2 --key '{key}'` measures its speed-up beforehand" in words
     guessed = [dict(row, runtime_source="prior") for row in never]
-    assert f"none tried wider ({WIDTHS_WHY['guessed']})" in width_words({"tasks": guessed})
-    assert f"({WIDTHS_WHY['both']})" in width_words({"tasks": never[:2] + guessed[:2]})
+    assert "none tried wider (its run time a guess)" in width_words({"tasks": guessed})
+    assert f"(its run time a guess, or {WIDTHS_WHY['dear']})" in width_words({"tasks": never[:2] + guessed[:2]})
     other = [dict(row, profile_key="__main__.project(n<16)") for row in never]
     assert "--key KEY` measures each key's (`scalpel profile list --wide` names the 2)" in width_words(
         {"tasks": never + other})
+    # two keys: their run times
+    assert "none tried wider (their run times a guess)" in width_words({"tasks": guessed + [
+        dict(row, profile_key="__main__.project(n<16)") for row in guessed]})
     tried = never + [{"width": 2, "width_reason": "exploring", "profile_key": key}]
     assert "none tried wider" not in width_words({"tasks": tried})
 

@@ -84,6 +84,16 @@ def test_json_prints_the_report_and_gantt_draws_the_run(runinfo, scalpel, tmp_pa
     assert (tmp_path / "run.png").read_bytes().startswith(b"\x89PNG")
 
 
+@pytest.mark.parametrize("name, words", [
+    ("run.txt", ".txt is not a format matplotlib draws; use one of"),
+    ("run", "no file suffix; use one of"),
+    ("missing/run.png", "does not exist"),
+])
+def test_a_gantt_file_that_cannot_be_drawn_is_refused_before_the_table(runinfo, scalpel, tmp_path, name, words):
+    code, out, err = scalpel("report", str(runinfo), "--gantt", str(tmp_path / name))
+    assert code == 2 and out == "" and err.startswith(f"scalpel: --gantt {tmp_path / name}: ") and words in err, err
+
+
 WFBENCH_KEY = "my_workflow.generated.tasks.generic_shell_app[wfbench:blastall](str,inputs=1,outputs=1)"
 
 
@@ -153,6 +163,12 @@ def test_a_latest_run_without_a_report_is_named_with_the_latest_that_has_one(run
     (lambda tmp: tmp / "absent", "absent: no such file or directory; expected a run report (scalpel-*-report.json), "
                                  "a Parsl run directory such as runinfo/007, or runinfo"),
     (lambda tmp: tmp, "no scalpel-*-report.json in {tmp}: the report is written at dfk.cleanup()"),
+    (lambda tmp: _write(tmp / "parsl.log", "1.0 2026-12-01 MainProcess parsl.dataflow.dflow:1106 add_executors INFO: "
+                                          "Adding executor htex of type parsl.executors.HighThroughputExecutor\n").parent,
+     "no scalpel-*-report.json in {tmp}: its parsl.log adds no ScalpelExecutor, so the run used other executors"),
+    (lambda tmp: _write(tmp / "parsl.log", "add_executors INFO: Adding executor scalpel of type "
+                                          "scalpel_executor.runtime.driver.executor.ScalpelExecutor\n").parent,
+     "no scalpel-*-report.json in {tmp}: the report is written at dfk.cleanup()"),
     (lambda tmp: _write(tmp / "r.json", "[1, 2]"), "r.json is not a run report: expected a JSON object"),
     (lambda tmp: _write(tmp / "r.json", '{"executor": "x"}'),
      "r.json is not a scalpel run report: it has no 'topology', 'tasks', 'sources'"),

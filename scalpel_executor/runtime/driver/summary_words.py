@@ -21,8 +21,9 @@ SOURCE_WORDS = {"hint": "from hints", "learned": "learned in this run", "store":
 #: the rows say of their run times, and how to measure the speed-up, naming the key where one is.
 WIDTHS_ADVICE = ", none tried wider ({why}): `scalpel profile run MODULE:FUNCTION ARGS --widths 1,2 --key {key}` " \
                 "measures {whose} speed-up beforehand"
-#: Why none was tried wider: every run time a guess (a wider run would read nothing), none, or some.
-WIDTHS_WHY = {"guessed": "its run time a guess",
+#: Why none was tried wider: every run time a guess (a wider run would read nothing), none, or some;
+#: ``{its}`` names the key or keys.
+WIDTHS_WHY = {"guessed": "{its} a guess",
               "dear": f"a try that did not speed up would have ended the work more than {EXPLORE_COST:.0%} later"}
 WIDTHS_WHY["both"] = f"{WIDTHS_WHY['guessed']}, or {WIDTHS_WHY['dear']}"
 
@@ -37,6 +38,7 @@ def widths_advice(rows: list[Mapping]) -> str:
     guessed = [row.get("runtime_source") == "prior" for row in rows]
     why = WIDTHS_WHY["guessed" if all(guessed) else "both" if any(guessed) else "dear"]
     keys = {row["profile_key"] for row in rows if row.get("profile_key")}
+    why = why.format(its="its run time" if len(keys) == 1 else "their run times")
     if len(keys) == 1:
         return WIDTHS_ADVICE.format(why=why, key=shlex.quote(keys.pop()), whose="its")
     whose = f"each key's (`scalpel profile list --wide` names the {len(keys)})" if keys else "a key's"
