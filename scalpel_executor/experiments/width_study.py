@@ -8,6 +8,7 @@ fixed width chosen in hindsight, and equipartitioning (``benchmarks/width_study.
     python benchmarks/width_study.py --report docs/data/width-study.json
     python benchmarks/width_study.py --seeds 0,1 --reuse docs/data/width-study-tuning.json  # after a rule change
     python benchmarks/width_study.py --seeds 100,101,102 --known 5   # and the rule told the true speed-ups
+    python benchmarks/width_study.py --explain montage/paper/600     # one instance, key by key
 
 ``--reuse`` copies the makespans of the contenders no width rule of ``scalpel`` reaches (every
 task fixed at 1, 2 or the domain's cores, and equipartitioning: :data:`UNTOUCHED`) from an
@@ -54,6 +55,7 @@ import math
 import random
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -170,6 +172,54 @@ def run_instance(workload: str, seed: int, machines: Sequence[str], reused: dict
     return rows
 
 
+def explain(instance: str, known: int = 50) -> list[str]:
+    """Lines saying, for one instance (``WORKLOAD/MACHINE/SEED``), what the rule knew of each key and
+    the widths its tasks ran at: per key its tasks, their core-seconds on one core, the true serial
+    fraction and what the learned condition started from (its fit and readings); then per condition
+    (first run, learned, told the true speed-ups as ``known`` readings), each key's widths and its
+    tasks' mean slowdown (their time over their solo time at that width: the cache's share)."""
+    try:
+        workload, name, seed_text = instance.split("/")
+        seed, machine = int(seed_text), MACHINES[name]
+    except (ValueError, KeyError):
+        raise ValueError(f"--explain expects WORKLOAD/MACHINE/SEED, e.g. montage/paper/600, with a machine of "
+                         f"{', '.join(MACHINES)}; got {instance!r}") from None
+    if workload not in WORKLOADS:
+        raise ValueError(f"--explain: unknown workload {workload!r}; workloads: {', '.join(WORKLOADS)}")
+    topology = machine.topology()
+    domains = [list(d.cpus) for d in topology.domains]
+    llc, domain = float(topology.llc_size), len(domains[0])
+    batching = None if workload.startswith("batch-") else Batching()
+
+    def run(tasks: list[SimTask], rule: Widths):
+        scheduler = Scheduler(domains, "scalpel", llc=llc, model=machine.model, width_rule=rule)
+        return simulate(tasks, domains, llc, model=machine.model, batching=batching, scheduler=scheduler)
+
+    tasks = workload_tasks(workload, seed, topology.total_cores, domain)
+    learned = Widths("scalpel")
+    run(workload_tasks(workload, seed + LEARN_SEED, topology.total_cores, domain, keys_seed=seed), learned)
+    keys = sorted({t.key for t in tasks}, key=lambda k: -sum(t.solo_time for t in tasks if t.key == k))
+    true = {t.key: t.serial_fraction for t in tasks}
+    told = Widths("scalpel")
+    for key, serial in true.items():
+        told.model.seed(key, serial, known)
+    rows = [[key, sum(t.key == key for t in tasks), f"{sum(t.solo_time for t in tasks if t.key == key):.0f}",
+             f"{true[key]:.3f}", f"{learned.model.serial_fraction(key):.3f} ({learned.model.readings(key)})"]
+            for key in keys]
+    lines = format_table(["key", "tasks", "core-s on 1", "serial fraction", "learned from (readings)"], rows,
+                         right=range(1, 5))
+    key_of = {t.name: t.key for t in tasks}
+    for condition, result in (("first", run(tasks, Widths("scalpel"))),
+                              ("learned", run(_with_tails(tasks, learned, domain), learned)),
+                              ("known", run(_with_tails(tasks, told, domain), told))):
+        lines.append(f"\n{CONDITIONS[condition]}: makespan {result.makespan:.1f} s")
+        for key in keys:
+            mine = [r for r in result.records if key_of.get(r.name) == key]
+            widths = ", ".join(f"{count} at {width}" for width, count in sorted(Counter(r.cores for r in mine).items()))
+            lines.append(f"  {key}: {widths}; mean slowdown {sum(r.slowdown for r in mine) / len(mine):.2f}")
+    return lines
+
+
 def summarise(rows: list[dict]) -> dict:
     """Per condition (first run, learned; known, where simulated): the goals' figures over every instance."""
     out = {}
@@ -244,7 +294,16 @@ def main(argv: list[str] | None = None) -> int:
                                         f"the width rule does not reach ({', '.join(UNTOUCHED)}) from it")
     parser.add_argument("--known", type=int, default=0, metavar="N",
                         help="also run the rule told each key's true serial fraction as N readings (default 0: not)")
+    parser.add_argument("--explain", metavar="WORKLOAD/MACHINE/SEED",
+                        help="simulate one instance and print what the rule knew of each key and the widths its "
+                             "tasks ran at, first, learned and told (--known N readings, default 50); writes nothing")
     args = parser.parse_args(argv)
+    if args.explain:
+        try:
+            print("\n".join(explain(args.explain, args.known or 50)))
+        except ValueError as error:
+            parser.error(str(error))
+        return 0
     if args.report:
         print_report(json.loads(Path(args.report).read_text()))
         return 0

@@ -71,3 +71,22 @@ def test_a_learned_run_is_told_its_chains_as_estimated_and_at_the_widest_by_what
     assert [t.tail for t in learned] == [10.0, 2.0, 0.0]
     assert learned[0].wide_tail == pytest.approx(8.0 * amdahl(rule.model.serial_fraction("b"), 4) + 2.0)
     assert width_study._with_tails(tasks[:1], rule, 4) == tasks[:1]  # no chains: nothing told
+
+
+def test_explain_shows_each_keys_fit_and_widths_per_condition_matching_the_record(tmp_path, capsys):
+    """``--explain`` simulates what a record's row holds, key by key: its makespans are the row's."""
+    out_file = tmp_path / "one.json"
+    assert width_study.main([*TINY, "--known", "50", "--out", str(out_file)]) == 0
+    (row,) = json.loads(out_file.read_text())["rows"]
+    capsys.readouterr()
+    assert width_study.main(["--explain", "batch-0.5/paper/0"]) == 0
+    out = capsys.readouterr().out
+    tasks = width_study.workload_tasks("batch-0.5", 0, 8, 4)
+    for key in {t.key for t in tasks}:
+        assert out.count(f"{key}: ") == 3 and out.count(f"\n{key} ") == 1, out  # its table row, then each condition
+    for label, condition in (("scalpel/first", "first run"), ("scalpel/learned", "learned"),
+                             ("scalpel/known", "told the true speed-ups (--known)")):
+        assert f"{condition}: makespan {row['makespans'][label]:.1f} s" in out
+    with pytest.raises(SystemExit):
+        width_study.main(["--explain", "montage/nowhere/1"])
+    assert "--explain expects WORKLOAD/MACHINE/SEED" in capsys.readouterr().err
