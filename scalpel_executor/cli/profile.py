@@ -201,6 +201,8 @@ def _shown(name: str, value: Any) -> str:
     """
     if value is None:
         return "-"
+    if name == "footprint" and value == 0:
+        return f"{_fmt_bytes(value)} (none held: its tasks ended before the probe's first window, or touched no memory in it)"
     if name.startswith("footprint") and name != "footprint_runs" or name == "peak_rss":
         return _fmt_bytes(value)
     if name.startswith("runtime"):

@@ -5,6 +5,7 @@ import logging
 import math
 import multiprocessing
 import os
+import re
 import shutil
 import sqlite3
 import statistics
@@ -384,6 +385,22 @@ def test_cli_run_stores_no_call_that_timed_imports_and_runs_it_again(tmp_path, c
     assert "imported modules on each of its 3 calls" in capsys.readouterr().err
     with ProfileStore(store) as opened:
         assert [p.key for p in opened.profiles()] == [profile.key]
+
+
+def test_show_prints_seconds_sizes_a_local_time_and_what_a_footprint_of_none_means(tmp_path, capsys):
+    store = tmp_path / "p.sqlite"
+    with ProfileStore(store) as profiles:
+        profiles.record([Observation("short", "m.short", 0.0015, 0.0), Observation("short", "m.short", 0.0017, 0.0),
+                         Observation("long", "m.long", 2.5, 24 * 2**20, 80 * 2**20, 0.125)])
+    assert main(["profile", "show", "short", "--store", str(store)]) == 0
+    lines = dict(line.strip().split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    assert lines["footprint"].startswith("0 B (none held: its tasks ended before the probe's first window")
+    assert lines["runtime_mean"] == "0.0016 s" and lines["llc_miss_rate"] == "-" and lines["refines"] == "-"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+", lines["updated"]), lines["updated"]
+    assert main(["profile", "show", "long", "--store", str(store)]) == 0
+    lines = dict(line.strip().split(": ", 1) for line in capsys.readouterr().out.splitlines())
+    assert (lines["footprint"], lines["peak_rss"], lines["llc_miss_rate"]) == ("24.0 MiB", "80.0 MiB", "12.5%")
+    assert lines["runtime"] == "2.5 s"
 
 
 def test_cli_run_and_show_point_a_user_at_what_they_meant(tmp_path, capsys, monkeypatch):
