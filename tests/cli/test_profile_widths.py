@@ -76,6 +76,25 @@ def test_the_run_summary_says_why_no_malleable_task_was_tried_wider_and_names_th
     assert "none tried wider" not in width_words({"tasks": tried})
 
 
+def test_the_run_summary_names_a_key_never_tried_wider_beside_others_that_were_where_it_holds_the_work():
+    """Montage's reprojections, all started while many waited, are never tried wider, run after run,
+    while its other keys are: the closing sentence names that key where it held a tenth of the
+    malleable seconds or more, and not a key of a few short tasks."""
+    project = [{"width": 1, "width_reason": "no speed-up learned", "profile_key": "m.project(n<16)",
+                "measured_runtime": 10.0, "runtime_source": "store"}] * 6
+    diff = [{"width": 2, "width_reason": "exploring", "profile_key": "m.diff(n<16)", "measured_runtime": 2.0},
+            {"width": 1, "width_reason": "no gain", "profile_key": "m.diff(n<16)", "measured_runtime": 3.0}]
+    tiny = [{"width": 1, "width_reason": "no speed-up learned", "profile_key": "m.tiny(n<16)",
+             "measured_runtime": 0.5}]
+    words = width_words({"tasks": project + diff + tiny})
+    assert words.endswith(f", 6 tasks of a key (92% of the malleable tasks' seconds) not tried wider "
+                          f"({WIDTHS_WHY['dear']}): `scalpel profile run MODULE:FUNCTION ARGS --widths 1,2 "
+                          f"--key 'm.project(n<16)'` measures its speed-up beforehand"), words
+    assert "m.tiny" not in words
+    # under a tenth of the seconds: no advice
+    assert "wider (" not in width_words({"tasks": project[:1] + [dict(diff[0], measured_runtime=200.0)] + tiny})
+
+
 def test_widths_run_on_one_cache_domain_the_largest(monkeypatch, capsys):
     """On a node whose CPU numbers interleave two sockets, the first CPUs by number span both:
     ``--widths`` runs on the largest domain's CPUs, and its bound is that domain's cores."""

@@ -19,8 +19,13 @@ SOURCE_WORDS = {"hint": "from hints", "learned": "learned in this run", "store":
 
 #: Said where no malleable task was tried wider (``no speed-up learned`` every one): why, by what
 #: the rows say of their run times, and how to measure the speed-up, naming the key where one is.
-WIDTHS_ADVICE = ", none tried wider ({why}): `scalpel profile run MODULE:FUNCTION ARGS --widths 1,2 --key {key}` " \
+WIDTHS_ADVICE = ", {who} wider ({why}): `scalpel profile run MODULE:FUNCTION ARGS --widths 1,2 --key {key}` " \
                 "measures {whose} speed-up beforehand"
+#: ... said too where other keys were tried wider, for keys never tried that held at least this
+#: share of the malleable tasks' seconds: a key whose tasks all run while many wait is never tried
+#: wider, run after run (Montage's reprojections on the paper's 8 cores, 73% of the work,
+#: docs/results/widths.md), where a key of three short tasks is not worth a line.
+NEVER_TRIED_SHARE = 0.1
 #: Why none was tried wider: every run time a guess (a wider run would read nothing), none, or some;
 #: ``{its}`` names the key or keys.
 WIDTHS_WHY = {"guessed": "{its} a guess",
@@ -28,8 +33,9 @@ WIDTHS_WHY = {"guessed": "{its} a guess",
 WIDTHS_WHY["both"] = f"{WIDTHS_WHY['guessed']}, or {WIDTHS_WHY['dear']}"
 
 
-def widths_advice(rows: list[Mapping]) -> str:
-    """:data:`WIDTHS_ADVICE` for the malleable ``rows`` of a run that tried none wider.
+def widths_advice(rows: list[Mapping], who: str = "none tried") -> str:
+    """:data:`WIDTHS_ADVICE` for the malleable ``rows`` of a run that tried none wider (``who``
+    names them where other rows were tried).
 
     >>> widths_advice([{"profile_key": "m.smooth(n<16)", "runtime_source": "store"}] * 2)
     ", none tried wider (a try that did not speed up would have ended the work more than 2% later): \
@@ -40,9 +46,9 @@ def widths_advice(rows: list[Mapping]) -> str:
     keys = {row["profile_key"] for row in rows if row.get("profile_key")}
     why = why.format(its="its run time" if len(keys) == 1 else "their run times")
     if len(keys) == 1:
-        return WIDTHS_ADVICE.format(why=why, key=shlex.quote(keys.pop()), whose="its")
+        return WIDTHS_ADVICE.format(who=who, why=why, key=shlex.quote(keys.pop()), whose="its")
     whose = f"each key's (`scalpel profile list --wide` names the {len(keys)})" if keys else "a key's"
-    return WIDTHS_ADVICE.format(why=why, key="KEY", whose=whose)
+    return WIDTHS_ADVICE.format(who=who, why=why, key="KEY", whose=whose)
 
 
 def width_words(report: Mapping) -> str | None:
@@ -71,8 +77,27 @@ def width_words(report: Mapping) -> str | None:
         groups.append(f"{sum(reasons.values())} at {width} core{'s' if width != 1 else ''} ({why})")
     words = f"widths of {len(malleable)} malleable task{'s' if len(malleable) != 1 else ''}: {', '.join(groups)}"
     if all(set(reasons) == {NO_SPEEDUP} for reasons in by_width.values()):
-        words += widths_advice(malleable)
+        return words + widths_advice(malleable)
+    by_key: dict[str, list[Mapping]] = {}
+    for row in malleable:
+        by_key.setdefault(row.get("profile_key") or "", []).append(row)
+    total = sum(_seconds(row) for row in malleable)
+    never = [row for key, rows in by_key.items()
+             if key and all(r.get("width_reason") == NO_SPEEDUP for r in rows)
+             and total > 0 and sum(_seconds(r) for r in rows) >= NEVER_TRIED_SHARE * total for row in rows]
+    if never:
+        keys = len({row["profile_key"] for row in never})
+        share = sum(_seconds(row) for row in never) / total
+        words += widths_advice(never, f"{len(never)} task{'s' if len(never) != 1 else ''} of "
+                                      f"{'a key' if keys == 1 else f'{keys} keys'} ({share:.0%} of the malleable "
+                                      f"tasks' seconds) not tried")
     return words
+
+
+def _seconds(row: Mapping) -> float:
+    """A row's measured run time, 0 where none was measured."""
+    seconds = row.get("measured_runtime")
+    return seconds if isinstance(seconds, (int, float)) and seconds > 0 else 0.0
 
 
 def learned_words(report: Mapping) -> str:
