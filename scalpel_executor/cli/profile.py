@@ -20,78 +20,22 @@ memory that is lost at exit); 1 when the function of ``profile run`` raised or c
 from __future__ import annotations
 
 import argparse
-import contextlib
 import difflib
 import json
-import logging
 import os
 import shlex
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
 
 from scalpel_executor.cli.common import at_least
-from scalpel_executor.core.units import format_size
+from scalpel_executor.cli.profile_run import cmd_run, widths_list
+from scalpel_executor.cli.profile_store import existing_store, fmt_bytes, fmt_seconds, writing_store
 from scalpel_executor.experiments.tables import format_table
 from scalpel_executor.learning.exchange import read_json_object, shipped_document
 from scalpel_executor.learning.critical_path import CriticalPathStore
 from scalpel_executor.learning.store import ProfileStore, default_path
-
-
-def _store(args: argparse.Namespace) -> ProfileStore:
-    return ProfileStore(args.store or default_path())
-
-
-def _existing(args: argparse.Namespace) -> ProfileStore:
-    """The store, for a command that only reads it: ValueError naming the path when no file is there,
-    rather than creating one (a mistyped --store would otherwise look like an empty store)."""
-    path = args.store or default_path()
-    if path != ":memory:" and not os.path.exists(os.path.expanduser(str(path))):
-        raise ValueError(f"no profile store at {path}: nothing has been learned there yet (a run with "
-                         f"profiles={str(path)!r} writes one), or the path is mistyped")
-    return ProfileStore(path)
-
-
-def _unwritable(store: ProfileStore, doing: str) -> ValueError:
-    return ValueError(
-        f"cannot {doing}: the profile store {store.path} cannot be written ({store.problem}), so nothing was "
-        "saved; move the file aside or pass --store with a writable file path"
-    )
-
-
-class _Quiet(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return False
-
-
-@contextlib.contextmanager
-def _writing(args: argparse.Namespace, doing: str) -> Iterator[ProfileStore]:
-    """The store, for a command that changes it: ValueError unless the change reaches the file.
-
-    The store's own warning about falling back to memory is held back: the error says it instead.
-    """
-    store_logger = logging.getLogger("scalpel_executor.learning.store")
-    quiet = _Quiet()
-    store_logger.addFilter(quiet)
-    try:
-        with _store(args) as store:
-            if not store.persistent:
-                raise _unwritable(store, doing)
-            yield store
-            if not store.persistent:  # it failed over to memory while writing
-                raise _unwritable(store, doing)
-    finally:
-        store_logger.removeFilter(quiet)
-
-
-def _fmt_seconds(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3g} s"
-
-
-def _fmt_bytes(value: float | None) -> str:
-    return "-" if value is None else format_size(value)
 
 
 KEY_WIDTH = 72  # characters of a key that `profile list` shows; with the other columns, one line of 120
@@ -131,14 +75,14 @@ def cut_key(key: str, width: int = KEY_WIDTH) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    with _existing(args) as store:
+    with existing_store(args) as store:
         profiles = store.profiles(args.prefix)
         if args.json:
             print(json.dumps([p.to_dict() for p in profiles], indent=1))
             return 0
         print(f"{len(profiles)} profiles in {store.path or ':memory:'}")
         if profiles:
-            cells = [[p.key if args.wide else cut_key(p.key), p.runs, _fmt_seconds(p.runtime), _fmt_bytes(p.footprint),
+            cells = [[p.key if args.wide else cut_key(p.key), p.runs, fmt_seconds(p.runtime), fmt_bytes(p.footprint),
                       p.origin] for p in profiles]
             for line in format_table(["key", "runs", "run time", "footprint", "origin"], cells, right=[1, 2, 3]):
                 print(line)
@@ -146,7 +90,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    with _existing(args) as store:
+    with existing_store(args) as store:
         profile = store.get(args.key)
         if profile is None:
             near = near_keys(args.key, [p.key for p in store.profiles()])
@@ -202,11 +146,11 @@ def _shown(name: str, value: Any) -> str:
     if value is None:
         return "-"
     if name == "footprint" and value == 0:
-        return f"{_fmt_bytes(value)} (none held: its tasks ended before the probe's first window, or touched no memory in it)"
+        return f"{fmt_bytes(value)} (none held: its tasks ended before the probe's first window, or touched no memory in it)"
     if name.startswith("footprint") and name != "footprint_runs" or name == "peak_rss":
-        return _fmt_bytes(value)
+        return fmt_bytes(value)
     if name.startswith("runtime"):
-        return _fmt_seconds(value)
+        return fmt_seconds(value)
     if name == "llc_miss_rate":
         return f"{value:.1%}"
     if name == "updated":
@@ -229,7 +173,7 @@ def _learned_tail(store: ProfileStore, key: str):
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    with _existing(args) as store:
+    with existing_store(args) as store:
         document = store.export(args.prefix, name=args.name)
     text = json.dumps(document, indent=1)
     if args.output:
@@ -251,7 +195,7 @@ def cmd_import(args: argparse.Namespace) -> int:
                 raise ValueError(f"{args.source}: {error}") from None
     else:
         document = shipped_document(args.source)
-    with _writing(args, "import profiles") as store:
+    with writing_store(args, "import profiles") as store:
         count = store.import_document(document, prefix=args.prefix)
         where = store.path
     print(f"imported {count} profiles into {where}" + (f" under {args.prefix!r}" if args.prefix else ""))
@@ -261,7 +205,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_clear(args: argparse.Namespace) -> int:
     if not (args.all or args.prefix or args.key):
         raise ValueError("say what to clear: a KEY, --prefix PREFIX, or --all")
-    with _writing(args, "clear profiles") as store:
+    with writing_store(args, "clear profiles") as store:
         if args.key:
             removed = store.delete(args.key, exact=True)
         else:
@@ -271,8 +215,6 @@ def cmd_clear(args: argparse.Namespace) -> int:
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:
-    from scalpel_executor.cli.profile_run import cmd_run, widths_list  # it imports this module's store helpers
-
     profile = commands.add_parser(
         "profile", help="list, show, export, import, clear or measure stored task profiles",
         description=__doc__.split("\n\n")[0] + " Default store: " + str(default_path()) + " ($SCALPEL_PROFILE_STORE).",

@@ -28,7 +28,7 @@ from dataclasses import asdict
 from typing import Any
 
 from scalpel_executor.cli.common import CommandFailed
-from scalpel_executor.cli.profile import _fmt_bytes, _fmt_seconds, _store, _writing
+from scalpel_executor.cli.profile_store import fmt_bytes, fmt_seconds, named_store, writing_store
 from scalpel_executor.learning.keys import app_name
 from scalpel_executor.learning.store import Observation
 
@@ -178,9 +178,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not equals or not name.isidentifier():
             raise ValueError(f"--kw expects NAME=VALUE, got {item!r}")
         keywords[name] = _literal(value)
-    with _writing(args, "store what the run measures"):
+    with writing_store(args, "store what the run measures"):
         pass  # refuse a store that cannot keep the measurement before running anything
-    store = _store(args)
+    store = named_store(args)
     executor = ScalpelExecutor(label="profile-run", profiles=store, batching=Batching(window=0.0),
                                topology=[[min(os.sched_getaffinity(0))]],
                                # every repeat measured, not a sample; a call that imported modules not stored
@@ -207,7 +207,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 stored += 1
             if not args.json:
                 print(f"{'call' if stats.get('cold') else f'run {stored}/{args.repeat}'}: "
-                      f"{stats.get('wall', 0):.3g} s, footprint {_fmt_bytes(stats.get('footprint'))} "
+                      f"{stats.get('wall', 0):.3g} s, footprint {fmt_bytes(stats.get('footprint'))} "
                       f"({stats.get('footprint_source', 'not measured')})"
                       + ("; it imported modules (a worker's first call of the app): not stored, run again"
                          if stats.get("cold") else ""))
@@ -225,7 +225,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps({**profile.to_dict(), "speedup": None if speedup is None else asdict(speedup)}
                          if profile else None, indent=1))
     elif profile is not None:
-        print(f"stored {key}: run time {_fmt_seconds(profile.runtime)}, footprint {_fmt_bytes(profile.footprint)} "
+        print(f"stored {key}: run time {fmt_seconds(profile.runtime)}, footprint {fmt_bytes(profile.footprint)} "
               f"after {profile.runs} runs")
         if args.widths and speedup is not None:
             at = ", ".join(f"{speedup.speedup(w):.2f}x on {w}" for w in args.widths[1:])
