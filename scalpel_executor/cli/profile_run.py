@@ -232,8 +232,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"stored its speed-up: serial fraction {speedup.serial_fraction:.3f} over {speedup.readings} "
                   f"readings (Amdahl: {at} cores); a run's width rule starts from it")
         if script_key is not None:
-            print(f"note: {function.__module__} is a script; run as `python {function.__module__}.py` its tasks' "
-                  f"key is {script_key}: add --key {shlex.quote(script_key)} to store this there")
+            module = function.__module__
+            command = f"python -m {module}" if "." in module else f"python {module}.py"
+            print(f"note: {module} is a script; run as `{command}` its tasks' key is {script_key}: "
+                  f"add --key {shlex.quote(script_key)} to store this there")
     return 0
 
 
