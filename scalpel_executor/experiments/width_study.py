@@ -132,6 +132,33 @@ def _with_tails(tasks: list[SimTask], rule: Widths | None = None, domain: int | 
     return [dataclasses.replace(t, tail=tail, wide_tail=at_widest) for t, tail, at_widest in zip(tasks, tails, wide)]
 
 
+def _instance(workload: str, seed: int, name: str):
+    """``workload`` drawn with ``seed`` on machine ``name``: a function simulating tasks under the
+    default policy (and a width rule) there, its tasks, the earlier draw the learned condition learns
+    on, and its domain's cores."""
+    machine = MACHINES[name]
+    topology = machine.topology()
+    domains = [list(d.cpus) for d in topology.domains]
+    llc, domain = float(topology.llc_size), len(domains[0])
+    batching = None if workload.startswith("batch-") else Batching()
+
+    def run(tasks: list[SimTask], rule: Widths | None = None):
+        scheduler = Scheduler(domains, "scalpel", llc=llc, model=machine.model, width_rule=rule)
+        return simulate(tasks, domains, llc, model=machine.model, batching=batching, scheduler=scheduler)
+
+    tasks = workload_tasks(workload, seed, topology.total_cores, domain)
+    earlier = workload_tasks(workload, seed + LEARN_SEED, topology.total_cores, domain, keys_seed=seed)
+    return run, tasks, earlier, domain
+
+
+def _told(tasks: Sequence[SimTask], known: int) -> Widths:
+    """The default rule told each key's true serial fraction as ``known`` readings."""
+    told = Widths("scalpel")
+    for key, serial in {task.key: task.serial_fraction for task in tasks}.items():
+        told.model.seed(key, serial, known)
+    return told
+
+
 def run_instance(workload: str, seed: int, machines: Sequence[str], reused: dict | None = None,
                  known: int = 0) -> list[dict]:
     """Every contender on ``workload`` drawn with ``seed``, on each machine; those of :data:`UNTOUCHED`
@@ -140,22 +167,14 @@ def run_instance(workload: str, seed: int, machines: Sequence[str], reused: dict
     true serial fraction as that many readings."""
     rows = []
     for name in machines:
-        machine = MACHINES[name]
-        topology = machine.topology()
-        domains = [list(d.cpus) for d in topology.domains]
-        llc, domain = float(topology.llc_size), len(domains[0])
-        batching = None if workload.startswith("batch-") else Batching()
+        simulated, tasks, earlier, domain = _instance(workload, seed, name)
 
         def run(tasks: list[SimTask], rule: Widths | None = None) -> float:
-            scheduler = Scheduler(domains, "scalpel", llc=llc, model=machine.model, width_rule=rule)
-            return simulate(tasks, domains, llc, model=machine.model, batching=batching,
-                            scheduler=scheduler).makespan
+            return simulated(tasks, rule).makespan
 
-        tasks = workload_tasks(workload, seed, topology.total_cores, domain)
         copied = {k: v for k, v in (reused or {}).get((workload, name, seed), {}).items() if k in UNTOUCHED}
         makespans = {f"fixed-{label}": copied.get(f"fixed-{label}") or run(fixed_width(tasks, width))
                      for label, width in (("1", 1), ("2", min(2, domain)), ("domain", domain))}
-        earlier = workload_tasks(workload, seed + LEARN_SEED, topology.total_cores, domain, keys_seed=seed)
         for rule in ("scalpel", "scalpel-any", "equipartition", "equipartition-shaped"):
             label = f"{rule}/first" if rule.startswith("scalpel") else rule
             makespans[label] = copied.get(label) or run(tasks, Widths(rule))
@@ -163,9 +182,7 @@ def run_instance(workload: str, seed: int, machines: Sequence[str], reused: dict
         run(earlier, learned)
         makespans["scalpel/learned"] = run(_with_tails(tasks, learned, domain), learned)
         if known:
-            told = Widths("scalpel")
-            for key, serial in {task.key: task.serial_fraction for task in tasks}.items():
-                told.model.seed(key, serial, known)
+            told = _told(tasks, known)
             makespans["scalpel/known"] = run(_with_tails(tasks, told, domain), told)
         rows.append({"workload": workload, "machine": name, "seed": seed, "tasks": len(tasks),
                      "makespans": makespans, **({"copied": sorted(copied)} if copied else {})})
@@ -178,31 +195,19 @@ def explain(instance: str, known: int = 50) -> list[str]:
     fraction and what the learned condition started from (its fit and readings); then per condition
     (first run, learned, told the true speed-ups as ``known`` readings), each key's widths and its
     tasks' mean slowdown (their time over their solo time at that width: the cache's share)."""
-    try:
-        workload, name, seed_text = instance.split("/")
-        seed, machine = int(seed_text), MACHINES[name]
-    except (ValueError, KeyError):
+    workload, name, seed_text = (instance.split("/") + ["", "", ""])[:3]
+    if instance.count("/") != 2 or name not in MACHINES or not seed_text.lstrip("-").isdigit():
         raise ValueError(f"--explain expects WORKLOAD/MACHINE/SEED, e.g. montage/paper/600, with a machine of "
-                         f"{', '.join(MACHINES)}; got {instance!r}") from None
+                         f"{', '.join(MACHINES)}; got {instance!r}")
+    seed = int(seed_text)
     if workload not in WORKLOADS:
         raise ValueError(f"--explain: unknown workload {workload!r}; workloads: {', '.join(WORKLOADS)}")
-    topology = machine.topology()
-    domains = [list(d.cpus) for d in topology.domains]
-    llc, domain = float(topology.llc_size), len(domains[0])
-    batching = None if workload.startswith("batch-") else Batching()
-
-    def run(tasks: list[SimTask], rule: Widths):
-        scheduler = Scheduler(domains, "scalpel", llc=llc, model=machine.model, width_rule=rule)
-        return simulate(tasks, domains, llc, model=machine.model, batching=batching, scheduler=scheduler)
-
-    tasks = workload_tasks(workload, seed, topology.total_cores, domain)
+    run, tasks, earlier, domain = _instance(workload, seed, name)
     learned = Widths("scalpel")
-    run(workload_tasks(workload, seed + LEARN_SEED, topology.total_cores, domain, keys_seed=seed), learned)
+    run(earlier, learned)
     keys = sorted({t.key for t in tasks}, key=lambda k: -sum(t.solo_time for t in tasks if t.key == k))
     true = {t.key: t.serial_fraction for t in tasks}
-    told = Widths("scalpel")
-    for key, serial in true.items():
-        told.model.seed(key, serial, known)
+    told = _told(tasks, known)
     rows = [[key, sum(t.key == key for t in tasks), f"{sum(t.solo_time for t in tasks if t.key == key):.0f}",
              f"{true[key]:.3f}", f"{learned.model.serial_fraction(key):.3f} ({learned.model.readings(key)})"]
             for key in keys]

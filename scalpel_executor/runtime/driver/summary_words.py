@@ -80,14 +80,14 @@ def width_words(report: Mapping) -> str | None:
         return words + widths_advice(malleable)
     by_key: dict[str, list[Mapping]] = {}
     for row in malleable:
-        by_key.setdefault(row.get("profile_key") or "", []).append(row)
+        if row.get("profile_key"):
+            by_key.setdefault(row["profile_key"], []).append(row)
     total = sum(_seconds(row) for row in malleable)
-    never = [row for key, rows in by_key.items()
-             if key and all(r.get("width_reason") == NO_SPEEDUP for r in rows)
-             and total > 0 and sum(_seconds(r) for r in rows) >= NEVER_TRIED_SHARE * total for row in rows]
+    never = [rows for rows in by_key.values() if all(r.get("width_reason") == NO_SPEEDUP for r in rows)
+             and sum(map(_seconds, rows)) >= NEVER_TRIED_SHARE * total > 0]
     if never:
-        keys = len({row["profile_key"] for row in never})
-        share = sum(_seconds(row) for row in never) / total
+        keys, never = len(never), [row for rows in never for row in rows]
+        share = sum(map(_seconds, never)) / total
         words += widths_advice(never, f"{len(never)} task{'s' if len(never) != 1 else ''} of "
                                       f"{'a key' if keys == 1 else f'{keys} keys'} ({share:.0%} of the malleable "
                                       f"tasks' seconds) not tried")
