@@ -19,12 +19,14 @@ Every task ends exactly once: with its result, its own exception, or one of thes
 from __future__ import annotations
 
 import platform
+import re
 
 from parsl.app.errors import AppTimeout
 from parsl.executors.high_throughput.errors import ManagerLost, WorkerLost
 
 
-__all__ = ["WorkerDied", "WalltimeExceeded", "NodeManagerLost", "ExecutorShutdown", "ExecutorFailed", "TaskExit"]
+__all__ = ["WorkerDied", "WalltimeExceeded", "NodeManagerLost", "ExecutorShutdown", "ExecutorFailed", "TaskExit",
+           "named"]
 
 
 class WorkerDied(WorkerLost, RuntimeError):
@@ -147,3 +149,21 @@ class TaskExit(Exception):
         wrapped = cls(f"{reason}: {exception!r}", exception)
         wrapped.__cause__ = exception
         return wrapped
+
+
+def named(error: BaseException, task_id: int, name: str | None) -> BaseException:
+    """``error`` with the task it names as ``task {task_id}`` (the executor's own id, where the
+    error was made) named ``name`` instead (``task 12 (simulate)``: the id Parsl's log, monitoring
+    and the run report's ``parsl_task_id`` give it); the same error object, its ``task_id``
+    attribute kept; unchanged where ``name`` is None. Only the errors of this module are renamed: a
+    task's own exception is its own.
+
+    >>> str(named(ExecutorShutdown("task 3 had not started when the executor shut down"), 3, "task 7 (fit)"))
+    'task 7 (fit) had not started when the executor shut down'
+    """
+    own = (WorkerDied, WalltimeExceeded, NodeManagerLost, ExecutorShutdown, ExecutorFailed, MemoryExceeded)
+    if name is not None and isinstance(error, own) and error.args and isinstance(error.args[0], str):
+        renamed = re.sub(rf"\btask {task_id}\b", lambda _: name, error.args[0])
+        if renamed != error.args[0]:
+            error.args = (renamed, *error.args[1:])
+    return error

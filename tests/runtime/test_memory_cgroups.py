@@ -196,7 +196,7 @@ def test_a_task_past_its_declaration_is_oom_killed_alone_and_its_worker_replaced
         parsl.clear()
     error = raised.value
     message = str(error)
-    assert re.match(rf"task 1 allocated past its declared memory of 64 MiB \(enforce_memory=True: {USABLE.version} "
+    assert re.match(rf"task 1 \(touch\) allocated past its declared memory of 64 MiB \(enforce_memory=True: {USABLE.version} "
                     r"limit of \d+ MiB, .*the kernel's OOM killer ended its worker \(pid \d+\)", message), message
     assert error.mechanism == USABLE.version and error.declared == 64 * MiB and error.limit > 64 * MiB
     dead = int(re.search(r"worker \(pid (\d+)\)", message).group(1))
@@ -225,7 +225,7 @@ def test_under_rlimit_as_the_same_task_fails_which_is_why_a_cgroup_comes_first(t
         mapped = map_and_touch(4096, 10, parsl_resource_specification={"memory": 64})
         with pytest.raises(OSError, match="Cannot allocate memory"):
             mapped.result(timeout=120)
-        with pytest.raises(MemoryExceeded, match=r"task 1 allocated past its declared memory of 64 MiB "
+        with pytest.raises(MemoryExceeded, match=r"task 1 \(touch\) allocated past its declared memory of 64 MiB "
                                                   r"\(enforce_memory=True: RLIMIT_AS limit of \d+ MiB") as raised:
             touch(512, parsl_resource_specification={"memory": 64}).result(timeout=120)
     finally:
@@ -337,7 +337,7 @@ def test_v2_through_the_executor_on_a_fake_tree_limit_set_lifted_and_an_oom_kill
         parsl.clear()
     assert int(during) == (10 + 64) * MiB + cgroups.TASK_MARGIN  # usage then + declaration + margin
     assert after == "max" and undeclared.strip() == "max"  # lifted after the task; an undeclared one runs unlimited
-    assert re.match(r"task 2 allocated past its declared memory of 64 MiB \(enforce_memory=True: cgroup v2 limit of "
+    assert re.match(r"task 2 \(read_own_limit\) allocated past its declared memory of 64 MiB \(enforce_memory=True: cgroup v2 limit of "
                     r"138 MiB, the worker's 10 MiB before it .*the kernel's OOM killer ended its worker", str(raised.value))
 
 

@@ -416,6 +416,26 @@ def test_worker_died_pickles_and_keeps_its_fields():
     assert isinstance(copy, WorkerLost) and isinstance(copy, RuntimeError)
 
 
+def test_an_executor_error_is_renamed_to_parsls_name_of_its_task_and_nothing_else_is():
+    from scalpel_executor.runtime.errors import NodeManagerLost, named
+
+    died = named(WorkerDied("task 3 was lost while task 30 ran", task_id=3), 3, "task 7 (fit)")
+    assert str(died) == "task 7 (fit) was lost while task 30 ran" and died.task_id == 3
+    lost = pickle_round_trip(named(NodeManagerLost("task 3 was lost with its node manager", task_id=3, pid=9), 3,
+                                   "task 7 (fit)"))
+    assert str(lost) == "task 7 (fit) was lost with its node manager" and lost.task_id == 3
+    own = ValueError("task 3 was lost")  # the task's own exception keeps its own words
+    assert str(named(own, 3, "task 7 (fit)")) == "task 3 was lost"
+    assert str(named(ExecutorShutdown("task 3 had not started"), 3, None)) == "task 3 had not started"
+    assert str(named(ExecutorShutdown(r"task 3 had not started"), 3, r"task 7 (a\1)")) == r"task 7 (a\1) had not started"
+
+
+def pickle_round_trip(error):
+    import pickle
+
+    return pickle.loads(pickle.dumps(error))
+
+
 def test_shutdown_leaves_no_future_pending_with_a_thread_submitting_concurrently():
     executor = ScalpelExecutor(batching=Batching(window=0), profiles=False)
     executor.start()

@@ -68,7 +68,7 @@ from scalpel_executor.learning.hints import HintAudit, Hints, parse_hints, parse
 from scalpel_executor.learning.keys import declared as app_declared
 from scalpel_executor.learning.sampling import Sampling
 from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, TaskExit,
-                                             WalltimeExceeded, WorkerDied)
+                                             WalltimeExceeded, WorkerDied, named)
 from scalpel_executor.core.resources import Capacity
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.runtime.wire.channel import PORT_RANGE
@@ -111,6 +111,13 @@ class Submission(Job):
     tail_source: str | None  # where its critical-path tail came from (learning.critical_path); None: none
     parsl_id: int | None  # its task id in Parsl's graph, when the graph showed it
     submitted: float  # time.monotonic() when Parsl handed it over
+
+    def who(self) -> str | None:
+        """The task as Parsl's log names it, ``task 12 (simulate)``, where the graph showed its id:
+        the executor's own ids skip nothing Parsl refused at its hints, so Parsl's run ahead of
+        them; None where the graph did not show it (no DataFlowKernel, or the first call under a
+        Config not made by ``scalpel_config()``, before the executor showed itself the graph)."""
+        return None if self.parsl_id is None else f"task {self.parsl_id} ({self.estimate.app.rpartition('.')[2]})"
 
 
 RECORDS_KEPT = 100_000  # finished tasks remembered in ``records`` (a campaign may run millions)
@@ -608,10 +615,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                     serial_readings=estimate.speedup[1] if estimate.speedup else 0)
         if task.interference is not None:
             self._host.told()
-        # named as Parsl's log names it where the graph showed its id: the executor's ids skip nothing
-        # Parsl refused at its hints, so theirs run ahead of these
-        app = estimate.app.rpartition(".")[2]
-        self._fit.check(task, f"task {parsl_id} ({app})" if parsl_id is not None else f"this call of {app}")
+        self._fit.check(task, task.payload.who() or f"this call of {estimate.app.rpartition('.')[2]}")
         busy_pin = self._busy_pin
         if busy_pin is not None and not busy_pin.watching(caller := threading.current_thread()):
             busy_pin.watch(caller)  # Parsl's launch thread
@@ -671,16 +675,16 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         except Exception:  # noqa: BLE001 - odd measurements cost what they would teach, never the future
             logger.exception("could not learn from task %s's measurements %r", task.id, outcome.stats)
         try:
-            if outcome.error is not None:
-                future.set_exception(outcome.error)
+            if outcome.error is not None:  # made by the executor: it names the task as Parsl does
+                future.set_exception(named(outcome.error, task.id, job.who()))
             elif outcome.ok:
                 future.set_result(deserialize(outcome.payload))
             else:
                 wrapper = deserialize(outcome.payload)
                 try:
                     wrapper.reraise()
-                except Exception as error:  # the task's own exception, re-raised
-                    future.set_exception(error)
+                except Exception as error:  # the task's own exception, re-raised (or the worker's MemoryExceeded)
+                    future.set_exception(named(error, task.id, job.who()))
                 except BaseException as error:  # noqa: BLE001 - sys.exit() in a task fails that task alone
                     future.set_exception(TaskExit.wrap(error))
         except InvalidStateError:
@@ -694,7 +698,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             # Never KeyboardInterrupt from Ctrl-C: this runs on a completion thread, and Python delivers
             # signals to the main thread; whatever arrives here was raised by the result's own code.
             try:
-                failure = TaskExit(f"task {task.id}'s {'result' if outcome.ok else 'exception'} raised {error!r} "
+                failure = TaskExit(f"{job.who() or f'task {task.id}'}'s {'result' if outcome.ok else 'exception'} raised {error!r} "
                                    f"while it was deserialized in the driver", error)
                 failure.__cause__ = error
                 future.set_exception(failure)
