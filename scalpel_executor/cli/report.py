@@ -56,7 +56,9 @@ KEY_ROOM = 24
 #: Characters past which a fitted table wraps an admission reason (the longest has 46) onto more lines.
 REASON_ROOM = 20
 #: What the table's columns mean, printed under it.
-COLUMNS_EXPLAINED = ("Times are seconds since the run's first task started; a task's end is its start plus the wall "
+COLUMNS_EXPLAINED = ("task: its id in Parsl's log and in the errors the executor gives (Parsl's task id; the "
+                     "executor's own, marked *, where the executor did not see Parsl's graph). "
+                     "Times are seconds since the run's first task started; a task's end is its start plus the wall "
                      "time its worker measured; waited s: from its submit (its inputs ready) to its start, for the "
                      "tasks submitted before the workers were up their start included. "
                      "footprint: what the probe measured (~: an estimate, the task was not "
@@ -237,6 +239,17 @@ def fit_table(headers: Sequence[str], cells: Sequence[Sequence[str]], width: int
             [header for column, header in enumerate(headers) if column not in shown], REASON_ROOM)
 
 
+def task_label(row: Mapping) -> str:
+    """The task as Parsl's log and the executor's errors name it: Parsl's task id, else (the
+    executor did not see Parsl's graph) the executor's own, marked ``*``.
+
+    >>> task_label({"task_id": 0, "parsl_task_id": 3}), task_label({"task_id": 0, "parsl_task_id": None})
+    ('3', '0*')
+    """
+    parsl_id = row.get("parsl_task_id")
+    return f"{row['task_id']}*" if parsl_id is None else str(parsl_id)
+
+
 def task_cells(row: Mapping, over_llc: float) -> list[str]:
     """One task's row of the table (HEADERS), its profile key whole."""
     span = row_span(row)
@@ -248,7 +261,7 @@ def task_cells(row: Mapping, over_llc: float) -> list[str]:
         admitted = row.get("estimated_footprint")
     waited = row.get("waited")
     width = f"{row['width']}: {row.get('width_reason') or '?'}" if row.get("width") else "-"
-    return [str(row["task_id"]), row["profile_key"] or "-", where, width,
+    return [task_label(row), row["profile_key"] or "-", where, width,
             "-" if waited is None else f"{waited:.2f}",
             *(["-", "-"] if span is None else [f"{moment:.2f}" for moment in span]),
             "-" if wall is None else f"{wall:.2f}",
@@ -294,7 +307,7 @@ def draw_run(reports: Sequence[Mapping], path: str) -> str:
     runs = {}
     for report in reports:
         rows = [{"cpu": row["cpu"], "start": span[0], "end": span[1], "footprint": corun_footprint(row),
-                 "label": f"{row['task_id']} {app_name(row.get('profile_key') or '')}".strip()}
+                 "label": f"{task_label(row)} {app_name(row.get('profile_key') or '')}".strip()}
                 for row in report["tasks"] if (span := row_span(row)) is not None]
         if rows:
             runs[f"{report['executor']}: {len(rows)} tasks, {max(r['end'] for r in rows):.2f} s"] = rows

@@ -50,7 +50,7 @@ def test_a_run_directory_prints_the_sentence_the_tasks_and_the_legend(runinfo, s
     assert lines[1].startswith("scalpel: 6 tasks (0 failed) on ")
     header = next(index for index, line in enumerate(lines) if line.split()[:2] == ["task", "profile"])
     rows = lines[header + 2:header + 8]
-    assert [int(line.split()[0]) for line in rows] == list(range(6))
+    assert [int(line.split()[0]) for line in rows] == [row["parsl_task_id"] for row in report["tasks"]] == list(range(6))
     assert all("busy(" in line for line in rows)
     reasons = {row["admission"] for row in report["tasks"]}
     assert "admitted as" in lines[header] and "waited s" in lines[header]
@@ -60,7 +60,8 @@ def test_a_run_directory_prints_the_sentence_the_tasks_and_the_legend(runinfo, s
     assert all(task_cells(row, 0.0)[HEADERS.index("admitted as")] == format_size(row["scheduled_footprint"])
                for row in report["tasks"])  # what its start weighed, beside what the probe measured
     assert all(task_cells(row, 0.0)[HEADERS.index("width")] == "-" for row in report["tasks"])  # none malleable
-    assert lines[header + 9].startswith("Times are seconds since the run's first task started")  # the columns, read
+    assert lines[header + 9].startswith("task: its id in Parsl's log")  # the columns, read
+    assert "Times are seconds since the run's first task started" in lines[header + 9]
     assert "admitted as: the footprint its start was decided on" in lines[header + 9]
     assert lines[header + 11] == "admission: why each task started where and when it did"
     for reason in reasons:

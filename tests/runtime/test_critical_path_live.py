@@ -107,6 +107,9 @@ def test_a_plain_config_sees_the_graph_from_its_second_task(tmp_path):
                                  run_dir=str(tmp_path / "run")))
     assert result == 1 + CHAIN and report["critical_path"]["graph_seen"]
     assert report["critical_path"]["tails_told"].get("graph", 0) >= 1
+    # its first call's Parsl id is read from the DataFlowKernel's records: every row names its task as Parsl does
+    parsl_ids = [row["parsl_task_id"] for row in report["tasks"]]
+    assert None not in parsl_ids and sorted(parsl_ids) == list(range(len(parsl_ids))), parsl_ids
 
 
 def test_a_failed_preparation_fails_its_chain_and_teaches_nothing_about_its_key(tmp_path):

@@ -6,7 +6,8 @@ calls it at five moments; the tails themselves are :class:`~scalpel_executor.lea
     executor.start ───── start(profile store) ──> Tails (learned tails beside the profiles; none without a store)
     executor.submit ──── tail_of(func, args, key) ── take_sighting ──> (seconds, at the widest, source, Parsl id)
                                                                          ──> Task.tail, Task.wide_tail
-                          (no sighting yet: install the graph's memoizer once, runtime.driver.graph.install)
+                          (no sighting yet: install the graph's memoizer once, runtime.driver.graph.install,
+                           and read this first call's Parsl id from the DFK's records: launching_id)
     executor._complete ─ ended(Parsl id, wall, at the widest, ok) ──> the run's graph learns its run time
     executor.shutdown ── learn() ──> the store's key_tails (one transaction)
     run_report ───────── report() ──> the report's ``critical_path``
@@ -18,6 +19,7 @@ failed, for what orders it or what it could learn.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from scalpel_executor.learning.critical_path import CriticalPathStore, Tails
 from scalpel_executor.learning.store import ProfileStore
@@ -66,30 +68,34 @@ class PathLearning:
         if tails is None:
             return 0.0, 0.0, None, None
         try:
-            sighting = take_sighting(self.executor.label, args)
+            sighting, parsl_id = take_sighting(self.executor.label, args), None
             if sighting is None and not self.graph_checked:
                 self.graph_checked = True
-                self._install_graph()
+                parsl_id = self._install_graph(args)
             self.graph_seen |= sighting is not None
             app = sighting.func_name if sighting is not None else getattr(func, "__name__", "")
             seconds, wide, source = tails.tail(sighting, key, app)
-            return seconds, wide, source, None if sighting is None else sighting.task_id
+            return seconds, wide, source, parsl_id if sighting is None else sighting.task_id
         except Exception as error:  # noqa: BLE001 - a task is never refused for what orders it
             if not tails.sources["failed"]:  # said once
                 logger.warning("executor %r orders tasks without their critical path: %s", self.executor.label, error)
             tails.sources["failed"] += 1
             return 0.0, 0.0, None, None
 
-    def _install_graph(self) -> None:
+    def _install_graph(self, args: tuple) -> int | None:
         """Show later tasks' places in the graph: wrap the memoizer of the DataFlowKernel running the
-        executor, once (``scalpel_config()`` installs it from the start; runtime.driver.graph.install)."""
+        executor, once (``scalpel_config()`` installs it from the start; runtime.driver.graph.install).
+        Returns the Parsl task id of this first call where the graph is seen from now on, read from the
+        DataFlowKernel's records (:func:`launching_id`), so that its report row and errors
+        name it as Parsl does, as the later calls' do; else None."""
         try:
             import parsl
             dfk = parsl.dfk()
         except Exception:  # noqa: BLE001 - used without a DataFlowKernel: no graph to see
-            return
-        if any(executor is self.executor for executor in getattr(dfk, "executors", {}).values()):
-            see_graph(dfk)
+            return None
+        if not any(executor is self.executor for executor in getattr(dfk, "executors", {}).values()):
+            return None
+        return launching_id(dfk, self.executor.label, args) if see_graph(dfk) else None
 
     def ended(self, parsl_id: int | None, wall: float, wide: float, succeeded: bool) -> None:
         """A task the graph showed (``parsl_id``) ran ``wall`` seconds (``wide`` at its widest width):
@@ -122,3 +128,18 @@ class PathLearning:
                                      "wrap, or tasks submitted without a DataFlowKernel), so this run taught no "
                                      "critical path; learned ones were still used")
         return report
+
+
+def launching_id(dfk: Any, executor_label: str, args: tuple) -> int | None:
+    """The Parsl task id of the call being submitted to ``executor_label`` now, where no memoizer
+    sighted it (the first call under a plain Config, before runtime.driver.graph.install): the one record of
+    ``dfk.tasks`` for that executor being launched (``try_time_launched`` set, no ``exec_fu`` yet)
+    whose args are these very objects. None where not exactly one is, or the records cannot be read."""
+    try:
+        found = [record["id"] for record in list(dfk.tasks.values())
+                 if record.get("executor") == executor_label and record.get("exec_fu") is None
+                 and record.get("try_time_launched") is not None and len(record.get("args", ())) == len(args)
+                 and all(given is wanted for given, wanted in zip(args, record["args"]))]
+    except Exception:  # noqa: BLE001 - a name in a message is not worth a failed submit
+        return None
+    return found[0] if len(found) == 1 else None
