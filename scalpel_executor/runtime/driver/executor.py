@@ -115,8 +115,8 @@ class Submission(Job):
     def who(self) -> str | None:
         """The task as Parsl's log names it, ``task 12 (simulate)``, where the graph showed its id:
         the executor's own ids skip nothing Parsl refused at its hints, so Parsl's run ahead of
-        them; None where the graph did not show it (no DataFlowKernel, or the first call under a
-        Config not made by ``scalpel_config()``, before the executor showed itself the graph)."""
+        them; None where no graph showed it (the executor used without a DataFlowKernel, or one whose
+        memoizer the graph could not wrap)."""
         return None if self.parsl_id is None else f"task {self.parsl_id} ({self.estimate.app.rpartition('.')[2]})"
 
 
