@@ -601,7 +601,7 @@ class Scheduler:
             readings = self.widths.model.readings(task.key)
             reason = widths.PLANNED_EXPLORATION if planned_explore else widths.wider_reason(
                 Peer(narrow[1], width_tail(task), self.widths.model.serial_fraction(task.key), narrow[0],
-                     sure=readings >= widths.SURE_AFTER, footprint=task.footprint, seen=readings > 0),
+                     sure=readings >= widths.SURE_AFTER, footprint=task.footprint),
                 task.cores, outlook.crowding)
         elif capped and choice.width == narrow[0] and reason not in (EXPLORING, widths.KEPT):
             reason = widths.PACKED  # narrower than allotted: so the few waiting start without a second round

@@ -47,9 +47,14 @@ thriftiest width, not its narrowest (reason ``fewer co-runners``), and so are th
 waiting tasks are planned at, their cores reserved (``Scheduler._retarget``; a task arriving into a
 plan that is up to date, at its thriftiest width or wider where its own run time would end the
 work alone, ``Scheduler._allot_arrival``). Footprints that
-fit the cache slow nothing, and the choice is the one made without crowding. Only keys seen wider
-at least once are crowded (``Peer.seen``): a first run bets nothing on the cache for a key it has
-not seen wider. (Measured reasons: on the tuning seeds' ``epyc`` Montage, 48 reprojections of
+fit the cache slow nothing, and the choice is the one made without crowding. The task starting is
+crowded whether or not its key was seen wider (estimated at no gain, a key never seen wider starts
+wider where the co-runners it sheds save more than the cores it holds, or where its own end,
+crowded, would end the work); the tasks waiting beside it only
+where their keys were seen wider at least once (``Peer.seen``): a plan bets nothing on the cache
+for a key it has not seen wider. (Measured reasons: crowding the task starting too, first runs on
+the six seed sets not tuned on went from 137 to 109 of 504 instances more than 2% behind the best
+fixed width, learned ones from 50 to 39, docs/results/widths.md; on the tuning seeds' ``epyc`` Montage, 48 reprojections of
 15 MiB at one core each ran 1.47× their solo time beside each other on 32 MiB domains, and the
 rule had no term that saw it; crowded only once sure, a learned batch on ``paper`` whose keys rest
 on one reading each ran 42 of its 48 tasks on one core, up to 1.75× their solo time, 0.77× the
@@ -337,7 +342,7 @@ class Peer:
     sure: bool = True  # its key's fit rests on SURE_AFTER readings or more (else exploration hopes for it)
     footprint: float = 0.0  # bytes (its crowding, Crowding)
     key: Hashable = None  # its profile key (explore_allotted plans one task of an unsure key at a time)
-    seen: bool = True  # its key was seen wider at least once: the cache is counted for it (Crowding)
+    seen: bool = True  # its key was seen wider at least once: the plan counts the cache for it (Crowding)
 
 
 def co_runner_footprint(peers: Sequence[Peer], default: float) -> float:
@@ -391,8 +396,8 @@ def _own(runtime: float, serial: float, low: int, width: int) -> float:
 
 def _crowded_own(peer: Peer, width: int, crowding: Crowding | None) -> float:
     """``peer``'s run time on ``width`` cores, slowed by the co-runners that width leaves it
-    (``crowding``) where its key was seen wider (``peer.seen``): a first run bets nothing on the
-    cache for a key it has not seen wider."""
+    (``crowding``) where its key was seen wider (``peer.seen``; the task starting always is): a plan
+    bets nothing on the cache for a waiting task of a key it has not seen wider."""
     own = _own(peer.runtime, peer.serial, peer.low, width)
     return own if crowding is None or not peer.seen else own * crowding.slowdown(peer.footprint, width)
 
@@ -694,7 +699,7 @@ def choose_width(low: int, high: int, runtime: float, tail: float, serial: float
     if not (math.isfinite(runtime) and math.isfinite(tail) and math.isfinite(outlook.backlog)) or len(candidates) == 1:
         return WidthChoice(low, NO_SPEEDUP if readings == 0 else NO_GAIN)
     crowding = outlook.crowding
-    me = Peer(runtime, tail, serial, low, high, readings >= SURE_AFTER, outlook.footprint, seen=readings > 0)
+    me = Peer(runtime, tail, serial, low, high, readings >= SURE_AFTER, outlook.footprint)  # crowded, seen or not
     allotted, _, area = allot((me, *outlook.peers), outlook.cores, outlook.domain_cores, outlook.backlog,
                               shaped=shaped, crowding=crowding)
     others_end = max((_crowded_own(p, w, crowding) + p.tail for p, w in zip(outlook.peers, allotted[1:])),
