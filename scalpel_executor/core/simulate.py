@@ -21,6 +21,10 @@ DAG as Parsl releases it, an app submitted when the futures it takes are done.
 A malleable task (``SimTask.max_cores`` above its ``cores``) runs on the width the scheduler gives
 it at its start (:mod:`scalpel_executor.core.widths`), in the time its speed-up curve says
 (Amdahl's law with ``SimTask.serial_fraction``), and the scheduler is told how long it ran.
+Where malleable tasks end at one instant on several domains, every end of that instant reaches
+the scheduler before it dispatches, as the live pool reads every result ready in one pass; other
+ends at one instant go one at a time, as the plan's evaluators (:mod:`scalpel_executor.core.orders`)
+foresee them.
 
 Cost: O(C) per start or end of a task on a domain of C cores, plus a heap operation; a million
 tasks on 64 domains simulate in seconds to tens of seconds.
@@ -320,6 +324,16 @@ def simulate(
                 entry[1] -= elapsed * entry[2]
         updated_at[domain] = now
 
+    def malleable(task: SimTask) -> bool:
+        return (task.max_cores or 0) > task.cores
+
+    def ended(domain: int, now: float) -> list[int]:
+        """The slots of ``domain`` whose tasks end at ``now``: within tolerance, or too little left
+        to move the clock."""
+        advance(domain, now)
+        return [s for s, e in running[domain].items()
+                if e[1] <= 1e-9 * max(1.0, e[0].solo_at(widths[s])) or now + e[1] / e[2] <= now]
+
     def reschedule(domain: int, now: float) -> None:
         nonlocal order
         version[domain] += 1
@@ -417,32 +431,45 @@ def simulate(
             continue
         if stamp != version[domain]:
             continue  # superseded by a later start or end on this domain
-        advance(domain, now)
-        done = [s for s, e in running[domain].items()  # within tolerance, or too little left to move the clock
-                if e[1] <= 1e-9 * max(1.0, e[0].solo_at(widths[s])) or now + e[1] / e[2] <= now]
+        ending = {domain: ended(domain, now)}
+        same = []  # other domains' ends at this very moment
+        while events and events[0][2] >= 0 and events[0][0] <= now:
+            same.append(heapq.heappop(events))
+        if same:
+            more = {d: ended(d, now) for _, _, d, stamp in same if stamp == version[d] and d not in ending}
+            if any(malleable(running[d][s][0]) for d, done in (*ending.items(), *more.items()) for s in done):
+                # A malleable task among them: all end before anything starts (module docstring). One
+                # at a time, the first one's cores were filled before the others' readings taught its
+                # key (docs/results/widths.md, "Ends at one instant heard together").
+                ending.update(more)
+            else:  # one at a time, as the plan's evaluators (core.orders) foresee them
+                for event in same:
+                    heapq.heappush(events, event)
         released = []
-        for slot_index in done:
-            sim_task = running[domain].pop(slot_index)[0]
-            began = starts.pop(slot_index)
-            width = widths.pop(slot_index)
-            busy += (now - began) * width
-            slot = slots[slot_index]
-            records.append(SimRecord(sim_task.name, slot.cpu, domain, began, now, sim_task.solo_at(width),
-                                     sim_task.footprint, width))
-            for child in children[scheduler.release(slot_index, now).id]:
-                unfinished_parents[child] -= 1
-                if unfinished_parents[child]:
-                    continue
-                if tasks[child].arrival <= now:
-                    released.append(child)
-                else:
-                    order += 1
-                    heapq.heappush(events, (tasks[child].arrival, order, -1, child))
-        if released:  # children freed by the same end arrive together, as one burst
+        for domain, done in ending.items():
+            for slot_index in done:
+                sim_task = running[domain].pop(slot_index)[0]
+                began = starts.pop(slot_index)
+                width = widths.pop(slot_index)
+                busy += (now - began) * width
+                slot = slots[slot_index]
+                records.append(SimRecord(sim_task.name, slot.cpu, domain, began, now, sim_task.solo_at(width),
+                                         sim_task.footprint, width))
+                for child in children[scheduler.release(slot_index, now).id]:
+                    unfinished_parents[child] -= 1
+                    if unfinished_parents[child]:
+                        continue
+                    if tasks[child].arrival <= now:
+                        released.append(child)
+                    else:
+                        order += 1
+                        heapq.heappush(events, (tasks[child].arrival, order, -1, child))
+        if released:  # children freed by the same ends arrive together, as one burst
             arrive([to_task(i, tasks[i]) for i in sorted(released)], now)
         release_batch(now)  # fewer tasks wait now: a held batch may be due
         start_assigned(now)
-        reschedule(domain, now)
+        for domain in ending:
+            reschedule(domain, now)
 
     if scheduler.waiting or any(running) or (batcher is not None and batcher.held) or len(records) < len(tasks):
         raise AssertionError("simulation ended with unfinished tasks")  # a scheduler bug, never user input

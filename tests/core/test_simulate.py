@@ -110,6 +110,35 @@ def test_simulate_drives_a_given_scheduler_reports_the_dispatch_order_and_the_cl
     assert times and times == sorted(times) and times[-1] == pytest.approx(3.0)
 
 
+@pytest.mark.parametrize("malleable", [True, False])
+def test_malleable_tasks_ending_at_one_instant_on_several_domains_all_end_before_anything_starts(malleable):
+    """As the live pool reads every result that is ready in one pass before it dispatches, so that
+    the cores the first end frees are not filled before the others' readings are heard; ends of
+    fixed-width tasks are taken one at a time, as the plan's evaluators (core.orders) foresee them."""
+    from scalpel_executor.core.scheduler import Scheduler
+    calls = []
+
+    class Traced(Scheduler):
+        def release(self, slot, now=None):
+            calls.append(("release", now))
+            return super().release(slot, now)
+
+        def dispatch(self, now=None):
+            started = super().dispatch(now)
+            calls.append(("dispatch", now))
+            return started
+
+    two = [[0], [1]]
+    first = [SimTask(name, 2.0, max_cores=2 if malleable else None, key=name) for name in "ab"]
+    tasks = [*first, SimTask("c", 1.0), SimTask("d", 1.0)]
+    result = simulate(tasks, [[0, 1], [2, 3]] if malleable else two, 32 * MiB, "fifo",
+                      scheduler=Traced([[0, 1], [2, 3]] if malleable else two, "fifo"))
+    at_two = [what for what, at in calls if at == pytest.approx(2.0)]
+    assert at_two == (["release", "release", "dispatch"] if malleable
+                      else ["release", "dispatch", "release", "dispatch"])
+    assert result.makespan == pytest.approx(3.0)
+
+
 # ---- DAG arrivals: a task with parents starts only after every one of them has ended ----
 
 @st.composite

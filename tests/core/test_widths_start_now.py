@@ -75,12 +75,14 @@ def test_no_core_idles_under_a_reservation_that_a_start_now_ends_sooner(policy, 
     splits waited for whole domains while two cores idled under their reservations until the first
     three splits ended: 9.89 s. Now the plan is packed on the domains (2, 2, 2, 2 and 4: with chains
     after them, only narrower, widths.packed), 8.89-8.98 s; without that check (``packing`` False),
-    the fourth starts on those two cores (``sooner on the cores free``), 8.96 s."""
+    the fourth starts on those two cores (``sooner on the cores free``), 8.96 s; under
+    ``scalpel-paper`` a step heard with the four splits' ends together may start so too."""
     if not packing:
         monkeypatch.setattr(widths, "PACKED_PEERS", 0)
     result, scheduler = _splits(known=True, policy=policy)
     splits = [r for r in result.records if r.name.startswith("split")]
-    assert scheduler.width_reasons[widths.FREE_NOW] == (0 if packing else 1)
+    started_free = scheduler.width_reasons[widths.FREE_NOW]
+    assert (started_free == 0) if packing else (1 <= started_free <= 2)
     assert sum(r.cores for r in splits if r.start < 0.1) == 8  # every core busy from the start
     assert result.makespan < 9.4
 
