@@ -326,6 +326,9 @@ class Scheduler:
                 if task.serial_fraction is not None and task.key not in self._seeded:
                     self._seeded.add(task.key)  # what earlier runs learned, once per key, before this run's readings
                     self.widths.model.seed(task.key, min(1.0, max(0.0, task.serial_fraction)), max(0, task.serial_readings))
+                if task.family is not None:
+                    self.widths.model.join(task.key, task.family, min(1.0, max(0.0, task.family_serial or 0.0)),
+                                           max(0, task.family_readings))
             if (merge or place) and task.malleable:
                 self._allot_arrival(task)
             if merge:

@@ -48,6 +48,11 @@ class Task:
     serial_fraction: float | None = None  # a malleable task's key's Amdahl serial fraction as earlier runs
     #                    learned it (the profile store), resting on ``serial_readings`` readings; None: none
     serial_readings: int = 0
+    family: str | None = None  # a malleable task's key's family (its app's keys, which differ in argument
+    #                    values): what its key borrows while it has no speed-up reading of its own
+    #                    (core.widths.SpeedupModel.join); None: none
+    family_serial: float | None = None  # the serial fraction every key of the family read in earlier runs
+    family_readings: int = 0  # (the profile store's) and the readings it rests on; None and 0: none
     width_reading: float | None = None  # the serial fraction its run at a width read, set when it ends (core.widths)
 
     @property

@@ -17,6 +17,13 @@ serial fraction s per profile key. Each run at a width w above the task's narrow
 gives one reading of s (:func:`serial_fraction_from`: its seconds over the estimate at m); the
 key's s is their mean shrunk toward s = 1, "no gain", by :data:`SHRINK` pseudo-readings, so a
 key never seen wider runs narrow (reason ``no speed-up learned``) and one reading does not swing it.
+A key with no reading of its own borrows its *family*'s fit, worth up to :data:`BORROWED` readings
+(:meth:`SpeedupModel.join`; ``Task.family``): the keys of one app whose calls differ in an
+argument's value, so a parameter sweep, one key per value, learns from each of its runs. (Measured
+reason: on simulated sweeps, every task a key of its own, a learned run of new values ended as
+late as a first run, 0.959-0.989x as soon as one key per kernel; borrowing, 1.052-1.057x, level
+with one key per kernel's 1.058-1.059x; worth one reading, keys kept exploring, 1.016-1.021x:
+docs/results/widths.md, "A parameter sweep learns through its family".)
 
 **The width** (:func:`choose_width`) is the one that ends the work soonest as far as the
 scheduler can tell at the start: for each candidate width w the predicted end is the latest of
@@ -126,7 +133,7 @@ from dataclasses import dataclass, field
 
 from scalpel_executor.core.contention import ContentionModel
 
-__all__ = ["amdahl", "at_width", "widest", "serial_fraction_from", "shrunk", "shaped_sizes", "SpeedupModel",
+__all__ = ["amdahl", "at_width", "widest", "serial_fraction_from", "borrowed", "shrunk", "shaped_sizes", "SpeedupModel",
            "Crowding", "Peer", "Outlook", "WidthChoice",
            "co_runner_footprint", "allot", "packed_end", "packs", "packed", "start_now", "explore_allotted",
            "thriftiest",
@@ -135,12 +142,15 @@ __all__ = ["amdahl", "at_width", "widest", "serial_fraction_from", "shrunk", "sh
            "Widths", "RULES", "REASONS",
            "TAIL", "CRITICAL_PATH", "FEWER_CORUNNERS", "MANY_WAITING", "NO_SPEEDUP", "NO_GAIN", "OTHERS_LONGER",
            "EXPLORING", "PLANNED_EXPLORATION", "KEPT", "FREE_NOW", "PACKED",
-           "EQUAL_SHARE", "SHRINK", "SURE_AFTER", "EXPLORE_COST", "HYSTERESIS", "TIE", "PACKED_PEERS"]
+           "EQUAL_SHARE", "SHRINK", "SURE_AFTER", "BORROWED", "EXPLORE_COST", "HYSTERESIS", "TIE", "PACKED_PEERS"]
 
 #: Pseudo-readings of "no gain" (s = 1) each key's serial fraction starts from.
 SHRINK = 0.25
 #: Readings at a width above the narrowest past which a key's fit is no longer explored.
 SURE_AFTER = 2
+#: Readings a key with none of its own borrows from its family's fit at most (:meth:`SpeedupModel.join`):
+#: as sure as its family, so a family sure of its speed-up explores no further through its new keys.
+BORROWED = SURE_AFTER
 #: An unmeasured width is tried only when, with no gain at all, the work would end at most this much later.
 EXPLORE_COST = 0.02
 #: A key's previous width is kept while it is predicted to end within this share of the best width's end
@@ -229,6 +239,23 @@ def serial_fraction_from(ratio: float, narrowest: int, width: int) -> float | No
     return round(min(1.0, max(0.0, (1 / w - ratio / m) / denominator)), 12)
 
 
+def _check_seed(serial_fraction: float, readings: int) -> None:
+    if not 0 <= serial_fraction <= 1 or readings < 0:
+        raise ValueError(f"a seed needs a serial fraction in [0, 1] and readings >= 0, got "
+                         f"{serial_fraction!r} and {readings!r}")
+
+
+def borrowed(total: float, readings: int) -> tuple[float, int]:
+    """What a key with no reading of its own borrows from its family's ``readings`` readings summing
+    to ``total`` (:meth:`SpeedupModel.join`): their mean, worth at most :data:`BORROWED` readings.
+
+    >>> borrowed(0.75, 3), borrowed(0.125, 1), borrowed(0.0, 0)
+    ((0.5, 2), (0.125, 1), (0.0, 0))
+    """
+    worth = min(readings, BORROWED)
+    return (total / readings * worth, worth) if readings > 0 else (0.0, 0)
+
+
 def shrunk(total: float, readings: int, shrink: float = SHRINK) -> float:
     """A key's serial fraction from ``readings`` readings summing to ``total``: their mean shrunk
     toward 1 (no gain) by ``shrink`` pseudo-readings; 1 with none.
@@ -248,13 +275,16 @@ class _KeyFit:
 
 class SpeedupModel:
     """Per profile key, Amdahl's serial fraction fitted from run times at several widths, shrunk
-    toward 1 (no gain) by :data:`SHRINK` pseudo-readings (module docstring)."""
+    toward 1 (no gain) by :data:`SHRINK` pseudo-readings (module docstring). A key with no reading
+    of its own borrows its family's (:meth:`join`), worth up to :data:`BORROWED` readings."""
 
     def __init__(self, shrink: float = SHRINK):
         if not (isinstance(shrink, (int, float)) and shrink > 0 and math.isfinite(shrink)):
             raise ValueError(f"shrink must be a positive number of pseudo-readings, got {shrink!r}")
         self.shrink = float(shrink)
         self._fits: dict[Hashable, _KeyFit] = {}
+        self._families: dict[Hashable, _KeyFit] = {}  # family -> every reading of its keys
+        self._family_of: dict[Hashable, Hashable] = {}
 
     def observe(self, key: Hashable, narrowest: int, width: int, ratio: float) -> float | None:
         """A task of ``key`` ran on ``width`` cores in ``ratio`` times its estimate on ``narrowest``;
@@ -262,28 +292,45 @@ class SpeedupModel:
         reading = serial_fraction_from(ratio, narrowest, width)
         if reading is None:
             return None
-        fit = self._fits.setdefault(key, _KeyFit())
-        fit.readings += 1
-        fit.total += reading
+        for fit in (self._fits.setdefault(key, _KeyFit()), self._families.get(self._family_of.get(key))):
+            if fit is not None:
+                fit.readings += 1
+                fit.total += reading
         return reading
 
     def seed(self, key: Hashable, serial_fraction: float, readings: int) -> None:
         """Start ``key`` from ``readings`` readings of ``serial_fraction`` (a profile store's)."""
-        if not 0 <= serial_fraction <= 1 or readings < 0:
-            raise ValueError(f"a seed needs a serial fraction in [0, 1] and readings >= 0, got "
-                             f"{serial_fraction!r} and {readings!r}")
+        _check_seed(serial_fraction, readings)
         fit = self._fits.setdefault(key, _KeyFit())
         fit.readings += readings
         fit.total += serial_fraction * readings
 
+    def join(self, key: Hashable, family: Hashable, serial_fraction: float = 0.0, readings: int = 0) -> None:
+        """``key`` is one of ``family``'s keys: the calls of one app whose arguments differ in value
+        (a parameter swept, a size), each key learning alone. While ``key`` has no reading of its own
+        it borrows the family's fit, its mean worth up to :data:`BORROWED` readings (as sure as the
+        family); its own first reading then replaces them. The family starts, at its first join, from ``readings``
+        readings of ``serial_fraction`` (every key of it in a profile store), and gains every reading
+        of its keys from then on."""
+        _check_seed(serial_fraction, readings)
+        self._family_of.setdefault(key, family)
+        if family not in self._families:
+            self._families[family] = _KeyFit(readings, serial_fraction * readings)
+
+    def _fit(self, key: Hashable) -> tuple[float, int]:
+        """(sum of readings, readings) the key's fit rests on: its own, else its family's as borrowed."""
+        fit = self._fits.get(key)
+        if fit is not None and fit.readings:
+            return fit.total, fit.readings
+        family = self._families.get(self._family_of.get(key))
+        return borrowed(family.total, family.readings) if family is not None else (0.0, 0)
+
     def serial_fraction(self, key: Hashable) -> float:
         """The key's serial fraction: its readings' mean shrunk toward 1."""
-        fit = self._fits.get(key)
-        return shrunk(fit.total, fit.readings, self.shrink) if fit else 1.0
+        return shrunk(*self._fit(key), self.shrink)
 
     def readings(self, key: Hashable) -> int:
-        fit = self._fits.get(key)
-        return fit.readings if fit else 0
+        return self._fit(key)[1]
 
     def exploring(self, key: Hashable) -> int:
         """Tasks of ``key`` running at an explored width."""

@@ -55,7 +55,7 @@ from scalpel_executor.learning.refine import ONE_RUN_SPREAD, Moments
 from scalpel_executor.learning.sampling import MeasurePlan, Sampling
 from scalpel_executor.learning.exchange import finite
 from scalpel_executor.learning.store import Observation, Profile, ProfileStore
-from scalpel_executor.core.widths import at_width, shrunk
+from scalpel_executor.core.widths import at_width, borrowed, shrunk
 from scalpel_executor.core.units import format_size
 
 logger = logging.getLogger(__name__)
@@ -85,6 +85,10 @@ class Estimate:
     memory: float | None = None  # the largest peak RSS measured for its key or shape key (bytes); None: none
     speedup: tuple[float, int] | None = None  # a malleable task's key's serial fraction and the readings it
     #                                           rests on (earlier runs' and this run's); None: none, or not malleable
+    family: tuple[str, float, int] | None = None  # a malleable task's key's family (the key before its
+    #                    arguments: the app, a bash app's program) with the serial fraction every key of it
+    #                    read in earlier runs and their readings (0.0, 0: none); None: a named key, or not
+    #                    malleable. What the key borrows while it has no reading of its own (core.widths)
 
 
 @dataclass
@@ -199,6 +203,9 @@ class Estimator:
         self._learn_cold = sampling is None or sampling.learn_cold
         self.drifts = 0  # unmeasured tasks whose wall time made their key due for a measurement
         self._speedups: dict[str, list] = {}  # key -> [serial fractions read, summed; readings]: the store's and this run's
+        self._families: dict[str, tuple[float, int]] = {}  # family -> the store's speed-up over its keys, read once
+        self._family_of: dict[str, str] = {}  # key -> its family, once a malleable task of it was estimated
+        self._family_run: dict[str, tuple[float, int]] = {}  # family -> this run's readings of its keys: sum, count
         # key -> the last Estimate made for it (and its fields), handed out again while nothing it says has
         # changed: each object a submit keeps alive until its task ends adds to the driver's garbage
         # collections, and a frozen Estimate takes 2.6 us to build
@@ -256,10 +263,13 @@ class Estimator:
         name = app_name(func)
         key, shape, exact = self.keys(func, args, kwargs, hints)
         measure = self._decide(key)
-        speedup = self._speedup(key) if hints.max_cores is not None else None
+        speedup = family = None
+        if hints.max_cores is not None:
+            speedup = self._speedup(key)
+            family = self._family(key) if shape is not None else None
         if hints.footprint is not None and hints.runtime is not None:
             return Estimate(key, name, hints.footprint, hints.runtime, "hint", "hint", measure=measure,
-                            shape=shape, exact=exact, speedup=speedup)
+                            shape=shape, exact=exact, speedup=speedup, family=family)
         levels = [(self._lookup(key), None)]
         if shape is not None and shape != key:
             levels.append((self._lookup(shape), "shape"))
@@ -276,7 +286,7 @@ class Estimator:
             logger.info("no profile for %s yet: assuming a footprint of %s and a run time of %.3g s until it is measured",
                         key, format_size(self.default_footprint), self.default_runtime)
         values = (key, name, footprint, runtime, footprint_source, runtime_source, intensity, measure, spread, shape,
-                  exact, memory, speedup)
+                  exact, memory, speedup, family)
         last = self._last.get(key)
         if last is not None and last[0] == values:  # as its key's last task's: that Estimate, not another
             return last[1]
@@ -296,6 +306,21 @@ class Estimator:
         total, readings = known
         return (total / readings, readings) if readings else None
 
+    def _family(self, key: str) -> tuple[str, float, int]:
+        """A derived key's family (the key before its arguments) and the store's speed-up over every
+        key of it (the readings' mean and count; 0.0, 0 with none), read once per run."""
+        family = key.partition("(")[0]
+        with self._lock:
+            self._family_of.setdefault(key, family)
+            known = self._families.get(family)
+        if known is None:
+            found = self.store.speedups(family + "(") if self.store is not None else []
+            readings = sum(item.readings for item in found)
+            serial = sum(item.serial_fraction * item.readings for item in found) / readings if readings else 0.0
+            with self._lock:
+                known = self._families.setdefault(family, (serial, readings))
+        return (family, *known)
+
     def at_widest(self, key: str, seconds: float, width: int, widest: int) -> float:
         """``seconds`` a task of ``key`` ran on ``width`` cores, taken to ``widest`` cores by its
         key's serial fraction so far, shrunk as the scheduler's: what a chain at the widest counts a
@@ -305,11 +330,24 @@ class Estimator:
 
     def _serial(self, key: str) -> float:
         """The key's serial fraction so far (the store's readings and this run's), shrunk as the
-        scheduler's :class:`~scalpel_executor.core.widths.SpeedupModel` shrinks it."""
+        scheduler's :class:`~scalpel_executor.core.widths.SpeedupModel` shrinks it; with no reading
+        of its own, its family's as the model borrows it (the store's and this run's readings of
+        every key of the family, :func:`~scalpel_executor.core.widths.borrowed`)."""
         self._speedup(key)  # the store's readings, read once
         with self._lock:
             total, readings = self._speedups[key]
+            family = self._family_of.get(key)
+            if not readings and family is not None:
+                total, readings = self._borrowed(family)
         return shrunk(total, readings)
+
+    def _borrowed(self, family: str) -> tuple[float, int]:
+        """(sum, readings) a key of ``family`` with none of its own borrows: the store's readings of
+        the family and this run's of its keys. Under _lock."""
+        serial, readings = self._families.get(family, (0.0, 0))
+        run_total, run_readings = self._family_run.get(family, (0.0, 0))
+        total, readings = serial * readings + run_total, readings + run_readings
+        return borrowed(total, readings)
 
     def _decide(self, key: str) -> bool:
         if self._plan is None:
@@ -343,10 +381,14 @@ class Estimator:
         reading, width = finite(stats.get("serial_reading")), stats.get("width")
         if reading is not None:
             self._speedup(estimate.key)
+            reading = min(1.0, max(0.0, reading))
             with self._lock:
                 known = self._speedups[estimate.key]
-                known[0] += min(1.0, max(0.0, reading))
+                known[0] += reading
                 known[1] += 1
+                if estimate.family is not None:
+                    total, readings = self._family_run.get(estimate.family[0], (0.0, 0))
+                    self._family_run[estimate.family[0]] = (total + reading, readings + 1)
         if isinstance(width, int) and width > narrowest and isinstance(runtime, (int, float)) and runtime > 0:
             runtime = at_width(runtime, self._serial(estimate.key), width, narrowest)
         footprint = stats.get("footprint")

@@ -98,3 +98,31 @@ def test_a_chain_counts_a_malleable_keys_task_at_its_widest_by_the_speed_up_so_f
         serial = (1.1 + SHRINK) / (4 + SHRINK)  # the run's reading joins the store's
         assert estimator.at_widest("fft", 6.0, 2, 4) == pytest.approx(6.0 * amdahl(serial, 4) / amdahl(serial, 2))
         assert estimator.at_widest("never", 6.0, 1, 4) == 6.0  # no speed-up learned: no gain
+
+
+def relax(n, alpha):
+    return n * alpha
+
+
+def test_a_new_key_of_a_swept_app_borrows_the_speed_up_its_other_keys_read(tmp_path):
+    """A parameter sweep makes one key per value; the estimate of a malleable call of a value never
+    run carries its family (the key before its arguments) with the store's readings of every key of
+    it, and a chain counts it at their mean, worth up to two readings, until it reads its own."""
+    with ProfileStore(tmp_path / "profiles.sqlite") as store:
+        estimator = Estimator(store, default_footprint=1.0, default_runtime=1.0)
+        first = [estimator.estimate(relax, (4096, alpha), {}, Hints(max_cores=4)) for alpha in (0.3, 0.6)]
+        assert first[0].key != first[1].key and first[0].family == (f"{__name__}.relax", 0.0, 0)
+        for estimate, reading in zip(first, (0.1, 0.3)):
+            estimator.observe(estimate, {"wall": 2.0, "width": 4, "serial_reading": reading}, narrowest=1)
+        estimator.flush()
+    with ProfileStore(tmp_path / "profiles.sqlite") as store:  # a later run sweeps other values
+        estimator = Estimator(store, default_footprint=1.0, default_runtime=1.0)
+        new = estimator.estimate(relax, (4096, 1.2), {}, Hints(max_cores=4))
+        assert new.speedup is None and new.family == pytest.approx((f"{__name__}.relax", 0.2, 2))
+        serial = (0.4 + SHRINK) / (2 + SHRINK)  # the family's mean, worth two readings (BORROWED), shrunk
+        assert estimator.at_widest(new.key, 6.0, 1, 4) == pytest.approx(6.0 * amdahl(serial, 4))
+        estimator.observe(new, {"wall": 2.0, "width": 4, "serial_reading": 0.9}, narrowest=1)
+        serial = (0.9 + SHRINK) / (1 + SHRINK)  # its own reading, not the family's
+        assert estimator.at_widest(new.key, 6.0, 1, 4) == pytest.approx(6.0 * amdahl(serial, 4))
+        assert estimator.estimate(relax, (4096, 1.2), {}, Hints()).family is None  # not malleable
+        assert estimator.estimate(relax, (4096, 1.2), {}, Hints(profile_key="mine", max_cores=4)).family is None

@@ -612,7 +612,10 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                     gpus=hints.gpus or 0,
                     tail=tail, wide_tail=wide_tail, interference=terms, max_cores=hints.max_cores,
                     serial_fraction=estimate.speedup[0] if estimate.speedup else None,
-                    serial_readings=estimate.speedup[1] if estimate.speedup else 0)
+                    serial_readings=estimate.speedup[1] if estimate.speedup else 0,
+                    family=estimate.family[0] if estimate.family else None,
+                    family_serial=estimate.family[1] if estimate.family else None,
+                    family_readings=estimate.family[2] if estimate.family else 0)
         if task.interference is not None:
             self._host.told()
         self._fit.check(task, task.payload.who() or f"this call of {estimate.app.rpartition('.')[2]}")

@@ -106,7 +106,7 @@ TASK_FIELDS: tuple[tuple[str, Any], ...] = (
     ("runtime_spread", _NUMBER), ("key", _OPTIONAL_STR), ("footprint_known", bool), ("cores", int),
     ("memory", _NUMBER), ("gpus", int), ("tail", _NUMBER), ("wide_tail", _OPTIONAL_NUMBER),
     ("interference", _OPTIONAL_TERMS), ("max_cores", _OPTIONAL_INT), ("serial_fraction", _OPTIONAL_NUMBER),
-    ("serial_readings", int),
+    ("serial_readings", int), ("family", _OPTIONAL_STR), ("family_serial", _OPTIONAL_NUMBER), ("family_readings", int),
 )
 #: The Task fields that stay in the driver: the id travels as ``task_id``, the payload as the Job's
 #: fields, and the manager's own scheduler sets ``seq``, ``foreseen_harm``, ``width_reason`` and
