@@ -35,6 +35,7 @@ from scalpel_executor.cli.profile_store import existing_store, fmt_bytes, fmt_se
 from scalpel_executor.experiments.tables import format_table
 from scalpel_executor.learning.exchange import read_json_object, shipped_document
 from scalpel_executor.learning.critical_path import CriticalPathStore
+from scalpel_executor.learning.keys import family_of
 from scalpel_executor.learning.store import ProfileStore, default_path
 
 
@@ -113,8 +114,12 @@ def cmd_show(args: argparse.Namespace) -> int:
                   f"({learned.widest[0]:.3g} s with malleable tasks at their widest width by their learned "
                   f"speed-ups; over {learned.runs} run{'s' if learned.runs != 1 else ''}, {learned.tasks} tasks; "
                   f"children: {children})")
+        family = store.family_speedup(family_of(args.key)) if speedup is None and "(" in args.key else None
         if speedup is None:
-            print(f"{'speed-up':>15}: none learned (no malleable run of this key at more cores than its narrowest)")
+            print(f"{'speed-up':>15}: none learned (no malleable run of this key at more cores than its narrowest)"
+                  + ("" if family is None else
+                     f"; a malleable task of it starts from its app's keys': serial fraction {family.serial_fraction:.3f}"
+                     f" over {family.readings} reading{'s' if family.readings != 1 else ''}"))
         else:
             at = ", ".join(f"{speedup.speedup(w):.2f}x on {w}" for w in (2, 4, 8, 16))
             print(f"{'speed-up':>15}: serial fraction {speedup.serial_fraction:.3f} over {speedup.readings} "

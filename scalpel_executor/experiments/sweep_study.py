@@ -44,7 +44,8 @@ from scalpel_executor.core.widths import Widths
 from scalpel_executor.experiments.records import write_and_report
 from scalpel_executor.experiments.simulated_policies import gmean
 from scalpel_executor.experiments.tables import format_table
-from scalpel_executor.experiments.width_study import BATCH_PER_CORE, FIXED, GOAL_HINDSIGHT, WORKLOADS, _instance, fixed_width
+from scalpel_executor.experiments.width_study import (BATCH_PER_CORE, FIXED, GOAL_HINDSIGHT, WORKLOADS, _instance,
+                                                      fixed_width, instances_of)
 from scalpel_executor.experiments.workflow_studies import run_instances
 
 KEYING = ("shared", "alone", "family")
@@ -126,17 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         print_report(json.loads(Path(args.report).read_text()))
         return 0
-    try:
-        seeds = [int(s) for s in args.seeds.split(",")]
-    except ValueError:
-        parser.error(f"--seeds must be integers separated by commas, got {args.seeds!r}")
-    workloads, machines = args.workloads.split(","), tuple(args.machines.split(","))
-    unknown = [w for w in workloads if w not in WORKLOADS] + [m for m in machines if m not in MACHINES]
-    if unknown:
-        parser.error(f"unknown workload or machine {unknown[0]!r}; workloads: {', '.join(WORKLOADS)}; "
-                     f"machines: {', '.join(MACHINES)}")
-    if args.jobs < 1:
-        parser.error(f"--jobs must be at least 1, got {args.jobs}")
+    seeds, workloads, machines = instances_of(parser, args)
     started = time.perf_counter()
     rows = run_instances(_unit, [(workload, seed, 0.0) for workload in workloads for seed in seeds], (machines,),
                          args.jobs)

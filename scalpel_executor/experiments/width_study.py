@@ -312,17 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         print_report(json.loads(Path(args.report).read_text()))
         return 0
-    try:
-        seeds = [int(s) for s in args.seeds.split(",")]
-    except ValueError:
-        parser.error(f"--seeds must be integers separated by commas, got {args.seeds!r}")
-    workloads, machines = args.workloads.split(","), tuple(args.machines.split(","))
-    unknown = [w for w in workloads if w not in WORKLOADS] + [m for m in machines if m not in MACHINES]
-    if unknown:
-        parser.error(f"unknown workload or machine {unknown[0]!r}; workloads: {', '.join(WORKLOADS)}; "
-                     f"machines: {', '.join(MACHINES)}")
-    if args.jobs < 1:
-        parser.error(f"--jobs must be at least 1, got {args.jobs}")
+    seeds, workloads, machines = instances_of(parser, args)
     if args.known < 0:
         parser.error(f"--known must be 0 or more readings, got {args.known}")
     reused = {}
@@ -341,6 +331,23 @@ def main(argv: list[str] | None = None) -> int:
     record["summary"] = summarise(rows)
     write_and_report(record, args.out, print_report)
     return 0
+
+
+def instances_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[list[int], list[str], tuple[str, ...]]:
+    """The seeds, workloads and machines a study's ``--seeds``, ``--workloads`` and ``--machines``
+    name, its ``--jobs`` checked; the parser's error names a bad one."""
+    try:
+        seeds = [int(s) for s in args.seeds.split(",")]
+    except ValueError:
+        parser.error(f"--seeds must be integers separated by commas, got {args.seeds!r}")
+    workloads, machines = args.workloads.split(","), tuple(args.machines.split(","))
+    unknown = [w for w in workloads if w not in WORKLOADS] + [m for m in machines if m not in MACHINES]
+    if unknown:
+        parser.error(f"unknown workload or machine {unknown[0]!r}; workloads: {', '.join(WORKLOADS)}; "
+                     f"machines: {', '.join(MACHINES)}")
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
+    return seeds, workloads, machines
 
 
 def _unit(workload: str, seed: int, _noise: float, machines: Sequence[str], reused: dict, known: int = 0) -> list[dict]:

@@ -50,7 +50,7 @@ from typing import Any
 
 from scalpel_executor.host.probe.estimator import ENDED_BEFORE_FIRST_WINDOW
 from scalpel_executor.learning.hints import Hints
-from scalpel_executor.learning.keys import app_name, profile_keys
+from scalpel_executor.learning.keys import app_name, family_of, profile_keys
 from scalpel_executor.learning.refine import ONE_RUN_SPREAD, Moments
 from scalpel_executor.learning.sampling import MeasurePlan, Sampling
 from scalpel_executor.learning.exchange import finite
@@ -309,16 +309,14 @@ class Estimator:
     def _family(self, key: str) -> tuple[str, float, int]:
         """A derived key's family (the key before its arguments) and the store's speed-up over every
         key of it (the readings' mean and count; 0.0, 0 with none), read once per run."""
-        family = key.partition("(")[0]
+        family = family_of(key)
         with self._lock:
             self._family_of.setdefault(key, family)
             known = self._families.get(family)
         if known is None:
-            found = self.store.speedups(family + "(") if self.store is not None else []
-            readings = sum(item.readings for item in found)
-            serial = sum(item.serial_fraction * item.readings for item in found) / readings if readings else 0.0
+            found = self.store.family_speedup(family) if self.store is not None else None
             with self._lock:
-                known = self._families.setdefault(family, (serial, readings))
+                known = self._families.setdefault(family, (found.serial_fraction, found.readings) if found else (0.0, 0))
         return (family, *known)
 
     def at_widest(self, key: str, seconds: float, width: int, widest: int) -> float:

@@ -506,6 +506,17 @@ class ProfileStore:
         return [Speedup(key, min(1.0, max(0.0, total / readings)), readings, updated)
                 for key, readings, total, updated in rows]
 
+    def family_speedup(self, family: str) -> Speedup | None:
+        """The speed-up every key of ``family`` read (keys ``family(...)``: an app's calls, each value
+        its key): their readings' mean and count, keyed ``family``; None when none ran at a width.
+        What a key of it with no reading of its own starts from (core.widths.SpeedupModel.join)."""
+        found = self.speedups(family + "(")
+        readings = sum(item.readings for item in found)
+        if not readings:
+            return None
+        return Speedup(family, sum(item.serial_fraction * item.readings for item in found) / readings, readings,
+                       max(item.updated for item in found))
+
     def app_profile(self, app: str) -> Profile | None:
         """Every key of ``app`` pooled into one profile (keys split from a shape key count in that key
         only), or None when none has a run. Its ``runtime`` and ``footprint`` are plain means over

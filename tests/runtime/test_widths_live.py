@@ -162,3 +162,43 @@ def test_a_max_cores_above_the_widest_domain_is_capped_there_said_once_and_the_t
     finally:
         dfk.cleanup()
         parsl.clear()
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_a_new_value_of_a_swept_app_borrows_the_speed_up_measured_for_another(tmp_path, named):
+    """A store holds three readings (s = 0.05) for ``relax`` at one damping value; a run of another
+    value, a key never seen, reaches the node manager's scheduler with its family's readings, and,
+    alone on two cores, starts on both for its own end, sure of its speed-up: not to explore it.
+    Under a named key (``profile_key``) there is no family: the same call explores."""
+    import parsl
+    from parsl.app.app import python_app
+
+    from scalpel_executor import scalpel_config
+    from scalpel_executor.learning.keys import app_name, profile_keys
+    from scalpel_executor.learning.store import Observation, ProfileStore
+
+    @python_app
+    def relax(n, alpha, parsl_resource_specification=None):
+        import time
+        end = time.monotonic() + 0.2
+        while time.monotonic() < end:
+            pass
+        return {"alpha": alpha, "value": n * alpha}
+
+    measured = profile_keys(relax.func, (64, 0.5)).shape
+    path = tmp_path / "profiles.sqlite"
+    with ProfileStore(path) as store:
+        store.record([Observation("mine" if named else measured, app_name(relax.func), runtime=0.2, serial=0.05)] * 3)
+    dfk = parsl.load(scalpel_config(run_dir=str(tmp_path / "run"), profiles=str(path), topology="1x2:32MiB"))
+    try:
+        spec = {"max_cores": 2, **({"profile_key": "other"} if named else {})}
+        assert relax(64, 3.0, parsl_resource_specification=spec).result() == {"alpha": 3.0, "value": 192.0}
+        [row] = dfk.executors["scalpel"].run_report()["tasks"]
+    finally:
+        dfk.cleanup()
+        parsl.clear()
+    assert row["profile_key"] != measured and row["width"] == 2
+    if named:
+        assert row["width_reason"] in (EXPLORING, PLANNED_EXPLORATION)
+    else:
+        assert row["width_reason"] not in (EXPLORING, PLANNED_EXPLORATION, NO_SPEEDUP), row
