@@ -21,9 +21,10 @@ A key with no reading of its own borrows its *family*'s fit, worth up to :data:`
 (:meth:`SpeedupModel.join`; ``Task.family``): the keys of one app whose calls differ in an
 argument's value, so a parameter sweep, one key per value, learns from each of its runs. (Measured
 reason: on simulated sweeps, every task a key of its own, a learned run of new values ended as
-late as a first run, 0.959-0.989x as soon as one key per kernel; borrowing, 1.052-1.057x, level
-with one key per kernel's 1.058-1.059x; worth one reading, keys kept exploring, 1.016-1.021x:
-docs/results/widths.md, "A parameter sweep learns through its family".)
+late as a first run; borrowing, it ended 1.010x and 1.035x as soon on two seed sets not tuned on.
+Worth one reading, not as many as the family's up to two, borrowed keys stayed unsure and kept
+exploring: 1.016-1.021x as soon as one key per kernel's first run on the tuning seeds, against
+1.052-1.057x; docs/results/widths.md, "A parameter sweep learns through its family".)
 
 **The width** (:func:`choose_width`) is the one that ends the work soonest as far as the
 scheduler can tell at the start: for each candidate width w the predicted end is the latest of
