@@ -35,7 +35,7 @@ from scalpel_executor.cli.profile_store import existing_store, fmt_bytes, fmt_se
 from scalpel_executor.experiments.tables import format_table
 from scalpel_executor.learning.exchange import read_json_object, shipped_document
 from scalpel_executor.learning.critical_path import CriticalPathStore
-from scalpel_executor.learning.keys import family_of
+from scalpel_executor.learning.migrate import family_of
 from scalpel_executor.learning.store import ProfileStore, default_path
 
 

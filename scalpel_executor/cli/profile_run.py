@@ -30,6 +30,7 @@ from typing import Any
 from scalpel_executor.cli.common import CommandFailed
 from scalpel_executor.cli.profile_store import fmt_bytes, fmt_seconds, named_store, writing_store
 from scalpel_executor.learning.keys import app_name
+from scalpel_executor.learning.migrate import app_of
 from scalpel_executor.learning.store import Observation
 
 
@@ -214,10 +215,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         executor.shutdown()
     key = executor.records[-1].profile_key
+    app = (app_of(args.key) if args.key else None) or app_name(function)  # --key: the workflow's app
+    if app != app_name(function):
+        store.set_app(key, app)
     if args.widths:
         readings = _measure_widths(function, positional, keywords, key, args.widths, args.repeat, args.target,
                                    args.json)
-        store.record([Observation(key, app_name(function), serial=reading) for reading in readings])
+        store.record([Observation(key, app, serial=reading) for reading in readings])
     profile, speedup = store.get(key), store.speedup(key)
     store.close()
     script_key = None if args.key else as_script_key(function, key)

@@ -50,7 +50,8 @@ from typing import Any
 
 from scalpel_executor.host.probe.estimator import ENDED_BEFORE_FIRST_WINDOW
 from scalpel_executor.learning.hints import Hints
-from scalpel_executor.learning.keys import app_name, family_of, profile_keys
+from scalpel_executor.learning.keys import app_name, profile_keys
+from scalpel_executor.learning.migrate import family_of
 from scalpel_executor.learning.refine import ONE_RUN_SPREAD, Moments
 from scalpel_executor.learning.sampling import MeasurePlan, Sampling
 from scalpel_executor.learning.exchange import finite

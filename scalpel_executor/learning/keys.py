@@ -296,16 +296,6 @@ def _unwrap(func: Callable) -> Callable:
     return func
 
 
-def family_of(key: str) -> str:
-    """A derived key's family: the key before its arguments (the app, and a bash app's program),
-    which the calls of one app share whatever their arguments' values.
-
-    >>> family_of("lab.relax(~2435,~0.5)"), family_of("wf.generic_shell_app[blastall](str,inputs=1)")
-    ('lab.relax', 'wf.generic_shell_app[blastall]')
-    """
-    return key.partition("(")[0]
-
-
 def app_name(func: Callable) -> str:
     """The qualified name of the app behind ``func``, e.g. ``"mypkg.kernels.matmul"``.
 

@@ -21,6 +21,11 @@ and a wrong one only means the new key starts afresh: a list or dict shown by it
 (``list8``) holds no arrays or files (today's rule would add their total size). Totals in
 ``inputs=`` come out as today's rule makes them, because it adds each element's size rounded to its
 bucket, which is what the old text shows. Pure text and numbers: the store does the I/O.
+
+Beside the rewriting, what else reads a key's text lives here: which keys a size-free key stands
+for (:func:`size_free_prefix`, :func:`size_free_match`) and a key's family, the key before its
+arguments, whose keys lend a malleable key with no speed-up of its own theirs (:func:`family_of`,
+:func:`app_of`).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from scalpel_executor.core.units import parse_size
 from scalpel_executor.learning.keys import LONG_STRING, SIZE_FREE, SMALL, _limited, _weight, bucket, representative, size_bucket
 from scalpel_executor.learning.refine import merge_rows
 
-__all__ = ["rekey", "rekey_rows", "size_free_prefix", "size_free_match"]
+__all__ = ["rekey", "rekey_rows", "size_free_prefix", "size_free_match", "family_of", "app_of"]
 
 _NUMBER = re.compile(r"^-?(~[0-9.e+\-]+|\d+|nan|inf)$")
 _SMALL_INT = re.compile(r"^-?\d+$")
@@ -189,6 +194,21 @@ def rekey_rows(rows: Iterable[tuple]) -> tuple[list[tuple], list[tuple[str, tupl
     merged = [rows[0] if len(rows) == 1 and rows[0][0] == key else merge_rows(key, rows)
               for key, rows in profiles.items()]
     return merged, [(shape, merge_rows(exact, rows)) for exact, (shape, rows) in variants.items()], changed
+
+
+def family_of(key: str) -> str:
+    """A computed key's family, which the calls of one app share whatever their arguments' values:
+    the key before its arguments. ``app_of``: the app, without a bash app's program (None for a
+    key a user named, which has no arguments).
+
+    >>> family_of("wf.shell[blastall](str)"), app_of("wf.shell[blastall](str)"), app_of("fft")
+    ('wf.shell[blastall]', 'wf.shell', None)
+    """
+    return key.partition("(")[0]
+
+
+def app_of(key: str) -> str | None:
+    return family_of(key).partition("[")[0] if "(" in key else None
 
 
 def size_free_prefix(key: str) -> str | None:

@@ -620,6 +620,12 @@ class ProfileStore:
         logger.info("profile %s: its small integers change its run time or footprint, so its %d variants are "
                     "keys of their own from now on", shape, len(rows))
 
+    def set_app(self, key: str, app: str) -> None:
+        """Count ``key``'s profile as one of ``app``'s (its pooled profile, :meth:`app_profile`):
+        ``scalpel profile run --key`` measures a function under a workflow's key, whose app is the
+        workflow's (``__main__.relax`` for a script), not the function's module's."""
+        self._write(lambda connection: connection.execute("UPDATE profiles SET app = ? WHERE key = ?", (app, key)))
+
     def delete(self, prefix: str = "", *, exact: bool = False) -> int:
         """Remove the profile ``prefix`` (``exact=True``) or every profile starting with it. Returns how many."""
         removed = 0

@@ -624,3 +624,29 @@ def test_reading_a_store_that_is_not_there_names_the_path_and_creates_nothing(tm
         assert main([*command, "--store", str(missing)]) == 2
         assert f"no profile store at {missing}" in capsys.readouterr().err
     assert not missing.exists()
+
+
+def test_cli_run_under_a_workflows_key_counts_it_as_one_of_the_workflows_app(tmp_path, capsys, monkeypatch):
+    """``--key`` names the key a script's tasks have (``__main__.relax(...)``): the measured runs count
+    as that app's, so the script's calls of other values fall back to them (their run time is
+    the app's, not the prior's guess); a key naming no app keeps the function's."""
+    from scalpel_executor.learning.estimates import Estimator
+    from scalpel_executor.learning.hints import Hints
+    (tmp_path / "sweep_kernels.py").write_text("def relax(n, alpha):\n    return sum(range(n)) * alpha\n")
+    monkeypatch.chdir(tmp_path)
+    store = str(tmp_path / "p.sqlite")
+    assert main(["profile", "run", "sweep_kernels:relax", "200000", "0.5", "--repeat", "2", "--store", store,
+                 "--key", "__main__.relax(~194723,~0.5)"]) == 0
+    assert main(["profile", "run", "sweep_kernels:relax", "200000", "2.0", "--store", store, "--key", "mine"]) == 0
+    capsys.readouterr()
+    with ProfileStore(store) as opened:
+        assert opened.get("__main__.relax(~194723,~0.5)").app == "__main__.relax"
+        assert opened.get("mine").app == "sweep_kernels.relax"
+        assert opened.app_profile("__main__.relax").runs == 2
+
+        def relax(n, alpha):  # the script's own function, as its tasks call it
+            return n * alpha
+        relax.__module__, relax.__qualname__ = "__main__", "relax"
+        estimate = Estimator(opened, default_footprint=1.0, default_runtime=1.0).estimate(relax, (200000, 3.0), {},
+                                                                                           Hints())
+    assert estimate.runtime_source == "app" and estimate.key != "__main__.relax(~194723,~0.5)"
