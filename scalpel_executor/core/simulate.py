@@ -441,7 +441,7 @@ def simulate(
             if any(malleable(running[d][s][0]) for d, done in (*ending.items(), *more.items()) for s in done):
                 # A malleable task among them: all end before anything starts (module docstring). One
                 # at a time, the first one's cores were filled before the others' readings taught its
-                # key (docs/results/widths.md, "Ends at one instant heard together").
+                # key (docs/results/widths-log.md, "Ends at one instant heard together").
                 ending.update(more)
             else:  # one at a time, as the plan's evaluators (core.orders) foresee them
                 for event in same:

@@ -399,7 +399,7 @@ def co_runner_footprint(peers: Sequence[Peer], default: float) -> float:
     width times that width), since a domain kept full holds long tasks for longer; ``default`` (the
     starting task's) when none waits. By count, Montage's 120 fits of 3 MiB drowned its 15
     reprojections of 15 MiB, which hold the domains most of the time, and the model predicted no
-    crowding (docs/results/widths.md, "Ties go to the cheapest width").
+    crowding (docs/results/widths-log.md, "Ties go to the cheapest width").
 
     >>> MiB = 2**20
     >>> peers = [Peer(10.0, footprint=15 * MiB)] * 15 + [Peer(1.0, footprint=3 * MiB)] * 120
@@ -653,7 +653,7 @@ def explore_allotted(peers: Sequence[Peer], allotted: Sequence[int], cores: int,
     cores never ran a key wider, and no later run learned its speed-up (docs/results/widths.md,
     "Exploration while many wait"). Without that chain, one of Montage's 48 reprojections one size
     up cost 2.08% of the batch alone, none was ever explored, and learned runs on ``xeon16`` ended
-    as low as 0.83x as soon as every task on two cores (docs/results/widths.md, "The chain after a batch
+    as low as 0.83x as soon as every task on two cores (docs/results/widths-log.md, "The chain after a batch
     counts in what its exploration costs")."""
     if all(peer.sure for peer in peers):
         return list(allotted)

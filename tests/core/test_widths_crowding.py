@@ -118,7 +118,7 @@ def test_the_cache_counts_for_the_task_starting_whether_or_not_its_key_was_seen_
     it: crowded four to a domain it would run 15.6 s, so a wider width ends sooner even at no gain.
     Seen wider once or more, or never (a first run's key, at no gain), it starts wider; without the
     cache counted it starts on one core. The task starting runs beside co-runners that are there:
-    counting them bets nothing on a speed-up (docs/results/widths.md, "The task starting counts the
+    counting them bets nothing on a speed-up (docs/results/widths-log.md, "The task starting counts the
     cache, seen wider or not")."""
     outlook = Outlook(cores=8, domain_cores=4, free=4, backlog=8 * 9.0, footprint=8 * MiB,
                       crowding=Crowding(MODEL, 12 * MiB, 4, 8 * MiB))
@@ -245,7 +245,7 @@ def test_a_key_measured_mid_run_plans_its_waiting_tasks_at_their_thriftiest_widt
     domain: ``fewer co-runners``), as a task of the key arriving then would be: 21.4 s, when only
     sure keys were crowded. Now the first task is crowded too, is planned on a whole domain, none is
     free before the batch arrives, and it starts at one core with the rest: no second reading
-    (docs/results/widths.md, "A key seen wider once counts the cache"). Exploring one task of the
+    (docs/results/widths-log.md, "A key seen wider once counts the cache"). Exploring one task of the
     key, ranked to run first, passed it and moved the studies both ways (docs/results/widths.md,
     "Two steps tried, not kept"). The mechanism itself is tested by hand below."""
     tasks = [SimTask(f"f{i}", 2.0 + 3 * i, 1 * MiB, key="fixed") for i in range(4)]
