@@ -291,13 +291,17 @@ class SpeedupModel:
         """A task of ``key`` ran on ``width`` cores in ``ratio`` times its estimate on ``narrowest``;
         returns the serial fraction that reads (None: no reading, the widths being equal)."""
         reading = serial_fraction_from(ratio, narrowest, width)
-        if reading is None:
-            return None
+        if reading is not None:
+            self.add(key, reading)
+        return reading
+
+    def add(self, key: Hashable, reading: float) -> None:
+        """One serial fraction read for ``key`` (in [0, 1]): the key's and its family's."""
+        _check_seed(reading, 1)
         for fit in (self._fits.setdefault(key, _KeyFit()), self._families.get(self._family_of.get(key))):
             if fit is not None:
                 fit.readings += 1
                 fit.total += reading
-        return reading
 
     def seed(self, key: Hashable, serial_fraction: float, readings: int) -> None:
         """Start ``key`` from ``readings`` readings of ``serial_fraction`` (a profile store's)."""
@@ -332,6 +336,19 @@ class SpeedupModel:
 
     def readings(self, key: Hashable) -> int:
         return self._fit(key)[1]
+
+    def knows(self, key: Hashable) -> bool:
+        """Whether ``key`` was seeded, read or explored (a reader seeds each key once)."""
+        return key in self._fits
+
+    def joined(self, key: Hashable) -> bool:
+        """Whether ``key`` joined a family."""
+        return key in self._family_of
+
+    def own(self, key: Hashable) -> tuple[float, int] | None:
+        """The mean of ``key``'s own readings and their count, not shrunk; None with none."""
+        fit = self._fits.get(key)
+        return (fit.total / fit.readings, fit.readings) if fit is not None and fit.readings else None
 
     def exploring(self, key: Hashable) -> int:
         """Tasks of ``key`` running at an explored width."""

@@ -56,7 +56,7 @@ from scalpel_executor.learning.refine import ONE_RUN_SPREAD, Moments
 from scalpel_executor.learning.sampling import MeasurePlan, Sampling
 from scalpel_executor.learning.exchange import finite
 from scalpel_executor.learning.store import Observation, Profile, ProfileStore
-from scalpel_executor.core.widths import at_width, borrowed, shrunk
+from scalpel_executor.core.widths import SpeedupModel, at_width
 from scalpel_executor.core.units import format_size
 
 logger = logging.getLogger(__name__)
@@ -203,10 +203,10 @@ class Estimator:
         self._plan = MeasurePlan(sampling) if sampling is not None else None  # under _lock
         self._learn_cold = sampling is None or sampling.learn_cold
         self.drifts = 0  # unmeasured tasks whose wall time made their key due for a measurement
-        self._speedups: dict[str, list] = {}  # key -> [serial fractions read, summed; readings]: the store's and this run's
+        # Malleable keys' speed-ups as the scheduler's model holds them: each key seeded once from the
+        # store, each family from the store's readings of its keys, then this run's readings (under _lock)
+        self._speedups = SpeedupModel()
         self._families: dict[str, tuple[float, int]] = {}  # family -> the store's speed-up over its keys, read once
-        self._family_of: dict[str, str] = {}  # key -> its family, once a malleable task of it was estimated
-        self._family_run: dict[str, tuple[float, int]] = {}  # family -> this run's readings of its keys: sum, count
         # key -> the last Estimate made for it (and its fields), handed out again while nothing it says has
         # changed: each object a submit keeps alive until its task ends adds to the driver's garbage
         # collections, and a frozen Estimate takes 2.6 us to build
@@ -298,26 +298,28 @@ class Estimator:
     def _speedup(self, key: str) -> tuple[float, int] | None:
         """A malleable key's serial fraction and readings: the store's, read once, plus this run's."""
         with self._lock:
-            known = self._speedups.get(key)
-        if known is None:
+            known = self._speedups.knows(key)
+        if not known:
             stored = self.store.speedup(key) if self.store is not None else None
             with self._lock:
-                known = self._speedups.setdefault(
-                    key, [stored.serial_fraction * stored.readings, stored.readings] if stored else [0.0, 0])
-        total, readings = known
-        return (total / readings, readings) if readings else None
+                if not self._speedups.knows(key):
+                    self._speedups.seed(key, *((stored.serial_fraction, stored.readings) if stored else (0.0, 0)))
+        with self._lock:
+            return self._speedups.own(key)
 
     def _family(self, key: str) -> tuple[str, float, int]:
         """A derived key's family (the key before its arguments) and the store's speed-up over every
         key of it (the readings' mean and count; 0.0, 0 with none), read once per run."""
         family = family_of(key)
         with self._lock:
-            self._family_of.setdefault(key, family)
             known = self._families.get(family)
         if known is None:
             found = self.store.family_speedup(family) if self.store is not None else None
             with self._lock:
                 known = self._families.setdefault(family, (found.serial_fraction, found.readings) if found else (0.0, 0))
+        with self._lock:
+            if not self._speedups.joined(key):
+                self._speedups.join(key, family, *known)
         return (family, *known)
 
     def at_widest(self, key: str, seconds: float, width: int, widest: int) -> float:
@@ -334,19 +336,7 @@ class Estimator:
         every key of the family, :func:`~scalpel_executor.core.widths.borrowed`)."""
         self._speedup(key)  # the store's readings, read once
         with self._lock:
-            total, readings = self._speedups[key]
-            family = self._family_of.get(key)
-            if not readings and family is not None:
-                total, readings = self._borrowed(family)
-        return shrunk(total, readings)
-
-    def _borrowed(self, family: str) -> tuple[float, int]:
-        """(sum, readings) a key of ``family`` with none of its own borrows: the store's readings of
-        the family and this run's of its keys. Under _lock."""
-        serial, readings = self._families.get(family, (0.0, 0))
-        run_total, run_readings = self._family_run.get(family, (0.0, 0))
-        total, readings = serial * readings + run_total, readings + run_readings
-        return borrowed(total, readings)
+            return self._speedups.serial_fraction(key)
 
     def _decide(self, key: str) -> bool:
         if self._plan is None:
@@ -380,14 +370,8 @@ class Estimator:
         reading, width = finite(stats.get("serial_reading")), stats.get("width")
         if reading is not None:
             self._speedup(estimate.key)
-            reading = min(1.0, max(0.0, reading))
-            with self._lock:
-                known = self._speedups[estimate.key]
-                known[0] += reading
-                known[1] += 1
-                if estimate.family is not None:
-                    total, readings = self._family_run.get(estimate.family[0], (0.0, 0))
-                    self._family_run[estimate.family[0]] = (total + reading, readings + 1)
+            with self._lock:  # the key's and, where it joined one, its family's
+                self._speedups.add(estimate.key, min(1.0, max(0.0, reading)))
         if isinstance(width, int) and width > narrowest and isinstance(runtime, (int, float)) and runtime > 0:
             runtime = at_width(runtime, self._serial(estimate.key), width, narrowest)
         footprint = stats.get("footprint")

@@ -38,6 +38,36 @@ def test_a_family_seed_is_checked_as_a_keys_is():
             SpeedupModel().join("k", "f", serial, readings)
 
 
+@given(st.lists(st.floats(0, 1), max_size=6), st.lists(st.floats(0, 1), max_size=6))
+def test_a_reading_added_counts_for_its_key_and_its_family_and_own_is_the_keys_alone(mine, others):
+    """The driver's estimator adds the readings the node's scheduler took (``add``); ``own`` is
+    what it sends the scheduler as the key's seed, the family's borrowed mean never in it."""
+    model = SpeedupModel()
+    assert not model.knows("relax(~0.3)") and not model.joined("relax(~0.3)")
+    model.join("relax(~0.3)", "relax")
+    model.join("relax(~0.5)", "relax")
+    for reading in others:
+        model.add("relax(~0.5)", reading)
+    assert model.own("relax(~0.3)") is None and not model.knows("relax(~0.3)")
+    assert model.readings("relax(~0.3)") == min(len(others), BORROWED)
+    for reading in mine:
+        model.add("relax(~0.3)", reading)
+    if mine:
+        mean, count = model.own("relax(~0.3)")
+        assert count == len(mine) and mean == pytest.approx(sum(mine) / len(mine))
+        assert model.serial_fraction("relax(~0.3)") == pytest.approx(shrunk(sum(mine), len(mine)))
+    family = others + mine  # the family holds every reading of its keys
+    if not mine:
+        assert model.serial_fraction("relax(~0.3)") == pytest.approx(
+            shrunk(*widths.borrowed(sum(family), len(family))))
+
+
+def test_a_reading_out_of_range_is_refused_by_name():
+    for reading in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="serial fraction in"):
+            SpeedupModel().add("k", reading)
+
+
 @given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=12), st.floats(0.0, 1.0))
 def test_a_borrowing_key_rests_on_the_familys_mean_until_it_reads_one_of_its_own(readings, own):
     model = SpeedupModel()
