@@ -18,11 +18,13 @@ uses too (it travels as its three fields); the contention model travels as the d
 (``capacity_fraction``, ``sensitivity``), read back by the same
 :func:`~scalpel_executor.core.contention_fit.load_model`, which also reads the constructor's
 ``contention_model=`` path (:func:`read_contention_model`). :data:`HTEX_ONLY` answers a
-HighThroughputExecutor argument the executor does not take with the option that does its work.
+HighThroughputExecutor argument the executor does not take with the option that does its work;
+:func:`unknown_arguments` any other unknown keyword with the argument it likely means.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import math
@@ -40,9 +42,9 @@ from scalpel_executor.host.accelerators import resolve_accelerators
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HEARTBEAT_PERIOD", "HEARTBEAT_THRESHOLD", "HTEX_ONLY", "LOCAL_BATCHING", "PROVIDER_BATCHING", "PINS",
+__all__ = ["HEARTBEAT_PERIOD", "HEARTBEAT_THRESHOLD", "HTEX_ONLY", "LOCAL_BATCHING", "PROVIDER_BATCHING", "PINS", "ALSO_CALLED",
            "WALLTIME_GRACE", "MEMORY_RESERVE", "PoolOption", "PoolOptions", "memory_budget",
-           "read_contention_model"]
+           "read_contention_model", "unknown_arguments"]
 
 PINS = ("core", "domain")  # a worker pinned to its core, or to every core of its LLC domain
 LOCAL_BATCHING = Batching()  # local mode's batch rule
@@ -109,6 +111,25 @@ HTEX_ONLY = {
     "manager_selector": "the executor places tasks on node managers by footprint itself (runtime.driver.placement)",
     "poll_period": "give heartbeat_period= (seconds between a node manager's heartbeats)",
 }
+
+#: Names users reach for that ScalpelExecutor spells otherwise: an unknown keyword among them is
+#: answered with the argument it means; any other gets the nearest argument names (difflib).
+ALSO_CALLED = {"profile_store": "profiles", "profile_db": "profiles", "store": "profiles", "profile": "profiles",
+               "cores": "cores_per_task", "memory": "mem_per_task", "gpus": "available_accelerators",
+               "accelerators": "available_accelerators", "workers": "max_workers_per_node"}
+
+
+def unknown_arguments(given: Any, known: Any) -> str | None:
+    """A message for the keywords of ``given`` that are not in ``known`` (the constructor's
+    arguments), each with the argument it likely means; None where every one is known."""
+    known = list(known)
+    clauses = []
+    for name in (name for name in given if name not in known):
+        meant = [ALSO_CALLED[name]] if ALSO_CALLED.get(name) in known else difflib.get_close_matches(name, known, n=2)
+        clauses.append(f"{name}=" + (f" (did you mean {' or '.join(m + '=' for m in meant)}?)" if meant else ""))
+    if not clauses:
+        return None
+    return f"ScalpelExecutor got {'an unexpected keyword argument' if len(clauses) == 1 else 'unexpected keyword arguments'}: {', '.join(clauses)}"
 
 
 def _batching(document: Any) -> Batching:

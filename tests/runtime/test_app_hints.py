@@ -59,3 +59,15 @@ def test_htex_arguments_are_answered_with_what_does_their_work_here():
     message = str(raised.value)
     assert "cpu_affinity= is HighThroughputExecutor's" in message and "pin='domain'" in message
     assert "mem_per_worker= is HighThroughputExecutor's" in message and "mem_per_task=" in message
+
+
+def test_an_unknown_argument_is_answered_with_the_one_it_likely_means():
+    with pytest.raises(TypeError, match=r"an unexpected keyword argument: profile_store= \(did you mean profiles=\?\)$"):
+        ScalpelExecutor(profile_store="runs.db")
+    with pytest.raises(TypeError) as raised:  # both named at once, the nearest spelling for a typo
+        ScalpelExecutor(cores_per_tsk=2, frobnicate=True)
+    assert str(raised.value) == ("ScalpelExecutor got unexpected keyword arguments: cores_per_tsk= (did you mean "
+                                 "cores_per_task= or mem_per_task=?), frobnicate=")
+    from parsl.providers import LocalProvider
+    with pytest.raises(TypeError, match=r"gpus= \(did you mean available_accelerators=\?\)"):  # provider mode too
+        ScalpelExecutor(provider=LocalProvider(), gpus=2)

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import inspect
 import itertools
 import logging
 import math
@@ -84,7 +85,7 @@ from scalpel_executor.runtime.driver.provider_mode import ProviderMode
 from scalpel_executor.runtime.driver.monitoring import NodeMonitor, local_node, start_monitor
 from scalpel_executor.runtime.options import (HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, HTEX_ONLY, LOCAL_BATCHING,
                                               PROVIDER_BATCHING, PoolOption, PoolOptions, memory_budget,
-                                              read_contention_model)
+                                              read_contention_model, unknown_arguments)
 from scalpel_executor.runtime.node.pool import WorkerPool
 from scalpel_executor.runtime.driver.report import TaskRecord, build_report, save_report
 from scalpel_executor.learning.store import ProfileStore, open_store, store_path
@@ -318,6 +319,9 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         htex_only = [name for name in kwargs if name in HTEX_ONLY]
         if htex_only:
             raise TypeError("; ".join(f"{name}= is HighThroughputExecutor's: {HTEX_ONLY[name]}" for name in htex_only))
+        unknown = unknown_arguments(kwargs, inspect.signature(cls.__init__).parameters)
+        if unknown:
+            raise TypeError(unknown)
         if cls is ScalpelExecutor and kwargs.get("provider") is not None:
             cls = ScalpelProviderExecutor  # __init__ then runs on it, with the same arguments
         return super().__new__(cls)
