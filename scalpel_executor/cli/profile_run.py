@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import ast
 import concurrent.futures
+import contextlib
 import importlib
 import inspect
 import json
@@ -55,6 +56,32 @@ def _keyword_like(function, value: str) -> str | None:
     return name if name in parameters or keywords else None
 
 
+class _WorkflowAtImport(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _no_workflow_at_import(module_name: str):
+    """Refuse a Parsl DataFlowKernel started while ``module_name`` is imported: a script that runs
+    its workflow at import would wait for its own tasks forever, for serialising an app imports the
+    module its import holds (dill)."""
+    from parsl.dataflow.dflow import DataFlowKernel
+
+    def refuse(self, *args, **kwargs):
+        raise _WorkflowAtImport()
+
+    start = DataFlowKernel.__init__
+    DataFlowKernel.__init__ = refuse
+    try:
+        yield
+    except _WorkflowAtImport:
+        raise ValueError(f"importing module {module_name!r} starts a Parsl workflow (parsl.load), which would "
+                         f"wait for its own tasks forever: put the workflow under "
+                         f"'if __name__ == \"__main__\":' so its apps can be imported alone") from None
+    finally:
+        DataFlowKernel.__init__ = start
+
+
 def load_function(target: str):
     """``"package.module:function"`` → the function (the plain function behind a Parsl app)."""
     module_name, _, attribute = target.partition(":")
@@ -66,7 +93,8 @@ def load_function(target: str):
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
-        module = importlib.import_module(module_name)
+        with _no_workflow_at_import(module_name):
+            module = importlib.import_module(module_name)
     except ImportError as error:
         raise ValueError(f"cannot import module {module_name!r}: {error}") from None
     function = module

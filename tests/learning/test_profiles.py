@@ -650,3 +650,31 @@ def test_cli_run_under_a_workflows_key_counts_it_as_one_of_the_workflows_app(tmp
         estimate = Estimator(opened, default_footprint=1.0, default_runtime=1.0).estimate(relax, (200000, 3.0), {},
                                                                                            Hints())
     assert estimate.runtime_source == "app" and estimate.key != "__main__.relax(~194723,~0.5)"
+
+
+def test_cli_run_refuses_a_module_that_runs_its_workflow_when_imported(tmp_path, capsys, monkeypatch):
+    """A script with no ``if __name__ == "__main__":`` runs its workflow when ``profile run``
+    imports it: serialising its first task imports the module its import holds, and the command
+    waited forever. It is refused in a line that says what to change, and Parsl is left as it was."""
+    import sys
+    import parsl
+    from parsl.dataflow.dflow import DataFlowKernel
+    (tmp_path / "notebook_script.py").write_text(
+        "import parsl\nfrom parsl import python_app\nfrom parsl.config import Config\n"
+        "from scalpel_executor import ScalpelExecutor\n\n"
+        "@python_app\ndef square(x):\n    return x * x\n\n"
+        "parsl.load(Config(executors=[ScalpelExecutor(profiles=False)]))\n"
+        "print(square(3).result())\nparsl.dfk().cleanup()\n")
+    command = [sys.executable, "-c", "import sys; from scalpel_executor.cli import main; sys.exit(main(sys.argv[1:]))",
+               "profile", "run", "notebook_script:square", "3", "--store", str(tmp_path / "p.sqlite")]
+    run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert ("importing module 'notebook_script' starts a Parsl workflow (parsl.load), which would wait for its own "
+            "tasks forever: put the workflow under 'if __name__ == \"__main__\":'") in run.stderr
+    monkeypatch.chdir(tmp_path)
+    init = DataFlowKernel.__init__
+    assert main(["profile", "run", "notebook_script:square", "3", "--store", str(tmp_path / "p.sqlite")]) == 2
+    assert "starts a Parsl workflow" in capsys.readouterr().err
+    assert DataFlowKernel.__init__ is init
+    with parsl.load(parsl.config.Config(executors=[parsl.executors.ThreadPoolExecutor()])):  # Parsl works as before
+        assert parsl.python_app(lambda: 7)().result() == 7
