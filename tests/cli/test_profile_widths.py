@@ -63,6 +63,10 @@ def test_the_run_summary_says_why_no_malleable_task_was_tried_wider_and_names_th
     # estimates from the store: only the cost can have kept them narrow; the key, quoted for a shell
     assert f"none tried wider ({WIDTHS_WHY['dear']})" in words and "a guess" not in words
     assert f"--widths 1,2 --key '{key}'` measures its speed-up beforehand" in words
+    # the app's module to import: the script's, where the report knows which file ran as __main__
+    assert "`scalpel profile run MODULE:FUNCTION ARGS" in words
+    assert f"`scalpel profile run tiles:smooth ARGS --widths 1,2 --key '{key}'`" in width_words(
+        {"tasks": never, "script": "tiles"})
     guessed = [dict(row, runtime_source="prior") for row in never]
     assert "none tried wider (its run time a guess)" in width_words({"tasks": guessed})
     assert f"(its run time a guess, or {WIDTHS_WHY['dear']})" in width_words({"tasks": never[:2] + guessed[:2]})
@@ -88,7 +92,7 @@ def test_the_run_summary_names_a_key_never_tried_wider_beside_others_that_were_w
              "measured_runtime": 0.5}]
     words = width_words({"tasks": project + diff + tiny})
     assert words.endswith(f", 6 tasks of a key (92% of the malleable tasks' seconds) not tried wider "
-                          f"({WIDTHS_WHY['dear']}): `scalpel profile run MODULE:FUNCTION ARGS --widths 1,2 "
+                          f"({WIDTHS_WHY['dear']}): `scalpel profile run m:project ARGS --widths 1,2 "
                           f"--key 'm.project(n<16)'` measures its speed-up beforehand"), words
     assert "m.tiny" not in words
     # under a tenth of the seconds: no advice

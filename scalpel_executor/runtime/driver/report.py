@@ -19,6 +19,7 @@ import json
 import logging
 import math
 import os
+import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -220,7 +221,8 @@ def build_report(label: str, policy: str, topology: Topology, estimator: Estimat
     ``sources`` counts tasks per source of each estimate (``hint``, ``learned`` earlier in
     this run, ``store`` from earlier runs, ``shape`` and ``app`` for a key new but its shape
     key or app known, ``prior`` for keys never seen before); ``priors``
-    lists the keys that started with the prior; ``tasks_measured`` counts the tasks the probe
+    lists the keys that started with the prior; ``script`` names the module run as ``__main__``
+    (:func:`script_module`), which the closing sentence's advice imports; ``tasks_measured`` counts the tasks the probe
     was asked to measure and ``drifts`` the unmeasured tasks whose run time made their key due
     for one (the executor's ``sampling``); ``hints_off`` counts, per
     hint, the tasks whose ``footprint`` or ``runtime`` hint was more than twice or under half
@@ -275,6 +277,7 @@ def build_report(label: str, policy: str, topology: Topology, estimator: Estimat
             "runtime": dict(Counter(record.runtime_source for record in records)),
         },
         "priors": sorted(estimator.priors) if estimator is not None else [],
+        "script": script_module(),
         "mixed_keys": mixed_keys(records),
         "tasks": task_rows(records),
     }
@@ -285,6 +288,21 @@ def build_report(label: str, policy: str, topology: Topology, estimator: Estimat
         report["model"] = {"tasks": len(records), "submission_order": None, "policy": None, "achieved": None,
                            "skipped": f"{type(error).__name__}: {error}"}
     return report
+
+
+def script_module() -> str | None:
+    """The module this process runs as its ``__main__`` (``fit`` for ``python fit.py``, ``lab.fit``
+    for ``python -m lab.fit``), which ``scalpel profile run`` imports for an app of ``__main__``;
+    None in a notebook, a REPL or ``python -c``."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None:
+        return None if spec.name.endswith("__main__") else spec.name
+    path = getattr(main, "__file__", None)
+    if not isinstance(path, str) or not path.endswith(".py"):
+        return None
+    name = os.path.basename(path)[:-3]
+    return name if name.isidentifier() else None
 
 
 def save_report(report: dict, run_dir: str, label: str) -> None:

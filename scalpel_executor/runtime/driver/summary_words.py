@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from scalpel_executor.core.widths import EXPLORE_COST, NO_SPEEDUP
+from scalpel_executor.learning.migrate import app_of, family_of
 from scalpel_executor.learning.host_model import SOLO_SOURCE
 
 #: How the closing sentence names each estimate source (learning.estimates.SOURCES), in that order.
@@ -19,7 +20,7 @@ SOURCE_WORDS = {"hint": "from hints", "learned": "learned in this run", "store":
 
 #: Said where no malleable task was tried wider (``no speed-up learned`` every one): why, by what
 #: the rows say of their run times, and how to measure the speed-up, naming the key where one is.
-WIDTHS_ADVICE = ", {who} wider ({why}): `scalpel profile run MODULE:FUNCTION ARGS --widths 1,2 --key {key}` " \
+WIDTHS_ADVICE = ", {who} wider ({why}): `scalpel profile run {target} ARGS --widths 1,2 --key {key}` " \
                 "measures {whose} speed-up beforehand"
 #: ... said too where other keys were tried wider, for keys never tried that held at least this
 #: share of the malleable tasks' seconds: a key whose tasks all run while many wait is never tried
@@ -33,22 +34,44 @@ WIDTHS_WHY = {"guessed": "{its} a guess",
 WIDTHS_WHY["both"] = f"{WIDTHS_WHY['guessed']}, or {WIDTHS_WHY['dear']}"
 
 
-def widths_advice(rows: list[Mapping], who: str = "none tried") -> str:
+def profile_target(key: str, script: str | None = None) -> str:
+    """What ``scalpel profile run`` imports to measure ``key``'s app: ``MODULE:FUNCTION`` of the
+    key's app, the script's module for an app of ``__main__`` (``script``: the report's, the module
+    name of the file run as ``python FILE``); the placeholder where neither tells it (a key a user
+    named, a bash app, a notebook's function, a nested one).
+
+    >>> profile_target("lab.kernels.smooth(n<16)"), profile_target("__main__.fit(n<16)", "fit")
+    ('lab.kernels:smooth', 'fit:fit')
+    >>> profile_target("__main__.fit(n<16)"), profile_target("wf.shell[blastall](str)"), profile_target("mine")
+    ('MODULE:FUNCTION', 'MODULE:FUNCTION', 'MODULE:FUNCTION')
+    """
+    app = app_of(key)
+    if app is None or app != family_of(key) or "<" in app or "." not in app:
+        return "MODULE:FUNCTION"
+    module, _, function = app.rpartition(".")
+    if module == "__main__":
+        module = script or ""
+    return f"{module}:{function}" if all(part.isidentifier() for part in module.split(".")) else "MODULE:FUNCTION"
+
+
+def widths_advice(rows: list[Mapping], who: str = "none tried", script: str | None = None) -> str:
     """:data:`WIDTHS_ADVICE` for the malleable ``rows`` of a run that tried none wider (``who``
-    names them where other rows were tried).
+    names them where other rows were tried); ``script`` as :func:`profile_target` takes it.
 
     >>> widths_advice([{"profile_key": "m.smooth(n<16)", "runtime_source": "store"}] * 2)
     ", none tried wider (a try that did not speed up would have ended the work more than 2% later): \
-`scalpel profile run MODULE:FUNCTION ARGS --widths 1,2 --key 'm.smooth(n<16)'` measures its speed-up beforehand"
+`scalpel profile run m:smooth ARGS --widths 1,2 --key 'm.smooth(n<16)'` measures its speed-up beforehand"
     """
     guessed = [row.get("runtime_source") == "prior" for row in rows]
     why = WIDTHS_WHY["guessed" if all(guessed) else "both" if any(guessed) else "dear"]
     keys = {row["profile_key"] for row in rows if row.get("profile_key")}
     why = why.format(its="its run time" if len(keys) == 1 else "their run times")
     if len(keys) == 1:
-        return WIDTHS_ADVICE.format(who=who, why=why, key=shlex.quote(keys.pop()), whose="its")
+        key = keys.pop()
+        return WIDTHS_ADVICE.format(who=who, why=why, target=profile_target(key, script), key=shlex.quote(key),
+                                    whose="its")
     whose = f"each key's (`scalpel profile list --wide` names the {len(keys)})" if keys else "a key's"
-    return WIDTHS_ADVICE.format(who=who, why=why, key="KEY", whose=whose)
+    return WIDTHS_ADVICE.format(who=who, why=why, target="MODULE:FUNCTION", key="KEY", whose=whose)
 
 
 def width_words(report: Mapping) -> str | None:
@@ -77,7 +100,7 @@ def width_words(report: Mapping) -> str | None:
         groups.append(f"{sum(reasons.values())} at {width} core{'s' if width != 1 else ''} ({why})")
     words = f"widths of {len(malleable)} malleable task{'s' if len(malleable) != 1 else ''}: {', '.join(groups)}"
     if all(set(reasons) == {NO_SPEEDUP} for reasons in by_width.values()):
-        return words + widths_advice(malleable)
+        return words + widths_advice(malleable, script=report.get("script"))
     by_key: dict[str, list[Mapping]] = {}
     for row in malleable:
         if row.get("profile_key"):
@@ -90,7 +113,7 @@ def width_words(report: Mapping) -> str | None:
         share = sum(map(_seconds, never)) / total
         words += widths_advice(never, f"{len(never)} task{'s' if len(never) != 1 else ''} of "
                                       f"{'a key' if keys == 1 else f'{keys} keys'} ({share:.0%} of the malleable "
-                                      f"tasks' seconds) not tried")
+                                      f"tasks' seconds) not tried", report.get("script"))
     return words
 
 
