@@ -56,30 +56,41 @@ def _keyword_like(function, value: str) -> str | None:
     return name if name in parameters or keywords else None
 
 
-class _WorkflowAtImport(Exception):
-    pass
+class _WorkflowAtImport(BaseException):
+    """Raised from a task submitted while the module is imported; a BaseException, so that the
+    module's own ``except Exception:`` does not swallow it."""
 
 
 @contextlib.contextmanager
 def _no_workflow_at_import(module_name: str):
-    """Refuse a Parsl DataFlowKernel started while ``module_name`` is imported: a script that runs
-    its workflow at import would wait for its own tasks forever, for serialising an app imports the
-    module its import holds (dill)."""
+    """Refuse a Parsl task submitted while ``module_name`` is imported: a script that runs its
+    workflow at import would wait for its own tasks forever, for serialising an app imports the
+    module its import holds (dill). A module that only loads a configuration imports as before;
+    one refused has its DataFlowKernel cleaned up."""
+    import parsl
     from parsl.dataflow.dflow import DataFlowKernel
 
+    started: list = []
+
     def refuse(self, *args, **kwargs):
+        started.append(self)
         raise _WorkflowAtImport()
 
-    start = DataFlowKernel.__init__
-    DataFlowKernel.__init__ = refuse
+    submit = DataFlowKernel.submit
+    DataFlowKernel.submit = refuse
     try:
         yield
     except _WorkflowAtImport:
-        raise ValueError(f"importing module {module_name!r} starts a Parsl workflow (parsl.load), which would "
-                         f"wait for its own tasks forever: put the workflow under "
+        for dfk in dict.fromkeys(started):
+            with contextlib.suppress(Exception):
+                dfk.cleanup()
+        with contextlib.suppress(Exception):
+            parsl.clear()
+        raise ValueError(f"importing module {module_name!r} runs a Parsl workflow (it submits a task), whose "
+                         f"tasks would wait for the import forever: put the workflow under "
                          f"'if __name__ == \"__main__\":' so its apps can be imported alone") from None
     finally:
-        DataFlowKernel.__init__ = start
+        DataFlowKernel.submit = submit
 
 
 def load_function(target: str):

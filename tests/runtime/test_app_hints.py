@@ -72,3 +72,9 @@ def test_an_unknown_argument_is_answered_with_the_one_it_likely_means():
     from parsl.providers import LocalProvider
     with pytest.raises(TypeError, match=r"gpus= \(did you mean available_accelerators=\?\)"):  # provider mode too
         ScalpelExecutor(provider=LocalProvider(), gpus=2)
+
+    class Labelled(ScalpelExecutor):  # a subclass passing its keywords on is checked by its parent's __init__
+        def __init__(self, note="", **kwargs):
+            super().__init__(**kwargs)
+            self.note = note
+    assert Labelled(note="x", label="mine").label == "mine"

@@ -319,9 +319,11 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         htex_only = [name for name in kwargs if name in HTEX_ONLY]
         if htex_only:
             raise TypeError("; ".join(f"{name}= is HighThroughputExecutor's: {HTEX_ONLY[name]}" for name in htex_only))
-        unknown = unknown_arguments(kwargs, inspect.signature(cls.__init__).parameters)
-        if unknown:
-            raise TypeError(unknown)
+        parameters = inspect.signature(cls.__init__).parameters
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):  # a subclass's **kwargs
+            unknown = unknown_arguments(kwargs, parameters)
+            if unknown:
+                raise TypeError(unknown)
         if cls is ScalpelExecutor and kwargs.get("provider") is not None:
             cls = ScalpelProviderExecutor  # __init__ then runs on it, with the same arguments
         return super().__new__(cls)

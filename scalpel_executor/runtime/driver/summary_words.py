@@ -44,6 +44,8 @@ def profile_target(key: str, script: str | None = None) -> str:
     ('lab.kernels:smooth', 'fit:fit')
     >>> profile_target("__main__.fit(n<16)"), profile_target("wf.shell[blastall](str)"), profile_target("mine")
     ('MODULE:FUNCTION', 'MODULE:FUNCTION', 'MODULE:FUNCTION')
+    >>> profile_target("lab.Fitter.run(n<16)"), profile_target("__main__.Fitter.run(n<16)", "fit")
+    ('MODULE:FUNCTION', 'MODULE:FUNCTION')
     """
     app = app_of(key)
     if app is None or app != family_of(key) or "<" in app or "." not in app:
@@ -51,7 +53,10 @@ def profile_target(key: str, script: str | None = None) -> str:
     module, _, function = app.rpartition(".")
     if module == "__main__":
         module = script or ""
-    return f"{module}:{function}" if all(part.isidentifier() for part in module.split(".")) else "MODULE:FUNCTION"
+    # a part that is not an identifier, or capitalised as a class is (a method's app), imports no module
+    parts = module.split(".")
+    return f"{module}:{function}" if all(part.isidentifier() and not part[0].isupper() for part in parts) \
+        else "MODULE:FUNCTION"
 
 
 def widths_advice(rows: list[Mapping], who: str = "none tried", script: str | None = None) -> str:
