@@ -26,6 +26,7 @@ import shlex
 import sys
 import traceback
 from dataclasses import asdict
+from collections.abc import Callable
 from typing import Any
 
 from scalpel_executor.cli.common import CommandFailed
@@ -120,6 +121,23 @@ def load_function(target: str):
     return function
 
 
+def load_app(target: str) -> tuple[Callable, Callable, dict]:
+    """``"module:function"`` → (the user's function, what an executor runs for a call of it, the
+    keyword defaults a call adds): for a bash app, Parsl's wrapper that runs the command line the
+    function returns, with the app's defaults (``stdout``, ``outputs``, ...) as ``BashApp`` passes
+    them, so the run is the command's, not the line's formatting; else the function itself."""
+    from parsl.app.bash import BashApp
+
+    function = load_function(target)
+    module_name, _, attribute = target.partition(":")
+    app = sys.modules[module_name]
+    for part in attribute.split("."):
+        app = getattr(app, part)
+    if isinstance(app, BashApp):
+        return function, app.wrapped_remote_function, dict(app.kwargs)
+    return function, function, {}
+
+
 def widths_domain() -> tuple[int, ...]:
     """The CPUs ``--widths`` runs on: the largest LLC domain of this machine's cores that this
     process may use (one CPU per core), as the executor detects them: a task's width never spans two."""
@@ -206,13 +224,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from scalpel_executor.learning.sampling import Sampling
     from scalpel_executor.runtime.driver.executor import ScalpelExecutor
 
-    function = load_function(args.target)
+    function, submitted, defaults = load_app(args.target)
     for value in args.args:  # seed=3 given as an argument arrives as the string 'seed=3'
         if (name := _keyword_like(function, value)) is not None:
             raise ValueError(f"argument {value!r} would be passed as the string {value!r}; "
                              f"for the keyword argument {name}, give --kw {value}")
     positional = [_literal(value) for value in args.args]
-    keywords = {}
+    keywords = dict(defaults)
     for item in args.kw:
         name, equals, value = item.partition("=")
         if not equals or not name.isidentifier():
@@ -232,7 +250,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         spec = {"max_cores": None, **({"profile_key": args.key} if args.key else {})}
         stored = cold = 0
         while stored < args.repeat:
-            future = executor.submit(function, spec, *positional, **keywords)
+            future = executor.submit(submitted, spec, *positional, **keywords)
             try:
                 future.result()
             except (Exception, SystemExit) as error:
@@ -258,7 +276,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if app != app_name(function):
         store.set_app(key, app)
     if args.widths:
-        readings = _measure_widths(function, positional, keywords, key, args.widths, args.repeat, args.target,
+        readings = _measure_widths(submitted, positional, keywords, key, args.widths, args.repeat, args.target,
                                    args.json)
         store.record([Observation(key, app, serial=reading) for reading in readings])
     profile, speedup = store.get(key), store.speedup(key)

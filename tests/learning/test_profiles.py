@@ -688,3 +688,23 @@ def test_cli_run_refuses_a_module_that_runs_its_workflow_when_imported(tmp_path,
     run = subprocess.run([*command[:5], "loads_only:double", "3", "--store", str(tmp_path / "p.sqlite")],
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and "stored loads_only.double" in run.stdout, run.stderr[-2000:]
+
+
+def test_cli_run_of_a_bash_app_times_its_command_not_the_line(tmp_path, capsys, monkeypatch):
+    """A bash app's function returns its command line: ``profile run`` runs that line as Parsl's
+    bash app does (its defaults, ``stdout`` and the like, passed too), and stores the command's run
+    time under the key a workflow's call has; a command that fails is said in one line."""
+    (tmp_path / "shell_steps.py").write_text(
+        "from parsl import bash_app\n\n"
+        "@bash_app\ndef pause(seconds, stdout=None):\n    return f'sleep {seconds}'\n\n"
+        "@bash_app\ndef broken(stdout=None):\n    return 'exit 3'\n")
+    monkeypatch.chdir(tmp_path)
+    store = str(tmp_path / "p.sqlite")
+    assert main(["profile", "run", "shell_steps:pause", "0.4", "--repeat", "2", "--store", store]) == 0
+    out = capsys.readouterr().out
+    with ProfileStore(store) as opened:
+        (key,) = [profile.key for profile in opened.profiles()]
+        assert key.startswith("shell_steps.pause(") and opened.get(key).runtime >= 0.35, out
+    assert main(["profile", "run", "shell_steps:broken", "--store", store]) == 1
+    assert "shell_steps:broken raised BashExitFailure: bash_app broken failed with unix exit code 3" in \
+        capsys.readouterr().err
