@@ -26,7 +26,7 @@ import shlex
 import sys
 import traceback
 from dataclasses import asdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from scalpel_executor.cli.common import CommandFailed
@@ -220,10 +220,6 @@ def _measure_widths(function, positional: list, keywords: dict, key: str, widths
 def cmd_run(args: argparse.Namespace) -> int:
     """The paper's pre-run, for users who want one: measure an app on sample inputs, store it."""
     # Parsl loads only for `profile run`, not for the commands that only read or write the store.
-    from scalpel_executor.core.batching import Batching
-    from scalpel_executor.learning.sampling import Sampling
-    from scalpel_executor.runtime.driver.executor import ScalpelExecutor
-
     function, submitted, defaults = load_app(args.target)
     for value in args.args:  # seed=3 given as an argument arrives as the string 'seed=3'
         if (name := _keyword_like(function, value)) is not None:
@@ -236,6 +232,53 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not equals or not name.isidentifier():
             raise ValueError(f"--kw expects NAME=VALUE, got {item!r}")
         keywords[name] = _literal(value)
+    measured = _measure(function, submitted, positional, keywords, args, args.target)
+    if args.json:
+        print(json.dumps(measured, indent=1))
+    return 0
+
+
+def measure_app(app: Callable, *args: Any, repeat: int = 1, key: str | None = None,
+                widths: Sequence[int] | None = None, store: str | os.PathLike | None = None,
+                quiet: bool = False, **kwargs: Any) -> dict | None:
+    """``scalpel profile run`` from Python, for an app a notebook or a script defines: call ``app``
+    (a Parsl python or bash app, or a plain function) on ``args`` and ``kwargs`` ``repeat`` times in
+    a pinned worker with the probe on, and store its run time and footprint under the key the
+    executor computes for the same call (or ``key``); with ``widths`` (e.g. ``(1, 2)``), also its
+    speed-up, which a malleable app (``max_cores``) starts its widths from. ``store``: the profile
+    store's path (default ``$SCALPEL_PROFILE_STORE`` or the user's). Prints a line per run unless
+    ``quiet``; returns what was stored (``scalpel profile show --json``'s fields and ``speedup``).
+
+    A notebook's function is keyed as its workflow's calls are (``__main__.fit(...)``), which the
+    command cannot import. Raises ValueError for a bad argument, ``CommandFailed`` (one line) when a
+    call fails.
+    """
+    from parsl.app.bash import BashApp
+
+    if not callable(app):
+        raise ValueError(f"measure_app needs an app or a function, got {app!r:.80}")
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise ValueError(f"repeat must be a whole number of runs, at least 1, got {repeat!r}")
+    if widths is not None:
+        try:
+            widths = widths_list(",".join(str(width) for width in widths))
+        except argparse.ArgumentTypeError as error:
+            raise ValueError(f"widths: {error}") from None
+    function = getattr(app, "func", app)
+    submitted, defaults = (app.wrapped_remote_function, dict(app.kwargs)) if isinstance(app, BashApp) else (function, {})
+    options = argparse.Namespace(store=None if store is None else os.fspath(store), key=key, repeat=repeat,
+                                 widths=widths, json=quiet)
+    return _measure(function, submitted, list(args), {**defaults, **kwargs}, options, app_name(function))
+
+
+def _measure(function: Callable, submitted: Callable, positional: list, keywords: dict, args: argparse.Namespace,
+             target: str) -> dict | None:
+    """Run and store as :func:`cmd_run` says (``args``: its options ``store``, ``key``, ``repeat``,
+    ``widths``, ``json``: print nothing but what is returned); returns what was stored."""
+    from scalpel_executor.core.batching import Batching
+    from scalpel_executor.learning.sampling import Sampling
+    from scalpel_executor.runtime.driver.executor import ScalpelExecutor
+
     with writing_store(args, "store what the run measures"):
         pass  # refuse a store that cannot keep the measurement before running anything
     store = named_store(args)
@@ -254,12 +297,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             try:
                 future.result()
             except (Exception, SystemExit) as error:
-                raise CommandFailed(_failure(args.target, error, stored + cold + 1, args.repeat + cold)) from None
+                raise CommandFailed(_failure(target, error, stored + cold + 1, args.repeat + cold)) from None
             stats = executor.records[-1].stats
             if stats.get("cold"):
                 cold += 1
                 if cold > args.repeat:
-                    raise CommandFailed(f"{args.target} imported modules on each of its {cold} calls, so none timed "
+                    raise CommandFailed(f"{target} imported modules on each of its {cold} calls, so none timed "
                                         f"the app alone and nothing was stored; import them at the module's top")
             else:
                 stored += 1
@@ -276,16 +319,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if app != app_name(function):
         store.set_app(key, app)
     if args.widths:
-        readings = _measure_widths(submitted, positional, keywords, key, args.widths, args.repeat, args.target,
+        readings = _measure_widths(submitted, positional, keywords, key, args.widths, args.repeat, target,
                                    args.json)
         store.record([Observation(key, app, serial=reading) for reading in readings])
     profile, speedup = store.get(key), store.speedup(key)
     store.close()
-    script_key = None if args.key else as_script_key(function, key)
-    if args.json:
-        print(json.dumps({**profile.to_dict(), "speedup": None if speedup is None else asdict(speedup)}
-                         if profile else None, indent=1))
-    elif profile is not None:
+    script_key = None if args.key or function.__module__ == "__main__" else as_script_key(function, key)
+    measured = {**profile.to_dict(), "speedup": None if speedup is None else asdict(speedup)} if profile else None
+    if not args.json and profile is not None:
         print(f"stored {key}: run time {fmt_seconds(profile.runtime)}, footprint {fmt_bytes(profile.footprint)} "
               f"after {profile.runs} runs")
         if args.widths and speedup is not None:
@@ -297,7 +338,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             command = f"python -m {module}" if "." in module else f"python {module}.py"
             print(f"note: {module} is a script; run as `{command}` its tasks' key is {script_key}: "
                   f"add --key {shlex.quote(script_key)} to store this there")
-    return 0
+    return measured
 
 
 def as_script_key(function, key: str) -> str | None:

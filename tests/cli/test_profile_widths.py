@@ -58,15 +58,17 @@ def test_a_bad_widths_list_is_refused_naming_it(value, words, capsys):
 def test_the_run_summary_says_why_no_malleable_task_was_tried_wider_and_names_the_key_to_measure():
     key = "__main__.smooth({seed:num,tile:f8[~724x~724]})"
     never = [{"width": 1, "width_reason": "no speed-up learned", "profile_key": key, "runtime_source": "store"}] * 4
-    words = width_words({"tasks": never})
-    assert words.endswith(widths_advice(never))
-    # estimates from the store: only the cost can have kept them narrow; the key, quoted for a shell
+    words = width_words({"tasks": never, "script": "tiles"})
+    assert words.endswith(widths_advice(never, script="tiles"))
+    # estimates from the store: only the cost can have kept them narrow; the key, quoted for a shell,
+    # and the app's module to import: the script's, where the report knows which file ran as __main__
     assert f"none tried wider ({WIDTHS_WHY['dear']})" in words and "a guess" not in words
-    assert f"--widths 1,2 --key '{key}'` measures its speed-up beforehand" in words
-    # the app's module to import: the script's, where the report knows which file ran as __main__
-    assert "`scalpel profile run MODULE:FUNCTION ARGS" in words
-    assert f"`scalpel profile run tiles:smooth ARGS --widths 1,2 --key '{key}'`" in width_words(
-        {"tasks": never, "script": "tiles"})
+    assert f"`scalpel profile run tiles:smooth ARGS --widths 1,2 --key '{key}'` measures its speed-up beforehand" \
+        in words
+    # where no file ran as __main__ (a notebook), the call that measures it from Python
+    assert width_words({"tasks": never}).endswith(
+        "`scalpel_executor.measure_app(smooth, ARGS, widths=(1, 2))` where smooth is defined measures its "
+        "speed-up beforehand")
     guessed = [dict(row, runtime_source="prior") for row in never]
     assert "none tried wider (its run time a guess)" in width_words({"tasks": guessed})
     assert f"(its run time a guess, or {WIDTHS_WHY['dear']})" in width_words({"tasks": never[:2] + guessed[:2]})

@@ -708,3 +708,35 @@ def test_cli_run_of_a_bash_app_times_its_command_not_the_line(tmp_path, capsys, 
     assert main(["profile", "run", "shell_steps:broken", "--store", store]) == 1
     assert "shell_steps:broken raised BashExitFailure: bash_app broken failed with unix exit code 3" in \
         capsys.readouterr().err
+
+
+def test_measure_app_measures_a_notebooks_app_under_the_key_its_workflow_computes(tmp_path, capsys):
+    """A notebook's app lives in ``__main__``, which ``scalpel profile run`` cannot import:
+    ``measure_app`` takes the app itself, runs it in a worker as the command does, prints a line a
+    run, and stores it under the key the executor gives the notebook's own calls, with its
+    speed-up where ``widths`` are given; bad arguments are refused by name."""
+    import parsl
+    from scalpel_executor import measure_app
+    from scalpel_executor.learning.keys import profile_key as key_of
+
+    cell = {"__name__": "__main__"}  # a notebook cell's namespace
+    exec("def relax(n, sweeps=3):\n    total = 0\n    for _ in range(sweeps):\n"
+         "        total += sum(i * i for i in range(n))\n    return total\n", cell)
+    relax = cell["relax"]
+    app = parsl.python_app(relax, executors=["all"])
+    store = tmp_path / "p.sqlite"
+    measured = measure_app(app, 300000, repeat=2, widths=(1, 2), store=store, sweeps=2)
+    out = capsys.readouterr().out
+    assert "run 2/2:" in out and "stored __main__.relax(" in out and "widths round" in out, out
+    assert "is a script" not in out  # a notebook's function: no --key to add
+    assert measured["key"].startswith("__main__.relax(") and measured["runs"] == 2
+    assert measured["speedup"] is not None and measured["speedup"]["readings"] >= 1
+    with ProfileStore(str(store)) as opened:
+        assert opened.get(measured["key"]).runs == 2 and opened.speedup(measured["key"]) is not None
+    assert measure_app(relax, 1000, store=store, quiet=True)["runs"] >= 1 and capsys.readouterr().out == ""
+    for bad, words in (({"repeat": 0}, "repeat must be a whole number of runs, at least 1, got 0"),
+                       ({"widths": (2, 2)}, "widths: "), ({"repeat": 1.5}, "got 1.5")):
+        with pytest.raises(ValueError, match=re.escape(words)):
+            measure_app(relax, 10, store=store, **bad)
+    with pytest.raises(ValueError, match="needs an app or a function, got 3"):
+        measure_app(3)

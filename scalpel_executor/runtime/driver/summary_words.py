@@ -22,6 +22,9 @@ SOURCE_WORDS = {"hint": "from hints", "learned": "learned in this run", "store":
 #: the rows say of their run times, and how to measure the speed-up, naming the key where one is.
 WIDTHS_ADVICE = ", {who} wider ({why}): `scalpel profile run {target} ARGS --widths 1,2 --key {key}` " \
                 "measures {whose} speed-up beforehand"
+#: ... for an app of a ``__main__`` no file holds (a notebook's, a REPL's): the call from Python.
+WIDTHS_ADVICE_IN_PYTHON = ", {who} wider ({why}): `scalpel_executor.measure_app({function}, ARGS, widths=(1, 2))` " \
+                          "where {function} is defined measures {whose} speed-up beforehand"
 #: ... said too where other keys were tried wider, for keys never tried that held at least this
 #: share of the malleable tasks' seconds: a key whose tasks all run while many wait is never tried
 #: wider, run after run (Montage's reprojections on the paper's 8 cores, 73% of the work,
@@ -73,6 +76,9 @@ def widths_advice(rows: list[Mapping], who: str = "none tried", script: str | No
     why = why.format(its="its run time" if len(keys) == 1 else "their run times")
     if len(keys) == 1:
         key = keys.pop()
+        app = app_of(key) or ""
+        if script is None and app.startswith("__main__.") and app[len("__main__."):].isidentifier():
+            return WIDTHS_ADVICE_IN_PYTHON.format(who=who, why=why, function=app[len("__main__."):], whose="its")
         return WIDTHS_ADVICE.format(who=who, why=why, target=profile_target(key, script), key=shlex.quote(key),
                                     whose="its")
     whose = f"each key's (`scalpel profile list --wide` names the {len(keys)})" if keys else "a key's"
