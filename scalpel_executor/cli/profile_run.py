@@ -4,7 +4,7 @@
 
     scalpel profile run MODULE:FUNC [ARG ...] [--kw NAME=VALUE] [--repeat N] [--key KEY] [--widths 1,2]
 
-    load_function(MODULE:FUNC) ─ a ScalpelExecutor of one pinned worker, every call measured, none that
+    load_app(MODULE:FUNC) ─ a ScalpelExecutor of one pinned worker, every call measured, none that
     imported modules stored ─ --repeat calls timed the app alone ─ [--widths: _measure_widths, rounds
     at each core count, interleaved ─ serial fractions] ─ the store, under the key the executor computes
 
@@ -25,8 +25,8 @@ import re
 import shlex
 import sys
 import traceback
-from dataclasses import asdict
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from typing import Any
 
 from scalpel_executor.cli.common import CommandFailed
@@ -94,8 +94,11 @@ def _no_workflow_at_import(module_name: str):
         DataFlowKernel.submit = submit
 
 
-def load_function(target: str):
-    """``"package.module:function"`` → the function (the plain function behind a Parsl app)."""
+def load_app(target: str) -> tuple[Callable, Callable, dict]:
+    """``"module:function"`` → (the user's function, what an executor runs for a call of it, the
+    keyword defaults a call adds): for a bash app, Parsl's wrapper that runs the command line the
+    function returns, with the app's defaults (``stdout``, ``outputs``, ...) as ``BashApp`` passes
+    them, so the run is the command's, not the line's formatting; else the function itself."""
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise ValueError(f"expected MODULE:FUNCTION, e.g. mypkg.kernels:matmul, got {target!r}")
@@ -109,30 +112,23 @@ def load_function(target: str):
             module = importlib.import_module(module_name)
     except ImportError as error:
         raise ValueError(f"cannot import module {module_name!r}: {error}") from None
-    function = module
+    app = module
     for part in attribute.split("."):
         try:
-            function = getattr(function, part)
+            app = getattr(app, part)
         except AttributeError:
             raise ValueError(f"module {module_name!r} has no attribute {attribute!r}") from None
-    function = getattr(function, "func", function)  # a Parsl app wraps the user's function
-    if not callable(function):
+    if not callable(getattr(app, "func", app)):
         raise ValueError(f"{target!r} is not callable")
-    return function
+    return runnable(app)
 
 
-def load_app(target: str) -> tuple[Callable, Callable, dict]:
-    """``"module:function"`` → (the user's function, what an executor runs for a call of it, the
-    keyword defaults a call adds): for a bash app, Parsl's wrapper that runs the command line the
-    function returns, with the app's defaults (``stdout``, ``outputs``, ...) as ``BashApp`` passes
-    them, so the run is the command's, not the line's formatting; else the function itself."""
+def runnable(app: Callable) -> tuple[Callable, Callable, dict]:
+    """A Parsl app or a plain function → (the user's function, what an executor runs for a call of
+    it, the keyword defaults a call adds; :func:`load_app`)."""
     from parsl.app.bash import BashApp
 
-    function = load_function(target)
-    module_name, _, attribute = target.partition(":")
-    app = sys.modules[module_name]
-    for part in attribute.split("."):
-        app = getattr(app, part)
+    function = getattr(app, "func", app)  # a Parsl app wraps the user's function
     if isinstance(app, BashApp):
         return function, app.wrapped_remote_function, dict(app.kwargs)
     return function, function, {}
@@ -253,8 +249,6 @@ def measure_app(app: Callable, *args: Any, repeat: int = 1, key: str | None = No
     command cannot import. Raises ValueError for a bad argument, ``CommandFailed`` (one line) when a
     call fails.
     """
-    from parsl.app.bash import BashApp
-
     if not callable(app):
         raise ValueError(f"measure_app needs an app or a function, got {app!r:.80}")
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
@@ -264,8 +258,7 @@ def measure_app(app: Callable, *args: Any, repeat: int = 1, key: str | None = No
             widths = widths_list(",".join(str(width) for width in widths))
         except argparse.ArgumentTypeError as error:
             raise ValueError(f"widths: {error}") from None
-    function = getattr(app, "func", app)
-    submitted, defaults = (app.wrapped_remote_function, dict(app.kwargs)) if isinstance(app, BashApp) else (function, {})
+    function, submitted, defaults = runnable(app)
     options = argparse.Namespace(store=None if store is None else os.fspath(store), key=key, repeat=repeat,
                                  widths=widths, json=quiet)
     return _measure(function, submitted, list(args), {**defaults, **kwargs}, options, app_name(function))
