@@ -40,6 +40,7 @@ _LAZY = {
     "Sampling": "scalpel_executor.learning.sampling",
     "app_hints": "scalpel_executor.learning.hints",
     "measure_app": "scalpel_executor.cli.profile_run",
+    "CommandFailed": "scalpel_executor.cli.common",
     "average_footprint": "scalpel_executor.learning.hotl",
     "footprint_curve": "scalpel_executor.learning.hotl",
     "window_length": "scalpel_executor.learning.hotl",

@@ -17,11 +17,11 @@ import argparse
 import ast
 import concurrent.futures
 import contextlib
+import difflib
 import importlib
 import inspect
 import json
 import os
-import re
 import shlex
 import sys
 import traceback
@@ -31,7 +31,7 @@ from typing import Any
 
 from scalpel_executor.cli.common import CommandFailed
 from scalpel_executor.cli.profile_store import fmt_bytes, fmt_seconds, named_store, writing_store
-from scalpel_executor.learning.keys import app_name
+from scalpel_executor.learning.keys import MAIN_GUARD, app_name
 from scalpel_executor.learning.migrate import app_of
 from scalpel_executor.learning.store import Observation
 
@@ -259,9 +259,28 @@ def measure_app(app: Callable, *args: Any, repeat: int = 1, key: str | None = No
         except argparse.ArgumentTypeError as error:
             raise ValueError(f"widths: {error}") from None
     function, submitted, defaults = runnable(app)
+    _near_options(function, kwargs)
     options = argparse.Namespace(store=None if store is None else os.fspath(store), key=key, repeat=repeat,
                                  widths=widths, json=quiet)
     return _measure(function, submitted, list(args), {**defaults, **kwargs}, options, app_name(function))
+
+
+#: measure_app's own keywords; any other is the app's.
+MEASURE_OPTIONS = ("repeat", "key", "widths", "store", "quiet")
+
+
+def _near_options(function: Callable, kwargs: dict) -> None:
+    """Refuse a keyword for the app that is a misspelt option of ``measure_app`` (``stor=``): it
+    would reach the app, and with ``**kwargs`` there, pass silently into a key of its own."""
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return
+    for name in kwargs:
+        near = difflib.get_close_matches(name, MEASURE_OPTIONS, n=1, cutoff=0.75)
+        if near and name not in parameters:
+            raise ValueError(f"{name}= is not an argument of {function.__name__}; did you mean measure_app's "
+                             f"{near[0]}=?")
 
 
 def _measure(function: Callable, submitted: Callable, positional: list, keywords: dict, args: argparse.Namespace,
@@ -272,6 +291,11 @@ def _measure(function: Callable, submitted: Callable, positional: list, keywords
     from scalpel_executor.learning.sampling import Sampling
     from scalpel_executor.runtime.driver.executor import ScalpelExecutor
 
+    import parsl
+
+    for stream in ("stdout", "stderr"):  # a bash app's log named by Parsl: no run directory here, none kept
+        if type(keywords.get(stream)) is int and keywords[stream] == parsl.AUTO_LOGNAME:
+            keywords[stream] = os.devnull
     with writing_store(args, "store what the run measures"):
         pass  # refuse a store that cannot keep the measurement before running anything
     store = named_store(args)
@@ -321,7 +345,7 @@ def _measure(function: Callable, submitted: Callable, positional: list, keywords
     measured = {**profile.to_dict(), "speedup": None if speedup is None else asdict(speedup)} if profile else None
     if not args.json and profile is not None:
         print(f"stored {key}: run time {fmt_seconds(profile.runtime)}, footprint {fmt_bytes(profile.footprint)} "
-              f"after {profile.runs} runs")
+              f"after {profile.runs} run{'s' if profile.runs != 1 else ''}")
         if args.widths and speedup is not None:
             at = ", ".join(f"{speedup.speedup(w):.2f}x on {w}" for w in args.widths[1:])
             print(f"stored its speed-up: serial fraction {speedup.serial_fraction:.3f} over {speedup.readings} "
@@ -344,7 +368,7 @@ def as_script_key(function, key: str) -> str | None:
         source = inspect.getsource(module) if module is not None else ""
     except (OSError, TypeError):
         return None
-    if not key.startswith(prefix) or not re.search(r"""__name__\s*==\s*["']__main__["']""", source):
+    if not key.startswith(prefix) or not MAIN_GUARD.search(source):
         return None
     return "__main__." + key[len(prefix):]
 

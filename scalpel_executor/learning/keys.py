@@ -296,6 +296,10 @@ def _unwrap(func: Callable) -> Callable:
     return func
 
 
+#: A script's ``if __name__ == "__main__":``: only a script that has one can be imported for its apps alone.
+MAIN_GUARD = re.compile(r"""__name__\s*==\s*["']__main__["']""")
+
+
 def app_name(func: Callable) -> str:
     """The qualified name of the app behind ``func``, e.g. ``"mypkg.kernels.matmul"``.
 

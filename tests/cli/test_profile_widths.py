@@ -1,6 +1,8 @@
 """``scalpel profile run --widths``: a malleable app's speed-up measured beforehand, through real
 workers pinned to one and two cores, stored where a run's width rule starts from it."""
 
+import sys
+
 import pytest
 
 from scalpel_executor.cli import build_parser, main
@@ -69,6 +71,13 @@ def test_the_run_summary_says_why_no_malleable_task_was_tried_wider_and_names_th
     assert width_words({"tasks": never}).endswith(
         "`scalpel_executor.measure_app(smooth, ARGS, widths=(1, 2))` where smooth is defined measures its "
         "speed-up beforehand")
+    # the store the run read, which the measurement must reach; none where the run kept none
+    kept = {"path": "/data/my runs.db", "persistent": True}
+    assert f"--key '{key}' --store '/data/my runs.db'`" in width_words(
+        {"tasks": never, "script": "tiles", "profile_store": kept})
+    assert "widths=(1, 2), store='/data/my runs.db')`" in width_words({"tasks": never, "profile_store": kept})
+    assert "--store" not in width_words({"tasks": never, "script": "tiles",
+                                         "profile_store": {"path": ":memory:", "persistent": False}})
     guessed = [dict(row, runtime_source="prior") for row in never]
     assert "none tried wider (its run time a guess)" in width_words({"tasks": guessed})
     assert f"(its run time a guess, or {WIDTHS_WHY['dear']})" in width_words({"tasks": never[:2] + guessed[:2]})
@@ -158,3 +167,31 @@ def test_widths_say_when_a_wider_run_took_longer_and_only_then(tmp_path, capsys,
         out = capsys.readouterr().out
         assert ("note: in 2 of 2 rounds a wider run took longer than the narrowest" in out) is slower, out
         assert ("took longer" in out) is slower
+
+
+def test_the_report_names_the_script_a_run_was_started_from_only_where_its_apps_can_be_imported(tmp_path,
+                                                                                               monkeypatch):
+    """``script``: the module ``scalpel profile run`` imports for an app of ``__main__``: the file run
+    as ``python FILE`` where it has an ``if __name__ == "__main__":`` (else its import runs the
+    workflow, and the advice is ``measure_app``), the module of ``python -m``; none for a notebook."""
+    import types
+    from scalpel_executor.runtime.driver.report import script_module
+
+    def main_of(**attributes):
+        module = types.ModuleType("__main__")
+        module.__dict__.update({"__spec__": None, **attributes})
+        monkeypatch.setitem(sys.modules, "__main__", module)
+
+    guarded, bare = tmp_path / "fit.py", tmp_path / "loose.py"
+    guarded.write_text("def fit(x):\n    return x\n\nif __name__ == '__main__':\n    fit(1)\n")
+    bare.write_text("def fit(x):\n    return x\n\nfit(1)\n")
+    main_of(__file__=str(guarded))
+    assert script_module() == "fit"
+    main_of(__file__=str(bare))
+    assert script_module() is None
+    main_of(__file__=str(tmp_path / "my-script.py"))  # no module can have that name
+    assert script_module() is None
+    main_of(__spec__=types.SimpleNamespace(name="lab.fit"))
+    assert script_module() == "lab.fit"
+    main_of()  # a notebook's kernel, a REPL, python -c
+    assert script_module() is None

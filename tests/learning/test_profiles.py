@@ -697,7 +697,9 @@ def test_cli_run_of_a_bash_app_times_its_command_not_the_line(tmp_path, capsys, 
     (tmp_path / "shell_steps.py").write_text(
         "from parsl import bash_app\n\n"
         "@bash_app\ndef pause(seconds, stdout=None):\n    return f'sleep {seconds}'\n\n"
-        "@bash_app\ndef broken(stdout=None):\n    return 'exit 3'\n")
+        "@bash_app\ndef broken(stdout=None):\n    return 'exit 3'\n\n"
+        "import parsl\n\n@bash_app\ndef logged(stdout=parsl.AUTO_LOGNAME, stderr=parsl.AUTO_LOGNAME):\n"
+        "    return 'echo hello'\n")
     monkeypatch.chdir(tmp_path)
     store = str(tmp_path / "p.sqlite")
     assert main(["profile", "run", "shell_steps:pause", "0.4", "--repeat", "2", "--store", store]) == 0
@@ -708,6 +710,9 @@ def test_cli_run_of_a_bash_app_times_its_command_not_the_line(tmp_path, capsys, 
     assert main(["profile", "run", "shell_steps:broken", "--store", store]) == 1
     assert "shell_steps:broken raised BashExitFailure: bash_app broken failed with unix exit code 3" in \
         capsys.readouterr().err
+    # its logs named by Parsl (AUTO_LOGNAME): no run directory here, so none kept, and it runs
+    assert main(["profile", "run", "shell_steps:logged", "--store", store]) == 0
+    assert "stored shell_steps.logged(" in capsys.readouterr().out
 
 
 def test_measure_app_measures_a_notebooks_app_under_the_key_its_workflow_computes(tmp_path, capsys):
@@ -740,3 +745,6 @@ def test_measure_app_measures_a_notebooks_app_under_the_key_its_workflow_compute
             measure_app(relax, 10, store=store, **bad)
     with pytest.raises(ValueError, match="needs an app or a function, got 3"):
         measure_app(3)
+    with pytest.raises(ValueError, match=re.escape("stor= is not an argument of relax; did you mean measure_app's "
+                                                   "store=?")):
+        measure_app(relax, 10, stor=store)

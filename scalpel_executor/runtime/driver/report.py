@@ -29,6 +29,7 @@ from scalpel_executor.core.admission import ACCEPTED_CORUNS, PLANNED
 from scalpel_executor.learning.critical_path import describe as describe_tail
 from scalpel_executor.core.units import format_size
 from scalpel_executor.learning.host_model import TaskSpan
+from scalpel_executor.learning.keys import MAIN_GUARD
 from scalpel_executor.runtime.logs import summary_logger
 from scalpel_executor.runtime.driver.driver_pin import pin_words
 from scalpel_executor.runtime.driver.model_point import model_point, model_words
@@ -293,7 +294,8 @@ def build_report(label: str, policy: str, topology: Topology, estimator: Estimat
 def script_module() -> str | None:
     """The module this process runs as its ``__main__`` (``fit`` for ``python fit.py``, ``lab.fit``
     for ``python -m lab.fit``), which ``scalpel profile run`` imports for an app of ``__main__``;
-    None in a notebook, a REPL or ``python -c``."""
+    None in a notebook, a REPL or ``python -c``, and for a script with no ``if __name__ == "__main__":``,
+    whose import would run its workflow (``scalpel profile run`` refuses it; ``measure_app`` serves)."""
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
     if spec is not None:
@@ -302,7 +304,12 @@ def script_module() -> str | None:
     if not isinstance(path, str) or not path.endswith(".py"):
         return None
     name = os.path.basename(path)[:-3]
-    return name if name.isidentifier() else None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as script:
+            guarded = MAIN_GUARD.search(script.read()) is not None
+    except OSError:
+        guarded = False
+    return name if name.isidentifier() and guarded else None
 
 
 def save_report(report: dict, run_dir: str, label: str) -> None:

@@ -20,10 +20,10 @@ SOURCE_WORDS = {"hint": "from hints", "learned": "learned in this run", "store":
 
 #: Said where no malleable task was tried wider (``no speed-up learned`` every one): why, by what
 #: the rows say of their run times, and how to measure the speed-up, naming the key where one is.
-WIDTHS_ADVICE = ", {who} wider ({why}): `scalpel profile run {target} ARGS --widths 1,2 --key {key}` " \
+WIDTHS_ADVICE = ", {who} wider ({why}): `scalpel profile run {target} ARGS --widths 1,2 --key {key}{store}` " \
                 "measures {whose} speed-up beforehand"
 #: ... for an app of a ``__main__`` no file holds (a notebook's, a REPL's): the call from Python.
-WIDTHS_ADVICE_IN_PYTHON = ", {who} wider ({why}): `scalpel_executor.measure_app({function}, ARGS, widths=(1, 2))` " \
+WIDTHS_ADVICE_IN_PYTHON = ", {who} wider ({why}): `scalpel_executor.measure_app({function}, ARGS, widths=(1, 2){store})` " \
                           "where {function} is defined measures {whose} speed-up beforehand"
 #: ... said too where other keys were tried wider, for keys never tried that held at least this
 #: share of the malleable tasks' seconds: a key whose tasks all run while many wait is never tried
@@ -62,9 +62,11 @@ def profile_target(key: str, script: str | None = None) -> str:
         else "MODULE:FUNCTION"
 
 
-def widths_advice(rows: list[Mapping], who: str = "none tried", script: str | None = None) -> str:
+def widths_advice(rows: list[Mapping], who: str = "none tried", script: str | None = None,
+                  store: str | None = None) -> str:
     """:data:`WIDTHS_ADVICE` for the malleable ``rows`` of a run that tried none wider (``who``
-    names them where other rows were tried); ``script`` as :func:`profile_target` takes it.
+    names them where other rows were tried); ``script`` as :func:`profile_target` takes it;
+    ``store``: the profile store the run read, which the measurement must reach (:func:`_store`).
 
     >>> widths_advice([{"profile_key": "m.smooth(n<16)", "runtime_source": "store"}] * 2)
     ", none tried wider (a try that did not speed up would have ended the work more than 2% later): \
@@ -78,11 +80,21 @@ def widths_advice(rows: list[Mapping], who: str = "none tried", script: str | No
         key = keys.pop()
         app = app_of(key) or ""
         if script is None and app.startswith("__main__.") and app[len("__main__."):].isidentifier():
-            return WIDTHS_ADVICE_IN_PYTHON.format(who=who, why=why, function=app[len("__main__."):], whose="its")
+            return WIDTHS_ADVICE_IN_PYTHON.format(who=who, why=why, function=app[len("__main__."):], whose="its",
+                                                  store=f", store={store!r}" if store else "")
         return WIDTHS_ADVICE.format(who=who, why=why, target=profile_target(key, script), key=shlex.quote(key),
-                                    whose="its")
+                                    whose="its", store=f" --store {shlex.quote(store)}" if store else "")
     whose = f"each key's (`scalpel profile list --wide` names the {len(keys)})" if keys else "a key's"
-    return WIDTHS_ADVICE.format(who=who, why=why, target="MODULE:FUNCTION", key="KEY", whose=whose)
+    return WIDTHS_ADVICE.format(who=who, why=why, target="MODULE:FUNCTION", key="KEY", whose=whose,
+                                store=f" --store {shlex.quote(store)}" if store else "")
+
+
+def _store(report: Mapping) -> str | None:
+    """The path of the profile store a run read and kept, which a measurement beforehand must be
+    stored in to reach its next run; None where it kept none (``profiles=False``, in memory)."""
+    store = report.get("profile_store") or {}
+    path = store.get("path")
+    return path if path and path != ":memory:" and store.get("persistent") else None
 
 
 def width_words(report: Mapping) -> str | None:
@@ -111,7 +123,7 @@ def width_words(report: Mapping) -> str | None:
         groups.append(f"{sum(reasons.values())} at {width} core{'s' if width != 1 else ''} ({why})")
     words = f"widths of {len(malleable)} malleable task{'s' if len(malleable) != 1 else ''}: {', '.join(groups)}"
     if all(set(reasons) == {NO_SPEEDUP} for reasons in by_width.values()):
-        return words + widths_advice(malleable, script=report.get("script"))
+        return words + widths_advice(malleable, script=report.get("script"), store=_store(report))
     by_key: dict[str, list[Mapping]] = {}
     for row in malleable:
         if row.get("profile_key"):
@@ -124,7 +136,7 @@ def width_words(report: Mapping) -> str | None:
         share = sum(map(_seconds, never)) / total
         words += widths_advice(never, f"{len(never)} task{'s' if len(never) != 1 else ''} of "
                                       f"{'a key' if keys == 1 else f'{keys} keys'} ({share:.0%} of the malleable "
-                                      f"tasks' seconds) not tried", report.get("script"))
+                                      f"tasks' seconds) not tried", report.get("script"), _store(report))
     return words
 
 
