@@ -76,17 +76,19 @@ def widths_advice(rows: list[Mapping], who: str = "none tried", script: str | No
     why = WIDTHS_WHY["guessed" if all(guessed) else "both" if any(guessed) else "dear"]
     keys = {row["profile_key"] for row in rows if row.get("profile_key")}
     why = why.format(its="its run time" if len(keys) == 1 else "their run times")
+    on_the_command_line = f" --store {shlex.quote(store)}" if store else ""
     if len(keys) == 1:
         key = keys.pop()
         app = app_of(key) or ""
-        if script is None and app.startswith("__main__.") and app[len("__main__."):].isidentifier():
-            return WIDTHS_ADVICE_IN_PYTHON.format(who=who, why=why, function=app[len("__main__."):], whose="its",
+        function = app.removeprefix("__main__.")
+        if script is None and app.startswith("__main__.") and function.isidentifier():
+            return WIDTHS_ADVICE_IN_PYTHON.format(who=who, why=why, function=function, whose="its",
                                                   store=f", store={store!r}" if store else "")
         return WIDTHS_ADVICE.format(who=who, why=why, target=profile_target(key, script), key=shlex.quote(key),
-                                    whose="its", store=f" --store {shlex.quote(store)}" if store else "")
+                                    whose="its", store=on_the_command_line)
     whose = f"each key's (`scalpel profile list --wide` names the {len(keys)})" if keys else "a key's"
     return WIDTHS_ADVICE.format(who=who, why=why, target="MODULE:FUNCTION", key="KEY", whose=whose,
-                                store=f" --store {shlex.quote(store)}" if store else "")
+                                store=on_the_command_line)
 
 
 def _store(report: Mapping) -> str | None:
