@@ -34,6 +34,7 @@ from scalpel_executor.cli.profile_store import fmt_bytes, fmt_seconds, named_sto
 from scalpel_executor.learning.keys import MAIN_GUARD, app_name
 from scalpel_executor.learning.migrate import app_of
 from scalpel_executor.learning.store import Observation
+from scalpel_executor.runtime.driver.summary_words import PLACEHOLDERS
 
 
 def _literal(text: str) -> Any:
@@ -215,6 +216,9 @@ def _measure_widths(function, positional: list, keywords: dict, key: str, widths
 
 def cmd_run(args: argparse.Namespace) -> int:
     """The paper's pre-run, for users who want one: measure an app on sample inputs, store it."""
+    pasted = [value for value in (args.target, *args.args, args.key) if value in PLACEHOLDERS]
+    if pasted:  # the run summary's advice copied as is
+        raise ValueError(f"{pasted[0]} stands for {PLACEHOLDERS[pasted[0]]}: write yours in its place")
     # Parsl loads only for `profile run`, not for the commands that only read or write the store.
     function, submitted, defaults = load_app(args.target)
     for value in args.args:  # seed=3 given as an argument arrives as the string 'seed=3'

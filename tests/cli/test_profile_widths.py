@@ -57,6 +57,19 @@ def test_a_bad_widths_list_is_refused_naming_it(value, words, capsys):
     assert words in err and repr(value) in err
 
 
+@pytest.mark.parametrize("command", [["MODULE:FUNCTION", "2000"], ["json:dumps", "ARGS"],
+                                     ["json:dumps", "1", "--key", "KEY"]])
+def test_the_advice_pasted_as_is_is_refused_naming_the_placeholder(command, tmp_path, capsys):
+    """The run summary's advice names placeholders where it cannot tell the app, its arguments or a
+    key (``widths_advice``); pasted as is, ``MODULE`` was an import error and ``ARGS`` a string passed
+    to the app. Refused before anything runs or is stored."""
+    store = tmp_path / "p.sqlite"
+    assert main(["profile", "run", *command, "--widths", "1,2", "--store", str(store)]) == 2
+    placeholder = next(word for word in command if word in ("MODULE:FUNCTION", "ARGS", "KEY"))
+    assert f"{placeholder} stands for " in capsys.readouterr().err
+    assert not store.exists()
+
+
 def test_the_run_summary_says_why_no_malleable_task_was_tried_wider_and_names_the_key_to_measure():
     key = "__main__.smooth({seed:num,tile:f8[~724x~724]})"
     never = [{"width": 1, "width_reason": "no speed-up learned", "profile_key": key, "runtime_source": "store"}] * 4

@@ -18,6 +18,12 @@ SOURCE_WORDS = {"hint": "from hints", "learned": "learned in this run", "store":
                 SOLO_SOURCE: "from the per-key interference fit's solo times"}
 
 
+#: The advice's placeholders, and what each stands for (``scalpel profile run`` refuses one pasted as is).
+PLACEHOLDERS = {"MODULE:FUNCTION": "the app's module and function, e.g. mylab.kernels:smooth",
+                "ARGS": "the arguments of one of the workflow's calls of the app, e.g. 2000 0.5",
+                "KEY": "a profile key (`scalpel profile list --wide` names them)"}
+TARGET, ARGS, KEY = PLACEHOLDERS
+
 #: Said where no malleable task was tried wider (``no speed-up learned`` every one): why, by what
 #: the rows say of their run times, and how to measure the speed-up, naming the key where one is.
 WIDTHS_ADVICE = ", {who} wider ({why}): `scalpel profile run {target} ARGS --widths 1,2 --key {key}{store}` " \
@@ -52,14 +58,14 @@ def profile_target(key: str, script: str | None = None) -> str:
     """
     app = app_of(key)
     if app is None or app != family_of(key) or "<" in app or "." not in app:
-        return "MODULE:FUNCTION"
+        return TARGET
     module, _, function = app.rpartition(".")
     if module == "__main__":
         module = script or ""
     # a part that is not an identifier, or capitalised as a class is (a method's app), imports no module
     parts = module.split(".")
     return f"{module}:{function}" if all(part.isidentifier() and not part[0].isupper() for part in parts) \
-        else "MODULE:FUNCTION"
+        else TARGET
 
 
 def widths_advice(rows: list[Mapping], who: str = "none tried", script: str | None = None,
@@ -87,7 +93,7 @@ def widths_advice(rows: list[Mapping], who: str = "none tried", script: str | No
         return WIDTHS_ADVICE.format(who=who, why=why, target=profile_target(key, script), key=shlex.quote(key),
                                     whose="its", store=on_the_command_line)
     whose = f"each key's (`scalpel profile list --wide` names the {len(keys)})" if keys else "a key's"
-    return WIDTHS_ADVICE.format(who=who, why=why, target="MODULE:FUNCTION", key="KEY", whose=whose,
+    return WIDTHS_ADVICE.format(who=who, why=why, target=TARGET, key=KEY, whose=whose,
                                 store=on_the_command_line)
 
 
