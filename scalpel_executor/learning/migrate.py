@@ -56,7 +56,7 @@ class _Unknown(Exception):
 
 def _split(text: str) -> list[str]:
     """Split at commas outside brackets; _Unknown when the brackets do not balance."""
-    parts, depth, start, stack = [], 0, 0, []
+    parts, start, stack = [], 0, []
     for position, char in enumerate(text):
         if char in _CLOSING:
             stack.append(_CLOSING[char])
