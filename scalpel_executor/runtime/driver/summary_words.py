@@ -26,11 +26,11 @@ TARGET, ARGS, KEY = PLACEHOLDERS
 
 #: Said where no malleable task was tried wider (``no speed-up learned`` every one): why, by what
 #: the rows say of their run times, and how to measure the speed-up, naming the key where one is.
-WIDTHS_ADVICE = ", {who} wider ({why}): `scalpel profile run {target} ARGS --widths 1,2 --key {key}{store}` " \
-                "measures {whose} speed-up beforehand"
+WIDTHS_ADVICE = ", {who} wider ({why}): `scalpel profile run {target} %s --widths 1,2 --key {key}{store}` " \
+                "measures {whose} speed-up beforehand" % ARGS
 #: ... for an app of a ``__main__`` no file holds (a notebook's, a REPL's): the call from Python.
-WIDTHS_ADVICE_IN_PYTHON = ", {who} wider ({why}): `scalpel_executor.measure_app({function}, ARGS, widths=(1, 2){store})` " \
-                          "where {function} is defined measures {whose} speed-up beforehand"
+WIDTHS_ADVICE_IN_PYTHON = ", {who} wider ({why}): `scalpel_executor.measure_app({function}, %s, widths=(1, 2){store})` " \
+                          "where {function} is defined measures {whose} speed-up beforehand" % ARGS
 #: ... said too where other keys were tried wider, for keys never tried that held at least this
 #: share of the malleable tasks' seconds: a key whose tasks all run while many wait is never tried
 #: wider, run after run (Montage's reprojections on the paper's 8 cores, 73% of the work,
