@@ -8,6 +8,7 @@
     scalpel profile import FILE|NAME [--prefix]  load a document or a shipped profile (e.g. polybench-xeon-e5620)
     scalpel profile clear (--all | --prefix P | KEY)
     scalpel profile run MODULE:FUNC [ARG ...]    run an app once on sample inputs and store what it measured
+        (or FILE.py:FUNC, a script's app)
         [--widths 1,2]                           and its speed-up on those core counts (a malleable app's)
 
 Every command takes ``--store PATH`` (default: the executor's default store) and ``--json``.
@@ -250,7 +251,8 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     clear.add_argument("--prefix", default="", help="remove every key starting with this")
     clear.add_argument("--all", action="store_true", help="remove every profile")
     run = action("run", cmd_run, "run an app once (or --repeat N times) on sample inputs and store its measured profile")
-    run.add_argument("target", help="MODULE:FUNCTION (the module is imported from the current directory or sys.path; "
+    run.add_argument("target", help="MODULE:FUNCTION (the module is imported from the current directory or sys.path) "
+                                    "or FILE.py:FUNCTION (a script, imported from its folder); "
                                     "a notebook's app: scalpel_executor.measure_app(app, ARGS, ...) in the notebook)")
     run.add_argument("args", nargs="*", help="positional arguments, as Python literals where they parse (2000, 'x', [1, 2])")
     run.add_argument("--kw", action="append", default=[], metavar="NAME=VALUE", help="a keyword argument (repeatable)")

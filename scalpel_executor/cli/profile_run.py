@@ -96,18 +96,23 @@ def _no_workflow_at_import(module_name: str):
 
 
 def load_app(target: str) -> tuple[Callable, Callable, dict]:
-    """``"module:function"`` → (the user's function, what an executor runs for a call of it, the
+    """``"module:function"`` or ``"path/to/script.py:function"`` → (the user's function, what an executor runs for a call of it, the
     keyword defaults a call adds): for a bash app, Parsl's wrapper that runs the command line the
     function returns, with the app's defaults (``stdout``, ``outputs``, ...) as ``BashApp`` passes
     them, so the run is the command's, not the line's formatting; else the function itself."""
-    module_name, _, attribute = target.partition(":")
+    module_name, _, attribute = target.rpartition(":")
     if not module_name or not attribute:
-        raise ValueError(f"expected MODULE:FUNCTION, e.g. mypkg.kernels:matmul, got {target!r}")
-    if module_name.endswith(".py"):
-        raise ValueError(f"expected MODULE:FUNCTION, a module's name rather than its file, got {target!r}; "
-                         f"try {module_name[:-3].replace(os.sep, '.')}:{attribute}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+        raise ValueError(f"expected MODULE:FUNCTION, e.g. mypkg.kernels:matmul, or FILE.py:FUNCTION, got {target!r}")
+    folder = os.getcwd()
+    if module_name.endswith(".py"):  # a script's file: imported from its folder, as `python FILE` runs it
+        if not os.path.isfile(module_name):
+            raise ValueError(f"no file {module_name!r} (from {target!r}) in {folder}")
+        folder, module_name = os.path.split(os.path.abspath(module_name))
+        module_name = module_name[:-3]
+        if not module_name.isidentifier():
+            raise ValueError(f"{target!r}: a file named {module_name + '.py'!r} cannot be imported as a module")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     try:
         with _no_workflow_at_import(module_name):
             module = importlib.import_module(module_name)
@@ -214,11 +219,16 @@ def _measure_widths(function, positional: list, keywords: dict, key: str, widths
     return [reading for reading in readings if reading is not None]
 
 
+def _refuse_placeholders(*values: Any) -> None:
+    """Refuse the run summary's advice copied as is: a value that is one of its placeholders."""
+    pasted = [value for value in values if isinstance(value, str) and value in PLACEHOLDERS]
+    if pasted:
+        raise ValueError(f"{pasted[0]} stands for {PLACEHOLDERS[pasted[0]]}: write yours in its place")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """The paper's pre-run, for users who want one: measure an app on sample inputs, store it."""
-    pasted = [value for value in (args.target, *args.args, args.key) if value in PLACEHOLDERS]
-    if pasted:  # the run summary's advice copied as is
-        raise ValueError(f"{pasted[0]} stands for {PLACEHOLDERS[pasted[0]]}: write yours in its place")
+    _refuse_placeholders(args.target, *args.args, args.key)
     # Parsl loads only for `profile run`, not for the commands that only read or write the store.
     function, submitted, defaults = load_app(args.target)
     for value in args.args:  # seed=3 given as an argument arrives as the string 'seed=3'
@@ -255,6 +265,7 @@ def measure_app(app: Callable, *args: Any, repeat: int = 1, key: str | None = No
     """
     if not callable(app):
         raise ValueError(f"measure_app needs an app or a function, got {app!r:.80}")
+    _refuse_placeholders(*args, key)
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise ValueError(f"repeat must be a whole number of runs, at least 1, got {repeat!r}")
     if widths is not None:
@@ -356,7 +367,9 @@ def _measure(function: Callable, submitted: Callable, positional: list, keywords
                   f"readings (Amdahl: {at} cores); a run's width rule starts from it")
         if script_key is not None:
             module = function.__module__
-            command = f"python -m {module}" if "." in module else f"python {module}.py"
+            path = target.rpartition(":")[0]
+            command = f"python {shlex.quote(path)}" if path.endswith(".py") else \
+                f"python -m {module}" if "." in module else f"python {module}.py"
             print(f"note: {module} is a script; run as `{command}` its tasks' key is {script_key}: "
                   f"add --key {shlex.quote(script_key)} to store this there")
     return measured

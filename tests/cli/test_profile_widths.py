@@ -1,6 +1,7 @@
 """``scalpel profile run --widths``: a malleable app's speed-up measured beforehand, through real
 workers pinned to one and two cores, stored where a run's width rule starts from it."""
 
+import os
 import sys
 
 import pytest
@@ -70,6 +71,16 @@ def test_the_advice_pasted_as_is_is_refused_naming_the_placeholder(command, tmp_
     assert not store.exists()
 
 
+@pytest.mark.parametrize("args, key", [(("ARGS",), None), ((2000,), "KEY")])
+def test_measure_app_refuses_the_advice_pasted_as_is(args, key, tmp_path):
+    from scalpel_executor import measure_app
+
+    store = tmp_path / "p.sqlite"
+    with pytest.raises(ValueError, match=f"{args[0] if key is None else key} stands for "):
+        measure_app(len, *args, key=key, widths=(1, 2), store=store)
+    assert not store.exists()
+
+
 def test_the_run_summary_says_why_no_malleable_task_was_tried_wider_and_names_the_key_to_measure():
     key = "__main__.smooth({seed:num,tile:f8[~724x~724]})"
     never = [{"width": 1, "width_reason": "no speed-up learned", "profile_key": key, "runtime_source": "store"}] * 4
@@ -80,6 +91,9 @@ def test_the_run_summary_says_why_no_malleable_task_was_tried_wider_and_names_th
     assert f"none tried wider ({WIDTHS_WHY['dear']})" in words and "a guess" not in words
     assert f"`scalpel profile run tiles:smooth ARGS --widths 1,2 --key '{key}'` measures its speed-up beforehand" \
         in words
+    # a script run from another folder (python runs/tiles.py): its file, as typed there
+    assert "`scalpel profile run runs/tiles.py:smooth ARGS --widths 1,2" in width_words(
+        {"tasks": never, "script": "runs/tiles.py"})
     # where no file ran as __main__ (a notebook), the call that measures it from Python
     assert width_words({"tasks": never}).endswith(
         "`scalpel_executor.measure_app(smooth, ARGS, widths=(1, 2))` where smooth is defined measures its "
@@ -198,8 +212,13 @@ def test_the_report_names_the_script_a_run_was_started_from_only_where_its_apps_
     guarded, bare = tmp_path / "fit.py", tmp_path / "loose.py"
     guarded.write_text("def fit(x):\n    return x\n\nif __name__ == '__main__':\n    fit(1)\n")
     bare.write_text("def fit(x):\n    return x\n\nfit(1)\n")
+    monkeypatch.chdir(tmp_path)
     main_of(__file__=str(guarded))
     assert script_module() == "fit"
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # python ../fit.py: the file, as typed from here
+    assert script_module() == os.path.join("..", "fit.py")
+    monkeypatch.chdir(tmp_path)
     main_of(__file__=str(bare))
     assert script_module() is None
     main_of(__file__=str(tmp_path / "my-script.py"))  # no module can have that name

@@ -10,6 +10,7 @@ import shutil
 import sqlite3
 import statistics
 import subprocess
+import sys
 
 import pytest
 from hypothesis import assume, given, settings
@@ -410,9 +411,8 @@ def test_cli_run_and_show_point_a_user_at_what_they_meant(tmp_path, capsys, monk
                                           "if __name__ == '__main__':\n    print(generate(1))\n")
     monkeypatch.chdir(tmp_path)
     store = str(tmp_path / "p.sqlite")
-    assert main(["profile", "run", "pipeline.py:generate", "3", "--store", store]) == 2
-    assert "a module's name rather than its file, got 'pipeline.py:generate'; try pipeline:generate" in \
-        capsys.readouterr().err
+    assert main(["profile", "run", "pipline.py:generate", "3", "--store", store]) == 2
+    assert f"no file 'pipline.py' (from 'pipline.py:generate') in {tmp_path}" in capsys.readouterr().err
     assert main(["profile", "run", "pipeline:generate", "n=3", "--store", store]) == 2
     assert "argument 'n=3' would be passed as the string 'n=3'; for the keyword argument n, give --kw n=3" in \
         capsys.readouterr().err
@@ -424,6 +424,29 @@ def test_cli_run_and_show_point_a_user_at_what_they_meant(tmp_path, capsys, monk
         assert "did you mean 'pipeline.generate(n<16)'?" in capsys.readouterr().err
     assert main(["profile", "show", "nothing-like-it", "--store", store]) == 2
     assert "did you mean" not in capsys.readouterr().err
+
+
+def test_cli_run_imports_a_script_by_its_path_from_its_own_folder(tmp_path, capsys, monkeypatch):
+    """``scripts/stage.py:fit`` typed outside the script's folder: imported from that folder, as
+    ``python scripts/stage.py`` runs it (its import of a module beside it works), measured, and the
+    key its workflow's tasks have said with the command that runs it; a file that is not a module
+    name is refused naming it."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    (scripts / "stage_helpers.py").write_text("def twice(x):\n    return 2 * x\n")
+    (scripts / "stage.py").write_text("from stage_helpers import twice\n\ndef fit(n):\n    return twice(n)\n\n"
+                                      "if __name__ == '__main__':\n    print(fit(1))\n")
+    (scripts / "my-stage.py").write_text("def fit(n):\n    return n\n")
+    monkeypatch.chdir(tmp_path)
+    store = str(tmp_path / "p.sqlite")
+    assert main(["profile", "run", "scripts/stage.py:fit", "3", "--store", store]) == 0
+    out = capsys.readouterr().out
+    assert "stored stage.fit(n<16)" in out
+    assert ("run as `python scripts/stage.py` its tasks' key is __main__.fit(n<16): "
+            "add --key '__main__.fit(n<16)'") in out
+    assert main(["profile", "run", "scripts/my-stage.py:fit", "3", "--store", store]) == 2
+    assert "a file named 'my-stage.py' cannot be imported as a module" in capsys.readouterr().err
 
 
 def test_cli_run_measures_an_app_once_and_stores_it(tmp_path, capsys, monkeypatch):

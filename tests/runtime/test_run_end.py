@@ -1,6 +1,7 @@
 """How a run ends as a user sees it: the closing line, the report without cleanup(), tasks still queued at cleanup."""
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -215,3 +216,23 @@ def test_provider_mode_refuses_a_task_handed_over_after_shutdown_with_one_failed
     future = executor.submit(lambda: 0, {})
     assert isinstance(future.exception(timeout=1), ExecutorShutdown)
     assert executor.outstanding() == 0
+
+
+def test_a_report_written_at_exit_names_the_script_as_typed_from_where_it_started(tmp_path):
+    """Python drops ``__main__.__file__`` once a script ends, before a report written at exit (no
+    ``cleanup()``) is built: the script is read while it runs, and named from the directory it was
+    started in (``scripts/fit.py``: what ``scalpel profile run`` imports it as, from there)."""
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "fit.py").write_text(
+        "import parsl\nfrom parsl import python_app\nfrom parsl.config import Config\n"
+        "from scalpel_executor.runtime.driver.executor import ScalpelExecutor\n\n"
+        "@python_app\ndef double(x):\n    return 2 * x\n\n"
+        "if __name__ == '__main__':\n"
+        "    parsl.load(Config(executors=[ScalpelExecutor(label='scalpel', topology='1x2:56MiB', profiles=False)],"
+        " run_dir='runinfo'))\n"
+        "    print(double(21).result(timeout=60))\n")
+    done = subprocess.run([sys.executable, "scripts/fit.py"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert done.returncode == 0 and done.stdout.strip() == "42", done.stderr[-2000:]
+    report = json.loads((tmp_path / "runinfo" / "000" / "scalpel-scalpel-report.json").read_text())
+    assert report["script"] == os.path.join("scripts", "fit.py")

@@ -87,7 +87,7 @@ from scalpel_executor.runtime.options import (HEARTBEAT_PERIOD, HEARTBEAT_THRESH
                                               PROVIDER_BATCHING, PoolOption, PoolOptions, memory_budget,
                                               read_contention_model, unknown_arguments)
 from scalpel_executor.runtime.node.pool import WorkerPool
-from scalpel_executor.runtime.driver.report import TaskRecord, build_report, save_report
+from scalpel_executor.runtime.driver.report import TaskRecord, build_report, save_report, script_module
 from scalpel_executor.learning.store import ProfileStore, open_store, store_path
 from scalpel_executor.core.domains import Topology
 from scalpel_executor.host.sysfs import resolve_topology
@@ -430,6 +430,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
         self._refused = 0  # tasks handed over after shutdown (_refused_after_shutdown)
         self._cut_short = 0  # tasks still running or waiting at shutdown (the run report's tasks_cut_short)
         self._rejected = 0  # submits that raised (a bad hint, a task no node fits, a call that won't serialize)
+        # read while the script runs: Python drops __main__.__file__ once it ends, before a report written at exit
+        self._script = script_module()
         self.topology = topology  # as given: Parsl's RepresentationMixin reads each argument back; resolved: _topology
         self.default_footprint = default_footprint
         self.default_runtime = float(default_runtime)
@@ -760,7 +762,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                             self._host.report(records, self._shut_down), self._paths.report(),
                             cut_short=self._cut_short, rejected=self._rejected,
                             shut_down_by=getattr(self, "_shut_down_by", None),
-                            driver_pin=self._driver_pin_report())
+                            driver_pin=self._driver_pin_report(), script=self._script)
 
     def _driver_pin_report(self) -> Optional[dict]:
         """The run report's ``driver_pin``: where the driver's threads were pinned, how often and how long."""

@@ -205,7 +205,8 @@ def write_report(path: str, report: dict) -> str | None:
 
 def build_report(label: str, policy: str, topology: Topology, estimator: Estimator | None, hints_off: Mapping,
                  records: Sequence[TaskRecord], contention_model: dict, critical_path: dict, cut_short: int = 0,
-                 shut_down_by: str | None = None, driver_pin: dict | None = None, rejected: int = 0) -> dict:
+                 shut_down_by: str | None = None, driver_pin: dict | None = None, rejected: int = 0,
+                 script: str | None = None) -> dict:
     """The run report of ``records``: where every finished task ran and where its estimates came from (JSON-ready).
 
     ``contention_model`` and ``critical_path`` are passed in as their sections, made by the
@@ -223,9 +224,10 @@ def build_report(label: str, policy: str, topology: Topology, estimator: Estimat
     this run, ``store`` from earlier runs, ``shape`` and ``app`` for a key new but its shape
     key or app known, ``prior`` for keys never seen before); ``priors``
     lists the keys that started with the prior; ``script`` names the module run as ``__main__``
-    (:func:`script_module`), which the closing sentence's advice imports; ``tasks_measured`` counts the tasks the probe
-    was asked to measure and ``drifts`` the unmeasured tasks whose run time made their key due
-    for one (the executor's ``sampling``); ``hints_off`` counts, per
+    (:func:`script_module`, read by the caller while the script runs), which the closing
+    sentence's advice imports; ``tasks_measured`` counts the tasks the probe was asked to measure
+    and ``drifts`` the unmeasured tasks whose run time made their key due for one (the executor's
+    ``sampling``); ``hints_off`` counts, per
     hint, the tasks whose ``footprint`` or ``runtime`` hint was more than twice or under half
     what they measured (:class:`~scalpel_executor.learning.hints.HintAudit`); ``admission``
     counts the tasks by why they started where they did (:mod:`scalpel_executor.core.admission`:
@@ -278,7 +280,7 @@ def build_report(label: str, policy: str, topology: Topology, estimator: Estimat
             "runtime": dict(Counter(record.runtime_source for record in records)),
         },
         "priors": sorted(estimator.priors) if estimator is not None else [],
-        "script": script_module(),
+        "script": script,
         "mixed_keys": mixed_keys(records),
         "tasks": task_rows(records),
     }
@@ -292,10 +294,12 @@ def build_report(label: str, policy: str, topology: Topology, estimator: Estimat
 
 
 def script_module() -> str | None:
-    """The module this process runs as its ``__main__`` (``fit`` for ``python fit.py``, ``lab.fit``
-    for ``python -m lab.fit``), which ``scalpel profile run`` imports for an app of ``__main__``;
-    None in a notebook, a REPL or ``python -c``, and for a script with no ``if __name__ == "__main__":``,
-    whose import would run its workflow (``scalpel profile run`` refuses it; ``measure_app`` serves)."""
+    """What ``scalpel profile run`` imports for an app of ``__main__``, typed where this process
+    started: the module it runs as its ``__main__`` (``fit`` for ``python fit.py``, ``lab.fit`` for
+    ``python -m lab.fit``), or the script's path where it is not in the current directory
+    (``runs/fit.py`` for ``python runs/fit.py``); None in a notebook, a REPL or ``python -c``,
+    and for a script with no ``if __name__ == "__main__":``, whose import would run its workflow
+    (``scalpel profile run`` refuses it; ``measure_app`` serves)."""
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
     if spec is not None:
@@ -309,7 +313,9 @@ def script_module() -> str | None:
             guarded = MAIN_GUARD.search(script.read()) is not None
     except OSError:
         guarded = False
-    return name if name.isidentifier() and guarded else None
+    if not (name.isidentifier() and guarded):
+        return None
+    return name if os.path.dirname(os.path.abspath(path)) == os.getcwd() else os.path.relpath(path)
 
 
 def save_report(report: dict, run_dir: str, label: str) -> None:

@@ -45,12 +45,14 @@ WIDTHS_WHY["both"] = f"{WIDTHS_WHY['guessed']}, or {WIDTHS_WHY['dear']}"
 
 def profile_target(key: str, script: str | None = None) -> str:
     """What ``scalpel profile run`` imports to measure ``key``'s app: ``MODULE:FUNCTION`` of the
-    key's app, the script's module for an app of ``__main__`` (``script``: the report's, the module
-    name of the file run as ``python FILE``); the placeholder where neither tells it (a key a user
-    named, a bash app, a notebook's function, a nested one).
+    key's app, the script's module or file for an app of ``__main__`` (``script``: the report's,
+    :func:`~scalpel_executor.runtime.driver.report.script_module`); the placeholder where neither
+    tells it (a key a user named, a bash app, a notebook's function, a nested one).
 
     >>> profile_target("lab.kernels.smooth(n<16)"), profile_target("__main__.fit(n<16)", "fit")
     ('lab.kernels:smooth', 'fit:fit')
+    >>> profile_target("__main__.fit(n<16)", "runs/fit.py"), profile_target("__main__.fit(n<16)", "my runs/fit.py")
+    ('runs/fit.py:fit', "'my runs/fit.py:fit'")
     >>> profile_target("__main__.fit(n<16)"), profile_target("wf.shell[blastall](str)"), profile_target("mine")
     ('MODULE:FUNCTION', 'MODULE:FUNCTION', 'MODULE:FUNCTION')
     >>> profile_target("lab.Fitter.run(n<16)"), profile_target("__main__.Fitter.run(n<16)", "fit")
@@ -60,6 +62,8 @@ def profile_target(key: str, script: str | None = None) -> str:
     if app is None or app != family_of(key) or "<" in app or "." not in app:
         return TARGET
     module, _, function = app.rpartition(".")
+    if module == "__main__" and script and script.endswith(".py"):
+        return shlex.quote(f"{script}:{function}")
     if module == "__main__":
         module = script or ""
     # a part that is not an identifier, or capitalised as a class is (a method's app), imports no module
