@@ -253,7 +253,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     run = action("run", cmd_run, "run an app once (or --repeat N times) on sample inputs and store its measured profile")
     run.add_argument("target", help="MODULE:FUNCTION (the module is imported from the current directory or sys.path) "
                                     "or FILE.py:FUNCTION (a script, imported from its folder); "
-                                    "a notebook's app: scalpel_executor.measure_app(app, ARGS, ...) in the notebook)")
+                                    "a notebook's app: scalpel_executor.measure_app(app, ARGS, ...) in the notebook")
     run.add_argument("args", nargs="*", help="positional arguments, as Python literals where they parse (2000, 'x', [1, 2])")
     run.add_argument("--kw", action="append", default=[], metavar="NAME=VALUE", help="a keyword argument (repeatable)")
     run.add_argument("--repeat", type=at_least(1), default=1, help="runs to measure (default %(default)s)")
