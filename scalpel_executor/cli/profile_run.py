@@ -96,10 +96,11 @@ def _no_workflow_at_import(module_name: str):
 
 
 def load_app(target: str) -> tuple[Callable, Callable, dict]:
-    """``"module:function"`` or ``"path/to/script.py:function"`` → (the user's function, what an executor runs for a call of it, the
-    keyword defaults a call adds): for a bash app, Parsl's wrapper that runs the command line the
-    function returns, with the app's defaults (``stdout``, ``outputs``, ...) as ``BashApp`` passes
-    them, so the run is the command's, not the line's formatting; else the function itself."""
+    """``"module:function"`` or ``"path/to/script.py:function"`` → (the user's function, what an
+    executor runs for a call of it, the keyword defaults a call adds): for a bash app, Parsl's
+    wrapper that runs the command line the function returns, with the app's defaults (``stdout``,
+    ``outputs``, ...) as ``BashApp`` passes them, so the run is the command's, not the line's
+    formatting; else the function itself."""
     module_name, _, attribute = target.rpartition(":")
     if not module_name or not attribute:
         raise ValueError(f"expected MODULE:FUNCTION, e.g. mypkg.kernels:matmul, or FILE.py:FUNCTION, got {target!r}")
