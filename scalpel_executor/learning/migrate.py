@@ -38,7 +38,8 @@ from scalpel_executor.core.units import parse_size
 from scalpel_executor.learning.keys import LONG_STRING, SIZE_FREE, SMALL, _limited, _weight, bucket, representative, size_bucket
 from scalpel_executor.learning.refine import merge_rows
 
-__all__ = ["rekey", "rekey_rows", "size_free_prefix", "size_free_match", "family_of", "app_of"]
+__all__ = ["rekey", "rekey_rows", "size_free_prefix", "size_free_match", "family_of", "app_of", "arguments_of",
+           "number_part"]
 
 _NUMBER = re.compile(r"^-?(~[0-9.e+\-]+|\d+|nan|inf)$")
 _SMALL_INT = re.compile(r"^-?\d+$")
@@ -209,6 +210,32 @@ def family_of(key: str) -> str:
 
 def app_of(key: str) -> str | None:
     return family_of(key).partition("[")[0] if "(" in key else None
+
+
+def arguments_of(key: str) -> list[str] | None:
+    """A computed key's arguments as it writes them, split at its commas outside brackets; None for
+    a key with none to split (a key a user named, one cut short).
+
+    >>> arguments_of("lab.fit(~512,{a:num},seed=~108)"), arguments_of("fft")
+    (['~512', '{a:num}', 'seed=~108'], None)
+    """
+    try:
+        parts = _parts(key)
+    except _Unknown:
+        return None
+    return None if parts is None else parts[1]
+
+
+def number_part(part: str) -> bool:
+    """Whether an argument of a key (:func:`arguments_of`), named or not, is a number as keys write
+    them: a small integer (``n<16``), a bucket (``~108``) or an exact value.
+
+    >>> [number_part(part) for part in ("n<16", "seed=~108", "3", "str", "{a:num}")]
+    [True, True, True, False, False]
+    """
+    name, equals, value = part.partition("=")
+    value = value if equals and name.isidentifier() else part
+    return value == SMALL or _NUMBER.match(value) is not None
 
 
 def size_free_prefix(key: str) -> str | None:

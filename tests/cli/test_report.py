@@ -354,6 +354,36 @@ def test_the_closing_line_says_what_the_run_learned_and_whether_it_is_kept():
     assert "learned" not in run_summary(base, None)  # a report from before the clause: nothing claimed
 
 
+def summary_of(calls):
+    """The closing line of a run whose finished tasks were ``calls``: (profile key, run time) pairs."""
+    rows = [{"task_id": i, "domain": 0, "started": 0.0, "finished": 1.0, "admission": "fits", "ok": True,
+             "profile_key": key, "measured_runtime": seconds, "runtime_source": "store"}
+            for i, (key, seconds) in enumerate(calls)]
+    return run_summary({**report(rows), "tasks_finished": len(rows), "tasks_failed": 0,
+                        "profile_store": {"path": "p.sqlite", "persistent": True, "problem": None}}, None)
+
+
+def test_an_apps_calls_told_apart_by_a_seed_alone_are_named_with_the_hint_that_keeps_them_as_one():
+    """Seeds 0 to 40 of one app, bucketed like a size from 16 on, went under five keys whose run
+    times are alike (a worker's first call, with its imports, the slowest): the closing line says so,
+    naming the argument and the hint. A size (run times 8x apart), keys told apart by two arguments,
+    two keys only, and keys a user named are not said."""
+    seeds = [("lab.plot(n<16)", 0.31), ("lab.plot(n<16)", 1.9), ("lab.plot(~16)", 0.30), ("lab.plot(~22.6)", 0.33),
+             ("lab.plot(~32)", 0.29), ("lab.plot(~40.3)", 0.32)]
+    said = summary_of(seeds)
+    assert ("plot's calls went under 5 profile keys told apart by its argument 1 alone (n<16 to ~40.3), their run "
+            "times alike (0.29 s to 0.33 s): if it is a seed or an index, not a size, name it in "
+            "`@app_hints(size_free=(...))` to keep them under one (docs/profiles.md)") in said
+    named = summary_of([(f"lab.fit(~512,seed={value})", 1.0) for value in ("n<16", "~16", "~19")])
+    assert "told apart by seed= alone" in named and '`@app_hints(size_free=("seed",))` keeps them' in named
+    for calls in ([(f"lab.fft(~{n})", n / 64) for n in (64, 128, 256, 512)],
+                  [("lab.fit(~512,~16)", 1.0), ("lab.fit(~1024,~19)", 1.0), ("lab.fit(~2048,~22.6)", 1.0)],
+                  [("lab.plot(n<16)", 1.0), ("lab.plot(~16)", 1.0)],
+                  [("plot-16", 1.0), ("plot-19", 1.0), ("plot-22", 1.0)],
+                  [("lab.plot(str)", 1.0), ("lab.plot(str~16)", 1.0), ("lab.plot(bytes)", 1.0)]):
+        assert "profile keys told apart" not in summary_of(calls), calls
+
+
 def test_a_malleable_tasks_row_says_its_width_and_why(runinfo):
     row = {"task_id": 3, "profile_key": "app.fft(~512)", "domain": 0, "cpu": 2, "cpus": [2, 3], "started": 1.0,
            "finished": 2.0, "measured_runtime": 1.0, "measured_footprint": 2**20, "estimated_footprint": 2**20,

@@ -4,12 +4,13 @@ from, what the run taught, and the widths its malleable tasks started on."""
 
 from __future__ import annotations
 
+import math
 import shlex
 from collections import Counter
 from collections.abc import Mapping
 
 from scalpel_executor.core.widths import EXPLORE_COST, NO_SPEEDUP
-from scalpel_executor.learning.migrate import app_of, family_of
+from scalpel_executor.learning.migrate import app_of, arguments_of, family_of, number_part
 from scalpel_executor.learning.host_model import SOLO_SOURCE
 
 #: How the closing sentence names each estimate source (learning.estimates.SOURCES), in that order.
@@ -152,6 +153,67 @@ def width_words(report: Mapping) -> str | None:
     return words
 
 
+#: An app's calls kept under at least this many profile keys told apart by one number alone, each
+#: key's least run time within ALIKE of the others', are named in the closing sentence
+#: (:func:`split_words`): the least, as a worker's first call of an app also imports its modules.
+SPLIT_KEYS = 3
+ALIKE = 2.0
+
+
+def split_words(report: Mapping) -> str | None:
+    """The apps whose calls went under :data:`SPLIT_KEYS` or more profile keys that differ in one
+    argument alone, a number, their run times alike (:data:`ALIKE`; each key's least): a seed, an index or a run
+    number bucketed like a size (from 16 on), which splits what the profile store learns into
+    keys, so a run of new values starts from guesses again. Named with the hint that keeps them as
+    one key; None where no app's were so. A key a user named, or one told apart by more than one
+    argument, is not.
+
+    >>> rows = [{"ok": True, "profile_key": f"m.plot({key})", "measured_runtime": 0.2}
+    ...         for key in ("n<16", "~16", "~19", "~22.6")]
+    >>> split_words({"tasks": rows})
+    "plot's calls went under 4 profile keys told apart by its argument 1 alone (n<16 to ~22.6), their run \
+times alike (0.2 s to 0.2 s): if it is a seed or an index, not a size, name it in \
+`@app_hints(size_free=(...))` to keep them under one (docs/profiles.md)"
+    """
+    runs: dict[str, list[float]] = {}
+    for row in report["tasks"]:
+        key = row.get("profile_key")
+        if row.get("ok") and key and app_of(key) is not None and _seconds(row) > 0:
+            runs.setdefault(key, []).append(_seconds(row))
+    families: dict[str, dict[str, list[str]]] = {}
+    for key in runs:
+        if (arguments := arguments_of(key)) is not None:
+            families.setdefault(family_of(key), {})[key] = arguments
+    said = []
+    for family, keys in families.items():
+        if len(keys) < SPLIT_KEYS or len({len(arguments) for arguments in keys.values()}) != 1:
+            continue
+        lists = list(keys.values())
+        differ = [i for i in range(len(lists[0])) if len({arguments[i] for arguments in lists}) > 1]
+        if len(differ) != 1 or not all(number_part(arguments[differ[0]]) for arguments in lists):
+            continue
+        least = sorted(min(runs[key]) for key in keys)
+        if least[-1] > ALIKE * least[0]:
+            continue
+        position = differ[0]
+        name, equals, _ = lists[0][position].partition("=")
+        which = f"{name}=" if equals else f"its argument {position + 1}"
+        hint = f'`@app_hints(size_free=("{name}",))`' if equals else "name it in `@app_hints(size_free=(...))`"
+        values = sorted((arguments[position] for arguments in lists), key=_number)
+        said.append(f"{family.rpartition('.')[2]}'s calls went under {len(keys)} profile keys told apart by {which} "
+                    f"alone ({values[0]} to {values[-1]}), their run times alike ({least[0]:.3g} s to "
+                    f"{least[-1]:.3g} s): if it is a seed or an index, not a size, "
+                    f"{hint + ' keeps' if equals else hint + ' to keep'} them under one (docs/profiles.md)")
+    return "; ".join(said) or None
+
+
+def _number(part: str) -> float:
+    """A number part of a key (:func:`~scalpel_executor.learning.migrate.number_part`) as a value
+    to order by: a small integer (``n<16``) before every bucket."""
+    value = part.rpartition("=")[2]
+    return -math.inf if value.endswith("<16") else float(value.lstrip("~").replace("~", ""))
+
+
 def _seconds(row: Mapping) -> float:
     """A row's measured run time, 0 where none was measured."""
     seconds = row.get("measured_runtime")
@@ -160,7 +222,8 @@ def _seconds(row: Mapping) -> float:
 
 def learned_words(report: Mapping) -> str:
     """What the run taught: the keys whose run times it measured (how many new to the store), the
-    footprints the probe read, and whether any of it is kept (the profile store's section)."""
+    footprints the probe read, whether any of it is kept (the profile store's section), and the
+    apps whose calls it kept apart by a number that may be no size (:func:`split_words`)."""
     timed, new, measured = set(), set(), set()
     for row in report["tasks"]:
         if row.get("ok") and row.get("profile_key") and row.get("measured_runtime") is not None:
@@ -175,10 +238,13 @@ def learned_words(report: Mapping) -> str:
     learned = (f"learned the run times of {len(timed)} key{'s' if len(timed) != 1 else ''}, {len(new)} of them new, "
                f"and the footprints of {len(measured)}")
     if store is None:
-        return learned + ", kept for this run only (profiles=False)"
-    if not store.get("persistent"):
-        return learned + f", kept for this run only ({store.get('problem') or 'an in-memory store'})"
-    return learned + ", kept in the profile store"
+        learned += ", kept for this run only (profiles=False)"
+    elif not store.get("persistent"):
+        learned += f", kept for this run only ({store.get('problem') or 'an in-memory store'})"
+    else:
+        learned += ", kept in the profile store"
+    split = split_words(report)
+    return learned if split is None else f"{learned}; {split}"
 
 
 def source_words(sources: Mapping) -> str:
