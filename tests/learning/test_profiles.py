@@ -745,7 +745,6 @@ def test_measure_app_measures_a_notebooks_app_under_the_key_its_workflow_compute
     speed-up where ``widths`` are given; bad arguments are refused by name."""
     import parsl
     from scalpel_executor import measure_app
-    from scalpel_executor.learning.keys import profile_key as key_of
 
     cell = {"__name__": "__main__"}  # a notebook cell's namespace
     exec("def relax(n, sweeps=3):\n    total = 0\n    for _ in range(sweeps):\n"

@@ -363,19 +363,19 @@ def decode_frame(data: bytes) -> list[Message]:
     if not (isinstance(envelope, list) and envelope and envelope[0] == "frame"):
         return [_lone(data, envelope, start)]
     messages, end = [], len(data)
-    for row, fields in enumerate(envelope[1:]):
+    for row, items in enumerate(envelope[1:]):
         try:
-            if not isinstance(fields, list) or not fields or fields[0] not in _SCHEMA:
-                raise ValueError(f"not a node manager message: {_short(fields)}")
-            tag, fields = fields[0], fields[1:]
+            if not isinstance(items, list) or not items or items[0] not in _SCHEMA:
+                raise ValueError(f"not a node manager message: {_short(items)}")
+            tag, items = items[0], items[1:]
             if _CARRIES_BYTES[tag]:
-                size = fields[-1] if fields else None
+                size = items[-1] if items else None
                 if not _is_int(size) or size < 0 or start + size > end:
                     raise ValueError(f"a {tag!r} message's byte count must be an integer of at most the "
                                      f"{end - start} bytes left in the frame, got {_short(size)}")
-                fields[-1] = data[start:start + size]
+                items[-1] = data[start:start + size]
                 start += size
-            messages.append(_message(tag, fields))
+            messages.append(_message(tag, items))
         except ValueError as error:
             raise FrameError(f"row {row} of a frame: {error}", messages) from None
     if start != end:
