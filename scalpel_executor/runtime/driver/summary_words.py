@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from scalpel_executor.core.widths import EXPLORE_COST, NO_SPEEDUP
 from scalpel_executor.learning.migrate import app_of, arguments_of, family_of, number_part
 from scalpel_executor.learning.host_model import SOLO_SOURCE
+from scalpel_executor.learning.keys import SMALL
 
 #: How the closing sentence names each estimate source (learning.estimates.SOURCES), in that order.
 SOURCE_WORDS = {"hint": "from hints", "learned": "learned in this run", "store": "from the profile store",
@@ -162,11 +163,11 @@ ALIKE = 2.0
 
 def split_words(report: Mapping) -> str | None:
     """The apps whose calls went under :data:`SPLIT_KEYS` or more profile keys that differ in one
-    argument alone, a number, their run times alike (:data:`ALIKE`; each key's least): a seed, an index or a run
-    number bucketed like a size (from 16 on), which splits what the profile store learns into
-    keys, so a run of new values starts from guesses again. Named with the hint that keeps them as
-    one key; None where no app's were so. A key a user named, or one told apart by more than one
-    argument, is not.
+    argument alone, a number, their run times alike (:data:`ALIKE`, each key's least): a seed, an
+    index or a run number bucketed like a size (from 16 on), which splits what the profile store
+    learns into keys, so a run of new values starts from guesses again. Named with the hint that
+    keeps them as one key; None where no app's were so. A key a user named, or one told apart by
+    more than one argument, is not.
 
     >>> rows = [{"ok": True, "profile_key": f"m.plot({key})", "measured_runtime": 0.2}
     ...         for key in ("n<16", "~16", "~19", "~22.6")]
@@ -198,12 +199,13 @@ times alike (0.2 s to 0.2 s): if it is a seed or an index, not a size, name it i
         position = differ[0]
         name, equals, _ = lists[0][position].partition("=")
         which = f"{name}=" if equals else f"its argument {position + 1}"
-        hint = f'`@app_hints(size_free=("{name}",))`' if equals else "name it in `@app_hints(size_free=(...))`"
+        hint = f'`@app_hints(size_free=("{name}",))` keeps' if equals else \
+            "name it in `@app_hints(size_free=(...))` to keep"
         values = sorted((arguments[position] for arguments in lists), key=_number)
         said.append(f"{family.rpartition('.')[2]}'s calls went under {len(keys)} profile keys told apart by {which} "
                     f"alone ({values[0]} to {values[-1]}), their run times alike ({least[0]:.3g} s to "
                     f"{least[-1]:.3g} s): if it is a seed or an index, not a size, "
-                    f"{hint + ' keeps' if equals else hint + ' to keep'} them under one (docs/profiles.md)")
+                    f"{hint} them under one (docs/profiles.md)")
     return "; ".join(said) or None
 
 
@@ -211,7 +213,7 @@ def _number(part: str) -> float:
     """A number part of a key (:func:`~scalpel_executor.learning.migrate.number_part`) as a value
     to order by: a small integer (``n<16``) before every bucket."""
     value = part.rpartition("=")[2]
-    return -math.inf if value.endswith("<16") else float(value.lstrip("~").replace("~", ""))
+    return -math.inf if value == SMALL else float(value.replace("~", ""))
 
 
 def _seconds(row: Mapping) -> float:
