@@ -366,19 +366,21 @@ def summary_of(calls):
 def test_an_apps_calls_told_apart_by_a_seed_alone_are_named_with_the_hint_that_keeps_them_as_one():
     """Seeds 0 to 40 of one app, bucketed like a size from 16 on, went under five keys whose run
     times are alike (a worker's first call, with its imports, the slowest): the closing line says so,
-    naming the argument and the hint. A size (run times 8x apart), keys told apart by two arguments,
-    two keys only, and keys a user named are not said."""
+    naming the argument and the hint; seeds 100 to 139 by keyword, two keys, too. A size, whose run
+    times spread at least as its values do (a linear scan, an FFT), keys told apart by two
+    arguments, keys a user named and strings are not said."""
     seeds = [("lab.plot(n<16)", 0.31), ("lab.plot(n<16)", 1.9), ("lab.plot(~16)", 0.30), ("lab.plot(~22.6)", 0.33),
              ("lab.plot(~32)", 0.29), ("lab.plot(~40.3)", 0.32)]
     said = summary_of(seeds)
     assert ("plot's calls went under 5 profile keys told apart by its argument 1 alone (n<16 to ~40.3), their run "
             "times alike (0.29 s to 0.33 s): if it is a seed or an index, not a size, name it in "
             "`@app_hints(size_free=(...))` to keep them under one (docs/profiles.md)") in said
-    named = summary_of([(f"lab.fit(~512,seed={value})", 1.0) for value in ("n<16", "~16", "~19")])
-    assert "told apart by seed= alone" in named and '`@app_hints(size_free=("seed",))` keeps them' in named
+    named = summary_of([("lab.walk(~2097152,seed=~108)", 0.0274), ("lab.walk(~2097152,seed=~128)", 0.0275)])
+    assert "walk's calls went under 2 profile keys told apart by seed= alone (~108 to ~128)" in named
+    assert '`@app_hints(size_free=("seed",))` keeps them under one' in named
     for calls in ([(f"lab.fft(~{n})", n / 64) for n in (64, 128, 256, 512)],
+                  [("lab.scan(~1024)", 1.0), ("lab.scan(~1448)", 1.41)],
                   [("lab.fit(~512,~16)", 1.0), ("lab.fit(~1024,~19)", 1.0), ("lab.fit(~2048,~22.6)", 1.0)],
-                  [("lab.plot(n<16)", 1.0), ("lab.plot(~16)", 1.0)],
                   [("plot-16", 1.0), ("plot-19", 1.0), ("plot-22", 1.0)],
                   [("lab.plot(str)", 1.0), ("lab.plot(str~16)", 1.0), ("lab.plot(bytes)", 1.0)]):
         assert "profile keys told apart" not in summary_of(calls), calls

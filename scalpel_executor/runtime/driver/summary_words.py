@@ -154,20 +154,18 @@ def width_words(report: Mapping) -> str | None:
     return words
 
 
-#: An app's calls kept under at least this many profile keys told apart by one number alone, each
-#: key's least run time within ALIKE of the others', are named in the closing sentence
-#: (:func:`split_words`): the least, as a worker's first call of an app also imports its modules.
-SPLIT_KEYS = 3
-ALIKE = 2.0
+#: A small integer (``n<16``, 0 to 15) counts as this value where a number's spread is taken.
+SMALL_VALUE = 8.0
 
 
 def split_words(report: Mapping) -> str | None:
-    """The apps whose calls went under :data:`SPLIT_KEYS` or more profile keys that differ in one
-    argument alone, a number, their run times alike (:data:`ALIKE`, each key's least): a seed, an
-    index or a run number bucketed like a size (from 16 on), which splits what the profile store
-    learns into keys, so a run of new values starts from guesses again. Named with the hint that
-    keeps them as one key; None where no app's were so. A key a user named, or one told apart by
-    more than one argument, is not.
+    """The apps whose calls went under two or more profile keys that differ in one argument alone,
+    a number, whose run times spread less than the square root of its values' spread (each key's
+    least run time, as a worker's first call of an app also imports its modules): a seed, an index
+    or a run number bucketed like a size (from 16 on), which splits what the profile store learns
+    into keys, so a run of new values starts from guesses again. A size changes the work: its run
+    times spread at least as its values do. Named with the hint that keeps them as one key; None
+    where no app's were so. A key a user named, or one told apart by more than one argument, is not.
 
     >>> rows = [{"ok": True, "profile_key": f"m.plot({key})", "measured_runtime": 0.2}
     ...         for key in ("n<16", "~16", "~19", "~22.6")]
@@ -187,33 +185,34 @@ times alike (0.2 s to 0.2 s): if it is a seed or an index, not a size, name it i
             families.setdefault(family_of(key), {})[key] = arguments
     said = []
     for family, keys in families.items():
-        if len(keys) < SPLIT_KEYS or len({len(arguments) for arguments in keys.values()}) != 1:
+        if len(keys) < 2 or len({len(arguments) for arguments in keys.values()}) != 1:
             continue
         lists = list(keys.values())
         differ = [i for i in range(len(lists[0])) if len({arguments[i] for arguments in lists}) > 1]
         if len(differ) != 1 or not all(number_part(arguments[differ[0]]) for arguments in lists):
             continue
-        least = sorted(min(runs[key]) for key in keys)
-        if least[-1] > ALIKE * least[0]:
-            continue
         position = differ[0]
+        values = sorted((arguments[position] for arguments in lists), key=_number)
+        least = sorted(min(runs[key]) for key in keys)
+        low, high = abs(_number(values[0])), abs(_number(values[-1]))
+        if not (0 < low < high and least[-1] / least[0] < math.sqrt(high / low)):
+            continue
         name, equals, _ = lists[0][position].partition("=")
         which = f"{name}=" if equals else f"its argument {position + 1}"
         hint = f'`@app_hints(size_free=("{name}",))` keeps' if equals else \
             "name it in `@app_hints(size_free=(...))` to keep"
-        values = sorted((arguments[position] for arguments in lists), key=_number)
         said.append(f"{family.rpartition('.')[2]}'s calls went under {len(keys)} profile keys told apart by {which} "
-                    f"alone ({values[0]} to {values[-1]}), their run times alike ({least[0]:.3g} s to "
-                    f"{least[-1]:.3g} s): if it is a seed or an index, not a size, "
-                    f"{hint} them under one (docs/profiles.md)")
+                    f"alone ({values[0].rpartition('=')[2]} to {values[-1].rpartition('=')[2]}), their run times alike ({least[0]:.3g} s to "
+                    f"{least[-1]:.3g} s): if it is a seed or an index, not a size, {hint} them under one "
+                    f"(docs/profiles.md)")
     return "; ".join(said) or None
 
 
 def _number(part: str) -> float:
-    """A number part of a key (:func:`~scalpel_executor.learning.migrate.number_part`) as a value
-    to order by: a small integer (``n<16``) before every bucket."""
+    """A number part of a key (:func:`~scalpel_executor.learning.migrate.number_part`) as a value:
+    a small integer (``n<16``) as :data:`SMALL_VALUE`."""
     value = part.rpartition("=")[2]
-    return -math.inf if value == SMALL else float(value.replace("~", ""))
+    return SMALL_VALUE if value == SMALL else float(value.replace("~", ""))
 
 
 def _seconds(row: Mapping) -> float:
