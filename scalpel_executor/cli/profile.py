@@ -27,6 +27,7 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -58,22 +59,44 @@ def cut_key(key: str, width: int = KEY_WIDTH) -> str:
     >>> cut_key("pkg.a_very_long_application_name[tool](x)", 16)
     '…tion_name[tool]'
     """
-    if len(key) <= width:
-        return key
+    return _cut(key, width)[0]
+
+
+def cut_keys(keys: Sequence[str], width: int = KEY_WIDTH) -> list[str]:
+    """``keys`` cut as :func:`cut_key` cuts each, the keys of one module losing the same module
+    components, the most any of them loses: cut one by one, one app's rows of a run read
+    ``__main__.plot(n<16)`` beside ``plot(~22.6)``, as if two apps ran.
+
+    >>> cut_keys(["__main__.plot(n<16)", "__main__.plot(~22.6)", "lab.fit(~64)"], 19)
+    ['plot(n<16)', 'plot(~22.6)', 'lab.fit(~64)']
+    """
+    def module(key: str) -> str:
+        return key.partition("(")[0].partition("[")[0].rpartition(".")[0]
+
+    drop: dict[str, int] = {}
+    for key in keys:
+        drop[module(key)] = max(drop.get(module(key), 0), _cut(key, width)[1])
+    return [_cut(key, width, drop[module(key)])[0] for key in keys]
+
+
+def _cut(key: str, width: int, drop: int = 0) -> tuple[str, int]:
+    """:func:`cut_key`'s text, dropping at least ``drop`` module components, and how many it dropped."""
+    if len(key) <= width and not drop:
+        return key, 0
     name, paren, shape = key.partition("(")
     app, bracket, program = name.partition("[")
     head, tail = app, bracket + program + paren + shape
-    parts = app.split(".")
-    while len(parts) > 1 and len(head) + len(tail) > width:  # module components first
-        parts = parts[1:]
+    parts, dropped = app.split("."), 0
+    while len(parts) > 1 and (dropped < drop or len(head) + len(tail) > width):  # module components first
+        parts, dropped = parts[1:], dropped + 1
         head = "…" + ".".join(parts) if len(parts) > 1 else parts[0]
     text = head + tail
     if len(text) <= width:
-        return text
+        return text, dropped
     kept = len(head) + len(bracket + program + paren)
     if kept < width:  # the shape's end goes
-        return text[:width - 1] + "…"
-    return "…" + (head + bracket + program)[-(width - 1):]  # the app's name gives its start, the program stays
+        return text[:width - 1] + "…", dropped
+    return "…" + (head + bracket + program)[-(width - 1):], dropped  # the app's name gives its start, the program stays
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -84,8 +107,9 @@ def cmd_list(args: argparse.Namespace) -> int:
             return 0
         print(f"{len(profiles)} profiles in {store.path or ':memory:'}")
         if profiles:
-            cells = [[p.key if args.wide else cut_key(p.key), p.runs, fmt_seconds(p.runtime), fmt_bytes(p.footprint),
-                      p.origin] for p in profiles]
+            keys = [p.key for p in profiles] if args.wide else cut_keys([p.key for p in profiles])
+            cells = [[key, p.runs, fmt_seconds(p.runtime), fmt_bytes(p.footprint), p.origin]
+                     for key, p in zip(keys, profiles)]
             for line in format_table(["key", "runs", "run time", "footprint", "origin"], cells, right=[1, 2, 3]):
                 print(line)
     return 0

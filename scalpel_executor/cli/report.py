@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from scalpel_executor.cli.common import add_command_parser, status_printer
-from scalpel_executor.cli.profile import cut_key
+from scalpel_executor.cli.profile import cut_keys
 from scalpel_executor.core.admission import REASONS, REASONS_EXPLAINED
 from scalpel_executor.core.cpulist import format_cpu_list
 from scalpel_executor.core.units import format_size
@@ -51,7 +51,7 @@ NUMERIC = frozenset({"task", "waited s", "start s", "end s", "wall s", "footprin
 #: Columns left out, in this order, until the table fits the terminal; ``--wide`` keeps every one.
 #: ``width`` (shown only where a task was malleable) goes late: its rows' reasons are what such a run is read for.
 LEFT_OUT_FIRST = ("admitted as", "end s", "waited s", "wall s", "over LLC s", "domain/cpu", "ended", "width")
-#: The fewest characters of a profile key a fitted table shows (``cut_key`` keeps the app and program).
+#: The fewest characters of a profile key a fitted table shows (``cut_keys`` keeps the app and program).
 KEY_ROOM = 24
 #: Characters past which a fitted table wraps an admission reason (the longest has 46) onto more lines.
 REASON_ROOM = 20
@@ -205,7 +205,7 @@ def fit_table(headers: Sequence[str], cells: Sequence[Sequence[str]], width: int
     The whole table when it fits; else admission reasons wrap at :data:`REASON_ROOM` and the
     columns of :data:`LEFT_OUT_FIRST` are left out in turn until the key column has
     :data:`KEY_ROOM` (or its longest key), keys cut to the room left
-    (:func:`~scalpel_executor.cli.profile.cut_key`). Returns the headers, the cells, the headers
+    (:func:`~scalpel_executor.cli.profile.cut_keys`). Returns the headers, the cells, the headers
     left out and where reasons wrap (None: they do not). Lines are wider than ``width`` only when
     even the narrowest table is.
 
@@ -233,9 +233,9 @@ def fit_table(headers: Sequence[str], cells: Sequence[Sequence[str]], width: int
             shown.remove(headers.index(dropped))
         if room(shown, REASON_ROOM) >= min(KEY_ROOM, column_width(key, REASON_ROOM)):
             break
-    cut = max(room(shown, REASON_ROOM), KEY_ROOM)
+    keys = cut_keys([row[key] for row in cells], max(room(shown, REASON_ROOM), KEY_ROOM))
     return ([headers[column] for column in shown],
-            [[cut_key(row[column], cut) if column == key else row[column] for column in shown] for row in cells],
+            [[cut if column == key else row[column] for column in shown] for row, cut in zip(cells, keys)],
             [header for column, header in enumerate(headers) if column not in shown], REASON_ROOM)
 
 

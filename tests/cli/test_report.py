@@ -12,7 +12,7 @@ from parsl import python_app
 from parsl.config import Config
 
 from scalpel_executor import ScalpelExecutor
-from scalpel_executor.cli.report import HEADERS, describe, legend, task_cells
+from scalpel_executor.cli.report import HEADERS, describe, fit_table, legend, task_cells
 from scalpel_executor.core import admission
 from scalpel_executor.core.units import format_size
 from scalpel_executor.runtime.driver.report import OverCache, over_cache_coruns, run_summary, seconds_covered
@@ -352,6 +352,17 @@ def test_the_closing_line_says_what_the_run_learned_and_whether_it_is_kept():
     assert "learned the run times of 2 keys, 1 of them new, and the footprints of 1, kept in the profile store" in kept
     assert "kept for this run only (profiles=False)" in run_summary({**base, "profile_store": None}, None)
     assert "learned" not in run_summary(base, None)  # a report from before the clause: nothing claimed
+
+
+def test_a_fitted_table_cuts_the_keys_of_one_module_alike():
+    """Cut one by one, the keys of one app read ``__main__.simulate_plot(n<16)`` beside
+    ``simulate_plot(~22.6)``, as if two apps ran: the keys of one module lose the same components,
+    the most any of them must; a module whose keys fit keeps its path."""
+    cells = [["1", "__main__.simulate_plot(n<16)", "0.10"], ["2", "__main__.simulate_plot(~22.6)", "0.20"],
+             ["3", "__main__.smooth({field:f8[~431x~431],mean:num})", "0.30"], ["4", "lab.kernels.fit(~64)", "0.40"]]
+    _, rows, _, _ = fit_table(["task", "profile key", "end s"], cells, 45)  # room for the first key whole
+    assert [row[1] for row in rows] == ["simulate_plot(n<16)", "simulate_plot(~22.6)", "smooth({field:f8[~431x~431]…",
+                                        "lab.kernels.fit(~64)"]
 
 
 def summary_of(calls):
