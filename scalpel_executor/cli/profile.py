@@ -27,11 +27,10 @@ import os
 import shlex
 import sys
 import time
-from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from scalpel_executor.cli.common import at_least
+from scalpel_executor.cli.common import KEY_WIDTH, at_least, cut_keys
 from scalpel_executor.cli.profile_run import cmd_run, widths_list
 from scalpel_executor.cli.profile_store import existing_store, fmt_bytes, fmt_seconds, writing_store
 from scalpel_executor.experiments.tables import format_table
@@ -39,64 +38,6 @@ from scalpel_executor.learning.exchange import read_json_object, shipped_documen
 from scalpel_executor.learning.critical_path import CriticalPathStore
 from scalpel_executor.learning.migrate import family_of
 from scalpel_executor.learning.store import ProfileStore, default_path
-
-
-KEY_WIDTH = 72  # characters of a key that `profile list` shows; with the other columns, one line of 120
-
-
-def cut_key(key: str, width: int = KEY_WIDTH) -> str:
-    """``key`` in at most ``width`` characters, keeping what tells keys apart; ``show`` and --wide give it whole.
-
-    A key reads ``module.app[program](shape)``: the module path is the same for every app of a
-    workflow and goes first, then the end of the shape; the app's own name and the program in
-    brackets (a WfBench task type, ``[wfbench:blastall]``) are cut last, the program never while
-    the width allows it. Each cut is marked by an ellipsis.
-
-    >>> cut_key("wf.tasks.generic_shell_app[wfbench:blastall](str,inputs=1,outputs=1)", 40)
-    'generic_shell_app[wfbench:blastall](str…'
-    >>> cut_key("examples.kernels.matmul(~2048)", 24)
-    '…kernels.matmul(~2048)'
-    >>> cut_key("pkg.a_very_long_application_name[tool](x)", 16)
-    '…tion_name[tool]'
-    """
-    return _cut(key, width)[0]
-
-
-def cut_keys(keys: Sequence[str], width: int = KEY_WIDTH) -> list[str]:
-    """``keys`` cut as :func:`cut_key` cuts each, the keys of one module losing the same module
-    components, the most any of them loses: cut one by one, one app's rows of a run read
-    ``__main__.plot(n<16)`` beside ``plot(~22.6)``, as if two apps ran.
-
-    >>> cut_keys(["__main__.plot(n<16)", "__main__.plot(~22.6)", "lab.fit(~64)"], 19)
-    ['plot(n<16)', 'plot(~22.6)', 'lab.fit(~64)']
-    """
-    def module(key: str) -> str:
-        return key.partition("(")[0].partition("[")[0].rpartition(".")[0]
-
-    drop: dict[str, int] = {}
-    for key in keys:
-        drop[module(key)] = max(drop.get(module(key), 0), _cut(key, width)[1])
-    return [_cut(key, width, drop[module(key)])[0] for key in keys]
-
-
-def _cut(key: str, width: int, drop: int = 0) -> tuple[str, int]:
-    """:func:`cut_key`'s text, dropping at least ``drop`` module components, and how many it dropped."""
-    if len(key) <= width and not drop:
-        return key, 0
-    name, paren, shape = key.partition("(")
-    app, bracket, program = name.partition("[")
-    head, tail = app, bracket + program + paren + shape
-    parts, dropped = app.split("."), 0
-    while len(parts) > 1 and (dropped < drop or len(head) + len(tail) > width):  # module components first
-        parts, dropped = parts[1:], dropped + 1
-        head = "…" + ".".join(parts) if len(parts) > 1 else parts[0]
-    text = head + tail
-    if len(text) <= width:
-        return text, dropped
-    kept = len(head) + len(bracket + program + paren)
-    if kept < width:  # the shape's end goes
-        return text[:width - 1] + "…", dropped
-    return "…" + (head + bracket + program)[-(width - 1):], dropped  # the app's name gives its start, the program stays
 
 
 def cmd_list(args: argparse.Namespace) -> int:

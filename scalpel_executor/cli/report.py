@@ -30,8 +30,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from scalpel_executor.cli.common import add_command_parser, status_printer
-from scalpel_executor.cli.profile import cut_keys
+from scalpel_executor.cli.common import add_command_parser, cut_keys, status_printer
 from scalpel_executor.core.admission import REASONS, REASONS_EXPLAINED
 from scalpel_executor.core.cpulist import format_cpu_list
 from scalpel_executor.core.units import format_size
@@ -205,7 +204,7 @@ def fit_table(headers: Sequence[str], cells: Sequence[Sequence[str]], width: int
     The whole table when it fits; else admission reasons wrap at :data:`REASON_ROOM` and the
     columns of :data:`LEFT_OUT_FIRST` are left out in turn until the key column has
     :data:`KEY_ROOM` (or its longest key), keys cut to the room left
-    (:func:`~scalpel_executor.cli.profile.cut_keys`). Returns the headers, the cells, the headers
+    (:func:`~scalpel_executor.cli.common.cut_keys`). Returns the headers, the cells, the headers
     left out and where reasons wrap (None: they do not). Lines are wider than ``width`` only when
     even the narrowest table is.
 
