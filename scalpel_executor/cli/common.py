@@ -1,4 +1,5 @@
-"""What several ``scalpel`` commands share: option types, input files, where status lines go, profile keys cut to a column.
+"""What several ``scalpel`` commands share: option types, input files, where status lines go,
+profile keys cut to fit a column.
 
 Exit status, for every command: 0 done; 2 bad input (a ``ValueError`` or ``OSError`` naming the
 bad value and the fix); 1 when what the command ran failed (:class:`CommandFailed`).
