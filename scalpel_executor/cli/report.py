@@ -305,7 +305,8 @@ def draw_run(reports: Sequence[Mapping], path: str) -> str:
 
     runs = {}
     for report in reports:
-        rows = [{"cpu": row["cpu"], "start": span[0], "end": span[1], "footprint": corun_footprint(row),
+        rows = [{"cpu": row["cpu"], "cpus": row.get("cpus") or [row["cpu"]], "start": span[0], "end": span[1],
+                 "footprint": corun_footprint(row),
                  "label": f"{task_label(row)} {app_name(row.get('profile_key') or '')}".strip()}
                 for row in report["tasks"] if (span := row_span(row)) is not None]
         if rows:

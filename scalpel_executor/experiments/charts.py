@@ -97,11 +97,13 @@ def bar_label(row: dict, seconds: float, horizon: float) -> str | None:
 def draw_gantt(runs: dict[str, Sequence[dict]], llc: float | None, domains: list[list[int]], path: Path | str, *,
                clock: str) -> Path | str:
     """Draw one panel per run, titled by its key: its tasks (rows of ``cpu``, ``start``, ``end``,
-    ``footprint`` bytes and a ``label`` or ``case`` naming it) per core over time, each bar named
-    where its name fits and coloured by footprint in MiB (:func:`footprint_scale`), and below it the
-    summed running footprint per domain (CPU lists) against ``llc`` (None: unknown, no line).
-    ``clock`` names the time axis."""
-    cpus = sorted({cpu for d in domains for cpu in d} | {row["cpu"] for rows in runs.values() for row in rows})
+    ``footprint`` bytes and a ``label`` or ``case`` naming it; a task of several cores also lists
+    them in ``cpus``, and is drawn on each) per core over time, each bar named where its name fits
+    and coloured by footprint in MiB (:func:`footprint_scale`), and below it the summed running
+    footprint per domain (CPU lists; a task's counted once) against ``llc`` (None: unknown, no
+    line). ``clock`` names the time axis."""
+    cpus = sorted({cpu for d in domains for cpu in d}
+                  | {cpu for rows in runs.values() for row in rows for cpu in row.get("cpus") or [row["cpu"]]})
     norm = footprint_scale([row["footprint"] for rows in runs.values() for row in rows], llc)
     cmap = matplotlib.colormaps["viridis"]
     horizon = max(row["end"] for rows in runs.values() for row in rows) * 1.02
@@ -111,13 +113,14 @@ def draw_gantt(runs: dict[str, Sequence[dict]], llc: float | None, domains: list
     for index, (title, rows) in enumerate(runs.items()):
         lanes, load = axes[2 * index][0], axes[2 * index + 1][0]
         for row in rows:
-            lane = cpus.index(row["cpu"]) if row["cpu"] in cpus else len(cpus)
             shade = norm(max(row["footprint"] / 2**20, 1 / 1024))
-            lanes.barh(lane, row["end"] - row["start"], left=row["start"], height=0.8,
-                       color=cmap(shade), edgecolor="black", linewidth=0.5)
-            if (label := bar_label(row, row["end"] - row["start"], horizon)) is not None:
-                lanes.text(row["start"] + (row["end"] - row["start"]) / 2, lane, label, ha="center", va="center",
-                           fontsize=7, clip_on=True, color="white" if shade < 0.6 else "black")
+            label = bar_label(row, row["end"] - row["start"], horizon)
+            for lane in (cpus.index(cpu) for cpu in row.get("cpus") or [row["cpu"]]):
+                lanes.barh(lane, row["end"] - row["start"], left=row["start"], height=0.8,
+                           color=cmap(shade), edgecolor="black", linewidth=0.5)
+                if label is not None:
+                    lanes.text(row["start"] + (row["end"] - row["start"]) / 2, lane, label, ha="center",
+                               va="center", fontsize=7, clip_on=True, color="white" if shade < 0.6 else "black")
         lanes.set_yticks(range(len(cpus)), [f"CPU {c}" for c in cpus])
         lanes.set_xlim(0, horizon)
         lanes.invert_yaxis()

@@ -35,7 +35,10 @@ hindsight); the width rules of :data:`~scalpel_executor.core.widths.RULES`: ``sc
 default), ``scalpel-any`` (the same on any width, not topology-shaped), ``equipartition`` (plain)
 and ``equipartition-shaped``, each on a *first run* (nothing learned); and ``scalpel`` *learned*,
 starting from what it learned on the same workload drawn with seed + 1000 (other tasks of the
-same keys: what an earlier run of the workflow leaves in the profile store). With ``--known N``,
+same keys: what an earlier run of the workflow leaves in the profile store). With ``--history K``,
+also ``scalpel`` *after k runs* for k = 2 to K: learned over k earlier draws run one after another
+(seed + 1000, + 2000, ...), each from what the one before left, as a profile store is once the
+workflow ran k times (the learned condition is k = 1). With ``--known N``,
 also ``scalpel`` *known*: the rule told each key's true serial fraction as N readings before the
 run (what it would do with nothing left to learn; shrunk toward no gain as N readings are).
 
@@ -49,6 +52,7 @@ than plain. Written: one JSON record (``--out``).
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import json
 import math
@@ -147,8 +151,15 @@ def _instance(workload: str, seed: int, name: str):
         return simulate(tasks, domains, llc, model=machine.model, batching=batching, scheduler=scheduler)
 
     tasks = workload_tasks(workload, seed, topology.total_cores, domain)
-    earlier = workload_tasks(workload, seed + LEARN_SEED, topology.total_cores, domain, keys_seed=seed)
-    return run, tasks, earlier, domain
+    return run, tasks, _earlier(workload, seed, name), domain
+
+
+def _earlier(workload: str, seed: int, name: str, draw: int = 1) -> list[SimTask]:
+    """The ``draw``-th earlier run of ``workload`` drawn with ``seed`` on machine ``name``: the same
+    keys, other tasks (drawn with seed + draw · :data:`LEARN_SEED`)."""
+    topology = MACHINES[name].topology()
+    domain = len(topology.domains[0].cpus)
+    return workload_tasks(workload, seed + draw * LEARN_SEED, topology.total_cores, domain, keys_seed=seed)
 
 
 def _told(tasks: Sequence[SimTask], known: int) -> Widths:
@@ -160,11 +171,12 @@ def _told(tasks: Sequence[SimTask], known: int) -> Widths:
 
 
 def run_instance(workload: str, seed: int, machines: Sequence[str], reused: dict | None = None,
-                 known: int = 0) -> list[dict]:
+                 known: int = 0, history: int = 0) -> list[dict]:
     """Every contender on ``workload`` drawn with ``seed``, on each machine; those of :data:`UNTOUCHED`
     found in ``reused`` (``(workload, machine, seed)`` -> makespans, from an earlier record) are
     copied, not simulated again. ``known``: also ``scalpel/known``, the rule seeded with each key's
-    true serial fraction as that many readings."""
+    true serial fraction as that many readings. ``history``: also ``scalpel/after-K`` for K = 2 to
+    ``history``, the rule after K earlier draws (:func:`_earlier`), each run on what the one before left."""
     rows = []
     for name in machines:
         simulated, tasks, earlier, domain = _instance(workload, seed, name)
@@ -180,7 +192,12 @@ def run_instance(workload: str, seed: int, machines: Sequence[str], reused: dict
             makespans[label] = copied.get(label) or run(tasks, Widths(rule))
         learned = Widths("scalpel")
         run(earlier, learned)
-        makespans["scalpel/learned"] = run(_with_tails(tasks, learned, domain), learned)
+        for draw in range(1, max(1, history) + 1):
+            if draw > 1:
+                run(_earlier(workload, seed, name, draw), learned)
+            now = copy.deepcopy(learned) if draw < history else learned  # what the store holds after draw runs
+            label = "scalpel/learned" if draw == 1 else f"scalpel/after-{draw}"
+            makespans[label] = run(_with_tails(tasks, now, domain), now)
         if known:
             told = _told(tasks, known)
             makespans["scalpel/known"] = run(_with_tails(tasks, told, domain), told)
@@ -226,9 +243,12 @@ def explain(instance: str, known: int = 50) -> list[str]:
 
 
 def summarise(rows: list[dict]) -> dict:
-    """Per condition (first run, learned; known, where simulated): the goals' figures over every instance."""
+    """Per condition (first run, learned, after k earlier runs and known, where simulated): the goals' figures over
+    every instance."""
     out = {}
-    for condition in ("first", "learned", *(["known"] if rows and "scalpel/known" in rows[0]["makespans"] else [])):
+    simulated = rows[0]["makespans"] if rows else {}
+    after = sorted((c.split("/", 1)[1] for c in simulated if c.startswith("scalpel/after-")), key=lambda c: int(c[6:]))
+    for condition in ("first", "learned", *after, *(["known"] if "scalpel/known" in simulated else [])):
         rule = f"scalpel/{condition}"
 
         def over(row: dict, other: str) -> float:
@@ -262,9 +282,16 @@ def summarise(rows: list[dict]) -> dict:
     return out
 
 
+def condition_label(condition: str) -> str:
+    """How a report names ``condition``: ``first``, ``learned``, ``after-K`` or ``known``."""
+    if condition.startswith("after-"):
+        return f"learned over {condition[6:]} earlier runs (--history)"
+    return CONDITIONS.get(condition, condition)
+
+
 def print_report(record: dict, markdown: bool = True) -> None:
     for condition, summary in record["summary"].items():
-        print(f"\n**scalpel widths, {CONDITIONS.get(condition, condition)}** "
+        print(f"\n**scalpel widths, {condition_label(condition)}** "
               f"(seeds {', '.join(map(str, record['seeds']))}; {summary['instances']} instances): "
               f"other contender's makespan / the rule's (> 1: the rule ends first), geometric mean "
               f"over the four machines and seeds\n")
@@ -299,6 +326,9 @@ def main(argv: list[str] | None = None) -> int:
                                         f"the width rule does not reach ({', '.join(UNTOUCHED)}) from it")
     parser.add_argument("--known", type=int, default=0, metavar="N",
                         help="also run the rule told each key's true serial fraction as N readings (default 0: not)")
+    parser.add_argument("--history", type=int, default=0, metavar="K",
+                        help="also run the rule after K earlier runs of each workload, each learning from what "
+                             "the one before left (2 or more; default 0: not; the learned condition is 1)")
     parser.add_argument("--explain", metavar="WORKLOAD/MACHINE/SEED",
                         help="simulate one instance and print what the rule knew of each key and the widths its "
                              "tasks ran at, first, learned and told (--known N readings, default 50); writes nothing")
@@ -315,18 +345,22 @@ def main(argv: list[str] | None = None) -> int:
     seeds, workloads, machines = instances_of(parser, args)
     if args.known < 0:
         parser.error(f"--known must be 0 or more readings, got {args.known}")
+    if args.history < 0 or args.history == 1:
+        parser.error(f"--history must be 0 (not run) or 2 or more earlier runs (1 is the learned condition), "
+                     f"got {args.history}")
     reused = {}
     if args.reuse:
         reused = {(r["workload"], r["machine"], r["seed"]): r["makespans"]
                   for r in json.loads(Path(args.reuse).read_text())["rows"]}
     started = time.perf_counter()
     units = [(workload, seed, 0.0) for workload in workloads for seed in seeds]
-    rows = run_instances(_unit, units, (machines, reused, args.known), args.jobs)
+    rows = run_instances(_unit, units, (machines, reused, args.known, args.history), args.jobs)
     rows.sort(key=lambda r: (workloads.index(r["workload"]), machines.index(r["machine"]), r["seed"]))
     record = {"format": "scalpel-width-study/1", "command": " ".join(["python", *sys.argv]),
               "seeds": seeds, "workloads": workloads, "machines": list(machines), "reused": args.reuse,
-              "serial_range": list(SERIAL_RANGE), "known": args.known,
-              "contenders": [*CONTENDERS, *(["scalpel/known"] if args.known else [])], "jobs": args.jobs,
+              "serial_range": list(SERIAL_RANGE), "known": args.known, "history": args.history,
+              "contenders": [*CONTENDERS, *(f"scalpel/after-{k}" for k in range(2, args.history + 1)),
+                             *(["scalpel/known"] if args.known else [])], "jobs": args.jobs,
               "seconds": time.perf_counter() - started, "rows": rows}
     record["summary"] = summarise(rows)
     write_and_report(record, args.out, print_report)
@@ -350,6 +384,7 @@ def instances_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> t
     return seeds, workloads, machines
 
 
-def _unit(workload: str, seed: int, _noise: float, machines: Sequence[str], reused: dict, known: int = 0) -> list[dict]:
+def _unit(workload: str, seed: int, _noise: float, machines: Sequence[str], reused: dict, known: int = 0,
+          history: int = 0) -> list[dict]:
     """:func:`run_instance` as :func:`~scalpel_executor.experiments.workflow_studies.run_instances` calls it."""
-    return run_instance(workload, seed, machines, reused, known)
+    return run_instance(workload, seed, machines, reused, known, history)

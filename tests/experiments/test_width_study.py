@@ -90,3 +90,30 @@ def test_explain_shows_each_keys_fit_and_widths_per_condition_matching_the_recor
     with pytest.raises(SystemExit):
         width_study.main(["--explain", "montage/nowhere/1"])
     assert "--explain expects WORKLOAD/MACHINE/SEED" in capsys.readouterr().err
+
+
+def test_history_adds_the_rule_after_each_number_of_earlier_runs_each_learning_from_the_last(tmp_path, capsys):
+    """``--history K``: ``scalpel/after-k`` for k = 2..K, the rule run on the instance from what
+    k earlier draws of it left, one after another; the learned condition (k = 1) is unchanged by
+    it, and after-2 is the rule that ran draws 1 and 2 before the instance."""
+    from scalpel_executor.core.widths import Widths
+    plain, out = tmp_path / "plain.json", tmp_path / "history.json"
+    assert width_study.main([*TINY, "--out", str(plain)]) == 0
+    assert width_study.main([*TINY, "--history", "3", "--out", str(out)]) == 0
+    record = json.loads(out.read_text())
+    (row,), (before,) = record["rows"], json.loads(plain.read_text())["rows"]
+    assert record["history"] == 3 and {"scalpel/after-2", "scalpel/after-3"} <= set(record["contenders"])
+    assert row["makespans"]["scalpel/learned"] == before["makespans"]["scalpel/learned"]
+    assert list(record["summary"]) == ["first", "learned", "after-2", "after-3"]
+    run, tasks, _, domain = width_study._instance("batch-0.5", 0, "paper")
+    rule = Widths("scalpel")
+    for draw in (1, 2):
+        run(width_study._earlier("batch-0.5", 0, "paper", draw), rule)
+    assert rule.model.readings("kernel0") + rule.model.readings("kernel1") > 0  # it learned something
+    assert row["makespans"]["scalpel/after-2"] == run(width_study._with_tails(tasks, rule, domain), rule).makespan
+    assert "learned over 3 earlier runs (--history)" in capsys.readouterr().out
+    for bad in ("1", "-2"):
+        with pytest.raises(SystemExit) as ended:
+            width_study.main([*TINY, "--history", bad, "--out", str(tmp_path / "x.json")])
+        assert ended.value.code == 2
+        assert "--history must be 0 (not run) or 2 or more earlier runs" in capsys.readouterr().err

@@ -133,7 +133,8 @@ def test_a_malleable_tasks_chain_counts_it_at_its_widest_by_its_keys_speed_up(tm
 def test_a_max_cores_above_the_widest_domain_is_capped_there_said_once_and_the_task_runs(tmp_path, caplog):
     """A workflow written for a node (``max_cores=64``) runs on a smaller one: its malleable tasks
     start on at most the widest domain's cores, as a provider's node caps them, with one warning per
-    ``max_cores``; ``max_cores`` below ``cores`` is still refused."""
+    ``max_cores`` (one of more cores than a domain is said to keep them); ``max_cores`` below
+    ``cores`` is still refused, and so is a task of more cores than the node, with no word of a cap."""
     import logging
 
     import parsl
@@ -142,6 +143,7 @@ def test_a_max_cores_above_the_widest_domain_is_capped_there_said_once_and_the_t
 
     from scalpel_executor import ScalpelExecutor
     from scalpel_executor.learning.hints import InvalidHint
+    from scalpel_executor.runtime.node.fit import ResourcesUnavailable
 
     @python_app
     def square(x, parsl_resource_specification=None):
@@ -153,10 +155,17 @@ def test_a_max_cores_above_the_widest_domain_is_capped_there_said_once_and_the_t
         with caplog.at_level(logging.WARNING, logger="scalpel_executor.runtime.node.fit"):
             futures = [square(x, parsl_resource_specification={"max_cores": 64}) for x in range(4)]
             assert [f.result()["square"] for f in futures] == [0, 1, 4, 9]
-        capped = [r.getMessage() for r in caplog.records if r.name == "scalpel_executor.runtime.node.fit"]
+            with pytest.raises(ResourcesUnavailable, match="asks for 8 cores; this node has 4"):
+                square(6, parsl_resource_specification={"cores": 8, "max_cores": 16}).result()
+            assert square(7, parsl_resource_specification={"cores": 3, "max_cores": 8}).result()["square"] == 49
+        capped = [r.getMessage() for r in caplog.records if r.name == "scalpel_executor.runtime.node.fit"
+                  and "max_cores" in r.getMessage()]
         assert capped == ["malleable tasks of up to 64 cores (max_cores) start on at most 2 here: a malleable task "
-                          "runs on cores of one LLC domain, and this node's widest has 2"]
-        assert all(1 <= task["width"] <= 2 for task in executor.run_report()["tasks"])
+                          "runs on cores of one LLC domain, and this node's widest has 2",
+                          "malleable tasks of up to 8 cores (max_cores) start on their 3 (cores) here: a malleable "
+                          "task widens only within one LLC domain, and this node's widest has 2"]
+        widths = [task["width"] for task in executor.run_report()["tasks"] if task.get("width")]
+        assert sorted(widths)[-1] == 3 and all(1 <= width <= 2 for width in sorted(widths)[:-1]), widths
         with pytest.raises(InvalidHint, match=r"'max_cores': must be at least 'cores' \(2\), got 1"):
             square(5, parsl_resource_specification={"cores": 2, "max_cores": 1}).result()
     finally:

@@ -108,16 +108,22 @@ class NodeFit:
                 raise InvalidHint({"max_cores"}, f"resource specification key 'max_cores': must be at least the task's "
                                                  f"cores ({task.cores}, cores_per_task={self.cores_per_task} without a "
                                                  f"'cores' key), got {task.max_cores}; raise max_cores or lower cores")
+        if capacity is not None and (refusal := never_fits(task, capacity, who)) is not None:
+            raise refusal  # before the cap is said: a task refused never starts on it
+        if task.max_cores is not None:
             # more than a domain: capped there, as every node of a provider caps it (a workflow written
             # for a 64-core node runs on a laptop), said once per max_cores
             widest = None if capacity is None else max(capacity.cores_per_domain)  # provider mode: each node's own
             if widest is not None and task.max_cores > max(widest, task.cores) and task.max_cores not in self._capped:
                 self._capped.add(task.max_cores)
-                logger.warning("malleable tasks of up to %d cores (max_cores) start on at most %d here: a malleable "
-                               "task runs on cores of one LLC domain, and this node's widest has %d",
-                               task.max_cores, max(widest, task.cores), widest)
-        if capacity is not None and (refusal := never_fits(task, capacity, who)) is not None:
-            raise refusal
+                if task.cores < widest:
+                    logger.warning("malleable tasks of up to %d cores (max_cores) start on at most %d here: a "
+                                   "malleable task runs on cores of one LLC domain, and this node's widest has %d",
+                                   task.max_cores, widest, widest)
+                else:  # wider than a domain already: not widened past its own cores
+                    logger.warning("malleable tasks of up to %d cores (max_cores) start on their %d (cores) here: a "
+                                   "malleable task widens only within one LLC domain, and this node's widest has %d",
+                                   task.max_cores, task.cores, widest)
         if task.cores > self.widest and task.cores not in self._wide_warned:
             self._wide_warned.add(task.cores)
             logger.warning("tasks of %d cores are wider than any LLC domain here (%d cores): each runs on cores "
