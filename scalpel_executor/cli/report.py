@@ -31,7 +31,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from scalpel_executor.cli.common import add_command_parser, cut_keys, status_printer
-from scalpel_executor.core.admission import REASONS, REASONS_EXPLAINED
+from scalpel_executor.core import widths
+from scalpel_executor.core.admission import REASONS_EXPLAINED
 from scalpel_executor.core.cpulist import format_cpu_list
 from scalpel_executor.core.units import format_size
 from scalpel_executor.experiments.tables import format_table
@@ -192,9 +193,11 @@ def describe(report: Mapping, *, width: int | None = None) -> list[str]:
                          f"whole keys).", width) if left_out else []
     explained = [COLUMNS_EXPLAINED] if width is None else textwrap.wrap(COLUMNS_EXPLAINED, width)
     reasons = legend([row.get("admission") for row in rows], width)
+    sized = [row["width_reason"] for row in rows if row.get("width") and row.get("width_reason")]
+    why_wide = ["", *width_legend(sized, width)] if sized else []
     return [run_summary(report, None), "",
             *format_table(headers, cells, right=[i for i, h in enumerate(headers) if h in NUMERIC], wrap=wrap),
-            *note, "", *explained, "", *reasons]
+            *note, "", *explained, "", *reasons, *why_wide]
 
 
 def fit_table(headers: Sequence[str], cells: Sequence[Sequence[str]], width: int,
@@ -274,17 +277,31 @@ def legend(reasons: Sequence[str | None], width: int | None = None) -> list[str]
     """What each admission reason among ``reasons`` means, one entry each, in the order of
     :data:`~scalpel_executor.core.admission.REASONS` (a reason it does not know last, unexplained);
     ``width``: an entry wraps onto more lines past it, under its explanation."""
-    seen = {reason or NEVER_STARTED for reason in reasons}
-    known = [reason for reason in (*REASONS, NEVER_STARTED) if reason in seen]
+    return _legend("admission: why each task started where and when it did",
+                   [reason or NEVER_STARTED for reason in reasons],
+                   {**REASONS_EXPLAINED, NEVER_STARTED: NEVER_STARTED_EXPLAINED}, width)
+
+
+def width_legend(reasons: Sequence[str], width: int | None = None) -> list[str]:
+    """What each width reason among ``reasons`` means (:data:`~scalpel_executor.core.widths.REASONS_EXPLAINED`),
+    as :func:`legend` says the admission reasons."""
+    return _legend("width: the cores each malleable task started on, and why", reasons, widths.REASONS_EXPLAINED,
+                   width)
+
+
+def _legend(title: str, reasons: Sequence[str], explained: Mapping[str, str], width: int | None) -> list[str]:
+    """``title``, then an entry per reason seen, in ``explained``'s order (one it does not hold last,
+    unexplained); ``width``: an entry wraps onto more lines past it, under its explanation."""
+    seen = set(reasons)
+    known = [reason for reason in explained if reason in seen]
     unknown = sorted(seen - set(known))
-    explained = {**REASONS_EXPLAINED, NEVER_STARTED: NEVER_STARTED_EXPLAINED}
     column = max(map(len, seen), default=0)
     entries = [f"  {reason:<{column}}  {explained[reason]}" for reason in known] + \
         [f"  {reason:<{column}}  (not a reason this version of scalpel-executor knows)" for reason in unknown]
     if width is not None:
         indent = " " * (column + 4)
         entries = [line for entry in entries for line in textwrap.wrap(entry, width, subsequent_indent=indent)]
-    return ["admission: why each task started where and when it did", *entries]
+    return [title, *entries]
 
 
 def app_name(key: str) -> str:

@@ -143,7 +143,8 @@ __all__ = ["amdahl", "at_width", "widest", "serial_fraction_from", "borrowed", "
            "Widths", "RULES", "REASONS",
            "TAIL", "CRITICAL_PATH", "FEWER_CORUNNERS", "MANY_WAITING", "NO_SPEEDUP", "NO_GAIN", "OTHERS_LONGER",
            "EXPLORING", "PLANNED_EXPLORATION", "KEPT", "FREE_NOW", "PACKED",
-           "EQUAL_SHARE", "SHRINK", "SURE_AFTER", "BORROWED", "EXPLORE_COST", "HYSTERESIS", "TIE", "PACKED_PEERS"]
+           "EQUAL_SHARE", "REASONS_EXPLAINED", "SHRINK", "SURE_AFTER", "BORROWED", "EXPLORE_COST", "HYSTERESIS", "TIE",
+           "PACKED_PEERS"]
 
 #: Pseudo-readings of "no gain" (s = 1) each key's serial fraction starts from.
 SHRINK = 0.25
@@ -163,22 +164,38 @@ TIE = 0.005
 #: allotment is checked by a list schedule on the cores as they free (:func:`packs`, :func:`packed`).
 PACKED_PEERS = 64
 
-TAIL = "tail"  # wider: the task's own end decides the work's
-CRITICAL_PATH = "critical path"  # wider: the chain that waits for the task decides the work's end
-FEWER_CORUNNERS = "fewer co-runners"  # wider: fewer core-seconds so, the cache misses of a full domain counted
-MANY_WAITING = "many waiting"  # narrow: the backlog decides the end, and width would waste cores on it
-NO_SPEEDUP = "no speed-up learned"  # narrow: its key was never seen at a wider width
-NO_GAIN = "no gain"  # narrow: its key was seen wider and does not speed up enough to pay
-OTHERS_LONGER = "others end later"  # narrow: a running task ends later than this one could at any width
-EXPLORING = "exploring"  # wider, to learn its key's speed-up where a wrong guess is cheap
-PLANNED_EXPLORATION = "exploring, planned"  # wider as planned (explore_allotted): its cores were reserved
-KEPT = "kept"  # its key's previous width, within HYSTERESIS of the best
-FREE_NOW = "sooner on the cores free"  # narrower than planned: waiting for its planned width would end it later
-PACKED = "packed on the domains"  # narrow: allotted wider, some of the few waiting would start only as others end
-EQUAL_SHARE = "equal share"  # plain equipartitioning's width (the study's baseline rule)
-#: Every reason a width is given, for reports.
-REASONS = (TAIL, CRITICAL_PATH, FEWER_CORUNNERS, MANY_WAITING, NO_SPEEDUP, NO_GAIN, OTHERS_LONGER, EXPLORING,
-           PLANNED_EXPLORATION, KEPT, FREE_NOW, PACKED, EQUAL_SHARE)
+TAIL = "tail"
+CRITICAL_PATH = "critical path"
+FEWER_CORUNNERS = "fewer co-runners"
+MANY_WAITING = "many waiting"
+NO_SPEEDUP = "no speed-up learned"
+NO_GAIN = "no gain"
+OTHERS_LONGER = "others end later"
+EXPLORING = "exploring"
+PLANNED_EXPLORATION = "exploring, planned"
+KEPT = "kept"
+FREE_NOW = "sooner on the cores free"
+PACKED = "packed on the domains"
+EQUAL_SHARE = "equal share"
+#: Every reason a width is given and what it says, for reports (``scalpel report``'s legend).
+REASONS_EXPLAINED = {
+    TAIL: "wider: the task's own end decides the work's",
+    CRITICAL_PATH: "wider: the chain that waits for the task decides the work's end",
+    FEWER_CORUNNERS: "wider: fewer core-seconds so, the cache misses of a full domain counted",
+    MANY_WAITING: "narrow: the backlog decides the end, and width would waste cores on it",
+    NO_SPEEDUP: "narrow: its key was never seen at a wider width",
+    NO_GAIN: "narrow: its key was seen wider and does not speed up enough to pay",
+    OTHERS_LONGER: "narrow: a running task ends later than this one could at any width",
+    EXPLORING: "wider, to learn its key's speed-up where a wrong guess is cheap",
+    PLANNED_EXPLORATION: "wider as planned, to learn its key's speed-up where a wrong guess is cheap: its "
+                         "cores were reserved",
+    KEPT: f"its key's previous width, predicted within {HYSTERESIS:.0%} of the best width's end and "
+          "core-seconds",
+    FREE_NOW: "narrower than planned: waiting for its planned width would end it later",
+    PACKED: "narrow: allotted wider, some of the few waiting would start only as others end",
+    EQUAL_SHARE: "plain equipartitioning's width (the study's baseline rule)",
+}
+REASONS = tuple(REASONS_EXPLAINED)
 
 #: Width rules: ``scalpel`` (the default: the soonest end, topology-shaped sizes), ``scalpel-any``
 #: (the same on any width), ``equipartition`` (plain, any width) and ``equipartition-shaped``

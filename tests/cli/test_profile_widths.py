@@ -109,7 +109,7 @@ def test_the_run_summary_says_why_no_malleable_task_was_tried_wider_and_names_th
     assert "none tried wider (its run time a guess)" in width_words({"tasks": guessed})
     assert f"(its run time a guess, or {WIDTHS_WHY['dear']})" in width_words({"tasks": never[:2] + guessed[:2]})
     other = [dict(row, profile_key="__main__.project(n<16)") for row in never]
-    assert "--key KEY` measures each key's (`scalpel profile list --wide` names the 2)" in width_words(
+    assert f"--key KEY` measures each key's ('{key}', '__main__.project(n<16)') speed-up" in width_words(
         {"tasks": never + other})
     # two keys: their run times
     assert "none tried wider (their run times a guess)" in width_words({"tasks": guessed + [

@@ -12,8 +12,8 @@ from parsl import python_app
 from parsl.config import Config
 
 from scalpel_executor import ScalpelExecutor
-from scalpel_executor.cli.report import HEADERS, describe, fit_table, legend, task_cells
-from scalpel_executor.core import admission
+from scalpel_executor.cli.report import HEADERS, describe, fit_table, legend, task_cells, width_legend
+from scalpel_executor.core import admission, widths
 from scalpel_executor.core.units import format_size
 from scalpel_executor.runtime.driver.report import OverCache, over_cache_coruns, run_summary, seconds_covered
 
@@ -194,6 +194,11 @@ def test_help_says_what_run_may_name(scalpel, capsys):
 
 def test_every_reason_is_explained_and_the_legend_lists_those_that_occur_in_order():
     assert set(admission.REASONS_EXPLAINED) == set(admission.REASONS)
+    assert widths.REASONS == tuple(widths.REASONS_EXPLAINED) and len(set(widths.REASONS)) == 13
+    lines = width_legend([widths.TAIL, widths.NO_GAIN, widths.TAIL, "made up"], 60)
+    assert lines[1].startswith("  tail     wider: the task's own end") and all(len(line) <= 60 for line in lines)
+    assert lines[2].startswith("  no gain  narrow: its key was seen wider")  # the order of REASONS, each once
+    assert lines[-2:] == ["  made up  (not a reason this version of scalpel-executor", "           knows)"]
     assert set(admission.ACCEPTED_CORUNS) == {reason for reason in admission.REASONS if reason.startswith("co-run:")}
     lines = legend([admission.KEPT_APART, None, admission.FITS, admission.KEPT_APART, "made up"])
     assert [line[2:12] for line in lines[1:]] == ["fits      ", "kept-apart", "none      ", "made up   "]
@@ -416,6 +421,12 @@ def test_a_malleable_tasks_row_says_its_width_and_why(runinfo):
     header = next(index for index, line in enumerate(lines) if line.split()[:2] == ["task", "profile"])
     assert "width" in lines[header] and "2: no speed-up learned" in lines[header + 2]
     assert max(map(len, lines[header:lines.index("", header)])) <= 120
+    # the legend says what each width reason in the run means, after the admission reasons'
+    title = lines.index("width: the cores each malleable task started on, and why")
+    assert title > lines.index("admission: why each task started where and when it did")
+    assert lines[title + 1:] == ["  no speed-up learned  " + widths.REASONS_EXPLAINED[widths.NO_SPEEDUP]]
+    report["tasks"][0]["width"] = None  # no malleable task: no width legend
+    assert all(not line.startswith("width:") for line in describe({**report, "tasks": report["tasks"][:1]}))
 
 
 def test_the_closing_line_says_the_widths_malleable_tasks_started_on_and_why():

@@ -332,6 +332,9 @@ def test_dfk_cleanup_fails_running_and_queued_tasks_and_leaves_no_worker(tmp_pat
 def test_ctrl_c_of_the_driving_script_ends_every_task_and_worker(tmp_path):
     driver, workers = start_driver("wait", tmp_path)
     assert not gone(workers)
+    # each worker in a group of its own, the Ctrl-C's group not among them, in the script's session:
+    # not a session of its own, where the kernel would give each its own share of CPU time (OWN_GROUP)
+    assert [(os.getsid(pid), os.getpgid(pid)) for pid in workers] == [(driver.pid, pid) for pid in workers]
     os.killpg(driver.pid, signal.SIGINT)  # what a terminal's Ctrl-C does to the foreground group
     out, err = driver.communicate(timeout=60)
     assert json.loads(out.splitlines()[-1]) == {"pending": 0}, err

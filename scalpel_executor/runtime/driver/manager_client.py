@@ -81,6 +81,7 @@ from scalpel_executor.runtime.wire.manager_messages import (Configure, Heartbeat
 from scalpel_executor.runtime.threads import name_this_thread
 from scalpel_executor.runtime.options import PoolOptions
 from scalpel_executor.runtime.node.pool import NO_WORKERS_LEFT, READY_TIMEOUT, RESPAWNS_KEPT, start_timeout
+from scalpel_executor.runtime.node.processes import OWN_GROUP
 
 __all__ = ["ManagerClient"]
 
@@ -209,8 +210,8 @@ class ManagerClient:
         if self._worker_init:  # as HTEX's: the commands run first, in the shell that then becomes the manager
             command = ["/bin/bash", "-c", f'{self._worker_init}\nexec "$0" "$@"', *command]
         try:
-            # Its own session: a terminal's Ctrl-C reaches the driver, which shuts the manager down.
-            process = subprocess.Popen(command, pass_fds=(theirs.fileno(),), env=self._env, start_new_session=True,
+            # Its own process group: a terminal's Ctrl-C reaches the driver, which shuts the manager down.
+            process = subprocess.Popen(command, pass_fds=(theirs.fileno(),), env=self._env, **OWN_GROUP,
                                        stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
         except BaseException:
             ours.close()

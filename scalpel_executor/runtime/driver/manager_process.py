@@ -132,7 +132,7 @@ class LocalManager:
     def kill(self) -> int:
         """SIGKILL it (if it still runs), reap it, close our end; its exit status."""
         if self.process.poll() is None:
-            try:  # its process group (its own session's): a worker_init's commands end with it
+            try:  # its process group (its own, OWN_GROUP): a worker_init's commands end with it
                 os.killpg(self.process.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 try:

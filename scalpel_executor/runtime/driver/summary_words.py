@@ -98,9 +98,31 @@ def widths_advice(rows: list[Mapping], who: str = "none tried", script: str | No
                                                   store=f", store={store!r}" if store else "")
         return WIDTHS_ADVICE.format(who=who, why=why, target=profile_target(key, script), key=shlex.quote(key),
                                     whose="its", store=on_the_command_line)
-    whose = f"each key's (`scalpel profile list --wide` names the {len(keys)})" if keys else "a key's"
+    whose = f"each key's ({named_keys(rows)})" if keys else "a key's"
     return WIDTHS_ADVICE.format(who=who, why=why, target=TARGET, key=KEY, whose=whose,
                                 store=on_the_command_line)
+
+
+#: The keys the advice names at most, those of the most seconds first; the rest are counted.
+NAMED_KEYS = 3
+
+
+def named_keys(rows: list[Mapping]) -> str:
+    """The profile keys of ``rows``, those whose rows ran the most seconds first, at most
+    :data:`NAMED_KEYS` named (each as ``--key`` takes it) and the rest counted.
+
+    >>> rows = [{"profile_key": f"m.{name}(n<16)", "measured_runtime": t} for name, t in
+    ...         (("a", 1.0), ("b", 5.0), ("a", 1.0), ("c", 3.0), ("d", 0.5))]
+    >>> named_keys(rows)
+    "'m.b(n<16)', 'm.c(n<16)', 'm.a(n<16)' and 1 more"
+    """
+    seconds: Counter[str] = Counter()
+    for row in rows:
+        if row.get("profile_key"):
+            seconds[row["profile_key"]] += _seconds(row)
+    keys = [key for key, _ in seconds.most_common()]
+    more = f" and {len(keys) - NAMED_KEYS} more" if len(keys) > NAMED_KEYS else ""
+    return ", ".join(shlex.quote(key) for key in keys[:NAMED_KEYS]) + more
 
 
 def _store(report: Mapping) -> str | None:

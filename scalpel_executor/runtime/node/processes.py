@@ -74,6 +74,16 @@ def worker_environment(cpus: Sequence[int], extra: Mapping[str, str] | None = No
     return env
 
 
+#: ``subprocess.Popen``'s arguments that start a worker or node manager in a process group of its
+#: own within the caller's session, as Parsl starts HTEX's: a SIGKILL to the group ends it with the
+#: children a task left, and a terminal's Ctrl-C, sent to the foreground group, does not reach it.
+#: Not a session of its own: where the kernel shares CPU time among sessions (``sched_autogroup``,
+#: processes in no cgroup of their own), each worker would draw a share of its own against the other
+#: processes of a shared node (two busy processes beside a load of two took 5.4 CPU-seconds of 8 in
+#: sessions of their own, 4.0 in a group of the caller's session, docs/benchmarks.md).
+OWN_GROUP = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+
+
 def start_worker(cpus: Sequence[int], env: Mapping[str, str], *, probe: bool | None = None
                  ) -> tuple[subprocess.Popen, Connection]:
     """Start one worker pinned to ``cpus``; returns its process and this side's connection.
@@ -86,7 +96,7 @@ def start_worker(cpus: Sequence[int], env: Mapping[str, str], *, probe: bool | N
     if probe is not None:
         command += ["--probe", "on" if probe else "off"]
     try:
-        process = subprocess.Popen(command, pass_fds=(theirs.fileno(),), env=dict(env), start_new_session=True,
+        process = subprocess.Popen(command, pass_fds=(theirs.fileno(),), env=dict(env), **OWN_GROUP,
                                    stdin=subprocess.DEVNULL)
     except BaseException:
         ours.close()

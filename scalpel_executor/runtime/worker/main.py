@@ -5,7 +5,7 @@ defined once, in :mod:`scalpel_executor.runtime.wire.worker_messages`)::
 
     pool's dispatch thread                        worker process (this module)
     ──────────────────────                        ────────────────────────────
-    spawn: python -m scalpel_executor.runtime.worker.main FD --cpus 0 --parent PID   (own session, env
+    spawn: python -m scalpel_executor.runtime.worker.main FD --cpus 0 --parent PID   (own group, env
            with OMP/BLAS thread counts, pinned to its core before it says anything)
                           <── Ready(pid)
                               imports Parsl while it waits (_preload), so no first task pays for it
