@@ -58,14 +58,19 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     with existing_store(args) as store:
-        profile = store.get(args.key)
+        key, profile = args.key, store.get(args.key)
         if profile is None:
-            near = near_keys(args.key, [p.key for p in store.profiles()])
+            keys = [p.key for p in store.profiles()]
+            listed = [stored for stored, shown in zip(keys, cut_keys(keys)) if shown == args.key]
+            if len(listed) == 1:  # as `list` prints it, cut: one key
+                key, profile = listed[0], store.get(listed[0])
+        if profile is None:
+            near = near_keys(args.key, keys)
             also = (f"; did you mean {' or '.join(shlex.quote(key) for key in near)}?" if near else "")
             raise ValueError(f"no profile with key {args.key!r} in {store.path}{also} "
                              f"(`scalpel profile list --wide` shows the keys)")
-        learned = _learned_tail(store, args.key)
-        speedup = store.speedup(args.key)
+        learned = _learned_tail(store, key)
+        speedup = store.speedup(key)
         if args.json:
             print(json.dumps({**profile.to_dict(), "critical_path": None if learned is None else learned.to_dict(),
                               "speedup": None if speedup is None else asdict(speedup)}, indent=1))
@@ -80,7 +85,7 @@ def cmd_show(args: argparse.Namespace) -> int:
                   f"({learned.widest[0]:.3g} s with malleable tasks at their widest width by their learned "
                   f"speed-ups; over {learned.runs} run{'s' if learned.runs != 1 else ''}, {learned.tasks} tasks; "
                   f"children: {children})")
-        family = store.family_speedup(family_of(args.key)) if speedup is None and "(" in args.key else None
+        family = store.family_speedup(family_of(key)) if speedup is None and "(" in key else None
         if speedup is None:
             print(f"{'speed-up':>15}: none learned (no malleable run of this key at more cores than its narrowest)"
                   + ("" if family is None else
@@ -203,7 +208,8 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     listing.add_argument("--prefix", default="", help="only keys starting with this")
     listing.add_argument("--wide", action="store_true",
                          help=f"show keys whole (else cut to {KEY_WIDTH} characters with an ellipsis)")
-    action("show", cmd_show, "every statistic of one profile").add_argument("key", help="the profile key (see `list`)")
+    action("show", cmd_show, "every statistic of one profile").add_argument(
+        "key", help="the profile key, whole (`list --wide`) or as `list` cuts it where that names one")
     export = action("export", cmd_export, "write profiles as a scalpel-profile/1 JSON document")
     export.add_argument("--prefix", default="", help="only keys starting with this")
     export.add_argument("-o", "--output", help="file to write (default: standard output)")
@@ -212,7 +218,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     importer.add_argument("source", help="a JSON file, or a shipped profile name such as polybench-xeon-e5620")
     importer.add_argument("--prefix", default="", help="prepended to every imported key, e.g. polybench/")
     clear = action("clear", cmd_clear, "remove profiles")
-    clear.add_argument("key", nargs="?", help="remove exactly this key")
+    clear.add_argument("key", nargs="?", help="remove exactly this key, whole as `list --wide` shows it")
     clear.add_argument("--prefix", default="", help="remove every key starting with this")
     clear.add_argument("--all", action="store_true", help="remove every profile")
     run = action("run", cmd_run, "run an app once (or --repeat N times) on sample inputs and store its measured profile")

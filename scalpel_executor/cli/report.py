@@ -178,7 +178,7 @@ def describe(report: Mapping, *, width: int | None = None) -> list[str]:
     for stretch in over_cache_coruns(report):
         for task_id in stretch.tasks:
             over[task_id] += stretch.end - stretch.start
-    rows = report["tasks"]
+    rows = sorted(report["tasks"], key=table_order)
     cells = [task_cells(row, over.get(row["task_id"], 0.0)) for row in rows]
     headers = HEADERS
     if not any(row.get("width") for row in rows):  # no malleable task: no width column
@@ -239,6 +239,18 @@ def fit_table(headers: Sequence[str], cells: Sequence[Sequence[str]], width: int
     return ([headers[column] for column in shown],
             [[cut if column == key else row[column] for column in shown] for row, cut in zip(cells, keys)],
             [header for column, header in enumerate(headers) if column not in shown], REASON_ROOM)
+
+
+def table_order(row: Mapping) -> tuple[bool, int]:
+    """Where a task's row goes in the table: by Parsl's task id (the report holds them as they
+    ended), those the executor numbered itself (:func:`task_label`'s ``*``) after, by theirs.
+
+    >>> sorted([{"task_id": 0, "parsl_task_id": 14}, {"task_id": 1, "parsl_task_id": None},
+    ...         {"task_id": 2, "parsl_task_id": 12}], key=table_order)[0]["parsl_task_id"]
+    12
+    """
+    parsl_id = row.get("parsl_task_id")
+    return parsl_id is None, row["task_id"] if parsl_id is None else parsl_id
 
 
 def task_label(row: Mapping) -> str:

@@ -442,3 +442,12 @@ def test_the_closing_line_says_the_widths_malleable_tasks_started_on_and_why():
     assert "widths of 4 malleable tasks: 3 at 1 core (no speed-up learned), 1 at 2 cores (exploring, planned)" in (
         run_summary({**report([fixed, *narrow, wide]), **base}, None))
     assert "widths" not in run_summary({**report([fixed]), **base}, None)
+
+
+def test_the_table_lists_tasks_by_parsl_task_id_the_executors_own_numbers_after():
+    """The report holds the tasks as they ended; the table reads as Parsl's log numbers them."""
+    rows = [{**row(i, i, i + 1.0, MiB, admission.FITS), "parsl_task_id": parsl_id}
+            for i, parsl_id in enumerate((14, None, 12, 13))]
+    lines = describe(report(rows))
+    header = next(index for index, line in enumerate(lines) if line.split()[:2] == ["task", "profile"])
+    assert [line.split()[0] for line in lines[header + 2:header + 6]] == ["12", "13", "14", "1*"]

@@ -426,6 +426,24 @@ def test_cli_run_and_show_point_a_user_at_what_they_meant(tmp_path, capsys, monk
     assert "did you mean" not in capsys.readouterr().err
 
 
+def test_show_takes_a_key_as_list_prints_it_where_that_names_one(tmp_path, capsys):
+    """``list`` cuts a long key, and every key of its module loses the module as it does
+    (``__main__.``); ``show`` takes a key as printed there, and a key printed alike for two is
+    refused with both named."""
+    store = tmp_path / "p.sqlite"
+    long = "__main__.reduce_all(" + ",".join(["dict"] * 30) + ")"
+    with ProfileStore(store) as profiles:
+        profiles.record([Observation(key, key.partition("(")[0], runtime=1.0) for key in
+                         ("__main__.covariance(~1218,*)", long, "a.fit(n<16)", "b.fit(n<16)")])
+    assert main(["profile", "list", "--store", str(store)]) == 0
+    listed = capsys.readouterr().out
+    assert "\ncovariance(~1218,*) " in listed and "__main__" not in listed
+    assert main(["profile", "show", "covariance(~1218,*)", "--store", str(store), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["key"] == "__main__.covariance(~1218,*)"
+    assert main(["profile", "show", "fit(n<16)", "--store", str(store)]) == 2  # a part of two keys: not one
+    assert "did you mean 'a.fit(n<16)' or 'b.fit(n<16)'?" in capsys.readouterr().err
+
+
 def test_cli_run_imports_a_script_by_its_path_from_its_own_folder(tmp_path, capsys, monkeypatch):
     """``scripts/stage.py:fit`` typed outside the script's folder: imported from that folder, as
     ``python scripts/stage.py`` runs it (its import of a module beside it works), measured, and the
