@@ -182,11 +182,14 @@ def cmd_clear(args: argparse.Namespace) -> int:
     if not (args.all or args.prefix or args.key):
         raise ValueError("say what to clear: a KEY, --prefix PREFIX, or --all")
     with writing_store(args, "clear profiles") as store:
+        delete = store.delete_speedups if args.speedup else store.delete
         if args.key:
-            removed = store.delete(args.key, exact=True)
+            removed = delete(args.key, exact=True)
         else:
-            removed = store.delete("" if args.all else args.prefix)
-    print(f"removed {removed} profiles")
+            removed = delete("" if args.all else args.prefix)
+    print(f"removed the speed-up readings of {removed} key{'s' if removed != 1 else ''}, their profiles kept"
+          if args.speedup
+          else f"removed {removed} profiles")
     return 0
 
 
@@ -221,6 +224,10 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     clear.add_argument("key", nargs="?", help="remove exactly this key, whole as `list --wide` shows it")
     clear.add_argument("--prefix", default="", help="remove every key starting with this")
     clear.add_argument("--all", action="store_true", help="remove every profile")
+    clear.add_argument("--speedup", action="store_true",
+                       help="remove only the speed-up readings of those keys (what `show` says as their serial "
+                            "fraction), keeping their run times and footprints: their next malleable run "
+                            "explores wider widths again")
     run = action("run", cmd_run, "run an app once (or --repeat N times) on sample inputs and store its measured profile")
     run.add_argument("target", help="MODULE:FUNCTION (the module is imported from the current directory or sys.path) "
                                     "or FILE.py:FUNCTION (a script, imported from its folder); "

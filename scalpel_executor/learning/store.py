@@ -642,6 +642,21 @@ class ProfileStore:
         self._write(work)
         return removed
 
+    def delete_speedups(self, prefix: str = "", *, exact: bool = False) -> int:
+        """Remove the speed-up readings of the key ``prefix`` (``exact=True``) or of every key starting
+        with it, keeping their profiles (a run at several widths on a loaded host read too little
+        gain: its next run explores again). Returns how many keys had readings."""
+        removed = 0
+
+        def work(connection: sqlite3.Connection) -> None:
+            nonlocal removed
+            where = "key = ?" if exact else f"key {_STARTS_WITH}"
+            removed = connection.execute(f"DELETE FROM speedups WHERE {where}",
+                                         (prefix if exact else _starting(prefix),)).rowcount
+
+        self._write(work)
+        return removed
+
     def export(self, prefix: str = "", name: str = "profile-store") -> dict:
         """The profiles as a ``scalpel-profile/1`` document (JSON-ready; see ``docs/profiles.md``)."""
         return store_document(self.profiles(prefix), name, f"profiles exported from {self.path or 'memory'}")

@@ -44,6 +44,26 @@ def test_a_store_written_before_speedups_were_kept_gets_the_table_when_opened(tm
         assert store.speedup("fft").readings == 1
 
 
+def test_clear_speedup_removes_a_keys_readings_and_keeps_its_profile(tmp_path, capsys):
+    """``scalpel profile clear KEY --speedup`` (or ``--prefix``, ``--all``): a key's speed-up read
+    badly (a loaded host) is forgotten, its run time and footprint kept; other keys untouched."""
+    from scalpel_executor.cli import main
+    path = tmp_path / "profiles.sqlite"
+    with ProfileStore(path) as store:
+        store.record([Observation(key, "app", runtime=2.0, footprint=1e6, serial=0.9)
+                      for key in ("lab.fft(~64)", "lab.fft(~128)", "lab.qr(~64)")])
+    assert main(["profile", "clear", "lab.fft(~64)", "--speedup", "--store", str(path)]) == 0
+    assert capsys.readouterr().out == "removed the speed-up readings of 1 key, their profiles kept\n"
+    with ProfileStore(path) as store:
+        assert store.speedup("lab.fft(~64)") is None and store.get("lab.fft(~64)").runtime == 2.0
+        assert store.speedup("lab.fft(~128)").readings == store.speedup("lab.qr(~64)").readings == 1
+    assert main(["profile", "clear", "--prefix", "lab.fft", "--speedup", "--store", str(path)]) == 0
+    assert main(["profile", "clear", "--all", "--speedup", "--store", str(path)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "removed the speed-up readings of 1 key, their profiles kept"
+    with ProfileStore(path) as store:
+        assert store.speedups() == [] and len(store.profiles()) == 3
+
+
 def test_the_estimate_of_a_malleable_call_carries_its_keys_speed_up_and_a_fixed_ones_does_not(tmp_path):
     with ProfileStore(tmp_path / "profiles.sqlite") as store:
         store.record([Observation("fft", "fft", runtime=8.0, serial=0.1), Observation("fft", "fft", serial=0.3)])
