@@ -56,7 +56,7 @@ from typing import Any
 from parsl.executors.errors import InvalidResourceSpecification
 
 from scalpel_executor.core.units import format_size, parse_mebibytes, parse_size, show
-from scalpel_executor.learning.keys import APP_HINTS, declared, forget_declared
+from scalpel_executor.learning.keys import APP_HINTS, forget_declared
 from scalpel_executor.learning.sampling import DRIFT_FLOOR, REMEASURE_DRIFT, drifted
 
 logger = logging.getLogger(__name__)
@@ -196,9 +196,11 @@ def parse_hints(specification: dict[str, Any] | None, declared: Mapping[str, Any
     ...
     scalpel_executor.learning.hints.InvalidHint: ... key 'Footprint' (did you mean 'footprint'?); ...
     """
+    from_app: set[str] = set()  # keys the app's @app_hints gave, the call not
     if declared:
         if specification is not None and not isinstance(specification, dict):
             return parse_hints(specification)  # the error names the call's own specification
+        from_app = set(declared) - set(specification or {})
         specification = {**declared, **(specification or {})}
     if specification is None:
         return NO_HINTS
@@ -235,8 +237,13 @@ def parse_hints(specification: dict[str, Any] | None, declared: Mapping[str, Any
     max_cores = _count("max_cores", specification["max_cores"], 1) if specification.get("max_cores") is not None \
         else None
     if max_cores is not None and max_cores < (cores or 1):
-        raise _invalid("max_cores", f"must be at least 'cores' ({cores or 1}), got {max_cores}: a malleable task runs "
-                                    f"on 'cores' to 'max_cores' cores; raise max_cores or lower cores")
+        where = ""
+        if declared and cores is not None and ("cores" in from_app) != ("max_cores" in from_app):
+            where = (" (max_cores from the app's @app_hints, cores from this call's specification)"
+                     if "max_cores" in from_app else " (cores from the app's @app_hints, max_cores from this call's "
+                                                     "specification)")
+        raise _invalid("max_cores", f"must be at least 'cores' ({cores or 1}), got {max_cores}{where}: a malleable "
+                                    f"task runs on 'cores' to 'max_cores' cores; raise max_cores or lower cores")
     return Hints(footprint, runtime, priority, profile_key, cores, memory, gpus, max_cores)
 
 

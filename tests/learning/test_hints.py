@@ -242,6 +242,13 @@ def test_an_app_marks_itself_malleable_once_and_a_call_may_narrow_it():
     assert parse_hints({"max_cores": 2}, specification).max_cores == 2
     with pytest.raises(InvalidHint, match="'max_cores': must be at least 'cores' \\(4\\), got 2"):
         app_hints(cores=4, max_cores=2)
+    # a range split between the decorator and the call: the error says which gave each
+    with pytest.raises(InvalidHint, match=r"got 8 \(max_cores from the app's @app_hints, cores from this call's "):
+        parse_hints({"cores": 12}, specification)
+    with pytest.raises(InvalidHint, match=r"got 2 \(cores from the app's @app_hints, max_cores from this call's "):
+        parse_hints({"max_cores": 2}, declared(app_hints(cores=4)(product))["specification"])
+    with pytest.raises(InvalidHint, match=r"got 2: a malleable"):  # both from the call: nothing to say
+        parse_hints({"cores": 4, "max_cores": 2}, specification)
 
 
 def test_app_hints_are_checked_at_decoration_and_a_call_s_own_specification_wins():
