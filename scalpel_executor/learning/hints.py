@@ -56,7 +56,7 @@ from typing import Any
 from parsl.executors.errors import InvalidResourceSpecification
 
 from scalpel_executor.core.units import format_size, parse_mebibytes, parse_size, show
-from scalpel_executor.learning.keys import APP_HINTS, forget_declared
+from scalpel_executor.learning.keys import APP_HINTS, declared, forget_declared  # noqa: F401 - declared: the doctests
 from scalpel_executor.learning.sampling import DRIFT_FLOOR, REMEASURE_DRIFT, drifted
 
 logger = logging.getLogger(__name__)
