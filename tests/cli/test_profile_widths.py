@@ -108,9 +108,11 @@ def test_the_run_summary_says_why_no_malleable_task_was_tried_wider_and_names_th
     guessed = [dict(row, runtime_source="prior") for row in never]
     assert "none tried wider (its run time a guess)" in width_words({"tasks": guessed})
     assert f"(its run time a guess, or {WIDTHS_WHY['dear']})" in width_words({"tasks": never[:2] + guessed[:2]})
-    other = [dict(row, profile_key="__main__.project(n<16)") for row in never]
-    assert f"--key KEY` measures each key's ('{key}', '__main__.project(n<16)') speed-up" in width_words(
-        {"tasks": never + other})
+    # two keys: the command of the key of the most seconds, pasteable but for ARGS, the other named after it
+    other = [dict(row, profile_key="__main__.project(n<16)", measured_runtime=9.0) for row in never]
+    assert width_words({"tasks": never + other, "script": "tiles"}).endswith(
+        "`scalpel profile run tiles:project ARGS --widths 1,2 --key '__main__.project(n<16)'` measures the speed-up "
+        f"of the key of the most seconds beforehand, and likewise of '{key}'")
     # two keys: their run times
     assert "none tried wider (their run times a guess)" in width_words({"tasks": guessed + [
         dict(row, profile_key="__main__.project(n<16)") for row in guessed]})

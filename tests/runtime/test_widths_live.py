@@ -130,10 +130,11 @@ def test_a_malleable_tasks_chain_counts_it_at_its_widest_by_its_keys_speed_up(tm
         prepared["measured_runtime"], rel=0.01)
 
 
-def test_a_max_cores_above_the_widest_domain_is_capped_there_said_once_and_the_task_runs(tmp_path, caplog):
+def test_a_max_cores_above_the_widest_domain_is_capped_there_said_once_and_the_task_runs(tmp_path, caplog, capfd):
     """A workflow written for a node (``max_cores=64``) runs on a smaller one: its malleable tasks
     start on at most the widest domain's cores, as a provider's node caps them, with one warning per
-    ``max_cores`` (one of more cores than a domain is said to keep them); ``max_cores`` below
+    ``max_cores`` (one of more cores than a domain is said to keep them), on the terminal as well
+    as in the log, where a notebook's user reads it; ``max_cores`` below
     ``cores`` is still refused, and so is a task of more cores than the node, with no word of a cap."""
     import logging
 
@@ -143,6 +144,7 @@ def test_a_max_cores_above_the_widest_domain_is_capped_there_said_once_and_the_t
 
     from scalpel_executor import ScalpelExecutor
     from scalpel_executor.learning.hints import InvalidHint
+    from scalpel_executor.runtime.logs import SUMMARY_LOGGER
     from scalpel_executor.runtime.node.fit import ResourcesUnavailable
 
     @python_app
@@ -152,18 +154,19 @@ def test_a_max_cores_above_the_widest_domain_is_capped_there_said_once_and_the_t
     executor = ScalpelExecutor(label="scalpel", topology="2x2:32MiB", profiles=str(tmp_path / "p.sqlite"))
     dfk = parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "runinfo"), strategy="none"))
     try:
-        with caplog.at_level(logging.WARNING, logger="scalpel_executor.runtime.node.fit"):
+        with caplog.at_level(logging.WARNING, logger=SUMMARY_LOGGER):
             futures = [square(x, parsl_resource_specification={"max_cores": 64}) for x in range(4)]
             assert [f.result()["square"] for f in futures] == [0, 1, 4, 9]
             with pytest.raises(ResourcesUnavailable, match="asks for 8 cores; this node has 4"):
                 square(6, parsl_resource_specification={"cores": 8, "max_cores": 16}).result()
             assert square(7, parsl_resource_specification={"cores": 3, "max_cores": 8}).result()["square"] == 49
-        capped = [r.getMessage() for r in caplog.records if r.name == "scalpel_executor.runtime.node.fit"
-                  and "max_cores" in r.getMessage()]
+        capped = [r.getMessage() for r in caplog.records if r.name == SUMMARY_LOGGER and "max_cores" in r.getMessage()]
         assert capped == ["malleable tasks of up to 64 cores (max_cores) start on at most 2 here: a malleable task "
                           "runs on cores of one LLC domain, and this node's widest has 2",
                           "malleable tasks of up to 8 cores (max_cores) start on their 3 (cores) here: a malleable "
                           "task widens only within one LLC domain, and this node's widest has 2"]
+        terminal = capfd.readouterr().err
+        assert all(terminal.count(message) == 1 for message in capped), terminal[-2000:]
         widths = [task["width"] for task in executor.run_report()["tasks"] if task.get("width")]
         assert sorted(widths)[-1] == 3 and all(1 <= width <= 2 for width in sorted(widths)[:-1]), widths
         with pytest.raises(InvalidHint, match=r"'max_cores': must be at least 'cores' \(2\), got 1"):

@@ -29,10 +29,10 @@ TARGET, ARGS, KEY = PLACEHOLDERS
 #: Said where no malleable task was tried wider (``no speed-up learned`` every one): why, by what
 #: the rows say of their run times, and how to measure the speed-up, naming the key where one is.
 WIDTHS_ADVICE = ", {who} wider ({why}): `scalpel profile run {target} %s --widths 1,2 --key {key}{store}` " \
-                "measures {whose} speed-up beforehand" % ARGS
+                "measures {whose} beforehand" % ARGS
 #: ... for an app of a ``__main__`` no file holds (a notebook's, a REPL's): the call from Python.
 WIDTHS_ADVICE_IN_PYTHON = ", {who} wider ({why}): `scalpel_executor.measure_app({function}, %s, widths=(1, 2){store})` " \
-                          "where {function} is defined measures {whose} speed-up beforehand" % ARGS
+                          "where {function} is defined measures {whose} beforehand" % ARGS
 #: ... said too where other keys were tried wider, for keys never tried that held at least this
 #: share of the malleable tasks' seconds: a key whose tasks all run while many wait is never tried
 #: wider, run after run (Montage's reprojections on the paper's 8 cores, 73% of the work,
@@ -79,50 +79,66 @@ def widths_advice(rows: list[Mapping], who: str = "none tried", script: str | No
     """:data:`WIDTHS_ADVICE` for the malleable ``rows`` of a run that tried none wider (``who``
     names them where other rows were tried); ``script`` as :func:`profile_target` takes it;
     ``store``: the profile store the run read, which the measurement must reach (:func:`_store`).
+    Of several keys, the command is that of the key of the most seconds, which a user can paste
+    once ARGS is filled in, and the others are named after it (:func:`named_keys`).
 
     >>> widths_advice([{"profile_key": "m.smooth(n<16)", "runtime_source": "store"}] * 2)
     ", none tried wider (a try that did not speed up would have ended the work more than 2% later): \
 `scalpel profile run m:smooth ARGS --widths 1,2 --key 'm.smooth(n<16)'` measures its speed-up beforehand"
+    >>> widths_advice([{"profile_key": "m.smooth(n<16)", "measured_runtime": 9.0},
+    ...                {"profile_key": "m.fit(n<16)", "measured_runtime": 1.0}]).split(": ", 1)[1]
+    "`scalpel profile run m:smooth ARGS --widths 1,2 --key 'm.smooth(n<16)'` measures the speed-up of the key \
+of the most seconds beforehand, and likewise of 'm.fit(n<16)'"
     """
     guessed = [row.get("runtime_source") == "prior" for row in rows]
     why = WIDTHS_WHY["guessed" if all(guessed) else "both" if any(guessed) else "dear"]
-    keys = {row["profile_key"] for row in rows if row.get("profile_key")}
+    keys = _by_seconds(rows)
     why = why.format(its="its run time" if len(keys) == 1 else "their run times")
     on_the_command_line = f" --store {shlex.quote(store)}" if store else ""
-    if len(keys) == 1:
-        key = keys.pop()
-        app = app_of(key) or ""
-        function = app.removeprefix("__main__.")
-        if script is None and app.startswith("__main__.") and function.isidentifier():
-            return WIDTHS_ADVICE_IN_PYTHON.format(who=who, why=why, function=function, whose="its",
-                                                  store=f", store={store!r}" if store else "")
-        return WIDTHS_ADVICE.format(who=who, why=why, target=profile_target(key, script), key=shlex.quote(key),
-                                    whose="its", store=on_the_command_line)
-    whose = f"each key's ({named_keys(rows)})" if keys else "a key's"
-    return WIDTHS_ADVICE.format(who=who, why=why, target=TARGET, key=KEY, whose=whose,
-                                store=on_the_command_line)
+    if not keys:
+        return WIDTHS_ADVICE.format(who=who, why=why, target=TARGET, key=KEY, whose="a key's speed-up",
+                                    store=on_the_command_line)
+    key = keys[0]
+    whose, likewise = ("its speed-up", "") if len(keys) == 1 else \
+        ("the speed-up of the key of the most seconds", f", and likewise of {named_keys(rows, skip=1)}")
+    app = app_of(key) or ""
+    function = app.removeprefix("__main__.")
+    if script is None and app.startswith("__main__.") and function.isidentifier():
+        advice = WIDTHS_ADVICE_IN_PYTHON.format(who=who, why=why, function=function, whose=whose,
+                                                store=f", store={store!r}" if store else "")
+    else:
+        advice = WIDTHS_ADVICE.format(who=who, why=why, target=profile_target(key, script), key=shlex.quote(key),
+                                      whose=whose, store=on_the_command_line)
+    return advice + likewise
 
 
 #: The keys the advice names at most, those of the most seconds first; the rest are counted.
 NAMED_KEYS = 3
 
 
-def named_keys(rows: list[Mapping]) -> str:
-    """The profile keys of ``rows``, those whose rows ran the most seconds first, at most
-    :data:`NAMED_KEYS` named (each as ``--key`` takes it) and the rest counted.
+def named_keys(rows: list[Mapping], most: int = NAMED_KEYS, *, skip: int = 0) -> str:
+    """The profile keys of ``rows``, those whose rows ran the most seconds first, past the first
+    ``skip``, at most ``most`` named (each as ``--key`` takes it) and the rest counted.
 
     >>> rows = [{"profile_key": f"m.{name}(n<16)", "measured_runtime": t} for name, t in
     ...         (("a", 1.0), ("b", 5.0), ("a", 1.0), ("c", 3.0), ("d", 0.5))]
     >>> named_keys(rows)
     "'m.b(n<16)', 'm.c(n<16)', 'm.a(n<16)' and 1 more"
+    >>> named_keys(rows, 2, skip=1)
+    "'m.c(n<16)', 'm.a(n<16)' and 1 more"
     """
+    keys = _by_seconds(rows)[skip:]
+    more = f" and {len(keys) - most} more" if len(keys) > most else ""
+    return ", ".join(shlex.quote(key) for key in keys[:most]) + more
+
+
+def _by_seconds(rows: list[Mapping]) -> list[str]:
+    """The profile keys of ``rows``, those whose rows ran the most seconds first."""
     seconds: Counter[str] = Counter()
     for row in rows:
         if row.get("profile_key"):
             seconds[row["profile_key"]] += _seconds(row)
-    keys = [key for key, _ in seconds.most_common()]
-    more = f" and {len(keys) - NAMED_KEYS} more" if len(keys) > NAMED_KEYS else ""
-    return ", ".join(shlex.quote(key) for key in keys[:NAMED_KEYS]) + more
+    return [key for key, _ in seconds.most_common()]
 
 
 def _store(report: Mapping) -> str | None:

@@ -18,7 +18,6 @@ refuses a task that fits none of them with a message of its own (``runtime/drive
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Union
 
 from scalpel_executor.core.domains import Topology
@@ -27,13 +26,12 @@ from scalpel_executor.core.tasks import Task
 from scalpel_executor.core.units import parse_mebibytes
 from scalpel_executor.learning.hints import InvalidHint
 from scalpel_executor.runtime.errors import ResourcesUnavailable
+from scalpel_executor.runtime.logs import summary_logger
 
 if TYPE_CHECKING:  # the estimator (and its store) stays out of a node's pool, which imports never_fits
     from scalpel_executor.learning.estimates import Estimate
 
 __all__ = ["NodeFit", "never_fits"]
-
-logger = logging.getLogger(__name__)
 
 
 def never_fits(task: Task, capacity: Capacity, who: str | None = None) -> ResourcesUnavailable | None:
@@ -116,15 +114,18 @@ class NodeFit:
             widest = None if capacity is None else max(capacity.cores_per_domain)  # provider mode: each node's own
             if widest is not None and task.max_cores > max(widest, task.cores) and task.max_cores not in self._capped:
                 self._capped.add(task.max_cores)
+                # said on the terminal too (summary_logger): a notebook's user never opens parsl.log
                 if task.cores < widest:
-                    logger.warning("malleable tasks of up to %d cores (max_cores) start on at most %d here: a "
-                                   "malleable task runs on cores of one LLC domain, and this node's widest has %d",
-                                   task.max_cores, widest, widest)
+                    summary_logger().warning(
+                        "malleable tasks of up to %d cores (max_cores) start on at most %d here: a malleable task "
+                        "runs on cores of one LLC domain, and this node's widest has %d", task.max_cores, widest, widest)
                 else:  # wider than a domain already: not widened past its own cores
-                    logger.warning("malleable tasks of up to %d cores (max_cores) start on their %d (cores) here: a "
-                                   "malleable task widens only within one LLC domain, and this node's widest has %d",
-                                   task.max_cores, task.cores, widest)
+                    summary_logger().warning(
+                        "malleable tasks of up to %d cores (max_cores) start on their %d (cores) here: a malleable "
+                        "task widens only within one LLC domain, and this node's widest has %d",
+                        task.max_cores, task.cores, widest)
         if task.cores > self.widest and task.cores not in self._wide_warned:
             self._wide_warned.add(task.cores)
-            logger.warning("tasks of %d cores are wider than any LLC domain here (%d cores): each runs on cores "
-                           "of several domains, and its threads share no last-level cache", task.cores, self.widest)
+            summary_logger().warning("tasks of %d cores are wider than any LLC domain here (%d cores): each runs on "
+                                     "cores of several domains, and its threads share no last-level cache",
+                                     task.cores, self.widest)
