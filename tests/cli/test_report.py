@@ -46,7 +46,8 @@ def test_a_run_directory_prints_the_sentence_the_tasks_and_the_legend(runinfo, s
     assert code == 0 and err == ""
     lines = out.splitlines()
     assert lines[0] == str(path)
-    assert lines[1] == run_summary(report, None)
+    said = run_summary(report, None).splitlines()  # a clause per line, where long
+    assert lines[1:1 + len(said)] == said
     assert lines[1].startswith("scalpel: 6 tasks (0 failed) on ")
     header = next(index for index, line in enumerate(lines) if line.split()[:2] == ["task", "profile"])
     rows = lines[header + 2:header + 8]
@@ -145,7 +146,8 @@ def test_a_run_of_several_executors_prints_one_section_each(runinfo, scalpel, tm
     lines = out.splitlines()
     first, second = (lines.index(str(run / name)) for name in ("scalpel-scalpel-report.json", "scalpel-second-report.json"))
     assert code == 0 and first == 0 and lines[second - 1] == ""
-    assert lines[second + 1] == run_summary({**report, "executor": "second"}, None)
+    said = run_summary({**report, "executor": "second"}, None).splitlines()
+    assert lines[second + 1:second + 1 + len(said)] == said
     code, out, _ = scalpel("report", str(run), "--json")
     assert [document["executor"] for document in json.loads(out)] == ["scalpel", "second"]
 
@@ -442,6 +444,27 @@ def test_the_closing_line_says_the_widths_malleable_tasks_started_on_and_why():
     assert "widths of 4 malleable tasks: 3 at 1 core (no speed-up learned), 1 at 2 cores (exploring, planned)" in (
         run_summary({**report([fixed, *narrow, wide]), **base}, None))
     assert "widths" not in run_summary({**report([fixed]), **base}, None)
+
+
+def test_a_long_closing_sentence_is_said_a_clause_per_line_and_a_short_one_on_one():
+    """A run with malleable tasks never tried wider adds the widths and the command that measures
+    them: on one line it ran past 1,000 characters. Past SUMMARY_WIDTH each clause has a line, the
+    first as before and the rest indented, nothing lost; a short sentence stays one line."""
+    from scalpel_executor.runtime.driver.report import SUMMARY_WIDTH
+
+    fixed = {"task_id": 0, "domain": 0, "started": 0.0, "finished": 1.0, "admission": "fits", "width": None}
+    key = "__main__.smooth({seed:num,tile:f8[~724x~724]})"
+    narrow = [{**fixed, "task_id": i, "width": 1, "width_reason": "no speed-up learned", "profile_key": key,
+               "runtime_source": "store"} for i in (1, 2, 3)]
+    base = {"tasks_finished": 4, "tasks_failed": 0}
+    short = run_summary({**report([fixed]), **base}, None)
+    assert "\n" not in short and len(short) <= SUMMARY_WIDTH
+    long = run_summary({**report([fixed, *narrow]), **base}, "runinfo/000/scalpel-scalpel-report.json")
+    lines = long.split("\n")
+    assert len(lines) > 2 and lines[0].startswith("scalpel: 4 tasks (0 failed) on") and lines[0].endswith(";")
+    assert all(line.startswith("  ") and not line.startswith("   ") for line in lines[1:])
+    assert lines[-1] == "  report: runinfo/000/scalpel-scalpel-report.json (scalpel report runinfo/000)"
+    assert any(line.startswith("  widths of 3 malleable tasks: 3 at 1 core") for line in lines)
 
 
 def test_the_table_lists_tasks_by_parsl_task_id_the_executors_own_numbers_after():

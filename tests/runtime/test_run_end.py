@@ -17,6 +17,18 @@ from scalpel_executor.runtime.driver.executor import ScalpelExecutor
 from tests.runtime.helpers import GENEROUS
 
 
+def closing_sentences(err: str) -> list[str]:
+    """The closing sentences on a terminal: each line that starts one, with the indented lines a
+    long one continues on (report.SUMMARY_WIDTH), joined as one line."""
+    sentences: list[str] = []
+    for line in err.splitlines():
+        if line.startswith("scalpel: "):
+            sentences.append(line)
+        elif sentences and line.startswith("  ") and sentences[-1].endswith(";"):
+            sentences[-1] += " " + line.strip()
+    return sentences
+
+
 @python_app(executors=["scalpel"])
 def square(x):
     return x * x
@@ -32,7 +44,7 @@ def test_cleanup_says_in_one_line_what_ran_and_where_the_report_is(tmp_path, cap
         dfk.cleanup()
         parsl.clear()
     report = tmp_path / "runinfo" / "000" / "scalpel-scalpel-report.json"
-    lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("scalpel: ")]
+    lines = closing_sentences(capfd.readouterr().err)
     assert len(lines) == 1, lines  # on the terminal, once
     assert lines[0].startswith("scalpel: 5 tasks (0 failed)") and str(report.name) in lines[0], lines[0]
     assert "scalpel report " in lines[0]
@@ -101,7 +113,7 @@ def test_the_closing_line_says_how_many_tasks_shutdown_cut_short_and_what_to_do(
         dfk.cleanup()
         parsl.clear()
     assert isinstance(long.exception(timeout=GENEROUS), ExecutorShutdown)
-    lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("scalpel: ")]
+    lines = closing_sentences(capfd.readouterr().err)
     assert len(lines) == 1, lines
     assert lines[0].startswith("scalpel: 2 tasks (1 failed, 1 of them unfinished when the executor shut down: "
                                "wait for results before dfk.cleanup()"), lines[0]

@@ -429,12 +429,18 @@ def seconds_covered(stretches: Iterable[OverCache]) -> float:
     return covered
 
 
+#: A closing sentence longer than this many characters is said a clause per line, each after the
+#: first indented: a run with malleable tasks and advice ran past 1,000 characters on one line.
+SUMMARY_WIDTH = 400
+
+
 def run_summary(report: Mapping, path: str | None, *, unwritten: str | None = None) -> str:
     """``report``'s run in one sentence, for a terminal and the log: the tasks and the machine, how
     long tasks overflowing their LLC ran together and how much of that the admission rule accepted
     knowingly (:data:`~scalpel_executor.core.admission.ACCEPTED_CORUNS`: the co-run's last start
     carried such a reason), where the estimates came from, how long the driver's threads were on
-    one CPU (``driver_pin``), and, with ``path``, where the report is and the command that explains it.
+    one CPU (``driver_pin``), and, with ``path``, where the report is and the command that explains it;
+    past :data:`SUMMARY_WIDTH` characters, a clause per line.
 
     The seconds are those of :func:`seconds_covered` over :func:`over_cache_coruns`.
 
@@ -482,7 +488,8 @@ def run_summary(report: Mapping, path: str | None, *, unwritten: str | None = No
         parts.append(f"the run report could not be written to {path} ({unwritten})")
     elif path is not None:
         parts.append(f"report: {path} (scalpel report {os.path.dirname(path) or path})")
-    return "; ".join(parts)
+    sentence = "; ".join(parts)
+    return sentence if len(sentence) <= SUMMARY_WIDTH else ";\n  ".join(parts)
 
 
 def _corun_words(report: Mapping) -> str:
