@@ -576,7 +576,7 @@ class Scheduler:
         self._capped.discard(id(task))
         high = task.cores if capped else task.max_cores
         choice = self.widths.choose(task.key, task.cores, high, task.runtime, width_tail(task), outlook,
-                                    may_explore=not admission.guessed(task), again=task.ran_before)
+                                    may_explore=not admission.guessed(task))
         self._widened[slot.index] = narrow
         if choice.width != task.cores:
             # An explored width's run time is taken at its hope (perfectly parallel): at its key's
@@ -624,8 +624,7 @@ class Scheduler:
                                       self.widths.model.readings(task.key))
                 fit, readings = fits[task.key]
                 peers.append(Peer(narrow[1], width_tail(task), fit, narrow[0], min(task.max_cores, widest),
-                                  readings >= widths.SURE_AFTER, task.footprint, task.key, readings > 0,
-                                  task.ran_before))
+                                  readings >= widths.SURE_AFTER, task.footprint, task.key, readings > 0))
                 work += _work(task)
         return tuple(peers), work
 
@@ -789,8 +788,7 @@ class Scheduler:
         is up to date, at the width a replan would explore it at
         (:func:`~scalpel_executor.core.widths.explore_allotted` of it alone, its chain not counted):
         its hope where no gain at all would end the work at most
-        :data:`~scalpel_executor.core.widths.EXPLORE_COST` later (twice that for a key that ran
-        before, :func:`~scalpel_executor.core.widths.explore_cost`), its cores reserved. One task of a
+        :data:`~scalpel_executor.core.widths.EXPLORE_COST` later, its cores reserved. One task of a
         key at a time: not while another planned so at its arrival has not ended or one of its
         tasks runs ``exploring``, nor where its run time is a guess (a wider run would read no
         speed-up). ``alone``: the task as a peer, its chain not counted; ``shape``: the node's cores,

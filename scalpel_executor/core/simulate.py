@@ -73,7 +73,6 @@ class SimTask:
     serial_fraction: float = 1.0  # Amdahl's serial fraction: on w cores it takes solo_time·amdahl(s, w)/amdahl(s, cores)
     key: str | None = None  # its profile key (Task.key): tasks of one key share a learned speed-up
     family: str | None = None  # its key's family (Task.family): a key with no speed-up read borrows the family's
-    ran_before: bool = False  # its key ran in an earlier run (Task.ran_before): its exploration may cost more
 
     def solo_at(self, width: int) -> float:
         """Seconds alone on ``width`` cores (``solo_time`` at its own ``cores``)."""
@@ -379,7 +378,7 @@ def simulate(
         return Task(i, t.footprint, estimate, t.priority, t.intensity, payload=t, runtime_spread=t.runtime_spread,
                     cores=t.cores, memory=t.memory, gpus=t.gpus, tail=t.tail, wide_tail=t.wide_tail,
                     interference=t.told_interference,
-                    key=t.key, max_cores=t.max_cores, family=t.family, ran_before=t.ran_before)
+                    key=t.key, max_cores=t.max_cores, family=t.family)
 
     batcher: Batcher[Task] | None = (None if batching is None
                                      else Batcher(batching, len(slots), runtime_of=lambda task: task.runtime,

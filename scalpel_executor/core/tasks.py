@@ -53,8 +53,6 @@ class Task:
     #                    (core.widths.SpeedupModel.join); None: none
     family_serial: float | None = None  # the serial fraction every key of the family read in earlier runs
     family_readings: int = 0  # (the profile store's) and the readings it rests on; None and 0: none
-    ran_before: bool = False  # its key ran in an earlier run (its run time is the profile store's): a try at
-    #                    a wider width pays in every later run too, and is allowed to cost more (core.widths.AGAIN)
     width_reading: float | None = None  # the serial fraction its run at a width read, set when it ends (core.widths)
 
     @property

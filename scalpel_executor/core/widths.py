@@ -90,10 +90,7 @@ cores, a fraction of a percent on 128, however many tasks then start as wide.)
 readings starts (``exploring``) at the width that would be best were its key perfectly
 parallel, or, while many wait, one task of the key at a time at the next size up, when even no
 gain at all would end the work at most :data:`EXPLORE_COST` later (idle cores at the tail make
-that guess free; a full node makes it dear, unless the backlog is long beside the task), or
-:data:`AGAIN` times that for a key that ran in an earlier run (``Task.ran_before``): what a try
-teaches pays in every run after it, and a key whose one try cost a little over the budget was
-never tried, run after run. The same
+that guess free; a full node makes it dear, unless the backlog is long beside the task). The same
 guess is planned (:func:`explore_allotted`): waiting tasks of unsure keys are allotted their
 hoped widths, key by key and a dear hope a size narrower, where no gain would cost as little, and
 while so many wait that no hope widens a key, one task of it at a time is planned one size up; so
@@ -146,8 +143,8 @@ __all__ = ["amdahl", "at_width", "widest", "serial_fraction_from", "borrowed", "
            "Widths", "RULES", "REASONS",
            "TAIL", "CRITICAL_PATH", "FEWER_CORUNNERS", "MANY_WAITING", "NO_SPEEDUP", "NO_GAIN", "OTHERS_LONGER",
            "EXPLORING", "PLANNED_EXPLORATION", "KEPT", "FREE_NOW", "PACKED",
-           "EQUAL_SHARE", "REASONS_EXPLAINED", "SHRINK", "SURE_AFTER", "BORROWED", "EXPLORE_COST", "AGAIN", "HYSTERESIS",
-           "TIE", "PACKED_PEERS", "explore_cost"]
+           "EQUAL_SHARE", "REASONS_EXPLAINED", "SHRINK", "SURE_AFTER", "BORROWED", "EXPLORE_COST", "HYSTERESIS", "TIE",
+           "PACKED_PEERS"]
 
 #: Pseudo-readings of "no gain" (s = 1) each key's serial fraction starts from.
 SHRINK = 0.25
@@ -158,12 +155,6 @@ SURE_AFTER = 2
 BORROWED = SURE_AFTER
 #: An unmeasured width is tried only when, with no gain at all, the work would end at most this much later.
 EXPLORE_COST = 0.02
-#: ... this many times :data:`EXPLORE_COST` for a key that ran in an earlier run and was never tried
-#: wider: its speed-up, once read, serves every later run. At the budget alone, one of Montage's 48
-#: reprojections one size up cost the work 2.05% on the paper's 8 cores, no run tried one, and each
-#: learned run held them at one core, 0.900x the best fixed width in hindsight (seed 902,
-#: docs/results/widths-log.md, "A key that ran before explores within twice the budget").
-AGAIN = 2.0
 #: A key's previous width is kept while it is predicted to end within this share of the best width's end
 #: and to spend at most this share more core-seconds.
 HYSTERESIS = 0.03
@@ -434,13 +425,6 @@ class Peer:
     footprint: float = 0.0  # bytes (its crowding, Crowding)
     key: Hashable = None  # its profile key (explore_allotted plans one task of an unsure key at a time)
     seen: bool = True  # its key was seen wider at least once: the plan counts the cache for it (Crowding)
-    again: bool = False  # its key ran in an earlier run (Task.ran_before): explored within AGAIN x EXPLORE_COST
-
-
-def explore_cost(again: bool) -> float:
-    """The share by which a try wider at no gain may end the work later: :data:`EXPLORE_COST`, or
-    :data:`AGAIN` times that for a key that ran in an earlier run (``again``)."""
-    return EXPLORE_COST * (AGAIN if again else 1.0)
 
 
 def co_runner_footprint(peers: Sequence[Peer], default: float) -> float:
@@ -686,7 +670,7 @@ def explore_allotted(peers: Sequence[Peer], allotted: Sequence[int], cores: int,
                      crowding: Crowding | None = None) -> list[int]:
     """``allotted`` (from :func:`allot`) with unsure peers (``sure`` False) planned wider, key by
     key, the cheapest first, while no gain at all would end the work at most :data:`EXPLORE_COST`
-    later (:func:`explore_cost`: :data:`AGAIN` times that for a key whose peers all ran before): a key's peers at the widths they would be allotted were they, and every unsure peer,
+    later: a key's peers at the widths they would be allotted were they, and every unsure peer,
     perfectly parallel, or capped a size narrower at a time where that costs too much; a key that
     no such hope widens (many wait), and not in ``busy``, one peer (its shortest) at the next size up.
     The work's end counts the chain after the peers: the last of them ends no sooner than their
@@ -718,7 +702,7 @@ def explore_allotted(peers: Sequence[Peer], allotted: Sequence[int], cores: int,
         return max(max(own + p.tail for own, p in zip(owns, peers)), (backlog + area) / cores,
                    area / cores + least_tail)
 
-    limit = end(base)
+    limit = end(base) * (1 + EXPLORE_COST)
     hopeful = [peer if peer.sure else dataclasses.replace(peer, serial=0.0) for peer in peers]
     hoped, _, _ = allot(hopeful, cores, domain_cores, backlog, shaped=shaped, crowding=crowding)
     plans: dict[Hashable, dict[int, int]] = {}  # per unsure key: the widening tried, {peer: width}
@@ -744,7 +728,7 @@ def explore_allotted(peers: Sequence[Peer], allotted: Sequence[int], cores: int,
             trial = [max(w, min(plan[i], cap)) if i in plan else w for i, w in enumerate(chosen)]
             if trial == chosen:
                 break
-            if end(trial) <= limit * (1 + explore_cost(all(peers[i].again for i in plan))):
+            if end(trial) <= limit:
                 chosen = trial
                 break
     return chosen
@@ -761,7 +745,7 @@ def thriftiest(peer: Peer, sizes: Sequence[int], crowding: Crowding) -> int:
 
 def choose_width(low: int, high: int, runtime: float, tail: float, serial: float, readings: int, outlook: Outlook,
                  *, previous: int | None = None, may_explore: bool = True, exploring: int = 0,
-                 shaped: bool = True, again: bool = False) -> WidthChoice:
+                 shaped: bool = True) -> WidthChoice:
     """The width a malleable task starts on (module docstring).
 
     Parameters
@@ -787,8 +771,6 @@ def choose_width(low: int, high: int, runtime: float, tail: float, serial: float
         best were the key perfectly parallel is explored (the tail's), not merely the next size up.
     shaped : bool
         Topology-shaped sizes (default) or any width.
-    again : bool
-        Its key ran in an earlier run: explored within :data:`AGAIN` times :data:`EXPLORE_COST`.
 
     Returns
     -------
@@ -833,7 +815,7 @@ def choose_width(low: int, high: int, runtime: float, tail: float, serial: float
         hope = max((w for w in candidates if w <= hoped_widths[0]), default=low)
         if hope <= best and not exploring:
             hope = next((w for w in candidates if w > best), best)
-        if hope > best and end(hope, 1.0) <= end(best, 1.0) * (1 + explore_cost(again)):
+        if hope > best and end(hope, 1.0) <= end(best, 1.0) * (1 + EXPLORE_COST):
             return WidthChoice(hope, EXPLORING, ends[hope])
 
     if (previous is not None and previous != best and previous in ends and ends[previous] <= soonest * (1 + HYSTERESIS)
@@ -895,15 +877,15 @@ class Widths:
             raise ValueError(f"unknown width rule {self.rule!r}; choose from {', '.join(RULES)}")
 
     def choose(self, key: Hashable, low: int, high: int, runtime: float, tail: float, outlook: Outlook,
-               *, may_explore: bool = True, again: bool = False) -> WidthChoice:
+               *, may_explore: bool = True) -> WidthChoice:
         """The width a task of ``key`` starts on (:func:`choose_width`, or :func:`equipartition`).
         ``may_explore`` False: its run time at ``low`` is a guess, so a wider run of it would read
-        no speed-up, and it is not explored; ``again``: its key ran in an earlier run."""
+        no speed-up, and it is not explored."""
         if self.rule.startswith("equipartition"):
             return equipartition(low, high, outlook, shaped=self.rule == "equipartition-shaped")
         choice = choose_width(low, high, runtime, tail, self.model.serial_fraction(key), self.model.readings(key),
                               outlook, previous=self._previous.get(key), may_explore=may_explore,
-                              exploring=self.model.exploring(key), shaped=self.rule == "scalpel", again=again)
+                              exploring=self.model.exploring(key), shaped=self.rule == "scalpel")
         if choice.reason == EXPLORING:
             self.model.explore(key, +1)
         else:

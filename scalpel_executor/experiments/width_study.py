@@ -162,12 +162,6 @@ def _earlier(workload: str, seed: int, name: str, draw: int = 1) -> list[SimTask
     return workload_tasks(workload, seed + draw * LEARN_SEED, topology.total_cores, domain, keys_seed=seed)
 
 
-def _again(tasks: Sequence[SimTask]) -> list[SimTask]:
-    """``tasks`` of a run after an earlier one of the same keys: each key ran before
-    (``SimTask.ran_before``), as a profile store tells the executor of a key it holds."""
-    return [dataclasses.replace(t, ran_before=True) for t in tasks]
-
-
 def _told(tasks: Sequence[SimTask], known: int) -> Widths:
     """The default rule told each key's true serial fraction as ``known`` readings."""
     told = Widths("scalpel")
@@ -200,13 +194,13 @@ def run_instance(workload: str, seed: int, machines: Sequence[str], reused: dict
         run(earlier, learned)
         for draw in range(1, max(1, history) + 1):
             if draw > 1:
-                run(_again(_earlier(workload, seed, name, draw)), learned)
+                run(_earlier(workload, seed, name, draw), learned)
             now = copy.deepcopy(learned) if draw < history else learned  # what the store holds after draw runs
             label = "scalpel/learned" if draw == 1 else f"scalpel/after-{draw}"
-            makespans[label] = run(_again(_with_tails(tasks, now, domain)), now)
+            makespans[label] = run(_with_tails(tasks, now, domain), now)
         if known:
             told = _told(tasks, known)
-            makespans["scalpel/known"] = run(_again(_with_tails(tasks, told, domain)), told)
+            makespans["scalpel/known"] = run(_with_tails(tasks, told, domain), told)
         rows.append({"workload": workload, "machine": name, "seed": seed, "tasks": len(tasks),
                      "makespans": makespans, **({"copied": sorted(copied)} if copied else {})})
     return rows
@@ -238,8 +232,8 @@ def explain(instance: str, known: int = 50) -> list[str]:
                          right=range(1, 5))
     key_of = {t.name: t.key for t in tasks}
     for condition, result in (("first", run(tasks, Widths("scalpel"))),
-                              ("learned", run(_again(_with_tails(tasks, learned, domain)), learned)),
-                              ("known", run(_again(_with_tails(tasks, told, domain)), told))):
+                              ("learned", run(_with_tails(tasks, learned, domain), learned)),
+                              ("known", run(_with_tails(tasks, told, domain), told))):
         lines.append(f"\n{CONDITIONS[condition]}: makespan {result.makespan:.1f} s")
         for key in keys:
             mine = [r for r in result.records if key_of.get(r.name) == key]

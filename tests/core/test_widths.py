@@ -291,31 +291,24 @@ def _no_gain_end(peers, chosen, cores, backlog):
 @st.composite
 def keyed_peers(draw):
     keys = draw(st.integers(1, 4))
-    again = draw(st.sets(st.integers(0, keys - 1)))  # keys that ran in an earlier run
-    peers = [Peer(draw(st.floats(0.1, 100)), draw(st.floats(0, 50)), draw(st.sampled_from([0.05, 0.5, 1.0])), 1,
-                  draw(st.sampled_from([1, 2, 4, 8])), draw(st.booleans()), key=draw(st.integers(0, keys - 1)))
-             for _ in range(draw(st.integers(1, 30)))]
-    return [dataclasses.replace(peer, again=peer.key in again) for peer in peers]
+    return [Peer(draw(st.floats(0.1, 100)), draw(st.floats(0, 50)), draw(st.sampled_from([0.05, 0.5, 1.0])), 1,
+                 draw(st.sampled_from([1, 2, 4, 8])), draw(st.booleans()), key=draw(st.integers(0, keys - 1)))
+            for _ in range(draw(st.integers(1, 30)))]
 
 
 @settings(deadline=None)  # a timed example is a flaky test on a shared machine
 @given(keyed_peers(), st.sampled_from([4, 8, 16, 64]), st.floats(0, 5e3), st.sets(st.integers(0, 3)))
 def test_planned_exploration_costs_the_work_at_most_explore_cost_at_no_gain(peers, cores, backlog, busy):
     """Whatever it widens (hopes, key by key, capped; one task of a key one size up), the work's end
-    with no gain at all moves by at most EXPLORE_COST, AGAIN times that where a key that ran before
-    is widened; sure peers stay as allotted; an unsure peer is planned no narrower than allotted and
-    within its range and the domain; of a key in ``busy`` nothing goes beyond its hope. Where no
-    key ran before, the plan is that of peers not told so."""
+    with no gain at all moves by at most EXPLORE_COST; sure peers stay as allotted; an unsure peer
+    is planned no narrower than allotted and within its range and the domain; of a key in ``busy``
+    nothing goes beyond its hope."""
     domain = min(8, cores)
     allotted, _, _ = allot(peers, cores, domain, backlog)
     hoped, _, _ = allot([p if p.sure else dataclasses.replace(p, serial=0.0) for p in peers], cores, domain, backlog)
     planned = widths.explore_allotted(peers, allotted, cores, domain, backlog, busy=busy)
-    again = any(p.again for p, a, w in zip(peers, allotted, planned) if w > a)
     assert (_no_gain_end(peers, planned, cores, backlog)
-            <= _no_gain_end(peers, allotted, cores, backlog) * (1 + widths.explore_cost(again)) * (1 + 1e-9))
-    if not any(p.again for p in peers):
-        assert planned == widths.explore_allotted([dataclasses.replace(p, again=False) for p in peers], allotted,
-                                                  cores, domain, backlog, busy=busy)
+            <= _no_gain_end(peers, allotted, cores, backlog) * (1 + widths.EXPLORE_COST) * (1 + 1e-9))
     for peer, a, h, w in zip(peers, allotted, hoped, planned):
         if peer.sure:
             assert w == a
@@ -357,29 +350,6 @@ def test_the_chain_after_a_batch_counts_in_what_its_exploration_costs_the_work()
     chained = [dataclasses.replace(peer, tail=20.0) for peer in alone]
     planned = widths.explore_allotted(chained, allotted, 16, 16, 0.0)
     assert sorted(planned) == [1] * 47 + [2]
-
-
-def test_a_key_that_ran_before_and_was_never_tried_wider_is_explored_within_twice_the_budget():
-    """Montage's 48 reprojections of a key never tried wider, 1263 s each on 8 cores, a chain of
-    100 s after them (held-out seed 902 on ``paper``): one of them one size up at no gain ends the
-    work 2.05% later, past EXPLORE_COST, and no run tried it, so every learned run held the key at
-    one core (0.900x the best fixed width in hindsight). A key that ran in an earlier run (the
-    profile store holds its run time) is explored within AGAIN x EXPLORE_COST: once, at two cores.
-    Its speed-up, once read, serves this run's waiting tasks and every later run."""
-    first = [Peer(1263.0, 100.0, 1.0, 1, 4, False, key="mProject")] * 48
-    allotted, _, _ = allot(first, 8, 4, 0.0)
-    assert allotted == [1] * 48
-    base = _no_gain_end(first, allotted, 8, 0.0)
-    one_up = _no_gain_end(first, [2, *allotted[1:]], 8, 0.0) / base - 1
-    assert widths.EXPLORE_COST < one_up < widths.AGAIN * widths.EXPLORE_COST
-    assert widths.explore_allotted(first, allotted, 8, 4, 0.0) == allotted
-    again = [dataclasses.replace(peer, again=True) for peer in first]
-    assert sorted(widths.explore_allotted(again, allotted, 8, 4, 0.0)) == [1] * 47 + [2]
-    # a start chooses so too: alone on the node beside them, it explores where it ran before
-    outlook = Outlook(cores=8, domain_cores=4, free=2, backlog=0.0, peers=tuple(first[1:]))
-    assert choose_width(1, 4, 1263.0, 100.0, 1.0, 0, outlook).width == 1
-    assert choose_width(1, 4, 1263.0, 100.0, 1.0, 0, outlook, again=True) == \
-        widths.WidthChoice(2, widths.EXPLORING, pytest.approx(_no_gain_end(first, [1] * 48, 8, 0.0), rel=0.05))
 
 
 def test_hopes_are_planned_key_by_key_and_a_dear_hope_a_size_narrower():

@@ -263,27 +263,6 @@ def test_a_batch_of_more_tasks_than_cores_explores_every_key_and_the_next_run_ha
     assert result.makespan <= one_core * (1 + 2 * widths.EXPLORE_COST)
 
 
-def test_a_key_that_ran_before_is_tried_wider_where_the_same_try_in_a_first_run_costs_too_much():
-    """48 reprojections of 1263 s of a key never tried wider on two 4-core domains (Montage on
-    ``paper``, held-out seed 902): one of them one size up at no gain ends the work 2.08% later,
-    past EXPLORE_COST, so a run that knows only their run times tries none, and a store that kept
-    that run leaves the next one as unsure, run after run. Told that the key ran before
-    (``SimTask.ran_before``: the profile store held its run time), the scheduler tries it within
-    AGAIN x EXPLORE_COST, and the run ends with its speed-up read."""
-    domains = [[0, 1, 2, 3], [4, 5, 6, 7]]
-    tasks = [SimTask(f"p{i}", 1263.0 + i / 100, max_cores=4, serial_fraction=0.022, key="mProject")
-             for i in range(48)]
-    for ran_before in (False, True):
-        rule = Widths()
-        result = simulate([dataclasses.replace(t, ran_before=ran_before) for t in tasks], domains, 32 * MiB,
-                          scheduler=Scheduler(domains, "scalpel", width_rule=rule))
-        wider = [r for r in result.records if r.cores > 1]
-        if ran_before:
-            assert wider and rule.model.readings("mProject") >= 1
-        else:
-            assert not wider and rule.model.readings("mProject") == 0
-
-
 def test_the_tail_orders_a_malleable_task_and_its_tail_at_the_widest_sizes_it():
     """``Task.tail`` (the chain as its tasks run) decides when a task starts, ``Task.wide_tail`` (the
     same chain at its malleable tasks' widest) how wide: a stage of many malleable tasks cannot all

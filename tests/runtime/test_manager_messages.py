@@ -53,7 +53,7 @@ def test_a_task_travels_to_the_node_manager_and_is_rebuilt_with_every_declared_f
     task = Task(7, footprint=2.5e7, runtime=0.25, priority=-math.inf, intensity=3.5, runtime_spread=0.2,
                 key="mod.app(~64)", footprint_known=False, cores=2, memory=3.0 * 2**30, gpus=1, tail=7.5, max_cores=8,
                 interference=Terms(0.25, -0.5, 0.125), serial_fraction=0.25, serial_readings=3, family="mod.app",
-                family_serial=0.125, family_readings=9, ran_before=True, payload=job)
+                family_serial=0.125, family_readings=9, payload=job)
     rebuilt = task_of(decode(submit_of(task)))
     assert rebuilt.id == task.id and rebuilt.payload.buffer == job.buffer
     for name, _ in TASK_FIELDS:

@@ -623,8 +623,7 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                     serial_readings=estimate.speedup[1] if estimate.speedup else 0,
                     family=estimate.family[0] if estimate.family else None,
                     family_serial=estimate.family[1] if estimate.family else None,
-                    family_readings=estimate.family[2] if estimate.family else 0,
-                    ran_before=estimate.runtime_source == "store")
+                    family_readings=estimate.family[2] if estimate.family else 0)
         if task.interference is not None:
             self._host.told()
         self._fit.check(task, task.payload.who() or f"this call of {estimate.app.rpartition('.')[2]}")

@@ -9,7 +9,7 @@ import shlex
 from collections import Counter
 from collections.abc import Mapping
 
-from scalpel_executor.core.widths import NO_SPEEDUP, explore_cost
+from scalpel_executor.core.widths import EXPLORE_COST, NO_SPEEDUP
 from scalpel_executor.learning.migrate import app_of, arguments_of, family_of, number_part
 from scalpel_executor.learning.host_model import SOLO_SOURCE
 from scalpel_executor.learning.keys import SMALL
@@ -39,10 +39,9 @@ WIDTHS_ADVICE_IN_PYTHON = ", {who} wider ({why}): `scalpel_executor.measure_app(
 #: docs/results/widths.md), where a key of three short tasks is not worth a line.
 NEVER_TRIED_SHARE = 0.1
 #: Why none was tried wider: every run time a guess (a wider run would read nothing), none, or some;
-#: ``{its}`` names the key or keys, ``{cost}`` the budget (core.widths.explore_cost: twice as much
-#: for keys whose run times came from the profile store, which ran before).
+#: ``{its}`` names the key or keys.
 WIDTHS_WHY = {"guessed": "{its} a guess",
-              "dear": "a try that did not speed up would have ended the work more than {cost} later"}
+              "dear": f"a try that did not speed up would have ended the work more than {EXPLORE_COST:.0%} later"}
 WIDTHS_WHY["both"] = f"{WIDTHS_WHY['guessed']}, or {WIDTHS_WHY['dear']}"
 
 
@@ -84,7 +83,7 @@ def widths_advice(rows: list[Mapping], who: str = "none tried", script: str | No
     once ARGS is filled in, and the others are named after it (:func:`named_keys`).
 
     >>> widths_advice([{"profile_key": "m.smooth(n<16)", "runtime_source": "store"}] * 2)
-    ", none tried wider (a try that did not speed up would have ended the work more than 4% later): \
+    ", none tried wider (a try that did not speed up would have ended the work more than 2% later): \
 `scalpel profile run m:smooth ARGS --widths 1,2 --key 'm.smooth(n<16)'` measures its speed-up beforehand"
     >>> widths_advice([{"profile_key": "m.smooth(n<16)", "measured_runtime": 9.0},
     ...                {"profile_key": "m.fit(n<16)", "measured_runtime": 1.0}]).split(": ", 1)[1]
@@ -94,9 +93,7 @@ of the most seconds beforehand, and likewise of 'm.fit(n<16)'"
     guessed = [row.get("runtime_source") == "prior" for row in rows]
     why = WIDTHS_WHY["guessed" if all(guessed) else "both" if any(guessed) else "dear"]
     keys = _by_seconds(rows)
-    known = {row.get("runtime_source") == "store" for row in rows if row.get("runtime_source") != "prior"}
-    cost = " or ".join(f"{explore_cost(again):.0%}" for again in sorted(known))  # both: some ran before
-    why = why.format(its="its run time" if len(keys) == 1 else "their run times", cost=cost)
+    why = why.format(its="its run time" if len(keys) == 1 else "their run times")
     on_the_command_line = f" --store {shlex.quote(store)}" if store else ""
     if not keys:
         return WIDTHS_ADVICE.format(who=who, why=why, target=TARGET, key=KEY, whose="a key's speed-up",

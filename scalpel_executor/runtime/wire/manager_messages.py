@@ -107,7 +107,6 @@ TASK_FIELDS: tuple[tuple[str, Any], ...] = (
     ("memory", _NUMBER), ("gpus", int), ("tail", _NUMBER), ("wide_tail", _OPTIONAL_NUMBER),
     ("interference", _OPTIONAL_TERMS), ("max_cores", _OPTIONAL_INT), ("serial_fraction", _OPTIONAL_NUMBER),
     ("serial_readings", int), ("family", _OPTIONAL_STR), ("family_serial", _OPTIONAL_NUMBER), ("family_readings", int),
-    ("ran_before", bool),
 )
 #: The Task fields that stay in the driver: the id travels as ``task_id``, the payload as the Job's
 #: fields, and the manager's own scheduler sets ``seq``, ``foreseen_harm``, ``width_reason`` and
