@@ -56,7 +56,7 @@ def share_parsl_handlers() -> Callable[[], None]:
 
 
 #: The logger of the sentence each run ends with (the run and where its report is; a clause per
-#: line past report.SUMMARY_WIDTH characters), at INFO, and of the warnings on a workflow's own
+#: line past summary_words.SUMMARY_WIDTH characters), at INFO, and of the warnings on a workflow's own
 #: resource requests (a ``max_cores`` capped at the widest LLC domain, a task wider than any), once
 #: per value: into parsl.log (through the ``scalpel_executor`` logger's shared handlers) and onto
 #: the terminal, where a notebook's user reads them.

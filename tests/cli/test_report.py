@@ -450,7 +450,7 @@ def test_a_long_closing_sentence_is_said_a_clause_per_line_and_a_short_one_on_on
     """A run with malleable tasks never tried wider adds the widths and the command that measures
     them: on one line it ran past 1,000 characters. Past SUMMARY_WIDTH each clause has a line, the
     first as before and the rest indented, nothing lost; a short sentence stays one line."""
-    from scalpel_executor.runtime.driver.report import SUMMARY_WIDTH
+    from scalpel_executor.runtime.driver.summary_words import SUMMARY_WIDTH
 
     fixed = {"task_id": 0, "domain": 0, "started": 0.0, "finished": 1.0, "admission": "fits", "width": None}
     key = "__main__.smooth({seed:num,tile:f8[~724x~724]})"

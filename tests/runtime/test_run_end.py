@@ -19,7 +19,7 @@ from tests.runtime.helpers import GENEROUS
 
 def closing_sentences(err: str) -> list[str]:
     """The closing sentences on a terminal: each line that starts one, with the indented lines a
-    long one continues on (report.SUMMARY_WIDTH), joined as one line."""
+    long one continues on (summary_words.SUMMARY_WIDTH), joined as one line."""
     sentences: list[str] = []
     for line in err.splitlines():
         if line.startswith("scalpel: "):

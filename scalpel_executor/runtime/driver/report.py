@@ -33,7 +33,7 @@ from scalpel_executor.learning.keys import MAIN_GUARD
 from scalpel_executor.runtime.logs import summary_logger
 from scalpel_executor.runtime.driver.driver_pin import pin_words
 from scalpel_executor.runtime.driver.model_point import model_point, model_words
-from scalpel_executor.runtime.driver.summary_words import learned_words, source_words, width_words
+from scalpel_executor.runtime.driver.summary_words import learned_words, sentence, source_words, width_words
 
 if TYPE_CHECKING:  # annotations only: `scalpel report` reads reports without the estimator's imports
     from scalpel_executor.core.domains import Topology
@@ -429,18 +429,13 @@ def seconds_covered(stretches: Iterable[OverCache]) -> float:
     return covered
 
 
-#: A closing sentence longer than this many characters is said a clause per line, each after the
-#: first indented: a run with malleable tasks and advice ran past 1,000 characters on one line.
-SUMMARY_WIDTH = 400
-
-
 def run_summary(report: Mapping, path: str | None, *, unwritten: str | None = None) -> str:
     """``report``'s run in one sentence, for a terminal and the log: the tasks and the machine, how
     long tasks overflowing their LLC ran together and how much of that the admission rule accepted
     knowingly (:data:`~scalpel_executor.core.admission.ACCEPTED_CORUNS`: the co-run's last start
     carried such a reason), where the estimates came from, how long the driver's threads were on
     one CPU (``driver_pin``), and, with ``path``, where the report is and the command that explains it;
-    past :data:`SUMMARY_WIDTH` characters, a clause per line.
+    past :data:`~scalpel_executor.runtime.driver.summary_words.SUMMARY_WIDTH` characters, a clause per line.
 
     The seconds are those of :func:`seconds_covered` over :func:`over_cache_coruns`.
 
@@ -488,8 +483,7 @@ def run_summary(report: Mapping, path: str | None, *, unwritten: str | None = No
         parts.append(f"the run report could not be written to {path} ({unwritten})")
     elif path is not None:
         parts.append(f"report: {path} (scalpel report {os.path.dirname(path) or path})")
-    sentence = "; ".join(parts)
-    return sentence if len(sentence) <= SUMMARY_WIDTH else ";\n  ".join(parts)
+    return sentence(parts)
 
 
 def _corun_words(report: Mapping) -> str:

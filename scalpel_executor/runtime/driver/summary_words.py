@@ -1,6 +1,6 @@
 """The clauses of a run's closing sentence that read the report's rows alone
-(:func:`~scalpel_executor.runtime.driver.report.run_summary` joins them): where the estimates came
-from, what the run taught, and the widths its malleable tasks started on."""
+(:func:`~scalpel_executor.runtime.driver.report.run_summary` joins them, :func:`sentence`): where the
+estimates came from, what the run taught, and the widths its malleable tasks started on."""
 
 from __future__ import annotations
 
@@ -110,6 +110,25 @@ of the most seconds beforehand, and likewise of 'm.fit(n<16)'"
         advice = WIDTHS_ADVICE.format(who=who, why=why, target=profile_target(key, script), key=shlex.quote(key),
                                       whose=whose, store=on_the_command_line)
     return advice + likewise
+
+
+#: A closing sentence longer than this many characters is said a clause per line, each after the
+#: first indented: a run with malleable tasks and advice ran past 1,000 characters on one line.
+SUMMARY_WIDTH = 400
+
+
+def sentence(parts: list[str]) -> str:
+    """The closing sentence's clauses joined: on one line, or past :data:`SUMMARY_WIDTH`
+    characters a clause per line.
+
+    >>> sentence(["scalpel: 1 task", "no co-runs over the LLC"])
+    'scalpel: 1 task; no co-runs over the LLC'
+    >>> print(sentence(["scalpel: 1 task", "x" * SUMMARY_WIDTH]).replace("x" * SUMMARY_WIDTH, "..."))
+    scalpel: 1 task;
+      ...
+    """
+    joined = "; ".join(parts)
+    return joined if len(joined) <= SUMMARY_WIDTH else ";\n  ".join(parts)
 
 
 #: The keys the advice names at most, those of the most seconds first; the rest are counted.
