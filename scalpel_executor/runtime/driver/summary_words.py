@@ -92,7 +92,7 @@ of the most seconds beforehand, and likewise of 'm.fit(n<16)'"
     """
     guessed = [row.get("runtime_source") == "prior" for row in rows]
     why = WIDTHS_WHY["guessed" if all(guessed) else "both" if any(guessed) else "dear"]
-    keys = _by_seconds(rows)
+    keys = by_seconds(rows)
     why = why.format(its="its run time" if len(keys) == 1 else "their run times")
     on_the_command_line = f" --store {shlex.quote(store)}" if store else ""
     if not keys:
@@ -100,7 +100,7 @@ of the most seconds beforehand, and likewise of 'm.fit(n<16)'"
                                     store=on_the_command_line)
     key = keys[0]
     whose, likewise = ("its speed-up", "") if len(keys) == 1 else \
-        ("the speed-up of the key of the most seconds", f", and likewise of {named_keys(rows, skip=1)}")
+        ("the speed-up of the key of the most seconds", f", and likewise of {named_keys(keys[1:])}")
     app = app_of(key) or ""
     function = app.removeprefix("__main__.")
     if script is None and app.startswith("__main__.") and function.isidentifier():
@@ -135,23 +135,22 @@ def sentence(parts: list[str]) -> str:
 NAMED_KEYS = 3
 
 
-def named_keys(rows: list[Mapping], most: int = NAMED_KEYS, *, skip: int = 0) -> str:
-    """The profile keys of ``rows``, those whose rows ran the most seconds first, past the first
-    ``skip``, at most ``most`` named (each as ``--key`` takes it) and the rest counted.
+def named_keys(keys: list[str]) -> str:
+    """``keys`` (as :func:`by_seconds` orders them), at most :data:`NAMED_KEYS` named (each as
+    ``--key`` takes it) and the rest counted.
 
     >>> rows = [{"profile_key": f"m.{name}(n<16)", "measured_runtime": t} for name, t in
     ...         (("a", 1.0), ("b", 5.0), ("a", 1.0), ("c", 3.0), ("d", 0.5))]
-    >>> named_keys(rows)
+    >>> named_keys(by_seconds(rows))
     "'m.b(n<16)', 'm.c(n<16)', 'm.a(n<16)' and 1 more"
-    >>> named_keys(rows, 2, skip=1)
-    "'m.c(n<16)', 'm.a(n<16)' and 1 more"
+    >>> named_keys(by_seconds(rows)[1:])
+    "'m.c(n<16)', 'm.a(n<16)', 'm.d(n<16)'"
     """
-    keys = _by_seconds(rows)[skip:]
-    more = f" and {len(keys) - most} more" if len(keys) > most else ""
-    return ", ".join(shlex.quote(key) for key in keys[:most]) + more
+    more = f" and {len(keys) - NAMED_KEYS} more" if len(keys) > NAMED_KEYS else ""
+    return ", ".join(shlex.quote(key) for key in keys[:NAMED_KEYS]) + more
 
 
-def _by_seconds(rows: list[Mapping]) -> list[str]:
+def by_seconds(rows: list[Mapping]) -> list[str]:
     """The profile keys of ``rows``, those whose rows ran the most seconds first."""
     seconds: Counter[str] = Counter()
     for row in rows:
