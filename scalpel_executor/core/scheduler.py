@@ -570,7 +570,6 @@ class Scheduler:
             peers=peers,
             crowding=self._crowding(peers, self.cores_per_domain[slot.domain], task.footprint),
             footprint=task.footprint,
-            unsure_left=self._unsure_left(task.key),
         )
         planned = task.cores
         capped = id(task) in self._capped
@@ -611,20 +610,6 @@ class Scheduler:
             reason = widths.PACKED  # narrower than allotted: so the few waiting start without a second round
         task.width_reason = reason
         self.width_reasons[reason] += 1
-
-    def _unsure_left(self, key: Hashable) -> float:
-        """Core-seconds the running explorations of ``key`` (an unsure key) would have left were it of
-        no gain, beyond their count in :meth:`_running_work` (at their hope, perfectly parallel)."""
-        if self.widths.model.readings(key) >= widths.SURE_AFTER:
-            return 0.0
-        more = 0.0
-        for index, (_, narrowest) in self._widened.items():
-            task = self._running[index]
-            if task.key == key and task.width_reason in (EXPLORING, widths.PLANNED_EXPLORATION):
-                ran = self._clock - self._started.get(index, self._clock)
-                left = max(narrowest - ran, admission.OVERDUE_FRACTION * narrowest)  # no gain: as on its narrowest
-                more += max(0.0, left - self._remaining(index, self._clock)) * len(self._booked.get(index, (index,)))
-        return more
 
     def _peers(self, tasks: Iterable[Task] | None = None) -> tuple[tuple[Peer, ...], float]:
         """The malleable tasks not started (or those of ``tasks``), as the width choice weighs them

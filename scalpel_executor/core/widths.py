@@ -464,9 +464,6 @@ class Outlook:
     peers: tuple[Peer, ...] = ()  # the malleable tasks waiting, this one excluded
     crowding: Crowding | None = None  # the cache each width leaves a task; None: widths do not change it
     footprint: float = 0.0  # bytes: the starting task's footprint
-    # core-seconds the running explorations of the task's key would have left, were the key of no gain,
-    # beyond what ``backlog`` counts them for (at their hope): what the exploration check adds
-    unsure_left: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -799,9 +796,9 @@ def choose_width(low: int, high: int, runtime: float, tail: float, serial: float
     floor = others_end  # the malleable tasks waiting beside it, as allotted
     after = min((p.tail for p in outlook.peers), default=0.0)  # the shortest chain after the peers
 
-    def end(width: int, s: float = serial, more: float = 0.0) -> float:
+    def end(width: int, s: float = serial) -> float:
         own = _crowded_own(dataclasses.replace(me, serial=s), width, crowding)
-        return max(own + tail, (rest + more + width * own) / outlook.cores + after, floor)
+        return max(own + tail, (rest + width * own) / outlook.cores + after, floor)
 
     def spent(width: int) -> float:
         return width * _crowded_own(me, width, crowding)
@@ -825,8 +822,7 @@ def choose_width(low: int, high: int, runtime: float, tail: float, serial: float
         hope = max((w for w in candidates if w <= hoped_widths[0]), default=low)
         if hope <= best and not exploring:
             hope = next((w for w in candidates if w > best), best)
-        nothing = outlook.unsure_left  # no gain for the key: its explorations running hold their cores longer
-        if hope > best and end(hope, 1.0, nothing) <= end(best, 1.0, nothing) * (1 + EXPLORE_COST):
+        if hope > best and end(hope, 1.0) <= end(best, 1.0) * (1 + EXPLORE_COST):
             return WidthChoice(hope, EXPLORING, ends[hope])
 
     if (previous is not None and previous != best and previous in ends and ends[previous] <= soonest * (1 + HYSTERESIS)
