@@ -524,12 +524,11 @@ def allot(peers: Sequence[Peer], cores: int, domain_cores: int, backlog: float,
     heap = [(-end, i) for i, end in enumerate(ends)]
     heapq.heapify(heap)
     chains = True  # the heap orders own ends with their chains; False: own run times alone
-    after = min((peer.tail for peer in peers), default=0.0)  # the last to end ends after the area, then its chain
     while heap:
         top, i = heap[0]
         top = -top
         peer = peers[i]
-        if top <= area / cores + (after if chains else 0.0):
+        if top <= area / cores:
             break
         options = sizes.setdefault((peer.low, peer.high), _sizes(peer.low, min(peer.high, domain_cores),
                                                                    domain_cores, shaped))
@@ -538,7 +537,7 @@ def allot(peers: Sequence[Peer], cores: int, domain_cores: int, backlog: float,
         if not stands:
             new_own = _crowded_own(peer, wider, crowding)
             new_area = area - widths[i] * owns[i] + wider * new_own
-            if new_area / cores + (after if chains else 0.0) >= top:
+            if new_area / cores >= top:
                 break
             ordered = new_own + peer.tail if chains else new_own
             stands = ordered >= top
