@@ -494,12 +494,20 @@ def _crowded_own(peer: Peer, width: int, crowding: Crowding | None) -> float:
 def allot(peers: Sequence[Peer], cores: int, domain_cores: int, backlog: float,
           *, shaped: bool = True, crowding: Crowding | None = None) -> tuple[list[int], float, float]:
     """Widths for ``peers`` that end them soonest together, greedily: the predicted end is the latest
-    of each one's own end (run time at its width + tail), the core-seconds of all of them and
-    ``backlog`` over ``cores``; the task that ends last is widened to its next size
+    of each one's own end (run time at its width + tail), and the core-seconds of all of them and
+    ``backlog`` over ``cores`` followed by the shortest of their chains (whichever task ends last,
+    a chain at least that long waits for it); the task that ends last is widened to its next size
     while that brings the end closer (Turek, Wolf and Yu's allotment for malleable tasks: widen the
     longest until the work's area binds). With ``crowding``, a run time at a width is slowed by the
     co-runners a domain full of tasks of that width holds (:class:`Crowding`). Returns the widths,
     the latest own end and the area.
+
+    The chain after the area is the bound :func:`choose_width` and :func:`explore_allotted` weigh
+    a width against. (Measured reason: without it, five Epigenomics splits on ``paper``, each with
+    a chain of four short steps, were allotted 2, 2, 2, 4 and 4 cores: widened until their area
+    alone bound, though their chains end the work later whatever the widths, and two waited for
+    whole domains. Learned runs of the workflows ended 1-2% later on every seed set, docs/results/widths-log.md, "The allotment bounded by the same
+    chain".)
 
     Where no wider size brings the end of the task that ends last closer (it is at its widest, or
     its key does not speed up), that task is set aside, and the others are widened while their own
@@ -524,11 +532,12 @@ def allot(peers: Sequence[Peer], cores: int, domain_cores: int, backlog: float,
     heap = [(-end, i) for i, end in enumerate(ends)]
     heapq.heapify(heap)
     chains = True  # the heap orders own ends with their chains; False: own run times alone
+    after = min((peer.tail for peer in peers), default=0.0)  # the last to end ends after the area, then its chain
     while heap:
         top, i = heap[0]
         top = -top
         peer = peers[i]
-        if top <= area / cores:
+        if top <= area / cores + (after if chains else 0.0):
             break
         options = sizes.setdefault((peer.low, peer.high), _sizes(peer.low, min(peer.high, domain_cores),
                                                                    domain_cores, shaped))
@@ -537,7 +546,7 @@ def allot(peers: Sequence[Peer], cores: int, domain_cores: int, backlog: float,
         if not stands:
             new_own = _crowded_own(peer, wider, crowding)
             new_area = area - widths[i] * owns[i] + wider * new_own
-            if new_area / cores >= top:
+            if new_area / cores + (after if chains else 0.0) >= top:
                 break
             ordered = new_own + peer.tail if chains else new_own
             stands = ordered >= top

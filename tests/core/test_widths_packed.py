@@ -138,7 +138,8 @@ def test_tasks_with_chains_that_the_pool_sends_to_a_second_round_are_packed_narr
     on ``paper``'s eight cores: the allotment, which counts the cores as one pool, planned them on
     two cores each, and those that did not fit waited for a second round (18.1-24.0 s). Packed
     narrower, every one starts at once (15.0 s); those left on one core say why (``packed on the
-    domains``, or planned at two and started on the one core free, ``sooner on the cores free``)."""
+    domains``, or planned at two and started on the one core free, ``sooner on the cores free``;
+    of seven, the allotment itself keeps five on one core, :func:`widths.allot`)."""
     batch = [SimTask(f"p{i}", 10.0, 1 * MiB, max_cores=4, serial_fraction=0.45, key="p") for i in range(tasks)]
     batch += [SimTask(f"c{i}", 5.0, 1 * MiB, parents=(i,), key="c") for i in range(tasks)]
     batch = [dataclasses.replace(t, tail=tail) for t, tail in zip(batch, graph_tails(batch))]
@@ -150,4 +151,7 @@ def test_tasks_with_chains_that_the_pool_sends_to_a_second_round_are_packed_narr
     assert result.makespan == pytest.approx(15.0, abs=0.01)
     narrow = sum(r.cores == 1 for r in result.records if r.name.startswith("p"))
     assert scheduler.width_reasons[widths.PACKED] > 0
-    assert scheduler.width_reasons[widths.PACKED] + scheduler.width_reasons[widths.FREE_NOW] == narrow
+    if tasks < 7:
+        assert scheduler.width_reasons[widths.PACKED] + scheduler.width_reasons[widths.FREE_NOW] == narrow
+    else:  # seven: their area, then their chains, ends the work with five on one core as allotted
+        assert narrow == tasks
