@@ -565,6 +565,9 @@ class Scheduler:
             cores=len(self.slots) - len(self._disabled),
             domain_cores=self.cores_per_domain[slot.domain],
             free=sum(1 for i in self._domain_slots[slot.domain] if self._idle[i] and i not in self._disabled),
+            free_elsewhere=sum(1 for d, slots in enumerate(self._domain_slots) if d != slot.domain
+                               for i in slots if self._idle[i] and i not in self._disabled),
+            planned=sum(waiting.cores for waiting in self._waiting.values() if id(waiting) in self._narrow),
             backlog=max(0.0, self._waiting_work - peer_work) + self._running_work(),
             malleable=self._malleable_waiting + len(self._widened) + 1,
             peers=peers,

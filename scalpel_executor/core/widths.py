@@ -465,6 +465,8 @@ class Outlook:
     peers: tuple[Peer, ...] = ()  # the malleable tasks waiting, this one excluded
     crowding: Crowding | None = None  # the cache each width leaves a task; None: widths do not change it
     footprint: float = 0.0  # bytes: the starting task's footprint
+    free_elsewhere: int = 0  # free cores of the node's other domains now
+    planned: int = 0  # cores the malleable tasks waiting are planned at, together
 
 
 @dataclass(frozen=True, slots=True)
@@ -832,6 +834,11 @@ def choose_width(low: int, high: int, runtime: float, tail: float, serial: float
         hope = max((w for w in candidates if w <= hoped_widths[0]), default=low)
         if hope <= best and not exploring:
             hope = next((w for w in candidates if w > best), best)
+        # while a task of its key explores already, a second try takes no core that the waiting
+        # tasks, all starting now beside it at ``best``, would start on: the first's reading comes anyway
+        room = outlook.free + outlook.free_elsewhere - max(outlook.planned, sum(peer.low for peer in outlook.peers))
+        if exploring and best <= room < hope:
+            hope = max(w for w in candidates if w <= max(room, best))
         if hope > best and end(hope, 1.0) <= end(best, 1.0) * (1 + EXPLORE_COST):
             return WidthChoice(hope, EXPLORING, ends[hope])
 

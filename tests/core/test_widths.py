@@ -141,6 +141,26 @@ def test_an_exploration_counts_the_chain_after_the_tasks_it_would_keep_waiting()
         # at no gain, it ends with its chain as on one core: the waiting splits run beside it
         assert choice.ends == pytest.approx(880.0 + 211.0)
 
+def test_an_exploration_takes_no_core_the_waiting_tasks_would_start_on_now():
+    """Five splits of an unsure key, 878 s each, planned at two cores on a 16-core domain: the first
+    explored eight cores, beside which the four others fit. The second, with eight cores free and
+    three splits planned at two cores each waiting, explores no wider than leaves them theirs: the
+    first's reading comes anyway, and at eight the three waited for a second round (a first
+    Epigenomics run on ``xeon16`` so ended 0.771x as soon as every task on two cores), which the
+    pool of core-seconds does not see. The first try of a key is not held so."""
+    splits = (Peer(878.0, 231.0, 1.0, 1, 16, sure=False, key="split", seen=False),) * 3
+    beside = Outlook(cores=16, domain_cores=16, free=8, backlog=878.0, malleable=5, peers=splits, planned=6)
+    assert choose_width(2, 16, 878.0, 243.0, 1.0, 0, beside, exploring=1) == widths.WidthChoice(
+        2, widths.NO_SPEEDUP, 1121.0)
+    # not planned yet, they need their narrowest, a core each: it explores four of the eight
+    assert choose_width(2, 16, 878.0, 243.0, 1.0, 0, dataclasses.replace(beside, planned=0), exploring=1).width == 4
+    # eight cores free on another domain hold them: it explores all eight here
+    elsewhere = dataclasses.replace(beside, free_elsewhere=8)
+    assert choose_width(2, 16, 878.0, 243.0, 1.0, 0, elsewhere, exploring=1) == widths.WidthChoice(
+        8, widths.EXPLORING, 1121.0)
+    assert choose_width(2, 16, 878.0, 243.0, 1.0, 0, beside, exploring=0).width == 8  # the key's first try
+
+
 def test_the_previous_width_is_kept_within_the_hysteresis_and_left_beyond_it():
     # a perfectly parallel key with a backlog of 3 s per core: widths 4 and 8 end together, 2 later
     outlook = Outlook(cores=8, domain_cores=8, free=8, backlog=24.0)
