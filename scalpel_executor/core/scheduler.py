@@ -561,12 +561,13 @@ class Scheduler:
         its ``cores`` (at least the width it was allotted and admitted at, :meth:`_retarget`), the run
         time estimated there and the reason. ``narrow``: its narrowest cores and estimate there."""
         peers, peer_work = self._peers() if self.widths.rule in widths.ALLOTTING else ((), 0.0)
+        idle = [i for i in self._idle_slots if i not in self._disabled]
+        free = sum(1 for i in idle if self.slots[i].domain == slot.domain)
         outlook = Outlook(
             cores=len(self.slots) - len(self._disabled),
             domain_cores=self.cores_per_domain[slot.domain],
-            free=sum(1 for i in self._domain_slots[slot.domain] if self._idle[i] and i not in self._disabled),
-            free_elsewhere=sum(1 for d, slots in enumerate(self._domain_slots) if d != slot.domain
-                               for i in slots if self._idle[i] and i not in self._disabled),
+            free=free,
+            free_elsewhere=len(idle) - free,
             planned=sum(waiting.cores for waiting in self._waiting.values() if id(waiting) in self._narrow),
             backlog=max(0.0, self._waiting_work - peer_work) + self._running_work(),
             malleable=self._malleable_waiting + len(self._widened) + 1,
