@@ -515,8 +515,8 @@ def allot(peers: Sequence[Peer], cores: int, domain_cores: int, backlog: float,
     a width against. (Measured reason: without it, five Epigenomics splits on ``paper``, each with
     a chain of four short steps, were allotted 2, 2, 2, 4 and 4 cores: widened until their area
     alone bound, though their chains end the work later whatever the widths, and two waited for
-    whole domains. Learned runs of the workflows ended 1-2% later on every seed set, docs/results/widths-log.md, "The allotment bounded by the same
-    chain".)
+    whole domains. Learned runs of the workflows ended 1-2% later on every seed set,
+    docs/results/widths-log.md, "The allotment bounded by the same chain".)
 
     Where no wider size brings the end of the task that ends last closer (it is at its widest, or
     its key does not speed up), that task is set aside, and the others are widened while their own
@@ -841,11 +841,10 @@ def choose_width(low: int, high: int, runtime: float, tail: float, serial: float
         hope = max((w for w in candidates if w <= hoped_widths[0]), default=low)
         if hope <= best and not exploring:
             hope = next((w for w in candidates if w > best), best)
-        # while a task of its key explores already, a second try takes no core that the waiting
-        # tasks, all starting now beside it at ``best``, would start on: the first's reading comes anyway
-        room = outlook.free + outlook.free_elsewhere - max(outlook.planned, sum(peer.low for peer in outlook.peers))
-        if exploring and best <= room < hope:
-            hope = max(w for w in candidates if w <= max(room, best))
+        if exploring:  # a second try takes no core the waiting tasks, all starting now beside ``best``, start on
+            room = outlook.free + outlook.free_elsewhere - max(outlook.planned, sum(peer.low for peer in outlook.peers))
+            if best <= room < hope:
+                hope = max(w for w in candidates if w <= room)
         if hope > best and end(hope, 1.0) <= end(best, 1.0) * (1 + EXPLORE_COST):
             return WidthChoice(hope, EXPLORING, ends[hope])
 
