@@ -580,7 +580,7 @@ class Scheduler:
         self._capped.discard(id(task))
         high = task.cores if capped else task.max_cores
         choice = self.widths.choose(task.key, task.cores, high, task.runtime, width_tail(task), outlook,
-                                    may_explore=not admission.guessed(task))
+                                    may_explore=not admission.guessed(task), narrowest=narrow)
         self._widened[slot.index] = narrow
         if choice.width != task.cores:
             # An explored width's run time is taken at its hope (perfectly parallel): at its key's

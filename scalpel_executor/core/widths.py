@@ -770,7 +770,7 @@ def thriftiest(peer: Peer, sizes: Sequence[int], crowding: Crowding) -> int:
 
 def choose_width(low: int, high: int, runtime: float, tail: float, serial: float, readings: int, outlook: Outlook,
                  *, previous: int | None = None, may_explore: bool = True, exploring: int = 0,
-                 shaped: bool = True) -> WidthChoice:
+                 shaped: bool = True, narrowest: tuple[int, float] | None = None) -> WidthChoice:
     """The width a malleable task starts on (module docstring).
 
     Parameters
@@ -796,6 +796,10 @@ def choose_width(low: int, high: int, runtime: float, tail: float, serial: float
         best were the key perfectly parallel is explored (the tail's), not merely the next size up.
     shaped : bool
         Topology-shaped sizes (default) or any width.
+    narrowest : (int, float), optional
+        The task's narrowest width and its estimate there, where ``low`` is a width it was planned
+        at above it (``Scheduler._retarget``): the hope of an exploration scales from there, and a
+        start at ``low`` reads the key's speed-up without one. None: ``low`` is its narrowest.
 
     Returns
     -------
@@ -834,12 +838,16 @@ def choose_width(low: int, high: int, runtime: float, tail: float, serial: float
     if readings < SURE_AFTER and may_explore:
         # What would be best were the key perfectly parallel, and every unsure key waiting beside it
         # (else the next size up, one task of the key at a time), if no gain at all would cost little.
+        # Both from its narrowest width: planned wider, its estimate at ``low`` is its key's fit there
+        # (no gain), and a perfectly parallel hope scaled from it overshot by the planned factor.
+        base = me if narrowest is None else dataclasses.replace(me, runtime=narrowest[1], low=narrowest[0])
         hopeful = tuple(p if p.sure else dataclasses.replace(p, serial=0.0) for p in outlook.peers)
-        hoped_widths, _, _ = allot((dataclasses.replace(me, serial=0.0), *hopeful), outlook.cores,
+        hoped_widths, _, _ = allot((dataclasses.replace(base, serial=0.0), *hopeful), outlook.cores,
                                    outlook.domain_cores, outlook.backlog, shaped=shaped,
                                    crowding=crowding)
         hope = max((w for w in candidates if w <= hoped_widths[0]), default=low)
-        if hope <= best and not exploring:
+        reads = best > base.low  # a start wider than its narrowest reads the key's speed-up without a try
+        if hope <= best and not exploring and not reads:
             hope = next((w for w in candidates if w > best), best)
         if exploring:  # a second try takes no core the waiting tasks, all starting now beside ``best``, start on
             room = outlook.free + outlook.free_elsewhere - max(outlook.planned, sum(peer.low for peer in outlook.peers))
@@ -907,15 +915,17 @@ class Widths:
             raise ValueError(f"unknown width rule {self.rule!r}; choose from {', '.join(RULES)}")
 
     def choose(self, key: Hashable, low: int, high: int, runtime: float, tail: float, outlook: Outlook,
-               *, may_explore: bool = True) -> WidthChoice:
+               *, may_explore: bool = True, narrowest: tuple[int, float] | None = None) -> WidthChoice:
         """The width a task of ``key`` starts on (:func:`choose_width`, or :func:`equipartition`).
         ``may_explore`` False: its run time at ``low`` is a guess, so a wider run of it would read
-        no speed-up, and it is not explored."""
+        no speed-up, and it is not explored. ``narrowest``: its narrowest width and estimate there,
+        where ``low`` is a planned width above it."""
         if self.rule.startswith("equipartition"):
             return equipartition(low, high, outlook, shaped=self.rule == "equipartition-shaped")
         choice = choose_width(low, high, runtime, tail, self.model.serial_fraction(key), self.model.readings(key),
                               outlook, previous=self._previous.get(key), may_explore=may_explore,
-                              exploring=self.model.exploring(key), shaped=self.rule == "scalpel")
+                              exploring=self.model.exploring(key), shaped=self.rule == "scalpel",
+                              narrowest=narrowest)
         if choice.reason == EXPLORING:
             self.model.explore(key, +1)
         else:

@@ -161,6 +161,24 @@ def test_an_exploration_takes_no_core_the_waiting_tasks_would_start_on_now():
     assert choose_width(2, 16, 878.0, 243.0, 1.0, 0, beside, exploring=0).width == 8  # the key's first try
 
 
+def test_a_task_planned_wider_than_its_narrowest_hopes_from_there_and_reads_its_key_without_a_try():
+    """The longest task of a batch, 12 s on one core, planned at four cores (its estimate there its
+    key's fit, no gain: 12 s), beside 30 others on a 16-core domain. Perfectly parallel, four cores
+    would end it within the backlog's spread: its hope, scaled from its narrowest. Scaled from the
+    planned width it was eight; and a start at four reads the key anyway, so no size up is tried.
+    (A first run of batch-2 on ``xeon16``, seed 600, explored such a task on eight cores, its serial
+    fraction 0.204: 27 core-seconds for an 11 s task, and ended 7.90 s, 7.28 s so.)"""
+    others = (Peer(2.4, 0.0, 1.0, 1, 16, sure=False, key="other", seen=False),) * 30
+    outlook = Outlook(cores=16, domain_cores=16, free=16, backlog=0.0, malleable=31, peers=others)
+    planned = choose_width(4, 16, 12.0, 0.0, 1.0, 0, outlook, narrowest=(1, 12.0))
+    assert planned.width == 4 and planned.reason != widths.EXPLORING
+    assert choose_width(1, 16, 12.0, 0.0, 1.0, 0, outlook) == widths.WidthChoice(4, widths.EXPLORING, 12.0)
+    # its narrowest four cores: a start there reads nothing, and the next size up is tried
+    assert choose_width(4, 16, 12.0, 0.0, 1.0, 0, outlook, narrowest=(4, 12.0)) == widths.WidthChoice(
+        8, widths.EXPLORING, 12.0)
+    assert choose_width(4, 16, 12.0, 0.0, 1.0, 0, outlook).width == 8  # no narrowest told: ``low`` is it
+
+
 def test_the_previous_width_is_kept_within_the_hysteresis_and_left_beyond_it():
     # a perfectly parallel key with a backlog of 3 s per core: widths 4 and 8 end together, 2 later
     outlook = Outlook(cores=8, domain_cores=8, free=8, backlog=24.0)
