@@ -97,7 +97,14 @@ cores, a fraction of a percent on 128, however many tasks then start as wide.)
 readings starts (``exploring``) at the width that would be best were its key perfectly
 parallel, or, while many wait, one task of the key at a time at the next size up, when even no
 gain at all would end the work at most :data:`EXPLORE_COST` later (idle cores at the tail make
-that guess free; a full node makes it dear, unless the backlog is long beside the task). While a
+that guess free; a full node makes it dear, unless the backlog is long beside the task). Both
+are reckoned from the task's narrowest width, and a task that starts wider than it anyway
+(planned wider to explore, say, or for fewer co-runners) tries no size up: its run there reads
+the key. (Measured reason: a first run of batch-2 on ``xeon16`` (seed 600) planned its longest
+task, 11.2 s on one core, at four cores to explore, its estimate there at no gain 11.2 s; from
+that, the hope was eight cores, 27 core-seconds at its serial fraction of 0.204, and the run
+ended at 7.90 s, 7.28 s without that try; first runs sooner on geometric mean on every seed set,
+docs/results/widths-log.md, "An exploration reckoned from the narrowest width".) While a
 task of its key explores already, a second try takes no core that the malleable tasks waiting
 beside it, at their planned widths, would all start on now (``Outlook.planned``): the first's
 reading comes anyway, and the pool of core-seconds does not see the round they would wait.
