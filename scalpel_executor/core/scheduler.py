@@ -568,7 +568,9 @@ class Scheduler:
             domain_cores=self.cores_per_domain[slot.domain],
             free=free,
             free_elsewhere=len(idle) - free,
-            planned=sum(waiting.cores for waiting in self._waiting.values() if id(waiting) in self._narrow),
+            # read only by a second try of a key (choose_width's ``exploring``): summed only then
+            planned=sum(waiting.cores for waiting in self._waiting.values() if id(waiting) in self._narrow)
+            if self.widths.model.exploring(task.key) else 0,
             backlog=max(0.0, self._waiting_work - peer_work) + self._running_work(),
             malleable=self._malleable_waiting + len(self._widened) + 1,
             peers=peers,

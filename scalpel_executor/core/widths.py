@@ -480,7 +480,7 @@ class Outlook:
     crowding: Crowding | None = None  # the cache each width leaves a task; None: widths do not change it
     footprint: float = 0.0  # bytes: the starting task's footprint
     free_elsewhere: int = 0  # free cores of the node's other domains now
-    planned: int = 0  # cores the malleable tasks waiting are planned at, together
+    planned: int = 0  # cores the malleable tasks waiting are planned at, together (read while its key explores)
 
 
 @dataclass(frozen=True, slots=True)
