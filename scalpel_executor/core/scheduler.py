@@ -727,6 +727,27 @@ class Scheduler:
         self._free_now.add(id(head))
         return True
 
+    def _waits_wider(self, head: Task, domain: int) -> bool:
+        """Whether malleable ``head``, the last task waiting (nothing else waits or is buffered) and
+        fitting ``domain``'s free cores at its planned width, ends sooner waiting for more of them as
+        the running tasks end (:func:`~scalpel_executor.core.widths.wait_wider`): it is planned
+        there and waits, reserved, for them. Not while its run time or a running task's is a guess
+        (when cores free is then unknown); a planned exploration keeps its width."""
+        narrow = self._narrow.get(id(head))
+        if (narrow is None or len(self._waiting) != 1 or any(self._buffers) or id(head) in self._planned_explore
+                or self.widths.rule not in widths.ALLOTTING or head.gpus or self._guessed((head,))):
+            return False
+        peers, _ = self._peers((head,))
+        free_at = self._free_at()[domain]
+        if not peers or sum(1 for left in free_at if left == 0) < head.cores:
+            return False
+        width = widths.wait_wider(peers[0], head.cores, free_at, shaped=self.widths.rule == "scalpel",
+                                  crowding=self._allotted)
+        if width <= head.cores:
+            return False
+        self._set_width(head, peers[0], width)
+        return True
+
     def _guessed(self, tasks: Iterable[Task]) -> bool:
         """Whether the run time of any of ``tasks``, or of a running task, is a guess
         (:func:`~scalpel_executor.core.admission.guessed`): when cores free is then unknown."""
@@ -1015,6 +1036,8 @@ class Scheduler:
         if position is None or self._buffers[domain]:
             return self._choose(domain), admission.FITS
         head = self._plan[position].tasks[0]
+        if self._waits_wider(head, domain):
+            return None, admission.FITS
         eligible = self._eligible(head, domain)
         backfill = eligible is not None
         if backfill:
@@ -1323,7 +1346,7 @@ class Scheduler:
         group, or the head of the fullest other buffer; one that does not fit is reserved and
         the first later one that may be backfilled starts instead."""
         head, committed = self._head(domain)
-        if head is None:
+        if head is None or (not committed and self._waits_wider(head, domain)):
             return None
         eligible = self._eligible(head, domain, committed=committed)
         for task, take in itertools.islice(self._candidates(domain), BACKFILL_LOOKAHEAD):

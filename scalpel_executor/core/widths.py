@@ -134,7 +134,10 @@ one, and a start keeps to it (reason ``packed on the domains``).
 
 *Starting on the cores free* (:func:`start_now`): a task planned wider than the cores free on a
 domain, where nothing may backfill them, starts now on those cores where that ends it sooner than
-its reservation and spends no more core-seconds (reason ``sooner on the cores free``).
+its reservation and spends no more core-seconds (reason ``sooner on the cores free``). Its mirror
+(:func:`wait_wider`): the last task waiting, nothing else waiting beside it, fitting the cores free
+at its planned width, waits for more of them where they free soon enough to end it sooner (reason
+``tail`` at its start): the core it leaves idle would run nothing.
 
 Plain equipartitioning, the paper's baseline (``EQ``), is :func:`equipartition`: the node's cores
 divided evenly among the malleable tasks waiting and running, any width. It is a rule a study
@@ -695,6 +698,30 @@ def start_now(peer: Peer, planned: int, free: int, wait: float, domain_cores: in
     if own < (wait + later) * (1 - TIE) and width * own <= planned * later * (1 + TIE):
         return width
     return None
+
+
+def wait_wider(peer: Peer, planned: int, free_at: Sequence[float], *, shaped: bool = True,
+               crowding: Crowding | None = None) -> int:
+    """The width the last task waiting, ``peer``, planned at ``planned`` cores and fitting the cores
+    free now, ends soonest at on a domain whose cores free after ``free_at`` seconds each (0: free
+    now): a width of w cores starts when the w-th of them frees. ``planned`` unless a wider width
+    ends it more than :data:`TIE` sooner, the co-runners' slowdown counted. :func:`start_now`'s
+    mirror, for a scheduler with nothing else waiting: the core it leaves idle would run nothing.
+
+    (Measured reason: five least-squares fits of a key measured at a serial fraction of 0.2 on two
+    cores, ``examples/malleable/fits.py``: the fifth started on the one core free 0.1 s before the
+    other freed and ran 3.6 s beside it idle, where on both it takes 2.2 s, docs/results/widths.md.)
+
+    >>> wait_wider(Peer(3.6, serial=0.2, high=2), 1, [0.0, 0.1])  # 0 + 3.6 s, or 0.1 + 2.16 s
+    2
+    >>> wait_wider(Peer(3.6, serial=0.2, high=2), 1, [0.0, 2.0])  # 0 + 3.6 s, or 2.0 + 2.16 s
+    1
+    """
+    times = sorted(free_at)
+    sizes = _sizes(planned, min(peer.high, len(times)), len(times), shaped)
+    ends = {w: times[w - 1] + _crowded_own(peer, w, crowding) for w in sizes}
+    soonest = min(sizes, key=lambda w: ends[w])
+    return soonest if ends[soonest] < ends[planned] * (1 - TIE) else planned
 
 
 def explore_allotted(peers: Sequence[Peer], allotted: Sequence[int], cores: int, domain_cores: int, backlog: float,
