@@ -106,6 +106,13 @@ def width_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-dir", help="Parsl's run directory (default: a temporary one)")
 
 
+def at_least_one(parser: argparse.ArgumentParser, args: argparse.Namespace, *names: str) -> None:
+    """Refuse a count or size below 1, naming the option and the value given."""
+    for name in names:
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
+
+
 def specification(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict:
     """The resource specification of ``--width``: {} (the apps' own hints: malleable) or a fixed width."""
     if args.executor == "htex" and args.width != "auto":
@@ -157,9 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="the first tile's seed (default 0)")
     width_arguments(parser)
     args = parser.parse_args(argv)
-    for name in ("tiles", "size", "sweeps"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
+    at_least_one(parser, args, "tiles", "size", "sweeps")
     spec = specification(parser, args)
 
     def workflow(run_dir: str) -> dict:

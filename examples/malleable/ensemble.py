@@ -23,7 +23,7 @@ import json
 import os
 import sys
 
-from covariance import run, specification, width_arguments  # the runner beside it
+from covariance import at_least_one, run, specification, width_arguments  # the runner beside it
 from parsl import bash_app, python_app
 from parsl.data_provider.files import File
 
@@ -90,9 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="the first member's seed (default 0)")
     width_arguments(parser)
     args = parser.parse_args(argv)
-    for name in ("members", "size"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
+    at_least_one(parser, args, "members", "size")
     spec = specification(parser, args)
 
     def workflow(run_dir: str) -> dict:

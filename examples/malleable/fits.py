@@ -26,7 +26,7 @@ import json
 import os
 import sys
 
-from covariance import run, specification, width_arguments  # the runner beside it
+from covariance import at_least_one, run, specification, width_arguments  # the runner beside it
 from parsl import bash_app, python_app
 from parsl.data_provider.files import File
 
@@ -82,9 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="the first region's seed (default 0)")
     width_arguments(parser)
     args = parser.parse_args(argv)
-    for name in ("regions", "rows", "basis"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
+    at_least_one(parser, args, "regions", "rows", "basis")
     if args.rows < args.basis:
         parser.error(f"--rows ({args.rows}) must be at least --basis ({args.basis}) for a least-squares fit")
     spec = specification(parser, args)

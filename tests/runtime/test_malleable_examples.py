@@ -46,3 +46,11 @@ def test_a_fit_with_fewer_rows_than_features_is_refused_with_both_named(tmp_path
     done = subprocess.run([sys.executable, str(EXAMPLES / "fits.py"), "--rows", "10", "--basis", "40"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "--rows (10) must be at least --basis (40)" in done.stderr
+
+
+@pytest.mark.parametrize("script, option", [("covariance.py", "--tiles"), ("ensemble.py", "--members"),
+                                            ("fits.py", "--regions")])
+def test_a_count_below_one_is_refused_with_the_option_and_value_named(script, option):
+    done = subprocess.run([sys.executable, str(EXAMPLES / script), option, "0"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and f"{option} must be at least 1, got 0" in done.stderr
