@@ -710,7 +710,7 @@ def wait_wider(peer: Peer, planned: int, free_at: Sequence[float], *, shaped: bo
 
     (Measured reason: five least-squares fits of a key measured at a serial fraction of 0.2 on two
     cores, ``examples/malleable/fits.py``: the fifth started on the one core free 0.1 s before the
-    other freed and ran 3.6 s beside it idle, where on both it takes 2.2 s, docs/results/widths.md.)
+    other freed and ran 3.2 s beside it idle, where on both it takes about 2 s, docs/results/widths.md.)
 
     >>> wait_wider(Peer(3.6, serial=0.2, high=2), 1, [0.0, 0.1])  # 0 + 3.6 s, or 0.1 + 2.16 s
     2
