@@ -14,77 +14,19 @@ Every task ends exactly once: with its result, its own exception, or one of thes
 - :class:`ExecutorShutdown` — the executor was shut down before it finished.
 - :class:`ExecutorFailed` — the executor itself broke (a bug in its dispatch thread); the
   message says what broke.
+
+The three subclasses of Parsl's errors live in :mod:`scalpel_executor.runtime.lost` and are read
+from here on first use: a node manager makes one only when a task fails, and importing Parsl at
+its start cost 0.6 s of every run's first task on two cores (docs/results/whole-process.md,
+"A node manager that starts without Parsl").
 """
 
 from __future__ import annotations
 
-import platform
 import re
-
-from parsl.app.errors import AppTimeout
-from parsl.executors.high_throughput.errors import ManagerLost, WorkerLost
-
 
 __all__ = ["WorkerDied", "WalltimeExceeded", "NodeManagerLost", "ExecutorShutdown", "ExecutorFailed", "TaskExit",
            "named"]
-
-
-class WorkerDied(WorkerLost, RuntimeError):
-    """The worker process running a task died (signal, ``os._exit``, out of memory).
-
-    A subclass of Parsl's ``WorkerLost`` (what HighThroughputExecutor raises when a worker is lost),
-    so ``except WorkerLost`` clauses and retry handlers written for Parsl's executors keep working.
-    ``task_id``, ``cpus`` and ``cause`` say which task, where and why; ``worker_id`` is the pid.
-    """
-
-    def __init__(self, message: str, *, task_id: int | None = None, pid: int | None = None,
-                 cpus: tuple[int, ...] = (), cause: str = ""):
-        RuntimeError.__init__(self, message)  # args == (message,): pickles and prints as itself
-        self.worker_id, self.hostname = pid, platform.node()
-        self.task_id, self.cpus, self.cause = task_id, tuple(cpus), cause
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-
-class WalltimeExceeded(AppTimeout):
-    """A task ran past its ``walltime`` plus the grace period and its worker was killed.
-
-    Parsl's own ``walltime`` raises ``AppTimeout`` inside the task's Python bytecode; a task blocked
-    in C code never sees it, so the node scheduler kills the worker as a last resort. A subclass of
-    ``AppTimeout``, so callers catch both cases with one clause.
-    """
-
-    def __init__(self, message: str, *, task_id: int | None = None, walltime: float | None = None):
-        super().__init__(message)
-        self.task_id, self.walltime = task_id, walltime
-
-
-class NodeManagerLost(ManagerLost):
-    """The node manager running a task was lost (killed, crashed, or silent past the threshold).
-
-    A subclass of Parsl's ``ManagerLost`` (what HighThroughputExecutor raises when a manager
-    misses its heartbeats), so ``except ManagerLost`` clauses and ``retries=`` work as with HTEX.
-    ``manager_id`` is the manager's pid (as bytes, as Parsl's), ``task_id`` and ``cause`` say
-    which task and why.
-    """
-
-    def __init__(self, message: str, *, task_id: int | None = None, pid: int | None = None, cause: str = "",
-                 hostname: str | None = None):
-        ManagerLost.__init__(self, str(pid).encode(), hostname or platform.node())
-        self.args = (message,)
-        self.task_id, self.pid, self.cause = task_id, pid, cause
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-    def __reduce__(self):
-        return (_rebuild_lost, (self.args[0], self.task_id, self.pid, self.cause, self.hostname))
-
-
-def _rebuild_lost(message: str, task_id: int | None, pid: int | None, cause: str,
-                  hostname: str | None = None) -> NodeManagerLost:
-    return NodeManagerLost(message, task_id=task_id, pid=pid, cause=cause, hostname=hostname)
 
 
 class ExecutorShutdown(RuntimeError):
@@ -151,6 +93,18 @@ class TaskExit(Exception):
         return wrapped
 
 
+#: The errors that subclass Parsl's, loaded with Parsl on first use (module docstring).
+LOST = ("WorkerDied", "WalltimeExceeded", "NodeManagerLost", "_rebuild_lost")
+
+
+def __getattr__(name: str):
+    if name in LOST:
+        from scalpel_executor.runtime import lost  # Parsl with it: only where a task failed so (module docstring)
+
+        return getattr(lost, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def named(error: BaseException, task_id: int, name: str | None) -> BaseException:
     """``error`` with the task it names as ``task {task_id}`` (the executor's own id, where the
     error was made) named ``name`` instead (``task 12 (simulate)``: the id Parsl's log, monitoring
@@ -161,6 +115,8 @@ def named(error: BaseException, task_id: int, name: str | None) -> BaseException
     >>> str(named(ExecutorShutdown("task 3 had not started when the executor shut down"), 3, "task 7 (fit)"))
     'task 7 (fit) had not started when the executor shut down'
     """
+    from scalpel_executor.runtime.lost import NodeManagerLost, WalltimeExceeded, WorkerDied  # Parsl's subclasses
+
     own = (WorkerDied, WalltimeExceeded, NodeManagerLost, ExecutorShutdown, ExecutorFailed, MemoryExceeded)
     if name is not None and isinstance(error, own) and error.args and isinstance(error.args[0], str):
         renamed = re.sub(rf"\btask {task_id}\b", lambda _: name, error.args[0])

@@ -28,7 +28,7 @@ from scalpel_executor import Batching, ExecutorShutdown, ScalpelExecutor, Worker
 from scalpel_executor.stress import soak
 from tests.runtime import helpers
 from tests.runtime.helpers import GENEROUS, gone, wait_until
-from scalpel_executor.runtime.node.pool import WalltimeExceeded
+from scalpel_executor.runtime.errors import WalltimeExceeded
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

@@ -24,7 +24,6 @@ from scalpel_executor.core.domains import Topology
 from scalpel_executor.core.resources import Capacity, counted_memory, needs_resources, unfit_reason
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.core.units import parse_mebibytes
-from scalpel_executor.learning.hints import InvalidHint
 from scalpel_executor.runtime.errors import ResourcesUnavailable
 from scalpel_executor.runtime.logs import summary_logger
 
@@ -103,6 +102,8 @@ class NodeFit:
         capacity = self.capacity
         if task.max_cores is not None:
             if task.max_cores < task.cores:
+                from scalpel_executor.learning.hints import InvalidHint  # Parsl's subclass: a node manager starts without Parsl
+
                 raise InvalidHint({"max_cores"}, f"resource specification key 'max_cores': must be at least the task's "
                                                  f"cores ({task.cores}, cores_per_task={self.cores_per_task} without a "
                                                  f"'cores' key), got {task.max_cores}; raise max_cores or lower cores")

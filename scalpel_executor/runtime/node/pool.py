@@ -78,8 +78,7 @@ from scalpel_executor.host.cgroups import (CGROUP_ENV, TASK_MARGIN, MemoryCgroup
                                            worker_name)
 from scalpel_executor.host.sysfs import allowed_cpus
 from scalpel_executor.runtime.contract import Job, OnComplete, Outcome
-from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, MemoryExceeded, WalltimeExceeded,
-                                             WorkerDied)
+from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, MemoryExceeded
 from scalpel_executor.runtime.node.fit import never_fits
 from scalpel_executor.runtime.options import PoolOptions, memory_budget
 from scalpel_executor.runtime.node.processes import kill_group, slot_cpus, start_worker, worker_environment
@@ -657,6 +656,7 @@ class WorkerPool:
                 continue
             error = None
             if task is not None:
+                from scalpel_executor.runtime.lost import WalltimeExceeded  # Parsl with it: only once a task fails so (runtime.errors)
                 error = WalltimeExceeded(
                     f"task {task.id} exceeded its walltime of {job.walltime:g} s on core "
                     f"{','.join(map(str, worker.cpus))} and was still running {self.walltime_grace:g} s "
@@ -671,6 +671,8 @@ class WorkerPool:
 
     def _worker_lost(self, worker: _Worker, error: BaseException | None = None) -> None:
         """Fail the worker's task (with ``error``, else WorkerDied) and start its replacement."""
+        from scalpel_executor.runtime.lost import WorkerDied  # Parsl with it: only once a task fails so (runtime.errors)
+
         noticed = time.monotonic()
         try:  # a worker whose socket closed may still be on its way out: let it say why
             code = worker.process.wait(timeout=2)
@@ -768,6 +770,7 @@ class WorkerPool:
             if self._failure is not None:
                 error: BaseException = ExecutorFailed(f"task {task.id} did not run: {self._failure}")
             elif self._no_workers_left:
+                from scalpel_executor.runtime.lost import WorkerDied  # Parsl with it: only once a task fails so (runtime.errors)
                 error = WorkerDied(
                     f"task {task.id} cannot run: no worker could be started on any core "
                     f"(slots {sorted(self.retired_slots)} retired); see the log for the workers' errors",

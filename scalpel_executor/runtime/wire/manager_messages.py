@@ -80,8 +80,7 @@ from scalpel_executor.core.interference import Terms
 from scalpel_executor.core.tasks import Task
 from scalpel_executor.host.sysfs import detect_topology
 from scalpel_executor.runtime.contract import Job
-from scalpel_executor.runtime.errors import (ExecutorFailed, ExecutorShutdown, MemoryExceeded, ResourcesUnavailable,
-                                             WalltimeExceeded, WorkerDied)
+from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, MemoryExceeded, ResourcesUnavailable
 
 __all__ = ["Register", "Ping", "Configure", "Submit", "Shutdown", "Started", "Began", "Result", "Failed", "Heartbeat",
            "Log", "Fatal", "Drain", "Message", "FAILURE_KINDS", "TASK_FIELDS", "TASK_KEPT", "JOB_FIELDS", "ManagerConfig",
@@ -619,9 +618,10 @@ class ManagerConfig:
 
 def describe_error(error: BaseException) -> tuple[str, dict]:
     """An error a pool ended a task with, as one of FAILURE_KINDS and its plain fields (the manager's side)."""
-    if isinstance(error, WorkerDied):
+    lost = sys.modules.get("scalpel_executor.runtime.lost")  # not loaded: no error of it was made here
+    if lost is not None and isinstance(error, lost.WorkerDied):
         return "WorkerDied", {"pid": error.worker_id, "cpus": list(error.cpus), "cause": error.cause}
-    if isinstance(error, WalltimeExceeded):
+    if lost is not None and isinstance(error, lost.WalltimeExceeded):
         return "WalltimeExceeded", {"walltime": error.walltime}
     if isinstance(error, ExecutorShutdown):
         return "ExecutorShutdown", {}
@@ -636,6 +636,8 @@ def describe_error(error: BaseException) -> tuple[str, dict]:
 
 def rebuild_error(message: Failed) -> BaseException:
     """The exception a Failed message describes, as this process's own type (the driver's side)."""
+    from scalpel_executor.runtime.lost import WalltimeExceeded, WorkerDied  # Parsl's: the driver has it loaded
+
     detail, text = message.detail, message.message
     if message.kind == "WorkerDied":
         return WorkerDied(text, task_id=message.task_id, pid=detail.get("pid"), cpus=tuple(detail.get("cpus", ())),
