@@ -103,13 +103,14 @@ from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.interference import Terms, corun_slowdowns
 from scalpel_executor.core.tasks import Task
 
-__all__ = ["signature", "unmeasured_risk", "overflows", "guessed", "guessed_runtimes", "GUESSED_SPREAD", "TOLERANCE", "OVERDUE_FRACTION", "FITS", "FORESEEN", "KEPT_APART", "CORUN_WAIT_COSTS_MORE", "CORUN_NOTHING_FITS",
+__all__ = ["signature", "unmeasured_risk", "overflows", "guessed", "guessed_runtimes", "GUESSED_SPREAD", "ONE_RUN_SPREAD", "TOLERANCE", "OVERDUE_FRACTION", "FITS", "FORESEEN", "KEPT_APART", "CORUN_WAIT_COSTS_MORE", "CORUN_NOTHING_FITS",
            "CORUN_LEAST_HARM", "CORUN_LESS_HARM", "CORUN_NO_BETTER_LATER", "CORUN_AFTER_MEASURE_WAIT", "KEPT_TO_PLAN", "LEAST_HARM_LOOKAHEAD", "MEASURE_WAIT", "BACKFILLED", "PLANNED", "REASONS", "ACCEPTED_CORUNS", "REASONS_EXPLAINED", "Running", "Decision", "decide",
            "TermsLedger", "TERMS_EVIDENCE", "told_terms"]
 
 TOLERANCE = 0.05  # a co-run "overflows" when the model slows some task by more than 5% beyond R alone
 OVERDUE_FRACTION = 0.1  # a task past its estimate is assumed to have this fraction of it left
 GUESSED_SPREAD = 1.0  # a run time this uncertain is a guess (learning.estimates.PRIOR_SPREAD: never seen)
+ONE_RUN_SPREAD = 0.25  # a key seen once: its run time is assumed off by about a quarter (learning.estimates)
 LEAST_HARM_LOOKAHEAD = 64  # waiting tasks searched for the least harmful when nothing fits on guessed run times
 #: Seconds a free core may stay idle, from the start of a running unmeasured task, when only tasks
 #: of its profile key wait: its first reading comes about 0.15 s in (runtime.worker.main.EARLY_REPORT).

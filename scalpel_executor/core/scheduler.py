@@ -286,6 +286,8 @@ class Scheduler:
         self._widened: dict[int, tuple[int, float]] = {}  # slot index of a running malleable task -> its
         #                                                   narrowest cores and run time estimate there
         self._seeded: set = set()  # keys whose speed-up earlier runs' readings started (Task.serial_fraction)
+        self._guessed_of: dict[Hashable, list[Task]] = {}  # key -> its malleable tasks whose run time came a
+        #                                                    guess (_learn_runtime), until one of them ends
         self._slowed: dict[int, list[float]] = {}  # slot index of a running malleable task -> [its predicted
         #                         slowdown integrated over its run so far (s), the clock then, the slowdown since]
 
@@ -323,6 +325,8 @@ class Scheduler:
             if task.malleable:
                 self._malleable_waiting += 1
                 self._narrow[id(task)] = (task.cores, task.runtime)
+                if admission.guessed(task) and task.key is not None:
+                    self._guessed_of.setdefault(task.key, []).append(task)
                 if task.serial_fraction is not None and task.key not in self._seeded:
                     self._seeded.add(task.key)  # what earlier runs learned, once per key, before this run's readings
                     self.widths.model.seed(task.key, min(1.0, max(0.0, task.serial_fraction)), max(0, task.serial_readings))
@@ -487,6 +491,8 @@ class Scheduler:
                 self._allot_sure(task.key)
         elif narrowest is not None and self._running[index].width_reason == EXPLORING:
             self.widths.model.explore(self._running[index].key, -1)
+        if narrowest is not None and now is not None and began is not None and now > began:
+            self._learn_runtime(index, narrowest[0], now - began)
         self._slowed.pop(index, None)
         self._waited.pop(index, None)
         self._learned_tasks.discard(id(self._running[index]))
@@ -731,8 +737,11 @@ class Scheduler:
         """Whether malleable ``head``, the last task waiting (nothing else waits or is buffered) and
         fitting ``domain``'s free cores at its planned width, ends sooner waiting for more of them as
         the running tasks end (:func:`~scalpel_executor.core.widths.wait_wider`): it is planned
-        there and waits, reserved, for them. Not while its run time or a running task's is a guess
-        (when cores free is then unknown); a planned exploration keeps its width."""
+        there and waits, reserved, for them. Of a key not sure of its speed-up, it waits to try a
+        wider width where, with no gain at all, the wait costs little
+        (:func:`~scalpel_executor.core.widths.wait_to_explore`): a planned exploration. Not while its
+        run time or a running task's is a guess (when cores free is then unknown); a planned
+        exploration keeps its width."""
         narrow = self._narrow.get(id(head))
         if (narrow is None or len(self._waiting) != 1 or any(self._buffers) or id(head) in self._planned_explore
                 or self.widths.rule not in widths.ALLOTTING or head.gpus or self._guessed((head,))):
@@ -741,8 +750,14 @@ class Scheduler:
         free_at = self._free_at()[domain]
         if not peers or sum(1 for left in free_at if left == 0) < head.cores:
             return False
-        width = widths.wait_wider(peers[0], head.cores, free_at, shaped=self.widths.rule == "scalpel",
-                                  crowding=self._allotted)
+        shaped = self.widths.rule == "scalpel"
+        if not peers[0].sure and not self.widths.model.exploring(head.key):  # a try costs only the wait
+            width = widths.wait_to_explore(peers[0], head.cores, free_at, shaped=shaped, crowding=self._allotted)
+            if width > head.cores:
+                self._planned_explore.add(id(head))
+                self._set_width(head, peers[0], width)
+                return True
+        width = widths.wait_wider(peers[0], head.cores, free_at, shaped=shaped, crowding=self._allotted)
         if width <= head.cores:
             return False
         self._set_width(head, peers[0], width)
@@ -836,6 +851,46 @@ class Scheduler:
         self._explored_arrival[task.key] = id(task)
         self._set_width(task, alone, width)
         return True
+
+    def _learn_runtime(self, index: int, narrowest: int, seconds: float) -> None:
+        """Malleable task on slot ``index``, ``narrowest`` cores at its narrowest, ran ``seconds``: the
+        tasks of its key whose run time came a guess (submitted before any of it had run), waiting or
+        running, take that reading at their own widths by the key's fit, as sure as a key seen once
+        (:data:`~scalpel_executor.core.admission.ONE_RUN_SPREAD`, as the estimator tells a task of
+        it submitted now), and the waiting ones are planned again. Once per key, O(its tasks).
+
+        A workflow submits a batch at once: a first run's tasks were otherwise guesses to the end,
+        so none was widened, waited for or explored, and no run taught the key a speed-up (three
+        least-squares fits on two cores, ``examples/malleable/fits.py --regions 3``: every first run
+        ran each on one core, docs/results/widths.md)."""
+        ran = self._running[index]
+        tasks = self._guessed_of.pop(ran.key, None) if ran.key is not None else None
+        if not tasks:
+            return
+        serial = self.widths.model.serial_fraction(ran.key)
+        running = {id(task): i for i, task in self._running.items()}
+        for task in tasks:
+            if task is ran or not admission.guessed(task):
+                continue
+            if (narrow := self._narrow.get(id(task))) is not None:  # not started: its plan's estimates
+                low = narrow[0]
+                waiting = self._waiting.get(task.seq) is task
+                if waiting:
+                    self._waiting_work -= _work(task)
+                self._narrow[id(task)] = (low, at_width(seconds, serial, narrowest, low))
+                task.runtime = at_width(seconds, serial, narrowest, task.cores)
+                if waiting:
+                    self._waiting_work += _work(task)
+                self._longest = max(self._longest, task.runtime)
+                self._dirty = True
+            elif (at := running.get(id(task))) is not None:  # its end, and the reading its run will give
+                task.runtime = at_width(seconds, serial, narrowest, task.cores)
+                if (widened := self._widened.get(at)) is not None:
+                    self._widened[at] = (widened[0], at_width(seconds, serial, narrowest, widened[0]))
+                self._running_work_at = None
+            else:
+                continue
+            task.runtime_spread = admission.ONE_RUN_SPREAD
 
     def _unbook(self, index: int) -> None:
         task = self._running[index]

@@ -21,10 +21,10 @@ DAG as Parsl releases it, an app submitted when the futures it takes are done.
 A malleable task (``SimTask.max_cores`` above its ``cores``) runs on the width the scheduler gives
 it at its start (:mod:`scalpel_executor.core.widths`), in the time its speed-up curve says
 (Amdahl's law with ``SimTask.serial_fraction``), and the scheduler is told how long it ran.
-Where malleable tasks end at one instant on several domains, every end of that instant reaches
-the scheduler before it dispatches, as the live pool reads every result ready in one pass; other
-ends at one instant go one at a time, as the plan's evaluators (:mod:`scalpel_executor.core.orders`)
-foresee them.
+With a ``prior``, run times are told as a first run's executor learns them (``learning.estimates``).
+Where malleable tasks end at one instant on several domains, every end of that instant reaches the
+scheduler before it dispatches, as the live pool reads every result ready in one pass; other ends
+at one instant go one at a time, as the plan's evaluators (``core.orders``) foresee them.
 
 Cost: O(C) per start or end of a task on a domain of C cores, plus a heap operation; a million
 tasks on 64 domains simulate in seconds to tens of seconds.
@@ -37,6 +37,7 @@ import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
+from scalpel_executor.core.admission import GUESSED_SPREAD, ONE_RUN_SPREAD
 from scalpel_executor.core.batching import Batcher, Batching
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.interference import Terms, corun_slowdowns
@@ -258,6 +259,7 @@ def simulate(
     on_time: Callable[[float], None] | None = None,
     memory: float | None = None,
     gpus: int = 0,
+    prior: float | None = None,
 ) -> SimResult:
     """Run ``tasks`` on a machine of LLC ``domains`` (CPU lists) under ``policy``.
 
@@ -268,10 +270,8 @@ def simulate(
         ValueError if ``parents`` name an index outside ``tasks``, the task itself, or a cycle.
     domains : sequence of sequence of int
         CPUs of each LLC domain, e.g. ``[d.cpus for d in Topology.from_spec("2x4:12MiB").domains]``.
-    llc_size : float
-        Bytes of LLC per domain.
-    policy : str
-        A name from :data:`scalpel_executor.core.scheduler.POLICIES`.
+    llc_size, policy : float, str
+        Bytes of LLC per domain; a name from :data:`scalpel_executor.core.scheduler.POLICIES`.
     model : ContentionModel, optional
         How co-runners slow each other down; the ``scalpel`` policy plans with the same model (the
         simulator assumes the scheduler knows the machine's footprint model), and each task's true
@@ -279,8 +279,7 @@ def simulate(
     seed : int
         Seeds the ``random`` policy.
     batching : Batching, optional
-        Hold arrivals as the live pool does (the executor's ``batching``);
-        None (default) hands each arrival to the scheduler at once.
+        Hold arrivals as the live pool does (its ``batching``); None (default): each at once.
     scheduler : Scheduler, optional
         Drive this scheduler (built for the same ``domains``; a subclass, say) instead of a new one
         of ``policy``, which then only names the result.
@@ -289,6 +288,9 @@ def simulate(
         scheduler that reads a clock.
     memory, gpus : the node's memory budget (bytes; None: not counted) and accelerators, against
         which the tasks' ``memory`` and ``gpus`` are booked (the scheduler's).
+    prior : float, optional
+        Seconds guessed for a task of a key none of whose tasks has ended; a later one is told their
+        mean at its narrowest, as sure as a key seen once. None (default): ``runtime_estimate``.
 
     Returns
     -------
@@ -298,6 +300,8 @@ def simulate(
     """
     if not llc_size or llc_size <= 0:
         raise ValueError(f"llc_size must be a positive number of bytes, got {llc_size!r}")
+    if prior is not None and not (isinstance(prior, (int, float)) and prior > 0 and math.isfinite(prior)):
+        raise ValueError(f"prior must be a positive number of seconds, got {prior!r}")
     children, chain = _dag(tasks)
     unfinished_parents = [len(t.parents) for t in tasks]
     model = model or ContentionModel()
@@ -373,9 +377,14 @@ def simulate(
             order += 1
             heapq.heappush(events, (max(scheduler.wake_at, now), order, -3, 0))
 
+    seen: dict[Hashable, list[float]] = {}  # with a prior: key -> its ended tasks' times at their narrowest
+
     def to_task(i: int, t: SimTask) -> Task:
         estimate = t.solo_time if t.runtime_estimate is None else t.runtime_estimate
-        return Task(i, t.footprint, estimate, t.priority, t.intensity, payload=t, runtime_spread=t.runtime_spread,
+        spread, ended_times = t.runtime_spread, seen.get(t.key) if prior is not None else None
+        if prior is not None:  # a key never ended: the guess; else its tasks' mean (learning.estimates)
+            estimate, spread = (sum(ended_times) / len(ended_times), ONE_RUN_SPREAD) if ended_times else (prior, GUESSED_SPREAD)
+        return Task(i, t.footprint, estimate, t.priority, t.intensity, payload=t, runtime_spread=spread,
                     cores=t.cores, memory=t.memory, gpus=t.gpus, tail=t.tail, wide_tail=t.wide_tail,
                     interference=t.told_interference,
                     key=t.key, max_cores=t.max_cores, family=t.family)
@@ -456,7 +465,11 @@ def simulate(
                 slot = slots[slot_index]
                 records.append(SimRecord(sim_task.name, slot.cpu, domain, began, now, sim_task.solo_at(width),
                                          sim_task.footprint, width))
-                for child in children[scheduler.release(slot_index, now).id]:
+                released_task = scheduler.release(slot_index, now)
+                if prior is not None:  # what the estimator learns of its key, at its narrowest
+                    seen.setdefault(sim_task.key, []).append(at_width(
+                        now - began, scheduler.widths.model.serial_fraction(sim_task.key), width, sim_task.cores))
+                for child in children[released_task.id]:
                     unfinished_parents[child] -= 1
                     if unfinished_parents[child]:
                         continue

@@ -160,7 +160,8 @@ from scalpel_executor.core.contention import ContentionModel
 
 __all__ = ["amdahl", "at_width", "widest", "serial_fraction_from", "borrowed", "shrunk", "shaped_sizes", "SpeedupModel",
            "Crowding", "Peer", "Outlook", "WidthChoice",
-           "co_runner_footprint", "allot", "packed_end", "packs", "packed", "start_now", "explore_allotted",
+           "co_runner_footprint", "allot", "packed_end", "packs", "packed", "start_now", "wait_wider", "wait_to_explore",
+           "explore_allotted",
            "thriftiest",
            "choose_width", "wider_reason",
            "equipartition",
@@ -722,6 +723,34 @@ def wait_wider(peer: Peer, planned: int, free_at: Sequence[float], *, shaped: bo
     ends = {w: times[w - 1] + _crowded_own(peer, w, crowding) for w in sizes}
     soonest = min(sizes, key=lambda w: ends[w])
     return soonest if ends[soonest] < ends[planned] * (1 - TIE) else planned
+
+
+def wait_to_explore(peer: Peer, planned: int, free_at: Sequence[float], *, shaped: bool = True,
+                    crowding: Crowding | None = None) -> int:
+    """The width the last task waiting, ``peer`` of an unsure key, planned at ``planned`` cores and
+    fitting the cores free now, waits for to learn its key's speed-up on a domain whose cores free
+    after ``free_at`` seconds each: the widest size up to the one :func:`wait_wider` would choose
+    were the key perfectly parallel whose wait, with no gain at all, ends it at most
+    :data:`EXPLORE_COST` of its end (its run and its chain) later; ``planned`` where none does. The
+    core it leaves idle would run nothing, so a try costs only the wait: the mirror of an
+    exploration chosen at a start among the cores free (:func:`choose_width`).
+
+    (Measured reason: on a first run of three least-squares fits on two cores,
+    ``examples/malleable/fits.py --regions 3``, the third fit started on the first core to free, ran
+    on it beside the second core idle, and no run taught its key a speed-up, docs/results/widths.md.)
+
+    >>> wait_to_explore(Peer(3.6, serial=1.0, high=2), 1, [0.0, 0.05])  # no gain: 0.05 s later of 3.6
+    2
+    >>> wait_to_explore(Peer(3.6, serial=1.0, high=2), 1, [0.0, 0.5])  # no gain: 0.5 s later
+    1
+    """
+    hope = wait_wider(dataclasses.replace(peer, serial=0.0), planned, free_at, shaped=shaped, crowding=crowding)
+    times = sorted(free_at)
+    now = _crowded_own(peer, planned, crowding)
+    no_gain = dataclasses.replace(peer, serial=1.0)
+    limit = EXPLORE_COST * (now + peer.tail)
+    return max((w for w in _sizes(planned, hope, len(times), shaped)
+                if times[w - 1] + _crowded_own(no_gain, w, crowding) - now <= limit), default=planned)
 
 
 def explore_allotted(peers: Sequence[Peer], allotted: Sequence[int], cores: int, domain_cores: int, backlog: float,

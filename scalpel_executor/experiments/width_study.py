@@ -83,10 +83,13 @@ LEARN_SEED = 1000  # the learned condition learns on the workload drawn with see
 FIXED = ("fixed-1", "fixed-2", "fixed-domain")
 CONTENDERS = (*FIXED, "scalpel/first", "scalpel/learned", "scalpel-any/first", "equipartition", "equipartition-shaped")
 GOAL_FIXED, GOAL_HINDSIGHT = 1.10, 0.98
-CONDITIONS = {"first": "first run", "learned": "learned", "known": "told the true speed-ups (--known)"}
+CONDITIONS = {"first": "first run", "learned": "learned", "known": "told the true speed-ups (--known)",
+              "unknown": "first run, run times learned in the run (--unknown-runtimes)"}
+#: The run time a first run's executor guesses for a key never seen (``ScalpelExecutor(default_runtime=)``'s default).
+PRIOR_RUNTIME = 1.0
 #: Contenders the ``scalpel`` width rule does not reach (plain tasks of fixed cores, equipartitioning):
 #: ``--reuse`` copies their makespans from an earlier record of the same instances.
-UNTOUCHED = (*FIXED, "equipartition", "equipartition-shaped")
+UNTOUCHED = (*FIXED, *(f"{f}/unknown" for f in FIXED), "equipartition", "equipartition-shaped")
 WORKLOADS = (*STUDY_SHAPES, *(f"batch-{f:g}" for f in BATCH_PER_CORE))
 
 
@@ -146,9 +149,9 @@ def _instance(workload: str, seed: int, name: str):
     llc, domain = float(topology.llc_size), len(domains[0])
     batching = None if workload.startswith("batch-") else Batching()
 
-    def run(tasks: list[SimTask], rule: Widths | None = None):
+    def run(tasks: list[SimTask], rule: Widths | None = None, prior: float | None = None):
         scheduler = Scheduler(domains, "scalpel", llc=llc, model=machine.model, width_rule=rule)
-        return simulate(tasks, domains, llc, model=machine.model, batching=batching, scheduler=scheduler)
+        return simulate(tasks, domains, llc, model=machine.model, batching=batching, scheduler=scheduler, prior=prior)
 
     tasks = workload_tasks(workload, seed, topology.total_cores, domain)
     return run, tasks, _earlier(workload, seed, name), domain
@@ -171,18 +174,20 @@ def _told(tasks: Sequence[SimTask], known: int) -> Widths:
 
 
 def run_instance(workload: str, seed: int, machines: Sequence[str], reused: dict | None = None,
-                 known: int = 0, history: int = 0) -> list[dict]:
+                 known: int = 0, history: int = 0, unknown: bool = False) -> list[dict]:
     """Every contender on ``workload`` drawn with ``seed``, on each machine; those of :data:`UNTOUCHED`
     found in ``reused`` (``(workload, machine, seed)`` -> makespans, from an earlier record) are
     copied, not simulated again. ``known``: also ``scalpel/known``, the rule seeded with each key's
     true serial fraction as that many readings. ``history``: also ``scalpel/after-K`` for K = 2 to
-    ``history``, the rule after K earlier draws (:func:`_earlier`), each run on what the one before left."""
+    ``history``, the rule after K earlier draws (:func:`_earlier`), each run on what the one before left.
+    ``unknown``: also ``scalpel/unknown``, a first run told no run time either: the executor's
+    guess (:data:`PRIOR_RUNTIME`) until a task of the key ends (``simulate``'s ``prior``)."""
     rows = []
     for name in machines:
         simulated, tasks, earlier, domain = _instance(workload, seed, name)
 
-        def run(tasks: list[SimTask], rule: Widths | None = None) -> float:
-            return simulated(tasks, rule).makespan
+        def run(tasks: list[SimTask], rule: Widths | None = None, prior: float | None = None) -> float:
+            return simulated(tasks, rule, prior).makespan
 
         copied = {k: v for k, v in (reused or {}).get((workload, name, seed), {}).items() if k in UNTOUCHED}
         makespans = {f"fixed-{label}": copied.get(f"fixed-{label}") or run(fixed_width(tasks, width))
@@ -201,6 +206,11 @@ def run_instance(workload: str, seed: int, machines: Sequence[str], reused: dict
         if known:
             told = _told(tasks, known)
             makespans["scalpel/known"] = run(_with_tails(tasks, told, domain), told)
+        if unknown:  # the fixed widths told no run time either: the same first run's references
+            for label, width in (("1", 1), ("2", min(2, domain)), ("domain", domain)):
+                makespans[f"fixed-{label}/unknown"] = (copied.get(f"fixed-{label}/unknown")
+                                                       or run(fixed_width(tasks, width), None, PRIOR_RUNTIME))
+            makespans["scalpel/unknown"] = run(tasks, Widths("scalpel"), PRIOR_RUNTIME)
         rows.append({"workload": workload, "machine": name, "seed": seed, "tasks": len(tasks),
                      "makespans": makespans, **({"copied": sorted(copied)} if copied else {})})
     return rows
@@ -243,26 +253,31 @@ def explain(instance: str, known: int = 50) -> list[str]:
 
 
 def summarise(rows: list[dict]) -> dict:
-    """Per condition (first run, learned, after k earlier runs and known, where simulated): the goals' figures over
-    every instance."""
+    """Per condition (first run, learned, after k earlier runs, known and unknown, where simulated): the goals'
+    figures over every instance; the unknown condition's against the fixed widths told no run time either."""
     out = {}
     simulated = rows[0]["makespans"] if rows else {}
     after = sorted((c.split("/", 1)[1] for c in simulated if c.startswith("scalpel/after-")), key=lambda c: int(c[6:]))
-    for condition in ("first", "learned", *after, *(["known"] if "scalpel/known" in simulated else [])):
+    for condition in ("first", "learned", *after, *(["known"] if "scalpel/known" in simulated else []),
+                      *(["unknown"] if "scalpel/unknown" in simulated else [])):
         rule = f"scalpel/{condition}"
+        named = {f: f"{f}/unknown" if condition == "unknown" else f for f in FIXED}  # the references it is read against
 
         def over(row: dict, other: str) -> float:
-            return row["makespans"][other] / row["makespans"][rule]
+            return row["makespans"][named.get(other, other)] / row["makespans"][rule]
 
-        hindsight = [min(r["makespans"][f] for f in FIXED) / r["makespans"][rule] for r in rows]
+        def best(row: dict) -> float:
+            return min(row["makespans"][named[f]] for f in FIXED)
+
+        hindsight = [best(r) / r["makespans"][rule] for r in rows]
         worst = min(range(len(rows)), key=hindsight.__getitem__)
         per_workload = {}
         for workload in dict.fromkeys(r["workload"] for r in rows):
             here = [r for r in rows if r["workload"] == workload]
             per_workload[workload] = {
                 **{f: gmean(over(r, f) for r in here) for f in FIXED},
-                "hindsight": gmean(min(r["makespans"][f] for f in FIXED) / r["makespans"][rule] for r in here),
-                "hindsight_min": min(min(r["makespans"][f] for f in FIXED) / r["makespans"][rule] for r in here),
+                "hindsight": gmean(best(r) / r["makespans"][rule] for r in here),
+                "hindsight_min": min(best(r) / r["makespans"][rule] for r in here),
                 "equipartition": gmean(over(r, "equipartition") for r in here),
             }
         fixed = {f: gmean(over(r, f) for r in rows) for f in FIXED}
@@ -329,6 +344,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--history", type=int, default=0, metavar="K",
                         help="also run the rule after K earlier runs of each workload, each learning from what "
                              "the one before left (2 or more; default 0: not; the learned condition is 1)")
+    parser.add_argument("--unknown-runtimes", action="store_true",
+                        help="also run a first run told no run time either: the executor's guess of "
+                             f"{PRIOR_RUNTIME:g} s for a key until one of its tasks ends, as a live first run")
     parser.add_argument("--explain", metavar="WORKLOAD/MACHINE/SEED",
                         help="simulate one instance and print what the rule knew of each key and the widths its "
                              "tasks ran at, first, learned and told (--known N readings, default 50); writes nothing")
@@ -354,13 +372,16 @@ def main(argv: list[str] | None = None) -> int:
                   for r in json.loads(Path(args.reuse).read_text())["rows"]}
     started = time.perf_counter()
     units = [(workload, seed, 0.0) for workload in workloads for seed in seeds]
-    rows = run_instances(_unit, units, (machines, reused, args.known, args.history), args.jobs)
+    rows = run_instances(_unit, units, (machines, reused, args.known, args.history, args.unknown_runtimes), args.jobs)
     rows.sort(key=lambda r: (workloads.index(r["workload"]), machines.index(r["machine"]), r["seed"]))
     record = {"format": "scalpel-width-study/1", "command": " ".join(["python", *sys.argv]),
               "seeds": seeds, "workloads": workloads, "machines": list(machines), "reused": args.reuse,
               "serial_range": list(SERIAL_RANGE), "known": args.known, "history": args.history,
+              "unknown_runtimes": args.unknown_runtimes,
               "contenders": [*CONTENDERS, *(f"scalpel/after-{k}" for k in range(2, args.history + 1)),
-                             *(["scalpel/known"] if args.known else [])], "jobs": args.jobs,
+                             *(["scalpel/known"] if args.known else []),
+                             *([*(f"{f}/unknown" for f in FIXED), "scalpel/unknown"] if args.unknown_runtimes else [])],
+              "jobs": args.jobs,
               "seconds": time.perf_counter() - started, "rows": rows}
     record["summary"] = summarise(rows)
     write_and_report(record, args.out, print_report)
@@ -385,6 +406,6 @@ def instances_of(parser: argparse.ArgumentParser, args: argparse.Namespace) -> t
 
 
 def _unit(workload: str, seed: int, _noise: float, machines: Sequence[str], reused: dict, known: int = 0,
-          history: int = 0) -> list[dict]:
+          history: int = 0, unknown: bool = False) -> list[dict]:
     """:func:`run_instance` as :func:`~scalpel_executor.experiments.workflow_studies.run_instances` calls it."""
-    return run_instance(workload, seed, machines, reused, known, history)
+    return run_instance(workload, seed, machines, reused, known, history, unknown)

@@ -46,6 +46,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from scalpel_executor.core.admission import ONE_RUN_SPREAD  # a key seen once (the scheduler's in-run estimates too)
 from scalpel_executor.learning.sampling import DRIFT_FLOOR
 
 __all__ = ["FOOTPRINT_FLOOR", "MIN_VARIANT_RUNS", "Moments", "NOISE_FLOOR", "ONE_RUN_SPREAD", "RUNTIME_FLOOR",
@@ -54,7 +55,6 @@ __all__ = ["FOOTPRINT_FLOOR", "MIN_VARIANT_RUNS", "Moments", "NOISE_FLOOR", "ONE
 SPLIT_FACTOR = 1.5
 MIN_VARIANT_RUNS = 2  # one reading is too often an outlier (a fresh worker's first task)
 SPLIT_Z = 4.0  # the test is re-run on every batch of observations, so one threshold must hold many looks
-ONE_RUN_SPREAD = 0.25  # a key seen once: its run time is assumed off by about a quarter (learning.estimates)
 NOISE_FLOOR = ONE_RUN_SPREAD  # no variant is believed steadier than a key seen once
 RUNTIME_FLOOR = DRIFT_FLOOR  # seconds: a shorter difference is scheduling jitter, as for the sampler's drift
 FOOTPRINT_FLOOR = float(2**20)  # bytes: an eighth of the smallest LLC domain we model

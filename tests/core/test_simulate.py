@@ -242,3 +242,31 @@ def test_interference_that_is_not_two_or_three_finite_numbers_is_refused(bad):
     with pytest.raises(ValueError, match="told_interference must be None"):
         SimTask("x", 1.0, told_interference=bad)
     assert SimTask("x", 1.0, interference=[0, 1]).interference == (0.0, 1.0, 0.0)
+
+
+def test_with_a_prior_the_scheduler_is_told_run_times_as_a_first_runs_executor_learns_them():
+    """``prior``: a key none of whose tasks has ended carries the guess (spread of the prior); a task
+    arriving after one of its key ended, the mean of their times (spread of a key seen once)."""
+    from scalpel_executor.core.admission import GUESSED_SPREAD, ONE_RUN_SPREAD
+    from scalpel_executor.core.scheduler import Scheduler
+
+    told = []
+
+    class Told(Scheduler):
+        def add(self, tasks):
+            tasks = list(tasks)
+            told.extend((t.payload.name, t.runtime, t.runtime_spread) for t in tasks)
+            super().add(tasks)
+
+    tasks = [SimTask("a", 3.0, 1 * MiB, key="k"), SimTask("c", 2.0, 1 * MiB, key="j"),
+             SimTask("b", 5.0, 1 * MiB, key="k", parents=(0,))]
+    result = simulate(tasks, ONE_DOMAIN, 32 * MiB, scheduler=Told(ONE_DOMAIN, llc=32 * MiB), prior=1.0)
+    assert sorted(told) == [("a", 1.0, GUESSED_SPREAD), ("b", pytest.approx(3.0), ONE_RUN_SPREAD),
+                            ("c", 1.0, GUESSED_SPREAD)]
+    assert result.makespan == pytest.approx(8.0)  # the truth runs, whatever was told
+    told.clear()
+    simulate(tasks, ONE_DOMAIN, 32 * MiB, scheduler=Told(ONE_DOMAIN, llc=32 * MiB))
+    assert sorted(told) == [("a", 3.0, 0.0), ("b", 5.0, 0.0), ("c", 2.0, 0.0)]  # no prior: each estimate
+    for bad in (0, -1.0, float("nan"), float("inf"), "1"):
+        with pytest.raises(ValueError, match="prior must be a positive number of seconds"):
+            simulate(tasks, ONE_DOMAIN, 32 * MiB, prior=bad)

@@ -167,3 +167,72 @@ def test_the_last_fit_on_two_cores_waits_for_the_second_and_a_key_not_measured_d
     assert all(r.cores == 1 for r in result.records if r.name.startswith("f") and r is not last)
     unmeasured = run(measured=False)
     assert max(r.end for r in unmeasured.records if r.name.startswith("f")) > makespan + 1.0
+
+
+def test_the_last_task_of_a_key_not_sure_waits_to_try_wider_only_where_the_wait_is_cheap():
+    unsure = Peer(3.6, serial=1.0, high=2)  # no reading: no gain assumed
+    assert widths.wait_to_explore(unsure, 1, [0.0, 0.05]) == 2  # no gain: 0.05 s later, within 2% of 3.6 s
+    assert widths.wait_to_explore(unsure, 1, [0.0, 0.5]) == 1  # no gain: 0.5 s later
+    assert widths.wait_to_explore(dataclasses.replace(unsure, tail=30.0), 1, [0.0, 0.5]) == 2  # of 33.6 s
+    assert widths.wait_to_explore(Peer(3.6, serial=1.0, high=1), 1, [0.0, 0.0]) == 1  # its widest
+    assert widths.wait_to_explore(unsure, 2, [0.0, 0.0]) == 2
+    # on a domain of 8: the widest shaped size whose cores free soon enough
+    assert widths.wait_to_explore(Peer(8.0, serial=1.0, high=8), 1, [0, 0.1, 0.1, 0.1, 9, 9, 9, 9]) == 4
+
+
+@settings(deadline=None)
+@given(st.floats(0.01, 100), st.floats(0, 1), st.floats(0, 100), st.sampled_from([1, 2, 4, 8]), st.integers(1, 8),
+       st.integers(1, 8), st.lists(st.floats(0, 100), min_size=8, max_size=8))
+def test_a_wait_to_try_wider_is_shaped_and_costs_at_most_its_share_with_no_gain(runtime, serial, tail, domain, high,
+                                                                               planned, free):
+    peer = Peer(runtime, tail, serial=serial, high=high)
+    planned = min(planned, high, domain)
+    free_at = [0.0] * planned + free[:domain - planned]
+    width = widths.wait_to_explore(peer, planned, free_at)
+    assert planned <= width <= max(planned, min(high, domain))
+    assert width == planned or width in shaped_sizes(domain)
+    now = widths.at_width(runtime, serial, 1, planned)
+    assert sorted(free_at)[width - 1] + runtime - now <= widths.EXPLORE_COST * (now + tail) + 1e-9 or width == planned
+
+
+def _guessed_fits(seconds, guessed=True):
+    """Fits of a key never seen, submitted together, their run times the prior's guess (1 s, spread 1)."""
+    guess = {"runtime_estimate": 1.0, "runtime_spread": 1.0} if guessed else {}
+    batch = [SimTask(f"f{i}", s, 1 * MiB, max_cores=2, serial_fraction=0.2, key="fit", **guess)
+             for i, s in enumerate(seconds)]
+    batch += [SimTask("combine", 0.05, 1 * MiB, parents=tuple(range(len(seconds))), key="combine")]
+    return [dataclasses.replace(t, tail=tail) for t, tail in zip(batch, graph_tails(batch))]
+
+
+def test_a_first_run_learns_run_times_from_its_first_end_and_tries_the_last_fit_wider():
+    """A first run of five fits of equal size on two cores, every run time the prior's guess: the
+    first to end teaches the others its run time, the fifth then tries both cores (a planned
+    exploration) and its run teaches the key a speed-up. Guessed to the end, it ran on one core
+    beside the other idle and the key learned nothing (``Scheduler._learn_runtime``)."""
+    rule = Widths()
+    scheduler = Scheduler([[0, 1]], "scalpel", llc=32 * MiB, model=MODEL, width_rule=rule)
+    result = simulate(_guessed_fits((3.6,) * 5), [[0, 1]], 32 * MiB, model=MODEL, scheduler=scheduler)
+    last = max((r for r in result.records if r.name.startswith("f")), key=lambda r: r.start)
+    assert last.cores == 2 and scheduler.width_reasons[widths.PLANNED_EXPLORATION] == 1
+    assert rule.model.readings("fit") == 1 and rule.model.serial_fraction("fit") < 0.5
+    assert result.makespan < 3 * 3.6 - 1.0
+
+
+def test_the_run_time_learned_reaches_the_waiting_and_running_tasks_of_the_key_whose_time_was_a_guess():
+    from scalpel_executor.core.admission import ONE_RUN_SPREAD, guessed
+    from scalpel_executor.core.tasks import Task
+    scheduler = Scheduler([[0, 1]], "scalpel", llc=32 * MiB, model=MODEL)
+    fits = [Task(i, 1 * MiB, 1.0, 0.0, runtime_spread=1.0, key="fit", max_cores=2) for i in range(3)]
+    other = Task(3, 1 * MiB, 1.0, 0.0, runtime_spread=1.0, key="other", max_cores=2)
+    told = Task(4, 1 * MiB, 2.0, 0.0, runtime_spread=0.1, key="fit", max_cores=2)  # its own estimate: kept
+    scheduler.add(fits)
+    started = scheduler.dispatch(0.0)
+    assert len(started) == 2 and all(guessed(a.task) for a in started)
+    scheduler.add([other, told])
+    ended = scheduler.release(started[0].slot, 5.0)
+    running = started[1].task
+    assert running.runtime == pytest.approx(5.0) and running.runtime_spread == ONE_RUN_SPREAD
+    waiting = [t for t in fits if t is not ended and t is not running]
+    assert len(waiting) == 1 and waiting[0].runtime_spread == ONE_RUN_SPREAD
+    assert waiting[0].runtime == pytest.approx(widths.at_width(5.0, 1.0, 1, waiting[0].cores))  # no gain known
+    assert (other.runtime, other.runtime_spread) == (1.0, 1.0) and (told.runtime, told.runtime_spread) == (2.0, 0.1)

@@ -24,7 +24,7 @@ def test_a_record_holds_every_contender_and_reuse_copies_only_what_the_rule_does
     again = tmp_path / "again.json"
     assert width_study.main([*TINY, "--reuse", str(earlier), "--out", str(again)]) == 0
     (reused,) = json.loads(again.read_text())["rows"]
-    assert reused["copied"] == sorted(width_study.UNTOUCHED)
+    assert reused["copied"] == sorted(set(width_study.UNTOUCHED) & set(width_study.CONTENDERS))
     fresh = json.loads(first.read_text())["rows"][0]["makespans"]
     for label in width_study.CONTENDERS:
         expected = fresh[label] + 1000.0 if label in width_study.UNTOUCHED else fresh[label]
@@ -53,6 +53,23 @@ def test_known_adds_the_rule_told_the_true_speed_ups_and_reports_it(tmp_path, ca
     with pytest.raises(SystemExit) as ended:
         width_study.main([*TINY, "--known", "-1", "--out", str(tmp_path / "x.json")])
     assert ended.value.code == 2
+
+
+def test_unknown_runtimes_adds_a_first_run_told_no_run_time_read_against_fixed_widths_told_none(tmp_path, capsys):
+    """``--unknown-runtimes``: a first run whose run times are the executor's guess until a task of
+    the key ends, and the fixed widths under the same guesses, against which its summary reads."""
+    out = tmp_path / "unknown.json"
+    assert width_study.main([*TINY, "--unknown-runtimes", "--out", str(out)]) == 0
+    record = json.loads(out.read_text())
+    (row,) = record["rows"]
+    unknown = {f"{f}/unknown" for f in width_study.FIXED} | {"scalpel/unknown"}
+    assert unknown <= set(row["makespans"]) and unknown <= set(record["contenders"]) and record["unknown_runtimes"]
+    spans = row["makespans"]
+    best = min(spans[f"{f}/unknown"] for f in width_study.FIXED)
+    assert record["summary"]["unknown"]["hindsight"] == pytest.approx(best / spans["scalpel/unknown"])
+    assert record["summary"]["first"]["hindsight"] == pytest.approx(
+        min(spans[f] for f in width_study.FIXED) / spans["scalpel/first"])
+    assert "run times learned in the run" in capsys.readouterr().out
 
 
 def test_a_learned_run_is_told_its_chains_as_estimated_and_at_the_widest_by_what_it_knows():
