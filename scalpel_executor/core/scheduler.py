@@ -587,8 +587,9 @@ class Scheduler:
         capped = id(task) in self._capped
         self._capped.discard(id(task))
         high = task.cores if capped else task.max_cores
+        # explored while its run time is a guess too (_retarget)
         choice = self.widths.choose(task.key, task.cores, high, task.runtime, width_tail(task), outlook,
-                                    may_explore=not admission.guessed(task), narrowest=narrow)
+                                    narrowest=narrow)
         self._widened[slot.index] = narrow
         if choice.width != task.cores:
             # An explored width's run time is taken at its hope (perfectly parallel): at its key's
@@ -692,10 +693,13 @@ class Scheduler:
                             if task.width_reason in (EXPLORING, widths.PLANNED_EXPLORATION))
         busy = {key for key, running in exploring.items()  # as many explored as it takes to be sure
                 if self.widths.model.readings(key) + running >= widths.SURE_AFTER}
-        # a task whose run time is a guess is not explored: its wider run would read no speed-up
-        learnable = [dataclasses.replace(peer, sure=True) if admission.guessed(task) else peer
-                     for task, peer in zip(tasks, peers)]
-        allotted = widths.explore_allotted(learnable, fitted, *shape, shaped=self.widths.rule == "scalpel", busy=busy,
+        # A task whose run time is a guess is explored too, its cost reckoned at the guess: its run
+        # is read where a task of its key ended before it (the run time learned, _learn_runtime),
+        # never against the guess itself (release). Kept narrow until a task of its key ended, a
+        # first run told no run time ran its batch a core a task: 0.79x as soon as every task on
+        # two cores on the width study's seeds 100-102, explored 1.02x (docs/results/widths-log.md,
+        # "A first run told no run time explores").
+        allotted = widths.explore_allotted(peers, fitted, *shape, shaped=self.widths.rule == "scalpel", busy=busy,
                                            crowding=self._allotted)
         for task, peer, width, plain in zip(tasks, peers, allotted, fitted):
             if width > plain:  # planned wider than its key's fit gives: an exploration (reported so at its start)
@@ -857,14 +861,19 @@ class Scheduler:
         tasks of its key whose run time came a guess (submitted before any of it had run), waiting or
         running, take that reading at their own widths by the key's fit, as sure as a key seen once
         (:data:`~scalpel_executor.core.admission.ONE_RUN_SPREAD`, as the estimator tells a task of
-        it submitted now), and the waiting ones are planned again. Once per key, O(its tasks).
+        it submitted now), and the waiting ones are planned again. Once per key, O(its tasks). Not
+        from a wider run while the key has no speed-up reading: at no gain assumed, it would stand
+        for the narrowest width's time, and a wider run read against it would read no gain (a live
+        first run of three fits on two cores, each tried on both: the learned run read "no gain").
 
         A workflow submits a batch at once: a first run's tasks were otherwise guesses to the end,
         so none was widened, waited for or explored, and no run taught the key a speed-up (three
         least-squares fits on two cores, ``examples/malleable/fits.py --regions 3``: every first run
         ran each on one core, docs/results/widths.md)."""
         ran = self._running[index]
-        tasks = self._guessed_of.pop(ran.key, None) if ran.key is not None else None
+        if ran.key is None or ran.cores > narrowest and not self.widths.model.readings(ran.key):
+            return  # a wider run, its key's speed-up unknown: no run time at the narrowest it stands for
+        tasks = self._guessed_of.pop(ran.key, None)
         if not tasks:
             return
         serial = self.widths.model.serial_fraction(ran.key)

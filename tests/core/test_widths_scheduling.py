@@ -30,26 +30,31 @@ def test_a_malleable_task_on_an_idle_domain_books_cores_of_that_domain_and_frees
     assert s.width_reasons == {widths.PLANNED_EXPLORATION: 1}
 
 
-def test_a_task_whose_run_time_is_the_priors_guess_is_not_explored_and_reads_nothing():
-    """The same lone task, its run time the prior's guess (``admission.GUESSED_SPREAD``): a wider
-    run would be read against a guess (a single-threaded stencil estimated at 1 s ran 0.23 s on two
-    cores and read as perfectly parallel), so it is neither planned wide nor started so, and its
-    run, at one core, teaches no speed-up. Once its run time is measured, a task of the key
-    explores as above."""
+def test_a_task_whose_run_time_is_the_priors_guess_is_explored_and_read_only_against_its_keys_run():
+    """The same lone task, its run time the prior's guess (``admission.GUESSED_SPREAD``): it is
+    explored wide as a measured one would be, but its run is not read against the guess (a
+    single-threaded stencil estimated at 1 s ran 0.23 s on two cores and read as perfectly
+    parallel). Three more of the key on one domain, guessed too: one explores wider, the others
+    run narrow; a narrow one's end gives the key its run time, and the wide one, ending after it,
+    is read against it (ending first, as a wide run of a like task does, it reads nothing)."""
     from scalpel_executor.core.admission import GUESSED_SPREAD
     s = Scheduler([[0, 1, 2, 3], [4, 5, 6, 7]], "scalpel", llc=12 * MiB)
     guessed = Task("stencil", runtime=1.0, key="stencil", max_cores=4, runtime_spread=GUESSED_SPREAD)
     s.add([guessed])
     [start] = s.dispatch(0.0)
-    assert start.task.cores == 1 and start.task.width_reason == widths.NO_SPEEDUP
+    assert start.task.cores == 4 and start.task.width_reason == widths.PLANNED_EXPLORATION
     s.release(start.slot, 0.23)
     assert s.widths.model.readings("stencil") == 0 and guessed.width_reading is None
-    measured = Task("stencil2", runtime=0.46, key="stencil", max_cores=4, runtime_spread=0.1)
-    s.add([measured])
-    [start] = s.dispatch(1.0)
-    assert start.task.cores == 4 and start.task.width_reason == widths.PLANNED_EXPLORATION
-    s.release(start.slot, 1.0 + 0.46)
-    assert s.widths.model.readings("stencil") == 1 and measured.width_reading == pytest.approx(1.0)
+    s = Scheduler([[0, 1, 2, 3]], "scalpel", llc=12 * MiB)
+    s.add([Task(f"stencil{i}", runtime=1.0, key="stencil", max_cores=4, runtime_spread=GUESSED_SPREAD)
+           for i in range(3)])
+    wide, narrow, _ = sorted(s.dispatch(0.0), key=lambda a: -a.task.cores)
+    assert (wide.task.cores, narrow.task.cores, wide.task.width_reason) == (2, 1, widths.EXPLORING)
+    s.release(narrow.slot, 0.5)  # 0.5 s on one core: the key's run time, told the wide one
+    assert wide.task.runtime == pytest.approx(0.5) and s.widths.model.readings("stencil") == 0
+    s.release(wide.slot, 0.8)  # a larger tile: 0.8 s on two cores, against 0.5 on one
+    assert s.widths.model.readings("stencil") == 1 and wide.task.width_reading == pytest.approx(
+        widths.serial_fraction_from(0.8 / 0.5, 1, 2))
 
 
 def test_a_wide_run_of_a_task_whose_run_time_is_a_guess_reads_nothing():
