@@ -697,8 +697,8 @@ class Scheduler:
         # is read where a task of its key ended before it (the run time learned, _learn_runtime),
         # never against the guess itself (release). Kept narrow until a task of its key ended, a
         # first run told no run time ran its batch a core a task: 0.79x as soon as every task on
-        # two cores on the width study's seeds 100-102, explored 1.02x (docs/results/widths-log.md,
-        # "A first run told no run time explores").
+        # two cores on the width study's seeds 100-102, explored 0.998x (docs/results/widths-log.md,
+        # "A first run told no run time: run times learned in the run, and explored on the guess").
         allotted = widths.explore_allotted(peers, fitted, *shape, shaped=self.widths.rule == "scalpel", busy=busy,
                                            crowding=self._allotted)
         for task, peer, width, plain in zip(tasks, peers, allotted, fitted):
@@ -741,11 +741,8 @@ class Scheduler:
         """Whether malleable ``head``, the last task waiting (nothing else waits or is buffered) and
         fitting ``domain``'s free cores at its planned width, ends sooner waiting for more of them as
         the running tasks end (:func:`~scalpel_executor.core.widths.wait_wider`): it is planned
-        there and waits, reserved, for them. Of a key not sure of its speed-up, it waits to try a
-        wider width where, with no gain at all, the wait costs little
-        (:func:`~scalpel_executor.core.widths.wait_to_explore`): a planned exploration. Not while its
-        run time or a running task's is a guess (when cores free is then unknown); a planned
-        exploration keeps its width."""
+        there and waits, reserved, for them. Not while its run time or a running task's is a guess
+        (when cores free is then unknown); a planned exploration keeps its width."""
         narrow = self._narrow.get(id(head))
         if (narrow is None or len(self._waiting) != 1 or any(self._buffers) or id(head) in self._planned_explore
                 or self.widths.rule not in widths.ALLOTTING or head.gpus or self._guessed((head,))):
@@ -754,14 +751,8 @@ class Scheduler:
         free_at = self._free_at()[domain]
         if not peers or sum(1 for left in free_at if left == 0) < head.cores:
             return False
-        shaped = self.widths.rule == "scalpel"
-        if not peers[0].sure and not self.widths.model.exploring(head.key):  # a try costs only the wait
-            width = widths.wait_to_explore(peers[0], head.cores, free_at, shaped=shaped, crowding=self._allotted)
-            if width > head.cores:
-                self._planned_explore.add(id(head))
-                self._set_width(head, peers[0], width)
-                return True
-        width = widths.wait_wider(peers[0], head.cores, free_at, shaped=shaped, crowding=self._allotted)
+        width = widths.wait_wider(peers[0], head.cores, free_at, shaped=self.widths.rule == "scalpel",
+                                  crowding=self._allotted)
         if width <= head.cores:
             return False
         self._set_width(head, peers[0], width)

@@ -160,7 +160,7 @@ from scalpel_executor.core.contention import ContentionModel
 
 __all__ = ["amdahl", "at_width", "widest", "serial_fraction_from", "borrowed", "shrunk", "shaped_sizes", "SpeedupModel",
            "Crowding", "Peer", "Outlook", "WidthChoice",
-           "co_runner_footprint", "allot", "packed_end", "packs", "packed", "start_now", "wait_wider", "wait_to_explore",
+           "co_runner_footprint", "allot", "packed_end", "packs", "packed", "start_now", "wait_wider",
            "explore_allotted",
            "thriftiest",
            "choose_width", "wider_reason",
@@ -725,34 +725,6 @@ def wait_wider(peer: Peer, planned: int, free_at: Sequence[float], *, shaped: bo
     return soonest if ends[soonest] < ends[planned] * (1 - TIE) else planned
 
 
-def wait_to_explore(peer: Peer, planned: int, free_at: Sequence[float], *, shaped: bool = True,
-                    crowding: Crowding | None = None) -> int:
-    """The width the last task waiting, ``peer`` of an unsure key, planned at ``planned`` cores and
-    fitting the cores free now, waits for to learn its key's speed-up on a domain whose cores free
-    after ``free_at`` seconds each: the widest size up to the one :func:`wait_wider` would choose
-    were the key perfectly parallel whose wait, with no gain at all, ends it at most
-    :data:`EXPLORE_COST` of its end (its run and its chain) later; ``planned`` where none does. The
-    core it leaves idle would run nothing, so a try costs only the wait: the mirror of an
-    exploration chosen at a start among the cores free (:func:`choose_width`).
-
-    (Measured reason: on a first run of three least-squares fits on two cores,
-    ``examples/malleable/fits.py --regions 3``, the third fit started on the first core to free, ran
-    on it beside the second core idle, and no run taught its key a speed-up, docs/results/widths.md.)
-
-    >>> wait_to_explore(Peer(3.6, serial=1.0, high=2), 1, [0.0, 0.05])  # no gain: 0.05 s later of 3.6
-    2
-    >>> wait_to_explore(Peer(3.6, serial=1.0, high=2), 1, [0.0, 0.5])  # no gain: 0.5 s later
-    1
-    """
-    hope = wait_wider(dataclasses.replace(peer, serial=0.0), planned, free_at, shaped=shaped, crowding=crowding)
-    times = sorted(free_at)
-    now = _crowded_own(peer, planned, crowding)
-    no_gain = dataclasses.replace(peer, serial=1.0)
-    limit = EXPLORE_COST * (now + peer.tail)
-    return max((w for w in _sizes(planned, hope, len(times), shaped)
-                if times[w - 1] + _crowded_own(no_gain, w, crowding) - now <= limit), default=planned)
-
-
 def explore_allotted(peers: Sequence[Peer], allotted: Sequence[int], cores: int, domain_cores: int, backlog: float,
                      *, shaped: bool = True, busy: Collection[Hashable] = (),
                      crowding: Crowding | None = None) -> list[int]:
@@ -980,8 +952,8 @@ class Widths:
     def choose(self, key: Hashable, low: int, high: int, runtime: float, tail: float, outlook: Outlook,
                *, may_explore: bool = True, narrowest: tuple[int, float] | None = None) -> WidthChoice:
         """The width a task of ``key`` starts on (:func:`choose_width`, or :func:`equipartition`).
-        ``may_explore`` False: its run time at ``low`` is a guess, so a wider run of it would read
-        no speed-up, and it is not explored. ``narrowest``: its narrowest width and estimate there,
+        ``may_explore`` False: no width it has not been seen at is tried (the scheduler's tasks
+        may always explore, a guessed run time too: ``Scheduler._retarget``). ``narrowest``: its narrowest width and estimate there,
         where ``low`` is a planned width above it."""
         if self.rule.startswith("equipartition"):
             return equipartition(low, high, outlook, shaped=self.rule == "equipartition-shaped")
