@@ -17,7 +17,7 @@ Every task ends exactly once: with its result, its own exception, or one of thes
 
 The three subclasses of Parsl's errors live in :mod:`scalpel_executor.runtime.lost` and are read
 from here on first use: a node manager makes one only when a task fails, and importing Parsl at
-its start cost 0.6 s of every run's first task on two cores (docs/results/whole-process.md,
+its start delayed every run's first result by 0.8 s on two cores (docs/results/whole-process.md,
 "A node manager that starts without Parsl").
 """
 
