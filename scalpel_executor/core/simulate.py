@@ -466,7 +466,7 @@ def simulate(
                 records.append(SimRecord(sim_task.name, slot.cpu, domain, began, now, sim_task.solo_at(width),
                                          sim_task.footprint, width))
                 released_task = scheduler.release(slot_index, now)
-                if prior is not None:  # what the estimator learns of its key, at its narrowest
+                if prior is not None and sim_task.key is not None:  # what the estimator learns, at its narrowest
                     seen.setdefault(sim_task.key, []).append(at_width(
                         now - began, scheduler.widths.model.serial_fraction(sim_task.key), width, sim_task.cores))
                 for child in children[released_task.id]:

@@ -950,15 +950,14 @@ class Widths:
             raise ValueError(f"unknown width rule {self.rule!r}; choose from {', '.join(RULES)}")
 
     def choose(self, key: Hashable, low: int, high: int, runtime: float, tail: float, outlook: Outlook,
-               *, may_explore: bool = True, narrowest: tuple[int, float] | None = None) -> WidthChoice:
+               *, narrowest: tuple[int, float] | None = None) -> WidthChoice:
         """The width a task of ``key`` starts on (:func:`choose_width`, or :func:`equipartition`).
-        ``may_explore`` False: no width it has not been seen at is tried (the scheduler's tasks
-        may always explore, a guessed run time too: ``Scheduler._retarget``). ``narrowest``: its narrowest width and estimate there,
-        where ``low`` is a planned width above it."""
+        ``narrowest``: its narrowest width and estimate there, where ``low`` is a planned width
+        above it. Every width may be tried, a run time that is a guess too (``Scheduler._retarget``)."""
         if self.rule.startswith("equipartition"):
             return equipartition(low, high, outlook, shaped=self.rule == "equipartition-shaped")
         choice = choose_width(low, high, runtime, tail, self.model.serial_fraction(key), self.model.readings(key),
-                              outlook, previous=self._previous.get(key), may_explore=may_explore,
+                              outlook, previous=self._previous.get(key),
                               exploring=self.model.exploring(key), shaped=self.rule == "scalpel",
                               narrowest=narrowest)
         if choice.reason == EXPLORING:
