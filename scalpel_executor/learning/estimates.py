@@ -56,7 +56,7 @@ from scalpel_executor.learning.refine import ONE_RUN_SPREAD, Moments
 from scalpel_executor.learning.sampling import MeasurePlan, Sampling
 from scalpel_executor.learning.exchange import finite
 from scalpel_executor.learning.store import Observation, Profile, ProfileStore
-from scalpel_executor.core.widths import SpeedupModel, at_width
+from scalpel_executor.core.widths import SpeedupModel, at_width, stands_for_narrowest
 from scalpel_executor.core.units import format_size
 
 logger = logging.getLogger(__name__)
@@ -362,7 +362,9 @@ class Estimator:
         A malleable task that ran on ``stats["width"]`` cores, more than its ``narrowest``, teaches
         its key the run time at ``narrowest`` its wall time stands for by Amdahl's law with the key's
         serial fraction (the run-time estimate is the narrowest width's), and the serial fraction
-        its run read (``stats["serial_reading"]``, the scheduler's) joins the key's speed-up. A cold
+        its run read (``stats["serial_reading"]``, the scheduler's) joins the key's speed-up. While
+        the key has no speed-up reading a wider run teaches no run time
+        (:func:`~scalpel_executor.core.widths.stands_for_narrowest`). A cold
         call (``stats["cold"]``) teaches nothing where the sampling rule says so (``learn_cold``)."""
         if stats.get("cold") and not self._learn_cold:
             return
@@ -373,7 +375,10 @@ class Estimator:
             with self._lock:  # the key's and, where it joined one, its family's
                 self._speedups.add(estimate.key, min(1.0, max(0.0, reading)))
         if isinstance(width, int) and width > narrowest and isinstance(runtime, (int, float)) and runtime > 0:
-            runtime = at_width(runtime, self._serial(estimate.key), width, narrowest)
+            serial = self._serial(estimate.key)  # the store's readings read first
+            with self._lock:
+                readings = self._speedups.readings(estimate.key)
+            runtime = at_width(runtime, serial, width, narrowest) if stands_for_narrowest(width, narrowest, readings) else None
         footprint = stats.get("footprint")
         if footprint is None and str(stats.get("footprint_source", "")).startswith(ENDED_BEFORE_FIRST_WINDOW):
             # Over before the probe's first window: too short to hold the cache. While its key has
