@@ -43,7 +43,7 @@ from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.core.interference import Terms, corun_slowdowns
 from scalpel_executor.core.policies import DEFAULT_POLICY
 from scalpel_executor.core.scheduler import CHECKED_AT_DISPATCH, Scheduler, Task
-from scalpel_executor.core.widths import at_width, stands_for_narrowest, widest
+from scalpel_executor.core.widths import at_width, widest
 
 __all__ = ["SimTask", "SimResult", "SimRecord", "ContentionModel", "Batching", "simulate", "lower_bound",
            "graph_tails"]
@@ -386,7 +386,8 @@ def simulate(
             estimate, spread = (sum(ended_times) / len(ended_times), ONE_RUN_SPREAD) if ended_times else (prior, GUESSED_SPREAD)
         return Task(i, t.footprint, estimate, t.priority, t.intensity, payload=t, runtime_spread=spread,
                     cores=t.cores, memory=t.memory, gpus=t.gpus, tail=t.tail, wide_tail=t.wide_tail,
-                    interference=t.told_interference, key=t.key, max_cores=t.max_cores, family=t.family)
+                    interference=t.told_interference,
+                    key=t.key, max_cores=t.max_cores, family=t.family)
 
     batcher: Batcher[Task] | None = (None if batching is None
                                      else Batcher(batching, len(slots), runtime_of=lambda task: task.runtime,
@@ -465,10 +466,9 @@ def simulate(
                 records.append(SimRecord(sim_task.name, slot.cpu, domain, began, now, sim_task.solo_at(width),
                                          sim_task.footprint, width))
                 released_task = scheduler.release(slot_index, now)
-                if prior is not None and sim_task.key is not None and stands_for_narrowest(  # as the estimator learns
-                        width, sim_task.cores, (fits := scheduler.widths.model).readings(sim_task.key)):
-                    seen.setdefault(sim_task.key, []).append(  # its time at its narrowest
-                        at_width(now - began, fits.serial_fraction(sim_task.key), width, sim_task.cores))
+                if prior is not None and sim_task.key is not None:  # what the estimator learns, at its narrowest
+                    seen.setdefault(sim_task.key, []).append(at_width(
+                        now - began, scheduler.widths.model.serial_fraction(sim_task.key), width, sim_task.cores))
                 for child in children[released_task.id]:
                     unfinished_parents[child] -= 1
                     if unfinished_parents[child]:

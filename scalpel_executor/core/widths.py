@@ -259,8 +259,8 @@ def stands_for_narrowest(width: int, narrowest: int, readings: int) -> bool:
     of a key with none, where Amdahl's law at no gain would take its wall time for the narrowest's,
     and a wider run read against that estimate would read "no gain" (a live learned run of three
     fits tried on two cores in the first read no gain of a key measured at 1.5-1.7x there). The
-    scheduler (``Scheduler._learn_runtime``), the estimator (``learning.estimates``) and the
-    simulator's prior hold to it alike.
+    scheduler learns no run time from such a run (``Scheduler._learn_runtime``, which reads it
+    later), nor does the profile store keep one (``learning.estimates``).
 
     >>> stands_for_narrowest(2, 1, 0), stands_for_narrowest(2, 1, 1), stands_for_narrowest(1, 1, 0)
     (False, True, True)

@@ -267,11 +267,6 @@ def test_with_a_prior_the_scheduler_is_told_run_times_as_a_first_runs_executor_l
     told.clear()
     simulate(tasks, ONE_DOMAIN, 32 * MiB, scheduler=Told(ONE_DOMAIN, llc=32 * MiB))
     assert sorted(told) == [("a", 3.0, 0.0), ("b", 5.0, 0.0), ("c", 2.0, 0.0)]  # no prior: each estimate
-    told.clear()  # a wider run of a key with no speed-up reading tells no time at its narrowest
-    chain = [SimTask("w", 4.0, 1 * MiB, key="m", max_cores=4, serial_fraction=0.2),
-             SimTask("x", 4.0, 1 * MiB, key="m", max_cores=4, serial_fraction=0.2, parents=(0,))]
-    result = simulate(chain, ONE_DOMAIN, 32 * MiB, scheduler=Told(ONE_DOMAIN, llc=32 * MiB), prior=1.0)
-    assert result.records[0].cores > 1 and told == [("w", 1.0, GUESSED_SPREAD), ("x", 1.0, GUESSED_SPREAD)]
     for bad in (0, -1.0, float("nan"), float("inf"), "1"):
         with pytest.raises(ValueError, match="prior must be a positive number of seconds"):
             simulate(tasks, ONE_DOMAIN, 32 * MiB, prior=bad)
