@@ -112,6 +112,37 @@ def test_a_plain_config_sees_the_graph_from_its_second_task(tmp_path):
     assert None not in parsl_ids and sorted(parsl_ids) == list(range(len(parsl_ids))), parsl_ids
 
 
+def test_a_plain_configs_first_call_is_told_the_chain_invoked_behind_it(tmp_path, monkeypatch):
+    """The first call of a plain Config reaches the executor before the graph is installed; it was
+    told no chain (0) whatever the workflow had invoked behind it. Now it sees the graph as far as
+    the workflow has invoked it, as the later calls do: here the whole chain, invoked before the
+    call reaches the executor (held until then, so the test does not race the launch thread)."""
+    import threading
+
+    install, invoked = path_learning.see_graph, threading.Event()
+
+    def installed_once_invoked(dfk):
+        invoked.wait(60)
+        return install(dfk)
+
+    monkeypatch.setattr(path_learning, "see_graph", installed_once_invoked)
+    dfk = parsl.load(Config(executors=[ScalpelExecutor(profiles=str(tmp_path / "p.db"))], run_dir=str(tmp_path / "run")))
+    try:
+        x = prepare(read_settings())
+        for _ in range(CHAIN):
+            x = analyse(x, 0.05)
+        invoked.set()
+        assert x.result() == 1 + CHAIN
+    finally:
+        invoked.set()
+        dfk.cleanup()
+        parsl.clear()
+    report = json.loads(next(Path(dfk.run_dir).glob("scalpel-*-report.json")).read_text())
+    (first,) = _rows(report, "read_settings")
+    assert first["parsl_task_id"] == 0 and first["tail_source"] == "graph"
+    assert first["tail"] > 0 and "critical path" in first["critical_path"]
+
+
 def test_a_failed_preparation_fails_its_chain_and_teaches_nothing_about_its_key(tmp_path):
     from scalpel_executor.learning.critical_path import CriticalPathStore
     store = tmp_path / "profiles.db"

@@ -386,13 +386,18 @@ class GraphMemoizer(Memoizer):
             if hit:  # the DFK's own test of the answer
                 self.memo_hits.add(task_record["id"])
             else:
-                sighting = Sighting(task_id=task_record["id"], func_name=task_record["func_name"],
-                                    executor=task_record["executor"], parents=parent_ids(task_record),
-                                    graph=self._graph_of(task_record["dfk"]))
-                _sightings.pending = (sighting, task_record["args"])
+                _sightings.pending = (self.sighting(task_record), task_record["args"])
         except Exception as error:  # noqa: BLE001 - the graph is advice; the launch goes on without it
             self._swallow(error)
         return hit
+
+    def sighting(self, task_record: dict) -> Sighting:
+        """What the graph sees of the task of ``task_record``: its id, app, executor, parents and the
+        DFK's pending graph (also for the first call of a plain Config, launched before this
+        memoizer was installed: ``runtime.driver.path_learning``)."""
+        return Sighting(task_id=task_record["id"], func_name=task_record["func_name"],
+                        executor=task_record["executor"], parents=parent_ids(task_record),
+                        graph=self._graph_of(task_record["dfk"]))
 
     def update_memo_result(self, task_record: dict, r: Any) -> None:
         self.inner.update_memo_result(task_record, r)

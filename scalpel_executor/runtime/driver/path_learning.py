@@ -23,7 +23,7 @@ from typing import Any
 
 from scalpel_executor.learning.critical_path import CriticalPathStore, Tails
 from scalpel_executor.learning.store import ProfileStore
-from scalpel_executor.runtime.driver.graph import install as see_graph, take_sighting
+from scalpel_executor.runtime.driver.graph import GraphMemoizer, Sighting, install as see_graph, take_sighting
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class PathLearning:
             sighting, parsl_id = take_sighting(self.executor.label, args), None
             if sighting is None and not self.graph_checked:
                 self.graph_checked = True
-                parsl_id = self._install_graph(args)
+                parsl_id, sighting = self._install_graph(args)
             self.graph_seen |= sighting is not None
             app = sighting.func_name if sighting is not None else getattr(func, "__name__", "")
             seconds, wide, source = tails.tail(sighting, key, app)
@@ -82,20 +82,34 @@ class PathLearning:
             tails.sources["failed"] += 1
             return 0.0, 0.0, None, None
 
-    def _install_graph(self, args: tuple) -> int | None:
-        """Show later tasks' places in the graph: wrap the memoizer of the DataFlowKernel running the
+    def _install_graph(self, args: tuple) -> tuple[int | None, Sighting | None]:
+        """Show tasks' places in the graph: wrap the memoizer of the DataFlowKernel running the
         executor, once (``scalpel_config()`` installs it from the start; runtime.driver.graph.install).
         Returns the Parsl task id of this first call where the graph is seen from now on, read from the
         DataFlowKernel's records (:func:`launching_id`), so that its report row and errors
-        name it as Parsl does, as the later calls' do; else None."""
+        name it as Parsl does, as the later calls' do, and its sighting: the graph as far as the
+        workflow has invoked it now (its own children, if invoked), as the later calls' see it.
+        (None, None) where the graph is not seen.
+
+        Told no chain, the first call of a plain Config was the only task of a first run whose chain
+        was 0: three least-squares fits on two cores, each followed by a reduce, a check and a report
+        (``examples/malleable/fits.py --regions 3``), were each tried on both cores on the guess, one
+        after another, where, told their chains, two ran on one core each and the third on both,
+        and its run read the key's speed-up (simulated, 4.90 s against 5.76; docs/results/widths-log.md)."""
         try:
             import parsl
             dfk = parsl.dfk()
         except Exception:  # noqa: BLE001 - used without a DataFlowKernel: no graph to see
-            return None
+            return None, None
         if not any(executor is self.executor for executor in getattr(dfk, "executors", {}).values()):
-            return None
-        return launching_id(dfk, self.executor.label, args) if see_graph(dfk) else None
+            return None, None
+        if not see_graph(dfk):
+            return None, None
+        parsl_id = launching_id(dfk, self.executor.label, args)
+        record = None if parsl_id is None else dfk.tasks.get(parsl_id)
+        memoizer = dfk.memoizer
+        sighting = memoizer.sighting(record) if record is not None and isinstance(memoizer, GraphMemoizer) else None
+        return parsl_id, sighting
 
     def ended(self, parsl_id: int | None, wall: float, wide: float, succeeded: bool) -> None:
         """A task the graph showed (``parsl_id``) ran ``wall`` seconds (``wide`` at its widest width):
