@@ -91,11 +91,13 @@ class PathLearning:
         workflow has invoked it now (its own children, if invoked), as the later calls' see it.
         (None, None) where the graph is not seen.
 
-        Told no chain, the first call of a plain Config was the only task of a first run whose chain
-        was 0: three least-squares fits on two cores, each followed by a reduce, a check and a report
-        (``examples/malleable/fits.py --regions 3``), were each tried on both cores on the guess, one
-        after another, where, told their chains, two ran on one core each and the third on both,
-        and its run read the key's speed-up (simulated, 4.90 s against 5.76; docs/results/widths-log.md)."""
+        Told no chain, the first call of a plain Config was the one task of its stage told 0, and
+        that moved what its stage ran: simulated, three least-squares fits on two cores followed by
+        a reduce, a check and a report (``examples/malleable/fits.py --regions 3``), the first told
+        0, were each tried on both cores on the guess, one after another (5.76 s); told their
+        chains, two ran on one core each and the third on both, and the run read the key's
+        speed-up (4.90 s; docs/results/widths-log.md). Live, that first fit reaches the executor
+        before the script invokes the reduce, and is still told 0."""
         try:
             import parsl
             dfk = parsl.dfk()
