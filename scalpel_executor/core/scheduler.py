@@ -288,8 +288,6 @@ class Scheduler:
         self._seeded: set = set()  # keys whose speed-up earlier runs' readings started (Task.serial_fraction)
         self._guessed_of: dict[Hashable, list[Task]] = {}  # key -> its malleable tasks whose run time came a
         #                                                    guess (_learn_runtime), until one of them ends
-        self._unread: dict[Hashable, list[tuple[int, int, float]]] = {}  # key (in _guessed_of) -> its wider runs
-        #             ended on the guess, unread: (narrowest, width, seconds), read by _learn_runtime
         self._slowed: dict[int, list[float]] = {}  # slot index of a running malleable task -> [its predicted
         #                         slowdown integrated over its run so far (s), the clock then, the slowdown since]
 
@@ -478,32 +476,23 @@ class Scheduler:
             raise ValueError(f"slot {index} has no running task to release")
         began = self._started.pop(index, None)
         domain = self.slots[index].domain
-        task = self._running[index]
         # no reading against a guessed run time (measured reason: a single-threaded stencil estimated
         # at the prior's 1 s ran 0.23 s on two cores, read as perfectly parallel, and the profile
-        # store kept a serial fraction of 0 over 8 readings, docs/results/widths.md): a wider run
-        # of a key whose time is a guess is read once a run at its narrowest tells it (_learn_runtime)
-        narrowest = self._widened.pop(index, None)
-        if narrowest is not None and now is not None and began is not None:
+        # store kept a serial fraction of 0 over 8 readings, docs/results/widths.md)
+        if ((narrowest := self._widened.pop(index, None)) is not None and now is not None and began is not None
+                and not admission.guessed(self._running[index])):
+            task = self._running[index]
             self._restamp(domain, now)
             slowed, _, since = self._slowed.pop(index, (0.0, now, 1.0))
             slowdown = slowed / (now - began) if now > began and slowed > 0 else since
-            seconds = (now - began) / max(slowdown, 1e-9)
-            if not admission.guessed(task):
-                task.width_reading = self.widths.observe(task.key, narrowest[0], task.cores, seconds,
-                                                         narrowest[1], task.width_reason == EXPLORING)
-                if task.width_reading is not None and self.widths.model.readings(task.key) == widths.SURE_AFTER:
-                    self._allot_sure(task.key)
-            else:
-                if task.width_reason == EXPLORING:
-                    self.widths.model.explore(task.key, -1)
-                if task.key in self._guessed_of and not widths.stands_for_narrowest(
-                        task.cores, narrowest[0], self.widths.model.readings(task.key)):
-                    self._unread.setdefault(task.key, []).append((narrowest[0], task.cores, seconds))
-            if now > began:
-                self._learn_runtime(index, narrowest[0], now - began)
-        elif narrowest is not None and task.width_reason == EXPLORING:
-            self.widths.model.explore(task.key, -1)
+            task.width_reading = self.widths.observe(task.key, narrowest[0], task.cores, (now - began) / max(slowdown, 1e-9),
+                                                     narrowest[1], task.width_reason == EXPLORING)
+            if task.width_reading is not None and self.widths.model.readings(task.key) == widths.SURE_AFTER:
+                self._allot_sure(task.key)
+        elif narrowest is not None and self._running[index].width_reason == EXPLORING:
+            self.widths.model.explore(self._running[index].key, -1)
+        if narrowest is not None and now is not None and began is not None and now > began:
+            self._learn_runtime(index, narrowest[0], now - began)
         self._slowed.pop(index, None)
         self._waited.pop(index, None)
         self._learned_tasks.discard(id(self._running[index]))
@@ -863,22 +852,21 @@ class Scheduler:
         tasks of its key whose run time came a guess (submitted before any of it had run), waiting or
         running, take that reading at their own widths by the key's fit, as sure as a key seen once
         (:data:`~scalpel_executor.core.admission.ONE_RUN_SPREAD`, as the estimator tells a task of
-        it submitted now), and the waiting ones are planned again; the key's wider runs that ended
-        before it are read (:meth:`_read_unread`). Once per key, O(its tasks). Not from a wider run
-        while the key has no speed-up reading (:func:`~scalpel_executor.core.widths.stands_for_narrowest`).
+        it submitted now), and the waiting ones are planned again. Once per key, O(its tasks). Not
+        from a wider run while the key has no speed-up reading: at no gain assumed, it would stand
+        for the narrowest width's time, and a wider run read against it would read no gain (a live
+        first run of three fits on two cores, each tried on both: the learned run read "no gain").
 
         A workflow submits a batch at once: a first run's tasks were otherwise guesses to the end,
         so none was widened, waited for or explored, and no run taught the key a speed-up (three
         least-squares fits on two cores, ``examples/malleable/fits.py --regions 3``: every first run
         ran each on one core, docs/results/widths.md)."""
         ran = self._running[index]
-        if ran.key is None or not widths.stands_for_narrowest(ran.cores, narrowest, self.widths.model.readings(ran.key)):
+        if ran.key is None or ran.cores > narrowest and not self.widths.model.readings(ran.key):
             return  # a wider run, its key's speed-up unknown: no run time at the narrowest it stands for
         tasks = self._guessed_of.pop(ran.key, None)
         if not tasks:
             return
-        before = self.widths.model.readings(ran.key)
-        self._read_unread(ran, narrowest, seconds)
         serial = self.widths.model.serial_fraction(ran.key)
         running = {id(task): i for i, task in self._running.items()}
         for task in tasks:
@@ -903,27 +891,6 @@ class Scheduler:
             else:
                 continue
             task.runtime_spread = admission.ONE_RUN_SPREAD
-        if before < widths.SURE_AFTER <= self.widths.model.readings(ran.key):
-            self._allot_sure(ran.key)  # the wider runs read made it sure
-
-    def _read_unread(self, ran: Task, narrowest: int, seconds: float) -> None:
-        """``ran``, the first task of its key to tell the key's run time (``seconds`` on
-        ``narrowest`` cores), reads the key's wider runs that ended on the guess before it: each
-        its serial fraction against that time, as :meth:`release` reads a run against its estimate.
-        ``ran`` carries their mean as its own reading (``Task.width_reading``: the profile store
-        keeps it as one reading). O(those runs), once per key: :meth:`_learn_runtime` then plans the
-        key's tasks at the fit they read.
-
-        Tried on the guess, a key's wider runs end before its narrow ones, and read nothing: a first
-        run of three fits on two cores tried the first on both and ran the other two on one beside
-        each other, and the key learned no speed-up in it or for the next run."""
-        unread = self._unread.pop(ran.key, ())
-        serial = self.widths.model.serial_fraction(ran.key)
-        readings = [reading for low, width, took in unread
-                    if (reading := self.widths.model.observe(ran.key, low, width,
-                                                             took / at_width(seconds, serial, narrowest, low))) is not None]
-        if readings and ran.width_reading is None:
-            ran.width_reading = sum(readings) / len(readings)
 
     def _unbook(self, index: int) -> None:
         task = self._running[index]

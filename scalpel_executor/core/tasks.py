@@ -53,8 +53,7 @@ class Task:
     #                    (core.widths.SpeedupModel.join); None: none
     family_serial: float | None = None  # the serial fraction every key of the family read in earlier runs
     family_readings: int = 0  # (the profile store's) and the readings it rests on; None and 0: none
-    width_reading: float | None = None  # the serial fraction its run at a width read, set when it ends (core.widths);
-    #                    on the first run to tell its key's run time, that of the wider runs ended on the guess
+    width_reading: float | None = None  # the serial fraction its run at a width read, set when it ends (core.widths)
 
     @property
     def malleable(self) -> bool:

@@ -158,7 +158,7 @@ from dataclasses import dataclass, field
 
 from scalpel_executor.core.contention import ContentionModel
 
-__all__ = ["amdahl", "at_width", "stands_for_narrowest", "widest", "serial_fraction_from", "borrowed", "shrunk", "shaped_sizes", "SpeedupModel",
+__all__ = ["amdahl", "at_width", "widest", "serial_fraction_from", "borrowed", "shrunk", "shaped_sizes", "SpeedupModel",
            "Crowding", "Peer", "Outlook", "WidthChoice",
            "co_runner_footprint", "allot", "packed_end", "packs", "packed", "start_now", "wait_wider",
            "explore_allotted",
@@ -251,21 +251,6 @@ def at_width(seconds: float, serial_fraction: float, width: int, to: int) -> flo
     4.0
     """
     return seconds if width == to else seconds * amdahl(serial_fraction, to) / amdahl(serial_fraction, width)
-
-
-def stands_for_narrowest(width: int, narrowest: int, readings: int) -> bool:
-    """Whether a run on ``width`` cores of a task whose narrowest is ``narrowest`` tells its key's
-    run time at the narrowest, the key's speed-up resting on ``readings`` readings: not a wider run
-    of a key with none, where Amdahl's law at no gain would take its wall time for the narrowest's,
-    and a wider run read against that estimate would read "no gain" (a live learned run of three
-    fits tried on two cores in the first read no gain of a key measured at 1.5-1.7x there). The
-    scheduler learns no run time from such a run (``Scheduler._learn_runtime``, which reads it
-    later), nor does the profile store keep one (``learning.estimates``).
-
-    >>> stands_for_narrowest(2, 1, 0), stands_for_narrowest(2, 1, 1), stands_for_narrowest(1, 1, 0)
-    (False, True, True)
-    """
-    return width <= narrowest or readings > 0
 
 
 def widest(low: int, high: int | None, domain_cores: int | None) -> int:

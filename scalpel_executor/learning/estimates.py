@@ -56,7 +56,7 @@ from scalpel_executor.learning.refine import ONE_RUN_SPREAD, Moments
 from scalpel_executor.learning.sampling import MeasurePlan, Sampling
 from scalpel_executor.learning.exchange import finite
 from scalpel_executor.learning.store import Observation, Profile, ProfileStore
-from scalpel_executor.core.widths import SpeedupModel, at_width, stands_for_narrowest
+from scalpel_executor.core.widths import SpeedupModel, at_width
 from scalpel_executor.core.units import format_size
 
 logger = logging.getLogger(__name__)
@@ -362,12 +362,7 @@ class Estimator:
         A malleable task that ran on ``stats["width"]`` cores, more than its ``narrowest``, teaches
         its key the run time at ``narrowest`` its wall time stands for by Amdahl's law with the key's
         serial fraction (the run-time estimate is the narrowest width's), and the serial fraction
-        its run read (``stats["serial_reading"]``, the scheduler's) joins the key's speed-up. While
-        the key has no speed-up reading, that run time (at no gain) serves this run's estimates but
-        is not kept in the profile store (:func:`~scalpel_executor.core.widths.stands_for_narrowest`):
-        a later run would read its wider runs against it as "no gain". In the run it beats the
-        guess: simulated first runs told no run time (the width study's seeds 0 and 1) ended 2.2%
-        later where it was told as a guess (its value kept) and 4.0% later without it (SoyKB 17%). A cold
+        its run read (``stats["serial_reading"]``, the scheduler's) joins the key's speed-up. A cold
         call (``stats["cold"]``) teaches nothing where the sampling rule says so (``learn_cold``)."""
         if stats.get("cold") and not self._learn_cold:
             return
@@ -377,12 +372,8 @@ class Estimator:
             self._speedup(estimate.key)
             with self._lock:  # the key's and, where it joined one, its family's
                 self._speedups.add(estimate.key, min(1.0, max(0.0, reading)))
-        kept = True  # the run time goes into the profile store
         if isinstance(width, int) and width > narrowest and isinstance(runtime, (int, float)) and runtime > 0:
-            serial = self._serial(estimate.key)  # the store's readings read first
-            with self._lock:
-                kept = stands_for_narrowest(width, narrowest, self._speedups.readings(estimate.key))
-            runtime = at_width(runtime, serial, width, narrowest)
+            runtime = at_width(runtime, self._serial(estimate.key), width, narrowest)
         footprint = stats.get("footprint")
         if footprint is None and str(stats.get("footprint_source", "")).startswith(ENDED_BEFORE_FIRST_WINDOW):
             # Over before the probe's first window: too short to hold the cache. While its key has
@@ -398,7 +389,7 @@ class Estimator:
         # not as its small integer's variant: one per worker, each a different tile number or seed,
         # read high and split a Montage key into 16 by tile (learning.refine's guard leaves out one).
         observation = None if self.store is None else Observation(
-            estimate.key, estimate.app, runtime if kept else None, footprint, stats.get("peak_rss") or stats.get("max_rss"), miss_rate,
+            estimate.key, estimate.app, runtime, footprint, stats.get("peak_rss") or stats.get("max_rss"), miss_rate,
             estimate.shape, None if stats.get("cold") else estimate.exact, reading,
         )
         levels = [estimate.key] + ([estimate.shape] if estimate.shape not in (None, estimate.key) else [])

@@ -211,30 +211,3 @@ def test_the_run_time_learned_reaches_the_waiting_and_running_tasks_of_the_key_w
     assert len(waiting) == 1 and waiting[0].runtime_spread == ONE_RUN_SPREAD
     assert waiting[0].runtime == pytest.approx(widths.at_width(5.0, 1.0, 1, waiting[0].cores))  # no gain known
     assert (other.runtime, other.runtime_spread) == (1.0, 1.0) and (told.runtime, told.runtime_spread) == (2.0, 0.1)
-
-
-def test_a_try_on_the_guess_is_read_once_a_narrow_run_of_its_key_tells_the_run_time():
-    """The first of three fits arrives alone and is tried on both cores on the guess; it ends first
-    and reads nothing then. The other two run on one core each; the first of them to end tells the
-    key's run time and reads the try against it, and carries that reading to the profile store
-    (``Task.width_reading``). Before, the key learned no speed-up in this run or for the next."""
-    from scalpel_executor.core.admission import GUESSED_SPREAD
-    from scalpel_executor.core.tasks import Task
-    rule = Widths()
-    scheduler = Scheduler([[0, 1]], "scalpel", llc=32 * MiB, model=MODEL, width_rule=rule)
-    fits = [Task(f"f{i}", 1 * MiB, 1.0, 0.0, runtime_spread=GUESSED_SPREAD, key="fit", max_cores=2) for i in range(3)]
-    scheduler.add(fits[:1])
-    [tried] = scheduler.dispatch(0.0)
-    assert tried.task.cores == 2
-    scheduler.add(fits[1:])
-    assert scheduler.dispatch(0.01) == []
-    scheduler.release(tried.slot, 2.16)  # 3.6 s on one core at a serial fraction of 0.2
-    assert rule.model.readings("fit") == 0 and tried.task.width_reading is None
-    narrow = scheduler.dispatch(2.16)
-    assert [a.task.cores for a in narrow] == [1, 1]
-    scheduler.release(narrow[0].slot, 5.76)
-    assert rule.model.readings("fit") == 1 and rule.model.own("fit")[0] == pytest.approx(0.2)
-    assert narrow[0].task.width_reading == pytest.approx(0.2)
-    assert narrow[1].task.runtime == pytest.approx(3.6)  # the run time told the other, as before
-    scheduler.release(narrow[1].slot, 5.8)
-    assert rule.model.readings("fit") == 1 and narrow[1].task.width_reading is None  # read once

@@ -88,27 +88,6 @@ def test_a_wide_run_teaches_the_run_time_at_the_narrowest_width_and_its_reading(
         assert store.speedup("fft").readings == 1 and store.speedup("fft").serial_fraction == pytest.approx(0.1)
 
 
-def test_a_wide_run_of_a_key_with_no_speed_up_reading_keeps_no_run_time_in_the_store(tmp_path):
-    """Taken at no gain, a wide run's wall time would stand for the narrowest width's, and the next
-    run's wide tries, read against it, would read "no gain": the store keeps its footprint, not its
-    time, which serves this run's estimates only. Once the key has a reading (the store's, or a
-    narrow run's that read the wide ones), a wide run's time is kept again."""
-    with ProfileStore(tmp_path / "profiles.sqlite") as store:
-        estimator = Estimator(store, default_footprint=1.0, default_runtime=1.0)
-        estimate = estimator.estimate(_fft, (1,), {}, Hints(profile_key="fft", max_cores=4))
-        estimator.observe(estimate, {"wall": 0.7, "width": 4, "footprint": 5e6}, narrowest=1)
-        estimator.flush()
-        assert store.get("fft").runs == 0 and store.get("fft").footprint == pytest.approx(5e6)
-        assert estimator.estimate(_fft, (1,), {}, Hints(profile_key="fft", max_cores=4)).runtime == pytest.approx(0.7)
-        assert Estimator(store, default_footprint=1.0, default_runtime=1.0).estimate(
-            _fft, (1,), {}, Hints(profile_key="fft", max_cores=4)).runtime_source == "prior"  # a later run
-        estimator.observe(estimate, {"wall": 2.0, "serial_reading": 0.2}, narrowest=1)  # the narrow run: it read them
-        estimator.observe(estimate, {"wall": 0.7, "width": 4}, narrowest=1)
-        estimator.flush()
-        serial = (0.2 + SHRINK) / (1 + SHRINK)
-        assert store.get("fft").runtime_mean == pytest.approx((2.0 + 0.7 * amdahl(serial, 1) / amdahl(serial, 4)) / 2)
-
-
 def test_profile_show_says_a_keys_learned_speed_up(tmp_path, capsys):
     import json
 

@@ -25,8 +25,7 @@ for the executor::
 The sighting lives in a thread-local because ``check_memo`` and ``submit`` run on one launch
 thread, one task at a time, while other launch threads do the same for other tasks. It is matched
 on the executor's label because a task for another executor (a join app runs on
-``_parsl_internal``) also leaves one, and on the args because nothing else of the record reaches
-``submit``.
+``_parsl_internal``) also leaves one, and on the args because nothing else of the record reaches ``submit``.
 
 The graph knows only tasks already submitted to the DFK: a workflow invoked up front is seen
 whole, one that submits as results arrive is seen as far as it got. It never walks ``dfk.tasks``
@@ -392,12 +391,9 @@ class GraphMemoizer(Memoizer):
         return hit
 
     def sighting(self, task_record: dict) -> Sighting:
-        """What the graph sees of the task of ``task_record``: its id, app, executor, parents and the
-        DFK's pending graph (also for the first call of a plain Config, launched before this
-        memoizer was installed: ``runtime.driver.path_learning``)."""
-        return Sighting(task_id=task_record["id"], func_name=task_record["func_name"],
-                        executor=task_record["executor"], parents=parent_ids(task_record),
-                        graph=self._graph_of(task_record["dfk"]))
+        """The graph's view of ``task_record``'s task (a plain Config's first call too: runtime.driver.path_learning)."""
+        return Sighting(task_id=task_record["id"], func_name=task_record["func_name"], executor=task_record["executor"],
+                        parents=parent_ids(task_record), graph=self._graph_of(task_record["dfk"]))
 
     def update_memo_result(self, task_record: dict, r: Any) -> None:
         self.inner.update_memo_result(task_record, r)
