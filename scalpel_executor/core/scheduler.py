@@ -917,6 +917,24 @@ class Scheduler:
             self._dirty = True
         return changed
 
+    def lengthen(self, task_id: Hashable, tail: float, wide_tail: float) -> bool:
+        """The chain waiting for task ``task_id`` (``Task.id``) is longer than it was told: ``tail``
+        seconds (``wide_tail`` at its malleable tasks' widest). A task not started yet takes it where
+        it is longer, and the waiting tasks are planned again; a task started, ended or unknown is
+        left alone. Returns whether a task took it. O(tasks waiting).
+
+        A parent is handed over before the script invokes its children (Parsl launches a task with
+        no inputs at once), so it is told no chain; a later task's sighting shows them
+        (``runtime.driver.path_learning``)."""
+        for task in itertools.chain(self._waiting.values(), *self._buffers):
+            if task.id == task_id:
+                if tail <= task.tail:
+                    return False
+                task.tail, task.wide_tail = float(tail), float(wide_tail)
+                self._dirty = True
+                return True
+        return False
+
     def disable(self, slot: Slot | int) -> Task | None:
         """Core ``slot`` cannot run tasks until :meth:`enable`; returns the task it was running, if any.
 

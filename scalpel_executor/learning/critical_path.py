@@ -334,16 +334,22 @@ class Tails:
         :class:`scalpel_executor.runtime.driver.graph.Sighting`, or None."""
         if sighting is not None:
             self.run.launched(sighting.task_id, key, app, sighting.parents)
-            if sighting.graph.children(sighting.task_id):
-                seconds = sighting.graph.tail(sighting.task_id, self._estimate, self._frontier)
-                wide = sighting.graph.tail(sighting.task_id, self._wide_estimate, self._wide_frontier)
+            if (chain := self.chain(sighting.graph, sighting.task_id)) is not None:
                 self.sources[GRAPH] += 1
-                return seconds, wide, GRAPH
+                return *chain, GRAPH
         row = self._stored(key)
         if row is not None and row.tail > 0:
             self.sources[LEARNED] += 1
             return row.tail, row.widest[0], LEARNED
         return 0.0, 0.0, None
+
+    def chain(self, graph, task_id: int) -> tuple[float, float] | None:
+        """Seconds of the chain ``graph`` (a :class:`~scalpel_executor.runtime.driver.graph.PendingGraph`)
+        shows waiting for task ``task_id``, and the same at the widest; None while it shows no child."""
+        if not graph.children(task_id):
+            return None
+        return (graph.tail(task_id, self._estimate, self._frontier),
+                graph.tail(task_id, self._wide_estimate, self._wide_frontier))
 
     def learn(self) -> dict[str, Learned]:
         """Store what this run's graph taught (nothing without a graph); returns it."""

@@ -17,6 +17,7 @@ the completion callback (:data:`OnComplete`)::
 
     executor ── start() ────────────> pool: workers (or the managers' channel) ready
              ── submit(Task) ───────> pool ──> ... ──> on_complete(task, Outcome)   once per accepted task
+             ── lengthen(id, tail, wide_tail) ──> the chain behind a task submitted earlier grew
              ── shutdown(timeout) ──> pool ──> on_complete(task, Outcome(error=ExecutorShutdown))
                                                for each task not finished yet; every process ended
 
@@ -88,6 +89,11 @@ class Pool(Protocol):
 
     def submit(self, task: Task) -> None:
         """Accept a task whose payload is a Job (thread-safe); its outcome comes to ``on_complete``."""
+
+    def lengthen(self, task_id: int, tail: float, wide_tail: float) -> None:
+        """The chain behind task ``task_id``, submitted earlier, is longer than it was told
+        (``Task.tail``, ``Task.wide_tail``): it takes it if it has not started (thread-safe, never
+        blocks; a task started, ended or unknown is left alone)."""
 
     def shutdown(self, timeout: float = 10.0) -> None:
         """Fail unfinished tasks with ExecutorShutdown and end every process the pool started. Idempotent."""

@@ -136,3 +136,20 @@ def test_told_the_chain_the_workflow_ends_sooner():
     assert result.makespan <= result.lower_bound + 1.6  # the chain started at once: one task's granularity off
     first = min(result.records, key=lambda r: r.start)
     assert first.name == "prepare"
+
+
+def test_a_task_told_a_longer_chain_while_it_waits_is_planned_again_with_it():
+    """``Scheduler.lengthen``: a waiting task takes a longer chain and the plan starts it first; a
+    shorter one, a running task and an unknown id change nothing."""
+    s = Scheduler([[0]], "scalpel", llc=32 * MiB)
+    running, first, second = (Task(i, 1 * MiB, 1.0, 0.0) for i in range(3))
+    s.add([running])
+    s.dispatch(0.0)
+    s.add([first, second])
+    assert not s.lengthen(0, 50.0, 40.0)  # running
+    assert not s.lengthen(7, 50.0, 40.0)  # unknown
+    assert s.lengthen(2, 50.0, 40.0) and (second.tail, second.wide_tail) == (50.0, 40.0)
+    assert not s.lengthen(2, 10.0, 10.0) and second.tail == 50.0  # shorter: kept
+    s.release(0, 1.0)
+    [start] = s.dispatch(1.0)
+    assert start.task is second

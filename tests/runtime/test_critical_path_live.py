@@ -143,6 +143,43 @@ def test_a_plain_configs_first_call_is_told_the_chain_invoked_behind_it(tmp_path
     assert first["tail"] > 0 and "critical path" in first["critical_path"]
 
 
+def test_a_task_whose_children_are_invoked_after_it_reached_the_executor_is_told_its_chain(tmp_path):
+    """Parsl launches a task with no inputs as soon as it is invoked: the executor has it before the
+    script invokes its children, and tells it no chain. A later submit's sighting shows them, and
+    the task, still waiting behind another on the one core, is told its chain: it starts ahead of
+    an independent task that reached the executor before it (arrival order otherwise)."""
+    from parsl.dataflow.states import States
+    from tests.runtime.helpers import GENEROUS, wait_until
+
+    executor = ScalpelExecutor(profiles=str(tmp_path / "p.db"), topology="1x1:32MiB")
+    dfk = parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "run")))
+
+    def launched(future):
+        assert wait_until(lambda: dfk.tasks[future.tid]["status"] in (States.launched, States.running_ended,
+                                                                      States.exec_done), GENEROUS)
+    try:
+        blocker = simulate(0, 1.0)  # holds the one core
+        launched(blocker)
+        other = simulate(1, 0.05)
+        launched(other)
+        settings = read_settings()
+        launched(settings)  # told no chain: nothing depends on it yet
+        x = prepare(settings)
+        for _ in range(CHAIN):
+            x = analyse(x, 0.05)
+        later = simulate(2, 0.05)  # its submit's sighting shows the chain behind the settings
+        assert x.result() == 1 + CHAIN and [f.result()["seed"] for f in (blocker, other, later)] == [0, 1, 2]
+    finally:
+        dfk.cleanup()
+        parsl.clear()
+    report = json.loads(next(Path(dfk.run_dir).glob("scalpel-*-report.json")).read_text())
+    assert report["critical_path"]["tails_lengthened"] == 1
+    (told,) = _rows(report, "read_settings")
+    assert told["tail_source"] == "graph" and told["tail"] > 0 and "critical path" in told["critical_path"]
+    started = {row["parsl_task_id"]: row["started"] for row in report["tasks"]}
+    assert started[settings.tid] < started[other.tid]
+
+
 def test_a_failed_preparation_fails_its_chain_and_teaches_nothing_about_its_key(tmp_path):
     from scalpel_executor.learning.critical_path import CriticalPathStore
     store = tmp_path / "profiles.db"

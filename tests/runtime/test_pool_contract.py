@@ -52,7 +52,7 @@ def mismatches(protocol_member, member) -> list[str]:
 
 
 def test_the_contract_is_what_the_executor_uses():
-    assert MEMBERS == ["shutdown", "slot_cpus_map", "start", "submit", "worker_pids"]
+    assert MEMBERS == ["lengthen", "shutdown", "slot_cpus_map", "start", "submit", "worker_pids"]
 
 
 @pytest.mark.parametrize("pool", POOLS, ids=lambda cls: cls.__name__)
@@ -75,6 +75,7 @@ def test_the_signature_check_finds_what_breaks_the_contract():
         def start(self, now: float) -> None: ...
         def submit(self, job: "Task") -> None: ...  # noqa: F821 - compared as text
         def shutdown(self) -> None: ...
+        def lengthen(self, task_id: int) -> None: ...
         worker_pids: list = []
 
         @property
@@ -124,6 +125,24 @@ def test_each_pool_runs_a_task_calls_on_complete_once_and_shuts_down(started_poo
     time.sleep(0.2)  # nothing may arrive twice, however late
     assert [len(outcomes.by_task[i]) for i in (1, 2, 3)] == [1, 1, 0]
     assert wait_until(lambda: not alive(workers)), alive(workers)
+
+
+def test_a_longer_chain_told_after_its_submit_starts_a_waiting_task_first(started_pool):
+    """Two tasks wait behind a third on the one core, told no chain; the second is then told a
+    long one (``lengthen``): it starts first. (The hub deals a task to a manager as it comes, and
+    one dealt keeps what it was told: there only that nothing breaks.) A task running or unknown
+    is left alone."""
+    pool, outcomes = started_pool
+    pool.submit(call(1, time.sleep, 0.5))
+    pool.submit(call(2, time.monotonic))
+    pool.submit(call(3, time.monotonic))
+    pool.lengthen(3, 100.0, 100.0)
+    pool.lengthen(1, 100.0, 100.0)  # running, or about to
+    pool.lengthen(99, 100.0, 100.0)  # never submitted
+    results = outcomes.wait([1, 2, 3])
+    assert all(results[i].ok for i in (1, 2, 3)) and len(outcomes.by_task[3]) == 1
+    if not isinstance(pool, ManagerHub):
+        assert outcomes.value(3) < outcomes.value(2)
 
 
 def test_the_executors_pool_options_are_stored_once_and_read_only():

@@ -65,6 +65,7 @@ from parsl.utils import RepresentationMixin
 from scalpel_executor.core.batching import Batching
 from scalpel_executor.core.contention import ContentionModel
 from scalpel_executor.learning.estimates import Estimate, Estimator
+from scalpel_executor.learning.critical_path import GRAPH
 from scalpel_executor.learning.hints import HintAudit, Hints, parse_hints, parse_walltime, scheduling_priority
 from scalpel_executor.learning.keys import declared as app_declared
 from scalpel_executor.learning.sampling import Sampling
@@ -112,6 +113,7 @@ class Submission(Job):
     tail_source: str | None  # where its critical-path tail came from (learning.critical_path); None: none
     parsl_id: int | None  # its task id in Parsl's graph, when the graph showed it
     submitted: float  # time.monotonic() when Parsl handed it over
+    lengthened: float | None = None  # the chain it was told after its submit (PathLearning.lengthened); None: none
 
     def who(self) -> str | None:
         """The task as Parsl's log names it, ``task 12 (simulate)``, where the graph showed its id:
@@ -636,6 +638,10 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
             if self._shut_down:  # shutdown() began since the check above: refused as any later task
                 return self._refused_after_shutdown()
             raise  # the pool cannot run tasks any more (no worker could be started), not shut down
+        self._paths.watch(task, parsl_id, tail_source)
+        for earlier, seconds, wide in self._paths.lengthened():  # their children invoked after them
+            earlier.payload.tail_source, earlier.payload.lengthened = GRAPH, seconds
+            pool.lengthen(earlier.id, seconds, wide)
         return future
 
     def _refused_after_shutdown(self) -> Future:
@@ -666,7 +672,8 @@ class ScalpelExecutor(ParslExecutor, RepresentationMixin):
                            stats=outcome.stats, profile_key=estimate.key, footprint_source=estimate.footprint_source,
                            runtime_source=self._host.planned_runtime(estimate)[1], intensity=task.intensity,
                            measured=estimate.measure, runtime_spread=task.runtime_spread, priority=hints.priority,
-                           cores=task.cores, memory=task.memory, gpus=task.gpus, tail=task.tail,
+                           cores=task.cores, memory=task.memory, gpus=task.gpus,
+                           tail=task.tail if job.lengthened is None else job.lengthened,
                            tail_source=job.tail_source, submitted=job.submitted, parsl_id=job.parsl_id)
             )
             wall = outcome.stats.get("wall")

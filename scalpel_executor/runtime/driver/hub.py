@@ -262,6 +262,15 @@ class ManagerHub:
             self._unfinished += 1
         self._poke()
 
+    def lengthen(self, task_id: int, tail: float, wide_tail: float) -> None:
+        """The chain behind task ``task_id`` grew: a task not dealt to a manager yet takes it where it
+        is longer; one dealt already keeps what it was told (its manager may have started it)."""
+        with self._lock:
+            for task in (task for queue in self._pending.values() for task in queue if task.id == task_id):
+                if tail > task.tail:
+                    task.tail, task.wide_tail = float(tail), float(wide_tail)
+                return
+
     def shutdown(self, timeout: float = 10.0) -> None:
         """Tell every manager to shut down, fail unfinished tasks with ExecutorShutdown. Idempotent."""
         with self._lock:

@@ -76,8 +76,8 @@ from scalpel_executor.runtime.contract import OnComplete, Outcome
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown
 from scalpel_executor.runtime.driver.ledger import Ledger, Settled, lost_outcome, receive
 from scalpel_executor.runtime.driver.manager_process import LocalManager
-from scalpel_executor.runtime.wire.manager_messages import (Configure, Heartbeat, ManagerConfig, Shutdown, Started,
-                                                       decode_frame, encode, submit_row)
+from scalpel_executor.runtime.wire.manager_messages import (Configure, Heartbeat, Lengthen, ManagerConfig, Shutdown,
+                                                       Started, decode_frame, encode, submit_row)
 from scalpel_executor.runtime.threads import name_this_thread
 from scalpel_executor.runtime.options import PoolOptions
 from scalpel_executor.runtime.node.pool import NO_WORKERS_LEFT, READY_TIMEOUT, RESPAWNS_KEPT, start_timeout
@@ -243,6 +243,14 @@ class ManagerClient:
             manager = self._manager
             self._ledger.hold(task)
         manager.put(message)  # if it is gone, the reader fails this task with NodeManagerLost
+
+    def lengthen(self, task_id: int, tail: float, wide_tail: float) -> None:
+        """Tell the manager the chain behind task ``task_id`` grew (queued after its Submit, in order);
+        nothing once the manager is stopping or gone."""
+        with self._lock:
+            manager = None if self._stopping or self._failure is not None else self._manager
+        if manager is not None:
+            manager.put(Lengthen(task_id, float(tail), float(wide_tail)))
 
     def shutdown(self, timeout: float = 10.0) -> None:
         """Fail unfinished tasks with ExecutorShutdown and end the manager and its workers. Idempotent."""

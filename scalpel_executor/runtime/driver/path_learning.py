@@ -1,13 +1,15 @@
 """What an executor tells each task of the critical path behind it, and what its run adds to the learned tails.
 
 :class:`PathLearning` is held by :class:`~scalpel_executor.runtime.driver.executor.ScalpelExecutor`, which
-calls it at five moments; the tails themselves are :class:`~scalpel_executor.learning.critical_path.Tails`::
+calls it at six moments; the tails themselves are :class:`~scalpel_executor.learning.critical_path.Tails`::
 
     executor.start ───── start(profile store) ──> Tails (learned tails beside the profiles; none without a store)
     executor.submit ──── tail_of(func, args, key) ── take_sighting ──> (seconds, at the widest, source, Parsl id)
                                                                          ──> Task.tail, Task.wide_tail
                           (no sighting yet: install the graph's memoizer once, runtime.driver.graph.install,
                            and read this first call's Parsl id from the DFK's records: launching_id)
+                    ──── watch(task), lengthened() ──> pool.lengthen(id, tail, at the widest): the latest
+                          tasks told no chain, whose children a later sighting shows (invoked after them)
     executor._complete ─ ended(Parsl id, wall, at the widest, ok) ──> the run's graph learns its run time
     executor.shutdown ── learn() ──> the store's key_tails (one transaction)
     run_report ───────── report() ──> the report's ``critical_path``
@@ -19,6 +21,8 @@ failed, for what orders it or what it could learn.
 from __future__ import annotations
 
 import logging
+import threading
+from collections import deque
 from typing import Any
 
 from scalpel_executor.learning.critical_path import CriticalPathStore, Tails
@@ -27,7 +31,12 @@ from scalpel_executor.runtime.driver.graph import GraphMemoizer, Sighting, insta
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PathLearning"]
+__all__ = ["PathLearning", "UNTOLD_KEPT"]
+
+#: The latest tasks told no chain that each later submit looks at again (PathLearning.lengthened):
+#: their children, if invoked, come right after them; a batch of independent tasks costs each submit
+#: this many lookups, not one per task of the batch.
+UNTOLD_KEPT = 8
 
 
 class PathLearning:
@@ -49,6 +58,10 @@ class PathLearning:
         self.graph_checked = False  # the DFK's memoizer was looked at (runtime.driver.graph.install), once
         self.graph_seen = False  # a task came with its place in Parsl's graph
         self.learned = 0  # keys and apps whose tails this run stored
+        self.lengthened_count = 0  # tasks told a longer chain after their submit (lengthened)
+        self._graph = None  # the latest sighting's PendingGraph
+        self._untold: deque = deque(maxlen=UNTOLD_KEPT)  # the latest tasks shown no child: (Parsl id, Task)
+        self._untold_lock = threading.Lock()  # launch threads submit at once
 
     def start(self, store: ProfileStore | None) -> None:
         """Read the learned tails beside the profiles (none without a store)."""
@@ -73,6 +86,8 @@ class PathLearning:
                 self.graph_checked = True
                 parsl_id, sighting = self._install_graph(args)
             self.graph_seen |= sighting is not None
+            if sighting is not None:
+                self._graph = sighting.graph
             app = sighting.func_name if sighting is not None else getattr(func, "__name__", "")
             seconds, wide, source = tails.tail(sighting, key, app)
             return seconds, wide, source, parsl_id if sighting is None else sighting.task_id
@@ -113,11 +128,48 @@ class PathLearning:
         sighting = memoizer.sighting(record) if record is not None and isinstance(memoizer, GraphMemoizer) else None
         return parsl_id, sighting
 
+    def watch(self, task, parsl_id: int | None, source: str | None) -> None:
+        """``task`` (the executor's Task, ``parsl_id`` in the graph) was told no chain (``source``
+        None) while the graph was seen: its children may be invoked after it reached the executor,
+        and a later sighting show them (:meth:`lengthened`). The latest :data:`UNTOLD_KEPT` are kept."""
+        if source is None and parsl_id is not None and self._graph is not None:
+            with self._untold_lock:
+                self._untold.append((parsl_id, task))
+
+    def lengthened(self) -> list:
+        """The watched tasks the graph now shows children of, each told its chain once: (Task, seconds,
+        at the widest), for the executor to tell its pool. A task may have started: the pool leaves it.
+
+        Parsl launches a task with no inputs as soon as it is invoked, often before the script's next
+        line invokes its children; a plain Config's first call always comes before the graph is seen.
+        Told no chain, such a task ended its stage's exploration for nothing (simulated, three fits on
+        two cores, the first told 0: each tried on both cores one after another, 5.76 s; told its
+        chain, 4.90 s; docs/results/widths-log.md)."""
+        graph, tails = self._graph, self.tails
+        if graph is None or tails is None or not self._untold:
+            return []
+        told = []
+        try:
+            with self._untold_lock:
+                for entry in list(self._untold):
+                    chain = tails.chain(graph, entry[0])
+                    if chain is not None and chain[0] > 0:
+                        self._untold.remove(entry)
+                        told.append((entry[1], *chain))
+        except Exception as error:  # noqa: BLE001 - a task is never refused for what orders it
+            logger.debug("could not read the chains of the tasks told none: %s", error)
+        self.lengthened_count += len(told)
+        return told
+
     def ended(self, parsl_id: int | None, wall: float, wide: float, succeeded: bool) -> None:
         """A task the graph showed (``parsl_id``) ran ``wall`` seconds (``wide`` at its widest width):
         the run's graph learns it."""
         if parsl_id is not None and self.tails is not None:
             self.tails.run.ended(parsl_id, wall, succeeded, wide)
+        if parsl_id is not None and self._untold:
+            with self._untold_lock:
+                for entry in [entry for entry in self._untold if entry[0] == parsl_id]:
+                    self._untold.remove(entry)
 
     def learn(self) -> None:
         """Store the tails this run's graph taught (one transaction); a fault is one warning."""
@@ -137,6 +189,8 @@ class PathLearning:
         tails = self.tails
         told = {} if tails is None else {k: v for k, v in tails.sources.items() if k != "failed"}
         report = {"graph_seen": self.graph_seen, "tails_told": told, "tails_stored": self.learned}
+        if self.lengthened_count:
+            report["tails_lengthened"] = self.lengthened_count  # told a longer chain after their submit
         if tails is not None and tails.run.forgotten:
             report["graph_forgotten"] = tails.run.forgotten  # learned from the latest tasks only
         if not self.graph_seen:

@@ -13,6 +13,7 @@ Data flow::
     driver socket ──> main thread: Configure(config, options) ──> WorkerPool(config.topology(), options)
                         │                                   start thread: pool.start() ──> Started / Fatal
                         ├─ Submit ──> Task(payload=Job) ──> pool.submit ──> dispatch thread ──> workers
+                        ├─ Lengthen ──> pool.lengthen: the chain behind a task not started grew
                         │     (held in the manager until Started is sent: none starts before the driver knows;
                         │      each dispatch pass sends Began(ids) before its Runs: the driver knows what started)
                         ├─ Shutdown ──> pool.shutdown(): unfinished tasks fail (ExecutorShutdown) ─┐
@@ -68,9 +69,9 @@ from scalpel_executor.runtime.wire.channel import ManagerLink
 from scalpel_executor.runtime.contract import Job, Outcome
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown
 from scalpel_executor.runtime.logs import LOG_DIR_ENV, log_to_file, node_log_dir
-from scalpel_executor.runtime.wire.manager_messages import (Began, Configure, Drain, Failed, Fatal, Heartbeat, Log,
-                                                       ManagerConfig, Message, Register, Result, Shutdown, Started,
-                                                       Submit, decode_frame, describe_error, task_of)
+from scalpel_executor.runtime.wire.manager_messages import (Began, Configure, Drain, Failed, Fatal, Heartbeat, Lengthen,
+                                                       Log, ManagerConfig, Message, Register, Result, Shutdown,
+                                                       Started, Submit, decode_frame, describe_error, task_of)
 from scalpel_executor.runtime.options import HEARTBEAT_PERIOD, HEARTBEAT_THRESHOLD, PoolOptions
 from scalpel_executor.runtime.wire.outbox import Outbox
 from scalpel_executor.runtime.node.pool import LOCAL_BLOCK_ID, WorkerPool, new_pool_id
@@ -137,7 +138,7 @@ class NodeManager:
         self._started = threading.Event()
         # Submits that arrive before Started is sent wait here (then None): a manager whose Started
         # its driver never read has run none of its tasks, so a replacement may take them unspent.
-        self._early: list[Submit] | None = []
+        self._early: list[Submit | Lengthen] | None = []
         self._early_lock = threading.Lock()
         self._ending = threading.Event()
         self._heartbeat_period = HEARTBEAT_PERIOD  # until the driver's options say otherwise
@@ -237,18 +238,18 @@ class NodeManager:
                               pool.topology.to_dict(), float(pool.memory_budget), len(pool.options.accelerators)))
             early, self._early = self._early, None
             for message in early or ():  # None: the manager is ending, and _end failed them
-                self._submit(message)
+                self._take(message)
 
     def _serve(self, messages: list[Message]) -> int:
         """Take the driver's messages until Shutdown or EOF (the main thread), ``messages`` first."""
         while True:
             for message in messages:
-                if isinstance(message, Submit):
+                if isinstance(message, (Submit, Lengthen)):
                     with self._early_lock:
                         if self._early is not None:
                             self._early.append(message)
                             continue
-                    self._submit(message)
+                    self._take(message)
                 elif isinstance(message, Shutdown):
                     return self._end(0)
                 else:
@@ -264,6 +265,12 @@ class NodeManager:
             except ValueError as error:
                 self.send(Fatal(f"the node manager received a malformed message: {error}"))
                 return self._end(2)
+
+    def _take(self, message: Submit | Lengthen) -> None:
+        if isinstance(message, Lengthen):  # after its task's Submit, in the pool's inbox as here
+            self._pool.lengthen(message.task_id, message.tail, message.wide_tail)
+        else:
+            self._submit(message)
 
     def _submit(self, message: Submit) -> None:
         """Hand one task to the pool; a pool that gave up (no worker left, a bug) fails it unstarted."""
@@ -283,7 +290,7 @@ class NodeManager:
         logger.info("node manager pid %d ending (exit status %d)", os.getpid(), status)
         with self._early_lock:
             early, self._early = self._early or [], None
-        for message in early:
+        for message in (message for message in early if isinstance(message, Submit)):
             kind, text = ("ExecutorShutdown", f"task {message.task_id} had not started when the node manager shut down") \
                 if cause is None else ("ExecutorFailed", f"task {message.task_id} cannot run: {cause}")
             self._outbox.put(Failed(message.task_id, kind, text, {}, None, None, None, None))

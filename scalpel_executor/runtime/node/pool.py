@@ -68,6 +68,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
+from typing import NamedTuple
 
 from scalpel_executor.core.batching import Batcher
 from scalpel_executor.core.scheduler import CHECKED_AT_DISPATCH, Scheduler, Task
@@ -135,6 +136,14 @@ def _placement(task: Task, cores_per_domain: Sequence[int] = ()) -> dict:
         if task.width_reading is not None:  # the serial fraction its run read: the profile store keeps it
             placed["serial_reading"] = round(task.width_reading, 6)
     return placed
+
+
+class _Lengthen(NamedTuple):
+    """A longer chain behind a task submitted earlier (:meth:`WorkerPool.lengthen`), in the inbox after it."""
+
+    task_id: int
+    tail: float
+    wide_tail: float
 
 
 @dataclass(eq=False)
@@ -357,6 +366,15 @@ class WorkerPool:
             self._inbox.put(task)
             self._wake()
 
+    def lengthen(self, task_id: int, tail: float, wide_tail: float) -> None:
+        """The chain behind task ``task_id``, submitted earlier, is longer than it was told
+        (:meth:`~scalpel_executor.core.scheduler.Scheduler.lengthen`; thread-safe, never blocks, and
+        ignored once the task has started or the pool stopped)."""
+        with self._accepting:
+            if not self._stopping.is_set():
+                self._inbox.put(_Lengthen(task_id, tail, wide_tail))
+                self._wake()
+
     def shutdown(self, timeout: float = 10.0) -> None:
         """Fail unfinished tasks with ExecutorShutdown and end every worker. Idempotent.
 
@@ -527,15 +545,22 @@ class WorkerPool:
 
     def _take_arrivals(self) -> None:
         """Move submitted tasks into the batcher, and a due batch into the Scheduler."""
-        arrived = []
+        arrived, longer = [], []
         while True:
             try:
-                arrived.append(self._inbox.get_nowait())
+                item = self._inbox.get_nowait()
             except queue.Empty:
                 break
+            (longer if isinstance(item, _Lengthen) else arrived).append(item)
         now = time.monotonic()
         if arrived:
             self._batcher.hold(arrived, now)
+        for change in longer:  # after its task, which arrived before it: held still, or the scheduler's
+            held = next((task for task in self._batcher.held if task.id == change.task_id), None)
+            if held is None:
+                self._scheduler.lengthen(change.task_id, change.tail, change.wide_tail)
+            elif change.tail > held.tail:
+                held.tail, held.wide_tail = change.tail, change.wide_tail
         batch = self._batcher.release(now, self._scheduler.waiting, len(self._scheduler.running))
         if batch:
             self._dispatch_idle = False
@@ -756,9 +781,11 @@ class WorkerPool:
         unfinished = list(arrived) + self._scheduler.drain()
         while True:
             try:
-                unfinished.append(self._inbox.get_nowait())
+                item = self._inbox.get_nowait()
             except queue.Empty:
                 break
+            if not isinstance(item, _Lengthen):
+                unfinished.append(item)
         running = [w.task for w in self._workers.values() if w.task is not None]
         self._kill_all()
         for task in running:

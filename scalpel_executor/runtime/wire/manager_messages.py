@@ -6,6 +6,7 @@
       │  Configure(config, options) ──>                     first message: where and how to run
       │                               <── Started(pid, worker_pids, slot_cpus, topology, memory, gpus)
       │  Submit(id, TASK_FIELDS, JOB_FIELDS, buffer) ──>    any number, before or after Started
+      │  Lengthen(id, tail, wide_tail) ──>                  the chain behind a task submitted earlier grew
       │                               <── Began(ids)    these tasks are about to be sent to workers
       │                               <── Result(id, ok, stats, slot, domain, cpu, started, payload)
       │                               <── Failed(id, kind, message, detail, slot, domain, cpu, started, stats)
@@ -82,7 +83,7 @@ from scalpel_executor.host.sysfs import detect_topology
 from scalpel_executor.runtime.contract import Job
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, MemoryExceeded, ResourcesUnavailable
 
-__all__ = ["Register", "Ping", "Configure", "Submit", "Shutdown", "Started", "Began", "Result", "Failed", "Heartbeat",
+__all__ = ["Register", "Ping", "Configure", "Submit", "Lengthen", "Shutdown", "Started", "Began", "Result", "Failed", "Heartbeat",
            "Log", "Fatal", "Drain", "Message", "FAILURE_KINDS", "TASK_FIELDS", "TASK_KEPT", "JOB_FIELDS", "ManagerConfig",
            "encode", "decode", "encode_frame", "decode_frame", "FrameError", "submit_of", "submit_row", "task_of", "describe_error",
            "rebuild_error"]
@@ -146,6 +147,12 @@ Submit = namedtuple("Submit", ("task_id", *_TASK_NAMES, *_JOB_NAMES, "buffer"),
                     defaults=(*_defaults(Task, _TASK_NAMES), *_defaults(Job, _JOB_NAMES), b""))
 
 
+class Lengthen(NamedTuple):  # after its task's Submit: the chain behind it is longer than it was told
+    task_id: int
+    tail: float  # seconds (Task.tail), and at its malleable tasks' widest (Task.wide_tail)
+    wide_tail: float
+
+
 class Shutdown(NamedTuple):
     pass
 
@@ -207,13 +214,14 @@ class Drain(NamedTuple):  # the manager takes no new task; once it holds none th
     after: float  # seconds since the manager started (its drain_period)
 
 
-Message = Union[Register, Ping, Configure, Submit, Shutdown, Started, Began, Result, Failed, Heartbeat, Log, Fatal, Drain]
+Message = Union[Register, Ping, Configure, Submit, Lengthen, Shutdown, Started, Began, Result, Failed, Heartbeat, Log, Fatal, Drain]
 
 _SCHEMA: dict[str, tuple[type, tuple[Any, ...]]] = {  # tag -> (kind, types of its fields in order)
     "register": (Register, (str, str, str, int, _INTS)),
     "ping": (Ping, ()),
     "configure": (Configure, (dict, dict)),
     "submit": (Submit, (int, *(kind for _, kind in TASK_FIELDS), *(kind for _, kind in JOB_FIELDS), bytes)),
+    "lengthen": (Lengthen, (int, _NUMBER, _NUMBER)),
     "shutdown": (Shutdown, ()),
     "started": (Started, (int, _INTS, _INT_LISTS, dict, _NUMBER, int)),
     "began": (Began, (_INTS,)),
