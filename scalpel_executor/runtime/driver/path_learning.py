@@ -103,16 +103,9 @@ class PathLearning:
         Returns the Parsl task id of this first call where the graph is seen from now on, read from the
         DataFlowKernel's records (:func:`launching_id`), so that its report row and errors
         name it as Parsl does, as the later calls' do, and its sighting: the graph as far as the
-        workflow has invoked it now (its own children, if invoked), as the later calls' see it.
-        (None, None) where the graph is not seen.
-
-        Told no chain, the first call of a plain Config was the one task of its stage told 0, and
-        that moved what its stage ran: simulated, three least-squares fits on two cores followed by
-        a reduce, a check and a report (``examples/malleable/fits.py --regions 3``), the first told
-        0, were each tried on both cores on the guess, one after another (5.76 s); told their
-        chains, two ran on one core each and the third on both, and the run read the key's
-        speed-up (4.90 s; docs/results/widths-log.md). Live, that first fit reaches the executor
-        before the script invokes the reduce, and is still told 0."""
+        workflow has invoked it now (its own children, if invoked), as the later calls' see it, so
+        that a later submit can tell it its chain (:meth:`lengthened`). (None, None) where the
+        graph is not seen."""
         try:
             import parsl
             dfk = parsl.dfk()
@@ -142,9 +135,11 @@ class PathLearning:
 
         Parsl launches a task with no inputs as soon as it is invoked, often before the script's next
         line invokes its children; a plain Config's first call always comes before the graph is seen.
-        Told no chain, such a task ended its stage's exploration for nothing (simulated, three fits on
-        two cores, the first told 0: each tried on both cores one after another, 5.76 s; told its
-        chain, 4.90 s; docs/results/widths-log.md)."""
+        Told no chain, such a task made its stage's exploration look free: three least-squares fits
+        on two cores (``examples/malleable/fits.py --regions 3``), the first told 0, were each tried
+        on both cores one after another and read nothing (5.76 s simulated); told its chain, two ran
+        on one core each and the third on both, reading the key's speed-up (4.90 s; live, the first
+        run 0.900x the whole process of every task on one core; docs/results/widths-log.md)."""
         graph, tails = self._graph, self.tails
         if graph is None or tails is None or not self._untold:
             return []
@@ -158,7 +153,8 @@ class PathLearning:
                         told.append((entry[1], *chain))
         except Exception as error:  # noqa: BLE001 - a task is never refused for what orders it
             logger.debug("could not read the chains of the tasks told none: %s", error)
-        self.lengthened_count += len(told)
+        with self._untold_lock:
+            self.lengthened_count += len(told)
         return told
 
     def ended(self, parsl_id: int | None, wall: float, wide: float, succeeded: bool) -> None:
