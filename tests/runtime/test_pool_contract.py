@@ -129,9 +129,10 @@ def test_each_pool_runs_a_task_calls_on_complete_once_and_shuts_down(started_poo
 
 def test_a_longer_chain_told_after_its_submit_starts_a_waiting_task_first(started_pool):
     """Two tasks wait behind a third on the one core, told no chain; the second is then told a
-    long one (``lengthen``): it starts first. (The hub deals a task to a manager as it comes, and
-    one dealt keeps what it was told: there only that nothing breaks.) A task running or unknown
-    is left alone."""
+    long one (``lengthen``): it starts first. (The hub deals by priority and arrival, a task at a
+    time as a manager has room: the first two are the manager's, the third the hub's, and a chain
+    reorders only what one node holds: there only that nothing breaks; the test below tells a
+    manager.) A task running or unknown is left alone."""
     pool, outcomes = started_pool
     pool.submit(call(1, time.sleep, 0.5))
     pool.submit(call(2, time.monotonic))
@@ -143,6 +144,22 @@ def test_a_longer_chain_told_after_its_submit_starts_a_waiting_task_first(starte
     assert all(results[i].ok for i in (1, 2, 3)) and len(outcomes.by_task[3]) == 1
     if not isinstance(pool, ManagerHub):
         assert outcomes.value(3) < outcomes.value(2)
+
+
+def test_the_hub_tells_the_manager_holding_a_waiting_task_its_longer_chain(hub_and_managers):
+    """Three tasks dealt to one manager (a slot and two prefetched): the last, told a long chain
+    once the manager holds it, starts before the second there; the hub's copy keeps it too."""
+    hub, outcomes, launch = hub_and_managers(prefetch=2)
+    launch("0", CPU)
+    assert wait_until(lambda: hub.slot_cpus_map, GENEROUS), "the manager did not report Started"
+    tasks = [call(1, time.sleep, 0.5), call(2, time.monotonic), call(3, time.monotonic)]
+    for task in tasks:
+        hub.submit(task)
+    assert wait_until(lambda: sum(m["tasks"] for m in hub.connected_managers()) == 3, GENEROUS)
+    hub.lengthen(3, 100.0, 100.0)
+    results = outcomes.wait([1, 2, 3])
+    assert all(results[i].ok for i in (1, 2, 3)) and outcomes.value(3) < outcomes.value(2)
+    assert tasks[2].tail == 100.0 and tasks[1].tail == 0.0
 
 
 def test_the_executors_pool_options_are_stored_once_and_read_only():

@@ -81,9 +81,9 @@ from scalpel_executor.runtime.wire.channel import MAX_FRAME, PING, PORT_RANGE, b
 from scalpel_executor.runtime.contract import OnComplete, Outcome
 from scalpel_executor.runtime.errors import ExecutorFailed, ExecutorShutdown, ResourcesUnavailable, WorkerDied
 from scalpel_executor.runtime.driver.ledger import Ledger, Settled, lost_outcome, receive, relog
-from scalpel_executor.runtime.wire.manager_messages import (Configure, Drain, Failed, Heartbeat, Log, ManagerConfig,
-                                                       Register, Result, Shutdown, Started, decode_frame, encode,
-                                                       FrameError, submit_of)
+from scalpel_executor.runtime.wire.manager_messages import (Configure, Drain, Failed, Heartbeat, Lengthen, Log,
+                                                       ManagerConfig, Register, Result, Shutdown, Started,
+                                                       decode_frame, encode, FrameError, submit_of)
 from scalpel_executor.runtime.options import PoolOptions
 from scalpel_executor.runtime.driver.placement import NodeRoom, place
 
@@ -207,6 +207,7 @@ class ManagerHub:
         self.port: int | None = None
         self._lock = threading.Lock()  # guards _pending, _unfinished, _stopping, _managers' membership
         self._pending: dict[float, deque[Task]] = {}  # priority -> tasks in arrival order, not yet dealt
+        self._lengthens: list[tuple[bytes, bytes]] = []  # (manager identity, an encoded Lengthen) to send
         self._pending_count = 0
         self._unfinished = 0  # submitted, no outcome delivered yet
         self._stopping = False
@@ -264,12 +265,18 @@ class ManagerHub:
 
     def lengthen(self, task_id: int, tail: float, wide_tail: float) -> None:
         """The chain behind task ``task_id`` grew: a task not dealt to a manager yet takes it where it
-        is longer; one dealt already keeps what it was told (its manager may have started it)."""
+        is longer; one dealt to a manager that has not begun it is told so (the hub thread sends the
+        manager a Lengthen); one begun, ended or unknown is left alone."""
         with self._lock:
             for task in (task for queue in self._pending.values() for task in queue if task.id == task_id):
                 if tail > task.tail:
                     task.tail, task.wide_tail = float(tail), float(wide_tail)
                 return
+            manager = next((m for m in self._managers.values() if m.ledger.lengthen(task_id, tail, wide_tail)), None)
+            if manager is None:
+                return
+            self._lengthens.append((manager.identity, encode(Lengthen(task_id, float(tail), float(wide_tail)))))
+        self._poke()
 
     def shutdown(self, timeout: float = 10.0) -> None:
         """Tell every manager to shut down, fail unfinished tasks with ExecutorShutdown. Idempotent."""
@@ -367,6 +374,7 @@ class ManagerHub:
                     for manager in list(self._managers.values()):
                         self._send(router, manager, PING)
                 self._deal(router)
+                self._send_lengthens(router)
                 self._hand_over()
         except BaseException as error:  # noqa: BLE001 - a bug here must not leave futures pending forever
             logger.exception("the node manager hub failed; failing every unfinished task")
@@ -636,6 +644,14 @@ class ManagerHub:
         for manager, task in sends:
             if manager.identity in self._managers:  # else lost by an earlier send: _lose placed its tasks
                 self._send(router, manager, submit_of(task))
+
+    def _send_lengthens(self, router: zmq.Socket) -> None:
+        """Send each manager the Lengthens :meth:`lengthen` queued for it (after the task's Submit)."""
+        with self._lock:
+            sends, self._lengthens = self._lengthens, []
+        for identity, data in sends:
+            if (manager := self._managers.get(identity)) is not None:
+                self._send(router, manager, data)
 
     def _place_resources(self, task: Task, room: dict) -> bytes | None:
         """The manager with room whose node has ``task``'s cores, memory and accelerators, least

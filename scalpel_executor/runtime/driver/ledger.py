@@ -84,6 +84,18 @@ class Ledger:
         with self._lock:
             self._began.update(task_id for task_id in task_ids if task_id in self._held)
 
+    def lengthen(self, task_id: Hashable, tail: float, wide_tail: float) -> bool:
+        """A held task the manager has not begun takes a longer chain (``Task.tail``, ``wide_tail``),
+        kept should it be carried to another manager; whether it is such a task (the driver then
+        tells the manager)."""
+        with self._lock:
+            task = self._held.get(task_id)
+            if task is None or task_id in self._began:
+                return False
+            if tail > task.tail:
+                task.tail, task.wide_tail = float(tail), float(wide_tail)
+            return True
+
     def settle(self, message: Result | Failed, manager_name: str) -> Settled | None:
         """The task a Result or Failed ends, no longer held, with its outcome and its Job's placement
         (slot, domain, CPU, start time: None where it never started); None, logged, for a task the
