@@ -1,9 +1,9 @@
-"""What looking again at the tasks told no chain costs a submit (``PathLearning.lengthened``).
+"""What telling a task its chain late costs a submit (``PathLearning.lengthened``).
 
 Under a plain Config, on the executor's defaults (no profile store): 2,000 independent no-op tasks
-(none ever gets a child, so every submit looks at the latest 8 again), then 500 pairs (a parent
-and a child invoked right after it). Prints, per part, the calls and their median, 90th percentile
-and mean in microseconds. Usage::
+(each told no chain and kept until it ends; none ever gets a child), then 500 pairs (a parent and a
+child invoked right after it: each submit reads that edge). Prints, per part, the calls and their
+median, 90th percentile and mean in microseconds. Usage::
 
     python benchmarks/lengthen_cost.py [--tasks 2000] [--pairs 500]
 

@@ -180,6 +180,36 @@ def test_a_task_whose_children_are_invoked_after_it_reached_the_executor_is_told
     assert started[settings.tid] < started[other.tid]
 
 
+def test_every_waiting_root_of_a_reduce_invoked_after_them_is_told_its_chain(tmp_path):
+    """Twelve simulations reach the executor and wait behind a blocker on the one core, told no
+    chain; the script then invokes a reduce over all of them and one more task: its submit tells
+    every one of the twelve the chain behind it (the edges the script added, not the latest few)."""
+    from parsl.dataflow.states import States
+    from tests.runtime.helpers import GENEROUS, wait_until
+
+    @python_app
+    def total(*results):
+        return sum(result["seed"] for result in results)
+
+    executor = ScalpelExecutor(profiles=str(tmp_path / "p.db"), topology="1x1:32MiB")
+    dfk = parsl.load(Config(executors=[executor], run_dir=str(tmp_path / "run")))
+    try:
+        blocker = simulate(-1, 1.0)
+        roots = [simulate(seed, 0.01) for seed in range(12)]
+        assert wait_until(lambda: all(dfk.tasks[f.tid]["status"] in (States.launched, States.running_ended,
+                                                                     States.exec_done) for f in roots), GENEROUS)
+        reduced = total(*roots)
+        later = simulate(99, 0.01)
+        assert reduced.result() == sum(range(12)) and later.result()["seed"] == 99 and blocker.result()
+    finally:
+        dfk.cleanup()
+        parsl.clear()
+    report = json.loads(next(Path(dfk.run_dir).glob("scalpel-*-report.json")).read_text())
+    assert report["critical_path"]["tails_lengthened"] == 12
+    told = {row["parsl_task_id"]: row for row in report["tasks"]}
+    assert all(told[f.tid]["tail_source"] == "graph" and told[f.tid]["tail"] > 0 for f in roots)
+
+
 def test_a_failed_preparation_fails_its_chain_and_teaches_nothing_about_its_key(tmp_path):
     from scalpel_executor.learning.critical_path import CriticalPathStore
     store = tmp_path / "profiles.db"

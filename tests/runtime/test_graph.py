@@ -549,3 +549,25 @@ def test_concurrent_readers_and_writers_agree():
     assert not errors
     assert graph.tail(head, estimate, no_frontier) == 1_000.0
 
+
+
+def test_the_edge_log_names_each_parent_once_per_new_child_from_where_a_reader_left_off():
+    """``fathered_since``: what a reader that keeps tasks told no chain reads at each submit, the
+    parents that gained a child since its last call, so a fan-in over N roots costs it O(N) in all."""
+    from scalpel_executor.runtime.driver import graph as graph_module
+    dfk = TableDFK()
+    graph = PendingGraph(dfk)
+    roots = [dfk.submit("step") for _ in range(3)]
+    assert graph.fathered_since(0) == ([], 0)
+    sink = dfk.submit("sink", roots)
+    parents, at = graph.fathered_since(0)
+    assert parents == roots and at == 3
+    dfk.submit("step", [sink])
+    dfk.submit("step")  # no parent: no edge
+    assert graph.fathered_since(at) == ([sink], 4)
+    assert graph.fathered_since(4) == ([], 4)
+    many = [dfk.submit("step") for _ in range(graph_module.FATHERED_KEPT)]
+    dfk.submit("sink", many)
+    parents, end = graph.fathered_since(4)  # a reader far behind gets the newest kept
+    assert end == 4 + graph_module.FATHERED_KEPT and parents == many[-len(parents):]
+    assert graph_module.FATHERED_KEPT // 2 <= len(parents) <= graph_module.FATHERED_KEPT

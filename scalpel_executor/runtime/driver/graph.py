@@ -22,14 +22,14 @@ for the executor::
     executor --- PendingGraph.children(id) / tail(id, estimate, frontier) ---> indexes the task
                  records the DFK created since the last call (ids below ``dfk.task_count``)
 
-The sighting lives in a thread-local because ``check_memo`` and ``submit`` run on one launch
-thread, one task at a time, while other launch threads do the same for other tasks. It is matched
-on the executor's label because a task for another executor (a join app runs on
-``_parsl_internal``) also leaves one, and on the args because nothing else of the record reaches ``submit``.
+The sighting lives in a thread-local because ``check_memo`` and ``submit`` run on one launch thread, one task
+at a time, while other launch threads do the same for other tasks. It is matched on the executor's label
+because a task for another executor (a join app runs on ``_parsl_internal``) also leaves one, and on the args
+because nothing else of the record reaches ``submit``.
 
-The graph knows only tasks already submitted to the DFK: a workflow invoked up front is seen
-whole, one that submits as results arrive is seen as far as it got. It never walks ``dfk.tasks``
-(other threads insert and delete there); it reads new ids one by one with ``dfk.tasks.get``.
+The graph knows only tasks already submitted to the DFK: a workflow invoked up front is seen whole, one that
+submits as results arrive is seen as far as it got. It never walks ``dfk.tasks`` (other threads insert and
+delete there); it reads new ids one by one with ``dfk.tasks.get``.
 
 This touches DFK internals (``dfk.tasks``, ``dfk.task_count``, ``dfk.memoizer``, task record
 keys): checked on the Parsl versions in :data:`PARSL_CHECKED`.
@@ -65,6 +65,8 @@ PARSL_CHECKED: tuple[str, ...] = ("2026.10.26",)
 HOLES_KEPT = 256
 #: Pairs of estimators whose chain lengths a pending graph memoizes at once (PendingGraph.tail).
 MEMOS_KEPT = 4
+#: Parents of new edges a pending graph keeps for PendingGraph.fathered_since (halved when passed).
+FATHERED_KEPT = 65_536
 
 
 @dataclass(frozen=True)
@@ -113,24 +115,22 @@ class PendingGraph:
 
     Notes
     -----
-    Edges are stored parent to children, as the DFK's records hold them the other way round. Each
-    call indexes the ids from the last one indexed up to ``dfk.task_count``; an id whose record is
-    missing is either finished (deleted by ``wipe_task``) or still being built by ``submit``
-    (``task_count`` is raised before the record is inserted). :meth:`forget`, called on every
-    completion, tells them apart: a missing id not yet forgotten is looked up again on later calls
-    (at most :data:`HOLES_KEPT` of them, the newest). A task is dropped when forgotten, so the
-    graph holds pending tasks only.
+    Edges are stored parent to children, as the DFK's records hold them the other way round. Each call indexes
+    the ids from the last one indexed up to ``dfk.task_count``; an id whose record is missing is either
+    finished (deleted by ``wipe_task``) or still being built by ``submit`` (``task_count`` is raised before
+    the record is inserted). :meth:`forget`, called on every completion, tells them apart: a missing id not
+    yet forgotten is looked up again on later calls (at most :data:`HOLES_KEPT` of them, the newest). A task
+    is dropped when forgotten, so the graph holds pending tasks only.
 
-    Indexing costs O(1) per task and per edge over the whole run, plus one look-up per missing id
-    still looked for on each call. ``tail`` memoizes each descendant's chain length, per pair of
-    estimators (at most :data:`MEMOS_KEPT` pairs; the executor passes two, as the tasks ran and at
-    the widest), until a *generation* ends: when a newly indexed task has a parent (a new task
-    without one changes nobody's tail), when more pairs are passed, or on :meth:`invalidate`. A workflow
-    invoked up front thus computes each task's chain once, O(tasks + edges) in all (10,000 tasks
-    in a chain: about 0.13 s on the development machine, 4 steps a task). ``steps`` counts the
-    records, edges and ids looked at, for tests that must catch quadratic work without timing it.
-    Finishing tasks do not end a generation: a memoized length may still count a descendant that
-    failed on another parent's failure until the next one.
+    Indexing costs O(1) per task and per edge over the whole run, plus one look-up per missing id still looked
+    for on each call. ``tail`` memoizes each descendant's chain length, per pair of estimators (at most
+    :data:`MEMOS_KEPT` pairs; the executor passes two, as the tasks ran and at the widest), until a
+    *generation* ends: when a newly indexed task has a parent (a new task without one changes nobody's tail),
+    when more pairs are passed, or on :meth:`invalidate`. A workflow invoked up front thus computes each
+    task's chain once, O(tasks + edges) in all (10,000 tasks in a chain: about 0.13 s on the development
+    machine, 4 steps a task). ``steps`` counts the records, edges and ids looked at, for tests that must catch
+    quadratic work without timing it. Finishing tasks do not end a generation: a memoized length may still
+    count a descendant that failed on another parent's failure until the next one.
 
     One lock guards everything; ``estimate`` and ``frontier`` are called while it is held and
     must not call back into the graph.
@@ -151,6 +151,8 @@ class PendingGraph:
         self._finished: set[int] = set()  # ids forgotten before the index reached them
         # this generation's chain length from each task, per pair of estimators (estimate, frontier)
         self._memos: dict[tuple[Any, Any], dict[int, float]] = {}
+        self._fathered: list[int] = []  # parents in the order they gained a child (fathered_since)
+        self._fathered_base = 0  # the position of _fathered[0] since the graph began
 
     def children(self, task_id: int) -> list[tuple[int, str]]:
         """The pending tasks ``(id, func_name)`` that depend on ``task_id``, in submission order."""
@@ -200,6 +202,15 @@ class PendingGraph:
             chains = [self._longest_from(kid, estimate, frontier, longest)
                       for kid in self._children.get(task_id, ()) if kid in self._names]
             return max(chains, default=0.0)
+
+    def fathered_since(self, position: int) -> tuple[list[int], int]:
+        """The pending tasks that gained a child since ``position`` (0, then what the last call
+        returned), in order, each once per new child, and the position to pass next. The newest
+        :data:`FATHERED_KEPT` are kept; a caller further behind gets those."""
+        with self._lock:
+            self._index_new()
+            start = max(0, position - self._fathered_base)
+            return self._fathered[start:], self._fathered_base + len(self._fathered)
 
     def forget(self, task_id: int) -> None:
         """``task_id`` finished (result, failure or dependency failure): it is no longer pending."""
@@ -269,7 +280,11 @@ class PendingGraph:
                 kids.append(task_id)
             else:
                 self._children[parent] = [task_id]
+            self._fathered.append(parent)
             added = True
+        if len(self._fathered) > FATHERED_KEPT:
+            self._fathered_base += len(self._fathered) - FATHERED_KEPT // 2
+            del self._fathered[:len(self._fathered) - FATHERED_KEPT // 2]
         return added
 
     def _longest_from(self, start: int, estimate: Callable[[str], float],

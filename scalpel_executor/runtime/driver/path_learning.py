@@ -8,8 +8,8 @@ calls it at six moments; the tails themselves are :class:`~scalpel_executor.lear
                                                                          ──> Task.tail, Task.wide_tail
                           (no sighting yet: install the graph's memoizer once, runtime.driver.graph.install,
                            and read this first call's Parsl id from the DFK's records: launching_id)
-                    ──── watch(task), lengthened() ──> pool.lengthen(id, tail, at the widest): the latest
-                          tasks told no chain, whose children a later sighting shows (invoked after them)
+                    ──── watch(task), lengthened() ──> pool.lengthen(id, tail, at the widest): the tasks
+                          told no chain whose children a later sighting shows (invoked after them)
     executor._complete ─ ended(Parsl id, wall, at the widest, ok) ──> the run's graph learns its run time
     executor.shutdown ── learn() ──> the store's key_tails (one transaction)
     run_report ───────── report() ──> the report's ``critical_path``
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import deque
 from typing import Any
 
 from scalpel_executor.learning.critical_path import CriticalPathStore, Tails
@@ -31,12 +30,7 @@ from scalpel_executor.runtime.driver.graph import GraphMemoizer, Sighting, insta
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PathLearning", "UNTOLD_KEPT"]
-
-#: The latest tasks told no chain that each later submit looks at again (PathLearning.lengthened):
-#: their children, if invoked, come right after them; a batch of independent tasks costs each submit
-#: this many lookups, not one per task of the batch.
-UNTOLD_KEPT = 8
+__all__ = ["PathLearning"]
 
 
 class PathLearning:
@@ -60,7 +54,9 @@ class PathLearning:
         self.learned = 0  # keys and apps whose tails this run stored
         self.lengthened_count = 0  # tasks told a longer chain after their submit (lengthened)
         self._graph = None  # the latest sighting's PendingGraph
-        self._untold: deque = deque(maxlen=UNTOLD_KEPT)  # the latest tasks shown no child: (Parsl id, Task)
+        self._untold: dict[int, Any] = {}  # Parsl id -> Task: tasks told no chain, until told one or ended
+        self._fathered_at = 0  # the graph's edge log read so far (PendingGraph.fathered_since)
+        self._fresh: list[int] = []  # watched since the last look: a child may be in the log read already
         self._untold_lock = threading.Lock()  # launch threads submit at once
 
     def start(self, store: ProfileStore | None) -> None:
@@ -124,10 +120,11 @@ class PathLearning:
     def watch(self, task, parsl_id: int | None, source: str | None) -> None:
         """``task`` (the executor's Task, ``parsl_id`` in the graph) was told no chain (``source``
         None) while the graph was seen: its children may be invoked after it reached the executor,
-        and a later sighting show them (:meth:`lengthened`). The latest :data:`UNTOLD_KEPT` are kept."""
+        and a later sighting show them (:meth:`lengthened`). Kept until then or its end."""
         if source is None and parsl_id is not None and self._graph is not None:
             with self._untold_lock:
-                self._untold.append((parsl_id, task))
+                self._untold[parsl_id] = task
+                self._fresh.append(parsl_id)
 
     def lengthened(self) -> list:
         """The watched tasks the graph now shows children of, each told its chain once: (Task, seconds,
@@ -141,20 +138,19 @@ class PathLearning:
         on one core each and the third on both, reading the key's speed-up (4.90 s; live, the first
         run 0.900x the whole process of every task on one core; docs/results/widths-log.md)."""
         graph, tails = self._graph, self.tails
-        if graph is None or tails is None or not self._untold:
+        if graph is None or tails is None:
             return []
         told = []
-        try:
+        try:  # O(the edges the script added since the last call): the parents that gained a child
             with self._untold_lock:
-                for entry in list(self._untold):
-                    chain = tails.chain(graph, entry[0])
-                    if chain is not None and chain[0] > 0:
-                        self._untold.remove(entry)
-                        told.append((entry[1], *chain))
+                parents, self._fathered_at = graph.fathered_since(self._fathered_at)
+                fresh, self._fresh = self._fresh, []
+                for parent in dict.fromkeys(p for p in [*fresh, *parents] if p in self._untold):
+                    if (chain := tails.chain(graph, parent)) is not None and chain[0] > 0:
+                        told.append((self._untold.pop(parent), *chain))
+                self.lengthened_count += len(told)
         except Exception as error:  # noqa: BLE001 - a task is never refused for what orders it
             logger.debug("could not read the chains of the tasks told none: %s", error)
-        with self._untold_lock:
-            self.lengthened_count += len(told)
         return told
 
     def ended(self, parsl_id: int | None, wall: float, wide: float, succeeded: bool) -> None:
@@ -164,8 +160,7 @@ class PathLearning:
             self.tails.run.ended(parsl_id, wall, succeeded, wide)
         if parsl_id is not None and self._untold:
             with self._untold_lock:
-                for entry in [entry for entry in self._untold if entry[0] == parsl_id]:
-                    self._untold.remove(entry)
+                self._untold.pop(parsl_id, None)
 
     def learn(self) -> None:
         """Store the tails this run's graph taught (one transaction); a fault is one warning."""
