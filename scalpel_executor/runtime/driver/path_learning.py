@@ -136,7 +136,7 @@ class PathLearning:
         on two cores (``examples/malleable/fits.py --regions 3``), the first told 0, were each tried
         on both cores one after another and read nothing (5.76 s simulated); told its chain, two ran
         on one core each and the third on both, reading the key's speed-up (4.90 s; live, the first
-        run 0.900x the whole process of every task on one core; docs/results/widths-log.md)."""
+        runs 0.895x the whole process of every task on one core; docs/results/widths-log.md)."""
         graph, tails = self._graph, self.tails
         if graph is None or tails is None:
             return []
