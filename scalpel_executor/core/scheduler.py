@@ -288,6 +288,11 @@ class Scheduler:
         self._seeded: set = set()  # keys whose speed-up earlier runs' readings started (Task.serial_fraction)
         self._guessed_of: dict[Hashable, list[Task]] = {}  # key -> its malleable tasks whose run time came a
         #                                                    guess (_learn_runtime), until one of them ends
+        #                                                    whose run reads (a wider one: until then, unread)
+        self._learned_unread: set = set()  # keys whose guessed tasks took a wider run's time (_learn_runtime)
+        self._unread: set[int] = set()  # id() of malleable tasks estimated from such a run: no reading of theirs
+        self._ran: dict[Hashable, tuple[int, float, float]] = {}  # key -> (runs, mean, M2) of its malleable
+        #                                 tasks' seconds at their narrowest in this run (Welford: _spread)
         self._slowed: dict[int, list[float]] = {}  # slot index of a running malleable task -> [its predicted
         #                         slowdown integrated over its run so far (s), the clock then, the slowdown since]
 
@@ -480,7 +485,7 @@ class Scheduler:
         # at the prior's 1 s ran 0.23 s on two cores, read as perfectly parallel, and the profile
         # store kept a serial fraction of 0 over 8 readings, docs/results/widths.md)
         if ((narrowest := self._widened.pop(index, None)) is not None and now is not None and began is not None
-                and not admission.guessed(self._running[index])):
+                and not admission.guessed(self._running[index]) and id(self._running[index]) not in self._unread):
             task = self._running[index]
             self._restamp(domain, now)
             slowed, _, since = self._slowed.pop(index, (0.0, now, 1.0))
@@ -492,10 +497,12 @@ class Scheduler:
         elif narrowest is not None and self._running[index].width_reason == EXPLORING:
             self.widths.model.explore(self._running[index].key, -1)
         if narrowest is not None and now is not None and began is not None and now > began:
+            self._count_run(index, narrowest[0], now - began)
             self._learn_runtime(index, narrowest[0], now - began)
         self._slowed.pop(index, None)
         self._waited.pop(index, None)
         self._learned_tasks.discard(id(self._running[index]))
+        self._unread.discard(id(self._running[index]))
         if self._terms is not None:
             self._terms.ended(self.slots[index].domain, self._running[index], now)
         self._unbook(index)
@@ -589,7 +596,7 @@ class Scheduler:
         high = task.cores if capped else task.max_cores
         # explored while its run time is a guess too (_retarget)
         choice = self.widths.choose(task.key, task.cores, high, task.runtime, width_tail(task), outlook,
-                                    narrowest=narrow)
+                                    narrowest=narrow, spread=self._spread(task))
         self._widened[slot.index] = narrow
         if choice.width != task.cores:
             # An explored width's run time is taken at its hope (perfectly parallel): at its key's
@@ -637,7 +644,8 @@ class Scheduler:
                                       self.widths.model.readings(task.key))
                 fit, readings = fits[task.key]
                 peers.append(Peer(narrow[1], width_tail(task), fit, narrow[0], min(task.max_cores, widest),
-                                  readings >= widths.SURE_AFTER, task.footprint, task.key, readings > 0))
+                                  readings >= widths.SURE_AFTER, task.footprint, task.key, readings > 0,
+                                  self._spread(task)))
                 work += _work(task)
         return tuple(peers), work
 
@@ -852,27 +860,45 @@ class Scheduler:
         tasks of its key whose run time came a guess (submitted before any of it had run), waiting or
         running, take that reading at their own widths by the key's fit, as sure as a key seen once
         (:data:`~scalpel_executor.core.admission.ONE_RUN_SPREAD`, as the estimator tells a task of
-        it submitted now), and the waiting ones are planned again. Once per key, O(its tasks). Not
-        from a wider run while the key has no speed-up reading: at no gain assumed, it would stand
-        for the narrowest width's time, and a wider run read against it would read no gain (a live
-        first run of three fits on two cores, each tried on both: the learned run read "no gain").
+        it submitted now), and the waiting ones are planned again. Once per key, O(its tasks).
+
+        A wider run while the key has no speed-up reading teaches them too, at no gain (its seconds
+        stand for the narrowest width's, which they are at least), but no speed-up is read against
+        it (``_unread``): read so, a wider run reads no gain (a live first run of three fits on two
+        cores, each tried on both: the learned run read "no gain" of a key measured at 1.5-1.7x).
+        A later run that reads (a narrow one, or a wider one once the key has a reading) teaches the
+        tasks not started again. (Measured reason: a first run whose batch starts on the guess
+        explores every key wider at once, and none of its tasks then learned a run time; on the
+        width study's seeds 100-102, first runs told no run time, docs/results/widths-log.md, "A
+        first run told no run time plans on what its runs tell".)
 
         A workflow submits a batch at once: a first run's tasks were otherwise guesses to the end,
         so none was widened, waited for or explored, and no run taught the key a speed-up (three
         least-squares fits on two cores, ``examples/malleable/fits.py --regions 3``: every first run
         ran each on one core, docs/results/widths.md)."""
         ran = self._running[index]
-        if ran.key is None or ran.cores > narrowest and not self.widths.model.readings(ran.key):
-            return  # a wider run, its key's speed-up unknown: no run time at the narrowest it stands for
-        tasks = self._guessed_of.pop(ran.key, None)
+        if ran.key is None:
+            return
+        unread = ran.cores > narrowest and not self.widths.model.readings(ran.key)
+        if unread:  # a wider run, its key's speed-up unknown: once, and kept for a run that reads
+            if ran.key in self._learned_unread:
+                return
+            self._learned_unread.add(ran.key)
+            tasks = self._guessed_of.get(ran.key)
+        else:
+            tasks = self._guessed_of.pop(ran.key, None)
         if not tasks:
             return
         serial = self.widths.model.serial_fraction(ran.key)
         running = {id(task): i for i, task in self._running.items()}
         for task in tasks:
-            if task is ran or not admission.guessed(task):
+            if task is ran or not (admission.guessed(task) or id(task) in self._unread):
                 continue
             if (narrow := self._narrow.get(id(task))) is not None:  # not started: its plan's estimates
+                if unread:
+                    self._unread.add(id(task))
+                else:
+                    self._unread.discard(id(task))
                 low = narrow[0]
                 waiting = self._waiting.get(task.seq) is task
                 if waiting:
@@ -884,6 +910,8 @@ class Scheduler:
                 self._longest = max(self._longest, task.runtime)
                 self._dirty = True
             elif (at := running.get(id(task))) is not None:  # its end, and the reading its run will give
+                if unread:
+                    self._unread.add(id(task))
                 task.runtime = at_width(seconds, serial, narrowest, task.cores)
                 if (widened := self._widened.get(at)) is not None:
                     self._widened[at] = (widened[0], at_width(seconds, serial, narrowest, widened[0]))
@@ -891,6 +919,40 @@ class Scheduler:
             else:
                 continue
             task.runtime_spread = admission.ONE_RUN_SPREAD
+
+    def _count_run(self, index: int, narrowest: int, seconds: float) -> None:
+        """Malleable task on slot ``index`` ran ``seconds``: one more run of its key, at its narrowest
+        width by the key's fit, in the spread its tasks' ends are reckoned with (:meth:`_spread`)."""
+        ran = self._running[index]
+        if ran.key is None:
+            return
+        x = at_width(seconds, self.widths.model.serial_fraction(ran.key), ran.cores, narrowest)
+        runs, mean, m2 = self._ran.get(ran.key, (0, 0.0, 0.0))
+        runs += 1
+        delta = x - mean
+        mean += delta / runs
+        self._ran[ran.key] = (runs, mean, m2 + delta * (x - mean))
+
+    def _spread(self, task: Task) -> float:
+        """The relative std of malleable ``task``'s run time, as the width rule reckons its end with
+        (:data:`~scalpel_executor.core.widths.RISK_SPREADS`): an estimate's, its key's runs in this
+        run once two have ended (at most :data:`~scalpel_executor.core.admission.GUESSED_SPREAD`),
+        else the spread it was told (0: exact); a guess's is not counted.
+
+        Run times within a key spread: a task of a key whose estimate says it is short may be the
+        batch's longest, and started on one core it runs alone long after the rest have ended.
+        (Measured reason: first runs told no run time, on the width study's seeds 100-102,
+        docs/results/widths-log.md, "A first run told no run time plans on what its runs tell".)
+        A guess says nothing of a task's scale: counted, every task of a key that does not speed up
+        looked as late narrow as tried wide, and three of 2 s on two cores were all tried on both,
+        one after another: 1.51x the end of each on one core.)"""
+        spread = task.runtime_spread
+        if spread >= admission.GUESSED_SPREAD:
+            return 0.0
+        runs, mean, m2 = self._ran.get(task.key, (0, 0.0, 0.0))
+        if spread > 0 and runs >= 2 and mean > 0:  # no estimate counted less sure than a guess
+            return min(math.sqrt(m2 / (runs - 1)) / mean, admission.GUESSED_SPREAD)
+        return spread
 
     def _unbook(self, index: int) -> None:
         task = self._running[index]
@@ -953,6 +1015,7 @@ class Scheduler:
         self._started.pop(index, None)
         self._waited.pop(index, None)
         self._learned_tasks.discard(id(self._running[index]))
+        self._unread.discard(id(self._running[index]))
         if self._terms is not None:  # it did not end: its co-run tells nothing
             self._terms.ended(self.slots[index].domain, self._running[index], None)
         self._unbook(index)

@@ -51,6 +51,18 @@ on ``epyc``, a 1000genome run kept 13 of its 16 merges, serial fraction 0.02, on
 behind one long individual and ended 0.58× as soon as every task on its whole domain; the seeds
 not tuned on moved from 0.980× to 1.009× the hindsight best on a first run, docs/results/widths.md.)
 
+*Spread* (``Peer.spread``, ``choose_width``'s ``spread``): a task's own end, in every term above
+and in the allotment, is reckoned :data:`RISK_SPREADS` of its spread later than its estimate (the
+relative std of its key's run times, as the scheduler tells it: ``Scheduler._spread``), and the
+core-seconds it spends at its estimate: so a task that may be the long one starts wider where its
+own end would decide. A guess's spread is not counted: it says nothing of the task's scale.
+(Measured reason: a batch's tasks of one key spread, and a first run that estimates them by the
+key's first end started its longest on one core, where it ran long after the rest; with the
+spread, and run times taught by a wider run (``Scheduler._learn_runtime``), first runs told no
+run time ended 3.9% and 5.0% sooner on geometric mean on two seed sets not tuned on, 2.7% on the
+tuning seeds; docs/results/widths-log.md, "A first run told no run time plans on what its runs
+tell".)
+
 *Crowding* (:class:`Crowding`): each run time above is slowed by the cache the width leaves the
 task. On a domain kept full by tasks of width w, a task shares the LLC with ⌊domain cores / w⌋ − 1
 co-runners (the malleable tasks waiting: their footprints weighted by the core-seconds each holds a
@@ -168,7 +180,7 @@ __all__ = ["amdahl", "at_width", "widest", "serial_fraction_from", "borrowed", "
            "Widths", "RULES", "REASONS",
            "TAIL", "CRITICAL_PATH", "FEWER_CORUNNERS", "MANY_WAITING", "NO_SPEEDUP", "NO_GAIN", "OTHERS_LONGER",
            "EXPLORING", "PLANNED_EXPLORATION", "KEPT", "FREE_NOW", "PACKED",
-           "EQUAL_SHARE", "REASONS_EXPLAINED", "SHRINK", "SURE_AFTER", "BORROWED", "EXPLORE_COST", "HYSTERESIS", "TIE",
+           "EQUAL_SHARE", "REASONS_EXPLAINED", "RISK_SPREADS", "SHRINK", "SURE_AFTER", "BORROWED", "EXPLORE_COST", "HYSTERESIS", "TIE",
            "PACKED_PEERS"]
 
 #: Pseudo-readings of "no gain" (s = 1) each key's serial fraction starts from.
@@ -185,6 +197,9 @@ EXPLORE_COST = 0.02
 HYSTERESIS = 0.03
 #: Widths predicted to end within this share of the soonest end count as ties; the cheapest in core-seconds is taken.
 TIE = 0.005
+#: A task's own end is reckoned at its estimate plus this many of its spreads (``Task.runtime_spread``,
+#: the relative std of its key's run times; a guess's is 1): the chance that it is the long one.
+RISK_SPREADS = 2.0
 #: At most this many malleable tasks waiting, nothing else, and none with a chain waiting for it: their
 #: allotment is checked by a list schedule on the cores as they free (:func:`packs`, :func:`packed`).
 PACKED_PEERS = 64
@@ -450,6 +465,7 @@ class Peer:
     footprint: float = 0.0  # bytes (its crowding, Crowding)
     key: Hashable = None  # its profile key (explore_allotted plans one task of an unsure key at a time)
     seen: bool = True  # its key was seen wider at least once: the plan counts the cache for it (Crowding)
+    spread: float = 0.0  # relative std of its run time: its own end is reckoned RISK_SPREADS of it later (_late)
 
 
 def co_runner_footprint(peers: Sequence[Peer], default: float) -> float:
@@ -503,6 +519,12 @@ def _own(runtime: float, serial: float, low: int, width: int) -> float:
     return at_width(runtime, serial, low, width)
 
 
+def _late(own: float, peer: Peer) -> float:
+    """``peer``'s own run time ``own`` as its end is reckoned: :data:`RISK_SPREADS` of its spread
+    later (the core-seconds it spends are reckoned at ``own``)."""
+    return own * (1.0 + RISK_SPREADS * peer.spread)
+
+
 def _crowded_own(peer: Peer, width: int, crowding: Crowding | None) -> float:
     """``peer``'s run time on ``width`` cores, slowed by the co-runners that width leaves it
     (``crowding``) where its key was seen wider (``peer.seen``; the task starting always is): a plan
@@ -547,7 +569,7 @@ def allot(peers: Sequence[Peer], cores: int, domain_cores: int, backlog: float,
         (peer.low, peer.high), _sizes(peer.low, min(peer.high, domain_cores), domain_cores, shaped)), crowding)
         for peer in peers]
     owns = [_crowded_own(peer, width, crowding) for peer, width in zip(peers, widths)]
-    ends = [own + peer.tail for own, peer in zip(owns, peers)]
+    ends = [_late(own, peer) + peer.tail for own, peer in zip(owns, peers)]
     area = backlog + sum(width * own for width, own in zip(widths, owns))
     heap = [(-end, i) for i, end in enumerate(ends)]
     heapq.heapify(heap)
@@ -568,16 +590,17 @@ def allot(peers: Sequence[Peer], cores: int, domain_cores: int, backlog: float,
             new_area = area - widths[i] * owns[i] + wider * new_own
             if new_area / cores + (after if chains else 0.0) >= top:
                 break
-            ordered = new_own + peer.tail if chains else new_own
+            late = _late(new_own, peer)
+            ordered = late + peer.tail if chains else late
             stands = ordered >= top
         if stands:
             heapq.heappop(heap)
             if chains:
                 chains = False
-                heap = [(-owns[j], j) for _, j in heap]
+                heap = [(-_late(owns[j], peers[j]), j) for _, j in heap]
                 heapq.heapify(heap)
             continue
-        widths[i], owns[i], ends[i], area = wider, new_own, new_own + peer.tail, new_area
+        widths[i], owns[i], ends[i], area = wider, new_own, late + peer.tail, new_area
         heapq.heapreplace(heap, (-ordered, i))
     return widths, max(ends, default=0.0), area
 
@@ -759,7 +782,7 @@ def explore_allotted(peers: Sequence[Peer], allotted: Sequence[int], cores: int,
         owns = [_crowded_own(p, w, crowding) for p, w in zip(peers, chosen)]
         area = sum(w * own for w, own in zip(chosen, owns))
         # the last peer to end ends no sooner than their area fills the cores, and a chain follows it
-        return max(max(own + p.tail for own, p in zip(owns, peers)), (backlog + area) / cores,
+        return max(max(_late(own, p) + p.tail for own, p in zip(owns, peers)), (backlog + area) / cores,
                    area / cores + least_tail)
 
     limit = end(base) * (1 + EXPLORE_COST)
@@ -805,7 +828,7 @@ def thriftiest(peer: Peer, sizes: Sequence[int], crowding: Crowding) -> int:
 
 def choose_width(low: int, high: int, runtime: float, tail: float, serial: float, readings: int, outlook: Outlook,
                  *, previous: int | None = None, may_explore: bool = True, exploring: int = 0,
-                 shaped: bool = True, narrowest: tuple[int, float] | None = None) -> WidthChoice:
+                 shaped: bool = True, narrowest: tuple[int, float] | None = None, spread: float = 0.0) -> WidthChoice:
     """The width a malleable task starts on (module docstring).
 
     Parameters
@@ -835,6 +858,9 @@ def choose_width(low: int, high: int, runtime: float, tail: float, serial: float
         The task's narrowest width and its estimate there, where ``low`` is a width it was planned
         at above it (``Scheduler._retarget``): the hope of an exploration scales from there, and a
         start at ``low`` reads the key's speed-up without one. None: ``low`` is its narrowest.
+    spread : float
+        The relative std of its run time (0: exact): its own end is reckoned :data:`RISK_SPREADS`
+        of it later, the core-seconds it spends at ``runtime``.
 
     Returns
     -------
@@ -845,10 +871,11 @@ def choose_width(low: int, high: int, runtime: float, tail: float, serial: float
     if not (math.isfinite(runtime) and math.isfinite(tail) and math.isfinite(outlook.backlog)) or len(candidates) == 1:
         return WidthChoice(low, NO_SPEEDUP if readings == 0 else NO_GAIN)
     crowding = outlook.crowding
-    me = Peer(runtime, tail, serial, low, high, readings >= SURE_AFTER, outlook.footprint)  # crowded, seen or not
+    me = Peer(runtime, tail, serial, low, high, readings >= SURE_AFTER, outlook.footprint,  # crowded, seen or not
+              spread=spread)
     allotted, _, area = allot((me, *outlook.peers), outlook.cores, outlook.domain_cores, outlook.backlog,
                               shaped=shaped, crowding=crowding)
-    others_end = max((_crowded_own(p, w, crowding) + p.tail for p, w in zip(outlook.peers, allotted[1:])),
+    others_end = max((_late(_crowded_own(p, w, crowding), p) + p.tail for p, w in zip(outlook.peers, allotted[1:])),
                      default=0.0)
     rest = area - allotted[0] * _crowded_own(me, allotted[0], crowding)  # backlog and the peers, as allotted
     floor = others_end  # the malleable tasks waiting beside it, as allotted
@@ -856,7 +883,7 @@ def choose_width(low: int, high: int, runtime: float, tail: float, serial: float
 
     def end(width: int, s: float = serial) -> float:
         own = _crowded_own(dataclasses.replace(me, serial=s), width, crowding)
-        return max(own + tail, (rest + width * own) / outlook.cores + after, floor)
+        return max(_late(own, me) + tail, (rest + width * own) / outlook.cores + after, floor)
 
     def spent(width: int) -> float:
         return width * _crowded_own(me, width, crowding)
@@ -950,16 +977,16 @@ class Widths:
             raise ValueError(f"unknown width rule {self.rule!r}; choose from {', '.join(RULES)}")
 
     def choose(self, key: Hashable, low: int, high: int, runtime: float, tail: float, outlook: Outlook,
-               *, narrowest: tuple[int, float] | None = None) -> WidthChoice:
+               *, narrowest: tuple[int, float] | None = None, spread: float = 0.0) -> WidthChoice:
         """The width a task of ``key`` starts on (:func:`choose_width`, or :func:`equipartition`).
         ``narrowest``: its narrowest width and estimate there, where ``low`` is a planned width
-        above it. Every width may be tried, a run time that is a guess too (``Scheduler._retarget``)."""
+        above it; ``spread``: its run time's relative std. Every width may be tried, a run time that is a guess too (``Scheduler._retarget``)."""
         if self.rule.startswith("equipartition"):
             return equipartition(low, high, outlook, shaped=self.rule == "equipartition-shaped")
         choice = choose_width(low, high, runtime, tail, self.model.serial_fraction(key), self.model.readings(key),
                               outlook, previous=self._previous.get(key),
                               exploring=self.model.exploring(key), shaped=self.rule == "scalpel",
-                              narrowest=narrowest)
+                              narrowest=narrowest, spread=spread)
         if choice.reason == EXPLORING:
             self.model.explore(key, +1)
         else:
