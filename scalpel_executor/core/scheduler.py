@@ -1032,6 +1032,7 @@ class Scheduler:
         for task in left:  # a malleable task goes back at its narrowest width
             if (narrow := self._narrow.pop(id(task), None)) is not None:
                 task.cores, task.runtime = narrow
+            self._unread.discard(id(task))
         self._planned_explore.clear()
         self._free_now.clear()
         running = {id(task) for task in self._running.values()}
