@@ -945,7 +945,7 @@ class Scheduler:
         docs/results/widths-log.md, "A first run told no run time plans on what its runs tell".)
         A guess says nothing of a task's scale: counted, every task of a key that does not speed up
         looked as late narrow as tried wide, and three of 2 s on two cores were all tried on both,
-        one after another: 1.51x the end of each on one core.)"""
+        one after another: 1.51x the end of each on one core."""
         spread = task.runtime_spread
         if spread >= admission.GUESSED_SPREAD:
             return 0.0
