@@ -3,6 +3,8 @@ reckoned with its key's spread, and a wider run of a key with no speed-up readin
 guessed tasks of its key a run time, never read against."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scalpel_executor.core import widths
 from scalpel_executor.core.admission import GUESSED_SPREAD, ONE_RUN_SPREAD
@@ -23,6 +25,22 @@ def test_a_task_that_may_run_longer_than_its_estimate_starts_wider_where_its_own
     assert (chosen[0.5].width, chosen[0.5].reason) == (4, widths.TAIL)
     # what it spends is reckoned at its estimate: the end the width is chosen for is the area's
     assert chosen[0.5].ends == pytest.approx((6.0 + 4 * 2.0 * widths.amdahl(0.1, 4)) / 4)
+
+
+_PEERS = st.lists(st.builds(Peer, runtime=st.floats(0.1, 50), tail=st.floats(0, 20), serial=st.floats(0, 1),
+                            high=st.sampled_from([2, 4, 8]), spread=st.floats(0, 1)), max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(runtime=st.floats(0.1, 50), tail=st.floats(0, 20), serial=st.floats(0, 1), spread=st.floats(0, 1),
+       backlog=st.floats(0, 500), free=st.integers(1, 8), peers=_PEERS)
+def test_a_spread_never_makes_a_sure_key_start_narrower(runtime, tail, serial, spread, backlog, free, peers):
+    """Whatever waits beside it, a task of a key sure of its speed-up starts at least as wide when
+    its run time may run longer: only its own end is reckoned later."""
+    outlook = Outlook(cores=16, domain_cores=8, free=free, backlog=backlog, peers=tuple(peers))
+    steady = choose_width(1, 8, runtime, tail, serial, widths.SURE_AFTER, outlook)
+    spread_out = choose_width(1, 8, runtime, tail, serial, widths.SURE_AFTER, outlook, spread=spread)
+    assert spread_out.width >= steady.width
 
 
 def test_the_allotment_reckons_each_waiting_tasks_end_with_its_spread():
